@@ -1,0 +1,56 @@
+// Matrix–vector and small matrix–matrix products over quantized weights.
+//
+// y = W·x where W is [n_rows, n_cols] stored row-major in a ggml type and x has already been
+// quantized to vec_dot_type(W) with quantize_row(). Each variant (_ref, _avx2, _avx512) computes
+// every row in the one canonical order documented in kernels/gemv.cpp, so all variants and all
+// thread counts give bit-identical results (DESIGN.md invariant 1; the CUDA kernels follow it too).
+// Tested by tests/test_gemv.cpp; measured by bench/bench_gemv.cpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "io/ggml_type.h"
+
+namespace strata::kernels {
+
+class ThreadPool;
+
+enum class Isa { kRef, kAvx2, kAvx512 };
+
+// Rows [row_begin, row_end) of y = W·xq, one token.
+//   w:        pointer to row 0 of W; rows are row_stride bytes apart
+//   xq:       the activation row, n_cols elements in vec_dot_type(type)
+//   y:        [n_rows] floats; only y[row_begin..row_end) are written
+using GemvFn = void (*)(const void* w, size_t row_stride, const void* xq, float* y,
+                        int64_t row_begin, int64_t row_end, int64_t n_cols);
+
+// Several tokens at once: y[t * y_stride + r] = W_r · xq_t for t < n_tokens. Each weight row is
+// read once for all tokens; every element equals what GemvFn computes for that token alone.
+//   xq:       n_tokens activation rows, xq_stride bytes apart
+using GemmFn = void (*)(const void* w, size_t row_stride, const void* xq, size_t xq_stride,
+                        float* y, size_t y_stride, int64_t n_tokens, int64_t row_begin,
+                        int64_t row_end, int64_t n_cols);
+
+struct GemvKernels {
+  GemvFn gemv;
+  GemmFn gemm;
+};
+
+// The best ISA this CPU supports, decided once from CPUID.
+Isa best_isa();
+std::string_view isa_name(Isa isa);
+// Kernels for a weight type and ISA. ISA variants that are not compiled or not supported by the
+// CPU fall back to the best available one below them.
+GemvKernels gemv_kernels(GgmlType type, Isa isa);
+inline GemvKernels gemv_kernels(GgmlType type) { return gemv_kernels(type, best_isa()); }
+
+// Convenience: whole-matrix GEMV/GEMM split over the pool's workers by rows.
+void gemv(ThreadPool* pool, GgmlType type, const void* w, size_t row_stride, const void* xq,
+          float* y, int64_t n_rows, int64_t n_cols);
+void gemm(ThreadPool* pool, GgmlType type, const void* w, size_t row_stride, const void* xq,
+          size_t xq_stride, float* y, size_t y_stride, int64_t n_tokens, int64_t n_rows,
+          int64_t n_cols);
+
+}  // namespace strata::kernels

@@ -1,0 +1,83 @@
+// Quantized block formats, bit-compatible with llama.cpp's ggml layouts, and the row-level
+// (de)quantizers. Activations for quantized weights are quantized per row the way llama.cpp's CPU
+// backend does (Q8_0 for Q4_0/Q5_0/Q8_0/MXFP4 weights, Q8_K for K-quants) so that dots are exact
+// integer sums per block. Tested by tests/test_quant.cpp (known answers + _ref twins).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "io/ggml_type.h"
+
+namespace strata::kernels {
+
+constexpr int kQK = 32;    // elements per simple block (Q4_0, Q5_0, Q8_0, MXFP4)
+constexpr int kQK_K = 256;  // elements per K-quant super-block
+
+#pragma pack(push, 1)
+struct BlockQ4_0 {
+  uint16_t d;  // fp16 scale
+  uint8_t qs[kQK / 2];  // element j in low nibble of qs[j], element j+16 in the high nibble
+};
+struct BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[4];  // 5th bit of each of the 32 elements
+  uint8_t qs[kQK / 2];
+};
+struct BlockQ8_0 {
+  uint16_t d;
+  int8_t qs[kQK];
+};
+struct BlockQ4_K {
+  uint16_t d;     // super-block scale for the 6-bit sub-block scales
+  uint16_t dmin;  // super-block scale for the 6-bit sub-block mins
+  uint8_t scales[12];
+  uint8_t qs[kQK_K / 2];
+};
+struct BlockQ6_K {
+  uint8_t ql[kQK_K / 2];
+  uint8_t qh[kQK_K / 4];
+  int8_t scales[kQK_K / 16];
+  uint16_t d;
+};
+struct BlockQ8_K {
+  float d;
+  int8_t qs[kQK_K];
+  int16_t bsums[kQK_K / 16];  // sum of each group of 16 qs
+};
+struct BlockMXFP4 {
+  uint8_t e;  // E8M0 shared exponent
+  uint8_t qs[kQK / 2];
+};
+#pragma pack(pop)
+
+static_assert(sizeof(BlockQ4_0) == 18);
+static_assert(sizeof(BlockQ5_0) == 22);
+static_assert(sizeof(BlockQ8_0) == 34);
+static_assert(sizeof(BlockQ4_K) == 144);
+static_assert(sizeof(BlockQ6_K) == 210);
+static_assert(sizeof(BlockQ8_K) == 292);
+static_assert(sizeof(BlockMXFP4) == 17);
+
+// IEEE half and bfloat16 conversions (round-to-nearest-even, as ggml).
+float fp16_to_f32(uint16_t h);
+uint16_t f32_to_fp16(float f);
+float bf16_to_f32(uint16_t h);
+uint16_t f32_to_bf16(float f);
+
+// Weight types the GEMV kernels accept.
+bool gemv_supported(GgmlType w);
+
+// The activation format a weight type is dotted with (ggml's vec_dot_type):
+// F32→F32, F16→F16, BF16→BF16, Q4_0/Q5_0/Q8_0/MXFP4→Q8_0, Q4_K/Q6_K→Q8_K.
+GgmlType vec_dot_type(GgmlType w);
+
+// dst[n] = dequantized src. n must be a multiple of the type's block size.
+void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n);
+
+// Quantize n floats into blocks of type t, exactly as llama.cpp's reference quantizers
+// (quantize_row_*_ref) do. Supported: F32, F16, BF16, Q8_0, Q8_K (activations) and
+// Q4_0, Q5_0, Q8_0, Q4_K, Q6_K (weights, used by `strata synth`).
+void quantize_row(GgmlType t, const float* src, void* dst, int64_t n);
+
+}  // namespace strata::kernels

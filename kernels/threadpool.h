@@ -1,0 +1,59 @@
+// A fixed pool of worker threads pinned to physical cores, spin-then-sleep waiting, and a
+// parallel-for over work items weighted by cost (bytes). No allocation inside a parallel region.
+// Tested by tests/test_threadpool.cpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+
+namespace strata::kernels {
+
+class ThreadPool {
+ public:
+  // n_threads includes the calling thread (n_threads = 1: everything runs on the caller).
+  // pin: pin worker i to the i-th physical core (SMT siblings skipped) when possible.
+  explicit ThreadPool(int n_threads, bool pin = true);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const;
+
+  // Runs fn(thread_index, n_threads) once on every thread (the caller is index 0) and returns
+  // when all are done. fn must not throw.
+  template <typename F>
+  void run(F&& fn) {
+    run_impl(&fn, [](void* ctx, int i, int n) { (*static_cast<F*>(ctx))(i, n); });
+  }
+
+  // Splits [0, n_items) into contiguous ranges of about equal total cost (cost[i] >= 0, e.g.
+  // bytes of item i; empty span = equal cost) and calls fn(begin, end, thread_index) for each
+  // non-empty range. The split depends only on n_items, costs and size(), never on timing.
+  template <typename F>
+  void parallel_for(int64_t n_items, std::span<const uint64_t> cost, F&& fn);
+
+ private:
+  void run_impl(void* ctx, void (*fn)(void*, int, int));
+  struct Impl;
+  Impl* impl_;
+};
+
+// The split parallel_for uses: thread t gets [bounds[t], bounds[t+1]); bounds has n_threads + 1
+// entries.
+void split_by_cost(int64_t n_items, std::span<const uint64_t> cost, int n_threads,
+                   int64_t* bounds);
+
+template <typename F>
+void ThreadPool::parallel_for(int64_t n_items, std::span<const uint64_t> cost, F&& fn) {
+  constexpr int kMaxThreads = 1024;
+  int64_t bounds[kMaxThreads + 1];
+  const int n = size() < kMaxThreads ? size() : kMaxThreads;
+  split_by_cost(n_items, cost, n, bounds);
+  run([&](int t, int) {
+    if (t < n && bounds[t] < bounds[t + 1]) fn(bounds[t], bounds[t + 1], t);
+  });
+}
+
+}  // namespace strata::kernels
