@@ -17,10 +17,10 @@ namespace strata {
 
 // What went wrong, coarsely; the message says exactly where.
 enum class ErrorKind {
-  kBadFile,    // malformed input file (GGUF, stats, tokens ...)
-  kIo,         // a syscall failed
-  kBadValue,   // a knob or CLI value out of range
-  kNotFound,   // missing key / tensor / file
+  kBadFile,   // malformed input file (GGUF, stats, tokens ...)
+  kIo,        // a syscall failed
+  kBadValue,  // a knob or CLI value out of range
+  kNotFound,  // missing key / tensor / file
   kUnsupported,
   kOutOfMemory,
   kCuda,
@@ -71,14 +71,14 @@ template <typename... Args>
 }  // namespace strata
 
 // Always on, also in Release: a bug, never an input problem.
-#define STRATA_ASSERT(cond, ...)                                                     \
-  do {                                                                               \
-    if (__builtin_expect(!(cond), 0))                                                \
+#define STRATA_ASSERT(cond, ...)                                                       \
+  do {                                                                                 \
+    if (__builtin_expect(!(cond), 0))                                                  \
       ::strata::assert_fail(__FILE__, __LINE__, #cond, ::fmt::format("" __VA_ARGS__)); \
   } while (0)
 
 // Wraps a syscall returning -1 on failure: STRATA_CHECK_SYS(fd = open(...), "open", path).
-#define STRATA_CHECK_SYS(expr, call, what)              \
-  do {                                                  \
-    if ((expr) < 0) ::strata::fail_sys(call, what);     \
+#define STRATA_CHECK_SYS(expr, call, what)          \
+  do {                                              \
+    if ((expr) < 0) ::strata::fail_sys(call, what); \
   } while (0)
