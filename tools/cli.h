@@ -13,5 +13,6 @@ using CommandFn = std::function<int()>;
 // Each cmd_<name>.cpp defines one of these; main.cpp calls them all.
 void add_inspect(CLI::App& app, CommandFn& run);
 void add_synth(CLI::App& app, CommandFn& run);
+void add_knobs(CLI::App& app, CommandFn& run);
 
 }  // namespace strata::tools

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   strata::tools::CommandFn run;
   strata::tools::add_inspect(app, run);
   strata::tools::add_synth(app, run);
+  strata::tools::add_knobs(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

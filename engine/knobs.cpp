@@ -1,0 +1,254 @@
+// The knob table and its parser (see knobs.h). The only file in strata that calls getenv.
+#include "engine/knobs.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstdlib>
+
+#include "io/check.h"
+
+extern char** environ;
+
+namespace strata::engine {
+namespace {
+
+// One row per knob. Add a knob here and it gets an env var, a flag, validation, `strata knobs`
+// and a line in docs/KNOBS.md.
+constexpr KnobSpec kKnobs[] = {
+    {"THREADS", KnobType::kInt, "", "threads", "1..1024",
+     "Compute threads (including the main thread). Auto: one per physical core."},
+    {"CACHE_DIR", KnobType::kString, "", "path", "",
+     "Where generated models and machine profiles go. Auto: $XDG_CACHE_HOME/strata, else "
+     "~/.cache/strata."},
+};
+
+std::string lower(std::string_view s) {
+  std::string r(s);
+  for (char& c : r) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return r;
+}
+
+// Parses "lo..hi", "lo..", "..hi" into bounds (missing side = unbounded).
+void parse_range(std::string_view allowed, double& lo, double& hi) {
+  lo = -1e300;
+  hi = 1e300;
+  const auto dots = allowed.find("..");
+  if (dots == std::string_view::npos) return;
+  const auto a = allowed.substr(0, dots);
+  const auto b = allowed.substr(dots + 2);
+  if (!a.empty()) lo = std::strtod(std::string(a).c_str(), nullptr);
+  if (!b.empty()) hi = std::strtod(std::string(b).c_str(), nullptr);
+}
+
+[[noreturn]] void bad_value(const KnobSpec& k, std::string_view value, std::string_view why) {
+  fail(ErrorKind::kBadValue, "knob {} ({}): bad value '{}': {}{}", k.name, knob_flag(k.name), value,
+       why, k.allowed.empty() ? "" : fmt::format(" (allowed: {})", k.allowed));
+}
+
+// Returns the canonical form of a valid value; throws otherwise.
+std::string validate(const KnobSpec& k, std::string_view value) {
+  switch (k.type) {
+    case KnobType::kInt: {
+      int64_t v = 0;
+      const auto* end = value.data() + value.size();
+      const auto r = std::from_chars(value.data(), end, v);
+      if (r.ec != std::errc() || r.ptr != end) bad_value(k, value, "not an integer");
+      double lo, hi;
+      parse_range(k.allowed, lo, hi);
+      if (static_cast<double>(v) < lo || static_cast<double>(v) > hi)
+        bad_value(k, value, "out of range");
+      return std::to_string(v);
+    }
+    case KnobType::kFloat: {
+      const std::string s(value);
+      char* end = nullptr;
+      const double v = std::strtod(s.c_str(), &end);
+      if (s.empty() || end != s.c_str() + s.size() || v != v) bad_value(k, value, "not a number");
+      double lo, hi;
+      parse_range(k.allowed, lo, hi);
+      if (v < lo || v > hi) bad_value(k, value, "out of range");
+      return s;
+    }
+    case KnobType::kBool: {
+      const std::string v = lower(value);
+      if (v == "1" || v == "true" || v == "on" || v == "yes") return "1";
+      if (v == "0" || v == "false" || v == "off" || v == "no") return "0";
+      bad_value(k, value, "not a boolean (0 or 1)");
+    }
+    case KnobType::kEnum: {
+      const std::string v = lower(value);
+      std::string_view rest = k.allowed;
+      while (!rest.empty()) {
+        const auto bar = rest.find('|');
+        const auto item = rest.substr(0, bar);
+        if (item == v) return v;
+        rest = bar == std::string_view::npos ? std::string_view{} : rest.substr(bar + 1);
+      }
+      bad_value(k, value, "not one of the choices");
+    }
+    case KnobType::kString:
+      return std::string(value);
+  }
+  return std::string(value);
+}
+
+const KnobSpec& spec(std::string_view name) {
+  const KnobSpec* k = find_knob(name);
+  STRATA_ASSERT(k != nullptr, "unknown knob {}", name);
+  return *k;
+}
+
+}  // namespace
+
+std::span<const KnobSpec> knob_table() {
+  return kKnobs;
+}
+
+const KnobSpec* find_knob(std::string_view name) {
+  for (const auto& k : kKnobs)
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
+std::string knob_flag(std::string_view name) {
+  std::string f = "--" + lower(name);
+  std::replace(f.begin(), f.end(), '_', '-');
+  return f;
+}
+
+Knobs Knobs::from_values(const std::map<std::string, std::string>& values) {
+  Knobs r;
+  for (const auto& [name, value] : values) {
+    const KnobSpec* k = find_knob(name);
+    if (!k) fail(ErrorKind::kBadValue, "unknown knob '{}' (see `strata knobs`)", name);
+    if (value.empty() || lower(value) == "auto") continue;
+    r.values_[name] = validate(*k, value);
+    r.explicit_[name] = true;
+  }
+  for (const auto& k : kKnobs)
+    if (!r.values_.count(k.name) && !k.default_value.empty())
+      r.values_[std::string(k.name)] = std::string(k.default_value);
+  return r;
+}
+
+Knobs Knobs::load(const std::map<std::string, std::string>& cli) {
+  std::map<std::string, std::string> merged;
+  std::vector<std::string> warnings;
+  for (const auto& k : kKnobs) {
+    const std::string name(k.name);
+    const char* plain = std::getenv(name.c_str());
+    const char* prefixed = std::getenv(("STRATA_" + name).c_str());
+    if (prefixed) merged[name] = prefixed;
+    if (plain) merged[name] = plain;
+  }
+  for (char** e = environ; e && *e; ++e) {
+    std::string_view kv(*e);
+    const auto eq = kv.find('=');
+    const auto name = kv.substr(0, eq);
+    if (name.rfind("STRATA_", 0) == 0 && !find_knob(name.substr(7)))
+      warnings.push_back(
+          fmt::format("unknown environment variable {} ignored (see `strata knobs`)", name));
+  }
+  for (const auto& [name, value] : cli) merged[name] = value;
+  Knobs r = from_values(merged);
+  r.warnings_ = std::move(warnings);
+  return r;
+}
+
+bool Knobs::is_set(std::string_view name) const {
+  spec(name);
+  return explicit_.find(name) != explicit_.end();
+}
+
+std::optional<std::string> Knobs::raw(std::string_view name) const {
+  spec(name);
+  const auto it = values_.find(name);
+  if (it == values_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<int64_t> Knobs::int_opt(std::string_view name) const {
+  STRATA_ASSERT(spec(name).type == KnobType::kInt || spec(name).type == KnobType::kBool, "{}",
+                name);
+  const auto v = raw(name);
+  if (!v) return std::nullopt;
+  return std::stoll(*v);
+}
+
+std::optional<double> Knobs::float_opt(std::string_view name) const {
+  const auto v = raw(name);
+  if (!v) return std::nullopt;
+  return std::strtod(v->c_str(), nullptr);
+}
+
+int64_t Knobs::get_int(std::string_view name) const {
+  const auto v = int_opt(name);
+  STRATA_ASSERT(v.has_value(), "knob {} has no value (auto) here", name);
+  return *v;
+}
+
+double Knobs::get_float(std::string_view name) const {
+  const auto v = float_opt(name);
+  STRATA_ASSERT(v.has_value(), "knob {} has no value (auto) here", name);
+  return *v;
+}
+
+bool Knobs::get_bool(std::string_view name) const {
+  return get_int(name) != 0;
+}
+
+std::string Knobs::get_string(std::string_view name) const {
+  return raw(name).value_or("");
+}
+
+std::string Knobs::describe() const {
+  std::string s;
+  for (const auto& k : kKnobs) {
+    const auto v = raw(k.name);
+    s += fmt::format("{}{}={}", s.empty() ? "" : " ", k.name, v ? *v : "auto");
+  }
+  return s;
+}
+
+std::string cache_dir(const Knobs& knobs) {
+  if (auto d = knobs.raw("CACHE_DIR")) return *d;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/strata";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/strata";
+  return ".strata-cache";
+}
+
+std::string knobs_markdown() {
+  std::string s =
+      "| knob (env var) | flag | type | default | unit | allowed | what it does |\n"
+      "|---|---|---|---|---|---|---|\n";
+  for (const auto& k : kKnobs) {
+    const char* type = "";
+    switch (k.type) {
+      case KnobType::kInt:
+        type = "int";
+        break;
+      case KnobType::kFloat:
+        type = "float";
+        break;
+      case KnobType::kBool:
+        type = "bool";
+        break;
+      case KnobType::kString:
+        type = "string";
+        break;
+      case KnobType::kEnum:
+        type = "enum";
+        break;
+    }
+    std::string allowed(k.allowed);
+    std::replace(allowed.begin(), allowed.end(), '|', ',');
+    s += fmt::format("| `{}` | `{}` | {} | {} | {} | {} | {} |\n", k.name, knob_flag(k.name), type,
+                     k.default_value.empty() ? "auto" : k.default_value, k.unit, allowed, k.doc);
+  }
+  return s;
+}
+
+}  // namespace strata::engine
