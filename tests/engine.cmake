@@ -1,1 +1,2 @@
 strata_add_test(test_knobs LABEL unit SOURCES test_knobs.cpp LIBS strata_engine)
+strata_add_test(test_sampler LABEL unit SOURCES test_sampler.cpp LIBS strata_engine)
