@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <vector>
 
 namespace strata::kernels {
 
@@ -20,9 +21,14 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const;
+  // True when every worker was pinned to its own physical core. Pinning is skipped (never an error)
+  // when pin = false, n_threads = 1, there are more threads than allowed physical cores, or the
+  // kernel refuses; the caller's own affinity is never changed.
+  bool pinned() const;
 
   // Runs fn(thread_index, n_threads) once on every thread (the caller is index 0) and returns
-  // when all are done. fn must not throw.
+  // when all are done. fn must not throw on a worker (that terminates); an exception on the caller
+  // is rethrown after the workers finish. Not reentrant: fn must not call run() on the same pool.
   template <typename F>
   void run(F&& fn) {
     run_impl(&fn, [](void* ctx, int i, int n) { (*static_cast<F*>(ctx))(i, n); });
@@ -40,10 +46,14 @@ class ThreadPool {
   Impl* impl_;
 };
 
+// Logical CPUs the pool pins to, one per physical core (the lowest-numbered allowed SMT sibling),
+// restricted to this process's affinity mask and ordered by (package, cpu). Read from
+// /sys/devices/system/cpu/cpu*/topology; empty if that cannot be read.
+std::vector<int> physical_core_cpus();
+
 // The split parallel_for uses: thread t gets [bounds[t], bounds[t+1]); bounds has n_threads + 1
 // entries.
-void split_by_cost(int64_t n_items, std::span<const uint64_t> cost, int n_threads,
-                   int64_t* bounds);
+void split_by_cost(int64_t n_items, std::span<const uint64_t> cost, int n_threads, int64_t* bounds);
 
 template <typename F>
 void ThreadPool::parallel_for(int64_t n_items, std::span<const uint64_t> cost, F&& fn) {

@@ -1,0 +1,2 @@
+add_executable(bench_threadpool bench_threadpool.cpp)
+target_link_libraries(bench_threadpool PRIVATE strata_kernels benchmark::benchmark)
