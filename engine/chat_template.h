@@ -1,0 +1,87 @@
+// Chat formatting the way llama.cpp's llama_chat_apply_template does it: the Jinja template in
+// tokenizer.chat_template is not run; its family is recognised by substrings and a built-in
+// formatter writes the prompt. Exercised by tests/test_chat_template.cpp and the `chat` cases
+// of tests/test_tokenizer.cpp.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace strata::engine {
+
+struct ChatMessage {
+  std::string role;  // "system", "user", "assistant", ...
+  std::string content;
+};
+
+// llama.cpp's built-in formats (llm_chat_template); chat_family_name gives the override name.
+enum class ChatFamily {
+  kChatml,
+  kLlama2,
+  kLlama2Sys,
+  kLlama2SysBos,
+  kLlama2SysStrip,
+  kMistralV1,
+  kMistralV3,
+  kMistralV3Tekken,
+  kMistralV7,
+  kMistralV7Tekken,
+  kPhi3,
+  kPhi4,
+  kFalcon3,
+  kZephyr,
+  kMonarch,
+  kGemma,
+  kOrion,
+  kOpenchat,
+  kVicuna,
+  kVicunaOrca,
+  kDeepseek,
+  kDeepseek2,
+  kDeepseek3,
+  kCommandR,
+  kLlama3,
+  kChatglm3,
+  kChatglm4,
+  kGlmEdge,
+  kMinicpm,
+  kExaone3,
+  kExaone4,
+  kRwkvWorld,
+  kGranite,
+  kGigachat,
+  kMegrez,
+  kYandex,
+  kBailing,
+  kLlama4,
+  kSmolvlm,
+  kDots1,
+  kHunyuanMoe,
+  kGptOss,
+  kHunyuanDense,
+  kKimiK2,
+  kSeedOss,
+};
+
+std::string_view chat_family_name(ChatFamily f);
+std::optional<ChatFamily> chat_family_from_name(std::string_view name);
+// Every accepted override name, comma-separated (for error messages and --help).
+std::string chat_family_names();
+
+// llm_chat_detect_template: a family name, else the first substring rule that matches the Jinja
+// text; nullopt when none does.
+std::optional<ChatFamily> detect_chat_family(std::string_view tmpl);
+// The same, but an unrecognised template throws strata::Error (kUnsupported) saying so and
+// listing the names a --chat-template override accepts.
+ChatFamily chat_family_for_template(std::string_view tmpl);
+
+// The prompt for msgs; add_assistant appends the assistant turn opener (add_generation_prompt).
+std::string format_chat(ChatFamily family, std::span<const ChatMessage> msgs, bool add_assistant);
+// With an explicit family name (--chat-template NAME); an unknown name throws strata::Error.
+std::string format_chat(std::string_view family_name, std::span<const ChatMessage> msgs,
+                        bool add_assistant);
+
+}  // namespace strata::engine
