@@ -41,10 +41,16 @@ struct GemvKernels {
 // The best ISA this CPU supports, decided once from CPUID.
 Isa best_isa();
 std::string_view isa_name(Isa isa);
+// Whether this CPU (and OS) can run an ISA's kernels.
+bool isa_supported(Isa isa);
 // Kernels for a weight type and ISA. ISA variants that are not compiled or not supported by the
 // CPU fall back to the best available one below them.
 GemvKernels gemv_kernels(GgmlType type, Isa isa);
-inline GemvKernels gemv_kernels(GgmlType type) { return gemv_kernels(type, best_isa()); }
+inline GemvKernels gemv_kernels(GgmlType type) {
+  return gemv_kernels(type, best_isa());
+}
+// The ISA whose kernels gemv_kernels(type, isa) returns (isa, or the fallback below it).
+Isa gemv_kernel_isa(GgmlType type, Isa isa);
 
 // Convenience: whole-matrix GEMV/GEMM split over the pool's workers by rows.
 void gemv(ThreadPool* pool, GgmlType type, const void* w, size_t row_stride, const void* xq,

@@ -1,1 +1,338 @@
-// placeholder: being written
+// AVX2 + FMA + F16C GEMV/GEMM kernels (compiled with -mavx2 -mfma -mf16c, run only when CPUID
+// says so). Integer block sums are exact in any order; the float steps follow the canonical
+// order of gemv.cpp, so every result equals gemv_ref.cpp bit for bit.
+// Tested by tests/test_gemv.cpp; measured by bench/bench_gemv.cpp.
+#include <immintrin.h>
+
+#include <array>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/gemv_internal.h"
+#include "kernels/quant.h"
+#include "kernels/quant_internal.h"
+
+namespace strata::kernels::detail {
+namespace {
+
+// ---- canonical-order helpers ----
+
+// ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7))
+inline float fold8(__m256 v) {
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+}
+
+// The scalar form of the 8 accumulators, for kernels that finish one block at a time.
+struct Lanes8 {
+  float lane[8] = {};
+  void add(int64_t b, float r) { lane[b % 8] = lane[b % 8] + r; }
+  float fold() const { return fold8(_mm256_loadu_ps(lane)); }
+};
+
+inline float fp16(uint16_t h) {
+  return _cvtsh_ss(h);
+}
+
+// ---- integer helpers (exact) ----
+
+inline int32_t hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// Lane k of the result = sum of the 8 int32 lanes of v[k].
+inline __m256i hsum_8x8(const __m256i v[8]) {
+  const __m256i h01 = _mm256_hadd_epi32(v[0], v[1]);
+  const __m256i h23 = _mm256_hadd_epi32(v[2], v[3]);
+  const __m256i h45 = _mm256_hadd_epi32(v[4], v[5]);
+  const __m256i h67 = _mm256_hadd_epi32(v[6], v[7]);
+  const __m256i q0 = _mm256_hadd_epi32(h01, h23);  // [v0..v3 low halves | v0..v3 high halves]
+  const __m256i q1 = _mm256_hadd_epi32(h45, h67);
+  return _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20),
+                          _mm256_permute2x128_si256(q0, q1, 0x31));
+}
+
+// 8 int32 partial sums of a[j] * b[j] over 32 signed bytes (|a| <= 128 as unsigned, b != -128).
+inline __m256i dot_i8(__m256i a, __m256i b) {
+  const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
+  return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+// ---- block decoders: the 32 signed codes of one block, element j in byte j ----
+
+inline __m256i nibbles(const uint8_t* qs) {
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));
+}
+
+inline __m256i decode(const BlockQ4_0& b) {
+  return _mm256_sub_epi8(nibbles(b.qs), _mm256_set1_epi8(8));
+}
+
+inline __m256i decode(const BlockQ5_0& b) {
+  uint32_t qh;
+  std::memcpy(&qh, b.qh, sizeof(qh));
+  // Byte j gets byte j/8 of qh, then tests bit j%8.
+  const __m256i spread =
+      _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)),
+                          _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101,
+                                             0x0202020202020202, 0x0303030303030303));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+  // (nibble | 16*bit) - 16 == nibble - 16*(1 - bit)
+  return _mm256_sub_epi8(nibbles(b.qs), _mm256_andnot_si256(set, _mm256_set1_epi8(16)));
+}
+
+inline __m256i decode(const BlockQ8_0& b) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
+}
+
+inline __m256i decode(const BlockMXFP4& b) {
+  const __m256i table = _mm256_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12, 0,
+                                         1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+  return _mm256_shuffle_epi8(table, nibbles(b.qs));
+}
+
+// Block scales as floats: fp16 d, or 2^(e-128) for MXFP4.
+inline float scale(const BlockQ4_0& b) {
+  return fp16(b.d);
+}
+inline float scale(const BlockQ5_0& b) {
+  return fp16(b.d);
+}
+inline float scale(const BlockQ8_0& b) {
+  return fp16(b.d);
+}
+inline float scale(const BlockMXFP4& b) {
+  return e8m0_to_f32_half(b.e);
+}
+
+template <typename Block>
+inline __m256 scales8(const Block* b) {
+  if constexpr (requires { b->d; }) {
+    __m128i h = _mm_cvtsi32_si128(b[0].d);
+    h = _mm_insert_epi16(h, b[1].d, 1);
+    h = _mm_insert_epi16(h, b[2].d, 2);
+    h = _mm_insert_epi16(h, b[3].d, 3);
+    h = _mm_insert_epi16(h, b[4].d, 4);
+    h = _mm_insert_epi16(h, b[5].d, 5);
+    h = _mm_insert_epi16(h, b[6].d, 6);
+    h = _mm_insert_epi16(h, b[7].d, 7);
+    return _mm256_cvtph_ps(h);
+  } else {
+    return _mm256_setr_ps(scale(b[0]), scale(b[1]), scale(b[2]), scale(b[3]), scale(b[4]),
+                          scale(b[5]), scale(b[6]), scale(b[7]));
+  }
+}
+
+// ---- Q4_0 / Q5_0 / Q8_0 / MXFP4 x Q8_0 ----
+
+template <typename Block>
+float dot_q8_0_acts(const void* w_row, const void* x_row, int64_t n_cols) {
+  const auto* w = static_cast<const Block*>(w_row);
+  const auto* x = static_cast<const BlockQ8_0*>(x_row);
+  const int64_t nb = n_cols / kQK;
+  __m256 acc = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 8 <= nb; b += 8) {
+    __m256i sums[8];
+    for (int k = 0; k < 8; ++k) sums[k] = dot_i8(decode(w[b + k]), decode(x[b + k]));
+    const __m256 d = _mm256_mul_ps(scales8(w + b), scales8(x + b));
+    acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(hsum_8x8(sums)), d));
+  }
+  if (b < nb) {
+    float r[8] = {};  // +0 in the lanes past the row: an identity for the accumulators
+    for (int k = 0; b + k < nb; ++k) {
+      const int32_t isum = hsum_i32(dot_i8(decode(w[b + k]), decode(x[b + k])));
+      r[k] = static_cast<float>(isum) * (scale(w[b + k]) * fp16(x[b + k].d));
+    }
+    acc = _mm256_add_ps(acc, _mm256_loadu_ps(r));
+  }
+  return fold8(acc);
+}
+
+// ---- K-quants x Q8_K ----
+
+// Shuffle masks: word s of a 16-bit vector repeated in all 16 words (both 128-bit lanes).
+constexpr std::array<std::array<uint8_t, 32>, 8> word_splat() {
+  std::array<std::array<uint8_t, 32>, 8> a{};
+  for (int s = 0; s < 8; ++s)
+    for (int i = 0; i < 32; ++i) a[s][i] = static_cast<uint8_t>(2 * s + i % 2);
+  return a;
+}
+alignas(32) constexpr auto kWordSplat = word_splat();
+
+inline __m256i load32(const void* p) {
+  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+
+// Q4_K's 12 scale bytes as 8 scales (low 64 bits) and 8 mins (high 64 bits).
+inline __m128i q4_k_scales_mins(const uint8_t* s) {
+  uint32_t u[3];
+  std::memcpy(u, s, sizeof(u));
+  const uint32_t sc_lo = u[0] & 0x3F3F3F3F;
+  const uint32_t mn_lo = u[1] & 0x3F3F3F3F;
+  const uint32_t sc_hi = (u[2] & 0x0F0F0F0F) | (((u[0] >> 6) & 0x03030303) << 4);
+  const uint32_t mn_hi = ((u[2] >> 4) & 0x0F0F0F0F) | (((u[1] >> 6) & 0x03030303) << 4);
+  return _mm_setr_epi32(static_cast<int>(sc_lo), static_cast<int>(sc_hi), static_cast<int>(mn_lo),
+                        static_cast<int>(mn_hi));
+}
+
+float dot_q4_k(const void* w_row, const void* x_row, int64_t n_cols) {
+  const auto* w = static_cast<const BlockQ4_K*>(w_row);
+  const auto* x = static_cast<const BlockQ8_K*>(x_row);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  Lanes8 acc;
+  for (int64_t b = 0; b < n_cols / kQK_K; ++b) {
+    const __m128i scm = q4_k_scales_mins(w[b].scales);
+    const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scm));  // 8 words, twice
+    // mins as words [m0,m0,m1,m1,...,m7,m7] against the 16 group sums of the activations
+    const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(
+        scm, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)));
+    const int32_t summ = hsum_i32(_mm256_madd_epi16(load32(x[b].bsums), mn16));
+    __m256i isum = _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q = load32(w[b].qs + 32 * c);
+      const __m256i lo = _mm256_and_si256(q, m4);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+      const __m256i p0 = _mm256_maddubs_epi16(lo, load32(x[b].qs + 64 * c));
+      const __m256i p1 = _mm256_maddubs_epi16(hi, load32(x[b].qs + 64 * c + 32));
+      const __m256i s0 = _mm256_shuffle_epi8(sc16, load32(kWordSplat[2 * c].data()));
+      const __m256i s1 = _mm256_shuffle_epi8(sc16, load32(kWordSplat[2 * c + 1].data()));
+      isum = _mm256_add_epi32(
+          isum, _mm256_add_epi32(_mm256_madd_epi16(p0, s0), _mm256_madd_epi16(p1, s1)));
+    }
+    const int32_t sumi = hsum_i32(isum);
+    const float dd = fp16(w[b].d) * x[b].d;
+    const float dm = fp16(w[b].dmin) * x[b].d;
+    acc.add(b, dd * static_cast<float>(sumi) - dm * static_cast<float>(summ));
+  }
+  return acc.fold();
+}
+
+// Byte masks: [sc[2p] x8, sc[2p+1] x8] out of the 16 Q6_K group scales.
+constexpr std::array<std::array<uint8_t, 16>, 8> pair_splat() {
+  std::array<std::array<uint8_t, 16>, 8> a{};
+  for (int p = 0; p < 8; ++p)
+    for (int i = 0; i < 16; ++i) a[p][i] = static_cast<uint8_t>(2 * p + i / 8);
+  return a;
+}
+alignas(16) constexpr auto kPairSplat = pair_splat();
+
+float dot_q6_k(const void* w_row, const void* x_row, int64_t n_cols) {
+  const auto* w = static_cast<const BlockQ6_K*>(w_row);
+  const auto* x = static_cast<const BlockQ8_K*>(x_row);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i m30 = _mm256_set1_epi8(0x30);
+  Lanes8 acc;
+  for (int64_t b = 0; b < n_cols / kQK_K; ++b) {
+    const __m128i scl = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].scales));
+    // Codes are used unsigned (0..63); the -32 offset is 32 * sum_g sc_g * bsums_g.
+    const int32_t offset =
+        hsum_i32(_mm256_madd_epi16(load32(x[b].bsums), _mm256_cvtepi8_epi16(scl)));
+    __m256i isum = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      const __m256i ql0 = load32(w[b].ql + 64 * h);
+      const __m256i ql1 = load32(w[b].ql + 64 * h + 32);
+      const __m256i qh = load32(w[b].qh + 32 * h);
+      const __m256i q[4] = {
+          _mm256_or_si256(_mm256_and_si256(ql0, m4),
+                          _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
+          _mm256_or_si256(_mm256_and_si256(ql1, m4),
+                          _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                          _mm256_and_si256(qh, m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                          _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
+      };
+      for (int k = 0; k < 4; ++k) {
+        const __m256i p = _mm256_maddubs_epi16(q[k], load32(x[b].qs + 128 * h + 32 * k));
+        const __m256i sc = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(
+            scl, _mm_load_si128(reinterpret_cast<const __m128i*>(kPairSplat[4 * h + k].data()))));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, sc));
+      }
+    }
+    const int32_t sumi = hsum_i32(isum) - 32 * offset;
+    const float d = fp16(w[b].d) * x[b].d;
+    acc.add(b, d * static_cast<float>(sumi));
+  }
+  return acc.fold();
+}
+
+// ---- F32 / F16 / BF16 ----
+
+inline __m256 load8(const float* p) {
+  return _mm256_loadu_ps(p);
+}
+inline __m256 load8_f16(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m256 load8_bf16(const uint16_t* p) {
+  const __m256i u = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
+}
+
+template <GgmlType T>
+inline __m256 load8_as_f32(const void* p, int64_t i) {
+  if constexpr (T == GgmlType::F32) return load8(static_cast<const float*>(p) + i);
+  if constexpr (T == GgmlType::F16) return load8_f16(static_cast<const uint16_t*>(p) + i);
+  if constexpr (T == GgmlType::BF16) return load8_bf16(static_cast<const uint16_t*>(p) + i);
+}
+
+// One 32-element block: lanes l get (w[l]x[l] + w[l+16]x[l+16]) + (w[l+8]x[l+8] + w[l+24]x[l+24]).
+template <GgmlType T>
+inline __m256 block_lanes(const void* w, const void* x, int64_t i) {
+  __m256 a = _mm256_mul_ps(load8_as_f32<T>(w, i), load8_as_f32<T>(x, i));
+  a = _mm256_fmadd_ps(load8_as_f32<T>(w, i + 16), load8_as_f32<T>(x, i + 16), a);
+  __m256 c = _mm256_mul_ps(load8_as_f32<T>(w, i + 8), load8_as_f32<T>(x, i + 8));
+  c = _mm256_fmadd_ps(load8_as_f32<T>(w, i + 24), load8_as_f32<T>(x, i + 24), c);
+  return _mm256_add_ps(a, c);
+}
+
+template <GgmlType T>
+float dot_float(const void* w_row, const void* x_row, int64_t n_cols) {
+  using Elem = std::conditional_t<T == GgmlType::F32, float, uint16_t>;
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n_cols; i += 32) acc = _mm256_add_ps(acc, block_lanes<T>(w_row, x_row, i));
+  if (i < n_cols) {  // the zero-padded last block
+    Elem w[32] = {}, x[32] = {};
+    std::memcpy(w, static_cast<const Elem*>(w_row) + i, (n_cols - i) * sizeof(Elem));
+    std::memcpy(x, static_cast<const Elem*>(x_row) + i, (n_cols - i) * sizeof(Elem));
+    acc = _mm256_add_ps(acc, block_lanes<T>(w, x, 0));
+  }
+  return fold8(acc);
+}
+
+}  // namespace
+
+GemvKernels gemv_kernels_avx2(GgmlType type) {
+  switch (type) {
+    case GgmlType::F32:
+      return row_kernels<&dot_float<GgmlType::F32>>();
+    case GgmlType::F16:
+      return row_kernels<&dot_float<GgmlType::F16>>();
+    case GgmlType::BF16:
+      return row_kernels<&dot_float<GgmlType::BF16>>();
+    case GgmlType::Q4_0:
+      return row_kernels<&dot_q8_0_acts<BlockQ4_0>>();
+    case GgmlType::Q5_0:
+      return row_kernels<&dot_q8_0_acts<BlockQ5_0>>();
+    case GgmlType::Q8_0:
+      return row_kernels<&dot_q8_0_acts<BlockQ8_0>>();
+    case GgmlType::MXFP4:
+      return row_kernels<&dot_q8_0_acts<BlockMXFP4>>();
+    case GgmlType::Q4_K:
+      return row_kernels<&dot_q4_k>();
+    case GgmlType::Q6_K:
+      return row_kernels<&dot_q6_k>();
+    default:
+      return GemvKernels{nullptr, nullptr};
+  }
+}
+
+}  // namespace strata::kernels::detail

@@ -1,1 +1,159 @@
-// placeholder: being written
+// Scalar reference GEMV/GEMM kernels: the canonical reduction order of gemv.cpp written out
+// literally, one block at a time. The ISA variants must match these bit for bit.
+// Tested by tests/test_gemv.cpp (every ISA vs these, and these vs a double-precision dot).
+#include <cmath>
+#include <cstring>
+
+#include "kernels/gemv_internal.h"
+#include "kernels/quant.h"
+#include "kernels/quant_internal.h"
+
+namespace strata::kernels::detail {
+namespace {
+
+// The 8 float accumulators of the canonical order: block b adds its result to lane b % 8.
+struct Lanes8 {
+  float lane[8] = {};
+
+  void add(int64_t b, float r) { lane[b % 8] = lane[b % 8] + r; }
+  float fold() const {
+    return ((lane[0] + lane[4]) + (lane[2] + lane[6])) +
+           ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+  }
+};
+
+// ---- quantized weights x Q8_0 activations: r_b = (float)isum_b * (d_w * d_x) ----
+
+template <typename Block, int (*Value)(const Block&, int), float (*Scale)(const Block&)>
+float dot_q8_0_acts(const void* w_row, const void* x_row, int64_t n_cols) {
+  const auto* w = static_cast<const Block*>(w_row);
+  const auto* x = static_cast<const BlockQ8_0*>(x_row);
+  Lanes8 acc;
+  for (int64_t b = 0; b < n_cols / kQK; ++b) {
+    int32_t isum = 0;
+    for (int j = 0; j < kQK; ++j) isum += Value(w[b], j) * x[b].qs[j];
+    const float d = Scale(w[b]) * fp16_to_f32(x[b].d);
+    acc.add(b, static_cast<float>(isum) * d);
+  }
+  return acc.fold();
+}
+
+int q8_0_value(const BlockQ8_0& b, int j) {
+  return b.qs[j];
+}
+template <typename Block>
+float fp16_scale(const Block& b) {
+  return fp16_to_f32(b.d);
+}
+float mxfp4_scale(const BlockMXFP4& b) {
+  return e8m0_to_f32_half(b.e);
+}
+
+// ---- K-quant weights x Q8_K activations: one 256-element super-block is one block ----
+
+// r_b = (d_w * d_x) * (float)sum_s(sc_s * isum_s) - (dmin_w * d_x) * (float)sum_s(m_s * xsum_s)
+float dot_q4_k(const void* w_row, const void* x_row, int64_t n_cols) {
+  const auto* w = static_cast<const BlockQ4_K*>(w_row);
+  const auto* x = static_cast<const BlockQ8_K*>(x_row);
+  Lanes8 acc;
+  for (int64_t b = 0; b < n_cols / kQK_K; ++b) {
+    int32_t sumi = 0, summ = 0;
+    for (int s = 0; s < kQK_K / 32; ++s) {
+      uint8_t sc, mn;
+      q4_k_scale_min(w[b].scales, s, &sc, &mn);
+      int32_t isum = 0;
+      for (int l = 0; l < 32; ++l) isum += q4_k_code(w[b], 32 * s + l) * x[b].qs[32 * s + l];
+      sumi += sc * isum;
+      summ += mn * (x[b].bsums[2 * s] + x[b].bsums[2 * s + 1]);
+    }
+    const float dd = fp16_to_f32(w[b].d) * x[b].d;
+    const float dm = fp16_to_f32(w[b].dmin) * x[b].d;
+    acc.add(b, dd * static_cast<float>(sumi) - dm * static_cast<float>(summ));
+  }
+  return acc.fold();
+}
+
+// r_b = (d_w * d_x) * (float)sum_g(sc_g * isum_g), groups of 16, values in [-32, 31]
+float dot_q6_k(const void* w_row, const void* x_row, int64_t n_cols) {
+  const auto* w = static_cast<const BlockQ6_K*>(w_row);
+  const auto* x = static_cast<const BlockQ8_K*>(x_row);
+  Lanes8 acc;
+  for (int64_t b = 0; b < n_cols / kQK_K; ++b) {
+    int32_t sumi = 0;
+    for (int g = 0; g < kQK_K / 16; ++g) {
+      int32_t isum = 0;
+      for (int l = 0; l < 16; ++l) isum += q6_k_value(w[b], 16 * g + l) * x[b].qs[16 * g + l];
+      sumi += w[b].scales[g] * isum;
+    }
+    const float d = fp16_to_f32(w[b].d) * x[b].d;
+    acc.add(b, d * static_cast<float>(sumi));
+  }
+  return acc.fold();
+}
+
+// ---- float weights x float activations of the same type ----
+// Block b = elements [32b, 32b+32), zero-padded past n_cols. For lane l:
+//   a = w[l]*x[l];       a = fma(w[l+16], x[l+16], a)
+//   c = w[l+8]*x[l+8];   c = fma(w[l+24], x[l+24], c)
+//   acc[l] = acc[l] + (a + c)
+
+float f32_of(const float* p, int64_t i) {
+  return p[i];
+}
+float f32_of(const uint16_t* p, int64_t i, GgmlType t) {
+  return t == GgmlType::F16 ? fp16_to_f32(p[i]) : bf16_to_f32(p[i]);
+}
+
+template <GgmlType T>
+float dot_float(const void* w_row, const void* x_row, int64_t n_cols) {
+  Lanes8 acc;
+  for (int64_t base = 0; base < n_cols; base += 32) {
+    float w[32] = {}, x[32] = {};
+    for (int64_t j = 0; j < 32 && base + j < n_cols; ++j) {
+      if constexpr (T == GgmlType::F32) {
+        w[j] = f32_of(static_cast<const float*>(w_row), base + j);
+        x[j] = f32_of(static_cast<const float*>(x_row), base + j);
+      } else {
+        w[j] = f32_of(static_cast<const uint16_t*>(w_row), base + j, T);
+        x[j] = f32_of(static_cast<const uint16_t*>(x_row), base + j, T);
+      }
+    }
+    for (int l = 0; l < 8; ++l) {
+      float a = w[l] * x[l];
+      a = std::fma(w[l + 16], x[l + 16], a);
+      float c = w[l + 8] * x[l + 8];
+      c = std::fma(w[l + 24], x[l + 24], c);
+      acc.lane[l] = acc.lane[l] + (a + c);
+    }
+  }
+  return acc.fold();
+}
+
+}  // namespace
+
+GemvKernels gemv_kernels_ref(GgmlType type) {
+  switch (type) {
+    case GgmlType::F32:
+      return row_kernels<&dot_float<GgmlType::F32>>();
+    case GgmlType::F16:
+      return row_kernels<&dot_float<GgmlType::F16>>();
+    case GgmlType::BF16:
+      return row_kernels<&dot_float<GgmlType::BF16>>();
+    case GgmlType::Q4_0:
+      return row_kernels<&dot_q8_0_acts<BlockQ4_0, &q4_0_value, &fp16_scale<BlockQ4_0>>>();
+    case GgmlType::Q5_0:
+      return row_kernels<&dot_q8_0_acts<BlockQ5_0, &q5_0_value, &fp16_scale<BlockQ5_0>>>();
+    case GgmlType::Q8_0:
+      return row_kernels<&dot_q8_0_acts<BlockQ8_0, &q8_0_value, &fp16_scale<BlockQ8_0>>>();
+    case GgmlType::MXFP4:
+      return row_kernels<&dot_q8_0_acts<BlockMXFP4, &mxfp4_value, &mxfp4_scale>>();
+    case GgmlType::Q4_K:
+      return row_kernels<&dot_q4_k>();
+    case GgmlType::Q6_K:
+      return row_kernels<&dot_q6_k>();
+    default:
+      return GemvKernels{nullptr, nullptr};
+  }
+}
+
+}  // namespace strata::kernels::detail

@@ -1,0 +1,55 @@
+// Glue between gemv.cpp and the per-ISA kernel files (gemv_ref.cpp, gemv_avx2.cpp,
+// gemv_avx512.cpp): each file exports one table lookup, and builds its GemvFn/GemmFn from a
+// per-row dot with the loops below. Exercised by tests/test_gemv.cpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/gemv.h"
+
+namespace strata::kernels::detail {
+
+// {nullptr, nullptr} when that file has no kernel for the type (gemv_kernels falls back).
+GemvKernels gemv_kernels_ref(GgmlType type);
+GemvKernels gemv_kernels_avx2(GgmlType type);
+GemvKernels gemv_kernels_avx512(GgmlType type);
+
+// Internal linkage on purpose: every ISA file instantiates these with its own -m flags, and the
+// linker must never merge an AVX-512 copy into the generic code (or the reverse).
+namespace {
+
+// One output element: the dot of one weight row with one activation row, in the canonical order.
+using RowDotFn = float (*)(const void* w_row, const void* x_row, int64_t n_cols);
+
+template <RowDotFn Dot>
+void gemv_rows(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
+               int64_t row_end, int64_t n_cols) {
+  const auto* base = static_cast<const uint8_t*>(w);
+  for (int64_t r = row_begin; r < row_end; ++r)
+    y[r] = Dot(base + static_cast<size_t>(r) * row_stride, xq, n_cols);
+}
+
+// Rows outer, tokens inner: a weight row is fetched from memory once and then served from L1/L2
+// for every token. Each element is the same Dot call GEMV makes, so GEMM == GEMV bit for bit.
+template <RowDotFn Dot>
+void gemm_rows(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
+               size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
+               int64_t n_cols) {
+  const auto* base = static_cast<const uint8_t*>(w);
+  const auto* xbase = static_cast<const uint8_t*>(xq);
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const uint8_t* w_row = base + static_cast<size_t>(r) * row_stride;
+    for (int64_t t = 0; t < n_tokens; ++t)
+      y[static_cast<size_t>(t) * y_stride + static_cast<size_t>(r)] =
+          Dot(w_row, xbase + static_cast<size_t>(t) * xq_stride, n_cols);
+  }
+}
+
+template <RowDotFn Dot>
+constexpr GemvKernels row_kernels() {
+  return GemvKernels{&gemv_rows<Dot>, &gemm_rows<Dot>};
+}
+
+}  // namespace
+}  // namespace strata::kernels::detail

@@ -1,0 +1,80 @@
+// Block-format helpers shared by quant.cpp and gemv_ref.cpp (both generic x86-64 code): the
+// scale/bit unpacking of each format, written once so dequantize_row and the _ref dots agree.
+// Exercised by tests/test_quant.cpp and tests/test_gemv.cpp.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/quant.h"
+
+namespace strata::kernels::detail {
+// Internal linkage on purpose: the ISA files are compiled with other -m flags and must never
+// share a COMDAT copy of these with generic code.
+namespace {
+
+// MXFP4's E2M1 code points, doubled so they are integers (ggml's kvalues_mxfp4); the block scale
+// is therefore 2^(e-128) instead of 2^(e-127).
+constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// 2^(e - 128) for an E8M0 exponent e, built from the bits (ggml's GGML_E8M0_TO_FP32_HALF).
+inline float e8m0_to_f32_half(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+// Q4_K: 8 sub-blocks of 32, each with a 6-bit scale and a 6-bit min packed into 12 bytes:
+// bytes 0-3 low 6 bits of scales 0-3, bytes 4-7 low 6 bits of mins 0-3, bytes 8-11 the low
+// nibbles of scales 4-7 (low half) and mins 4-7 (high half); the top 2 bits of scales/mins 4-7
+// sit in the top 2 bits of bytes 0-3 / 4-7.
+inline void q4_k_scale_min(const uint8_t* s, int j, uint8_t* sc, uint8_t* mn) {
+  if (j < 4) {
+    *sc = s[j] & 63;
+    *mn = s[j + 4] & 63;
+  } else {
+    *sc = static_cast<uint8_t>((s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4));
+    *mn = static_cast<uint8_t>((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
+  }
+}
+
+// Q4_K element e of a super-block as its 4-bit code: qs[32*c + l] holds element 64c + l in the low
+// nibble and element 64c + 32 + l in the high nibble.
+inline int q4_k_code(const BlockQ4_K& b, int e) {
+  const int c = e / 64, l = e % 32;
+  const uint8_t byte = b.qs[32 * c + l];
+  return (e % 64) < 32 ? (byte & 0xF) : (byte >> 4);
+}
+
+// Q6_K element e as a signed value in [-32, 31]: per 128-element half h, ql[64h + l] holds the
+// low nibbles of elements l (low) and l + 64 (high), ql[64h + 32 + l] of l + 32 and l + 96, and
+// qh[32h + l] the 2 high bits of l, l + 32, l + 64, l + 96 (bits 0-1, 2-3, 4-5, 6-7).
+inline int q6_k_value(const BlockQ6_K& b, int e) {
+  const int h = e / 128, r = e % 128, quarter = r / 32, l = r % 32;
+  const uint8_t low_byte = b.ql[64 * h + 32 * (quarter & 1) + l];
+  const int low = quarter < 2 ? (low_byte & 0xF) : (low_byte >> 4);
+  const int high = (b.qh[32 * h + l] >> (2 * quarter)) & 3;
+  return (low | (high << 4)) - 32;
+}
+
+// Q5_0 element j (0..31) as a signed value in [-16, 15]; bit j of qh is its 5th bit.
+inline int q5_0_value(const BlockQ5_0& b, int j) {
+  uint32_t qh;
+  std::memcpy(&qh, b.qh, sizeof(qh));
+  const int low = j < 16 ? (b.qs[j] & 0xF) : (b.qs[j - 16] >> 4);
+  return (low | static_cast<int>(((qh >> j) & 1) << 4)) - 16;
+}
+
+// Q4_0 element j (0..31) as a signed value in [-8, 7].
+inline int q4_0_value(const BlockQ4_0& b, int j) {
+  return (j < 16 ? (b.qs[j] & 0xF) : (b.qs[j - 16] >> 4)) - 8;
+}
+
+// MXFP4 element j (0..31) as its doubled E2M1 value in [-12, 12].
+inline int mxfp4_value(const BlockMXFP4& b, int j) {
+  return kMxfp4Values[j < 16 ? (b.qs[j] & 0xF) : (b.qs[j - 16] >> 4)];
+}
+
+}  // namespace
+}  // namespace strata::kernels::detail

@@ -1,0 +1,5 @@
+# Kernel tests: block formats and (de)quantizers (test_quant), GEMV/GEMM variants (test_gemv).
+strata_add_test(test_quant LABEL unit SOURCES test_quant.cpp LIBS strata_kernels strata_io)
+strata_add_test(test_gemv LABEL unit SOURCES test_gemv.cpp LIBS strata_kernels strata_io)
+# The canonical-order tests spell out a*b+c sequences; the compiler must not fuse them.
+set_source_files_properties(test_gemv.cpp PROPERTIES COMPILE_OPTIONS "-ffp-contract=off")
