@@ -1,0 +1,119 @@
+// Unit tests for tiers::ExpertCache: LRU order, pins that block eviction, fills that hold their
+// own pin, aborted fills, and the every-slot-pinned case.
+#include <gtest/gtest.h>
+
+#include "tiers/expert_cache.h"
+
+namespace strata::tiers {
+namespace {
+
+constexpr uint64_t kSlot = 8192;
+
+ExpertCache make_cache(int n_slots, int64_t n_keys = 100) {
+  return ExpertCache(
+      n_slots, kSlot, n_keys,
+      RamArena(n_slots * kSlot, RamArena::kAnyNode, NumaMode::kOff, nullptr, nullptr));
+}
+
+// Fills key and releases the caller's pin: the slot is then cached and unpinned.
+int fill(ExpertCache& c, int64_t key) {
+  const int s = c.begin_fill(key);
+  EXPECT_NE(s, ExpertCache::kNone);
+  c.complete(s);
+  c.release(s);
+  return s;
+}
+
+TEST(ExpertCache, SlotsAreDistinctAlignedMemory) {
+  ExpertCache c = make_cache(4);
+  EXPECT_EQ(c.bytes(), 2u << 20);  // one huge page
+  for (int s = 0; s < 4; ++s) {
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(c.data(s)) % 4096, 0u);
+    if (s > 0) {
+      EXPECT_EQ(c.data(s) - c.data(s - 1), static_cast<ptrdiff_t>(kSlot));
+    }
+  }
+}
+
+TEST(ExpertCache, EmptySlotsFirstThenLeastRecentlyUsed) {
+  ExpertCache c = make_cache(3);
+  const int a = fill(c, 10);
+  const int b = fill(c, 11);
+  const int d = fill(c, 12);
+  EXPECT_EQ(c.evictions(), 0u);
+  EXPECT_NE(a, b);
+  EXPECT_NE(b, d);
+  // Touch 10: 11 becomes the least recently used.
+  const int hit = c.lookup(10);
+  EXPECT_EQ(hit, a);
+  c.release(hit);
+  const int s = fill(c, 13);
+  EXPECT_EQ(s, b);
+  EXPECT_EQ(c.evictions(), 1u);
+  EXPECT_EQ(c.lookup(11), ExpertCache::kNone);
+  EXPECT_EQ(c.key(s), 13);
+  // Next victim: 12, then 10.
+  EXPECT_EQ(fill(c, 14), d);
+  EXPECT_EQ(fill(c, 15), a);
+}
+
+TEST(ExpertCache, PinnedSlotsAreNeverEvicted) {
+  ExpertCache c = make_cache(2);
+  fill(c, 1);
+  fill(c, 2);
+  const int p1 = c.lookup(1);
+  const int p2 = c.lookup(2);
+  EXPECT_EQ(c.pinned_slots(), 2);
+  EXPECT_EQ(c.begin_fill(3), ExpertCache::kNone);  // everything pinned
+  c.release(p2);
+  const int s = c.begin_fill(3);
+  EXPECT_EQ(s, p2);
+  EXPECT_EQ(c.key(p1), 1);
+  c.complete(s);
+  c.release(s);
+  c.release(p1);
+  EXPECT_EQ(c.pinned_slots(), 0);
+}
+
+TEST(ExpertCache, FillHoldsItsOwnPinUntilComplete) {
+  ExpertCache c = make_cache(1);
+  const int s = c.begin_fill(7);
+  EXPECT_EQ(c.state(s), ExpertCache::SlotState::kFilling);
+  c.release(s);  // the caller lets go (a prefetch that was not used) ...
+  EXPECT_EQ(c.pins(s), 1);
+  EXPECT_EQ(c.begin_fill(8), ExpertCache::kNone);  // ... but the read still owns the slot
+  EXPECT_EQ(c.lookup(7), s);                       // a later use finds it in flight
+  c.complete(s);
+  EXPECT_EQ(c.state(s), ExpertCache::SlotState::kReady);
+  c.release(s);
+  EXPECT_EQ(c.pins(s), 0);
+}
+
+TEST(ExpertCache, AbortedFillForgetsTheKey) {
+  ExpertCache c = make_cache(2);
+  const int keep = fill(c, 1);
+  const int s = c.begin_fill(2);
+  c.abort_fill(s);
+  c.release(s);
+  EXPECT_EQ(c.state(s), ExpertCache::SlotState::kEmpty);
+  EXPECT_EQ(c.lookup(2), ExpertCache::kNone);
+  // The empty slot is reused before the cached one.
+  EXPECT_EQ(fill(c, 3), s);
+  EXPECT_EQ(c.key(keep), 1);
+}
+
+TEST(ExpertCache, ManyPinsOneSlot) {
+  ExpertCache c = make_cache(2);
+  fill(c, 5);
+  const int s = c.lookup(5);
+  c.pin(s);
+  c.release(s);
+  EXPECT_EQ(c.pins(s), 1);
+  fill(c, 6);
+  fill(c, 7);  // evicts 6, not the pinned 5
+  EXPECT_EQ(c.lookup(6), ExpertCache::kNone);
+  c.release(s);
+}
+
+}  // namespace
+}  // namespace strata::tiers

@@ -1,0 +1,358 @@
+// Tier tests for tiers::IoReader on a real file on disk: io_uring and the pread pool, O_DIRECT and
+// buffered, batches larger than the queue, injected EIO / short / truncated reads, a forced
+// io_uring setup failure, O_DIRECT refused, and the model file changing under the reader.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <random>
+
+#include "io/check.h"
+#include "test_tiers_util.h"
+#include "tiers/io_reader.h"
+
+namespace strata::tiers {
+namespace {
+
+using testing::pread_range;
+using testing::TempFile;
+
+constexpr uint64_t kFileBytes = (3ull << 20) + 1234;  // the tail block is partial
+
+struct Notices {
+  std::vector<std::string> lines;
+  NoticeFn fn() {
+    return [this](const std::string& l) { lines.push_back(l); };
+  }
+};
+
+// Every outstanding read, polled first (never blocks), then waited for.
+std::vector<ReadCompletion> drain_all(IoReader& r) {
+  std::vector<ReadCompletion> all;
+  std::vector<ReadCompletion> buf(16);
+  while (r.outstanding() > 0) {
+    size_t n = r.poll(buf);
+    if (n == 0) n = r.wait(buf);
+    all.insert(all.end(), buf.begin(), buf.begin() + n);
+  }
+  return all;
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+struct Mode {
+  bool uring;
+  bool direct;
+};
+
+class IoModes : public ::testing::TestWithParam<Mode> {};
+
+TEST_P(IoModes, ReadsMatchPread) {
+  const Mode m = GetParam();
+  TempFile file("io_modes.bin", kFileBytes, 7);
+  Notices notices;
+  IoConfig cfg;
+  cfg.uring = m.uring;
+  cfg.direct = m.direct;
+  cfg.queue_depth = 8;
+  cfg.threads = 3;
+  cfg.notice = notices.fn();
+  IoReader reader(file.path(), cfg);
+  EXPECT_EQ(reader.uring(), m.uring);
+  EXPECT_EQ(reader.direct(), m.direct);
+  EXPECT_TRUE(notices.lines.empty()) << notices.lines[0];
+  EXPECT_EQ(reader.file_size(), kFileBytes);
+
+  // Random slices, each read as its 4 KiB superset into its own aligned destination; the last
+  // one reaches the end of the file.
+  std::mt19937_64 rng(3);
+  struct Want {
+    AlignedRange r;
+    uint64_t offset, bytes, dst;
+  };
+  std::vector<Want> wants;
+  uint64_t dst_at = 0;
+  for (int i = 0; i < 120; ++i) {
+    const uint64_t bytes = 1 + rng() % 70000;
+    const uint64_t offset = i == 119 ? kFileBytes - bytes : rng() % (kFileBytes - bytes);
+    const AlignedRange r = aligned_superset(offset, bytes);
+    wants.push_back({r, offset, bytes, dst_at});
+    dst_at += r.bytes;
+  }
+  RamArena dst(dst_at, RamArena::kAnyNode, NumaMode::kOff, nullptr, nullptr);
+  if (m.uring) {
+    std::vector<std::span<std::byte>> regions{dst.span()};
+    EXPECT_TRUE(reader.register_buffers(regions));
+    EXPECT_TRUE(reader.registered());
+  }
+  std::vector<ReadRequest> batch;
+  for (size_t i = 0; i < wants.size(); ++i)
+    batch.push_back({wants[i].r.offset, wants[i].r.bytes, dst.data() + wants[i].dst, i});
+  // Two batches, both larger than the queue depth.
+  reader.submit(std::span(batch).first(50));
+  reader.submit(std::span(batch).subspan(50));
+  EXPECT_EQ(reader.outstanding(), batch.size());
+  const auto done = drain_all(reader);
+  ASSERT_EQ(done.size(), wants.size());
+  std::vector<int> seen(wants.size(), 0);
+  for (const ReadCompletion& c : done) {
+    ++seen[c.tag];
+    EXPECT_GE(c.service_seconds, 0.0);
+  }
+  for (size_t i = 0; i < wants.size(); ++i) {
+    EXPECT_EQ(seen[i], 1);
+    const auto ref = pread_range(file.path(), wants[i].offset, wants[i].bytes);
+    ASSERT_EQ(std::memcmp(dst.data() + wants[i].dst + wants[i].r.lead, ref.data(), ref.size()), 0)
+        << "slice " << i << " at offset " << wants[i].offset;
+  }
+  // The final superset runs past the end of the file: the completion says what was there.
+  const Want& last = wants.back();
+  for (const ReadCompletion& c : done) {
+    if (c.tag == wants.size() - 1) {
+      EXPECT_EQ(c.bytes, kFileBytes - last.r.offset);
+    }
+  }
+  EXPECT_EQ(reader.poll(std::span<ReadCompletion>()), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, IoModes,
+                         ::testing::Values(Mode{true, true}, Mode{true, false}, Mode{false, true},
+                                           Mode{false, false}),
+                         [](const auto& info) {
+                           return std::string(info.param.uring ? "uring" : "pread") +
+                                  (info.param.direct ? "_direct" : "_buffered");
+                         });
+
+// Eight 64 KiB reads at known offsets into one buffer.
+struct EightReads {
+  RamArena dst{8 * 65536, RamArena::kAnyNode, NumaMode::kOff, nullptr, nullptr};
+  std::vector<ReadRequest> batch;
+  EightReads() {
+    for (uint64_t i = 0; i < 8; ++i)
+      batch.push_back({i * 131072, 65536, dst.data() + i * 65536, i});
+  }
+  void check(const TempFile& file) const {
+    for (uint64_t i = 0; i < 8; ++i)
+      ASSERT_EQ(std::memcmp(dst.data() + i * 65536, file.bytes().data() + i * 131072, 65536), 0)
+          << "read " << i;
+  }
+};
+
+class IoFaultModes : public ::testing::TestWithParam<bool> {};
+
+TEST_P(IoFaultModes, EioNamesFileAndOffset) {
+  TempFile file("io_eio.bin", kFileBytes);
+  IoConfig cfg;
+  cfg.uring = GetParam();
+  cfg.queue_depth = 4;
+  cfg.faults.fail_read = 3;
+  IoReader reader(file.path(), cfg);
+  EightReads r;
+  reader.submit(r.batch);
+  const std::string msg = error_of([&] { drain_all(reader); });
+  EXPECT_NE(msg.find(file.path()), std::string::npos) << msg;
+  EXPECT_NE(msg.find("at offset 393216 failed: Input/output error"), std::string::npos) << msg;
+  // The reader stays usable after the error, and its destructor waits for the rest.
+}
+
+TEST_P(IoFaultModes, ShortReadIsRetried) {
+  TempFile file("io_short.bin", kFileBytes);
+  for (bool direct : {true, false}) {
+    IoConfig cfg;
+    cfg.uring = GetParam();
+    cfg.direct = direct;
+    cfg.faults.short_read = 5;
+    IoReader reader(file.path(), cfg);
+    EightReads r;
+    reader.submit(r.batch);
+    EXPECT_EQ(drain_all(reader).size(), 8u);
+    r.check(file);
+  }
+}
+
+TEST_P(IoFaultModes, TruncatedReadIsAnError) {
+  TempFile file("io_trunc.bin", kFileBytes);
+  IoConfig cfg;
+  cfg.uring = GetParam();
+  cfg.faults.truncated_read = 2;
+  IoReader reader(file.path(), cfg);
+  EightReads r;
+  reader.submit(r.batch);
+  const std::string msg = error_of([&] { drain_all(reader); });
+  EXPECT_NE(msg.find(file.path() + ": short read at offset 262144: got 0 of 65536 bytes"),
+            std::string::npos)
+      << msg;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, IoFaultModes, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "uring" : "pread"; });
+
+TEST(IoReader, UringSetupFailureFallsBackToPreadOnce) {
+  TempFile file("io_nouring.bin", kFileBytes);
+  Notices notices;
+  IoConfig cfg;
+  cfg.faults.fail_uring_setup = true;
+  cfg.notice = notices.fn();
+  IoReader reader(file.path(), cfg);
+  EXPECT_FALSE(reader.uring());
+  ASSERT_EQ(notices.lines.size(), 1u);
+  EXPECT_NE(notices.lines[0].find("io_uring unavailable (io_uring_queue_init: Operation not "
+                                  "permitted): reading " +
+                                  file.path() + " with 4 pread threads"),
+            std::string::npos)
+      << notices.lines[0];
+  for (int round = 0; round < 3; ++round) {
+    EightReads r;
+    reader.submit(r.batch);
+    EXPECT_EQ(drain_all(reader).size(), 8u);
+    r.check(file);
+  }
+  EXPECT_EQ(notices.lines.size(), 1u);
+  // Asked for by URING=0: no notice.
+  Notices quiet;
+  IoConfig off;
+  off.uring = false;
+  off.notice = quiet.fn();
+  IoReader pool(file.path(), off);
+  EXPECT_TRUE(quiet.lines.empty());
+}
+
+TEST(IoReader, DirectRefusedFallsBackToBuffered) {
+  TempFile file("io_nodirect.bin", kFileBytes);
+  Notices notices;
+  IoConfig cfg;
+  cfg.faults.refuse_direct = true;
+  cfg.notice = notices.fn();
+  IoReader reader(file.path(), cfg);
+  EXPECT_FALSE(reader.direct());
+  ASSERT_EQ(notices.lines.size(), 1u);
+  EXPECT_NE(notices.lines[0].find("O_DIRECT refused for " + file.path() +
+                                  " (Invalid argument): using buffered reads"),
+            std::string::npos)
+      << notices.lines[0];
+  EightReads r;
+  reader.submit(r.batch);
+  drain_all(reader);
+  r.check(file);
+}
+
+TEST(IoReader, TmpfsWorksWithOrWithoutDirect) {
+  const std::filesystem::path shm = "/dev/shm";
+  if (!std::filesystem::is_directory(shm)) GTEST_SKIP() << "no /dev/shm";
+  const std::string path = (shm / ("strata-io-" + std::to_string(getpid()))).string();
+  std::vector<std::byte> bytes(1 << 20);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::byte>(i * 31 + 7);
+  {
+    FILE* f = std::fopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fwrite(bytes.data(), 1, bytes.size(), f);
+    std::fclose(f);
+  }
+  Notices notices;
+  IoConfig cfg;
+  cfg.notice = notices.fn();
+  {
+    IoReader reader(path, cfg);
+    // Either the kernel's tmpfs takes O_DIRECT, or the reader said it fell back.
+    EXPECT_EQ(reader.direct(), notices.lines.empty());
+    RamArena dst(1 << 20, RamArena::kAnyNode, NumaMode::kOff, nullptr, nullptr);
+    const ReadRequest req{0, 1 << 20, dst.data(), 0};
+    reader.submit(std::span(&req, 1));
+    drain_all(reader);
+    EXPECT_EQ(std::memcmp(dst.data(), bytes.data(), bytes.size()), 0);
+  }
+  std::filesystem::remove(path);
+}
+
+TEST(IoReader, RequestsOutsideTheFileAreErrors) {
+  TempFile file("io_outside.bin", kFileBytes);
+  IoReader reader(file.path());
+  RamArena dst(65536, RamArena::kAnyNode, NumaMode::kOff, nullptr, nullptr);
+  const ReadRequest req{kFileBytes / 4096 * 4096 + 4096, 4096, dst.data(), 0};
+  EXPECT_NE(error_of([&] { reader.submit(std::span(&req, 1)); }).find("is outside the file"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              IoReader r("/nonexistent/strata/model.gguf");
+            }).find("/nonexistent/strata/model.gguf: open failed"),
+            std::string::npos);
+}
+
+class IoIdentity : public ::testing::TestWithParam<bool> {};
+
+TEST_P(IoIdentity, TruncatedFileIsCaughtBeforeReading) {
+  TempFile file("io_identity_trunc.bin", kFileBytes);
+  IoConfig cfg;
+  cfg.uring = GetParam();
+  IoReader reader(file.path(), cfg);
+  EightReads r;
+  reader.submit(r.batch);
+  drain_all(reader);
+  ASSERT_EQ(truncate(file.path().c_str(), 65536), 0);
+  const std::string msg = error_of([&] { reader.submit(r.batch); });
+  EXPECT_NE(msg.find(file.path() + ": model file changed while running (its size changed"),
+            std::string::npos)
+      << msg;
+}
+
+TEST_P(IoIdentity, TruncatedWhileReadsAreInFlight) {
+  TempFile file("io_identity_race.bin", kFileBytes);
+  IoConfig cfg;
+  cfg.uring = GetParam();
+  cfg.queue_depth = 2;  // most reads still queued when the file shrinks
+  IoReader reader(file.path(), cfg);
+  EightReads r;
+  reader.submit(r.batch);
+  ASSERT_EQ(truncate(file.path().c_str(), 4096), 0);
+  // Either every read beat the truncation, or the reader reports it; it never hangs.
+  const std::string msg = error_of([&] { drain_all(reader); });
+  if (!msg.empty()) {
+    EXPECT_NE(msg.find("model file changed while running"), std::string::npos) << msg;
+  }
+  EXPECT_NE(error_of([&] { reader.submit(r.batch); }).find("model file changed while running"),
+            std::string::npos);
+}
+
+TEST_P(IoIdentity, ReplacedFileIsCaught) {
+  TempFile file("io_identity_replace.bin", kFileBytes);
+  IoConfig cfg;
+  cfg.uring = GetParam();
+  IoReader reader(file.path(), cfg);
+  // Same size, new inode: what `cp new.gguf model.gguf.tmp && mv` does.
+  const std::string tmp = file.path() + ".new";
+  {
+    FILE* f = std::fopen(tmp.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fwrite(file.bytes().data(), 1, file.bytes().size(), f);
+    std::fclose(f);
+  }
+  std::filesystem::rename(tmp, file.path());
+  EightReads r;
+  const std::string msg = error_of([&] { reader.submit(r.batch); });
+  EXPECT_NE(msg.find("model file changed while running (it was replaced by another file"),
+            std::string::npos)
+      << msg;
+}
+
+TEST_P(IoIdentity, ModifiedInPlaceIsCaught) {
+  TempFile file("io_identity_mtime.bin", kFileBytes);
+  IoConfig cfg;
+  cfg.uring = GetParam();
+  IoReader reader(file.path(), cfg);
+  struct timespec times[2] = {{0, UTIME_OMIT}, {12345, 0}};
+  ASSERT_EQ(utimensat(AT_FDCWD, file.path().c_str(), times, 0), 0);
+  EightReads r;
+  EXPECT_NE(error_of([&] { reader.submit(r.batch); }).find("(it was modified"), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, IoIdentity, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "uring" : "pread"; });
+
+}  // namespace
+}  // namespace strata::tiers

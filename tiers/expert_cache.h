@@ -1,0 +1,72 @@
+// ExpertCache: the RAM cache for SSD-homed experts — fixed-size slots in one arena, global LRU
+// over unpinned slots, pin counts so slots being filled or computed are never evicted.
+// Tested by tests/test_tiers_cache.cpp (unit) and tests/test_tiers_store.cpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "tiers/ram_arena.h"
+
+namespace strata::tiers {
+
+class ExpertCache {
+ public:
+  static constexpr int kNone = -1;
+  enum class SlotState : uint8_t { kEmpty, kFilling, kReady };
+
+  // memory holds n_slots slots of slot_bytes each (slot_bytes a multiple of 4 KiB, so every
+  // slot is an O_DIRECT destination). Keys are 0 .. n_keys-1 (the store numbers experts
+  // layer-major).
+  ExpertCache(int n_slots, uint64_t slot_bytes, int64_t n_keys, RamArena memory);
+
+  int n_slots() const { return static_cast<int>(slots_.size()); }
+  uint64_t slot_bytes() const { return slot_bytes_; }
+  uint64_t bytes() const { return memory_.size(); }  // RAM the cache occupies (counts in RAM_GB)
+  std::byte* data(int slot) const { return memory_.data() + slot * slot_bytes_; }
+  SlotState state(int slot) const { return slots_[slot].state; }
+  int64_t key(int slot) const { return slots_[slot].key; }
+  int pins(int slot) const { return slots_[slot].pins; }
+  int pinned_slots() const;
+
+  // The slot holding key (ready or filling), pinned and made most recent; kNone on a miss.
+  int lookup(int64_t key);
+  // A slot to read key into: an empty slot, else the least recently used unpinned one (its key is
+  // evicted). The slot comes back kFilling with two pins: one held by the fill until complete(),
+  // one for the caller's release(). kNone when every slot is pinned. key must not be cached.
+  int begin_fill(int64_t key);
+  // The fill's bytes are in place: kFilling -> kReady, the fill's pin dropped.
+  void complete(int slot);
+  // The fill failed: the slot forgets its key and becomes empty (first to be reused).
+  void abort_fill(int slot);
+  void pin(int slot);
+  void release(int slot);  // drops one pin; at zero the slot becomes most recently used
+
+  uint64_t evictions() const { return evictions_; }
+
+ private:
+  struct Slot {
+    int64_t key = -1;
+    SlotState state = SlotState::kEmpty;
+    int pins = 0;
+    int prev = kNone;  // LRU links, only while unpinned
+    int next = kNone;
+  };
+  // Eviction order: a doubly linked list of unpinned slots, head = most recent, tail = the next
+  // victim. Empty slots sit at the tail. A per-layer policy would replace victim() only.
+  void unlink(int slot);
+  void push_head(int slot);
+  void push_tail(int slot);
+  int victim() const { return tail_; }
+
+  RamArena memory_;
+  uint64_t slot_bytes_;
+  std::vector<Slot> slots_;           // [n_slots]
+  std::vector<int32_t> slot_of_key_;  // [n_keys] slot holding the key, or kNone
+  int head_ = kNone;
+  int tail_ = kNone;
+  uint64_t evictions_ = 0;
+};
+
+}  // namespace strata::tiers

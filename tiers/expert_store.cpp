@@ -1,0 +1,393 @@
+// ExpertStore: RAM homes loaded once into NUMA arenas, SSD homes streamed into the RAM cache in one
+// batch per layer, and the counters PROF reports. Tested by tests/test_tiers_store.cpp.
+#include "tiers/expert_store.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+
+#include "io/check.h"
+
+namespace strata::tiers {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using placement::HomeKind;
+
+constexpr const char* kSliceNames[3] = {"gate", "up", "down"};
+
+uint64_t align_up(uint64_t v, uint64_t a) {
+  return (v + a - 1) / a * a;
+}
+
+// Offsets of the three slices packed in a RAM arena, and the packed size.
+std::array<uint64_t, 4> packed_layout(const ExpertExtents& x) {
+  std::array<uint64_t, 4> at{};
+  for (int i = 0; i < 3; ++i) at[i + 1] = at[i] + align_up(x[i].bytes, kSliceAlign);
+  return at;
+}
+
+uint64_t superset_bytes(const ExpertExtents& x) {
+  uint64_t total = 0;
+  for (const SliceExtent& s : x) total += aligned_superset(s.offset, s.bytes).bytes;
+  return total;
+}
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+}  // namespace
+
+placement::ExpertSizes expert_sizes(const ExtentTable& extents, int n_expert_used) {
+  placement::ExpertSizes s;
+  s.n_expert_used = n_expert_used;
+  for (const auto& layer : extents) {
+    uint64_t largest = 0;
+    for (const ExpertExtents& x : layer) {
+      largest = std::max(largest, packed_layout(x)[3]);
+      s.slot_bytes = std::max(s.slot_bytes, superset_bytes(x));
+    }
+    s.n_expert.push_back(static_cast<int>(layer.size()));
+    s.expert_bytes.push_back(largest);
+  }
+  return s;
+}
+
+ExpertStore::ExpertStore(std::string path, ExtentTable extents, placement::PlacementPlan plan,
+                         StoreOptions options, StoreHooks hooks)
+    : path_(std::move(path)),
+      extents_(std::move(extents)),
+      plan_(std::move(plan)),
+      options_(options),
+      hooks_(std::move(hooks)) {
+  IoConfig io;
+  io.direct = options_.direct;
+  io.uring = options_.uring;
+  io.threads = options_.io_threads;
+  io.queue_depth = options_.queue_depth;
+  io.faults = options_.faults;
+  io.notice = hooks_.notice;
+  reader_ = std::make_unique<IoReader>(path_, io);
+  check_inputs();
+
+  const int n_layer = plan_.n_layer();
+  layer_begin_.assign(n_layer + 1, 0);
+  for (int l = 0; l < n_layer; ++l) layer_begin_[l + 1] = layer_begin_[l] + plan_.n_expert(l);
+  experts_.resize(layer_begin_[n_layer]);
+  active_.resize(n_layer);
+
+  // Slot layout: the three supersets back to back, each starting on a 4 KiB boundary.
+  for (int l = 0; l < n_layer; ++l) {
+    for (int e = 0; e < plan_.n_expert(l); ++e) {
+      Expert& x = experts_[key(l, e)];
+      x.home = plan_.home(l, e);
+      uint64_t at = 0;
+      for (int i = 0; i < 3; ++i) {
+        x.read[i] = aligned_superset(extents_[l][e][i].offset, extents_[l][e][i].bytes);
+        x.sub[i] = at;
+        at += x.read[i].bytes;
+      }
+    }
+  }
+
+  // The cache, registered with the ring one slot per fixed buffer.
+  const uint64_t slot_bytes = plan_.sizes().slot_bytes;
+  const int n_slots = plan_.cache_slots();
+  cache_ = std::make_unique<ExpertCache>(
+      n_slots, slot_bytes, static_cast<int64_t>(experts_.size()),
+      RamArena(static_cast<uint64_t>(n_slots) * slot_bytes, RamArena::kAnyNode, options_.numa,
+               hooks_.first_touch, hooks_.notice));
+  pending_reads_.assign(n_slots, 0);
+  completions_.resize(options_.queue_depth);
+
+  // One arena per RAM node the plan uses, experts packed in layer-major order.
+  std::map<int, uint64_t> node_bytes;
+  for (int l = 0; l < n_layer; ++l)
+    for (int e = 0; e < plan_.n_expert(l); ++e)
+      if (experts_[key(l, e)].home.kind == HomeKind::kRam)
+        node_bytes[experts_[key(l, e)].home.index] += packed_layout(extents_[l][e])[3];
+  std::map<int, std::pair<std::byte*, uint64_t>> cursor;  // node -> (next free byte, used)
+  for (const auto& [node, bytes] : node_bytes) {
+    const int arena_node = node == placement::Home::kInterleaved ? RamArena::kAnyNode : node;
+    arenas_.emplace_back(bytes, arena_node, options_.numa, hooks_.first_touch, hooks_.notice);
+    cursor[node] = {arenas_.back().data(), 0};
+  }
+  for (int l = 0; l < n_layer; ++l) {
+    for (int e = 0; e < plan_.n_expert(l); ++e) {
+      Expert& x = experts_[key(l, e)];
+      if (x.home.kind != HomeKind::kRam) continue;
+      const auto at = packed_layout(extents_[l][e]);
+      std::byte* base = cursor[x.home.index].first;
+      for (int i = 0; i < 3; ++i) x.ram[i] = base + at[i];
+      cursor[x.home.index].first += at[3];
+    }
+  }
+
+  std::vector<std::span<std::byte>> slots;
+  for (int s = 0; s < n_slots; ++s) slots.push_back({cache_->data(s), slot_bytes});
+  reader_->register_buffers(slots);
+
+  load_ram_homes();
+}
+
+ExpertStore::~ExpertStore() {
+  // Reads in flight land in the cache: the reader waits for them before the memory goes.
+  reader_.reset();
+}
+
+void ExpertStore::check_inputs() {
+  const auto fail_plan = [&](const std::string& what) {
+    fail(ErrorKind::kBadValue, "{}: placement plan does not match the model's experts: {}", path_,
+         what);
+  };
+  if (static_cast<int>(extents_.size()) != plan_.n_layer())
+    fail_plan(
+        fmt::format("{} layers of extents, {} in the plan", extents_.size(), plan_.n_layer()));
+  for (int l = 0; l < plan_.n_layer(); ++l) {
+    if (static_cast<int>(extents_[l].size()) != plan_.n_expert(l))
+      fail_plan(fmt::format("layer {} has {} experts, {} in the plan", l, extents_[l].size(),
+                            plan_.n_expert(l)));
+    for (int e = 0; e < plan_.n_expert(l); ++e) {
+      for (int i = 0; i < 3; ++i) {
+        const SliceExtent& s = extents_[l][e][i];
+        if (s.bytes == 0 || s.offset + s.bytes > reader_->file_size() ||
+            s.offset + s.bytes < s.offset)
+          throw FileError(path_, s.offset,
+                          fmt::format("layer {} expert {} {} slice of {} bytes lies outside the "
+                                      "file ({} bytes)",
+                                      l, e, kSliceNames[i], s.bytes, reader_->file_size()));
+      }
+      if (plan_.home(l, e).kind == HomeKind::kVram)
+        fail(ErrorKind::kUnsupported,
+             "layer {} expert {} is homed in VRAM, which needs the CUDA tier (not built yet)", l,
+             e);
+    }
+  }
+  const placement::ExpertSizes need = expert_sizes(extents_, plan_.sizes().n_expert_used);
+  const placement::ExpertSizes& have = plan_.sizes();
+  for (int l = 0; l < plan_.n_layer(); ++l)
+    if (need.expert_bytes[l] > have.expert_bytes[l])
+      fail_plan(fmt::format("layer {} experts take {} bytes, the plan counted {}", l,
+                            need.expert_bytes[l], have.expert_bytes[l]));
+  if (need.slot_bytes > have.slot_bytes || have.slot_bytes % kDirectAlign != 0)
+    fail_plan(fmt::format("cache slots need {} bytes (a multiple of 4 KiB), the plan has {}",
+                          need.slot_bytes, have.slot_bytes));
+}
+
+void ExpertStore::load_ram_homes() {
+  std::vector<int64_t> todo;  // RAM-homed experts in file order (sequential disk access)
+  uint64_t total = 0;
+  for (int64_t k = 0; k < static_cast<int64_t>(experts_.size()); ++k) {
+    if (experts_[k].home.kind != HomeKind::kRam) continue;
+    todo.push_back(k);
+  }
+  if (todo.empty()) return;
+  std::sort(todo.begin(), todo.end(), [&](int64_t a, int64_t b) {
+    return experts_[a].read[0].offset < experts_[b].read[0].offset;
+  });
+  // Layer of each key, for extents_ lookups.
+  auto layer_of = [&](int64_t k) {
+    return static_cast<int>(std::upper_bound(layer_begin_.begin(), layer_begin_.end(), k) -
+                            layer_begin_.begin() - 1);
+  };
+  for (int64_t k : todo) {
+    const int l = layer_of(k);
+    total += packed_layout(extents_[l][k - layer_begin_[l]])[3];
+  }
+
+  // Staging: the (still empty) cache slots; without a cache, a temporary buffer for up to one
+  // queue of experts, registered while it lives.
+  const uint64_t slot_bytes = plan_.sizes().slot_bytes;
+  RamArena temp;
+  std::vector<std::byte*> staging;
+  if (cache_->n_slots() > 0) {
+    for (int s = 0; s < cache_->n_slots(); ++s) staging.push_back(cache_->data(s));
+  } else {
+    const int n = static_cast<int>(std::min<size_t>(options_.queue_depth, todo.size()));
+    temp = RamArena(n * slot_bytes, RamArena::kAnyNode, NumaMode::kOff, nullptr, hooks_.notice);
+    for (int s = 0; s < n; ++s) staging.push_back(temp.data() + s * slot_bytes);
+    std::vector<std::span<std::byte>> regions{{temp.data(), n * slot_bytes}};
+    reader_->register_buffers(regions);
+  }
+
+  const auto t0 = Clock::now();
+  std::vector<int> free_staging;
+  for (int s = static_cast<int>(staging.size()) - 1; s >= 0; --s) free_staging.push_back(s);
+  std::vector<int64_t> staged(staging.size(), -1);  // key per staging buffer
+  std::vector<int> pending(staging.size(), 0);
+  size_t next = 0;
+  uint64_t done_bytes = 0;
+  while (next < todo.size() || free_staging.size() < staging.size()) {
+    batch_.clear();
+    while (next < todo.size() && !free_staging.empty()) {
+      const int s = free_staging.back();
+      free_staging.pop_back();
+      const Expert& x = experts_[todo[next]];
+      staged[s] = todo[next++];
+      pending[s] = 3;
+      for (int i = 0; i < 3; ++i)
+        batch_.push_back(
+            {x.read[i].offset, x.read[i].bytes, staging[s] + x.sub[i], static_cast<uint64_t>(s)});
+    }
+    reader_->submit(batch_);
+    const size_t n = reader_->wait(completions_);
+    for (size_t c = 0; c < n; ++c) {
+      const int s = static_cast<int>(completions_[c].tag);
+      counters_.ram.load_bytes += completions_[c].bytes;
+      if (--pending[s] > 0) continue;
+      const int64_t k = staged[s];
+      const int l = layer_of(k);
+      const ExpertExtents& ext = extents_[l][k - layer_begin_[l]];
+      Expert& x = experts_[k];
+      for (int i = 0; i < 3; ++i) {
+        std::memcpy(const_cast<std::byte*>(x.ram[i]), staging[s] + x.sub[i] + x.read[i].lead,
+                    ext[i].bytes);
+      }
+      ++counters_.ram.loads;
+      done_bytes += packed_layout(ext)[3];
+      free_staging.push_back(s);
+      if (hooks_.progress) hooks_.progress(done_bytes, total);
+    }
+  }
+  batch_.clear();
+  counters_.ram.load_seconds = seconds_since(t0);
+
+  if (cache_->n_slots() == 0) reader_->unregister_buffers();
+}
+
+int ExpertStore::activate(int layer, int expert, bool may_block) {
+  const int64_t k = key(layer, expert);
+  int slot = cache_->lookup(k);
+  if (slot != ExpertCache::kNone) {
+    ++counters_.cache_hits;
+  } else {
+    const uint64_t evictions = cache_->evictions();
+    slot = cache_->begin_fill(k);
+    // Slots held only by finished-but-unreaped fills (an unused prefetch) free up when reaped.
+    while (slot == ExpertCache::kNone && may_block && reader_->outstanding() > 0) {
+      drain(true);
+      slot = cache_->begin_fill(k);
+    }
+    if (slot == ExpertCache::kNone) return slot;
+    ++counters_.cache_misses;
+    counters_.evictions += cache_->evictions() - evictions;
+    const Expert& x = experts_[k];
+    std::byte* base = cache_->data(slot);
+    pending_reads_[slot] = 3;
+    for (int i = 0; i < 3; ++i)
+      batch_.push_back(
+          {x.read[i].offset, x.read[i].bytes, base + x.sub[i], static_cast<uint64_t>(slot)});
+  }
+  active_[layer].push_back({expert, slot});
+  return slot;
+}
+
+void ExpertStore::submit_batch() {
+  if (batch_.empty()) return;
+  if (reader_->outstanding() == 0) busy_since_ = Clock::now();
+  reader_->submit(batch_);
+  batch_.clear();
+}
+
+void ExpertStore::drain(bool block) {
+  if (reader_->outstanding() == 0) return;
+  const size_t n = block ? reader_->wait(completions_) : reader_->poll(completions_);
+  for (size_t c = 0; c < n; ++c) {
+    const ReadCompletion& done = completions_[c];
+    const int slot = static_cast<int>(done.tag);
+    ++counters_.reads;
+    counters_.io_service_seconds += done.service_seconds;
+    counters_.ssd.load_bytes += done.bytes;
+    if (--pending_reads_[slot] == 0) {
+      cache_->complete(slot);
+      ++counters_.ssd.loads;
+    }
+  }
+  if (reader_->outstanding() == 0) counters_.ssd.load_seconds += seconds_since(busy_since_);
+}
+
+void ExpertStore::prepare(int layer, std::span<const int> experts) {
+  STRATA_ASSERT(layer >= 0 && layer < plan_.n_layer(), "layer {}", layer);
+  batch_.clear();
+  drain(false);
+  for (int e : experts) {
+    STRATA_ASSERT(e >= 0 && e < plan_.n_expert(layer), "layer {} expert {}", layer, e);
+    if (experts_[key(layer, e)].home.kind != HomeKind::kSsd) continue;
+    const auto& act = active_[layer];
+    if (std::any_of(act.begin(), act.end(), [&](const Active& a) { return a.expert == e; }))
+      continue;
+    activate(layer, e, /*may_block=*/false);
+  }
+  submit_batch();
+}
+
+ExpertView ExpertStore::view(int layer, int expert, const std::byte* base) const {
+  const Expert& x = experts_[key(layer, expert)];
+  const ExpertExtents& ext = extents_[layer][expert];
+  ExpertView v;
+  v.home = x.home;
+  for (int i = 0; i < 3; ++i) {
+    v.slice[i] = base ? base + x.sub[i] + x.read[i].lead : x.ram[i];
+    v.bytes[i] = ext[i].bytes;
+  }
+  return v;
+}
+
+ExpertView ExpertStore::get(int layer, int expert) {
+  STRATA_ASSERT(layer >= 0 && layer < plan_.n_layer(), "layer {}", layer);
+  STRATA_ASSERT(expert >= 0 && expert < plan_.n_expert(layer), "layer {} expert {}", layer, expert);
+  const int64_t k = key(layer, expert);
+  const Expert& x = experts_[k];
+  if (x.home.kind == HomeKind::kRam) {
+    const ExpertView v = view(layer, expert, nullptr);
+    ++counters_.ram.served;
+    counters_.ram.served_bytes += v.bytes[0] + v.bytes[1] + v.bytes[2];
+    return v;
+  }
+  STRATA_ASSERT(x.home.kind == HomeKind::kSsd, "VRAM homes are refused at construction");
+
+  drain(false);
+  int slot = ExpertCache::kNone;
+  for (const Active& a : active_[layer])
+    if (a.expert == expert) slot = a.slot;
+  if (slot == ExpertCache::kNone) {
+    batch_.clear();
+    slot = activate(layer, expert, /*may_block=*/true);
+    if (slot == ExpertCache::kNone)
+      fail(ErrorKind::kOutOfMemory,
+           "{}: RAM cache full: all {} slots are pinned while loading layer {} expert {} (the "
+           "plan's cache is below two layers' top-k, or layers are not released)",
+           path_, cache_->n_slots(), layer, expert);
+    submit_batch();
+  }
+  if (cache_->state(slot) != ExpertCache::SlotState::kReady) {
+    const auto t0 = Clock::now();
+    while (cache_->state(slot) != ExpertCache::SlotState::kReady) drain(true);
+    counters_.io_wait_seconds += seconds_since(t0);
+  }
+  const ExpertView v = view(layer, expert, cache_->data(slot));
+  ++counters_.ssd.served;
+  counters_.ssd.served_bytes += v.bytes[0] + v.bytes[1] + v.bytes[2];
+  return v;
+}
+
+void ExpertStore::release(int layer) {
+  STRATA_ASSERT(layer >= 0 && layer < plan_.n_layer(), "layer {}", layer);
+  for (const Active& a : active_[layer]) cache_->release(a.slot);
+  active_[layer].clear();
+}
+
+void ExpertStore::reset_counters() {
+  counters_ = StoreCounters{};
+}
+
+uint64_t ExpertStore::ram_bytes() const {
+  uint64_t total = cache_->bytes();
+  for (const RamArena& a : arenas_) total += a.size();
+  return total;
+}
+
+}  // namespace strata::tiers

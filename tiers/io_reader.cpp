@@ -1,0 +1,410 @@
+// IoReader: O_DIRECT reads through io_uring (batched submits, fixed buffers, non-blocking reaping)
+// with a pread thread-pool fallback, short-read retries, a file identity check and a fault seam.
+// Tested by tests/test_tiers_io.cpp.
+#include "tiers/io_reader.h"
+
+#include <fcntl.h>
+#include <liburing.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "io/check.h"
+
+namespace strata::tiers {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The kernel refuses a fixed buffer over 1 GiB and more than 16384 of them.
+constexpr uint64_t kMaxFixedBuffer = 1ull << 30;
+constexpr size_t kMaxFixedBuffers = 16384;
+
+bool aligned(uint64_t v) {
+  return v % kDirectAlign == 0;
+}
+bool aligned(const std::byte* p) {
+  return aligned(reinterpret_cast<uintptr_t>(p));
+}
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+}  // namespace
+
+AlignedRange aligned_superset(uint64_t offset, uint64_t bytes) {
+  AlignedRange r;
+  r.offset = offset / kDirectAlign * kDirectAlign;
+  r.lead = offset - r.offset;
+  const uint64_t end = offset + bytes;
+  r.bytes = (end + kDirectAlign - 1) / kDirectAlign * kDirectAlign - r.offset;
+  return r;
+}
+
+struct IoReader::Entry {
+  ReadRequest req;
+  uint64_t want = 0;  // bytes the file holds for this request
+  int64_t index = 0;  // read number, for IoFaults
+  Clock::time_point start;
+  double pool_seconds = -1;  // service time measured by the pool thread
+};
+
+// pread fallback: worker threads take reads in FIFO order and post raw results back; faults,
+// retries and errors are handled on the reaping thread exactly as for io_uring.
+struct IoReader::Pool {
+  struct Job {
+    int entry;
+    int fd;
+    ReadRequest req;
+  };
+  struct Result {
+    int entry;
+    int64_t res;  // bytes or -errno
+    double seconds;
+  };
+
+  std::mutex mu;
+  std::condition_variable job_cv;
+  std::condition_variable result_cv;
+  std::deque<Job> jobs;
+  std::deque<Result> results;
+  bool stop = false;
+  std::vector<std::thread> threads;
+
+  explicit Pool(int n) {
+    for (int i = 0; i < n; ++i) threads.emplace_back([this] { work(); });
+  }
+  ~Pool() {
+    {
+      std::lock_guard lock(mu);
+      stop = true;
+    }
+    job_cv.notify_all();
+    for (auto& t : threads) t.join();
+  }
+
+  void work() {
+    for (;;) {
+      Job job;
+      {
+        std::unique_lock lock(mu);
+        job_cv.wait(lock, [&] { return stop || !jobs.empty(); });
+        if (jobs.empty()) return;  // stop, and nothing left: readers wait for their results
+        job = jobs.front();
+        jobs.pop_front();
+      }
+      const auto t0 = Clock::now();
+      ssize_t r;
+      do {
+        r = pread(job.fd, job.req.dst, job.req.bytes, static_cast<off_t>(job.req.offset));
+      } while (r < 0 && errno == EINTR);
+      const int64_t res = r < 0 ? -errno : r;
+      {
+        std::lock_guard lock(mu);
+        results.push_back({job.entry, res, seconds_since(t0)});
+      }
+      result_cv.notify_one();
+    }
+  }
+};
+
+IoReader::IoReader(std::string path, IoConfig config)
+    : path_(std::move(path)), config_(std::move(config)) {
+  STRATA_ASSERT(config_.queue_depth >= 1 && config_.threads >= 1, "queue_depth {} threads {}",
+                config_.queue_depth, config_.threads);
+  open_file(config_.direct);
+
+  if (config_.uring) {
+    auto* ring = new io_uring;
+    const int rc = config_.faults.fail_uring_setup
+                       ? -EPERM
+                       : io_uring_queue_init(static_cast<unsigned>(config_.queue_depth), ring, 0);
+    if (rc == 0) {
+      ring_ = ring;
+    } else {
+      delete ring;
+      if (config_.notice)
+        config_.notice(fmt::format(
+            "io_uring unavailable (io_uring_queue_init: {}): reading {} with {} pread threads",
+            std::strerror(-rc), path_, config_.threads));
+    }
+  }
+  if (!ring_) pool_ = std::make_unique<Pool>(config_.threads);
+
+  entries_.resize(config_.queue_depth);
+  for (int i = config_.queue_depth - 1; i >= 0; --i) free_entries_.push_back(i);
+}
+
+void IoReader::open_file(bool want_direct) {
+  fd_buffered_ = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  STRATA_CHECK_SYS(fd_buffered_, "open", path_);
+  if (fstat(fd_buffered_, &identity_) != 0) {
+    const int err = errno;
+    close(fd_buffered_);
+    errno = err;
+    fail_sys("fstat", path_);
+  }
+  if (!want_direct) return;
+
+  int err = 0;
+  if (config_.faults.refuse_direct) {
+    err = EINVAL;
+  } else {
+    fd_direct_ = open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+    if (fd_direct_ < 0) err = errno;
+  }
+  // Some file systems accept the flag and refuse the read: probe one block.
+  if (fd_direct_ >= 0 && identity_.st_size > 0) {
+    void* probe = nullptr;
+    if (posix_memalign(&probe, kDirectAlign, kDirectAlign) == 0) {
+      if (pread(fd_direct_, probe, kDirectAlign, 0) < 0) err = errno;
+      std::free(probe);
+    }
+    if (err != 0) {
+      close(fd_direct_);
+      fd_direct_ = -1;
+    }
+  }
+  if (err != 0 && config_.notice)
+    config_.notice(fmt::format("O_DIRECT refused for {} ({}): using buffered reads", path_,
+                               std::strerror(err)));
+  direct_ = fd_direct_ >= 0;
+}
+
+IoReader::~IoReader() {
+  // Reads in flight write into the caller's buffers: wait for them before anything is freed.
+  if (ring_) {
+    size_t in_flight = entries_.size() - free_entries_.size();
+    while (in_flight > 0) {
+      io_uring_cqe* cqe = nullptr;
+      if (io_uring_wait_cqe(ring_, &cqe) == 0) {
+        io_uring_cqe_seen(ring_, cqe);
+        --in_flight;
+      } else if (errno != EINTR) {
+        break;
+      }
+    }
+    io_uring_queue_exit(ring_);
+    delete ring_;
+  }
+  pool_.reset();  // joins after the queued reads finish
+  if (fd_direct_ >= 0) close(fd_direct_);
+  if (fd_buffered_ >= 0) close(fd_buffered_);
+}
+
+bool IoReader::register_buffers(std::span<const std::span<std::byte>> regions) {
+  unregister_buffers();
+  if (!ring_) return false;
+  std::vector<std::span<std::byte>> chunks;
+  for (auto r : regions)
+    for (uint64_t off = 0; off < r.size(); off += kMaxFixedBuffer)
+      chunks.push_back(r.subspan(off, std::min<uint64_t>(kMaxFixedBuffer, r.size() - off)));
+  if (chunks.empty()) return false;
+  if (chunks.size() > kMaxFixedBuffers) chunks.resize(kMaxFixedBuffers);
+  std::sort(chunks.begin(), chunks.end(),
+            [](const auto& a, const auto& b) { return a.data() < b.data(); });
+  std::vector<iovec> iov;
+  for (auto c : chunks) iov.push_back({c.data(), c.size()});
+  const int rc = io_uring_register_buffers(ring_, iov.data(), static_cast<unsigned>(iov.size()));
+  if (rc != 0) {
+    if (config_.notice)
+      config_.notice(fmt::format(
+          "io_uring_register_buffers refused ({}; RLIMIT_MEMLOCK?): reading without fixed buffers",
+          std::strerror(-rc)));
+    return false;
+  }
+  regions_ = std::move(chunks);
+  return true;
+}
+
+void IoReader::unregister_buffers() {
+  if (ring_ && !regions_.empty()) io_uring_unregister_buffers(ring_);
+  regions_.clear();
+}
+
+void IoReader::check_identity() const {
+  struct stat now {};
+  const char* why = nullptr;
+  if (stat(path_.c_str(), &now) != 0)
+    why = "it no longer exists";
+  else if (now.st_dev != identity_.st_dev || now.st_ino != identity_.st_ino)
+    why = "it was replaced by another file";
+  else if (fstat(fd_buffered_, &now) != 0 || now.st_size != identity_.st_size)
+    why = "its size changed";
+  else if (now.st_mtim.tv_sec != identity_.st_mtim.tv_sec ||
+           now.st_mtim.tv_nsec != identity_.st_mtim.tv_nsec)
+    why = "it was modified";
+  if (why)
+    fail(ErrorKind::kIo, "{}: model file changed while running ({}; opened with {} bytes)", path_,
+         why, static_cast<uint64_t>(identity_.st_size));
+}
+
+void IoReader::submit(std::span<const ReadRequest> requests) {
+  if (requests.empty()) return;
+  check_identity();
+  for (const ReadRequest& r : requests) {
+    if (r.offset >= file_size() || r.bytes == 0)
+      fail(ErrorKind::kIo, "{}: read of {} bytes at offset {} is outside the file ({} bytes)",
+           path_, r.bytes, r.offset, file_size());
+    if (direct_)
+      STRATA_ASSERT(aligned(r.offset) && aligned(r.bytes) && aligned(r.dst),
+                    "O_DIRECT read not 4 KiB-aligned: offset {} bytes {} dst {}", r.offset, r.bytes,
+                    static_cast<void*>(r.dst));
+    queued_.push_back(r);
+    queued_index_.push_back(next_index_++);
+  }
+  outstanding_ += requests.size();
+  pump();
+}
+
+void IoReader::pump() {
+  int prepared = 0;
+  while (queued_head_ < queued_.size() && !free_entries_.empty()) {
+    const int slot = free_entries_.back();
+    free_entries_.pop_back();
+    Entry& e = entries_[slot];
+    e.req = queued_[queued_head_];
+    e.index = queued_index_[queued_head_];
+    ++queued_head_;
+    e.want = std::min(e.req.bytes, file_size() - e.req.offset);
+    e.pool_seconds = -1;
+    e.start = Clock::now();
+    const int fd = direct_ ? fd_direct_ : fd_buffered_;
+    if (ring_) {
+      io_uring_sqe* sqe = io_uring_get_sqe(ring_);
+      STRATA_ASSERT(sqe != nullptr, "io_uring submission queue full with a free entry");
+      // A registered region holding the whole destination makes this a fixed-buffer read.
+      auto it = std::upper_bound(regions_.begin(), regions_.end(), e.req.dst,
+                                 [](std::byte* p, const auto& r) { return p < r.data(); });
+      const bool fixed =
+          it != regions_.begin() && e.req.dst + e.req.bytes <= (it - 1)->data() + (it - 1)->size();
+      if (fixed)
+        io_uring_prep_read_fixed(sqe, fd, e.req.dst, static_cast<unsigned>(e.req.bytes),
+                                 e.req.offset, static_cast<int>(it - 1 - regions_.begin()));
+      else
+        io_uring_prep_read(sqe, fd, e.req.dst, static_cast<unsigned>(e.req.bytes), e.req.offset);
+      io_uring_sqe_set_data64(sqe, static_cast<uint64_t>(slot));
+      ++prepared;
+    } else {
+      {
+        std::lock_guard lock(pool_->mu);
+        pool_->jobs.push_back({slot, fd, e.req});
+      }
+      pool_->job_cv.notify_one();
+    }
+  }
+  if (queued_head_ == queued_.size()) {
+    queued_.clear();
+    queued_index_.clear();
+    queued_head_ = 0;
+  }
+  if (prepared > 0) {
+    int rc;
+    do {
+      rc = io_uring_submit(ring_);
+    } while (rc == -EINTR);
+    // EAGAIN/EBUSY leave the entries in the ring; the next submit hands them over.
+    if (rc < 0 && rc != -EAGAIN && rc != -EBUSY) {
+      errno = -rc;
+      fail_sys("io_uring_submit", path_);
+    }
+  }
+}
+
+int64_t IoReader::faulted(int64_t index, int64_t res, uint64_t want) const {
+  const IoFaults& f = config_.faults;
+  if (index == f.fail_read) return -EIO;
+  if (index == f.truncated_read) return 0;
+  if (index == f.short_read && res > 0)
+    return static_cast<int64_t>(want / 2 / kDirectAlign * kDirectAlign);
+  return res;
+}
+
+uint64_t IoReader::complete_short(const Entry& e, uint64_t got) const {
+  // The remainder is read synchronously: short reads are rare (end of a file being truncated,
+  // signals), so keeping the ring simple is worth more than overlapping them.
+  while (got < e.want) {
+    const uint64_t offset = e.req.offset + got;
+    std::byte* dst = e.req.dst + got;
+    const bool use_direct = direct_ && aligned(offset) && aligned(dst);
+    const uint64_t len = use_direct ? e.req.bytes - got : e.want - got;
+    ssize_t r = pread(use_direct ? fd_direct_ : fd_buffered_, dst, len, static_cast<off_t>(offset));
+    if (r < 0 && errno == EINTR) continue;
+    if (e.index == config_.faults.truncated_read) r = 0;
+    if (r < 0)
+      fail(ErrorKind::kIo, "{}: read of {} bytes at offset {} failed: {}", path_, len, offset,
+           std::strerror(errno));
+    if (r == 0) {
+      check_identity();
+      fail(ErrorKind::kIo,
+           "{}: short read at offset {}: got {} of {} bytes (the file ends at byte {})", path_,
+           e.req.offset, got, e.want, offset);
+    }
+    got += static_cast<uint64_t>(r);
+  }
+  return got;
+}
+
+size_t IoReader::reap(std::span<ReadCompletion> out, bool block) {
+  size_t n = 0;
+  while (n < out.size() && entries_.size() > free_entries_.size()) {
+    int slot = -1;
+    int64_t res = 0;
+    double pool_seconds = -1;
+    const bool may_block = block && n == 0;
+    if (ring_) {
+      io_uring_cqe* cqe = nullptr;
+      int rc = may_block ? io_uring_wait_cqe(ring_, &cqe) : io_uring_peek_cqe(ring_, &cqe);
+      if (rc == -EAGAIN) break;
+      if (rc == -EINTR) continue;
+      if (rc < 0) {
+        errno = -rc;
+        fail_sys("io_uring_wait_cqe", path_);
+      }
+      slot = static_cast<int>(io_uring_cqe_get_data64(cqe));
+      res = cqe->res;
+      io_uring_cqe_seen(ring_, cqe);
+    } else {
+      std::unique_lock lock(pool_->mu);
+      if (may_block) pool_->result_cv.wait(lock, [&] { return !pool_->results.empty(); });
+      if (pool_->results.empty()) break;
+      const Pool::Result r = pool_->results.front();
+      pool_->results.pop_front();
+      slot = r.entry;
+      res = r.res;
+      pool_seconds = r.seconds;
+    }
+
+    // The entry is free again before anything can throw, so the destructor never waits on it.
+    const Entry e = entries_[slot];
+    free_entries_.push_back(slot);
+    --outstanding_;
+    res = faulted(e.index, res, e.want);
+    if (res < 0)
+      fail(ErrorKind::kIo, "{}: read of {} bytes at offset {} failed: {}", path_, e.req.bytes,
+           e.req.offset, std::strerror(static_cast<int>(-res)));
+    uint64_t got = static_cast<uint64_t>(res);
+    if (got < e.want) got = complete_short(e, got);
+    out[n++] = {e.req.tag, e.want, pool_seconds >= 0 ? pool_seconds : seconds_since(e.start)};
+  }
+  pump();
+  return n;
+}
+
+size_t IoReader::poll(std::span<ReadCompletion> out) {
+  return reap(out, false);
+}
+
+size_t IoReader::wait(std::span<ReadCompletion> out) {
+  return reap(out, true);
+}
+
+}  // namespace strata::tiers
