@@ -171,9 +171,12 @@ std::string Tokenizer::render_piece(int32_t id) const {
     return out;
   }
   if (t.attr & token_attr::kByte) {
-    // "<0xNN>"
-    const unsigned long byte = std::strtoul(t.text.substr(3, 2).c_str(), nullptr, 16);
-    return std::string(1, static_cast<char>(byte));
+    // "<0xNN>"; a malformed byte token renders as nothing rather than failing the load.
+    if (t.text.size() == 6 && t.text.starts_with("<0x") && t.text.back() == '>' &&
+        std::isxdigit(static_cast<unsigned char>(t.text[3])) &&
+        std::isxdigit(static_cast<unsigned char>(t.text[4]))) {
+      return std::string(1, static_cast<char>(std::stoi(t.text.substr(3, 2), nullptr, 16)));
+    }
   }
   return {};
 }

@@ -394,7 +394,10 @@ void Vocab::load(const io::GgufFile& file) {
   // order decides which text match becomes the EOT token (see detect_special_tokens).
   for (size_t i = 0; i < n; ++i) {
     TokenData& t = tokens_[i];
-    t.text = *tokens.items[i].as_string();
+    const std::string* text = tokens.items[i].as_string();
+    if (!text)
+      fail(ErrorKind::kBadFile, "{}: '{}'[{}] is not a string", file.path(), kKeyTokens, i);
+    t.text = *text;
     if (t.text.empty()) t.text = fmt::format("[EMPTY_{}]", i);
     const auto [it, inserted] = token_to_id_.emplace(t.text, static_cast<int32_t>(i));
     if (!inserted) {
@@ -445,7 +448,10 @@ void Vocab::load_merges(const io::GgufFile& file) {
   const io::GgufArray& merges = require_array(file, kKeyMerges, is_string_type, "strings");
   bpe_ranks_.reserve(merges.items.size());
   for (size_t i = 0; i < merges.items.size(); ++i) {
-    const std::string& line = *merges.items[i].as_string();
+    const std::string* item = merges.items[i].as_string();
+    if (!item)
+      fail(ErrorKind::kBadFile, "{}: '{}'[{}] is not a string", file.path(), kKeyMerges, i);
+    const std::string& line = *item;
     const size_t space = line.find(' ', 1);
     if (space == std::string::npos || space + 1 >= line.size()) {
       fail(ErrorKind::kBadFile, "{}: '{}'[{}] = '{}' is not two tokens separated by a space",
