@@ -1,1 +1,296 @@
-// placeholder: being written
+// Dequantization kernels: one thread per output element (grid-stride), each element computed by a
+// __host__ __device__ function per format that reads its block's bytes at kernels/quant.h's
+// offsets. The same functions back the host emulation. Tested by tests/test_cuda_dequant.cpp.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "cuda/cuda_check.h"
+#include "cuda/dequant.h"
+#include "cuda/dequant_launch.h"
+#include "kernels/quant.h"
+
+#define STRATA_HD __host__ __device__ __forceinline__
+
+namespace strata::cuda {
+namespace {
+
+using kernels::BlockQ4_0;
+using kernels::BlockQ4_K;
+using kernels::BlockQ6_K;
+using kernels::BlockQ8_0;
+
+// Blocks are read byte by byte: their strides (18, 34, 144, 210 bytes) leave fields unaligned.
+STRATA_HD uint32_t load_u16(const uint8_t* p) {
+  return p[0] | (static_cast<uint32_t>(p[1]) << 8);
+}
+
+STRATA_HD uint32_t load_u32(const uint8_t* p) {
+  return load_u16(p) | (load_u16(p + 2) << 16);
+}
+
+STRATA_HD float bits_to_f32(uint32_t bits) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(bits);
+#else
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+#endif
+}
+
+// Round-to-nearest multiply and subtract that nvcc may not fuse into an FMA (it does by default
+// for a*b - c): ggml's CPU code rounds each product, and invariant 1 wants the same bits.
+STRATA_HD float mul_rn(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
+STRATA_HD float sub_rn(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+
+// IEEE half → float (exact: every half is a float).
+STRATA_HD float fp16_to_f32(uint32_t h) {
+  const uint32_t sign = (h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1Fu;
+  const uint32_t mant = h & 0x3FFu;
+  if (exp == 0) {
+    // Zero or subnormal: mant · 2^-24, exact in float.
+    const float mag = mul_rn(static_cast<float>(mant), 0x1p-24f);
+    return (sign != 0) ? -mag : mag;
+  }
+  if (exp == 31) return bits_to_f32(sign | 0x7F800000u | (mant << 13));
+  return bits_to_f32(sign | ((exp + 112u) << 23) | (mant << 13));
+}
+
+// One struct per format: elements per block, bytes per block, and element j of a block.
+template <GgmlType T>
+struct Format;
+
+template <>
+struct Format<GgmlType::F32> {
+  static constexpr int kBlock = 1;
+  static constexpr int kBytes = 4;
+  static STRATA_HD float element(const uint8_t* b, int) { return bits_to_f32(load_u32(b)); }
+};
+
+template <>
+struct Format<GgmlType::F16> {
+  static constexpr int kBlock = 1;
+  static constexpr int kBytes = 2;
+  static STRATA_HD float element(const uint8_t* b, int) { return fp16_to_f32(load_u16(b)); }
+};
+
+template <>
+struct Format<GgmlType::BF16> {
+  static constexpr int kBlock = 1;
+  static constexpr int kBytes = 2;
+  static STRATA_HD float element(const uint8_t* b, int) { return bits_to_f32(load_u16(b) << 16); }
+};
+
+// 32 elements: x = (q - 8) · d, element j < 16 in the low nibble of qs[j], j >= 16 in the high
+// nibble of qs[j - 16].
+template <>
+struct Format<GgmlType::Q4_0> {
+  static constexpr int kBlock = kernels::kQK;
+  static constexpr int kBytes = sizeof(BlockQ4_0);
+  static STRATA_HD float element(const uint8_t* b, int j) {
+    const float d = fp16_to_f32(load_u16(b + offsetof(BlockQ4_0, d)));
+    const uint32_t q = b[offsetof(BlockQ4_0, qs) + (j & 15)];
+    const int v = static_cast<int>(j < 16 ? (q & 0xF) : (q >> 4)) - 8;
+    return mul_rn(static_cast<float>(v), d);
+  }
+};
+
+// 32 elements: x = q · d.
+template <>
+struct Format<GgmlType::Q8_0> {
+  static constexpr int kBlock = kernels::kQK;
+  static constexpr int kBytes = sizeof(BlockQ8_0);
+  static STRATA_HD float element(const uint8_t* b, int j) {
+    const float d = fp16_to_f32(load_u16(b + offsetof(BlockQ8_0, d)));
+    const int8_t q = static_cast<int8_t>(b[offsetof(BlockQ8_0, qs) + j]);
+    return mul_rn(static_cast<float>(q), d);
+  }
+};
+
+// 256 elements in 8 sub-blocks of 32, each with a 6-bit scale and min packed into scales[12]:
+// x = (d · sc) · q - (dmin · m). Element j: 64-element chunk c = j / 64 holds sub-blocks 2c (low
+// nibbles of qs[32c .. 32c+31]) and 2c+1 (high nibbles).
+template <>
+struct Format<GgmlType::Q4_K> {
+  static constexpr int kBlock = kernels::kQK_K;
+  static constexpr int kBytes = sizeof(BlockQ4_K);
+  static STRATA_HD float element(const uint8_t* b, int j) {
+    const uint8_t* s = b + offsetof(BlockQ4_K, scales);
+    const int chunk = j >> 6;
+    const int high = (j >> 5) & 1;
+    const int sub = 2 * chunk + high;
+    // Sub-blocks 0-3: low 6 bits of s[sub] (scale) and s[sub + 4] (min). Sub-blocks 4-7: low
+    // nibbles from s[sub + 4], top two bits from the spare bits of s[sub - 4] / s[sub].
+    uint32_t sc, m;
+    if (sub < 4) {
+      sc = s[sub] & 63u;
+      m = s[sub + 4] & 63u;
+    } else {
+      sc = (s[sub + 4] & 0xFu) | ((s[sub - 4] >> 6) << 4);
+      m = (s[sub + 4] >> 4) | ((s[sub] >> 6) << 4);
+    }
+    const float d = fp16_to_f32(load_u16(b + offsetof(BlockQ4_K, d)));
+    const float dmin = fp16_to_f32(load_u16(b + offsetof(BlockQ4_K, dmin)));
+    const uint32_t byte = b[offsetof(BlockQ4_K, qs) + 32 * chunk + (j & 31)];
+    const uint32_t q = high ? (byte >> 4) : (byte & 0xFu);
+    const float d1 = mul_rn(d, static_cast<float>(sc));
+    const float m1 = mul_rn(dmin, static_cast<float>(m));
+    return sub_rn(mul_rn(d1, static_cast<float>(q)), m1);
+  }
+};
+
+// 256 elements in two halves of 128; in a half, element l + 32g (g = 0..3, l = 0..31) takes its low
+// 4 bits from ql (byte l for g = 0/2, l + 32 for g = 1/3; low nibble for g < 2, high otherwise)
+// and its top 2 bits from bits 2g..2g+1 of qh[l]; 16-element groups share an int8 scale:
+// x = (d · sc) · (q - 32).
+template <>
+struct Format<GgmlType::Q6_K> {
+  static constexpr int kBlock = kernels::kQK_K;
+  static constexpr int kBytes = sizeof(BlockQ6_K);
+  static STRATA_HD float element(const uint8_t* b, int j) {
+    const int half = j >> 7;
+    const int g = (j >> 5) & 3;
+    const int l = j & 31;
+    const uint32_t lo_byte = b[offsetof(BlockQ6_K, ql) + 64 * half + l + 32 * (g & 1)];
+    const uint32_t lo = (g < 2) ? (lo_byte & 0xFu) : (lo_byte >> 4);
+    const uint32_t hi = (b[offsetof(BlockQ6_K, qh) + 32 * half + l] >> (2 * g)) & 3u;
+    const int q = static_cast<int>(lo | (hi << 4)) - 32;
+    const int8_t sc =
+        static_cast<int8_t>(b[offsetof(BlockQ6_K, scales) + 8 * half + l / 16 + 2 * g]);
+    const float d = fp16_to_f32(load_u16(b + offsetof(BlockQ6_K, d)));
+    return mul_rn(mul_rn(d, static_cast<float>(sc)), static_cast<float>(q));
+  }
+};
+
+template <GgmlType T>
+__global__ void dequantize_kernel(const uint8_t* __restrict__ src, float* __restrict__ dst,
+                                  int64_t n) {
+  using F = Format<T>;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    dst[i] = F::element(src + (i / F::kBlock) * F::kBytes, static_cast<int>(i % F::kBlock));
+  }
+}
+
+template <GgmlType T>
+void launch(const void* src, float* dst, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  constexpr int kThreads = 256;
+  // Beyond ~1M blocks of 256 the grid-stride loop takes over; that already fills any GPU.
+  const int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads, int64_t{1} << 20);
+  dequantize_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+      static_cast<const uint8_t*>(src), dst, n);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+template <GgmlType T>
+void emulate(const void* src, float* dst, int64_t n) {
+  using F = Format<T>;
+  const uint8_t* s = static_cast<const uint8_t*>(src);
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] = F::element(s + (i / F::kBlock) * F::kBytes, static_cast<int>(i % F::kBlock));
+}
+
+// The one dispatch switch of this module: runtime type → template. Returns false for types
+// without a kernel (listed, not defaulted, so a new GgmlType is a compiler warning here).
+template <typename Fn>
+bool dispatch(GgmlType t, Fn&& fn) {
+  switch (t) {
+    case GgmlType::F32:
+      fn(Format<GgmlType::F32>{});
+      return true;
+    case GgmlType::F16:
+      fn(Format<GgmlType::F16>{});
+      return true;
+    case GgmlType::BF16:
+      fn(Format<GgmlType::BF16>{});
+      return true;
+    case GgmlType::Q4_0:
+      fn(Format<GgmlType::Q4_0>{});
+      return true;
+    case GgmlType::Q8_0:
+      fn(Format<GgmlType::Q8_0>{});
+      return true;
+    case GgmlType::Q4_K:
+      fn(Format<GgmlType::Q4_K>{});
+      return true;
+    case GgmlType::Q6_K:
+      fn(Format<GgmlType::Q6_K>{});
+      return true;
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
+    case GgmlType::Q8_1:
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K:
+    case GgmlType::Q5_K:
+    case GgmlType::Q8_K:
+    case GgmlType::IQ2_XXS:
+    case GgmlType::IQ2_XS:
+    case GgmlType::IQ3_XXS:
+    case GgmlType::IQ1_S:
+    case GgmlType::IQ4_NL:
+    case GgmlType::IQ3_S:
+    case GgmlType::IQ2_S:
+    case GgmlType::IQ4_XS:
+    case GgmlType::I8:
+    case GgmlType::I16:
+    case GgmlType::I32:
+    case GgmlType::I64:
+    case GgmlType::F64:
+    case GgmlType::IQ1_M:
+    case GgmlType::TQ1_0:
+    case GgmlType::TQ2_0:
+    case GgmlType::MXFP4:
+      return false;
+  }
+  return false;  // a value outside the enum (corrupt input)
+}
+
+// Maps a Format tag back to its GgmlType for the templates above.
+template <typename F>
+struct TypeOf;
+template <GgmlType T>
+struct TypeOf<Format<T>> {
+  static constexpr GgmlType kValue = T;
+};
+
+}  // namespace
+
+bool cuda_dequantize_supported(GgmlType t) {
+  return dispatch(t, [](auto) {});
+}
+
+namespace detail {
+
+bool launch_dequantize(GgmlType t, const void* dev_src, float* dev_dst, int64_t n, void* stream) {
+  return dispatch(t, [&](auto tag) {
+    launch<TypeOf<decltype(tag)>::kValue>(dev_src, dev_dst, n, static_cast<cudaStream_t>(stream));
+  });
+}
+
+bool emulate_dequantize(GgmlType t, const void* src, float* dst, int64_t n) {
+  return dispatch(t, [&](auto tag) { emulate<TypeOf<decltype(tag)>::kValue>(src, dst, n); });
+}
+
+}  // namespace detail
+}  // namespace strata::cuda

@@ -1,0 +1,67 @@
+// Plain C++ view of the CUDA runtime (no CUDA types, so CPU code may include it): device count,
+// a one-line description for probe/PROF, an RAII device buffer, streams and synchronous copies.
+// A build without CUDA links cuda/stub.cpp: cuda_device_count() is 0 and the rest throws.
+// Exercised by tests/test_cuda_dequant.cpp.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace strata::cuda {
+
+// Number of usable CUDA devices; 0 (never an error) when there is no device, no driver, or the
+// build has no CUDA.
+int cuda_device_count();
+
+// One line: "CUDA 13.0 (driver 13.0): 1 device: 0 NVIDIA H200 sm_90 139.8 GiB" or why none.
+std::string cuda_describe();
+
+// Blocks until all work on the current device is done; throws Error(kCuda) on a failed kernel.
+void cuda_synchronize();
+
+// Device memory from cudaMalloc, freed on destruction. Empty (data() == nullptr) by default.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) {
+    o.ptr_ = nullptr;
+    o.bytes_ = 0;
+  }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* data() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// A non-blocking cudaStream_t, destroyed on destruction. handle() is what the `void* stream`
+// parameters of cuda/ take (nullptr there means the legacy default stream).
+class Stream {
+ public:
+  Stream();
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  void* handle() const { return stream_; }
+  void synchronize();
+
+ private:
+  void* stream_ = nullptr;
+};
+
+// Synchronous copies (cudaMemcpy) between host memory and device memory.
+void copy_to_device(void* dev_dst, const void* host_src, size_t bytes);
+void copy_to_host(void* host_dst, const void* dev_src, size_t bytes);
+
+}  // namespace strata::cuda

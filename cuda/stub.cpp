@@ -1,0 +1,67 @@
+// The strata_cuda library of a build without CUDA (STRATA_CUDA=OFF or no nvcc): no device, and
+// every entry point that would need one throws Error(kUnsupported). Lets CPU code call the plain
+// cuda/ headers without #ifdefs.
+#include "cuda/blaslt.h"
+#include "cuda/dequant.h"
+#include "cuda/runtime.h"
+#include "io/check.h"
+
+namespace strata::cuda {
+namespace {
+
+[[noreturn]] void no_cuda(const char* what) {
+  fail(ErrorKind::kUnsupported, "{}: this strata was built without CUDA (STRATA_CUDA=OFF)", what);
+}
+
+}  // namespace
+
+int cuda_device_count() {
+  return 0;
+}
+std::string cuda_describe() {
+  return "CUDA: not built (STRATA_CUDA=OFF or no nvcc)";
+}
+void cuda_synchronize() {}
+
+DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
+  if (bytes > 0) no_cuda("DeviceBuffer");
+}
+DeviceBuffer::~DeviceBuffer() = default;
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  std::swap(ptr_, o.ptr_);
+  std::swap(bytes_, o.bytes_);
+  return *this;
+}
+
+Stream::Stream() {
+  no_cuda("Stream");
+}
+Stream::~Stream() = default;
+void Stream::synchronize() {}
+
+void copy_to_device(void*, const void*, size_t bytes) {
+  if (bytes > 0) no_cuda("copy_to_device");
+}
+void copy_to_host(void*, const void*, size_t bytes) {
+  if (bytes > 0) no_cuda("copy_to_host");
+}
+
+bool cuda_dequantize_supported(GgmlType) {
+  return false;
+}
+void cuda_dequantize(GgmlType, const void*, float*, int64_t, void*) {
+  no_cuda("cuda_dequantize");
+}
+void cuda_dequantize_emulated(GgmlType, const void*, float*, int64_t) {
+  no_cuda("cuda_dequantize_emulated");
+}
+
+BlasLt::BlasLt(size_t) {
+  no_cuda("BlasLt");
+}
+BlasLt::~BlasLt() = default;
+void BlasLt::matmul_f32(const float*, const float*, float*, int64_t, int64_t, int64_t, void*) {
+  no_cuda("BlasLt::matmul_f32");
+}
+
+}  // namespace strata::cuda
