@@ -334,6 +334,35 @@ TEST(VocabUnit, AddBosWithoutBosIsAnError) {
   EXPECT_NE(load_error(w).find("bos_token_id"), std::string::npos) << load_error(w);
 }
 
+// SentencePiece-style BPE: score-ordered merges, the U+2581 space prefix, byte fallback, and the
+// leading-space rules of detokenize.
+TEST(TokenizerUnit, TinySpm) {
+  io::GgufWriter w;
+  w.set("tokenizer.ggml.model", "llama");
+  w.set("tokenizer.ggml.tokens", io::gguf_string_array({"<unk>", "<s>", "</s>", "<0x0A>", "<0xC3>",
+                                                        "<0xA9>", "\xe2\x96\x81", "a", "b",
+                                                        "\xe2\x96\x81"
+                                                        "a",
+                                                        "ab",
+                                                        "\xe2\x96\x81"
+                                                        "ab"}));
+  w.set("tokenizer.ggml.scores", io::gguf_f32_array({0, 0, 0, 0, 0, 0, -1, -2, -3, -4, -5, -6}));
+  w.set("tokenizer.ggml.token_type", io::gguf_i32_array({2, 3, 3, 6, 6, 6, 1, 1, 1, 1, 1, 1}));
+  const auto m = parse(w);
+  const Tokenizer tok = Tokenizer::from_gguf(*m->file);
+  EXPECT_EQ(tok.vocab().bos(), 1);
+  EXPECT_TRUE(tok.vocab().add_bos());
+  // "▁a" (-4) merges before "ab" (-5); then "▁a"+"b" = "▁ab" (-6).
+  const std::vector<int32_t> ids = tok.tokenize("ab\n\xc3\xa9", true, false);
+  EXPECT_EQ(ids, (std::vector<int32_t>{1, 11, 3, 4, 5}));
+  EXPECT_EQ(tok.detokenize(ids, false, true), "<s> ab\n\xc3\xa9");
+  EXPECT_EQ(tok.detokenize(ids, true, false), " ab\n\xc3\xa9");
+  EXPECT_EQ(tok.detokenize(std::vector<int32_t>{11, 9}, false, false), "ab a");
+  // Text after a special token gets the space prefix again, as in llama.cpp.
+  EXPECT_EQ(tok.tokenize("a</s>b", false, true), (std::vector<int32_t>{9, 2, 6, 8}));
+  EXPECT_EQ(tok.newline_token(), 3);
+}
+
 TEST(TokenizerUnit, OutOfRangeIdIsAnError) {
   const auto m = parse(tiny_bpe_writer());
   const Tokenizer tok = Tokenizer::from_gguf(*m->file);
