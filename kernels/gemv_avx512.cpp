@@ -234,6 +234,154 @@ float dot_q8_0_acts(const void* w_row, const void* x_row, int64_t n_cols) {
   return fold8(acc);
 }
 
+// ---- Q4_0 x Q8_0, several rows at once ----
+// Decode is memory-bound only if the per-block work is small, so Q4_0 (the common case) gets a
+// kernel that gathers 4 blocks' codes per register with word permutes and prepares each chunk of
+// 8 activation blocks once for up to 4 weight rows. Same integers, same float steps as above.
+
+// Word-permute index tables (32 words each), built at compile time:
+//   kQ4Codes{A,B}: the 8 code words of Q4_0 blocks 0-3 (from words 0-63 of the chunk) and 4-7
+//                  (from words 32-95); 128-bit lane k of the result is block k's 16 code bytes.
+//   kQ4Scales:     word k = block k's fp16 scale (words 9k).
+//   kQ8Half{1,5}:  8 words per block of 4 Q8_0 blocks, starting at word 17k + 1 (+4): one half
+//                  (16 elements) of each block's codes, picked from two registers loaded at the
+//                  word offsets prep_x uses.
+//   kQ8Scales:     words 0-3 and 4-7 = 17 * (i % 4): the scales of 4 Q8_0 blocks.
+using WordIndex = std::array<uint16_t, 32>;
+template <typename F>
+constexpr WordIndex word_index(F f) {
+  WordIndex a{};
+  for (int i = 0; i < 32; ++i) a[i] = static_cast<uint16_t>(f(i));
+  return a;
+}
+alignas(64) constexpr WordIndex kQ4CodesA = word_index([](int i) {
+  return 9 * (i / 8) + 1 + i % 8;
+});
+alignas(64) constexpr WordIndex kQ4CodesB = word_index([](int i) {
+  return 9 * (4 + i / 8) + 1 + i % 8 - 32;
+});
+alignas(64) constexpr WordIndex kQ4Scales = word_index([](int i) { return i < 8 ? 9 * i : 0; });
+alignas(64) constexpr WordIndex kQ8Half1 = word_index([](int i) {
+  return 17 * (i / 8) + 1 + i % 8;
+});
+alignas(64) constexpr WordIndex kQ8Half5 = word_index([](int i) {
+  return 17 * (i / 8) + 5 + i % 8;
+});
+alignas(64) constexpr WordIndex kQ8Scales = word_index([](int i) { return 17 * (i % 4); });
+
+inline __m512i load_index(const WordIndex& a) {
+  return _mm512_load_si512(a.data());
+}
+
+// 8 activation blocks prepared for Q4_0: element halves of blocks 0-3 (a) and 4-7 (b), 4 blocks
+// per register (128-bit lane k = block k), -8 * (block sums) spread the same way, and the scales.
+struct Q4x8Chunk {
+  __m512i lo_a, hi_a, lo_b, hi_b;  // elements 0-15 / 16-31
+  __m512i neg8_a, neg8_b;          // -8 * sum(x) per block, as 4 int32 partials per lane
+  __m256 d;                        // fp16(d_x) of blocks 0-7
+};
+
+inline Q4x8Chunk prep_x(const BlockQ8_0* x) {
+  const auto* p = reinterpret_cast<const uint8_t*>(x);  // 8 blocks = 136 words = 272 bytes
+  const __m512i i1 = load_index(kQ8Half1), i5 = load_index(kQ8Half5);
+  const __m512i w0 = load64(p), w32 = load64(p + 64);           // words 0-63
+  const __m512i w8 = load64(p + 16), w40 = load64(p + 80);      // words 8-71
+  const __m512i w68 = load64(p + 136), w100 = load64(p + 200);  // words 68-131
+  const __m512i w72 = load64(p + 144), w104 = load64(p + 208);  // words 72-135
+  Q4x8Chunk c;
+  c.lo_a = _mm512_permutex2var_epi16(w0, i1, w32);
+  c.hi_a = _mm512_permutex2var_epi16(w8, i1, w40);
+  c.lo_b = _mm512_permutex2var_epi16(w68, i1, w100);
+  c.hi_b = _mm512_permutex2var_epi16(w72, i5, w104);
+  const __m512i is = load_index(kQ8Scales);
+  const __m512i sc = _mm512_mask_blend_epi16(0xF0, _mm512_permutex2var_epi16(w0, is, w32),
+                                             _mm512_permutex2var_epi16(w68, is, w100));
+  c.d = _mm256_cvtph_ps(_mm512_castsi512_si128(sc));
+  const __m512i eight = _mm512_set1_epi8(8), zero = _mm512_setzero_si512();
+  c.neg8_a = _mm512_sub_epi32(
+      zero, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, eight, c.lo_a), eight, c.hi_a));
+  c.neg8_b = _mm512_sub_epi32(
+      zero, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, eight, c.lo_b), eight, c.hi_b));
+  return c;
+}
+
+// a and b hold blocks 0-3 and 4-7, 128-bit lane k = 4 int32 partials of block k (of 4k+...).
+inline __m256i block_sums_2x4(__m512i a, __m512i b) {
+  const __m512i t = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+  const __m512i u = _mm512_add_epi32(t, _mm512_shuffle_epi32(t, _MM_PERM_BADC));
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+  return _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, u));
+}
+
+// out[r] = W_{row r} . x for r < R; rows are row_stride bytes apart.
+template <int R>
+void q4_0_rows(const uint8_t* w, size_t row_stride, const BlockQ8_0* x, int64_t nb, float* out) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i ia = load_index(kQ4CodesA), ib = load_index(kQ4CodesB);
+  const __m512i id = load_index(kQ4Scales);
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 8 <= nb; b += 8) {
+    const Q4x8Chunk c = prep_x(x + b);
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* p = w + r * row_stride + b * sizeof(BlockQ4_0);  // 8 blocks = 72 words
+      const __m512i z0 = load64(p), z1 = load64(p + 64);
+      const __m512i z2 = _mm512_maskz_loadu_epi16(0xFF, p + 128);  // words 64-71 only
+      const __m512i qa = _mm512_permutex2var_epi16(z0, ia, z1);
+      const __m512i qb = _mm512_permutex2var_epi16(z1, ib, z2);
+      const __m256 dw =
+          _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutex2var_epi16(z0, id, z1)));
+      __m512i sa = _mm512_dpbusd_epi32(c.neg8_a, _mm512_and_si512(qa, m4), c.lo_a);
+      sa = _mm512_dpbusd_epi32(sa, _mm512_and_si512(_mm512_srli_epi16(qa, 4), m4), c.hi_a);
+      __m512i sb = _mm512_dpbusd_epi32(c.neg8_b, _mm512_and_si512(qb, m4), c.lo_b);
+      sb = _mm512_dpbusd_epi32(sb, _mm512_and_si512(_mm512_srli_epi16(qb, 4), m4), c.hi_b);
+      const __m256 rb =
+          _mm256_mul_ps(_mm256_cvtepi32_ps(block_sums_2x4(sa, sb)), _mm256_mul_ps(dw, c.d));
+      acc[r] = _mm256_add_ps(acc[r], rb);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    if (b < nb) {
+      const auto* wr = reinterpret_cast<const BlockQ4_0*>(w + r * row_stride);
+      float t[8] = {};  // +0 in the lanes past the row: an identity for the accumulators
+      for (int k = 0; b + k < nb; ++k)
+        t[k] =
+            static_cast<float>(dot1(wr[b + k], x[b + k])) * (scale(wr[b + k]) * fp16(x[b + k].d));
+      acc[r] = _mm256_add_ps(acc[r], _mm256_loadu_ps(t));
+    }
+    out[r] = fold8(acc[r]);
+  }
+}
+
+void gemv_q4_0(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
+               int64_t row_end, int64_t n_cols) {
+  const auto* base = static_cast<const uint8_t*>(w);
+  const auto* x = static_cast<const BlockQ8_0*>(xq);
+  int64_t r = row_begin;
+  for (; r + 4 <= row_end; r += 4)
+    q4_0_rows<4>(base + r * row_stride, row_stride, x, n_cols / kQK, y + r);
+  for (; r < row_end; ++r) q4_0_rows<1>(base + r * row_stride, row_stride, x, n_cols / kQK, y + r);
+}
+
+void gemm_q4_0(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
+               size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
+               int64_t n_cols) {
+  const auto* base = static_cast<const uint8_t*>(w);
+  const auto* xbase = static_cast<const uint8_t*>(xq);
+  for (int64_t r = row_begin; r < row_end; r += 4) {
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      const auto* x = reinterpret_cast<const BlockQ8_0*>(xbase + t * xq_stride);
+      float* out = y + t * y_stride + r;
+      if (r + 4 <= row_end)
+        q4_0_rows<4>(base + r * row_stride, row_stride, x, n_cols / kQK, out);
+      else
+        for (int64_t i = r; i < row_end; ++i)
+          q4_0_rows<1>(base + i * row_stride, row_stride, x, n_cols / kQK, out + (i - r));
+    }
+  }
+}
+
 // ---- K-quants x Q8_K ----
 
 inline __m128i q4_k_scales_mins(const uint8_t* s) {
@@ -377,7 +525,7 @@ GemvKernels gemv_kernels_avx512(GgmlType type) {
     case GgmlType::BF16:
       return row_kernels<&dot_float<GgmlType::BF16>>();
     case GgmlType::Q4_0:
-      return row_kernels<&dot_q8_0_acts<BlockQ4_0>>();
+      return GemvKernels{&gemv_q4_0, &gemm_q4_0};
     case GgmlType::Q5_0:
       return row_kernels<&dot_q8_0_acts<BlockQ5_0>>();
     case GgmlType::Q8_0:

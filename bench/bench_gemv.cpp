@@ -1,0 +1,148 @@
+// GEMV throughput per weight type and ISA, single- and multi-threaded, on 4096 x 4096 matrices
+// rotated through a pool of weights far larger than the caches (each call reads fresh memory, as
+// a decode step reads each expert once). Reports effective GB/s = weight bytes / time; compare
+// with bench_membw at the same thread count (bench/RESULTS.md).
+// Run: bench_gemv [--gemv_mib=N] [Google Benchmark flags, e.g. --benchmark_filter=Q4_0]
+#include <benchmark/benchmark.h>
+#include <sys/mman.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernels/gemv.h"
+#include "kernels/quant.h"
+#include "kernels/threadpool.h"
+
+namespace {
+
+using strata::GgmlType;
+using strata::kernels::Isa;
+
+constexpr int64_t kRows = 4096;
+constexpr int64_t kCols = 4096;
+size_t g_pool_bytes = size_t{2048} << 20;  // --gemv_mib
+
+constexpr GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K,
+                               GgmlType::Q6_K, GgmlType::Q5_0, GgmlType::MXFP4,
+                               GgmlType::F16,  GgmlType::BF16, GgmlType::F32};
+
+// The rotating weight pool, filled for one type at a time: 64 distinct quantized rows (from
+// random floats, so every scale is a normal number) tiled over the whole pool.
+struct WeightPool {
+  GgmlType type = GgmlType::F32;
+  bool filled = false;
+  uint8_t* data = nullptr;
+  size_t matrix_bytes = 0;
+  int64_t n_matrices = 0;
+  std::vector<uint8_t> xq;  // one activation row, vec_dot_type(type)
+
+  void fill(GgmlType t) {
+    if (filled && type == t) return;
+    if (data == nullptr) {
+      void* m =
+          mmap(nullptr, g_pool_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (m == MAP_FAILED) std::abort();
+      madvise(m, g_pool_bytes, MADV_HUGEPAGE);
+      data = static_cast<uint8_t*>(m);
+    }
+    type = t;
+    const size_t row_bytes = strata::ggml_row_bytes(t, kCols);
+    matrix_bytes = row_bytes * kRows;
+    n_matrices = static_cast<int64_t>(g_pool_bytes / matrix_bytes);
+    if (n_matrices < 2) std::abort();
+    std::mt19937 rng(static_cast<uint32_t>(t));
+    std::normal_distribution<float> normal(0.0f, 0.02f);
+    std::vector<float> x(kCols);
+    std::vector<uint8_t> rows(64 * row_bytes);
+    for (int r = 0; r < 64; ++r) {
+      for (auto& v : x) v = normal(rng);
+      strata::kernels::quantize_row(t, x.data(), rows.data() + r * row_bytes, kCols);
+    }
+    const size_t used = matrix_bytes * static_cast<size_t>(n_matrices);
+    for (size_t off = 0; off < used; off += rows.size())
+      std::memcpy(data + off, rows.data(), std::min(rows.size(), used - off));
+    std::normal_distribution<float> act(0.0f, 1.0f);
+    for (auto& v : x) v = act(rng);
+    const GgmlType at = strata::kernels::vec_dot_type(t);
+    xq.resize(strata::ggml_row_bytes(at, kCols));
+    strata::kernels::quantize_row(at, x.data(), xq.data(), kCols);
+    filled = true;
+  }
+};
+
+WeightPool& pool_for(GgmlType t) {
+  static WeightPool pool;
+  pool.fill(t);
+  return pool;
+}
+
+void BM_Gemv(benchmark::State& state, GgmlType type, Isa isa, int n_threads) {
+  if (!strata::kernels::isa_supported(isa)) {
+    state.SkipWithError("CPU lacks this ISA");
+    return;
+  }
+  WeightPool& weights = pool_for(type);
+  const strata::kernels::GemvFn gemv = strata::kernels::gemv_kernels(type, isa).gemv;
+  const size_t row_bytes = strata::ggml_row_bytes(type, kCols);
+  std::vector<float> y(kRows);
+  strata::kernels::ThreadPool threads(n_threads);
+  int64_t m = 0;
+  for (auto _ : state) {
+    const uint8_t* w = weights.data + static_cast<size_t>(m) * weights.matrix_bytes;
+    if (n_threads == 1) {
+      gemv(w, row_bytes, weights.xq.data(), y.data(), 0, kRows, kCols);
+    } else {
+      threads.parallel_for(kRows, {}, [&](int64_t begin, int64_t end, int) {
+        gemv(w, row_bytes, weights.xq.data(), y.data(), begin, end, kCols);
+      });
+    }
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+    m = (m + 1) % weights.n_matrices;
+  }
+  state.counters["GB/s"] =
+      benchmark::Counter(static_cast<double>(weights.matrix_bytes) * state.iterations() / 1e9,
+                         benchmark::Counter::kIsRate);
+}
+
+// gemv/<type>/<isa>/<threads>t, for 1 thread and every hardware thread.
+void register_all() {
+  const int n_cpu = static_cast<int>(std::thread::hardware_concurrency());
+  for (GgmlType type : kTypes)
+    for (Isa isa : {Isa::kRef, Isa::kAvx2, Isa::kAvx512})
+      for (int n : {1, n_cpu}) {
+        const std::string name = "gemv/" + std::string(strata::ggml_type_name(type)) + "/" +
+                                 std::string(strata::kernels::isa_name(isa)) + "/" +
+                                 std::to_string(n) + "t";
+        benchmark::RegisterBenchmark(name.c_str(), BM_Gemv, type, isa, n)
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
+        if (n_cpu == 1) break;
+      }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Our own flag first: --gemv_mib=N sets the rotating weight pool size (default 2048).
+  int out = 1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--gemv_mib=", 11) == 0)
+      g_pool_bytes = static_cast<size_t>(std::strtoull(argv[i] + 11, nullptr, 10)) << 20;
+    else
+      argv[out++] = argv[i];
+  }
+  argc = out;
+  register_all();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

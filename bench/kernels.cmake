@@ -1,0 +1,6 @@
+# Kernel benchmarks: GEMV per type/ISA/threads (bench_gemv) and the read-bandwidth ceiling it is
+# compared with (bench_membw). Results and commands: bench/RESULTS.md.
+add_executable(bench_gemv bench_gemv.cpp)
+target_link_libraries(bench_gemv PRIVATE strata_kernels benchmark::benchmark)
+add_executable(bench_membw bench_membw.cpp)
+target_link_libraries(bench_membw PRIVATE strata_kernels benchmark::benchmark)
