@@ -105,7 +105,11 @@ void Stream::synchronize() {
 }
 
 void copy_to_device(void* dev_dst, const void* host_src, size_t bytes) {
-  if (bytes > 0) CUDA_CHECK(cudaMemcpy(dev_dst, host_src, bytes, cudaMemcpyHostToDevice));
+  if (bytes == 0) return;
+  CUDA_CHECK(cudaMemcpy(dev_dst, host_src, bytes, cudaMemcpyHostToDevice));
+  // From pageable memory cudaMemcpy may return before the DMA lands; a kernel on a non-blocking
+  // stream does not wait for the legacy stream, so wait here.
+  CUDA_CHECK(cudaStreamSynchronize(nullptr));
 }
 
 void copy_to_host(void* host_dst, const void* dev_src, size_t bytes) {

@@ -60,7 +60,8 @@ class Stream {
   void* stream_ = nullptr;
 };
 
-// Synchronous copies (cudaMemcpy) between host memory and device memory.
+// Copies between host and device memory that are complete on return. copy_to_host waits only
+// for the legacy default stream: synchronize a Stream first if a kernel there wrote the source.
 void copy_to_device(void* dev_dst, const void* host_src, size_t bytes);
 void copy_to_host(void* host_dst, const void* dev_src, size_t bytes);
 

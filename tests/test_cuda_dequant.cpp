@@ -311,6 +311,7 @@ TEST(CudaDequant, DeviceMatchesReferenceBitForBit) {
   Stream stream;
   constexpr int kGuard = 64;
   const uint32_t kSentinel = 0x7FC0DEADu;  // a NaN pattern no kernel writes
+  int launches = 0;
   for (GgmlType t : kTypes) {
     for (int64_t nb : kBlockCounts) {
       const int64_t n = nb * ggml_type_info(t).block_size;
@@ -324,7 +325,7 @@ TEST(CudaDequant, DeviceMatchesReferenceBitForBit) {
       copy_to_device(d_src.data(), src.data(), src.size());
       copy_to_device(d_dst.data(), init.data(), init.size() * 4);
       // Alternate the default stream and a created one.
-      void* s = (nb % 2 == 0) ? stream.handle() : nullptr;
+      void* s = (++launches % 2 == 0) ? stream.handle() : nullptr;
       cuda_dequantize(t, d_src.data(), d_dst.as<float>(), n, s);
       if (s != nullptr) stream.synchronize();
       cuda_synchronize();
