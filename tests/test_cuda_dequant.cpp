@@ -245,6 +245,22 @@ TEST(CudaHost, EmulatedKernelsMatchReference) {
   }
 }
 
+// Invariant 1 across folders: the CPU's kernels::dequantize_row gives the same bits, so the device
+// kernels (checked against the same reference below) agree with the CPU path.
+TEST(CudaHost, CpuDequantizeRowMatchesReference) {
+  std::mt19937 rng(4321);
+  for (GgmlType t : kTypes) {
+    for (int64_t nb : kBlockCounts) {
+      const int64_t n = nb * ggml_type_info(t).block_size;
+      const std::vector<uint8_t> src = random_row(t, n, rng);
+      std::vector<float> want(n), got(n);
+      ref_dequantize(t, src.data(), want.data(), n);
+      kernels::dequantize_row(t, src.data(), got.data(), n);
+      expect_same_bits(got.data(), want.data(), n, "kernels::dequantize_row " + case_name(t, n));
+    }
+  }
+}
+
 TEST(CudaHost, Fp16SpecialValues) {
   const uint16_t h[] = {0x0000, 0x8000, 0x0001, 0x83FF, 0x0400,
                         0x3C00, 0xC000, 0x7BFF, 0x7C00, 0xFC00};
