@@ -306,12 +306,13 @@ void IoReader::pump() {
     queued_index_.clear();
     queued_head_ = 0;
   }
-  if (prepared > 0) {
+  // Also hands over entries an earlier submit left in the ring (EAGAIN/EBUSY).
+  if (ring_ && (prepared > 0 || io_uring_sq_ready(ring_) > 0)) {
     int rc;
     do {
       rc = io_uring_submit(ring_);
     } while (rc == -EINTR);
-    // EAGAIN/EBUSY leave the entries in the ring; the next submit hands them over.
+    // EAGAIN/EBUSY leave the entries in the ring; the next pump hands them over.
     if (rc < 0 && rc != -EAGAIN && rc != -EBUSY) {
       errno = -rc;
       fail_sys("io_uring_submit", path_);
@@ -361,6 +362,7 @@ size_t IoReader::reap(std::span<ReadCompletion> out, bool block) {
     double pool_seconds = -1;
     const bool may_block = block && n == 0;
     if (ring_) {
+      if (may_block && io_uring_sq_ready(ring_) > 0) pump();  // never wait on unsubmitted reads
       io_uring_cqe* cqe = nullptr;
       int rc = may_block ? io_uring_wait_cqe(ring_, &cqe) : io_uring_peek_cqe(ring_, &cqe);
       if (rc == -EAGAIN) break;
