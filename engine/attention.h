@@ -1,0 +1,38 @@
+// Causal GQA attention over the F32 KV cache for a chunk of query rows (prefill) or one (decode).
+// Every query row is computed the same way whatever the chunk size, so prefill and decode agree to
+// the bit. Exercised by tests/test_model_forward.cpp.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/kv_cache.h"
+#include "kernels/threadpool.h"
+
+namespace strata::engine {
+
+struct AttentionShape {
+  uint32_t n_head = 0;
+  uint32_t n_head_kv = 0;
+  uint32_t head_dim_k = 0;
+  uint32_t head_dim_v = 0;
+  float scale = 1.0f;  // applied to q·k before the softmax (1/sqrt(head_dim_k))
+};
+
+// Scratch planned up front for chunks of up to n_ubatch tokens.
+struct AttentionScratch {
+  AttentionScratch(int n_threads, uint32_t n_ctx, uint32_t n_ubatch, uint32_t max_n_head);
+  uint32_t n_ctx;
+  std::vector<float> scores;   // [n_threads, n_ctx]
+  std::vector<uint64_t> cost;  // [n_ubatch * max_n_head]
+};
+
+// out[t] = concat over heads h of softmax(scale · q_h(t) · K_g[0..pos0+t]) · V_g[0..pos0+t],
+// g = h / (n_head / n_head_kv). The cache must already hold positions [0, pos0 + n_tokens).
+//   q:   [n_tokens, n_head * head_dim_k]
+//   out: [n_tokens, n_head * head_dim_v]
+void attention(kernels::ThreadPool& pool, const AttentionShape& shape, const KvCache& kv,
+               uint32_t il, uint32_t pos0, uint32_t n_tokens, const float* q, float* out,
+               AttentionScratch& scratch);
+
+}  // namespace strata::engine

@@ -1,0 +1,206 @@
+// The forward pass (see forward.h). Exercised by tests/test_model_forward.cpp.
+#include "engine/forward.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "engine/ops.h"
+#include "io/check.h"
+#include "kernels/quant.h"
+
+namespace strata::engine {
+namespace {
+
+uint32_t max_layer_n_expert(const ModelConfig& cfg) {
+  uint32_t m = 1;
+  for (uint32_t il = 0; il < cfg.n_layer; ++il) m = std::max(m, cfg.layer_n_expert(il));
+  return m;
+}
+
+uint32_t max_n_head(const ModelConfig& cfg) {
+  uint32_t m = 1;
+  for (uint32_t il = 0; il < cfg.n_layer; ++il) m = std::max(m, cfg.n_head(il));
+  return m;
+}
+
+uint32_t resolve_n_ctx(const ModelConfig& cfg, const ForwardOptions& o) {
+  const uint32_t n = o.n_ctx ? o.n_ctx : cfg.n_ctx_train;
+  if (n == 0) fail(ErrorKind::kBadValue, "context size must be > 0");
+  return n;
+}
+
+}  // namespace
+
+Forward::Forward(const Model& model, const ForwardOptions& opts)
+    : model_(model),
+      cfg_(model.config()),
+      w_(model.weights()),
+      n_ubatch_(std::max<uint32_t>(1, opts.n_ubatch)),
+      pool_(std::max(1, opts.n_threads)),
+      kv_(cfg_, resolve_n_ctx(cfg_, opts)),
+      attn_scratch_(std::max(1, opts.n_threads), kv_.n_ctx(), n_ubatch_, max_n_head(cfg_)),
+      dispatch_(n_ubatch_ * cfg_.max_n_expert_used(), max_layer_n_expert(cfg_)),
+      cpu_experts_(pool_, cfg_, n_ubatch_ * cfg_.max_n_expert_used()) {
+  const size_t nu = n_ubatch_;
+  const uint32_t n_q = cfg_.max_n_embd_q();
+  const uint32_t n_kv = cfg_.max_n_embd_kv();
+  const uint32_t k = cfg_.max_n_expert_used();
+  h_.resize(nu * cfg_.n_embd);
+  x_.resize(nu * cfg_.n_embd);
+  q_.resize(nu * n_q);
+  k_.resize(nu * n_kv);
+  v_.resize(nu * n_kv);
+  attn_.resize(nu * n_q);
+  tmp_.resize(nu * cfg_.n_embd);
+  xq_.resize(nu * activation_row_bytes(std::max(cfg_.n_embd, n_q)));
+  rope_cs_.resize(nu * cfg_.n_rot);
+  probs_.resize(nu * max_layer_n_expert(cfg_));
+  topk_.resize(nu * k);
+  weights_.resize(nu * k);
+  moe_y_.resize(nu * k * cfg_.n_embd);
+  last_logits_.resize(cfg_.n_vocab);
+}
+
+void Forward::check_tokens(std::span<const int32_t> tokens) const {
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] < 0 || uint32_t(tokens[i]) >= cfg_.n_vocab)
+      fail(ErrorKind::kBadValue, "token id {} at index {} is out of range (n_vocab {})", tokens[i],
+           i, cfg_.n_vocab);
+  if (n_past_ + tokens.size() > kv_.n_ctx())
+    fail(ErrorKind::kBadValue, "context full: {} past + {} new tokens > n_ctx {}", n_past_,
+         tokens.size(), kv_.n_ctx());
+}
+
+std::span<const float> Forward::prefill(std::span<const int32_t> tokens, float* all_logits,
+                                        RoutingTrace* trace) {
+  check_tokens(tokens);
+  if (tokens.empty()) return {};
+  if (trace) trace->ensure_positions(n_past_ + uint32_t(tokens.size()));
+  for (size_t done = 0; done < tokens.size();) {
+    const uint32_t n = uint32_t(std::min<size_t>(n_ubatch_, tokens.size() - done));
+    float* rows = all_logits ? all_logits + done * cfg_.n_vocab : nullptr;
+    run_chunk(tokens.data() + done, n, n_past_, rows, trace);
+    n_past_ += n;
+    done += n;
+  }
+  return last_logits_;
+}
+
+std::span<const float> Forward::decode(int32_t token, RoutingTrace* trace) {
+  check_tokens({&token, 1});
+  if (trace) trace->ensure_positions(n_past_ + 1);
+  run_chunk(&token, 1, n_past_, nullptr, trace);
+  ++n_past_;
+  return last_logits_;
+}
+
+void Forward::run_chunk(const int32_t* tokens, uint32_t n, uint32_t pos0, float* all_logits,
+                        RoutingTrace* trace) {
+  const uint32_t n_embd = cfg_.n_embd;
+  // Embedding rows are dequantized (token_embd may be quantized).
+  for (uint32_t t = 0; t < n; ++t)
+    kernels::dequantize_row(w_.token_embd.type, w_.token_embd.row(tokens[t]),
+                            h_.data() + size_t{t} * n_embd, n_embd);
+  // RoPE angles depend only on the position: once per chunk for every layer.
+  for (uint32_t t = 0; t < n; ++t)
+    rope_cache(pos0 + t, cfg_.n_rot, cfg_.rope_freq_base, rope_cs_.data() + size_t{t} * cfg_.n_rot);
+
+  for (uint32_t il = 0; il < cfg_.n_layer; ++il) {
+    attention_block(il, n, pos0);
+    ffn_block(il, n, pos0, trace);
+  }
+  output_head(n, all_logits);
+}
+
+void Forward::attention_block(uint32_t il, uint32_t n, uint32_t pos0) {
+  const LayerWeights& l = w_.layers[il];
+  const uint32_t n_embd = cfg_.n_embd;
+  const uint32_t n_head = cfg_.n_head(il);
+  const uint32_t n_head_kv = cfg_.n_head_kv(il);
+  const uint32_t hd_k = cfg_.head_dim_k;
+  const uint32_t n_q = cfg_.n_embd_q(il);
+  const uint32_t n_k = cfg_.n_embd_k_gqa(il);
+  const uint32_t n_v = cfg_.n_embd_v_gqa(il);
+
+  for (uint32_t t = 0; t < n; ++t)
+    rms_norm(h_.data() + size_t{t} * n_embd, l.attn_norm.f32(), x_.data() + size_t{t} * n_embd,
+             n_embd, cfg_.norm_eps);
+  matmul(pool_, l.wq.matrix(), x_.data(), n_embd, n, q_.data(), n_q, xq_.data());
+  matmul(pool_, l.wk.matrix(), x_.data(), n_embd, n, k_.data(), n_k, xq_.data());
+  matmul(pool_, l.wv.matrix(), x_.data(), n_embd, n, v_.data(), n_v, xq_.data());
+
+  for (uint32_t t = 0; t < n; ++t) {
+    float* q = q_.data() + size_t{t} * n_q;
+    float* k = k_.data() + size_t{t} * n_k;
+    if (cfg_.qk_norm) {
+      for (uint32_t h = 0; h < n_head; ++h)
+        rms_norm(q + h * hd_k, l.attn_q_norm.f32(), q + h * hd_k, hd_k, cfg_.norm_eps);
+      for (uint32_t h = 0; h < n_head_kv; ++h)
+        rms_norm(k + h * hd_k, l.attn_k_norm.f32(), k + h * hd_k, hd_k, cfg_.norm_eps);
+    }
+    const float* cs = rope_cs_.data() + size_t{t} * cfg_.n_rot;
+    rope_apply(cfg_.rope_type, q, n_head, hd_k, cfg_.n_rot, cs);
+    rope_apply(cfg_.rope_type, k, n_head_kv, hd_k, cfg_.n_rot, cs);
+    std::memcpy(kv_.k(il, pos0 + t), k, sizeof(float) * n_k);
+    std::memcpy(kv_.v(il, pos0 + t), v_.data() + size_t{t} * n_v, sizeof(float) * n_v);
+  }
+
+  const AttentionShape shape{n_head, n_head_kv, hd_k, cfg_.head_dim_v,
+                             1.0f / std::sqrt(static_cast<float>(hd_k))};
+  attention(pool_, shape, kv_, il, pos0, n, q_.data(), attn_.data(), attn_scratch_);
+
+  const uint32_t n_attn = n_head * cfg_.head_dim_v;
+  matmul(pool_, l.wo.matrix(), attn_.data(), n_attn, n, tmp_.data(), n_embd, xq_.data());
+  for (size_t i = 0; i < size_t{n} * n_embd; ++i) h_[i] += tmp_[i];
+}
+
+void Forward::ffn_block(uint32_t il, uint32_t n, uint32_t pos0, RoutingTrace* trace) {
+  const LayerWeights& l = w_.layers[il];
+  const uint32_t n_embd = cfg_.n_embd;
+  for (uint32_t t = 0; t < n; ++t)
+    rms_norm(h_.data() + size_t{t} * n_embd, l.ffn_norm.f32(), x_.data() + size_t{t} * n_embd,
+             n_embd, cfg_.norm_eps);
+
+  Routing r;
+  r.n_tokens = n;
+  r.n_expert = cfg_.layer_n_expert(il);
+  r.k = cfg_.layer_n_expert_used(il);
+  r.probs = probs_.data();
+  r.topk = topk_.data();
+  r.weights = weights_.data();
+  route(pool_, cfg_, l, x_.data(), r, xq_.data());
+  if (trace && cfg_.is_moe(il)) {
+    for (uint32_t t = 0; t < n; ++t) {
+      std::copy_n(r.topk + size_t{t} * r.k, r.k, trace->topk_at(il, pos0 + t));
+      std::copy_n(r.weights + size_t{t} * r.k, r.k, trace->weight_at(il, pos0 + t));
+      std::copy_n(r.probs + size_t{t} * r.n_expert, r.n_expert, trace->prob_at(il, pos0 + t));
+    }
+  }
+
+  dispatch(r, l.experts, dispatch_);
+  for (size_t home = 0; home < kNumHomes; ++home) {
+    // One executor per home; only the CPU/RAM one exists so far.
+    cpu_experts_.compute(l.experts, dispatch_.jobs[home], dispatch_.row_token.data(), x_.data(),
+                         moe_y_.data());
+  }
+  combine(pool_, r, dispatch_, moe_y_.data(), n_embd, tmp_.data());
+  for (size_t i = 0; i < size_t{n} * n_embd; ++i) h_[i] += tmp_[i];
+}
+
+void Forward::output_head(uint32_t n, float* all_logits) {
+  const uint32_t n_embd = cfg_.n_embd;
+  // Only the rows whose logits are wanted go through the head.
+  const uint32_t first = all_logits ? 0 : n - 1;
+  for (uint32_t t = first; t < n; ++t)
+    rms_norm(h_.data() + size_t{t} * n_embd, w_.output_norm.f32(), x_.data() + size_t{t} * n_embd,
+             n_embd, cfg_.norm_eps);
+  float* out = all_logits ? all_logits : last_logits_.data();
+  matmul(pool_, w_.output.matrix(), x_.data() + size_t{first} * n_embd, n_embd, n - first, out,
+         cfg_.n_vocab, xq_.data());
+  if (!all_logits) return;
+  std::memcpy(last_logits_.data(), all_logits + size_t{n - 1} * cfg_.n_vocab,
+              sizeof(float) * cfg_.n_vocab);
+}
+
+}  // namespace strata::engine

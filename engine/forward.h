@@ -1,0 +1,88 @@
+// The forward pass of qwen3moe / llama-MoE models: embeddings → per layer (RMSNorm, GQA attention
+// with RoPE, RMSNorm, MoE FFN) → final norm → output head. Forward is the context object: it owns
+// the thread pool, the KV cache and all scratch (planned at construction; decode allocates
+// nothing). Prefill runs chunks of up to n_ubatch tokens with matrix-matrix kernels; decode runs
+// one token. Exercised by tests/test_model_forward.cpp against llama.cpp references.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/attention.h"
+#include "engine/kv_cache.h"
+#include "engine/logit_dump.h"
+#include "engine/model.h"
+#include "engine/moe.h"
+#include "kernels/threadpool.h"
+
+namespace strata::engine {
+
+struct ForwardOptions {
+  uint32_t n_ctx = 0;       // KV cache positions; 0 = the model's training context
+  uint32_t n_ubatch = 512;  // prefill chunk size (tokens per matrix-matrix pass)
+  int n_threads = 1;        // including the calling thread
+};
+
+class Forward {
+ public:
+  Forward(const Model& model, const ForwardOptions& opts);
+  Forward(const Forward&) = delete;
+  Forward& operator=(const Forward&) = delete;
+
+  // Teacher-forced: runs tokens at positions n_past() .. n_past() + n - 1 in chunks of n_ubatch.
+  // all_logits: nullptr, or [n_tokens, n_vocab] to receive the logits of every position.
+  // Returns the last position's logits (valid until the next call). Bad token ids or a full
+  // context throw Error(kBadValue) before anything runs.
+  std::span<const float> prefill(std::span<const int32_t> tokens, float* all_logits = nullptr,
+                                 RoutingTrace* trace = nullptr);
+  // One token at position n_past(); returns its logits.
+  std::span<const float> decode(int32_t token, RoutingTrace* trace = nullptr);
+
+  void reset() { n_past_ = 0; }  // empty the KV cache
+  uint32_t n_past() const { return n_past_; }
+  uint32_t n_ctx() const { return kv_.n_ctx(); }
+  uint32_t n_ubatch() const { return n_ubatch_; }
+  const Model& model() const { return model_; }
+  kernels::ThreadPool& pool() { return pool_; }
+
+ private:
+  void check_tokens(std::span<const int32_t> tokens) const;
+  // One chunk of n tokens at positions pos0..; logits rows for every token into all_logits when
+  // given, else the last token's row into last_logits_.
+  void run_chunk(const int32_t* tokens, uint32_t n, uint32_t pos0, float* all_logits,
+                 RoutingTrace* trace);
+  void attention_block(uint32_t il, uint32_t n, uint32_t pos0);
+  void ffn_block(uint32_t il, uint32_t n, uint32_t pos0, RoutingTrace* trace);
+  void output_head(uint32_t n, float* all_logits);
+
+  const Model& model_;
+  const ModelConfig& cfg_;
+  const ModelWeights& w_;
+  uint32_t n_ubatch_;
+  kernels::ThreadPool pool_;
+  KvCache kv_;
+  uint32_t n_past_ = 0;
+
+  // Scratch, [n_ubatch, ...] each.
+  std::vector<float> h_;            // [n_ubatch, n_embd] residual stream
+  std::vector<float> x_;            // [n_ubatch, n_embd] normed input of a block
+  std::vector<float> q_;            // [n_ubatch, max n_head * head_dim_k]
+  std::vector<float> k_;            // [n_ubatch, max n_head_kv * head_dim_k]
+  std::vector<float> v_;            // [n_ubatch, max n_head_kv * head_dim_v]
+  std::vector<float> attn_;         // [n_ubatch, max n_head * head_dim_v]
+  std::vector<float> tmp_;          // [n_ubatch, n_embd] block output before the residual add
+  std::vector<std::byte> xq_;       // [n_ubatch, activation_row_bytes(widest matmul input)]
+  std::vector<float> rope_cs_;      // [n_ubatch, n_rot] cos/sin per position of the chunk
+  std::vector<float> probs_;        // [n_ubatch, max n_expert]
+  std::vector<int32_t> topk_;       // [n_ubatch, max k]
+  std::vector<float> weights_;      // [n_ubatch, max k]
+  std::vector<float> moe_y_;        // [n_ubatch * max k, n_embd] expert outputs, dispatch order
+  std::vector<float> last_logits_;  // [n_vocab]
+  AttentionScratch attn_scratch_;
+  Dispatch dispatch_;
+  CpuExpertExecutor cpu_experts_;
+};
+
+}  // namespace strata::engine

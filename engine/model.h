@@ -1,0 +1,33 @@
+// A loaded model: the GGUF mapping, its ModelConfig and its bound weights (views into the mapping).
+// Exercised by tests/test_model_config.cpp and tests/test_model_forward.cpp.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "engine/model_config.h"
+#include "engine/weights.h"
+#include "io/gguf.h"
+
+namespace strata::engine {
+
+class Model {
+ public:
+  // Opens path, reads the config and binds every weight; throws strata::Error naming the
+  // file/key/tensor on any problem.
+  static Model load(const std::string& path);
+  // The same from an already opened file (tests build files in memory).
+  static Model from_file(io::GgufFile file);
+
+  const ModelConfig& config() const { return cfg_; }
+  const ModelWeights& weights() const { return weights_; }
+  const io::GgufFile& file() const { return *file_; }
+
+ private:
+  // unique_ptr: the views in weights_ point into the file's mapping, which must not move.
+  std::unique_ptr<io::GgufFile> file_;
+  ModelConfig cfg_;
+  ModelWeights weights_;
+};
+
+}  // namespace strata::engine

@@ -1,0 +1,244 @@
+// MoE stages: route, dispatch, the CPU executor, combine (see moe.h).
+// Exercised by tests/test_model_forward.cpp and tests/test_ops.cpp.
+#include "engine/moe.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "engine/ops.h"
+#include "io/check.h"
+#include "kernels/gemv.h"
+#include "kernels/quant.h"
+
+namespace strata::engine {
+namespace {
+
+// Weight rows per work item: small enough to balance a decode step's few experts over the
+// threads, large enough that an item amortizes its call.
+constexpr uint32_t kRowBlock = 16;
+
+// Below this many rows a fork/join costs more than the work.
+constexpr uint32_t kMinParallelRows = 8;
+
+template <typename F>
+void for_rows(kernels::ThreadPool& pool, uint32_t n, F&& fn) {
+  if (n < kMinParallelRows) {
+    fn(int64_t{0}, int64_t{n}, 0);
+  } else {
+    pool.parallel_for(n, {}, fn);
+  }
+}
+
+}  // namespace
+
+void route(kernels::ThreadPool& pool, const ModelConfig& cfg, const LayerWeights& layer,
+           const float* x, Routing& r, std::byte* xq_scratch) {
+  const uint32_t n = r.n_tokens;
+  if (r.n_expert == 1) {
+    STRATA_ASSERT(r.k == 1);
+    for (uint32_t t = 0; t < n; ++t) {
+      r.probs[t] = 1.0f;
+      r.topk[t] = 0;
+      r.weights[t] = 1.0f;
+    }
+    return;
+  }
+  matmul(pool, layer.ffn_gate_inp.matrix(), x, cfg.n_embd, n, r.probs, r.n_expert, xq_scratch);
+  for (uint32_t t = 0; t < n; ++t) {
+    float* p = r.probs + size_t{t} * r.n_expert;
+    int32_t* ids = r.topk + size_t{t} * r.k;
+    float* w = r.weights + size_t{t} * r.k;
+    switch (cfg.gating) {
+      case GatingType::kSoftmax:
+        softmax(p, r.n_expert);
+        break;
+    }
+    top_k(p, r.n_expert, r.k, ids);
+    for (uint32_t j = 0; j < r.k; ++j) w[j] = p[ids[j]];
+    if (cfg.norm_topk_weights) {
+      // ggml_sum_rows sums in double; llama.cpp clamps the sum away from 0 before dividing.
+      double sum = 0.0;
+      for (uint32_t j = 0; j < r.k; ++j) sum += static_cast<double>(w[j]);
+      const float s = std::max(static_cast<float>(sum), 6.103515625e-5f);
+      for (uint32_t j = 0; j < r.k; ++j) w[j] /= s;
+    }
+  }
+}
+
+Dispatch::Dispatch(uint32_t max_rows, uint32_t max_experts)
+    : row_token(max_rows), slot_row(max_rows), count(max_experts) {
+  for (auto& j : jobs) j.reserve(max_experts);
+}
+
+void dispatch(const Routing& r, const ExpertStack& stack, Dispatch& d) {
+  const uint32_t n_slots = r.n_tokens * r.k;
+  STRATA_ASSERT(n_slots <= d.row_token.size() && r.n_expert <= d.count.size(),
+                "dispatch: {} slots / {} experts exceed the planned scratch", n_slots, r.n_expert);
+  STRATA_ASSERT(r.n_expert == stack.n_expert);
+  std::fill_n(d.count.begin(), r.n_expert, 0u);
+  for (uint32_t s = 0; s < n_slots; ++s) {
+    const int32_t e = r.topk[s];
+    STRATA_ASSERT(e >= 0 && uint32_t(e) < r.n_expert, "expert id {} of {}", e, r.n_expert);
+    ++d.count[e];
+  }
+  for (auto& j : d.jobs) j.clear();
+  uint32_t row = 0;
+  for (uint32_t e = 0; e < r.n_expert; ++e) {
+    if (d.count[e] == 0) continue;
+    // Every expert lives in RAM for now (ExpertHome::kRam); the placement plan will decide.
+    d.jobs[size_t(ExpertHome::kRam)].push_back(
+        ExpertJob{e, row, row + d.count[e], stack.expert_slice(e)});
+    const uint32_t begin = row;
+    row += d.count[e];
+    d.count[e] = begin;  // now the next free row of expert e
+  }
+  for (uint32_t t = 0; t < r.n_tokens; ++t) {
+    for (uint32_t j = 0; j < r.k; ++j) {
+      const uint32_t s = t * r.k + j;
+      const uint32_t dr = d.count[r.topk[s]]++;
+      d.row_token[dr] = static_cast<int32_t>(t);
+      d.slot_row[s] = static_cast<int32_t>(dr);
+    }
+  }
+  d.n_rows = n_slots;
+}
+
+CpuExpertExecutor::CpuExpertExecutor(kernels::ThreadPool& pool, const ModelConfig& cfg,
+                                     uint32_t max_rows)
+    : pool_(pool), max_rows_(max_rows) {
+  const uint32_t n_ff = cfg.max_n_ff();
+  uint32_t max_experts = 1;
+  for (uint32_t il = 0; il < cfg.n_layer; ++il)
+    max_experts = std::max(max_experts, cfg.layer_n_expert(il));
+  xq_row_bytes_ = activation_row_bytes(cfg.n_embd);
+  hq_row_bytes_ = activation_row_bytes(n_ff);
+  xq_.resize(size_t{max_rows} * xq_row_bytes_);
+  xq2_.resize(size_t{max_rows} * xq_row_bytes_);
+  gate_.resize(size_t{max_rows} * n_ff);
+  up_.resize(size_t{max_rows} * n_ff);
+  hq_.resize(size_t{max_rows} * hq_row_bytes_);
+  const uint32_t max_weight_rows = std::max(n_ff, cfg.n_embd);
+  const size_t max_items = size_t{max_experts} * ((max_weight_rows + kRowBlock - 1) / kRowBlock);
+  items_.reserve(max_items);
+  cost_.reserve(max_items);
+}
+
+void CpuExpertExecutor::plan_items(std::span<const ExpertJob> jobs, int64_t n_weight_rows,
+                                   size_t bytes_per_row) {
+  items_.clear();
+  cost_.clear();
+  for (uint32_t ji = 0; ji < jobs.size(); ++ji) {
+    const uint64_t n_tok = jobs[ji].row_end - jobs[ji].row_begin;
+    for (int64_t r = 0; r < n_weight_rows; r += kRowBlock) {
+      const int64_t r_end = std::min<int64_t>(r + kRowBlock, n_weight_rows);
+      items_.push_back(WorkItem{ji, uint32_t(r), uint32_t(r_end)});
+      // Weight bytes dominate at few tokens, arithmetic (∝ tokens) at many.
+      cost_.push_back(uint64_t(r_end - r) * bytes_per_row * n_tok);
+    }
+  }
+  STRATA_ASSERT(items_.size() <= items_.capacity());
+}
+
+void CpuExpertExecutor::compute(const ExpertStack& stack, std::span<const ExpertJob> jobs,
+                                const int32_t* row_token, const float* x, float* y) {
+  if (jobs.empty()) return;
+  uint32_t n_rows = 0;
+  for (const ExpertJob& j : jobs) n_rows = std::max(n_rows, j.row_end);
+  STRATA_ASSERT(n_rows <= max_rows_, "{} expert rows > planned {}", n_rows, max_rows_);
+  const int64_t n_embd = stack.n_embd;
+  const int64_t n_ff = stack.n_ff;
+  const GgmlType gate_vdt = kernels::vec_dot_type(stack.gate.type);
+  const GgmlType up_vdt = kernels::vec_dot_type(stack.up.type);
+  const GgmlType down_vdt = kernels::vec_dot_type(stack.down.type);
+  const size_t xq_stride = ggml_row_bytes(gate_vdt, n_embd);
+  const size_t xq2_stride = ggml_row_bytes(up_vdt, n_embd);
+  const size_t hq_stride = ggml_row_bytes(down_vdt, n_ff);
+  const bool up_separate = up_vdt != gate_vdt;
+  std::byte* xq_up = up_separate ? xq2_.data() : xq_.data();
+  const size_t xq_up_stride = up_separate ? xq2_stride : xq_stride;
+
+  // Stage A: x rows in dispatch order, quantized for gate (and up).
+  for_rows(pool_, n_rows, [&](int64_t begin, int64_t end, int) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* xr = x + row_token[r] * n_embd;
+      kernels::quantize_row(gate_vdt, xr, xq_.data() + r * xq_stride, n_embd);
+      if (up_separate) kernels::quantize_row(up_vdt, xr, xq2_.data() + r * xq2_stride, n_embd);
+    }
+  });
+
+  // Stage B: gate and up rows of every job, one parallel region.
+  const kernels::GemvKernels gate_k = kernels::gemv_kernels(stack.gate.type);
+  const kernels::GemvKernels up_k = kernels::gemv_kernels(stack.up.type);
+  plan_items(jobs, n_ff, stack.gate.row_bytes + stack.up.row_bytes);
+  pool_.parallel_for(int64_t(items_.size()), cost_, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) {
+      const WorkItem& it = items_[i];
+      const ExpertJob& job = jobs[it.job];
+      const MatrixRef g = stack.gate_matrix(job.slice);
+      const MatrixRef u = stack.up_matrix(job.slice);
+      const uint32_t m = job.row_end - job.row_begin;
+      const std::byte* xg = xq_.data() + job.row_begin * xq_stride;
+      const std::byte* xu = xq_up + job.row_begin * xq_up_stride;
+      float* yg = gate_.data() + size_t{job.row_begin} * n_ff;
+      float* yu = up_.data() + size_t{job.row_begin} * n_ff;
+      if (m == 1) {
+        gate_k.gemv(g.data, g.row_bytes, xg, yg, it.row_begin, it.row_end, n_embd);
+        up_k.gemv(u.data, u.row_bytes, xu, yu, it.row_begin, it.row_end, n_embd);
+      } else {
+        gate_k.gemm(g.data, g.row_bytes, xg, xq_stride, yg, n_ff, m, it.row_begin, it.row_end,
+                    n_embd);
+        up_k.gemm(u.data, u.row_bytes, xu, xq_up_stride, yu, n_ff, m, it.row_begin, it.row_end,
+                  n_embd);
+      }
+    }
+  });
+
+  // Stage C: silu(gate) ⊙ up, quantized for down.
+  for_rows(pool_, n_rows, [&](int64_t begin, int64_t end, int) {
+    for (int64_t r = begin; r < end; ++r) {
+      float* h = gate_.data() + r * n_ff;
+      silu_glu(h, up_.data() + r * n_ff, h, n_ff);
+      kernels::quantize_row(down_vdt, h, hq_.data() + r * hq_stride, n_ff);
+    }
+  });
+
+  // Stage D: down rows of every job, one parallel region.
+  const kernels::GemvKernels down_k = kernels::gemv_kernels(stack.down.type);
+  plan_items(jobs, n_embd, stack.down.row_bytes);
+  pool_.parallel_for(int64_t(items_.size()), cost_, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) {
+      const WorkItem& it = items_[i];
+      const ExpertJob& job = jobs[it.job];
+      const MatrixRef d = stack.down_matrix(job.slice);
+      const uint32_t m = job.row_end - job.row_begin;
+      const std::byte* h = hq_.data() + job.row_begin * hq_stride;
+      float* yd = y + size_t{job.row_begin} * n_embd;
+      if (m == 1) {
+        down_k.gemv(d.data, d.row_bytes, h, yd, it.row_begin, it.row_end, n_ff);
+      } else {
+        down_k.gemm(d.data, d.row_bytes, h, hq_stride, yd, n_embd, m, it.row_begin, it.row_end,
+                    n_ff);
+      }
+    }
+  });
+}
+
+void combine(kernels::ThreadPool& pool, const Routing& r, const Dispatch& d, const float* y,
+             uint32_t n_embd, float* out) {
+  for_rows(pool, r.n_tokens, [&](int64_t begin, int64_t end, int) {
+    for (int64_t t = begin; t < end; ++t) {
+      float* o = out + t * n_embd;
+      const float* w = r.weights + t * r.k;
+      const int32_t* rows = d.slot_row.data() + t * r.k;
+      const float* y0 = y + size_t(rows[0]) * n_embd;
+      for (uint32_t i = 0; i < n_embd; ++i) o[i] = y0[i] * w[0];
+      for (uint32_t j = 1; j < r.k; ++j) {
+        const float* yj = y + size_t(rows[j]) * n_embd;
+        const float wj = w[j];
+        for (uint32_t i = 0; i < n_embd; ++i) o[i] += yj[i] * wj;
+      }
+    }
+  });
+}
+
+}  // namespace strata::engine

@@ -1,0 +1,110 @@
+// The MoE FFN layer as named stages: route → dispatch (by home) → compute (per executor) →
+// combine (fixed order). A dense FFN is a one-expert MoE and takes the same path.
+// Exercised by tests/test_model_forward.cpp (routing vs llama.cpp's MOER dumps, thread-count
+// invariance) and tests/test_ops.cpp (top-k order).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/model_config.h"
+#include "engine/weights.h"
+#include "kernels/threadpool.h"
+
+namespace strata::engine {
+
+// Router output for a chunk of n_tokens (views into the caller's scratch).
+struct Routing {
+  uint32_t n_tokens = 0;
+  uint32_t n_expert = 0;     // experts of this layer (1 for a dense FFN)
+  uint32_t k = 0;            // experts used per token
+  float* probs = nullptr;    // [n_tokens, n_expert] gating probabilities (softmax)
+  int32_t* topk = nullptr;   // [n_tokens, k] selected experts, probability-descending
+  float* weights = nullptr;  // [n_tokens, k] the multiplier of each selected expert's output
+};
+
+// Stage 1. Router logits W_gate_inp·x, softmax, top-k (ties → lower index), renormalized weights.
+// A dense FFN (n_expert = 1) routes every token to expert 0 with weight 1.
+//   x: [n_tokens, n_embd] (the ffn-normed residual); xq_scratch: activation quantization scratch
+void route(kernels::ThreadPool& pool, const ModelConfig& cfg, const LayerWeights& layer,
+           const float* x, Routing& r, std::byte* xq_scratch);
+
+// Where an expert's bytes live; the home decides which executor computes it. Everything is RAM
+// for now; VRAM and SSD homes come with the tiers.
+enum class ExpertHome : uint8_t { kRam };
+inline constexpr size_t kNumHomes = 1;
+
+// One expert and the rows routed to it: rows [row_begin, row_end) of the dispatch order.
+struct ExpertJob {
+  uint32_t expert = 0;
+  uint32_t row_begin = 0;
+  uint32_t row_end = 0;
+  ExpertSlice slice;  // where the expert's bytes are now
+};
+
+// Stage 2 output. Dispatch rows are the (token, slot) pairs grouped by expert (ascending), tokens
+// ascending inside a group.
+struct Dispatch {
+  explicit Dispatch(uint32_t max_rows, uint32_t max_experts);
+  std::array<std::vector<ExpertJob>, kNumHomes> jobs;  // per home, capacity max_experts
+  std::vector<int32_t> row_token;                      // [n_rows] token of each dispatch row
+  std::vector<int32_t> slot_row;                       // [n_tokens * k] dispatch row of slot (t, j)
+  std::vector<uint32_t> count;                         // [max_experts] scratch
+  uint32_t n_rows = 0;
+};
+
+// Stage 2. Groups the routed (token, slot) pairs by expert and home. No allocation.
+void dispatch(const Routing& r, const ExpertStack& stack, Dispatch& d);
+
+// Stage 3: computes expert FFNs for a list of jobs. One implementation per kind of executor (CPU
+// node now; GPU device later).
+class ExpertExecutor {
+ public:
+  virtual ~ExpertExecutor() = default;
+  // y[r] = down_e(silu(gate_e·x[t]) ⊙ up_e·x[t]) for every row r of every job, t = row_token[r].
+  //   x: [n_tokens, n_embd];  y: [n_rows, n_embd] in dispatch order
+  virtual void compute(const ExpertStack& stack, std::span<const ExpertJob> jobs,
+                       const int32_t* row_token, const float* x, float* y) = 0;
+};
+
+// Runs experts on the CPU pool: one parallel region for all jobs' gate+up rows, one for the
+// activation, one for all down rows; work split by weight bytes. Each output element is computed
+// by the same kernel call whatever the split, so thread count never changes the numbers.
+class CpuExpertExecutor final : public ExpertExecutor {
+ public:
+  // Scratch for up to max_rows dispatch rows of this model's layers.
+  CpuExpertExecutor(kernels::ThreadPool& pool, const ModelConfig& cfg, uint32_t max_rows);
+  void compute(const ExpertStack& stack, std::span<const ExpertJob> jobs, const int32_t* row_token,
+               const float* x, float* y) override;
+
+ private:
+  struct WorkItem {
+    uint32_t job;
+    uint32_t row_begin;  // weight rows [row_begin, row_end)
+    uint32_t row_end;
+  };
+  void plan_items(std::span<const ExpertJob> jobs, int64_t n_weight_rows, size_t bytes_per_row);
+
+  kernels::ThreadPool& pool_;
+  uint32_t max_rows_;
+  size_t xq_row_bytes_;  // bytes of one quantized activation row (the largest format: F32)
+  size_t hq_row_bytes_;
+  std::vector<std::byte> xq_;    // [max_rows, n_embd] x rows quantized for gate/up, dispatch order
+  std::vector<std::byte> xq2_;   // the same for up when its activation type differs from gate's
+  std::vector<float> gate_;      // [max_rows, max_n_ff]
+  std::vector<float> up_;        // [max_rows, max_n_ff]
+  std::vector<std::byte> hq_;    // [max_rows, max_n_ff] activation rows quantized for down
+  std::vector<WorkItem> items_;  // capacity planned for all experts × row blocks
+  std::vector<uint64_t> cost_;
+};
+
+// Stage 4. out[t] = Σ_j weights[t, j] · y[slot_row[t, j]], summed in slot order j = 0..k-1 (so the
+// result never depends on thread timing; llama.cpp adds the weighted experts in the same order).
+//   y: [n_rows, n_embd] in dispatch order; out: [n_tokens, n_embd]
+void combine(kernels::ThreadPool& pool, const Routing& r, const Dispatch& d, const float* y,
+             uint32_t n_embd, float* out);
+
+}  // namespace strata::engine

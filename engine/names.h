@@ -1,0 +1,159 @@
+// GGUF metadata keys and tensor names, as llama.cpp spells them, in two tables. Nothing else in
+// strata spells a key or tensor name; tiers/ and placement/ only see TensorId and expert indices.
+// Exercised by tests/test_model_config.cpp (every table row resolves on the fixtures).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <string>
+#include <string_view>
+
+namespace strata::engine {
+
+// Metadata keys. "{arch}" in a pattern is replaced by general.architecture.
+enum class Key {
+  kArchitecture,
+  kVocabSize,
+  kContextLength,
+  kEmbeddingLength,
+  kBlockCount,
+  kFeedForwardLength,        // dense FFN width; scalar or per-layer array
+  kExpertFeedForwardLength,  // width of one routed expert
+  kExpertCount,
+  kExpertUsedCount,
+  kHeadCount,    // scalar or per-layer array
+  kHeadCountKv,  // scalar or per-layer array
+  kKeyLength,
+  kValueLength,
+  kRmsEps,
+  kRopeDimensionCount,
+  kRopeFreqBase,
+  kRopeScalingType,
+  kTokenizerTokens,
+  kCount,  // not a key: the table size
+};
+
+struct KeySpec {
+  Key key;
+  std::string_view pattern;
+};
+
+inline constexpr KeySpec kKeyTable[] = {
+    {Key::kArchitecture, "general.architecture"},
+    {Key::kVocabSize, "{arch}.vocab_size"},
+    {Key::kContextLength, "{arch}.context_length"},
+    {Key::kEmbeddingLength, "{arch}.embedding_length"},
+    {Key::kBlockCount, "{arch}.block_count"},
+    {Key::kFeedForwardLength, "{arch}.feed_forward_length"},
+    {Key::kExpertFeedForwardLength, "{arch}.expert_feed_forward_length"},
+    {Key::kExpertCount, "{arch}.expert_count"},
+    {Key::kExpertUsedCount, "{arch}.expert_used_count"},
+    {Key::kHeadCount, "{arch}.attention.head_count"},
+    {Key::kHeadCountKv, "{arch}.attention.head_count_kv"},
+    {Key::kKeyLength, "{arch}.attention.key_length"},
+    {Key::kValueLength, "{arch}.attention.value_length"},
+    {Key::kRmsEps, "{arch}.attention.layer_norm_rms_epsilon"},
+    {Key::kRopeDimensionCount, "{arch}.rope.dimension_count"},
+    {Key::kRopeFreqBase, "{arch}.rope.freq_base"},
+    {Key::kRopeScalingType, "{arch}.rope.scaling.type"},
+    {Key::kTokenizerTokens, "tokenizer.ggml.tokens"},
+};
+static_assert(std::size(kKeyTable) == static_cast<size_t>(Key::kCount));
+
+// Each table row sits at its enum's index, so lookups are an index.
+constexpr bool key_table_ordered() {
+  for (size_t i = 0; i < std::size(kKeyTable); ++i)
+    if (static_cast<size_t>(kKeyTable[i].key) != i) return false;
+  return true;
+}
+static_assert(key_table_ordered());
+
+// Replaces the one "{...}" placeholder in pattern by value.
+inline std::string fill_pattern(std::string_view pattern, std::string_view value) {
+  const size_t open = pattern.find('{');
+  if (open == std::string_view::npos) return std::string(pattern);
+  const size_t close = pattern.find('}', open);
+  std::string out(pattern.substr(0, open));
+  out += value;
+  out += pattern.substr(close + 1);
+  return out;
+}
+
+// The full key for an architecture, e.g. key_name(Key::kBlockCount, "qwen3moe") ==
+// "qwen3moe.block_count".
+inline std::string key_name(Key key, std::string_view arch) {
+  return fill_pattern(kKeyTable[static_cast<size_t>(key)].pattern, arch);
+}
+
+// Tensors. Per-layer patterns carry "{layer}".
+enum class TensorId {
+  kTokenEmbd,
+  kOutputNorm,
+  kOutput,
+  kAttnNorm,
+  kAttnQ,
+  kAttnK,
+  kAttnV,
+  kAttnOut,
+  kAttnQNorm,
+  kAttnKNorm,
+  kFfnNorm,
+  kFfnGateInp,
+  kFfnGateExps,
+  kFfnUpExps,
+  kFfnDownExps,
+  kFfnGate,
+  kFfnUp,
+  kFfnDown,
+  kCount,  // not a tensor: the table size
+};
+
+struct TensorSpec {
+  TensorId id;
+  std::string_view pattern;
+  bool per_layer;
+  // [n_expert, rows, cols] stacks of routed experts: the unit tiers/ moves, one slice per expert.
+  bool stacked_experts;
+};
+
+inline constexpr TensorSpec kTensorTable[] = {
+    {TensorId::kTokenEmbd, "token_embd.weight", false, false},
+    {TensorId::kOutputNorm, "output_norm.weight", false, false},
+    {TensorId::kOutput, "output.weight", false, false},
+    {TensorId::kAttnNorm, "blk.{layer}.attn_norm.weight", true, false},
+    {TensorId::kAttnQ, "blk.{layer}.attn_q.weight", true, false},
+    {TensorId::kAttnK, "blk.{layer}.attn_k.weight", true, false},
+    {TensorId::kAttnV, "blk.{layer}.attn_v.weight", true, false},
+    {TensorId::kAttnOut, "blk.{layer}.attn_output.weight", true, false},
+    {TensorId::kAttnQNorm, "blk.{layer}.attn_q_norm.weight", true, false},
+    {TensorId::kAttnKNorm, "blk.{layer}.attn_k_norm.weight", true, false},
+    {TensorId::kFfnNorm, "blk.{layer}.ffn_norm.weight", true, false},
+    {TensorId::kFfnGateInp, "blk.{layer}.ffn_gate_inp.weight", true, false},
+    {TensorId::kFfnGateExps, "blk.{layer}.ffn_gate_exps.weight", true, true},
+    {TensorId::kFfnUpExps, "blk.{layer}.ffn_up_exps.weight", true, true},
+    {TensorId::kFfnDownExps, "blk.{layer}.ffn_down_exps.weight", true, true},
+    {TensorId::kFfnGate, "blk.{layer}.ffn_gate.weight", true, false},
+    {TensorId::kFfnUp, "blk.{layer}.ffn_up.weight", true, false},
+    {TensorId::kFfnDown, "blk.{layer}.ffn_down.weight", true, false},
+};
+static_assert(std::size(kTensorTable) == static_cast<size_t>(TensorId::kCount));
+
+constexpr bool tensor_table_ordered() {
+  for (size_t i = 0; i < std::size(kTensorTable); ++i)
+    if (static_cast<size_t>(kTensorTable[i].id) != i) return false;
+  return true;
+}
+static_assert(tensor_table_ordered());
+
+inline const TensorSpec& tensor_spec(TensorId id) {
+  return kTensorTable[static_cast<size_t>(id)];
+}
+// The tensor's name in the file; layer is ignored for global tensors.
+inline std::string tensor_name(TensorId id, int layer = -1) {
+  const TensorSpec& spec = tensor_spec(id);
+  return spec.per_layer ? fill_pattern(spec.pattern, std::to_string(layer))
+                        : std::string(spec.pattern);
+}
+
+}  // namespace strata::engine

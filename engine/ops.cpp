@@ -1,0 +1,132 @@
+// Per-row forward-pass operations with ggml's rounding (see ops.h). Tested by tests/test_ops.cpp.
+#include "engine/ops.h"
+
+#include <cmath>
+#include <limits>
+
+#include "io/check.h"
+#include "kernels/gemv.h"
+#include "kernels/quant.h"
+
+namespace strata::engine {
+
+void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
+  const float mean = static_cast<float>(sum / static_cast<double>(n));
+  const float scale = 1.0f / std::sqrt(mean + eps);
+  if (w) {
+    for (int64_t i = 0; i < n; ++i) y[i] = (x[i] * scale) * w[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
+  }
+}
+
+void rope_cache(int64_t pos, int64_t n_rot, float freq_base, float* cs) {
+  const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(n_rot));
+  float theta = static_cast<float>(pos);
+  for (int64_t i = 0; i < n_rot / 2; ++i) {
+    cs[2 * i + 0] = std::cos(theta);
+    cs[2 * i + 1] = std::sin(theta);
+    theta *= theta_scale;
+  }
+}
+
+void rope_apply(RopeType type, float* x, int64_t n_head, int64_t head_dim, int64_t n_rot,
+                const float* cs) {
+  const int64_t half = n_rot / 2;
+  for (int64_t h = 0; h < n_head; ++h) {
+    float* v = x + h * head_dim;
+    for (int64_t i = 0; i < half; ++i) {
+      const float c = cs[2 * i + 0];
+      const float s = cs[2 * i + 1];
+      switch (type) {
+        case RopeType::kNorm: {
+          const float x0 = v[2 * i];
+          const float x1 = v[2 * i + 1];
+          v[2 * i] = x0 * c - x1 * s;
+          v[2 * i + 1] = x0 * s + x1 * c;
+          break;
+        }
+        case RopeType::kNeox: {
+          const float x0 = v[i];
+          const float x1 = v[i + half];
+          v[i] = x0 * c - x1 * s;
+          v[i + half] = x0 * s + x1 * c;
+          break;
+        }
+      }
+    }
+  }
+}
+
+void softmax(float* x, int64_t n, float scale) {
+  float max = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] *= scale;
+    max = std::fmax(max, x[i]);
+  }
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float e = std::exp(x[i] - max);
+    x[i] = e;
+    sum += static_cast<double>(e);
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void silu_glu(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void top_k(const float* p, int64_t n, int64_t k, int32_t* ids) {
+  for (int64_t j = 0; j < k; ++j) {
+    int32_t best = -1;
+    for (int64_t e = 0; e < n; ++e) {
+      bool taken = false;
+      for (int64_t i = 0; i < j; ++i) taken |= ids[i] == e;
+      if (taken) continue;
+      if (best < 0 || p[e] > p[best]) best = static_cast<int32_t>(e);
+    }
+    ids[j] = best;
+  }
+}
+
+void quantize_rows(kernels::ThreadPool& pool, GgmlType w_type, const float* x, size_t x_stride,
+                   uint32_t n_tokens, int64_t n_cols, std::byte* xq, size_t xq_stride) {
+  const GgmlType vdt = kernels::vec_dot_type(w_type);
+  auto rows = [&](int64_t begin, int64_t end, int) {
+    for (int64_t t = begin; t < end; ++t)
+      kernels::quantize_row(vdt, x + t * x_stride, xq + t * xq_stride, n_cols);
+  };
+  // A fork/join costs more than quantizing a few rows.
+  if (n_tokens < 8) {
+    rows(0, n_tokens, 0);
+  } else {
+    pool.parallel_for(n_tokens, {}, rows);
+  }
+}
+
+void matmul(kernels::ThreadPool& pool, const MatrixRef& w, const float* x, size_t x_stride,
+            uint32_t n_tokens, float* y, size_t y_stride, std::byte* xq_scratch) {
+  const GgmlType vdt = kernels::vec_dot_type(w.type);
+  const void* xq = x;
+  size_t xq_stride = x_stride * sizeof(float);
+  if (vdt != GgmlType::F32) {
+    xq_stride = ggml_row_bytes(vdt, static_cast<uint64_t>(w.n_cols));
+    quantize_rows(pool, w.type, x, x_stride, n_tokens, w.n_cols, xq_scratch, xq_stride);
+    xq = xq_scratch;
+  }
+  if (n_tokens == 1) {
+    kernels::gemv(&pool, w.type, w.data, w.row_bytes, xq, y, w.n_rows, w.n_cols);
+  } else {
+    kernels::gemm(&pool, w.type, w.data, w.row_bytes, xq, xq_stride, y, y_stride, n_tokens,
+                  w.n_rows, w.n_cols);
+  }
+}
+
+}  // namespace strata::engine

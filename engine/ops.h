@@ -1,0 +1,59 @@
+// Small per-row operations of the forward pass: RMSNorm, RoPE, softmax, SiLU-GLU, top-k. Each one
+// rounds the way ggml's CPU backend does (float products, double sums where ggml uses them), so F32
+// models match llama.cpp to float rounding. Tested by tests/test_ops.cpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "engine/model_config.h"
+#include "engine/weights.h"
+#include "kernels/threadpool.h"
+
+namespace strata::engine {
+
+// y[i] = x[i] / sqrt(mean(x²) + eps) * w[i]; the sum of squares is accumulated in double and the
+// scale applied before the weight, as ggml_rms_norm followed by ggml_mul. w may be nullptr (no
+// weight). y may alias x.
+void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
+
+// cos/sin of every rotated pair at position pos: cs[2i] = cos θ_i, cs[2i+1] = sin θ_i for
+// i < n_rot/2, θ_i = pos · base^(−2i/n_rot). θ is advanced by repeated multiplication in float as
+// ggml's rope cache does (it differs from pow() in the last bits, which matters at 1e-5).
+void rope_cache(int64_t pos, int64_t n_rot, float freq_base, float* cs);
+
+// Rotates the first n_rot dims of each of n_head heads (head_dim apart) in place with the cache
+// from rope_cache(). NORM rotates pairs (2i, 2i+1); NEOX rotates (i, i + n_rot/2).
+void rope_apply(RopeType type, float* x, int64_t n_head, int64_t head_dim, int64_t n_rot,
+                const float* cs);
+
+// In-place softmax of x[n]·scale, as ggml_soft_max_ext: max, exp, double sum, multiply by the
+// float reciprocal.
+void softmax(float* x, int64_t n, float scale = 1.0f);
+
+// out[i] = silu(gate[i]) * up[i]; out may alias gate or up.
+void silu_glu(const float* gate, const float* up, float* out, int64_t n);
+
+// The k largest of p[n] in descending order; equal values → lower index first. ids[k].
+void top_k(const float* p, int64_t n, int64_t k, int32_t* ids);
+
+// Bytes enough for one activation row of n floats in any vec_dot type (F32 is the widest).
+inline size_t activation_row_bytes(int64_t n) {
+  return static_cast<size_t>(n) * sizeof(float);
+}
+
+// Quantizes each of n_tokens rows of x to vec_dot_type(w_type) (ggml's activation formats), rows
+// xq_stride bytes apart. Parallel over rows when there are several.
+void quantize_rows(kernels::ThreadPool& pool, GgmlType w_type, const float* x, size_t x_stride,
+                   uint32_t n_tokens, int64_t n_cols, std::byte* xq, size_t xq_stride);
+
+// y[t] = W·x[t] for n_tokens rows through the GEMV/GEMM kernels, each x row quantized once to
+// vec_dot_type(W) first, as llama.cpp's CPU backend does (required to match quantized references).
+// F32 weights read x directly.
+//   x: [n_tokens, w.n_cols], rows x_stride floats apart
+//   y: [n_tokens, w.n_rows], rows y_stride floats apart
+//   xq_scratch: at least n_tokens * activation_row_bytes(w.n_cols) bytes
+void matmul(kernels::ThreadPool& pool, const MatrixRef& w, const float* x, size_t x_stride,
+            uint32_t n_tokens, float* y, size_t y_stride, std::byte* xq_scratch);
+
+}  // namespace strata::engine

@@ -1,0 +1,109 @@
+// Every weight of a model bound at load with its expected shape: typed views into the GGUF mapping.
+// Routed experts are [n_expert, rows, cols] stacks; expert_slice(e) gives one expert's three byte
+// ranges (gate, up, down), the unit the tiers move. Exercised by tests/test_model_config.cpp
+// (shape/missing errors) and tests/test_model_forward.cpp.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/model_config.h"
+#include "io/ggml_type.h"
+#include "io/gguf.h"
+
+namespace strata::engine {
+
+// Bytes of the model file: where they are in the file, and where they are mapped now.
+struct ByteRange {
+  uint64_t file_offset = 0;
+  uint64_t n_bytes = 0;
+  const std::byte* data = nullptr;
+};
+
+// One matrix [n_rows, n_cols] of ggml type `type`, rows row_bytes apart: an expert's gate, up or
+// down projection wherever its bytes currently live.
+struct MatrixRef {
+  GgmlType type = GgmlType::F32;
+  int64_t n_rows = 0;
+  int64_t n_cols = 0;
+  size_t row_bytes = 0;
+  const std::byte* data = nullptr;
+};
+
+// One tensor: ne[0] is the contiguous (input) dimension, so a 2-D weight with ne {in, out} is
+// `out` rows of `in` elements and computes y = W·x.
+struct WeightView {
+  std::string name;
+  GgmlType type = GgmlType::F32;
+  std::array<int64_t, 4> ne = {1, 1, 1, 1};
+  const std::byte* data = nullptr;  // nullptr: an optional tensor the file does not have
+  uint64_t file_offset = 0;
+  uint64_t n_bytes = 0;
+  size_t row_bytes = 0;  // bytes of one row of ne[0] elements
+
+  bool present() const { return data != nullptr; }
+  int64_t n_cols() const { return ne[0]; }
+  int64_t n_rows() const { return ne[1]; }
+  const std::byte* row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }
+  const float* f32() const { return reinterpret_cast<const float*>(data); }  // F32 only
+  // The first 2-D matrix (ne[0] columns, ne[1] rows).
+  MatrixRef matrix() const { return MatrixRef{type, ne[1], ne[0], row_bytes, data}; }
+};
+
+// The three byte ranges of one expert (one contiguous slice of each stacked tensor).
+struct ExpertSlice {
+  ByteRange gate;
+  ByteRange up;
+  ByteRange down;
+  uint64_t n_bytes() const { return gate.n_bytes + up.n_bytes + down.n_bytes; }
+};
+
+// A layer's FFN experts, stacked: gate/up ne {n_embd, n_ff, n_expert}, down ne {n_ff, n_embd,
+// n_expert}. A dense FFN is the same with n_expert = 1.
+struct ExpertStack {
+  WeightView gate;
+  WeightView up;
+  WeightView down;
+  uint32_t n_expert = 0;
+  int64_t n_embd = 0;
+  int64_t n_ff = 0;
+
+  ExpertSlice expert_slice(uint32_t e) const;
+  // Matrices of an expert whose slice bytes are at `slice` (the mapping's, or a tier's copy).
+  MatrixRef gate_matrix(const ExpertSlice& slice) const;
+  MatrixRef up_matrix(const ExpertSlice& slice) const;
+  MatrixRef down_matrix(const ExpertSlice& slice) const;
+};
+
+struct LayerWeights {
+  WeightView attn_norm;     // [n_embd]
+  WeightView wq;            // {n_embd, n_head * head_dim_k}
+  WeightView wk;            // {n_embd, n_head_kv * head_dim_k}
+  WeightView wv;            // {n_embd, n_head_kv * head_dim_v}
+  WeightView wo;            // {n_head * head_dim_v, n_embd}
+  WeightView attn_q_norm;   // [head_dim_k], when cfg.qk_norm
+  WeightView attn_k_norm;   // [head_dim_k], when cfg.qk_norm
+  WeightView ffn_norm;      // [n_embd]
+  WeightView ffn_gate_inp;  // router {n_embd, n_expert}; absent for a dense FFN
+  ExpertStack experts;
+};
+
+struct ModelWeights {
+  WeightView token_embd;   // {n_embd, n_vocab}
+  WeightView output_norm;  // [n_embd]
+  WeightView output;       // {n_embd, n_vocab}; token_embd's view when the file has no output
+  bool output_tied = false;
+  std::vector<LayerWeights> layers;
+};
+
+// Binds every tensor the config needs. A missing tensor is Error(kNotFound) naming it; a wrong
+// shape is Error(kBadFile) naming the tensor and both shapes; a type no kernel handles is
+// Error(kUnsupported) naming the tensor and type.
+ModelWeights bind_weights(const io::GgufFile& file, const ModelConfig& cfg);
+
+std::string shape_string(const std::array<int64_t, 4>& ne, int n_dims);
+
+}  // namespace strata::engine

@@ -1,0 +1,8 @@
+# Forward pass, model config/weights binding, dump formats and the replay CLI (engine/model_config,
+# weights, forward, moe, attention, ops, logit_dump; tools/cmd_replay). The `model` tests compare
+# with llama.cpp's references in the fixtures and skip without them.
+strata_add_test(test_ops LABEL unit SOURCES test_ops.cpp LIBS strata_engine)
+strata_add_test(test_model_config LABEL model SOURCES test_model_config.cpp
+                LIBS strata_engine nlohmann_json::nlohmann_json)
+strata_add_test(test_model_forward LABEL model SOURCES test_model_forward.cpp
+                LIBS strata_engine nlohmann_json::nlohmann_json)

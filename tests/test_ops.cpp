@@ -1,0 +1,244 @@
+// Forward-pass building blocks against plain double-precision formulas: RMSNorm, RoPE (NORM and
+// NEOX pairs), softmax, SiLU-GLU, top-k order and ties; MoE dispatch/combine order; MOEL/MOER
+// round trips and malformed dump files.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <vector>
+
+#include "engine/logit_dump.h"
+#include "engine/moe.h"
+#include "engine/ops.h"
+#include "io/check.h"
+#include "kernels/threadpool.h"
+
+namespace fs = std::filesystem;
+using namespace strata;
+using namespace strata::engine;
+
+namespace {
+
+std::vector<float> random_vec(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = nd(rng);
+  return v;
+}
+
+TEST(Ops, RmsNorm) {
+  for (int64_t n : {1, 3, 31, 64, 257}) {
+    const auto x = random_vec(n, uint32_t(n), 3.0f);
+    const auto w = random_vec(n, uint32_t(n) + 1);
+    std::vector<float> y(n);
+    rms_norm(x.data(), w.data(), y.data(), n, 1e-6f);
+    double ss = 0;
+    for (float v : x) ss += double(v) * v;
+    const double scale = 1.0 / std::sqrt(ss / n + 1e-6);
+    for (int64_t i = 0; i < n; ++i)
+      EXPECT_NEAR(y[i], x[i] * scale * w[i], 1e-5 * (1 + std::fabs(y[i])));
+    // In place, no weight.
+    std::vector<float> z = x;
+    rms_norm(z.data(), nullptr, z.data(), n, 1e-6f);
+    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(z[i], x[i] * scale, 1e-5 * (1 + std::fabs(z[i])));
+  }
+}
+
+TEST(Ops, RopePairsAndAngles) {
+  const int64_t head_dim = 8, n_rot = 8, n_head = 2;
+  const float base = 10000.0f;
+  for (int64_t pos : {0, 1, 7, 63, 511}) {
+    std::vector<float> cs(n_rot);
+    rope_cache(pos, n_rot, base, cs.data());
+    const auto x = random_vec(head_dim * n_head, uint32_t(pos) + 7);
+    for (RopeType type : {RopeType::kNorm, RopeType::kNeox}) {
+      std::vector<float> y = x;
+      rope_apply(type, y.data(), n_head, head_dim, n_rot, cs.data());
+      for (int64_t h = 0; h < n_head; ++h) {
+        for (int64_t i = 0; i < n_rot / 2; ++i) {
+          const double theta = double(pos) * std::pow(double(base), -2.0 * double(i) / n_rot);
+          const int64_t a = h * head_dim + (type == RopeType::kNorm ? 2 * i : i);
+          const int64_t b = h * head_dim + (type == RopeType::kNorm ? 2 * i + 1 : i + n_rot / 2);
+          const double ya = x[a] * std::cos(theta) - x[b] * std::sin(theta);
+          const double yb = x[a] * std::sin(theta) + x[b] * std::cos(theta);
+          // θ is advanced in float like ggml: ~1e-7 relative per step of the angle.
+          EXPECT_NEAR(y[a], ya, 2e-4) << "pos " << pos << " i " << i;
+          EXPECT_NEAR(y[b], yb, 2e-4) << "pos " << pos << " i " << i;
+        }
+      }
+    }
+  }
+  // Partial rotation leaves the dims past n_rot alone; position 0 is the identity.
+  std::vector<float> cs(4);
+  rope_cache(5, 4, base, cs.data());
+  const auto x = random_vec(8, 99);
+  std::vector<float> y = x;
+  rope_apply(RopeType::kNeox, y.data(), 1, 8, 4, cs.data());
+  for (int i = 4; i < 8; ++i) EXPECT_EQ(y[i], x[i]);
+  rope_cache(0, 4, base, cs.data());
+  y = x;
+  rope_apply(RopeType::kNorm, y.data(), 1, 8, 4, cs.data());
+  EXPECT_EQ(y, x);
+}
+
+TEST(Ops, Softmax) {
+  for (int64_t n : {1, 2, 16, 33}) {
+    auto x = random_vec(n, uint32_t(n), 4.0f);
+    const auto orig = x;
+    softmax(x.data(), n, 0.5f);
+    double sum = 0, max = -INFINITY;
+    for (float v : orig) max = std::max(max, 0.5 * v);
+    for (float v : orig) sum += std::exp(0.5 * v - max);
+    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(x[i], std::exp(0.5 * orig[i] - max) / sum, 1e-6);
+  }
+  std::vector<float> one = {123.0f};
+  softmax(one.data(), 1);
+  EXPECT_EQ(one[0], 1.0f);
+}
+
+TEST(Ops, SiluGlu) {
+  const auto g = random_vec(33, 1, 3.0f), u = random_vec(33, 2);
+  std::vector<float> y(33);
+  silu_glu(g.data(), u.data(), y.data(), 33);
+  for (int i = 0; i < 33; ++i)
+    EXPECT_NEAR(y[i], g[i] / (1.0 + std::exp(-double(g[i]))) * u[i], 1e-6 * (1 + std::fabs(y[i])));
+}
+
+TEST(Ops, TopKDescendingTiesToLowerIndex) {
+  const std::vector<float> p = {0.1f, 0.3f, 0.05f, 0.3f, 0.25f, 0.0f};
+  int32_t ids[4];
+  top_k(p.data(), 6, 4, ids);
+  EXPECT_EQ(ids[0], 1);
+  EXPECT_EQ(ids[1], 3);
+  EXPECT_EQ(ids[2], 4);
+  EXPECT_EQ(ids[3], 0);
+  const std::vector<float> flat(5, 0.2f);
+  int32_t all[5];
+  top_k(flat.data(), 5, 5, all);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(all[i], i);
+}
+
+// A hand-made routing of 3 tokens over 4 experts, k = 2.
+TEST(Moe, DispatchGroupsByExpertAndCombineSumsInSlotOrder) {
+  std::vector<float> probs(3 * 4, 0.0f);
+  std::vector<int32_t> topk = {2, 0, /**/ 0, 3, /**/ 2, 3};
+  std::vector<float> weights = {0.75f, 0.25f, 0.5f, 0.5f, 0.125f, 0.875f};
+  Routing r{3, 4, 2, probs.data(), topk.data(), weights.data()};
+  ExpertStack stack;
+  stack.n_expert = 4;
+  Dispatch d(6, 4);
+  dispatch(r, stack, d);
+  const auto& jobs = d.jobs[size_t(ExpertHome::kRam)];
+  ASSERT_EQ(jobs.size(), 3u);  // experts 0, 2, 3; expert 1 unused
+  EXPECT_EQ(jobs[0].expert, 0u);
+  EXPECT_EQ(jobs[0].row_begin, 0u);
+  EXPECT_EQ(jobs[0].row_end, 2u);
+  EXPECT_EQ(jobs[1].expert, 2u);
+  EXPECT_EQ(jobs[2].expert, 3u);
+  EXPECT_EQ(jobs[2].row_end, 6u);
+  // Rows of expert 0: tokens 0 and 1 (ascending); expert 2: tokens 0, 2; expert 3: tokens 1, 2.
+  EXPECT_EQ(d.row_token, (std::vector<int32_t>{0, 1, 0, 2, 1, 2}));
+  EXPECT_EQ(d.slot_row, (std::vector<int32_t>{2, 0, 1, 4, 3, 5}));
+
+  // y[row] = row + 1 in every dimension; out[t] = Σ_j w[t,j]·y[slot_row[t,j]].
+  const uint32_t n_embd = 3;
+  std::vector<float> y(6 * n_embd);
+  for (int row = 0; row < 6; ++row)
+    for (uint32_t i = 0; i < n_embd; ++i) y[row * n_embd + i] = float(row + 1);
+  std::vector<float> out(3 * n_embd);
+  kernels::ThreadPool pool(1);
+  combine(pool, r, d, y.data(), n_embd, out.data());
+  EXPECT_EQ(out[0], 3 * 0.75f + 1 * 0.25f);
+  EXPECT_EQ(out[n_embd], 2 * 0.5f + 5 * 0.5f);
+  EXPECT_EQ(out[2 * n_embd + 2], 4 * 0.125f + 6 * 0.875f);
+}
+
+class DumpFiles : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / fmt::format("strata_dump_{}", ::getpid());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const char* name) const { return (dir_ / name).string(); }
+  fs::path dir_;
+};
+
+TEST_F(DumpFiles, LogitsRoundTrip) {
+  const std::vector<int32_t> tokens = {5, 0, 599};
+  const auto logits = random_vec(3 * 7, 3);
+  write_logit_dump(path("a.logits.bin"), tokens, logits, 7);
+  EXPECT_FALSE(fs::exists(path("a.logits.bin.tmp")));
+  EXPECT_EQ(fs::file_size(path("a.logits.bin")), 16 + 3 * 4 + 3 * 7 * 4u);
+  const LogitDump d = read_logit_dump(path("a.logits.bin"));
+  EXPECT_EQ(d.n_vocab, 7u);
+  EXPECT_EQ(d.tokens, tokens);
+  EXPECT_EQ(d.logits, logits);
+}
+
+TEST_F(DumpFiles, RoutingRoundTrip) {
+  RoutingTrace t;
+  t.reset(2, 4, 2);
+  t.ensure_positions(3);
+  for (uint32_t il = 0; il < 2; ++il)
+    for (uint32_t p = 0; p < 3; ++p) {
+      t.topk_at(il, p)[0] = int32_t(il + p);
+      t.weight_at(il, p)[1] = 0.5f * float(p);
+      t.prob_at(il, p)[3] = float(il);
+    }
+  RoutingTrace grown = t;
+  grown.ensure_positions(5);  // keeps what was recorded
+  EXPECT_EQ(grown.topk_at(1, 2)[0], 3);
+  EXPECT_EQ(grown.topk_at(1, 4)[0], -1);
+  write_routing_dump(path("r.bin"), t);
+  EXPECT_EQ(fs::file_size(path("r.bin")), 24 + 2 * 3 * 2 * 8 + 2 * 3 * 4 * 4u);
+  const RoutingTrace r = read_routing_dump(path("r.bin"));
+  EXPECT_EQ(r.n_layer, 2u);
+  EXPECT_EQ(r.n_pos, 3u);
+  EXPECT_EQ(r.n_expert, 4u);
+  EXPECT_EQ(r.k, 2u);
+  EXPECT_EQ(r.topk, t.topk);
+  EXPECT_EQ(r.weight, t.weight);
+  EXPECT_EQ(r.prob, t.prob);
+}
+
+TEST_F(DumpFiles, MalformedFilesNameTheOffset) {
+  const std::vector<int32_t> tokens = {1, 2};
+  const std::vector<float> logits(2 * 5, 1.0f);
+  write_logit_dump(path("ok.bin"), tokens, logits, 5);
+  std::ifstream in(path("ok.bin"), std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), {});
+  auto write = [&](const char* name, std::vector<char> b) {
+    std::ofstream(path(name), std::ios::binary).write(b.data(), std::streamsize(b.size()));
+    return path(name);
+  };
+  auto truncated = bytes;
+  truncated.resize(bytes.size() - 3);
+  EXPECT_THROW(read_logit_dump(write("trunc.bin", truncated)), FileError);
+  auto magic = bytes;
+  magic[0] = 'X';
+  try {
+    read_logit_dump(write("magic.bin", magic));
+    ADD_FAILURE();
+  } catch (const FileError& e) {
+    EXPECT_NE(std::string(e.what()).find("magic"), std::string::npos) << e.what();
+  }
+  auto huge = bytes;
+  const uint32_t n = 0xFFFFFFFFu;
+  std::memcpy(huge.data() + 8, &n, 4);  // n_pos
+  EXPECT_THROW(read_logit_dump(write("huge.bin", huge)), FileError);
+  auto extra = bytes;
+  extra.push_back(0);
+  EXPECT_THROW(read_logit_dump(write("extra.bin", extra)), FileError);
+  EXPECT_THROW(read_routing_dump(path("ok.bin")), FileError);  // a MOEL file is not MOER
+  EXPECT_THROW(read_logit_dump(path("missing.bin")), Error);
+}
+
+}  // namespace
