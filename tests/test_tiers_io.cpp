@@ -191,9 +191,6 @@ TEST_P(IoFaultModes, TruncatedReadIsAnError) {
       << msg;
 }
 
-INSTANTIATE_TEST_SUITE_P(All, IoFaultModes, ::testing::Bool(),
-                         [](const auto& info) { return info.param ? "uring" : "pread"; });
-
 TEST(IoReader, UringSetupFailureFallsBackToPreadOnce) {
   TempFile file("io_nouring.bin", kFileBytes);
   Notices notices;
@@ -283,6 +280,29 @@ TEST(IoReader, RequestsOutsideTheFileAreErrors) {
             }).find("/nonexistent/strata/model.gguf: open failed"),
             std::string::npos);
 }
+
+// A path whose reads really fail in the kernel (no injection): a directory opens, then every
+// read returns EISDIR.
+TEST_P(IoFaultModes, RealKernelErrorNamesFileAndOffset) {
+  const std::string dir = std::string(STRATA_BINARY_DIR) + "/tiers-test-tmp";
+  std::filesystem::create_directories(dir);
+  IoConfig cfg;
+  cfg.uring = GetParam();
+  cfg.direct = false;
+  cfg.notice = nullptr;
+  IoReader reader(dir, cfg);
+  if (reader.file_size() == 0) GTEST_SKIP() << "directory size 0 on this file system";
+  RamArena dst(4096, RamArena::kAnyNode, NumaMode::kOff, nullptr, nullptr);
+  const ReadRequest req{0, 4096, dst.data(), 0};
+  reader.submit(std::span(&req, 1));
+  const std::string msg = error_of([&] { drain_all(reader); });
+  EXPECT_NE(msg.find(dir + ": read of 4096 bytes at offset 0 failed: Is a directory"),
+            std::string::npos)
+      << msg;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, IoFaultModes, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "uring" : "pread"; });
 
 class IoIdentity : public ::testing::TestWithParam<bool> {};
 
