@@ -6,3 +6,7 @@ strata_add_test(test_model_config LABEL model SOURCES test_model_config.cpp
                 LIBS strata_engine nlohmann_json::nlohmann_json)
 strata_add_test(test_model_forward LABEL model SOURCES test_model_forward.cpp
                 LIBS strata_engine nlohmann_json::nlohmann_json)
+# Runs the built `strata` binary (replay + run) against the fixtures.
+strata_add_test(test_model_replay LABEL model SOURCES test_model_replay.cpp
+                LIBS strata_engine nlohmann_json::nlohmann_json)
+add_dependencies(test_model_replay strata)

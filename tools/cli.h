@@ -14,5 +14,7 @@ using CommandFn = std::function<int()>;
 void add_inspect(CLI::App& app, CommandFn& run);
 void add_synth(CLI::App& app, CommandFn& run);
 void add_knobs(CLI::App& app, CommandFn& run);
+void add_replay(CLI::App& app, CommandFn& run);
+void add_run(CLI::App& app, CommandFn& run);
 
 }  // namespace strata::tools

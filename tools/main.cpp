@@ -14,6 +14,8 @@ int main(int argc, char** argv) {
   strata::tools::add_inspect(app, run);
   strata::tools::add_synth(app, run);
   strata::tools::add_knobs(app, run);
+  strata::tools::add_replay(app, run);
+  strata::tools::add_run(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,160 @@
+// End to end through the built `strata` binary: `strata replay` dumps match llama.cpp's references
+// (logits and routing of tiny-qwen3moe F32 streams 0 and 1), bad token files fail with one line
+// naming line:column and write nothing, and a greedy `strata run` prints the reference
+// continuation up to the first end-of-generation token.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/logit_dump.h"
+
+namespace fs = std::filesystem;
+using namespace strata::engine;
+
+namespace {
+
+const fs::path kModelDir = fs::path(STRATA_FIXTURES_DIR) / "tiny-qwen3moe";
+const fs::path kStrata = fs::path(STRATA_BINARY_DIR) / "tools" / "strata";
+
+struct Result {
+  int rc;
+  std::string out;
+  std::string err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class StrataCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(kModelDir)) GTEST_SKIP() << "fixtures not found at " << kModelDir;
+    if (!fs::exists(kStrata)) GTEST_SKIP() << "strata binary not built at " << kStrata;
+    dir_ = fs::temp_directory_path() / fmt::format("strata_replay_{}", ::getpid());
+    fs::create_directories(dir_);
+    std::ifstream in(kModelDir / "ref" / "F32" / "ref.json");
+    ref_ = nlohmann::json::parse(in);
+  }
+  void TearDown() override {
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+
+  Result strata(const std::string& args) {
+    const std::string cmd = fmt::format("'{}' {} > '{}' 2> '{}'", kStrata.string(), args,
+                                        (dir_ / "out.txt").string(), (dir_ / "err.txt").string());
+    const int status = std::system(cmd.c_str());
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir_ / "out.txt"),
+            slurp(dir_ / "err.txt")};
+  }
+  std::string model(const char* variant = "F32") const {
+    return (kModelDir / fmt::format("tiny-qwen3moe-{}.gguf", variant)).string();
+  }
+
+  fs::path dir_;
+  nlohmann::json ref_;
+};
+
+TEST_F(StrataCli, ReplayMatchesReference) {
+  std::ofstream tokens(dir_ / "streams.txt");
+  for (const auto& s : ref_["streams"]) {
+    for (int id : s["ids"]) tokens << id << ' ';
+    tokens << "\n\n";  // blank lines are skipped
+  }
+  tokens.close();
+  const Result r =
+      strata(fmt::format("replay -m '{}' --tokens '{}' --dump-logits '{}' "
+                         "--dump-routing '{}' -t 2 --ubatch 24",
+                         model(), (dir_ / "streams.txt").string(), (dir_ / "logits").string(),
+                         (dir_ / "routing").string()));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("tok/s"), std::string::npos) << r.err;
+  for (int s = 0; s < 2; ++s) {
+    const auto name = [s](const char* kind) { return fmt::format("stream{}.{}.bin", s, kind); };
+    const LogitDump got = read_logit_dump((dir_ / "logits" / name("logits")).string());
+    const LogitDump want = read_logit_dump((kModelDir / "ref/F32" / name("logits")).string());
+    ASSERT_EQ(got.tokens, want.tokens);
+    ASSERT_EQ(got.n_vocab, want.n_vocab);
+    double max_abs = 0;
+    for (size_t i = 0; i < want.logits.size(); ++i)
+      max_abs = std::max(max_abs, std::fabs(double(got.logits[i]) - want.logits[i]));
+    EXPECT_LE(max_abs, 1e-4) << "stream " << s;
+
+    const RoutingTrace gr = read_routing_dump((dir_ / "routing" / name("routing")).string());
+    const RoutingTrace wr = read_routing_dump((kModelDir / "ref/F32" / name("routing")).string());
+    ASSERT_EQ(gr.n_layer, wr.n_layer);
+    ASSERT_EQ(gr.n_pos, wr.n_pos);
+    ASSERT_EQ(gr.n_expert, wr.n_expert);
+    ASSERT_EQ(gr.k, wr.k);
+    double max_prob = 0;
+    for (size_t i = 0; i < wr.prob.size(); ++i)
+      max_prob = std::max(max_prob, std::fabs(double(gr.prob[i]) - wr.prob[i]));
+    EXPECT_LE(max_prob, 1e-5) << "stream " << s;
+    // Identical top-k ids except where the reference's top k+1 probabilities have a gap < 1e-4
+    // (a near-tie that float rounding may order differently).
+    for (uint32_t il = 0; il < wr.n_layer; ++il) {
+      for (uint32_t p = 0; p < wr.n_pos; ++p) {
+        std::vector<float> sorted(wr.prob_at(il, p), wr.prob_at(il, p) + wr.n_expert);
+        std::sort(sorted.begin(), sorted.end(), std::greater<>());
+        bool tie = false;
+        for (uint32_t j = 0; j < wr.k; ++j) tie |= sorted[j] - sorted[j + 1] < 1e-4f;
+        if (tie) continue;
+        EXPECT_TRUE(std::equal(wr.topk_at(il, p), wr.topk_at(il, p) + wr.k, gr.topk_at(il, p)))
+            << "stream " << s << " layer " << il << " pos " << p;
+      }
+    }
+  }
+}
+
+TEST_F(StrataCli, ReplayRejectsBadTokensWithLineAndColumn) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"1 2 3\n4 five 6\n", ":2:3: 'five' is not a token id"},
+      {"1 2\n\n 7 600\n", ":3:4: token id 600 is out of range (n_vocab 600)"},
+      {"1 -3\n", ":1:3: token id -3 is out of range"},
+  };
+  for (const auto& [text, needle] : cases) {
+    std::ofstream(dir_ / "bad.txt") << text;
+    const Result r = strata(fmt::format("replay -m '{}' --tokens '{}' --dump-logits '{}'", model(),
+                                        (dir_ / "bad.txt").string(), (dir_ / "bad_out").string()));
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(fs::exists(dir_ / "bad_out" / "stream0.logits.bin"));
+  }
+}
+
+std::string from_hex(const std::string& hex) {
+  std::string out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2)
+    out += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+  return out;
+}
+
+TEST_F(StrataCli, GreedyRunPrintsReferenceContinuation) {
+  const auto& g = ref_["greedy"][0];
+  const std::string prompt = g["prompt"];
+  const std::string text = from_hex(g["generated_text_hex"]);
+  // The reference kept generating past <|endoftext|> (rendered in its text); `run` stops there.
+  const std::string until_eog = text.substr(0, text.find("<|endoftext|>"));
+  const Result r =
+      strata(fmt::format("run -m '{}' -p '{}' -n 32 --temp 0 -t 2", model("Q8_0"), prompt));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out, prompt + until_eog + "\n");
+  EXPECT_NE(r.err.find("prefill 13 tokens"), std::string::npos) << r.err;
+}
+
+}  // namespace

@@ -1,0 +1,146 @@
+// `strata replay -m MODEL --tokens FILE [--dump-logits DIR] [--dump-routing DIR] [-t N]
+// [--ubatch N] [--ctx N]`: every line of FILE is one stream of whitespace-separated token ids,
+// decoded teacher-forced into an empty KV cache as one prefill (chunks of --ubatch), like the
+// fixtures' references; the logits / routing of every position go to DIR/stream{N}.logits.bin /
+// .routing.bin (MOEL / MOER). Tested end to end by tests/test_model_replay.cpp.
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "engine/forward.h"
+#include "engine/logit_dump.h"
+#include "engine/model.h"
+#include "io/check.h"
+#include "kernels/threadpool.h"
+#include "tools/cli.h"
+#include "tools/knob_flags.h"
+
+namespace strata::tools {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ReplayOptions {
+  std::string model;
+  std::string tokens;
+  std::string dump_logits;
+  std::string dump_routing;
+  uint32_t ubatch = 512;
+  uint32_t ctx = 0;
+  KnobOverrides knobs;
+};
+
+// Streams of token ids, one per non-blank line; a bad id is an error naming line and column.
+std::vector<std::vector<int32_t>> read_streams(const std::string& path, uint32_t n_vocab) {
+  std::ifstream in(path);
+  if (!in) fail(ErrorKind::kNotFound, "{}: cannot open token file", path);
+  std::vector<std::vector<int32_t>> streams;
+  std::string line;
+  for (size_t line_no = 1; std::getline(in, line); ++line_no) {
+    std::vector<int32_t> ids;
+    size_t i = 0;
+    while (i < line.size()) {
+      if (std::isspace(static_cast<unsigned char>(line[i]))) {
+        ++i;
+        continue;
+      }
+      size_t end = i;
+      while (end < line.size() && !std::isspace(static_cast<unsigned char>(line[end]))) ++end;
+      const std::string_view word(line.data() + i, end - i);
+      int64_t id = 0;
+      const auto r = std::from_chars(word.data(), word.data() + word.size(), id);
+      if (r.ec != std::errc() || r.ptr != word.data() + word.size())
+        fail(ErrorKind::kBadValue, "{}:{}:{}: '{}' is not a token id", path, line_no, i + 1, word);
+      if (id < 0 || id >= int64_t{n_vocab})
+        fail(ErrorKind::kBadValue, "{}:{}:{}: token id {} is out of range (n_vocab {})", path,
+             line_no, i + 1, id, n_vocab);
+      ids.push_back(static_cast<int32_t>(id));
+      i = end;
+    }
+    if (!ids.empty()) streams.push_back(std::move(ids));
+  }
+  if (in.bad()) fail(ErrorKind::kIo, "{}: read error", path);
+  if (streams.empty()) fail(ErrorKind::kBadValue, "{}: no token streams", path);
+  return streams;
+}
+
+void make_dir(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail(ErrorKind::kIo, "{}: cannot create directory: {}", dir, ec.message());
+}
+
+int run_replay(const ReplayOptions& o) {
+  const engine::Knobs knobs = load_knobs(o.knobs);
+  const int threads = static_cast<int>(
+      knobs.int_opt("THREADS").value_or(int64_t(kernels::physical_core_cpus().size())));
+  const engine::Model model = engine::Model::load(o.model);
+  const engine::ModelConfig& cfg = model.config();
+  const auto streams = read_streams(o.tokens, cfg.n_vocab);
+  size_t longest = 0;
+  for (const auto& s : streams) longest = std::max(longest, s.size());
+  if (o.ctx && longest > o.ctx)
+    fail(ErrorKind::kBadValue, "--ctx {} is shorter than the longest stream ({} tokens)", o.ctx,
+         longest);
+  if (o.ubatch == 0) fail(ErrorKind::kBadValue, "--ubatch must be > 0");
+  if (!o.dump_logits.empty()) make_dir(o.dump_logits);
+  if (!o.dump_routing.empty()) make_dir(o.dump_routing);
+
+  engine::ForwardOptions fo;
+  fo.n_ctx = o.ctx ? o.ctx : static_cast<uint32_t>(longest);
+  fo.n_ubatch = o.ubatch;
+  fo.n_threads = threads;
+  engine::Forward fwd(model, fo);
+
+  std::vector<float> logits;
+  engine::RoutingTrace trace;
+  size_t n_tokens = 0;
+  double seconds = 0;
+  for (size_t s = 0; s < streams.size(); ++s) {
+    const auto& ids = streams[s];
+    fwd.reset();
+    logits.resize(ids.size() * cfg.n_vocab);
+    trace.reset(cfg.n_layer, cfg.n_expert, cfg.n_expert_used);
+    const bool want_routing = !o.dump_routing.empty();
+    const auto t0 = std::chrono::steady_clock::now();
+    fwd.prefill(ids, logits.data(), want_routing ? &trace : nullptr);
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    n_tokens += ids.size();
+    if (!o.dump_logits.empty())
+      engine::write_logit_dump(
+          (fs::path(o.dump_logits) / fmt::format("stream{}.logits.bin", s)).string(), ids, logits,
+          cfg.n_vocab);
+    if (want_routing)
+      engine::write_routing_dump(
+          (fs::path(o.dump_routing) / fmt::format("stream{}.routing.bin", s)).string(), trace);
+  }
+  std::fprintf(stderr,
+               "replay: %zu streams, %zu tokens in %.3f s (%.1f tok/s), %d threads, ubatch %u\n",
+               streams.size(), n_tokens, seconds, seconds > 0 ? double(n_tokens) / seconds : 0.0,
+               threads, o.ubatch);
+  return 0;
+}
+
+}  // namespace
+
+void add_replay(CLI::App& app, CommandFn& run) {
+  auto* cmd = app.add_subcommand(
+      "replay", "Teacher-forced decode of token streams; dump logits / routing per position");
+  auto o = std::make_shared<ReplayOptions>();
+  cmd->add_option("-m,--model", o->model, "GGUF model file")->required();
+  cmd->add_option("--tokens", o->tokens,
+                  "Token file: one stream of whitespace-separated ids per line")
+      ->required();
+  cmd->add_option("--dump-logits", o->dump_logits, "Write DIR/stream{N}.logits.bin (MOEL)");
+  cmd->add_option("--dump-routing", o->dump_routing, "Write DIR/stream{N}.routing.bin (MOER)");
+  cmd->add_option("--ubatch", o->ubatch, "Prefill chunk size in tokens (default 512)");
+  cmd->add_option("--ctx", o->ctx, "KV cache size (default: the longest stream)");
+  add_knob_flags(cmd, o->knobs);
+  cmd->callback([&run, o] { run = [o] { return run_replay(*o); }; });
+}
+
+}  // namespace strata::tools

@@ -1,0 +1,121 @@
+// `strata run -m MODEL -p PROMPT -n N [-t N] [--temp T] [--top-k K] [--top-p P] [--min-p P]
+// [--repeat-penalty R] [--seed S]`: tokenizes the prompt (BOS as the vocabulary asks, special
+// tokens parsed), prefills it, then samples N tokens one at a time and streams their text to
+// stdout; stops early at an end-of-generation token. Prefill and decode tok/s go to stderr.
+// Exercised by tests/test_model_replay.cpp (greedy run vs the fixture's reference continuation).
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/forward.h"
+#include "engine/model.h"
+#include "engine/sampler.h"
+#include "engine/tokenizer.h"
+#include "io/check.h"
+#include "kernels/threadpool.h"
+#include "tools/cli.h"
+#include "tools/knob_flags.h"
+
+namespace strata::tools {
+namespace {
+
+struct RunOptions {
+  std::string model;
+  std::string prompt;
+  int n_predict = 64;
+  uint32_t ubatch = 512;
+  uint32_t ctx = 0;
+  bool no_display_prompt = false;
+  bool ignore_eos = false;
+  engine::SamplerParams sampling;
+  int64_t seed = -1;  // -1: random
+  KnobOverrides knobs;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int run_run(RunOptions o) {
+  const engine::Knobs knobs = load_knobs(o.knobs);
+  const int threads = static_cast<int>(
+      knobs.int_opt("THREADS").value_or(int64_t(kernels::physical_core_cpus().size())));
+  if (o.n_predict < 0) fail(ErrorKind::kBadValue, "-n must be >= 0");
+  const engine::Model model = engine::Model::load(o.model);
+  const engine::ModelConfig& cfg = model.config();
+  const engine::Tokenizer tok = engine::Tokenizer::from_gguf(model.file());
+  const std::vector<int32_t> prompt = tok.tokenize(o.prompt, true, true);
+  if (prompt.empty()) fail(ErrorKind::kBadValue, "the prompt tokenizes to nothing");
+
+  const size_t needed = prompt.size() + size_t(o.n_predict);
+  engine::ForwardOptions fo;
+  fo.n_ctx = o.ctx ? o.ctx : static_cast<uint32_t>(needed);
+  if (needed > fo.n_ctx)
+    fail(ErrorKind::kBadValue, "prompt ({} tokens) + -n {} exceeds --ctx {}", prompt.size(),
+         o.n_predict, fo.n_ctx);
+  if (fo.n_ctx > cfg.n_ctx_train && cfg.n_ctx_train > 0)
+    std::fprintf(stderr, "strata: warning: context %u exceeds the model's training context %u\n",
+                 fo.n_ctx, cfg.n_ctx_train);
+  fo.n_ubatch = o.ubatch;
+  fo.n_threads = threads;
+  engine::Forward fwd(model, fo);
+
+  o.sampling.seed = o.seed >= 0 ? uint64_t(o.seed) : std::random_device{}();
+  engine::Sampler sampler(o.sampling);
+  for (int32_t t : prompt) sampler.accept(t);
+
+  if (!o.no_display_prompt) {
+    std::fputs(o.prompt.c_str(), stdout);
+    std::fflush(stdout);
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  std::span<const float> logits = fwd.prefill(prompt);
+  const double prefill_s = seconds_since(t0);
+
+  t0 = std::chrono::steady_clock::now();
+  int generated = 0;
+  for (; generated < o.n_predict; ++generated) {
+    const int32_t id = sampler.sample(logits);
+    if (!o.ignore_eos && tok.vocab().is_eog(id)) break;
+    const std::string piece = tok.token_to_piece(id, false);
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+    if (generated + 1 < o.n_predict) logits = fwd.decode(id);
+  }
+  const double decode_s = seconds_since(t0);
+  std::fputc('\n', stdout);
+  std::fprintf(stderr,
+               "run: prefill %zu tokens in %.3f s (%.1f tok/s) | decode %d tokens in %.3f s "
+               "(%.1f tok/s) | %d threads, seed %llu\n",
+               prompt.size(), prefill_s, prefill_s > 0 ? double(prompt.size()) / prefill_s : 0.0,
+               generated, decode_s, decode_s > 0 ? generated / decode_s : 0.0, threads,
+               static_cast<unsigned long long>(o.sampling.seed));
+  return 0;
+}
+
+}  // namespace
+
+void add_run(CLI::App& app, CommandFn& run) {
+  auto* cmd = app.add_subcommand("run", "Generate text from a prompt");
+  auto o = std::make_shared<RunOptions>();
+  cmd->add_option("-m,--model", o->model, "GGUF model file")->required();
+  cmd->add_option("-p,--prompt", o->prompt, "Prompt text")->required();
+  cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate (default 64)");
+  cmd->add_option("--temp", o->sampling.temperature, "Temperature; <= 0 is greedy (default 0.8)");
+  cmd->add_option("--top-k", o->sampling.top_k, "Top-k; <= 0 is off (default 40)");
+  cmd->add_option("--top-p", o->sampling.top_p, "Top-p; >= 1 is off (default 0.95)");
+  cmd->add_option("--min-p", o->sampling.min_p, "Min-p; <= 0 is off (default 0.05)");
+  cmd->add_option("--repeat-penalty", o->sampling.repeat_penalty,
+                  "Repetition penalty over the last 64 tokens; 1 is off (default 1)");
+  cmd->add_option("--seed", o->seed, "Sampling seed (default: random, printed on stderr)");
+  cmd->add_option("--ubatch", o->ubatch, "Prefill chunk size in tokens (default 512)");
+  cmd->add_option("--ctx", o->ctx, "KV cache size (default: prompt + -n)");
+  cmd->add_flag("--no-display-prompt", o->no_display_prompt, "Do not echo the prompt");
+  cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past end-of-generation tokens");
+  add_knob_flags(cmd, o->knobs);
+  cmd->callback([&run, o] { run = [o] { return run_run(*o); }; });
+}
+
+}  // namespace strata::tools
