@@ -126,9 +126,10 @@ void Forward::attention_block(uint32_t il, uint32_t n, uint32_t pos0) {
   for (uint32_t t = 0; t < n; ++t)
     rms_norm(h_.data() + size_t{t} * n_embd, l.attn_norm.f32(), x_.data() + size_t{t} * n_embd,
              n_embd, cfg_.norm_eps);
-  matmul(pool_, l.wq.matrix(), x_.data(), n_embd, n, q_.data(), n_q, xq_.data());
-  matmul(pool_, l.wk.matrix(), x_.data(), n_embd, n, k_.data(), n_k, xq_.data());
-  matmul(pool_, l.wv.matrix(), x_.data(), n_embd, n, v_.data(), n_v, xq_.data());
+  ActivationRows xa(pool_, x_.data(), n_embd, n, n_embd, xq_.data());
+  xa.matmul(l.wq.matrix(), q_.data(), n_q);
+  xa.matmul(l.wk.matrix(), k_.data(), n_k);
+  xa.matmul(l.wv.matrix(), v_.data(), n_v);
 
   for (uint32_t t = 0; t < n; ++t) {
     float* q = q_.data() + size_t{t} * n_q;

@@ -98,26 +98,45 @@ void RoutingTrace::reset(uint32_t n_layer_, uint32_t n_expert_, uint32_t k_) {
   n_expert = n_expert_;
   k = k_;
   n_pos = 0;
-  topk.clear();
-  weight.clear();
-  prob.clear();
+  capacity_ = 0;
+  topk_.clear();
+  weight_.clear();
+  prob_.clear();
 }
 
 void RoutingTrace::ensure_positions(uint32_t want) {
   if (want <= n_pos) return;
-  std::vector<int32_t> t(size_t{n_layer} * want * k, -1);
-  std::vector<float> w(size_t{n_layer} * want * k, 0.0f);
-  std::vector<float> p(size_t{n_layer} * want * n_expert, 0.0f);
-  for (size_t il = 0; il < n_layer; ++il) {
-    std::copy_n(topk.begin() + il * n_pos * k, size_t{n_pos} * k, t.begin() + il * want * k);
-    std::copy_n(weight.begin() + il * n_pos * k, size_t{n_pos} * k, w.begin() + il * want * k);
-    std::copy_n(prob.begin() + il * n_pos * n_expert, size_t{n_pos} * n_expert,
-                p.begin() + il * want * n_expert);
+  if (want > capacity_) {
+    const uint32_t cap = std::max(want, capacity_ * 2);
+    std::vector<int32_t> t(size_t{n_layer} * cap * k, -1);
+    std::vector<float> w(size_t{n_layer} * cap * k, 0.0f);
+    std::vector<float> p(size_t{n_layer} * cap * n_expert, 0.0f);
+    for (size_t il = 0; il < n_layer; ++il) {
+      const size_t from = il * capacity_, to = il * cap;
+      std::copy_n(topk_.begin() + from * k, size_t{n_pos} * k, t.begin() + to * k);
+      std::copy_n(weight_.begin() + from * k, size_t{n_pos} * k, w.begin() + to * k);
+      std::copy_n(prob_.begin() + from * n_expert, size_t{n_pos} * n_expert,
+                  p.begin() + to * n_expert);
+    }
+    topk_ = std::move(t);
+    weight_ = std::move(w);
+    prob_ = std::move(p);
+    capacity_ = cap;
   }
-  topk = std::move(t);
-  weight = std::move(w);
-  prob = std::move(p);
   n_pos = want;
+}
+
+bool RoutingTrace::same_as(const RoutingTrace& o) const {
+  if (n_layer != o.n_layer || n_expert != o.n_expert || k != o.k || n_pos != o.n_pos) return false;
+  for (uint32_t il = 0; il < n_layer; ++il) {
+    for (uint32_t p = 0; p < n_pos; ++p) {
+      if (!std::equal(topk_at(il, p), topk_at(il, p) + k, o.topk_at(il, p))) return false;
+      if (std::memcmp(weight_at(il, p), o.weight_at(il, p), k * sizeof(float)) != 0) return false;
+      if (std::memcmp(prob_at(il, p), o.prob_at(il, p), n_expert * sizeof(float)) != 0)
+        return false;
+    }
+  }
+  return true;
 }
 
 LogitDump read_logit_dump(const std::string& path) {
@@ -143,16 +162,28 @@ RoutingTrace read_routing_dump(const std::string& path) {
   const uint32_t version = c.u32("version");
   if (version != kDumpVersion)
     c.bad(fmt::format("MOER version {} (expected {})", version, kDumpVersion));
-  RoutingTrace t;
-  t.n_layer = c.u32("n_layer");
-  t.n_pos = c.u32("n_pos");
-  t.n_expert = c.u32("n_expert");
-  t.k = c.u32("k");
-  const uint64_t n_sel = uint64_t{t.n_layer} * t.n_pos * t.k;
-  c.array(t.topk, n_sel, "topk");
-  c.array(t.weight, n_sel, "weight");
-  c.array(t.prob, uint64_t{t.n_layer} * t.n_pos * t.n_expert, "prob");
+  const uint32_t n_layer = c.u32("n_layer");
+  const uint32_t n_pos = c.u32("n_pos");
+  const uint32_t n_expert = c.u32("n_expert");
+  const uint32_t k = c.u32("k");
+  const uint64_t n_sel = uint64_t{n_layer} * n_pos * k;
+  std::vector<int32_t> topk;
+  std::vector<float> weight, prob;
+  c.array(topk, n_sel, "topk");
+  c.array(weight, n_sel, "weight");
+  c.array(prob, uint64_t{n_layer} * n_pos * n_expert, "prob");
   c.expect_end();
+  RoutingTrace t;
+  t.reset(n_layer, n_expert, k);
+  t.ensure_positions(n_pos);
+  for (uint32_t il = 0; il < n_layer; ++il) {
+    for (uint32_t p = 0; p < n_pos; ++p) {
+      const size_t r = size_t{il} * n_pos + p;
+      std::copy_n(topk.begin() + r * k, k, t.topk_at(il, p));
+      std::copy_n(weight.begin() + r * k, k, t.weight_at(il, p));
+      std::copy_n(prob.begin() + r * n_expert, n_expert, t.prob_at(il, p));
+    }
+  }
   return t;
 }
 
@@ -171,14 +202,15 @@ void write_logit_dump(const std::string& path, std::span<const int32_t> tokens,
 }
 
 void write_routing_dump(const std::string& path, const RoutingTrace& t) {
-  const size_t n_sel = size_t{t.n_layer} * t.n_pos * t.k;
-  STRATA_ASSERT(t.topk.size() == n_sel && t.weight.size() == n_sel &&
-                t.prob.size() == size_t{t.n_layer} * t.n_pos * t.n_expert);
   AtomicWriter w(path);
   for (uint32_t v : {kMoerMagic, kDumpVersion, t.n_layer, t.n_pos, t.n_expert, t.k}) w.u32(v);
-  w.put(t.topk.data(), n_sel * sizeof(int32_t));
-  w.put(t.weight.data(), n_sel * sizeof(float));
-  w.put(t.prob.data(), t.prob.size() * sizeof(float));
+  // Rows are contiguous per layer in memory, so each layer is one write per section.
+  for (uint32_t il = 0; il < t.n_layer && t.n_pos; ++il)
+    w.put(t.topk_at(il, 0), size_t{t.n_pos} * t.k * sizeof(int32_t));
+  for (uint32_t il = 0; il < t.n_layer && t.n_pos; ++il)
+    w.put(t.weight_at(il, 0), size_t{t.n_pos} * t.k * sizeof(float));
+  for (uint32_t il = 0; il < t.n_layer && t.n_pos; ++il)
+    w.put(t.prob_at(il, 0), size_t{t.n_pos} * t.n_expert * sizeof(float));
   w.commit();
 }
 

@@ -25,32 +25,35 @@ struct LogitDump {
   const float* row(uint32_t pos) const { return logits.data() + size_t{pos} * n_vocab; }
 };
 
-// MOER in memory: routing per layer and position. Also what the forward pass records into.
-// Dense layers hold topk -1, weight 0, prob 0.
-struct RoutingTrace {
+// MOER in memory: routing per layer and position; also what the forward pass records into.
+// Positions not recorded (and dense layers) hold topk -1, weight 0, prob 0.
+class RoutingTrace {
+ public:
   uint32_t n_layer = 0;
   uint32_t n_expert = 0;
   uint32_t k = 0;
-  uint32_t n_pos = 0;
-  std::vector<int32_t> topk;  // [n_layer][n_pos][k]
-  std::vector<float> weight;  // [n_layer][n_pos][k]
-  std::vector<float> prob;    // [n_layer][n_pos][n_expert]
+  uint32_t n_pos = 0;  // positions held
 
   void reset(uint32_t n_layer, uint32_t n_expert, uint32_t k);
-  // Grows to hold positions [0, n_pos), keeping what is recorded (a diagnostic; it may allocate).
-  void ensure_positions(uint32_t n_pos);
-  int32_t* topk_at(uint32_t il, uint32_t pos) { return &topk[(size_t{il} * n_pos + pos) * k]; }
-  float* weight_at(uint32_t il, uint32_t pos) { return &weight[(size_t{il} * n_pos + pos) * k]; }
-  float* prob_at(uint32_t il, uint32_t pos) { return &prob[(size_t{il} * n_pos + pos) * n_expert]; }
-  const int32_t* topk_at(uint32_t il, uint32_t pos) const {
-    return &topk[(size_t{il} * n_pos + pos) * k];
-  }
-  const float* weight_at(uint32_t il, uint32_t pos) const {
-    return &weight[(size_t{il} * n_pos + pos) * k];
-  }
-  const float* prob_at(uint32_t il, uint32_t pos) const {
-    return &prob[(size_t{il} * n_pos + pos) * n_expert];
-  }
+  // Holds at least positions [0, want), keeping what is recorded; storage grows geometrically so
+  // recording one decode step at a time stays linear (tracing is a diagnostic; it may allocate).
+  void ensure_positions(uint32_t want);
+
+  int32_t* topk_at(uint32_t il, uint32_t pos) { return &topk_[row(il, pos) * k]; }
+  float* weight_at(uint32_t il, uint32_t pos) { return &weight_[row(il, pos) * k]; }
+  float* prob_at(uint32_t il, uint32_t pos) { return &prob_[row(il, pos) * n_expert]; }
+  const int32_t* topk_at(uint32_t il, uint32_t pos) const { return &topk_[row(il, pos) * k]; }
+  const float* weight_at(uint32_t il, uint32_t pos) const { return &weight_[row(il, pos) * k]; }
+  const float* prob_at(uint32_t il, uint32_t pos) const { return &prob_[row(il, pos) * n_expert]; }
+  // Same shape and the same recorded values, bit for bit.
+  bool same_as(const RoutingTrace& o) const;
+
+ private:
+  size_t row(uint32_t il, uint32_t pos) const { return size_t{il} * capacity_ + pos; }
+  uint32_t capacity_ = 0;      // positions allocated per layer
+  std::vector<int32_t> topk_;  // [n_layer][capacity][k]
+  std::vector<float> weight_;  // [n_layer][capacity][k]
+  std::vector<float> prob_;    // [n_layer][capacity][n_expert]
 };
 
 // Readers: Error / FileError naming the file and byte offset on any inconsistency.

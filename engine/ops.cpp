@@ -111,20 +111,25 @@ void quantize_rows(kernels::ThreadPool& pool, GgmlType w_type, const float* x, s
   }
 }
 
-void matmul(kernels::ThreadPool& pool, const MatrixRef& w, const float* x, size_t x_stride,
-            uint32_t n_tokens, float* y, size_t y_stride, std::byte* xq_scratch) {
+void ActivationRows::matmul(const MatrixRef& w, float* y, size_t y_stride) {
+  STRATA_ASSERT(w.n_cols == n_cols_, "matmul: weight has {} columns, x rows have {}", w.n_cols,
+                n_cols_);
   const GgmlType vdt = kernels::vec_dot_type(w.type);
-  const void* xq = x;
-  size_t xq_stride = x_stride * sizeof(float);
+  const void* xq = x_;
+  size_t xq_stride = x_stride_ * sizeof(float);
   if (vdt != GgmlType::F32) {
-    xq_stride = ggml_row_bytes(vdt, static_cast<uint64_t>(w.n_cols));
-    quantize_rows(pool, w.type, x, x_stride, n_tokens, w.n_cols, xq_scratch, xq_stride);
-    xq = xq_scratch;
+    xq_stride = ggml_row_bytes(vdt, static_cast<uint64_t>(n_cols_));
+    if (!have_ || format_ != vdt) {
+      quantize_rows(pool_, w.type, x_, x_stride_, n_tokens_, n_cols_, scratch_, xq_stride);
+      have_ = true;
+      format_ = vdt;
+    }
+    xq = scratch_;
   }
-  if (n_tokens == 1) {
-    kernels::gemv(&pool, w.type, w.data, w.row_bytes, xq, y, w.n_rows, w.n_cols);
+  if (n_tokens_ == 1) {
+    kernels::gemv(&pool_, w.type, w.data, w.row_bytes, xq, y, w.n_rows, w.n_cols);
   } else {
-    kernels::gemm(&pool, w.type, w.data, w.row_bytes, xq, xq_stride, y, y_stride, n_tokens,
+    kernels::gemm(&pool_, w.type, w.data, w.row_bytes, xq, xq_stride, y, y_stride, n_tokens_,
                   w.n_rows, w.n_cols);
   }
 }

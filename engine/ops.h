@@ -47,13 +47,41 @@ inline size_t activation_row_bytes(int64_t n) {
 void quantize_rows(kernels::ThreadPool& pool, GgmlType w_type, const float* x, size_t x_stride,
                    uint32_t n_tokens, int64_t n_cols, std::byte* xq, size_t xq_stride);
 
-// y[t] = W·x[t] for n_tokens rows through the GEMV/GEMM kernels, each x row quantized once to
-// vec_dot_type(W) first, as llama.cpp's CPU backend does (required to match quantized references).
+// The rows of x prepared for the GEMV/GEMM kernels: each row is quantized to the activation
+// format of the weight (vec_dot_type), as llama.cpp's CPU backend does (required to match
+// quantized references), once for all the weights sharing that format (q, k and v read the same x).
 // F32 weights read x directly.
-//   x: [n_tokens, w.n_cols], rows x_stride floats apart
-//   y: [n_tokens, w.n_rows], rows y_stride floats apart
-//   xq_scratch: at least n_tokens * activation_row_bytes(w.n_cols) bytes
-void matmul(kernels::ThreadPool& pool, const MatrixRef& w, const float* x, size_t x_stride,
-            uint32_t n_tokens, float* y, size_t y_stride, std::byte* xq_scratch);
+class ActivationRows {
+ public:
+  //   x:       [n_tokens, n_cols], rows x_stride floats apart
+  //   scratch: at least n_tokens * activation_row_bytes(n_cols) bytes
+  ActivationRows(kernels::ThreadPool& pool, const float* x, size_t x_stride, uint32_t n_tokens,
+                 int64_t n_cols, std::byte* scratch)
+      : pool_(pool),
+        x_(x),
+        x_stride_(x_stride),
+        n_tokens_(n_tokens),
+        n_cols_(n_cols),
+        scratch_(scratch) {}
+
+  // y[t] = W·x[t]; y: [n_tokens, w.n_rows], rows y_stride floats apart.
+  void matmul(const MatrixRef& w, float* y, size_t y_stride);
+
+ private:
+  kernels::ThreadPool& pool_;
+  const float* x_;
+  size_t x_stride_;
+  uint32_t n_tokens_;
+  int64_t n_cols_;
+  std::byte* scratch_;
+  bool have_ = false;  // scratch_ holds x quantized to format_
+  GgmlType format_ = GgmlType::F32;
+};
+
+// One-off y = W·x (see ActivationRows).
+inline void matmul(kernels::ThreadPool& pool, const MatrixRef& w, const float* x, size_t x_stride,
+                   uint32_t n_tokens, float* y, size_t y_stride, std::byte* xq_scratch) {
+  ActivationRows(pool, x, x_stride, n_tokens, w.n_cols, xq_scratch).matmul(w, y, y_stride);
+}
 
 }  // namespace strata::engine

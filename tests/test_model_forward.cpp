@@ -285,8 +285,9 @@ TEST_P(ModelForward, PathsAndThreadsBitIdentical) {
   EXPECT_TRUE(base.logits == decode.logits) << "decode path differs from prefill";
   EXPECT_TRUE(base.logits == chunked.logits) << "chunked prefill differs from one batch";
   EXPECT_TRUE(base.logits == one_thread.logits) << "1 thread differs from 2 threads";
-  EXPECT_TRUE(base.trace.topk == decode.trace.topk);
-  EXPECT_TRUE(base.trace.prob == chunked.trace.prob);
+  EXPECT_TRUE(base.trace.same_as(decode.trace)) << "decode routing differs from prefill";
+  EXPECT_TRUE(base.trace.same_as(chunked.trace)) << "chunked routing differs from one batch";
+  EXPECT_TRUE(base.trace.same_as(one_thread.trace)) << "1-thread routing differs";
 }
 
 // Greedy continuations (gen{0,1,2}): the prompt as one batch, then the 32 steps one token at a

@@ -101,8 +101,11 @@ TEST_F(StrataCli, ReplayMatchesReference) {
     ASSERT_EQ(gr.n_expert, wr.n_expert);
     ASSERT_EQ(gr.k, wr.k);
     double max_prob = 0;
-    for (size_t i = 0; i < wr.prob.size(); ++i)
-      max_prob = std::max(max_prob, std::fabs(double(gr.prob[i]) - wr.prob[i]));
+    for (uint32_t il = 0; il < wr.n_layer; ++il)
+      for (uint32_t p = 0; p < wr.n_pos; ++p)
+        for (uint32_t e = 0; e < wr.n_expert; ++e)
+          max_prob =
+              std::max(max_prob, std::fabs(double(gr.prob_at(il, p)[e]) - wr.prob_at(il, p)[e]));
     EXPECT_LE(max_prob, 1e-5) << "stream " << s;
     // Identical top-k ids except where the reference's top k+1 probabilities have a gap < 1e-4
     // (a near-tie that float rounding may order differently).

@@ -204,9 +204,20 @@ TEST_F(DumpFiles, RoutingRoundTrip) {
   EXPECT_EQ(r.n_pos, 3u);
   EXPECT_EQ(r.n_expert, 4u);
   EXPECT_EQ(r.k, 2u);
-  EXPECT_EQ(r.topk, t.topk);
-  EXPECT_EQ(r.weight, t.weight);
-  EXPECT_EQ(r.prob, t.prob);
+  EXPECT_TRUE(r.same_as(t));
+  EXPECT_EQ(r.topk_at(1, 2)[0], 3);
+  EXPECT_EQ(r.weight_at(0, 2)[1], 1.0f);
+  EXPECT_EQ(r.prob_at(1, 0)[3], 1.0f);
+  EXPECT_FALSE(r.same_as(grown));
+  // One position at a time (decode) keeps every recorded row.
+  RoutingTrace steps;
+  steps.reset(2, 4, 2);
+  for (uint32_t p = 0; p < 100; ++p) {
+    steps.ensure_positions(p + 1);
+    steps.topk_at(1, p)[1] = int32_t(p);
+  }
+  for (uint32_t p = 0; p < 100; ++p) EXPECT_EQ(steps.topk_at(1, p)[1], int32_t(p));
+  EXPECT_EQ(steps.topk_at(0, 99)[0], -1);
 }
 
 TEST_F(DumpFiles, MalformedFilesNameTheOffset) {
