@@ -1,0 +1,1091 @@
+// Synthetic qwen3moe GGUF generator (see synth.h): presets, the BPE tokenizer learner, the router
+// Monte-Carlo and the direct writers of quantized blocks. Tested by tests/test_synth.cpp.
+#include "engine/synth.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numbers>
+#include <queue>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "engine/names.h"
+#include "io/check.h"
+#include "kernels/quant.h"
+
+namespace strata::engine {
+namespace {
+
+constexpr std::string_view kArch = "qwen3moe";
+
+constexpr SynthPreset kPresets[] = {
+    {"tiny", "4 layers, n_embd 256, 16 experts top-4 x 128, vocab 1000 (a few MB, for tests)", 4,
+     256, 4, 2, 64, 16, 4, 128, 512, 1000, 2048, 1e6f, 1e-6f, GgmlType::Q4_0, GgmlType::Q4_0,
+     GgmlType::Q8_0, GgmlType::Q6_K},
+    {"demo", "16 layers, n_embd 1024, 64 experts top-8 x 512, vocab 8192 (~1 GB)", 16, 1024, 16, 4,
+     64, 64, 8, 512, 2816, 8192, 4096, 1e6f, 1e-6f, GgmlType::Q4_0, GgmlType::Q4_0, GgmlType::Q8_0,
+     GgmlType::Q6_K},
+    {"qwen3-30b-a3b",
+     "Qwen3-30B-A3B shapes: 48 layers, n_embd 2048, 32/4 heads x 128, 128 experts top-8 x 768, "
+     "vocab 151936 (~17 GB)",
+     48, 2048, 32, 4, 128, 128, 8, 768, 6144, 151936, 40960, 1e6f, 1e-6f, GgmlType::Q4_0,
+     GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q6_K},
+};
+
+// ---- counter-based RNG: the n-th output of a splitmix64 stream is mix(key + n * gamma) ----
+
+constexpr uint64_t kGamma = 0x9E3779B97F4A7C15ull;
+
+inline uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Independent stream keys for (seed, purpose, index).
+uint64_t stream_key(uint64_t seed, uint64_t purpose, uint64_t index) {
+  return mix64(mix64(mix64(seed + kGamma) ^ (purpose * 0xD1B54A32D192ED03ull)) + index * kGamma);
+}
+
+inline uint64_t rng_at(uint64_t key, uint64_t n) {
+  return mix64(key + (n + 1) * kGamma);
+}
+
+inline double to_unit(uint64_t w) {
+  return static_cast<double>(w >> 11) * 0x1.0p-53;
+}  // [0, 1)
+
+// Box-Muller from two words (the cosine branch only: one normal per pair keeps it counter-based).
+inline double normal_from(uint64_t w0, uint64_t w1) {
+  const double u1 = (static_cast<double>(w0 >> 11) + 1.0) * 0x1.0p-53;  // (0, 1]
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * to_unit(w1));
+}
+
+// A sequential view of one stream, for the small design draws (targets, biases, norms).
+class SeqRng {
+ public:
+  explicit SeqRng(uint64_t key) : key_(key) {}
+  uint64_t next() { return rng_at(key_, n_++); }
+  double uniform() { return to_unit(next()); }
+  double normal() {
+    const uint64_t a = next();
+    return normal_from(a, next());
+  }
+
+ private:
+  uint64_t key_;
+  uint64_t n_ = 0;
+};
+
+enum Purpose : uint64_t { kTensor = 1, kRouterDesign = 2, kCalib = 3, kValid = 4, kFiller = 5 };
+
+// ---- code tables for the quantized writers ----
+
+// Every code distribution is symmetric around the format's zero (mean weight exactly 0): a
+// nonzero mean, like uniform Q4_0 nibbles' -0.5, makes the all-ones direction an eigenvector of
+// every matrix with eigenvalue ~ -0.1 sqrt(fan_in), and that mode then grows several-fold per layer
+// until every token's hidden state (and route) is the same.
+struct CodeTables {
+  std::array<uint8_t, 256> q4_uniform;  // byte -> 4-bit code, uniform on 1..15 (values -7..7)
+  std::array<uint8_t, 256> q4_gauss;    // byte -> 4-bit code, discretized N(8, 2.3^2) on 1..15
+  std::vector<int8_t> q8_gauss;         // 16 bits -> int8 code, discretized N(0, 32^2)
+  double q4_uniform_rms, q4_gauss_rms;  // rms of (code - 8)
+  double q8_uniform_rms, q8_gauss_rms;  // rms of the int8 code
+  double q6_uniform_rms;                // rms of (code - 32)
+};
+
+// Codes with probability proportional to weight(q) over [lo, hi], by inverse CDF on n_slots
+// equally likely slots.
+template <typename T, typename W>
+void discretized(T* out, int n_slots, int lo, int hi, W weight) {
+  std::vector<double> cdf;
+  double sum = 0;
+  for (int q = lo; q <= hi; ++q) {
+    sum += weight(q);
+    cdf.push_back(sum);
+  }
+  int q = 0;
+  for (int s = 0; s < n_slots; ++s) {
+    const double p = (s + 0.5) / n_slots * sum;
+    while (cdf[q] < p) ++q;
+    out[s] = static_cast<T>(lo + q);
+  }
+}
+
+template <typename T>
+double rms_around(const T& codes, double zero) {
+  double s = 0;
+  for (auto q : codes) s += (q - zero) * (q - zero);
+  return std::sqrt(s / static_cast<double>(codes.size()));
+}
+
+const CodeTables& code_tables() {
+  static const CodeTables t = [] {
+    CodeTables c;
+    auto gauss = [](double mu, double tau) {
+      return [=](int q) { return std::exp(-(q - mu) * (q - mu) / (2 * tau * tau)); };
+    };
+    discretized(c.q4_uniform.data(), 256, 1, 15, [](int) { return 1.0; });
+    discretized(c.q4_gauss.data(), 256, 1, 15, gauss(8.0, 2.3));
+    c.q8_gauss.resize(65536);
+    discretized(c.q8_gauss.data(), 65536, -127, 127, gauss(0.0, 32.0));
+    c.q4_uniform_rms = rms_around(c.q4_uniform, 8.0);
+    c.q4_gauss_rms = rms_around(c.q4_gauss, 8.0);
+    c.q8_gauss_rms = rms_around(c.q8_gauss, 0.0);
+    std::array<int, 256> q8_uniform;  // what q8_codes draws: byte - 128, with -128 -> 0
+    for (int b = 0; b < 256; ++b) q8_uniform[b] = b == 0 ? 0 : b - 128;
+    c.q8_uniform_rms = rms_around(q8_uniform, 0.0);
+    std::array<int, 64> q6;
+    for (int q = 0; q < 64; ++q) q6[q] = q;
+    c.q6_uniform_rms = rms_around(q6, 32.0);
+    return c;
+  }();
+  return t;
+}
+
+// Per-block scale jitter d = base * (0.75 + 0.5 u): real scales vary block to block.
+constexpr double kJitterRms = 1.0103629710818451;  // sqrt(E[(0.75 + 0.5 u)^2]) = sqrt(49/48)
+inline uint16_t jittered_scale(double base, uint64_t w) {
+  return kernels::f32_to_fp16(static_cast<float>(base * (0.75 + 0.5 * to_unit(w))));
+}
+
+constexpr double kQ4KScaleRms = 5.612486080160912;   // rms of the sub-block scales {4, 5, 6, 7}
+constexpr double kQ6KScaleRms = 11.726039399558575;  // rms of the sub-block scales 8..15
+
+// Words of randomness one block consumes (the counter stride): one for the scales, then one byte
+// per 4-bit code, one or two per 8-bit code.
+uint64_t words_per_block(GgmlType t, SynthDist d) {
+  switch (t) {
+    case GgmlType::Q4_0:
+      return 1 + 4;
+    case GgmlType::Q8_0:
+      return 1 + (d == SynthDist::kGaussian ? 8 : 4);
+    case GgmlType::Q4_K:
+      return 1 + 32;
+    case GgmlType::Q6_K:
+      return 2 + 24;
+    case GgmlType::F16:
+    case GgmlType::F32:
+      return 2;
+    default:
+      fail(ErrorKind::kUnsupported, "synth cannot write {} weights", ggml_type_name(t));
+  }
+}
+
+// Raw random bytes, 8 per word (Q6_K's 6-bit codes, whose -0.5 mean only shifts every logit of
+// the output head alike).
+inline void random_bytes(uint8_t* dst, int n_bytes, uint64_t key, uint64_t n) {
+  for (int i = 0; i < n_bytes; i += 8) {
+    const uint64_t w = rng_at(key, n + i / 8);
+    std::memcpy(dst + i, &w, 8);
+  }
+}
+
+// Fills n_bytes with pairs of 4-bit codes, one random byte per code through the table.
+inline void q4_bytes(uint8_t* dst, int n_bytes, uint64_t key, uint64_t n, SynthDist dist) {
+  const auto& lut = dist == SynthDist::kUniform ? code_tables().q4_uniform : code_tables().q4_gauss;
+  for (int i = 0; i < n_bytes; i += 4) {
+    const uint64_t w = rng_at(key, n + i / 4);
+    for (int j = 0; j < 4; ++j)
+      dst[i + j] = static_cast<uint8_t>(lut[(w >> (16 * j)) & 0xFF] |
+                                        (lut[(w >> (16 * j + 8)) & 0xFF] << 4));
+  }
+}
+
+inline void q8_codes(int8_t* dst, int n, uint64_t key, uint64_t c, SynthDist dist) {
+  if (dist == SynthDist::kUniform) {
+    for (int i = 0; i < n; i += 8) {
+      const uint64_t w = rng_at(key, c + i / 8);
+      for (int j = 0; j < 8; ++j) {
+        const int v = static_cast<int>((w >> (8 * j)) & 0xFF) - 128;
+        dst[i + j] = static_cast<int8_t>(v == -128 ? 0 : v);
+      }
+    }
+    return;
+  }
+  const auto& lut = code_tables().q8_gauss;
+  for (int i = 0; i < n; i += 4) {
+    const uint64_t w = rng_at(key, c + i / 4);
+    for (int j = 0; j < 4; ++j) dst[i + j] = lut[(w >> (16 * j)) & 0xFFFF];
+  }
+}
+
+// One quantized block of weights with rms sigma; n = the block's first counter.
+void write_block(GgmlType t, SynthDist dist, double sigma, uint64_t key, uint64_t n,
+                 std::byte* dst) {
+  const CodeTables& ct = code_tables();
+  const bool g = dist == SynthDist::kGaussian;
+  switch (t) {
+    case GgmlType::Q4_0: {
+      auto* b = reinterpret_cast<kernels::BlockQ4_0*>(dst);
+      const double rms = g ? ct.q4_gauss_rms : ct.q4_uniform_rms;
+      b->d = jittered_scale(sigma / (rms * kJitterRms), rng_at(key, n));
+      q4_bytes(b->qs, sizeof(b->qs), key, n + 1, dist);
+      return;
+    }
+    case GgmlType::Q8_0: {
+      auto* b = reinterpret_cast<kernels::BlockQ8_0*>(dst);
+      const double rms = g ? ct.q8_gauss_rms : ct.q8_uniform_rms;
+      b->d = jittered_scale(sigma / (rms * kJitterRms), rng_at(key, n));
+      q8_codes(b->qs, kernels::kQK, key, n + 1, dist);
+      return;
+    }
+    case GgmlType::Q4_K: {
+      // value = d * sc * q - dmin * m with dmin = d and m = 8 sc: d * sc * (q - 8), so code 8 is
+      // an exact zero as in Q4_0.
+      auto* b = reinterpret_cast<kernels::BlockQ4_K*>(dst);
+      const uint64_t w = rng_at(key, n);
+      const double rms = g ? ct.q4_gauss_rms : ct.q4_uniform_rms;
+      b->d = jittered_scale(sigma / (rms * kQ4KScaleRms * kJitterRms), w);
+      b->dmin = b->d;
+      uint8_t sc[8], mn[8];
+      for (int j = 0; j < 8; ++j) {
+        sc[j] = static_cast<uint8_t>(4 + ((w >> (2 * j)) & 3));
+        mn[j] = static_cast<uint8_t>(8 * sc[j]);
+      }
+      // ggml's 12-byte packing of eight 6-bit scales and mins (get_scale_min_k4 inverts it).
+      for (int j = 0; j < 4; ++j) {
+        b->scales[j] = static_cast<uint8_t>((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+        b->scales[j + 4] = static_cast<uint8_t>((mn[j] & 63) | ((mn[j + 4] >> 4) << 6));
+        b->scales[j + 8] = static_cast<uint8_t>((sc[j + 4] & 0xF) | ((mn[j + 4] & 0xF) << 4));
+      }
+      q4_bytes(b->qs, sizeof(b->qs), key, n + 1, dist);
+      return;
+    }
+    case GgmlType::Q6_K: {
+      // Always uniform 6-bit codes (the output head); value = d * scale[j] * (q - 32).
+      auto* b = reinterpret_cast<kernels::BlockQ6_K*>(dst);
+      const uint64_t w = rng_at(key, n);
+      for (int j = 0; j < 16; ++j) b->scales[j] = static_cast<int8_t>(8 + ((w >> (4 * j)) & 7));
+      b->d = jittered_scale(sigma / (ct.q6_uniform_rms * kQ6KScaleRms * kJitterRms),
+                            rng_at(key, n + 1));
+      random_bytes(b->ql, sizeof(b->ql), key, n + 2);
+      random_bytes(b->qh, sizeof(b->qh), key, n + 2 + 16);
+      return;
+    }
+    case GgmlType::F32:
+    case GgmlType::F16: {
+      const float v = static_cast<float>(sigma * normal_from(rng_at(key, n), rng_at(key, n + 1)));
+      if (t == GgmlType::F32)
+        std::memcpy(dst, &v, 4);
+      else {
+        const uint16_t h = kernels::f32_to_fp16(v);
+        std::memcpy(dst, &h, 2);
+      }
+      return;
+    }
+    default:
+      fail(ErrorKind::kUnsupported, "synth cannot write {} weights", ggml_type_name(t));
+  }
+}
+
+// Makes element j of a block an exact zero (a matrix's column for the massive dimension).
+void zero_element(GgmlType t, std::byte* blk, int j) {
+  switch (t) {
+    case GgmlType::Q4_0: {
+      auto* b = reinterpret_cast<kernels::BlockQ4_0*>(blk);
+      if (j < 16)
+        b->qs[j] = static_cast<uint8_t>((b->qs[j] & 0xF0) | 8);
+      else
+        b->qs[j - 16] = static_cast<uint8_t>((b->qs[j - 16] & 0x0F) | 0x80);
+      return;
+    }
+    case GgmlType::Q8_0:
+      reinterpret_cast<kernels::BlockQ8_0*>(blk)->qs[j] = 0;
+      return;
+    case GgmlType::Q4_K: {
+      // Code 8 is zero (write_block's m = 8 sc). Element j: 64-element chunk c, lane l; the first
+      // 32 lanes are low nibbles, the next 32 high nibbles of the same 32 bytes.
+      auto* b = reinterpret_cast<kernels::BlockQ4_K*>(blk);
+      const int c = j / 64, l = j % 64;
+      uint8_t& q = b->qs[32 * c + l % 32];
+      q = static_cast<uint8_t>(l < 32 ? (q & 0xF0) | 8 : (q & 0x0F) | 0x80);
+      return;
+    }
+    case GgmlType::Q6_K: {
+      // Element j lives in half h, quadrant q, lane l; code 32 = low nibble 0, high bits 2.
+      auto* b = reinterpret_cast<kernels::BlockQ6_K*>(blk);
+      const int h = j / 128, q = (j % 128) / 32, l = j % 32;
+      uint8_t& ql = b->ql[h * 64 + l + (q & 1) * 32];
+      ql = static_cast<uint8_t>(q < 2 ? (ql & 0xF0) : (ql & 0x0F));
+      uint8_t& qh = b->qh[h * 32 + l];
+      qh = static_cast<uint8_t>((qh & ~(3 << (2 * q))) | (2 << (2 * q)));
+      return;
+    }
+    case GgmlType::F32:
+      std::memset(blk + 4 * j, 0, 4);
+      return;
+    case GgmlType::F16:
+      std::memset(blk + 2 * j, 0, 2);
+      return;
+    default:
+      fail(ErrorKind::kUnsupported, "synth cannot zero an element of {}", ggml_type_name(t));
+  }
+}
+
+// ---- tokenizer ----
+
+// GPT-2's bytes_to_unicode order: printable Latin-1 first, then the rest mapped to U+0100...
+std::array<uint8_t, 256> gpt2_byte_order() {
+  std::array<uint8_t, 256> order{};
+  std::array<bool, 256> printable{};
+  int n = 0;
+  for (int b = 0; b < 256; ++b)
+    if ((b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF)) {
+      printable[b] = true;
+      order[n++] = static_cast<uint8_t>(b);
+    }
+  for (int b = 0; b < 256; ++b)
+    if (!printable[b]) order[n++] = static_cast<uint8_t>(b);
+  return order;
+}
+
+std::string utf8(uint32_t cp) {
+  std::string s;
+  if (cp < 0x80)
+    s += static_cast<char>(cp);
+  else {
+    s += static_cast<char>(0xC0 | (cp >> 6));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+  return s;
+}
+
+bool is_letter(uint8_t c) {
+  return std::isalpha(c) || c >= 0x80;
+}
+bool is_digit(uint8_t c) {
+  return c >= '0' && c <= '9';
+}
+bool is_space(uint8_t c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+bool is_newline(uint8_t c) {
+  return c == '\n' || c == '\r';
+}
+
+// Splits text into pieces the way Qwen2's pre-tokenizer regex does, for ASCII (bytes >= 0x80 count
+// as letters). Approximate is fine: the merges only need to be plausible.
+void pretokenize(std::string_view s, std::map<std::string, int64_t>& words) {
+  size_t i = 0;
+  const size_t n = s.size();
+  auto u = [&](size_t k) { return static_cast<uint8_t>(s[k]); };
+  while (i < n) {
+    size_t j = i + 1;
+    const uint8_t c = u(i);
+    if (c == '\'' && i + 1 < n) {
+      const char a = static_cast<char>(std::tolower(u(i + 1)));
+      const char b = i + 2 < n ? static_cast<char>(std::tolower(u(i + 2))) : 0;
+      if (a == 's' || a == 't' || a == 'm' || a == 'd')
+        j = i + 2;
+      else if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l'))
+        j = i + 3;
+    }
+    const bool contraction = j > i + 1;
+    if (contraction) {
+      // 's 't 're 've 'm 'll 'd
+    } else if (is_letter(c) ||
+               (!is_newline(c) && !is_digit(c) && i + 1 < n && is_letter(u(i + 1)))) {
+      while (j < n && is_letter(u(j))) ++j;
+    } else if (is_digit(c)) {
+      // every digit is its own piece
+    } else if (!is_space(c) || (c == ' ' && i + 1 < n && !is_space(u(i + 1)) &&
+                                !is_letter(u(i + 1)) && !is_digit(u(i + 1)))) {
+      while (j < n && !is_space(u(j)) && !is_letter(u(j)) && !is_digit(u(j))) ++j;
+      while (j < n && is_newline(u(j))) ++j;
+    } else {
+      size_t e = i;
+      while (e < n && is_space(u(e))) ++e;
+      size_t last_nl = n;
+      for (size_t k = i; k < e; ++k)
+        if (is_newline(u(k))) last_nl = k;
+      if (last_nl != n)
+        j = last_nl + 1;
+      else if (e < n && e - i > 1)
+        j = e - 1;  // leave one space for the next word
+      else
+        j = e;
+    }
+    ++words[std::string(s.substr(i, j - i))];
+    i = j;
+  }
+}
+
+constexpr std::string_view kBuiltinCorpus =
+    "A mixture of experts model routes every token to a few of its many feed forward networks. "
+    "The router scores each expert, keeps the best ones and mixes their outputs with the "
+    "normalized scores. Because only the selected experts are read for a token, the model can be "
+    "much larger than the memory that is fast enough to hold it: the popular experts live in the "
+    "graphics card, the others in main memory or on a solid state disk. This paragraph is the "
+    "fallback text used to learn the merges of a small byte level tokenizer when the license "
+    "texts of the system are not available. It is not a license and grants nothing.\n"
+    "Copyright (C) 2026 the strata authors. Version 1.0, section 2(b), 3.1 and 4.\n";
+
+std::string read_corpus(const std::string& dir) {
+  namespace fs = std::filesystem;
+  constexpr uint64_t kMaxBytes = 4u << 20;
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (!it->is_symlink(ec) && it->is_regular_file(ec)) files.push_back(it->path());
+  std::sort(files.begin(), files.end());
+  std::string text;
+  for (const auto& f : files) {
+    std::ifstream in(f, std::ios::binary);
+    std::string s((std::istreambuf_iterator<char>(in)), {});
+    text += s;
+    if (text.size() >= kMaxBytes) break;
+  }
+  if (text.size() > kMaxBytes) text.resize(kMaxBytes);
+  if (text.empty()) text = kBuiltinCorpus;
+  return text;
+}
+
+uint64_t fnv1a(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (char c : s) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
+  return h;
+}
+
+}  // namespace
+
+const std::string_view kChatMlTemplate =
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] "
+    "+ '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ "
+    "'<|im_start|>assistant\\n' "
+    "}}{% endif %}";
+
+std::span<const SynthPreset> synth_presets() {
+  return kPresets;
+}
+
+const SynthPreset* find_synth_preset(std::string_view name) {
+  for (const auto& p : kPresets)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+std::optional<SynthDist> synth_dist_from_name(std::string_view name) {
+  if (name == "uniform") return SynthDist::kUniform;
+  if (name == "gaussian") return SynthDist::kGaussian;
+  return std::nullopt;
+}
+
+std::string_view synth_dist_name(SynthDist d) {
+  switch (d) {
+    case SynthDist::kUniform:
+      return "uniform";
+    case SynthDist::kGaussian:
+      return "gaussian";
+  }
+  return "?";
+}
+
+std::string gpt2_byte_symbol(uint8_t b) {
+  // Printable bytes stand for themselves; the n-th other byte (in byte order) becomes U+0100 + n.
+  const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+  if (printable) return utf8(b);
+  uint32_t n = 0;
+  for (uint32_t c = 0; c < b; ++c)
+    n += !((c >= '!' && c <= '~') || (c >= 0xA1 && c <= 0xAC) || c >= 0xAE);
+  return utf8(256 + n);
+}
+
+BpeVocab build_bpe_vocab(uint32_t n_vocab, const std::string& corpus_dir) {
+  constexpr uint32_t kControl = 3;
+  STRATA_ASSERT(n_vocab >= 256 + kControl, "vocab {} too small", n_vocab);
+  const uint32_t n_normal = n_vocab - kControl;
+
+  BpeVocab v;
+  const std::string text = read_corpus(corpus_dir);
+  v.corpus_bytes = text.size();
+  v.corpus_hash = fnv1a(text);
+
+  // Token contents as raw bytes; symbols are made at the end.
+  const auto order = gpt2_byte_order();
+  std::vector<std::string> tok;
+  std::unordered_map<std::string, int32_t> tok_id;
+  std::array<int32_t, 256> byte_id{};
+  for (int k = 0; k < 256; ++k) {
+    tok.emplace_back(1, static_cast<char>(order[k]));
+    tok_id[tok.back()] = k;
+    byte_id[order[k]] = k;
+  }
+  std::vector<std::pair<int32_t, int32_t>> merges;
+
+  std::map<std::string, int64_t> word_counts;
+  pretokenize(text, word_counts);
+  struct Word {
+    std::vector<int32_t> s;
+    int64_t f;
+  };
+  std::vector<Word> words;
+  for (const auto& [w, f] : word_counts) {
+    Word x{{}, f};
+    for (char c : w) x.s.push_back(byte_id[static_cast<uint8_t>(c)]);
+    if (x.s.size() > 1) words.push_back(std::move(x));
+  }
+
+  // Incremental BPE: pair counts, the words each pair occurs in (may hold stale entries) and a
+  // max-heap of (count, pair) with lazy deletion. Ties go to the smaller pair key.
+  auto key = [](int32_t a, int32_t b) { return (uint64_t(uint32_t(a)) << 32) | uint32_t(b); };
+  std::unordered_map<uint64_t, int64_t> count;
+  std::unordered_map<uint64_t, std::vector<uint32_t>> where;
+  for (uint32_t wi = 0; wi < words.size(); ++wi)
+    for (size_t k = 0; k + 1 < words[wi].s.size(); ++k) {
+      const uint64_t p = key(words[wi].s[k], words[wi].s[k + 1]);
+      count[p] += words[wi].f;
+      where[p].push_back(wi);
+    }
+  std::priority_queue<std::pair<int64_t, uint64_t>> heap;
+  for (const auto& [p, c] : count) heap.push({c, ~p});
+  std::vector<uint32_t> stamp(words.size(), UINT32_MAX);
+
+  while (tok.size() < n_normal && !heap.empty()) {
+    const auto [c, np] = heap.top();
+    heap.pop();
+    const uint64_t p = ~np;
+    const auto it = count.find(p);
+    if (it == count.end() || it->second != c) continue;  // stale entry
+    if (c < 2) break;  // the corpus has nothing left worth merging
+    const int32_t a = static_cast<int32_t>(p >> 32), b = static_cast<int32_t>(p & 0xFFFFFFFF);
+    std::string merged = tok[a] + tok[b];
+    int32_t t;
+    if (auto e = tok_id.find(merged); e != tok_id.end()) {
+      t = e->second;  // another merge order already made this string
+    } else {
+      t = static_cast<int32_t>(tok.size());
+      tok_id[merged] = t;
+      tok.push_back(std::move(merged));
+    }
+    merges.push_back({a, b});
+    std::vector<uint32_t> affected = std::move(where[p]);
+    where.erase(p);
+    count.erase(p);
+    const uint32_t m = static_cast<uint32_t>(merges.size());
+    std::vector<uint64_t> touched;
+    for (uint32_t wi : affected) {
+      if (stamp[wi] == m) continue;
+      stamp[wi] = m;
+      Word& w = words[wi];
+      bool has = false;
+      for (size_t k = 0; k + 1 < w.s.size() && !has; ++k) has = w.s[k] == a && w.s[k + 1] == b;
+      if (!has) continue;
+      for (size_t k = 0; k + 1 < w.s.size(); ++k) {
+        const uint64_t q = key(w.s[k], w.s[k + 1]);
+        if (q == p) continue;
+        count[q] -= w.f;
+        touched.push_back(q);
+      }
+      std::vector<int32_t> s;
+      for (size_t k = 0; k < w.s.size(); ++k) {
+        if (k + 1 < w.s.size() && w.s[k] == a && w.s[k + 1] == b) {
+          s.push_back(t);
+          ++k;
+        } else {
+          s.push_back(w.s[k]);
+        }
+      }
+      w.s = std::move(s);
+      for (size_t k = 0; k + 1 < w.s.size(); ++k) {
+        const uint64_t q = key(w.s[k], w.s[k + 1]);
+        count[q] += w.f;
+        touched.push_back(q);
+        if (w.s[k] == t || w.s[k + 1] == t) where[q].push_back(wi);
+      }
+    }
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+    for (uint64_t q : touched) {
+      const int64_t cq = count[q];
+      if (cq > 0)
+        heap.push({cq, ~q});
+      else
+        count.erase(q);
+    }
+  }
+  v.n_learned_merges = static_cast<uint32_t>(merges.size());
+
+  // Filler: merges of random word-like pairs (left: optional space + letters, right: letters, at
+  // most 16 bytes), so every id is a real, reachable token. The stream does not depend on the seed.
+  auto letters = [](std::string_view s) {
+    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+      return std::isalpha(static_cast<unsigned char>(c));
+    });
+  };
+  std::vector<int32_t> left, right;  // candidate ids
+  auto classify = [&](int32_t id) {
+    const std::string& s = tok[static_cast<size_t>(id)];
+    if (letters(s)) right.push_back(id);
+    if (letters(s) || (s.size() > 1 && s[0] == ' ' && letters(std::string_view(s).substr(1))))
+      left.push_back(id);
+  };
+  for (int32_t id = 0; id < static_cast<int32_t>(tok.size()); ++id) classify(id);
+  SeqRng rng(stream_key(0, kFiller, n_vocab));
+  for (uint64_t attempts = 0; tok.size() < n_normal; ++attempts) {
+    STRATA_ASSERT(attempts < 100ull * n_vocab, "filler merges stuck at {}", tok.size());
+    const int32_t a = left[rng.next() % left.size()];
+    const int32_t b = right[rng.next() % right.size()];
+    if (tok[a].size() + tok[b].size() > 16) continue;
+    std::string merged = tok[a] + tok[b];
+    if (tok_id.count(merged)) continue;
+    const auto id = static_cast<int32_t>(tok.size());
+    tok_id[merged] = id;
+    tok.push_back(std::move(merged));
+    merges.push_back({a, b});
+    classify(id);
+  }
+
+  std::array<std::string, 256> sym;
+  for (int b = 0; b < 256; ++b) sym[b] = gpt2_byte_symbol(static_cast<uint8_t>(b));
+  auto symbols = [&](const std::string& raw) {
+    std::string s;
+    for (char c : raw) s += sym[static_cast<uint8_t>(c)];
+    return s;
+  };
+  for (const auto& t : tok) v.tokens.push_back(symbols(t));
+  v.token_type.assign(v.tokens.size(), 1);
+  for (const auto& [a, b] : merges) v.merges.push_back(v.tokens[a] + " " + v.tokens[b]);
+  v.bos = v.pad = static_cast<uint32_t>(v.tokens.size());
+  for (const char* c : {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}) {
+    v.tokens.emplace_back(c);
+    v.token_type.push_back(3);
+  }
+  v.eos = n_vocab - 1;
+  return v;
+}
+
+// ---- routing ----
+
+double gini(std::span<const uint64_t> counts) {
+  std::vector<uint64_t> c(counts.begin(), counts.end());
+  std::sort(c.begin(), c.end());
+  double sum = 0, weighted = 0;
+  for (size_t i = 0; i < c.size(); ++i) {
+    sum += static_cast<double>(c[i]);
+    weighted += static_cast<double>(i + 1) * static_cast<double>(c[i]);
+  }
+  if (sum == 0 || c.empty()) return 0;
+  const double n = static_cast<double>(c.size());
+  return 2 * weighted / (n * sum) - (n + 1) / n;
+}
+
+namespace {
+
+// Adds one token's top-k of logits [n_expert] to counts.
+void count_top_k(const float* logits, uint32_t n_expert, uint32_t k, uint64_t* counts) {
+  std::array<float, 64> best_v;
+  std::array<uint32_t, 64> best_i;
+  STRATA_ASSERT(k <= best_v.size(), "top-{} too large", k);
+  uint32_t n = 0;
+  for (uint32_t e = 0; e < n_expert; ++e) {
+    const float v = logits[e];
+    if (n == k && v <= best_v[k - 1]) continue;
+    uint32_t pos = n < k ? n++ : k - 1;
+    while (pos > 0 && best_v[pos - 1] < v) {
+      best_v[pos] = best_v[pos - 1];
+      best_i[pos] = best_i[pos - 1];
+      --pos;
+    }
+    best_v[pos] = v;
+    best_i[pos] = e;
+  }
+  for (uint32_t j = 0; j < n; ++j) ++counts[best_i[j]];
+}
+
+// The hidden-state statistics RouterSim describes: the RMS of h and the normalized massive value.
+struct HiddenStats {
+  double rms, x_massive;
+};
+HiddenStats hidden_stats(const RouterSim& sim) {
+  const double n = sim.n_embd;
+  const double ms =
+      (sim.resid_std * sim.resid_std * (n - 1) + double(sim.massive_value) * sim.massive_value) / n;
+  const double rms = std::sqrt(ms + sim.rms_eps);
+  return {rms, sim.massive_value / rms};
+}
+
+// Routing counts of the factored router: logit_e = norm_e * sx * z_te + alpha * b_e * xm, with z
+// [n_tokens][n_expert] standard normals shared across calls (common random numbers make the Gini
+// a smooth, almost monotone function of alpha).
+double factored_gini(const std::vector<float>& z, uint32_t n_tokens, uint32_t n_expert, uint32_t k,
+                     const std::vector<float>& norm, const std::vector<float>& bias, double sx,
+                     double xm, double alpha) {
+  std::vector<uint64_t> counts(n_expert, 0);
+  std::vector<float> logits(n_expert);
+  for (uint32_t t = 0; t < n_tokens; ++t) {
+    for (uint32_t e = 0; e < n_expert; ++e)
+      logits[e] =
+          static_cast<float>(norm[e] * sx * z[size_t(t) * n_expert + e] + alpha * bias[e] * xm);
+    count_top_k(logits.data(), n_expert, k, counts.data());
+  }
+  return gini(counts);
+}
+
+std::vector<float> normals(uint64_t key, size_t n) {
+  std::vector<float> z(n);
+  for (size_t i = 0; i < n; ++i)
+    z[i] = static_cast<float>(normal_from(rng_at(key, 2 * i), rng_at(key, 2 * i + 1)));
+  return z;
+}
+
+// Variance the residual stream gains over all layers, beyond the embedding's (see SynthModel).
+constexpr double kResidGrowth = 0.2;
+
+// Norm weights (attn_norm, ffn_norm, output_norm, q/k norms): U[0.9, 1.1], exactly 1 at the
+// massive dimension. E[g^2] over the others:
+constexpr double kNormMeanSquare = 1.0 + 0.01 / 3.0;
+
+}  // namespace
+
+std::vector<uint64_t> simulate_router(const RouterSim& sim, std::span<const float> router,
+                                      std::span<const float> ffn_norm, uint32_t n_tokens,
+                                      uint64_t seed) {
+  STRATA_ASSERT(router.size() == size_t(sim.n_embd) * sim.n_expert, "router size {}",
+                router.size());
+  STRATA_ASSERT(ffn_norm.size() == sim.n_embd, "ffn_norm size {}", ffn_norm.size());
+  const uint64_t key = stream_key(seed, kValid, 0x51A);
+  std::vector<uint64_t> counts(sim.n_expert, 0);
+  std::vector<float> x(sim.n_embd), logits(sim.n_expert);
+  for (uint32_t t = 0; t < n_tokens; ++t) {
+    double ss = 0;
+    for (uint32_t j = 0; j < sim.n_embd; ++j) {
+      const uint64_t c = 2 * (uint64_t(t) * sim.n_embd + j);
+      x[j] =
+          j == sim.massive_dim
+              ? sim.massive_value
+              : static_cast<float>(sim.resid_std * normal_from(rng_at(key, c), rng_at(key, c + 1)));
+      ss += double(x[j]) * x[j];
+    }
+    const double inv = 1.0 / std::sqrt(ss / sim.n_embd + sim.rms_eps);
+    for (uint32_t j = 0; j < sim.n_embd; ++j) x[j] = static_cast<float>(x[j] * inv * ffn_norm[j]);
+    for (uint32_t e = 0; e < sim.n_expert; ++e) {
+      double acc = 0;
+      const float* row = router.data() + size_t(e) * sim.n_embd;
+      for (uint32_t j = 0; j < sim.n_embd; ++j) acc += double(row[j]) * x[j];
+      logits[e] = static_cast<float>(acc);
+    }
+    count_top_k(logits.data(), sim.n_expert, sim.n_expert_used, counts.data());
+  }
+  return counts;
+}
+
+// ---- the model ----
+
+namespace {
+
+uint32_t file_type_of(GgmlType expert_type) {
+  switch (expert_type) {
+    case GgmlType::Q4_0:
+      return 2;  // LLAMA_FTYPE_MOSTLY_Q4_0
+    case GgmlType::Q8_0:
+      return 7;  // LLAMA_FTYPE_MOSTLY_Q8_0
+    case GgmlType::Q4_K:
+      return 15;  // LLAMA_FTYPE_MOSTLY_Q4_K_M
+    default:
+      fail(ErrorKind::kUnsupported, "synth: expert type {} (use Q4_0, Q8_0 or Q4_K)",
+           ggml_type_name(expert_type));
+  }
+}
+
+// A weight type for a matrix whose rows have ne0 elements: K-quants need ne0 % 256 == 0; where
+// they do not fit, fall back to Q4_0 (llama-quantize falls back similarly).
+GgmlType fit_type(GgmlType t, uint64_t ne0) {
+  return ne0 % ggml_type_info(t).block_size == 0 ? t : GgmlType::Q4_0;
+}
+
+}  // namespace
+
+SynthModel::SynthModel(const SynthOptions& options)
+    : opt_(options), expert_type_(options.expert_type.value_or(options.preset.expert_type)) {
+  const SynthPreset& p = opt_.preset;
+  const uint64_t seed = opt_.seed;
+  STRATA_ASSERT(p.n_embd > kMassiveDim && p.n_embd % 256 == 0, "n_embd {}", p.n_embd);
+  STRATA_ASSERT(p.n_expert_used <= p.n_expert && p.n_expert_used <= 64, "top-{} of {}",
+                p.n_expert_used, p.n_expert);
+  const uint32_t file_type = file_type_of(expert_type_);
+  for (GgmlType t : {p.attn_type, p.output_type, p.embd_type}) (void)words_per_block(t, opt_.dist);
+  if (p.embd_type != GgmlType::Q8_0 && p.embd_type != GgmlType::F32 && p.embd_type != GgmlType::F16)
+    fail(ErrorKind::kUnsupported, "synth: embedding type {} (use Q8_0, F16 or F32)",
+         ggml_type_name(p.embd_type));
+  if (p.output_type == GgmlType::Q4_K)
+    fail(ErrorKind::kUnsupported, "synth: output type Q4_K is not supported");
+
+  vocab_ = build_bpe_vocab(p.n_vocab, opt_.corpus_dir);
+
+  // Router design and calibration, per layer.
+  constexpr uint32_t kCalibTokens = 2048, kValidTokens = 4096;
+  const double embd_std = code_tables().q8_gauss_rms / 2.0 / 16.0;
+  routing_.resize(p.n_layer);
+  router_bias_.resize(p.n_layer);
+  router_norm_.resize(p.n_layer);
+  for (uint32_t l = 0; l < p.n_layer; ++l) {
+    SeqRng rng(stream_key(seed, kRouterDesign, l));
+    SynthLayerRouting& r = routing_[l];
+    r.gini_target = static_cast<float>(0.5 + 0.2 * rng.uniform());
+    auto& bias = router_bias_[l];
+    auto& norm = router_norm_[l];
+    for (uint32_t e = 0; e < p.n_expert; ++e) {
+      bias.push_back(static_cast<float>(rng.normal()));
+      norm.push_back(static_cast<float>(std::exp(0.3 * rng.normal())));
+    }
+    // The residual writers are scaled by 1/sqrt(2 n_layer), so the stream's variance grows from
+    // the embedding's by well under 1 over the whole model: a float forward pass of these weights
+    // measures ~0.15-0.2 (attention averages its values, and the top-k weights sum to 1).
+    r.resid_std =
+        static_cast<float>(std::sqrt(embd_std * embd_std + kResidGrowth * (l + 0.5) / p.n_layer));
+    RouterSim sim{p.n_embd,      p.n_expert,  p.n_expert_used, kMassiveDim,
+                  kMassiveValue, r.resid_std, p.rms_eps};
+    const HiddenStats hs = hidden_stats(sim);
+    const double sx = r.resid_std / hs.rms * std::sqrt(kNormMeanSquare);
+    const auto z = normals(stream_key(seed, kCalib, l), size_t(kCalibTokens) * p.n_expert);
+    auto g = [&](double alpha) {
+      return factored_gini(z, kCalibTokens, p.n_expert, p.n_expert_used, norm, bias, sx,
+                           hs.x_massive, alpha);
+    };
+    double lo = 0, hi = 0.5;
+    if (g(0) >= r.gini_target) {
+      hi = 0;  // the row norms alone already skew this layer enough
+    } else {
+      while (g(hi) < r.gini_target && hi < 1e4) hi *= 2;
+      for (int it = 0; it < 25; ++it) {
+        const double mid = 0.5 * (lo + hi);
+        (g(mid) < r.gini_target ? lo : hi) = mid;
+      }
+    }
+    r.alpha = static_cast<float>(0.5 * (lo + hi));
+    const auto zv = normals(stream_key(seed, kValid, l), size_t(kValidTokens) * p.n_expert);
+    r.gini_mc = static_cast<float>(factored_gini(zv, kValidTokens, p.n_expert, p.n_expert_used,
+                                                 norm, bias, sx, hs.x_massive, r.alpha));
+  }
+
+  // Metadata: what llama.cpp's qwen3moe loader reads, the tokenizer, then our own record.
+  auto key = [](Key k) { return key_name(k, kArch); };
+  io::GgufWriter& w = writer_;
+  w.set("general.architecture", std::string(kArch));
+  w.set("general.name", fmt::format("strata-synth-{}", p.name));
+  w.set("general.description",
+        fmt::format("synthetic random-weight MoE (not a trained model): strata synth --preset {} "
+                    "--seed {} --dist {}",
+                    p.name, seed, synth_dist_name(opt_.dist)));
+  w.set("general.file_type", file_type);
+  w.set("general.quantization_version", uint32_t{2});
+  w.set("general.alignment", uint32_t{32});
+  w.set(key(Key::kBlockCount), p.n_layer);
+  w.set(key(Key::kContextLength), p.n_ctx);
+  w.set(key(Key::kEmbeddingLength), p.n_embd);
+  w.set(key(Key::kFeedForwardLength), p.n_ff);
+  w.set(key(Key::kHeadCount), p.n_head);
+  w.set(key(Key::kHeadCountKv), p.n_head_kv);
+  w.set(key(Key::kKeyLength), p.head_dim);
+  w.set(key(Key::kValueLength), p.head_dim);
+  w.set(key(Key::kRopeFreqBase), p.rope_freq_base);
+  w.set(key(Key::kRmsEps), p.rms_eps);
+  w.set(key(Key::kExpertCount), p.n_expert);
+  w.set(key(Key::kExpertUsedCount), p.n_expert_used);
+  w.set(key(Key::kExpertFeedForwardLength), p.n_ff_exp);
+  w.set("tokenizer.ggml.model", "gpt2");
+  w.set("tokenizer.ggml.pre", "qwen2");
+  w.set(key(Key::kTokenizerTokens), io::gguf_string_array(vocab_.tokens));
+  w.set("tokenizer.ggml.token_type", io::gguf_i32_array(vocab_.token_type));
+  w.set("tokenizer.ggml.merges", io::gguf_string_array(vocab_.merges));
+  w.set("tokenizer.ggml.bos_token_id", vocab_.bos);
+  w.set("tokenizer.ggml.eos_token_id", vocab_.eos);
+  w.set("tokenizer.ggml.padding_token_id", vocab_.pad);
+  w.set("tokenizer.ggml.add_bos_token", false);
+  w.set("tokenizer.chat_template", std::string(kChatMlTemplate));
+  std::vector<float> targets, alphas, mc;
+  for (const auto& r : routing_) {
+    targets.push_back(r.gini_target);
+    alphas.push_back(r.alpha);
+    mc.push_back(r.gini_mc);
+  }
+  w.set("strata.synth.version", uint32_t{1});
+  w.set("strata.synth.preset", std::string(p.name));
+  w.set("strata.synth.seed", seed);
+  w.set("strata.synth.dist", std::string(synth_dist_name(opt_.dist)));
+  w.set("strata.synth.massive_dim", kMassiveDim);
+  w.set("strata.synth.massive_value", kMassiveValue);
+  w.set("strata.synth.gini_target", io::gguf_f32_array(targets));
+  w.set("strata.synth.router_alpha", io::gguf_f32_array(alphas));
+  w.set("strata.synth.gini_mc", io::gguf_f32_array(mc));
+  w.set("strata.synth.tokenizer_learned_merges", vocab_.n_learned_merges);
+  w.set("strata.synth.corpus_bytes", vocab_.corpus_bytes);
+  w.set("strata.synth.corpus_fnv1a", fmt::format("{:016x}", vocab_.corpus_hash));
+
+  // Tensors, in llama.cpp's usual order.
+  const uint64_t n_q = uint64_t(p.n_head) * p.head_dim, n_kv = uint64_t(p.n_head_kv) * p.head_dim;
+  const double resid_scale = 1.0 / std::sqrt(2.0 * p.n_layer);
+  auto add = [&](TensorId id, int layer, GgmlType t, std::vector<uint64_t> ne, Role role,
+                 double sigma) {
+    w.add_tensor(tensor_name(id, layer), t, std::move(ne));
+    recipes_.push_back({role, layer, static_cast<float>(sigma)});
+  };
+  auto in_sigma = [](uint64_t fan_in) { return 1.0 / std::sqrt(double(fan_in)); };
+  add(TensorId::kTokenEmbd, -1, p.embd_type, {p.n_embd, p.n_vocab}, Role::kEmbd, 1.0);
+  for (int l = 0; l < int(p.n_layer); ++l) {
+    const GgmlType at = p.attn_type;
+    add(TensorId::kAttnNorm, l, GgmlType::F32, {p.n_embd}, Role::kNorm, 0);
+    add(TensorId::kAttnQ, l, fit_type(at, p.n_embd), {p.n_embd, n_q}, Role::kIn,
+        in_sigma(p.n_embd));
+    add(TensorId::kAttnK, l, fit_type(at, p.n_embd), {p.n_embd, n_kv}, Role::kIn,
+        in_sigma(p.n_embd));
+    add(TensorId::kAttnV, l, fit_type(at, p.n_embd), {p.n_embd, n_kv}, Role::kIn,
+        in_sigma(p.n_embd));
+    add(TensorId::kAttnQNorm, l, GgmlType::F32, {p.head_dim}, Role::kNorm, 0);
+    add(TensorId::kAttnKNorm, l, GgmlType::F32, {p.head_dim}, Role::kNorm, 0);
+    add(TensorId::kAttnOut, l, fit_type(at, n_q), {n_q, p.n_embd}, Role::kResidualOut,
+        in_sigma(n_q) * resid_scale);
+    add(TensorId::kFfnNorm, l, GgmlType::F32, {p.n_embd}, Role::kNorm, 0);
+    add(TensorId::kFfnGateInp, l, GgmlType::F32, {p.n_embd, p.n_expert}, Role::kRouter, 0);
+    const GgmlType et = expert_type_;
+    add(TensorId::kFfnGateExps, l, fit_type(et, p.n_embd), {p.n_embd, p.n_ff_exp, p.n_expert},
+        Role::kIn, in_sigma(p.n_embd));
+    add(TensorId::kFfnUpExps, l, fit_type(et, p.n_embd), {p.n_embd, p.n_ff_exp, p.n_expert},
+        Role::kIn, in_sigma(p.n_embd));
+    add(TensorId::kFfnDownExps, l, fit_type(et, p.n_ff_exp), {p.n_ff_exp, p.n_embd, p.n_expert},
+        Role::kResidualOut, in_sigma(p.n_ff_exp) * resid_scale);
+  }
+  add(TensorId::kOutputNorm, -1, GgmlType::F32, {p.n_embd}, Role::kNorm, 0);
+  add(TensorId::kOutput, -1, p.output_type, {p.n_embd, p.n_vocab}, Role::kOutput,
+      in_sigma(p.n_embd));
+  file_bytes_ = w.total_bytes();
+}
+
+void SynthModel::fill_rows(size_t index, std::span<std::byte> out, uint64_t row_begin,
+                           uint64_t row_end) const {
+  const io::GgufTensorInfo& t = writer_.tensors()[index];
+  const Recipe& r = recipes_[index];
+  const uint64_t key = stream_key(opt_.seed, kTensor, index);
+  const uint64_t ne0 = t.ne[0], ne1 = t.ne[1];
+  const uint64_t row_bytes = t.row_bytes();
+  const auto info = ggml_type_info(t.type);
+  const uint64_t blocks_per_row = ne0 / info.block_size;
+
+  switch (r.role) {
+    case Role::kNorm: {
+      auto* v = reinterpret_cast<float*>(out.data());
+      for (uint64_t j = 0; j < ne0; ++j)
+        v[j] = j == kMassiveDim ? 1.0f : static_cast<float>(0.9 + 0.2 * to_unit(rng_at(key, j)));
+      return;
+    }
+    case Role::kRouter: {
+      // Row e: a Gaussian direction with norm router_norm[e] over the ordinary dimensions, and the
+      // bias alpha * b_e in the massive dimension's column.
+      const auto& rt = routing_[r.layer];
+      std::vector<double> z(ne0);
+      for (uint64_t e = row_begin; e < row_end; ++e) {
+        double ss = 0;
+        for (uint64_t j = 0; j < ne0; ++j) {
+          const uint64_t c = 2 * (e * ne0 + j);
+          z[j] = j == kMassiveDim ? 0.0 : normal_from(rng_at(key, c), rng_at(key, c + 1));
+          ss += z[j] * z[j];
+        }
+        const double scale = router_norm_[r.layer][e] / std::sqrt(ss);
+        auto* row = reinterpret_cast<float*>(out.data() + e * row_bytes);
+        for (uint64_t j = 0; j < ne0; ++j) row[j] = static_cast<float>(z[j] * scale);
+        row[kMassiveDim] = rt.alpha * router_bias_[r.layer][e];
+      }
+      return;
+    }
+    case Role::kEmbd: {
+      // Values ~N(0, 1) with kMassiveValue exactly at the massive dimension. Q8_0: d = 1/16
+      // (exact in fp16), codes = the Gaussian table halved, massive code 96.
+      for (uint64_t row = row_begin; row < row_end; ++row) {
+        std::byte* dst = out.data() + row * row_bytes;
+        if (t.type == GgmlType::Q8_0) {
+          const auto& lut = code_tables().q8_gauss;
+          for (uint64_t b = 0; b < blocks_per_row; ++b) {
+            auto* blk = reinterpret_cast<kernels::BlockQ8_0*>(dst) + b;
+            blk->d = kernels::f32_to_fp16(1.0f / 16);
+            const uint64_t n = (row * blocks_per_row + b) * 8;
+            for (int i = 0; i < kernels::kQK; i += 4) {
+              const uint64_t w = rng_at(key, n + i / 4);
+              for (int j = 0; j < 4; ++j)
+                blk->qs[i + j] = static_cast<int8_t>(lut[(w >> (16 * j)) & 0xFFFF] / 2);
+            }
+          }
+          reinterpret_cast<kernels::BlockQ8_0*>(dst)[kMassiveDim / kernels::kQK]
+              .qs[kMassiveDim % kernels::kQK] = static_cast<int8_t>(kMassiveValue * 16);
+        } else {
+          for (uint64_t j = 0; j < ne0; ++j)
+            write_block(t.type, opt_.dist, r.sigma, key, 2 * (row * ne0 + j),
+                        dst + j * info.type_size);
+          const float m = kMassiveValue;
+          if (t.type == GgmlType::F32)
+            std::memcpy(dst + 4 * kMassiveDim, &m, 4);
+          else {
+            const uint16_t h = kernels::f32_to_fp16(m);
+            std::memcpy(dst + 2 * kMassiveDim, &h, 2);
+          }
+        }
+      }
+      return;
+    }
+    case Role::kIn:
+    case Role::kResidualOut:
+    case Role::kOutput: {
+      const uint64_t stride = words_per_block(t.type, opt_.dist);
+      for (uint64_t row = row_begin; row < row_end; ++row) {
+        std::byte* dst = out.data() + row * row_bytes;
+        // Residual writers: the output row of the massive dimension is all zero (d = 0 blocks).
+        if (r.role == Role::kResidualOut && row % ne1 == kMassiveDim) {
+          std::memset(dst, 0, row_bytes);
+          continue;
+        }
+        for (uint64_t b = 0; b < blocks_per_row; ++b)
+          write_block(t.type, opt_.dist, r.sigma, key, (row * blocks_per_row + b) * stride,
+                      dst + b * info.type_size);
+        // Only the router reads the massive dimension: the column is zero in every other matrix
+        // that reads the normalized stream (q/k/v, expert gate/up, output head). Otherwise its
+        // constant value would add the same vector to every token's attention and expert outputs,
+        // which piles up over the layers and skews the deeper routers far past their targets.
+        if (r.role == Role::kIn || r.role == Role::kOutput)
+          zero_element(t.type, dst + (kMassiveDim / info.block_size) * info.type_size,
+                       kMassiveDim % info.block_size);
+      }
+      return;
+    }
+  }
+}
+
+void SynthModel::fill(size_t index, std::span<std::byte> out) const {
+  const io::GgufTensorInfo& t = writer_.tensors()[index];
+  STRATA_ASSERT(out.size() == t.n_bytes, "tensor {}: {} bytes, buffer {}", t.name, t.n_bytes,
+                out.size());
+  const uint64_t n_rows = t.n_elements() / t.ne[0];
+  int n_threads =
+      opt_.n_threads > 0 ? opt_.n_threads : static_cast<int>(std::thread::hardware_concurrency());
+  n_threads = std::clamp(n_threads, 1, 16);
+  constexpr uint64_t kMinBytesPerThread = 4u << 20;
+  n_threads = static_cast<int>(
+      std::min<uint64_t>(n_threads, std::max<uint64_t>(1, t.n_bytes / kMinBytesPerThread)));
+  if (recipes_[index].role == Role::kNorm || n_threads == 1) {
+    fill_rows(index, out, 0, n_rows);
+    return;
+  }
+  std::vector<std::thread> workers;
+  for (int i = 1; i < n_threads; ++i)
+    workers.emplace_back(
+        [&, i] { fill_rows(index, out, n_rows * i / n_threads, n_rows * (i + 1) / n_threads); });
+  fill_rows(index, out, 0, n_rows / n_threads);
+  for (auto& th : workers) th.join();
+}
+
+void SynthModel::write(const std::string& path, const io::GgufWriter::ProgressFn& progress) const {
+  writer_.write(
+      path, [this](size_t i, std::span<std::byte> out) { fill(i, out); }, progress);
+}
+
+std::vector<std::byte> SynthModel::to_bytes() const {
+  return writer_.to_bytes([this](size_t i, std::span<std::byte> out) { fill(i, out); });
+}
+
+}  // namespace strata::engine

@@ -1,0 +1,163 @@
+// Synthetic MoE models: a qwen3moe GGUF with random quantized weights, a working byte-level BPE
+// tokenizer and routing skewed like a real model, written deterministically from a seed (the
+// generator behind `strata synth`). Tested by tests/test_synth.cpp.
+//
+// Routing skew (the fixtures' recipe, ../shared/fixtures/README.md "Routing skew"): every token
+// embedding holds the constant kMassiveValue in dimension kMassiveDim; the matrices writing to the
+// residual stream (attn_output, ffn_down_exps) have zeros for that dimension, so it stays
+// constant, and every matrix reading the normalized stream except the router (q/k/v, expert
+// gate/up, output) ignores it (zero column), so it adds no common vector to all tokens; the
+// router's column for it is a per-expert bias alpha_l * b_e, b_e ~ N(0,1). alpha_l is calibrated
+// per layer by a Monte-Carlo of the router on random normalized hidden states, to a Gini target
+// drawn from U[0.5, 0.7] with the seed. All code distributions have mean exactly zero.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "io/ggml_type.h"
+#include "io/gguf.h"
+
+namespace strata::engine {
+
+constexpr uint32_t kMassiveDim = 3;
+constexpr float kMassiveValue = 6.0f;
+
+struct SynthPreset {
+  std::string_view name;
+  std::string_view doc;
+  uint32_t n_layer;
+  uint32_t n_embd;
+  uint32_t n_head;
+  uint32_t n_head_kv;
+  uint32_t head_dim;
+  uint32_t n_expert;
+  uint32_t n_expert_used;
+  uint32_t n_ff_exp;  // width of one routed expert
+  uint32_t n_ff;      // qwen3moe.feed_forward_length (unused by the MoE layers, as in Qwen3)
+  uint32_t n_vocab;
+  uint32_t n_ctx;
+  float rope_freq_base;
+  float rms_eps;
+  GgmlType expert_type;  // Q4_0, Q8_0 or Q4_K
+  GgmlType attn_type;    // Q4_0, Q8_0 or Q4_K
+  GgmlType embd_type;    // Q8_0, F16 or F32 (holds kMassiveValue exactly)
+  GgmlType output_type;  // Q6_K, Q8_0, Q4_0, F16 or F32
+};
+
+// tiny (a few MB, tests), demo (~1 GB), qwen3-30b-a3b (the real Qwen3-30B-A3B shapes, ~17 GB).
+std::span<const SynthPreset> synth_presets();
+const SynthPreset* find_synth_preset(std::string_view name);  // nullptr when unknown
+
+// How 4- and 8-bit codes are drawn: uniform, or a discretized Gaussian (compressible, like real
+// int4 experts).
+enum class SynthDist { kUniform, kGaussian };
+std::optional<SynthDist> synth_dist_from_name(std::string_view name);
+std::string_view synth_dist_name(SynthDist d);
+
+struct SynthOptions {
+  SynthPreset preset;
+  uint64_t seed = 1;
+  SynthDist dist = SynthDist::kUniform;
+  std::optional<GgmlType> expert_type;  // overrides preset.expert_type: Q4_0, Q8_0 or Q4_K
+  int n_threads = 0;                    // generation threads; 0 = hardware threads (at most 16)
+  std::string corpus_dir = "/usr/share/common-licenses";  // tokenizer training text
+};
+
+// Byte-level BPE vocabulary (tokenizer.ggml.model = gpt2): ids 0-255 are the GPT-2 byte symbols in
+// bytes_to_unicode order, then one token per merge in rank order (merges learned from the corpus,
+// then filler merges of random token pairs once the corpus has no pair seen twice), then the
+// control tokens <|endoftext|> (bos, pad), <|im_start|>, <|im_end|> (eos).
+struct BpeVocab {
+  std::vector<std::string> tokens;
+  std::vector<int32_t> token_type;  // 1 normal, 3 control
+  std::vector<std::string> merges;  // "left right", rank order
+  uint32_t n_learned_merges = 0;    // merges from the corpus; the rest are filler
+  uint32_t bos = 0, eos = 0, pad = 0;
+  uint64_t corpus_bytes = 0;
+  uint64_t corpus_hash = 0;  // FNV-1a of the corpus (the vocab depends on it)
+};
+// n_vocab >= 256 + 3. Falls back to a built-in paragraph when corpus_dir has no readable file.
+BpeVocab build_bpe_vocab(uint32_t n_vocab, const std::string& corpus_dir);
+// The GPT-2 byte symbol for byte b (UTF-8), e.g. ' ' -> "Ġ".
+std::string gpt2_byte_symbol(uint8_t b);
+
+// The ChatML template Qwen models ship (tokenizer.chat_template).
+extern const std::string_view kChatMlTemplate;
+
+// Router Monte-Carlo. Hidden states before the FFN norm are h_j ~ N(0, resid_std^2) for
+// j != massive_dim and h_m = massive_value; x = RMSNorm(h) * ffn_norm; logits = router * x;
+// each token picks the top-k logits.
+struct RouterSim {
+  uint32_t n_embd = 0;
+  uint32_t n_expert = 0;
+  uint32_t n_expert_used = 0;
+  uint32_t massive_dim = kMassiveDim;
+  float massive_value = kMassiveValue;
+  float resid_std = 1.0f;
+  float rms_eps = 1e-6f;
+};
+// Tokens routed to each expert, over n_tokens random hidden states, with a full router matrix
+// router [n_expert][n_embd] (row-major, as ffn_gate_inp stores it) and ffn_norm [n_embd].
+std::vector<uint64_t> simulate_router(const RouterSim& sim, std::span<const float> router,
+                                      std::span<const float> ffn_norm, uint32_t n_tokens,
+                                      uint64_t seed);
+// Gini coefficient of expert popularity (0 = uniform, 1 - k/n_expert = always the same k).
+double gini(std::span<const uint64_t> counts);
+
+struct SynthLayerRouting {
+  float gini_target = 0;  // drawn from U[0.5, 0.7]
+  float alpha = 0;        // calibrated bias scale
+  float gini_mc = 0;      // Gini of the calibrated router on fresh Monte-Carlo samples
+  float resid_std = 1;    // hidden-state std the calibration assumed at this layer
+};
+
+// The planned model: metadata, tensor table and the per-tensor generator. Construction learns the
+// tokenizer and calibrates the routers (about a second for the largest preset); the weights are
+// generated on demand by fill(), per tensor, from a counter-based RNG keyed by (seed, tensor
+// index), so tensors can be generated in any order or in parallel and the bytes depend only on
+// the options (and the corpus), never on the thread count.
+class SynthModel {
+ public:
+  explicit SynthModel(const SynthOptions& options);
+
+  const SynthOptions& options() const { return opt_; }
+  GgmlType expert_type() const { return expert_type_; }
+  const io::GgufWriter& writer() const { return writer_; }
+  uint64_t file_bytes() const { return file_bytes_; }
+  const std::vector<SynthLayerRouting>& routing() const { return routing_; }
+  const BpeVocab& vocab() const { return vocab_; }
+
+  // Writes exactly writer().tensors()[index].n_bytes bytes. Thread-safe.
+  void fill(size_t index, std::span<std::byte> out) const;
+  // Streams the file to path (via path.tmp + rename).
+  void write(const std::string& path, const io::GgufWriter::ProgressFn& progress = {}) const;
+  std::vector<std::byte> to_bytes() const;
+
+ private:
+  enum class Role { kEmbd, kNorm, kRouter, kIn, kResidualOut, kOutput };
+  struct Recipe {
+    Role role = Role::kNorm;
+    int layer = -1;
+    float sigma = 0;  // target weight std
+  };
+  void fill_rows(size_t index, std::span<std::byte> out, uint64_t row_begin,
+                 uint64_t row_end) const;
+
+  SynthOptions opt_;
+  GgmlType expert_type_;
+  BpeVocab vocab_;
+  std::vector<SynthLayerRouting> routing_;
+  std::vector<std::vector<float>> router_bias_;  // [n_layer][n_expert] b_e
+  std::vector<std::vector<float>> router_norm_;  // [n_layer][n_expert] router row norms
+  std::vector<Recipe> recipes_;                  // one per tensor
+  io::GgufWriter writer_;
+  uint64_t file_bytes_ = 0;
+};
+
+}  // namespace strata::engine
