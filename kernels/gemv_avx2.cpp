@@ -68,6 +68,7 @@ float dot_q8_0(const void* w_row, const void* x_row, int64_t n_cols) {
   __m256 acc = _mm256_setzero_ps();
   int64_t b = 0;
   for (; b + 8 <= nb; b += 8) {
+    prefetch_ahead<8 * sizeof(BlockQ8_0)>(w + b);
     __m256i sums[8];
     for (int k = 0; k < 8; ++k) sums[k] = dot_i8(codes(w[b + k]), codes(x[b + k]));
     const __m256 d = _mm256_mul_ps(rows::scales8(w + b), rows::scales8(x + b));
@@ -117,6 +118,7 @@ float dot_q4_k(const void* w_row, const void* x_row, int64_t n_cols) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   Lanes8 acc;
   for (int64_t b = 0; b < n_cols / kQK_K; ++b) {
+    prefetch_ahead<sizeof(BlockQ4_K)>(w + b);
     const __m128i scm = q4_k_scales_mins(w[b].scales);
     const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scm));  // 8 words, twice
     // mins as words [m0,m0,m1,m1,...,m7,m7] against the 16 group sums of the activations
@@ -159,6 +161,7 @@ float dot_q6_k(const void* w_row, const void* x_row, int64_t n_cols) {
   const __m256i m30 = _mm256_set1_epi8(0x30);
   Lanes8 acc;
   for (int64_t b = 0; b < n_cols / kQK_K; ++b) {
+    prefetch_ahead<sizeof(BlockQ6_K)>(w + b);
     const __m128i scl = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].scales));
     // Codes are used unsigned (0..63); the -32 offset is 32 * sum_g sc_g * bsums_g.
     const int32_t offset =
@@ -227,7 +230,10 @@ float dot_float(const void* w_row, const void* x_row, int64_t n_cols) {
   using Elem = std::conditional_t<T == GgmlType::F32, float, uint16_t>;
   __m256 acc = _mm256_setzero_ps();
   int64_t i = 0;
-  for (; i + 32 <= n_cols; i += 32) acc = _mm256_add_ps(acc, block_lanes<T>(w_row, x_row, i));
+  for (; i + 32 <= n_cols; i += 32) {
+    prefetch_ahead<32 * sizeof(Elem)>(static_cast<const Elem*>(w_row) + i);
+    acc = _mm256_add_ps(acc, block_lanes<T>(w_row, x_row, i));
+  }
   if (i < n_cols) {  // the zero-padded last block
     Elem w[32] = {}, x[32] = {};
     std::memcpy(w, static_cast<const Elem*>(w_row) + i, (n_cols - i) * sizeof(Elem));

@@ -85,6 +85,7 @@ float dot_q6_k(const void* w_row, const void* x_row, int64_t n_cols) {
                           index_vec(kQuadIndex[2]), index_vec(kQuadIndex[3])};
   Lanes8 acc;
   for (int64_t b = 0; b < n_cols / kQK_K; ++b) {
+    prefetch_ahead<sizeof(BlockQ6_K)>(w + b);
     const __m128i scl = load16(w[b].scales);
     const __m256i sc16 = _mm256_cvtepi8_epi16(scl);
     // Codes are used unsigned (0..63); the -32 offset is 32 * sum_g sc_g * bsums_g.
@@ -136,8 +137,11 @@ template <GgmlType T>
 float dot_float(const void* w_row, const void* x_row, int64_t n_cols) {
   __m256 acc = _mm256_setzero_ps();
   int64_t i = 0;
-  for (; i + 32 <= n_cols; i += 32)
+  for (; i + 32 <= n_cols; i += 32) {
+    prefetch_ahead<32 * (T == GgmlType::F32 ? 4 : 2)>(static_cast<const char*>(w_row) +
+                                                      i * (T == GgmlType::F32 ? 4 : 2));
     acc = _mm256_add_ps(acc, block_lanes<T>(w_row, x_row, i, 0xFFFF, 0xFFFF));
+  }
   if (i < n_cols) {  // the zero-padded last block, through masked loads
     const int64_t left = n_cols - i;
     const auto m0 = static_cast<__mmask16>(left >= 16 ? 0xFFFF : (1u << left) - 1);

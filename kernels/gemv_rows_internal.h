@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "kernels/gemv.h"
+#include "kernels/gemv_internal.h"
 #include "kernels/quant.h"
 #include "kernels/quant_internal.h"
 
@@ -192,6 +193,7 @@ inline XChunk prep_x(const BlockQ8_0* x) {
 template <typename Block, bool kVnni, int R>
 void dot_rows(const uint8_t* w, size_t row_stride, const BlockQ8_0* x, int64_t nb, float* out) {
   using F = Format<Block>;
+  const size_t row_bytes = static_cast<size_t>(nb) * sizeof(Block);
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   int64_t b = 0;
@@ -199,6 +201,11 @@ void dot_rows(const uint8_t* w, size_t row_stride, const BlockQ8_0* x, int64_t n
     const XChunk c = prep_x<F::kOffset, kVnni>(x + b);
     for (int r = 0; r < R; ++r) {
       const auto* wb = reinterpret_cast<const Block*>(w + r * row_stride) + b;
+      // Row slot r reads rows r, r+R, r+2R, ...: prefetch kPrefetchBytes ahead along that path.
+      const size_t ahead = static_cast<size_t>(b) * sizeof(Block) + kPrefetchBytes;
+      prefetch_lines<8 * sizeof(Block)>(ahead < row_bytes
+                                            ? w + r * row_stride + ahead
+                                            : w + (r + R) * row_stride + (ahead - row_bytes));
       __m256i v[4];
       for (int p = 0; p < 4; ++p) {
         __m256i lo, hi;
