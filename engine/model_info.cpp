@@ -246,7 +246,7 @@ ModelInfo summarize_model(const io::GgufFile& f) {
       const uint64_t n_expert = t.ne[t.n_dims - 1];
       L.n_expert = static_cast<uint32_t>(n_expert);
       L.expert_bytes += t.n_bytes;
-      ExpertSlice* slice = rest == "ffn_gate_exps.weight"   ? &L.gate
+      ExpertSliceInfo* slice = rest == "ffn_gate_exps.weight"   ? &L.gate
                            : rest == "ffn_up_exps.weight"   ? &L.up
                            : rest == "ffn_down_exps.weight" ? &L.down
                                                             : nullptr;
@@ -259,7 +259,7 @@ ModelInfo summarize_model(const io::GgufFile& f) {
     } else if (auto e = per_expert_index(rest)) {
       per_expert_max[layer_index] = std::max(per_expert_max[layer_index], *e);
       L.expert_bytes += t.n_bytes;
-      ExpertSlice* slice = starts_with(rest, "ffn_gate.") ? &L.gate
+      ExpertSliceInfo* slice = starts_with(rest, "ffn_gate.") ? &L.gate
                            : starts_with(rest, "ffn_up.") ? &L.up
                                                           : &L.down;
       slice->present = true;
@@ -350,7 +350,7 @@ std::string format_model_info(const ModelInfo& m) {
            m.n_moe_layers, m.n_dense_layers, commas(m.max_bytes_per_expert));
   add_line(s, "  {:>5} {:<5} {:>7} {:>12}  {:<18} {:<18} {:<18} {:>10} {:>10}", "layer", "kind",
            "experts", "bytes/expert", "gate", "up", "down", "shared", "dense ffn");
-  auto slice = [](const ExpertSlice& e) {
+  auto slice = [](const ExpertSliceInfo& e) {
     return e.present ? fmt::format("{} {}", ggml_type_name(e.type), commas(e.bytes)) : "-";
   };
   for (const auto& L : m.layers)
@@ -406,7 +406,7 @@ nlohmann::ordered_json model_info_json(const ModelInfo& m) {
   for (const auto& ts : m.types)
     types.push_back({{"type", ggml_type_name(ts.type)}, {"count", ts.count}, {"bytes", ts.bytes}});
   j["tensor_types"] = types;
-  auto slice = [](const ExpertSlice& e) {
+  auto slice = [](const ExpertSliceInfo& e) {
     return e.present ? J{{"type", ggml_type_name(e.type)}, {"bytes", e.bytes}, {"ne", e.ne}}
                      : J(nullptr);
   };

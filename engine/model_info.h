@@ -38,7 +38,7 @@ struct TypeStat {
 };
 
 // One slice of a routed expert: the per-expert part of a stacked ffn_{gate,up,down}_exps tensor.
-struct ExpertSlice {
+struct ExpertSliceInfo {
   bool present = false;
   GgmlType type = GgmlType::F32;
   uint64_t bytes = 0;        // per expert (tensor bytes / n_expert)
@@ -51,7 +51,7 @@ struct LayerInfo {
   int index = 0;
   LayerKind kind = LayerKind::kNoFfn;
   uint32_t n_expert = 0;             // routed experts (0 for a dense layer)
-  ExpertSlice gate, up, down;        // the .weight slices
+  ExpertSliceInfo gate, up, down;        // the .weight slices
   uint64_t bytes_per_expert = 0;     // every *_exps tensor's per-expert share (weights + biases)
   uint64_t expert_bytes = 0;         // routed expert bytes of the layer
   uint64_t shared_expert_bytes = 0;  // ffn_*_shexp (counted as dense)
