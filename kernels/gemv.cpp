@@ -41,6 +41,8 @@
 // integer work. Q8_K activations must come from quantize_row (the kernels trust bsums).
 #include "kernels/gemv.h"
 
+#include <algorithm>
+
 #include "io/check.h"
 #include "kernels/gemv_internal.h"
 #include "kernels/quant.h"
@@ -50,6 +52,7 @@ namespace strata::kernels {
 namespace {
 
 bool cpu_has(Isa isa) {
+  __builtin_cpu_init();  // idempotent; makes the checks valid even during static initialization
   switch (isa) {
     case Isa::kRef:
       return true;
@@ -137,16 +140,21 @@ Isa gemv_kernel_isa(GgmlType type, Isa isa) {
   return resolve(type, isa, &k);
 }
 
+// Rows are handed to threads in groups of kRowGroup so that every thread runs the 4-row kernels
+// on whole groups; the split never changes a result (each row is computed on its own).
+constexpr int64_t kRowGroup = 4;
+
 void gemv(ThreadPool* pool, GgmlType type, const void* w, size_t row_stride, const void* xq,
           float* y, int64_t n_rows, int64_t n_cols) {
   check_shape(type, n_cols);
   const GemvFn fn = gemv_kernels(type).gemv;
-  if (pool == nullptr || pool->size() == 1 || n_rows < 2) {
+  if (pool == nullptr || pool->size() == 1 || n_rows <= kRowGroup) {
     fn(w, row_stride, xq, y, 0, n_rows, n_cols);
     return;
   }
-  pool->parallel_for(n_rows, {}, [&](int64_t begin, int64_t end, int) {
-    fn(w, row_stride, xq, y, begin, end, n_cols);
+  const int64_t n_groups = (n_rows + kRowGroup - 1) / kRowGroup;
+  pool->parallel_for(n_groups, {}, [&](int64_t begin, int64_t end, int) {
+    fn(w, row_stride, xq, y, begin * kRowGroup, std::min(end * kRowGroup, n_rows), n_cols);
   });
 }
 
@@ -155,12 +163,14 @@ void gemm(ThreadPool* pool, GgmlType type, const void* w, size_t row_stride, con
           int64_t n_cols) {
   check_shape(type, n_cols);
   const GemmFn fn = gemv_kernels(type).gemm;
-  if (pool == nullptr || pool->size() == 1 || n_rows < 2) {
+  if (pool == nullptr || pool->size() == 1 || n_rows <= kRowGroup) {
     fn(w, row_stride, xq, xq_stride, y, y_stride, n_tokens, 0, n_rows, n_cols);
     return;
   }
-  pool->parallel_for(n_rows, {}, [&](int64_t begin, int64_t end, int) {
-    fn(w, row_stride, xq, xq_stride, y, y_stride, n_tokens, begin, end, n_cols);
+  const int64_t n_groups = (n_rows + kRowGroup - 1) / kRowGroup;
+  pool->parallel_for(n_groups, {}, [&](int64_t begin, int64_t end, int) {
+    fn(w, row_stride, xq, xq_stride, y, y_stride, n_tokens, begin * kRowGroup,
+       std::min(end * kRowGroup, n_rows), n_cols);
   });
 }
 

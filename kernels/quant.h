@@ -72,12 +72,14 @@ bool gemv_supported(GgmlType w);
 // F32→F32, F16→F16, BF16→BF16, Q4_0/Q5_0/Q8_0/MXFP4→Q8_0, Q4_K/Q6_K→Q8_K.
 GgmlType vec_dot_type(GgmlType w);
 
-// dst[n] = dequantized src. n must be a multiple of the type's block size.
+// dst[n] = dequantized src (F32, F16, BF16, Q4_0, Q5_0, Q8_0, MXFP4, Q4_K, Q6_K, Q8_K). n must
+// be a multiple of the type's block size.
 void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n);
 
 // Quantize n floats into blocks of type t, exactly as llama.cpp's reference quantizers
 // (quantize_row_*_ref) do. Supported: F32, F16, BF16, Q8_0, Q8_K (activations) and
-// Q4_0, Q5_0, Q8_0, Q4_K, Q6_K (weights, used by `strata synth`).
+// Q4_0, Q5_0, Q8_0, Q4_K, Q6_K, MXFP4 (weights, used by `strata synth`). Byte-identical to
+// llama-quantize without an importance matrix (tests/test_quant.cpp checks the fixtures).
 void quantize_row(GgmlType t, const float* src, void* dst, int64_t n);
 
 }  // namespace strata::kernels
