@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/gemv.h"
 #include "kernels/gemv_internal.h"
@@ -133,7 +134,8 @@ struct Format<BlockQ8_0> {
   }
 };
 
-// fp16(d) of 8 consecutive blocks whose first field is the scale, or the MXFP4 scales.
+// fp16(d) of 8 consecutive blocks whose first field is the scale, or the MXFP4 scales
+// 2^(e-128) built from the exponent bits (e < 2 gives the subnormals 2^-128, 2^-127).
 template <typename Block>
 inline __m256 scales8(const Block* b) {
   if constexpr (requires { b->d; }) {
@@ -147,9 +149,13 @@ inline __m256 scales8(const Block* b) {
     h = _mm_insert_epi16(h, b[7].d, 7);
     return _mm256_cvtph_ps(h);
   } else {
-    using F = Format<Block>;
-    return _mm256_setr_ps(F::scale(b[0]), F::scale(b[1]), F::scale(b[2]), F::scale(b[3]),
-                          F::scale(b[4]), F::scale(b[5]), F::scale(b[6]), F::scale(b[7]));
+    static_assert(std::is_same_v<Block, BlockMXFP4>);
+    const __m256i e =
+        _mm256_setr_epi32(b[0].e, b[1].e, b[2].e, b[3].e, b[4].e, b[5].e, b[6].e, b[7].e);
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i tiny = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    const __m256i is_tiny = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, tiny, is_tiny));
   }
 }
 
