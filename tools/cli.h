@@ -16,5 +16,6 @@ void add_synth(CLI::App& app, CommandFn& run);
 void add_knobs(CLI::App& app, CommandFn& run);
 void add_replay(CLI::App& app, CommandFn& run);
 void add_run(CLI::App& app, CommandFn& run);
+void add_chat(CLI::App& app, CommandFn& run);
 
 }  // namespace strata::tools

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   strata::tools::add_knobs(app, run);
   strata::tools::add_replay(app, run);
   strata::tools::add_run(app, run);
+  strata::tools::add_chat(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

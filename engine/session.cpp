@@ -1,0 +1,164 @@
+// ChatSession: conversation + template formatting + common-prefix KV reuse across turns.
+// Exercised by tests/test_session.cpp and tests/test_chat_cli.cpp.
+#include "engine/session.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "io/check.h"
+
+namespace strata::engine {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+std::string_view turn_status_name(TurnStatus s) {
+  switch (s) {
+    case TurnStatus::kEndOfGeneration:
+      return "end of generation";
+    case TurnStatus::kMaxTokens:
+      return "max tokens";
+    case TurnStatus::kInterrupted:
+      return "interrupted";
+    case TurnStatus::kContextFull:
+      return "context full";
+    case TurnStatus::kPromptTooLong:
+      return "prompt too long";
+  }
+  return "?";
+}
+
+ChatSession::ChatSession(Forward& fwd, const Tokenizer& tok, ChatFamily family,
+                         const SamplerParams& sampling, std::string system_prompt)
+    : fwd_(fwd), tok_(tok), family_(family), system_(std::move(system_prompt)), sampler_(sampling) {
+  reset();
+}
+
+void ChatSession::reset() {
+  messages_.clear();
+  if (!system_.empty()) messages_.push_back({"system", system_});
+  fwd_.reset();
+  kv_tokens_.clear();
+  sampler_.reset();
+  logits_ = {};
+  turn_open_ = false;
+  stats_ = {};
+}
+
+void ChatSession::append_message(ChatMessage m) {
+  messages_.push_back(std::move(m));
+  turn_open_ = false;
+}
+
+std::vector<int32_t> ChatSession::format_tokens(bool add_assistant) const {
+  // parse_special: the template's control strings (<|im_start|>, </s> ...) must become their ids,
+  // as llama.cpp's chat tokenizes the formatted prompt.
+  return tok_.tokenize(format_chat(family_, messages_, add_assistant), true, true);
+}
+
+void ChatSession::sync_kv(const std::vector<int32_t>& tokens) {
+  STRATA_ASSERT(!tokens.empty(), "empty formatted conversation");
+  STRATA_ASSERT(kv_tokens_.size() == fwd_.n_past(), "KV mirror {} != n_past {}", kv_tokens_.size(),
+                fwd_.n_past());
+  const auto mismatch =
+      std::mismatch(kv_tokens_.begin(), kv_tokens_.end(), tokens.begin(), tokens.end());
+  size_t common = size_t(mismatch.first - kv_tokens_.begin());
+  stats_.n_matched = uint32_t(common);
+  // The last token is always run again when everything is cached: its logits start the reply.
+  common = std::min(common, tokens.size() - 1);
+  if (common < kv_tokens_.size()) {
+    // Rolling back to `common` positions needs KV truncation, which Forward does not offer yet
+    // (only reset), so the common prefix is prefilled again. Same tokens, same cache contents.
+    fwd_.reset();
+    kv_tokens_.clear();
+    common = 0;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::span<const int32_t> suffix(tokens.data() + common, tokens.size() - common);
+  logits_ = fwd_.prefill(suffix);
+  stats_.prefill_s = seconds_since(t0);
+  for (int32_t t : suffix) sampler_.accept(t);
+  kv_tokens_ = tokens;
+  stats_.n_prompt = uint32_t(tokens.size());
+  stats_.n_reused = uint32_t(common);
+  stats_.n_prefilled = uint32_t(suffix.size());
+}
+
+TurnStatus ChatSession::begin_turn(std::string_view user) {
+  messages_.push_back({"user", std::string(user)});
+  const std::vector<int32_t> tokens = format_tokens(true);
+  if (tokens.size() > fwd_.n_ctx()) {
+    messages_.pop_back();
+    stats_ = {};
+    stats_.n_prompt = uint32_t(tokens.size());
+    return TurnStatus::kPromptTooLong;
+  }
+  stats_ = {};
+  sync_kv(tokens);
+  turn_open_ = true;
+  return TurnStatus::kEndOfGeneration;
+}
+
+TurnResult ChatSession::generate(int32_t max_tokens, const PieceFn& on_piece,
+                                 const std::atomic<bool>* stop) {
+  STRATA_ASSERT(turn_open_, "generate() without a successful begin_turn()");
+  turn_open_ = false;
+  TurnResult r;
+  const Vocab& vocab = tok_.vocab();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string piece;
+  for (;;) {
+    if (max_tokens >= 0 && int64_t(stats_.n_generated) >= max_tokens) {
+      r.status = TurnStatus::kMaxTokens;
+      break;
+    }
+    if (stop && stop->load(std::memory_order_relaxed)) {
+      r.status = TurnStatus::kInterrupted;
+      break;
+    }
+    const int32_t id = sampler_.sample(logits_);
+    if (vocab.is_eog(id)) {
+      r.status = TurnStatus::kEndOfGeneration;
+      break;
+    }
+    piece.clear();
+    tok_.append_piece(piece, id, false);
+    r.text += piece;
+    ++stats_.n_generated;
+    if (on_piece) on_piece(piece);
+    // The sampled token is kept in the reply; it is not run (its K/V would need a position), so
+    // the next turn prefills it with the rest of the new suffix.
+    if (max_tokens >= 0 && int64_t(stats_.n_generated) >= max_tokens) {
+      r.status = TurnStatus::kMaxTokens;
+      break;
+    }
+    if (fwd_.n_past() >= fwd_.n_ctx()) {
+      r.status = TurnStatus::kContextFull;
+      break;
+    }
+    logits_ = fwd_.decode(id);
+    kv_tokens_.push_back(id);
+  }
+  stats_.decode_s = seconds_since(t0);
+  messages_.push_back({"assistant", r.text});
+  r.stats = stats_;
+  return r;
+}
+
+TurnResult ChatSession::send(std::string_view user, int32_t max_tokens, const PieceFn& on_piece,
+                             const std::atomic<bool>* stop) {
+  if (begin_turn(user) == TurnStatus::kPromptTooLong) {
+    TurnResult r;
+    r.status = TurnStatus::kPromptTooLong;
+    r.stats = stats_;
+    return r;
+  }
+  return generate(max_tokens, on_piece, stop);
+}
+
+}  // namespace strata::engine

@@ -1,0 +1,113 @@
+// A chat session: the conversation, its formatting with the model's chat template, and the KV cache
+// kept across turns. Each turn formats the whole conversation, tokenizes it and prefills only the
+// tokens past the longest prefix already in the cache (llama.cpp's server does the same
+// common-prefix reuse). Exercised by tests/test_session.cpp and, through `strata chat`, by
+// tests/test_chat_cli.cpp.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/chat_template.h"
+#include "engine/forward.h"
+#include "engine/sampler.h"
+#include "engine/tokenizer.h"
+
+namespace strata::engine {
+
+enum class TurnStatus {
+  kEndOfGeneration,  // the model ended its turn with an end-of-generation token
+  kMaxTokens,        // the reply reached max_tokens
+  kInterrupted,      // the stop flag was raised; the reply so far is kept
+  kContextFull,      // no KV position left for the next token; the reply so far is kept
+  kPromptTooLong,    // the conversation with the new message does not fit; nothing changed
+};
+std::string_view turn_status_name(TurnStatus s);
+
+struct TurnStats {
+  uint32_t n_prompt = 0;     // tokens of the formatted conversation when the reply started
+  uint32_t n_matched = 0;    // of those, the longest prefix the KV cache already held
+  uint32_t n_reused = 0;     // of those, kept in the cache (n_matched, or 0 after a rollback)
+  uint32_t n_prefilled = 0;  // tokens prefilled this turn (n_prompt - n_reused)
+  uint32_t n_generated = 0;  // reply tokens sampled (the end-of-generation token not counted)
+  double prefill_s = 0;
+  double decode_s = 0;  // from the first sample to the last, seconds
+  double prefill_tok_s() const { return prefill_s > 0 ? n_prefilled / prefill_s : 0; }
+  double decode_tok_s() const { return decode_s > 0 ? n_generated / decode_s : 0; }
+};
+
+struct TurnResult {
+  TurnStatus status = TurnStatus::kEndOfGeneration;
+  std::string text;  // the reply as streamed (special tokens not rendered)
+  TurnStats stats;
+};
+
+// Receives each reply piece as it is generated (bytes; a UTF-8 character may span pieces).
+using PieceFn = std::function<void(std::string_view piece)>;
+
+class ChatSession {
+ public:
+  // fwd must be fresh or reset; the session owns its KV contents from here on. fwd and tok must
+  // outlive the session.
+  ChatSession(Forward& fwd, const Tokenizer& tok, ChatFamily family, const SamplerParams& sampling,
+              std::string system_prompt = {});
+  ChatSession(const ChatSession&) = delete;
+  ChatSession& operator=(const ChatSession&) = delete;
+
+  // Adds the user message and brings the KV cache to tokenize(format_chat(conversation, true)):
+  // positions that already hold the same tokens are kept, the rest is prefilled. Returns
+  // kPromptTooLong (and changes nothing) when that does not fit in n_ctx; otherwise
+  // kEndOfGeneration meaning "ready", and logits() holds the first reply token's logits.
+  TurnStatus begin_turn(std::string_view user);
+  // Samples the reply after begin_turn: streams pieces to on_piece, stops at an end-of-generation
+  // token, after max_tokens (< 0: no limit), when *stop becomes true (checked before each token),
+  // or when the context is full. The reply (even a partial one) joins the conversation.
+  TurnResult generate(int32_t max_tokens, const PieceFn& on_piece,
+                      const std::atomic<bool>* stop = nullptr);
+  // begin_turn + generate.
+  TurnResult send(std::string_view user, int32_t max_tokens, const PieceFn& on_piece,
+                  const std::atomic<bool>* stop = nullptr);
+
+  // Adds a message without running anything (a restored conversation, a scripted reply); the next
+  // begin_turn prefills it with the rest of the new suffix.
+  void append_message(ChatMessage m);
+
+  // Forgets the conversation (the system prompt stays), empties the KV cache, reseeds the sampler.
+  void reset();
+
+  // Next-token logits [n_vocab] after begin_turn (valid until the next call into the session).
+  std::span<const float> logits() const { return logits_; }
+  std::span<const ChatMessage> messages() const { return messages_; }
+  // The tokens whose K/V rows are in the cache, position order (size == n_past()).
+  std::span<const int32_t> kv_tokens() const { return kv_tokens_; }
+  uint32_t n_past() const { return fwd_.n_past(); }
+  uint32_t n_ctx() const { return fwd_.n_ctx(); }
+  ChatFamily family() const { return family_; }
+  const std::string& system_prompt() const { return system_; }
+  // The tokens the conversation would have now, formatted with the assistant opener.
+  std::vector<int32_t> format_tokens(bool add_assistant) const;
+  // Stats of the last turn (begin_turn fills the prefill part, generate the rest).
+  const TurnStats& last_stats() const { return stats_; }
+
+ private:
+  // Makes the cache hold exactly `tokens`: keeps the common prefix, prefills the rest.
+  void sync_kv(const std::vector<int32_t>& tokens);
+
+  Forward& fwd_;
+  const Tokenizer& tok_;
+  ChatFamily family_;
+  std::string system_;
+  Sampler sampler_;
+  std::vector<ChatMessage> messages_;
+  std::vector<int32_t> kv_tokens_;  // [n_past] mirror of what the cache holds
+  std::span<const float> logits_;   // [n_vocab] from the last prefill/decode
+  bool turn_open_ = false;          // begin_turn succeeded, generate not yet run
+  TurnStats stats_;
+};
+
+}  // namespace strata::engine

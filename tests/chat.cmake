@@ -1,0 +1,6 @@
+# Chat sessions (engine/session) and the `strata chat` CLI (tools/cmd_chat). Both run the fixture
+# models and skip without them.
+strata_add_test(test_session LABEL model SOURCES test_session.cpp
+                LIBS strata_engine nlohmann_json::nlohmann_json)
+strata_add_test(test_chat_cli LABEL model SOURCES test_chat_cli.cpp LIBS fmt::fmt)
+add_dependencies(test_chat_cli strata)

@@ -1,0 +1,137 @@
+// End to end through the built `strata chat` on tiny-qwen3moe Q8_0: one-shot `-p`, interactive
+// mode fed from a pipe (two messages, /commands, EOF with and without a final newline), a full
+// context, and the template errors.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kModel = fs::path(STRATA_FIXTURES_DIR) / "tiny-qwen3moe" / "tiny-qwen3moe-Q8_0.gguf";
+const fs::path kStrata = fs::path(STRATA_BINARY_DIR) / "tools" / "strata";
+
+struct Result {
+  int rc;
+  std::string out;
+  std::string err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+size_t count(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+class ChatCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(kModel)) GTEST_SKIP() << "fixture not found at " << kModel;
+    if (!fs::exists(kStrata)) GTEST_SKIP() << "strata binary not built at " << kStrata;
+    dir_ = fs::temp_directory_path() / fmt::format("strata_chat_{}", ::getpid());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+
+  // Runs `strata chat -m MODEL -t 2 --temp 0 ARGS` with stdin from a file holding `input`.
+  Result chat(const std::string& args, const std::string& input = "") {
+    {
+      std::ofstream in(dir_ / "in.txt", std::ios::binary);
+      in << input;
+    }
+    const std::string cmd =
+        fmt::format("'{}' chat -m '{}' -t 2 --temp 0 {} < '{}' > '{}' 2> '{}'", kStrata.string(),
+                    kModel.string(), args, (dir_ / "in.txt").string(), (dir_ / "out.txt").string(),
+                    (dir_ / "err.txt").string());
+    const int status = std::system(cmd.c_str());
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir_ / "out.txt"),
+            slurp(dir_ / "err.txt")};
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(ChatCli, OneShotPrintsTheReply) {
+  const Result r = chat("-p 'Hello!' -n 8");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_GT(r.out.size(), 1u);
+  EXPECT_NE(r.err.find("chat: qwen3moe, 4 layers, 16 experts (top 4), 2 threads"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("template chatml"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("tok/s"), std::string::npos) << r.err;
+}
+
+TEST_F(ChatCli, PipedStdinTwoMessages) {
+  const Result one = chat("-p 'Hello!' -n 8");
+  ASSERT_EQ(one.rc, 0) << one.err;
+  const Result r = chat("-n 8", "Hello!\nHow are you?\n");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(count(r.err, "[reply cut at -n 8 tokens]"), 2u) << r.err;  // both messages answered
+  // No prompt marker on a pipe; a fresh conversation's first reply does not depend on the mode.
+  EXPECT_EQ(r.out.substr(0, one.out.size()), one.out);
+  EXPECT_GT(r.out.size(), one.out.size());
+  EXPECT_EQ(r.err.find("error"), std::string::npos) << r.err;
+}
+
+TEST_F(ChatCli, LastLineWithoutNewlineAndCommands) {
+  const Result r = chat("-n 4 -s 'You are terse.'",
+                        "/help\n\nHello!\n/stats\n/save-usage\n/nonsense\n/reset\n/stats\nBye");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(count(r.err, "[reply cut at -n 4 tokens]"), 2u) << r.err;  // "Hello!" and "Bye"
+  EXPECT_GT(r.out.size(), 2u);
+  EXPECT_NE(r.err.find("/reset"), std::string::npos) << r.err;                // /help
+  EXPECT_NE(r.err.find("last reply: 4 tokens"), std::string::npos) << r.err;  // /stats
+  EXPECT_NE(r.err.find("not available yet"), std::string::npos) << r.err;     // /save-usage
+  EXPECT_NE(r.err.find("unknown command /nonsense"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("conversation cleared"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("context: 0 of 512 tokens used, 1 messages"), std::string::npos)
+      << r.err;  // after /reset only the system prompt is left
+}
+
+TEST_F(ChatCli, ContextFullIsReported) {
+  const Result r = chat("--ctx 24 -n -1", "Hello!\nMore please.\n");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("the context is full"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("/reset"), std::string::npos) << r.err;
+}
+
+TEST_F(ChatCli, OneShotPromptTooLongFails) {
+  const Result r = chat("--ctx 8 -p 'Hello there, how are you today?'");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.err.find("strata: error:"), std::string::npos) << r.err;
+  EXPECT_EQ(count(r.err.substr(r.err.find("strata: error:")), "\n"), 1u) << r.err;
+}
+
+TEST_F(ChatCli, UnknownTemplateNameIsAnError) {
+  const Result r = chat("--chat-template nonsense -p hi");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.err.find("unknown name 'nonsense'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("chatml"), std::string::npos) << r.err;  // lists the accepted names
+  EXPECT_EQ(r.out, "");
+}
+
+TEST_F(ChatCli, ExplicitTemplateOverridesTheModels) {
+  const Result r = chat("--chat-template llama2 -p 'Hello!' -n 4");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("template llama2"), std::string::npos) << r.err;
+}
+
+}  // namespace

@@ -1,0 +1,259 @@
+// engine::ChatSession on the fixtures: the KV cache holds exactly tokenize(format_chat(whole
+// conversation)) after each turn's prefill (and llama.cpp's reference ids for the spec
+// conversation), reusing earlier turns gives the logits of a fresh prefill (bit-identical with the
+// same chunking, within 1e-5 with one chunk), greedy replies are deterministic, a full context and
+// Ctrl-C return clear statuses.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/chat_template.h"
+#include "engine/forward.h"
+#include "engine/model.h"
+#include "engine/session.h"
+#include "engine/tokenizer.h"
+
+namespace fs = std::filesystem;
+using namespace strata::engine;
+
+namespace {
+
+const fs::path kFixtures = STRATA_FIXTURES_DIR;
+
+SamplerParams greedy() {
+  SamplerParams p;
+  p.temperature = 0;
+  return p;
+}
+
+class Session : public ::testing::TestWithParam<const char*> {
+ public:
+  std::string name() const { return fs::path(GetParam()).stem().string(); }
+
+ protected:
+  void SetUp() override {
+    const fs::path path = kFixtures / GetParam();
+    if (!fs::exists(path)) GTEST_SKIP() << "fixture not found: " << path;
+    model_ = std::make_unique<Model>(Model::load(path.string()));
+    tok_ = std::make_unique<Tokenizer>(Tokenizer::from_gguf(model_->file()));
+    family_ = chat_family_for_template(tok_->vocab().chat_template());
+  }
+
+  std::unique_ptr<Forward> forward(uint32_t n_ctx = 512, uint32_t n_ubatch = 512) const {
+    ForwardOptions fo;
+    fo.n_ctx = n_ctx;
+    fo.n_ubatch = n_ubatch;
+    fo.n_threads = 2;
+    return std::make_unique<Forward>(*model_, fo);
+  }
+  std::vector<int32_t> tokens_of(const std::vector<ChatMessage>& msgs) const {
+    return tok_->tokenize(format_chat(family_, msgs, true), true, true);
+  }
+
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Tokenizer> tok_;
+  ChatFamily family_ = ChatFamily::kChatml;
+};
+
+std::vector<int32_t> as_vector(std::span<const int32_t> s) {
+  return {s.begin(), s.end()};
+}
+
+TEST_P(Session, TwoTurnTokensEqualFormattedConversation) {
+  auto fwd = forward();
+  ChatSession s(*fwd, *tok_, family_, greedy(), "You are a helpful assistant.");
+  const TurnResult r1 = s.send("Hello!", 12, nullptr);
+  ASSERT_NE(r1.status, TurnStatus::kPromptTooLong);
+
+  ASSERT_EQ(s.begin_turn("What is 2+2?"), TurnStatus::kEndOfGeneration);
+  const std::vector<ChatMessage> msgs = {{"system", "You are a helpful assistant."},
+                                         {"user", "Hello!"},
+                                         {"assistant", r1.text},
+                                         {"user", "What is 2+2?"}};
+  const std::vector<int32_t> want = tokens_of(msgs);
+  EXPECT_EQ(as_vector(s.kv_tokens()), want);
+  EXPECT_EQ(s.n_past(), want.size());
+  const TurnStats& st = s.last_stats();
+  EXPECT_EQ(st.n_prompt, want.size());
+  EXPECT_EQ(st.n_reused + st.n_prefilled, st.n_prompt);
+  // Turn 1's prompt is a prefix of turn 2's (the formatting is stable); the reply's tokens match
+  // too unless they re-tokenize differently.
+  EXPECT_GE(st.n_matched, r1.stats.n_prompt);
+  fmt::print("turn 2: {} tokens, {} matched, {} reused, {} prefilled; reply 1 = {} tokens\n",
+             st.n_prompt, st.n_matched, st.n_reused, st.n_prefilled, r1.stats.n_generated);
+
+  const TurnResult r2 = s.generate(12, nullptr);
+  EXPECT_NE(r2.status, TurnStatus::kPromptTooLong);
+  ASSERT_EQ(s.messages().size(), 5u);
+  EXPECT_EQ(s.messages()[4].role, "assistant");
+  EXPECT_EQ(s.messages()[4].content, r2.text);
+}
+
+TEST_P(Session, RestoredConversationMatchesLlamaCppIds) {
+  const std::string model = fs::path(GetParam()).parent_path().string();
+  std::string variant = fs::path(GetParam()).stem().string();
+  variant = variant.substr(variant.rfind('-') + 1);
+  std::ifstream in(kFixtures / model / "ref" / variant / "ref.json");
+  ASSERT_TRUE(in) << "no ref.json for " << GetParam();
+  const nlohmann::json chat = nlohmann::json::parse(in)["chat"];
+  const auto& conv = chat["conversation"];
+  ASSERT_EQ(conv.back()["role"], "user");
+
+  auto fwd = forward();
+  std::string system;
+  size_t first = 0;
+  if (conv[0]["role"] == "system") {
+    system = conv[0]["content"];
+    first = 1;
+  }
+  ChatSession s(*fwd, *tok_, family_, greedy(), system);
+  for (size_t i = first; i + 1 < conv.size(); ++i)
+    s.append_message({conv[i]["role"], conv[i]["content"]});
+  ASSERT_EQ(s.begin_turn(conv.back()["content"].get<std::string>()), TurnStatus::kEndOfGeneration);
+  EXPECT_EQ(as_vector(s.kv_tokens()), chat["ids_add_special"].get<std::vector<int32_t>>());
+}
+
+// The logits that start the reply after s.begin_turn against fresh Forwards. With the session's
+// chunking (turn 1's prompt of n1 tokens in one prefill, the reused reply tokens decoded one at a
+// time, the new suffix in one prefill) they must be bit-identical; with the whole conversation in
+// one chunk (another summation grouping) within 1e-5.
+void expect_fresh_prefill_logits(const Session& t, const ChatSession& s, uint32_t n1,
+                                 const std::function<std::unique_ptr<Forward>()>& make) {
+  const std::vector<float> got(s.logits().begin(), s.logits().end());
+  const std::vector<int32_t> all = as_vector(s.kv_tokens());
+  const TurnStats& st = s.last_stats();
+
+  auto same = make();
+  if (st.n_reused > 0) {
+    ASSERT_LE(n1, st.n_reused);
+    same->prefill(std::span(all).first(n1));
+    for (uint32_t p = n1; p < st.n_reused; ++p) same->decode(all[p]);
+  }
+  const std::span<const float> same_logits = same->prefill(std::span(all).subspan(st.n_reused));
+  ASSERT_EQ(same_logits.size(), got.size());
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), same_logits.begin()))
+      << "the same chunking must give bit-identical logits";
+
+  auto fresh = make();
+  const std::span<const float> one = fresh->prefill(all);
+  double max_abs = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    max_abs = std::max(max_abs, std::fabs(double(got[i]) - one[i]));
+  fmt::print("{}: {} tokens, {} reused: max |diff| vs a one-chunk fresh prefill = {:.3g}\n",
+             t.name(), st.n_prompt, st.n_reused, max_abs);
+  EXPECT_LE(max_abs, 1e-5);
+  EXPECT_EQ(argmax(got), argmax(one));
+}
+
+// Turn 1's reply given as text (it re-tokenizes as it was written), so turn 1's prompt stays in
+// the cache and only the reply and the new message are prefilled.
+TEST_P(Session, KvReuseGivesFreshPrefillLogits) {
+  auto fwd = forward();
+  ChatSession s(*fwd, *tok_, family_, greedy(), "You are a helpful assistant.");
+  ASSERT_EQ(s.begin_turn("Hello!"), TurnStatus::kEndOfGeneration);
+  const uint32_t n1 = s.n_past();
+  s.append_message({"assistant", "Hi there. How can I help?"});
+  ASSERT_EQ(s.begin_turn("What is 2+2?"), TurnStatus::kEndOfGeneration);
+  EXPECT_EQ(s.last_stats().n_matched, n1);
+  EXPECT_EQ(s.last_stats().n_reused, n1);
+  EXPECT_EQ(s.last_stats().n_prefilled, s.n_past() - n1);
+  expect_fresh_prefill_logits(*this, s, n1, [&] { return forward(); });
+}
+
+// Turn 1's reply generated: its tokens may re-tokenize differently (always, for these random
+// models' byte soup); the cache is rolled back to the first differing token and must still give
+// a fresh prefill's logits.
+TEST_P(Session, KvReuseAfterGeneratedReply) {
+  auto fwd = forward();
+  ChatSession s(*fwd, *tok_, family_, greedy(), "You are a helpful assistant.");
+  const TurnResult r1 = s.send("Hello!", 10, nullptr);
+  ASSERT_EQ(s.begin_turn("Tell me more about that."), TurnStatus::kEndOfGeneration);
+  EXPECT_GE(s.last_stats().n_matched, r1.stats.n_prompt);
+  expect_fresh_prefill_logits(*this, s, r1.stats.n_prompt, [&] { return forward(); });
+}
+
+TEST_P(Session, GreedyReplyIsDeterministic) {
+  auto fwd = forward();
+  ChatSession s(*fwd, *tok_, family_, greedy());
+  const TurnResult a1 = s.send("Hello!", 16, nullptr);
+  const TurnResult a2 = s.send("And then?", 16, nullptr);
+  s.reset();
+  EXPECT_EQ(s.n_past(), 0u);
+  EXPECT_TRUE(s.messages().empty());
+  const TurnResult b1 = s.send("Hello!", 16, nullptr);
+  const TurnResult b2 = s.send("And then?", 16, nullptr);
+  EXPECT_EQ(a1.text, b1.text);
+  EXPECT_EQ(a2.text, b2.text);
+  EXPECT_EQ(a1.stats.n_generated, b1.stats.n_generated);
+
+  auto fwd2 = forward(512, 7);  // another session, another prefill chunking
+  ChatSession s2(*fwd2, *tok_, family_, greedy());
+  std::string streamed;
+  const TurnResult c1 = s2.send("Hello!", 16, [&](std::string_view p) { streamed += p; });
+  EXPECT_EQ(c1.text, a1.text);
+  EXPECT_EQ(streamed, c1.text);
+  fmt::print("greedy reply 1 ({}): '{}'\n", turn_status_name(a1.status), a1.text);
+}
+
+TEST_P(Session, ContextFullIsAClearStatus) {
+  const std::vector<int32_t> prompt = tokens_of({{"user", "Hello!"}});
+  const uint32_t n_ctx = uint32_t(prompt.size()) + 3;
+  auto fwd = forward(n_ctx);
+  ChatSession s(*fwd, *tok_, family_, greedy());
+  const TurnResult r = s.send("Hello!", -1, nullptr);
+  if (r.status == TurnStatus::kEndOfGeneration) GTEST_SKIP() << "greedy reply ended early";
+  EXPECT_EQ(r.status, TurnStatus::kContextFull);
+  EXPECT_EQ(s.n_past(), n_ctx);
+  EXPECT_EQ(r.stats.n_generated, 4u);  // 3 decoded positions + the last sampled token
+  ASSERT_EQ(s.messages().size(), 2u);  // the partial reply is kept
+
+  const TurnResult again = s.send("More?", 4, nullptr);
+  EXPECT_EQ(again.status, TurnStatus::kPromptTooLong);
+  EXPECT_GT(again.stats.n_prompt, n_ctx);
+  EXPECT_EQ(s.messages().size(), 2u);  // nothing changed
+  EXPECT_EQ(s.n_past(), n_ctx);
+
+  s.reset();
+  const TurnResult fresh = s.send("Hello!", 2, nullptr);
+  EXPECT_EQ(fresh.status, TurnStatus::kMaxTokens);
+  EXPECT_EQ(fresh.text, r.text.substr(0, fresh.text.size()));
+
+  std::string long_text;
+  for (int i = 0; i < 40; ++i) long_text += "a long message ";
+  EXPECT_EQ(s.send(long_text, 2, nullptr).status, TurnStatus::kPromptTooLong);
+}
+
+TEST_P(Session, StopFlagInterruptsTheReply) {
+  auto fwd = forward();
+  ChatSession s(*fwd, *tok_, family_, greedy());
+  std::atomic<bool> stop{false};
+  int pieces = 0;
+  const TurnResult r = s.send(
+      "Hello!", 32, [&](std::string_view) { stop = ++pieces == 2; }, &stop);
+  if (r.status == TurnStatus::kEndOfGeneration && pieces < 2) GTEST_SKIP() << "reply too short";
+  EXPECT_EQ(r.status, TurnStatus::kInterrupted);
+  EXPECT_EQ(r.stats.n_generated, 2u);
+  // The conversation goes on after an interrupted reply.
+  EXPECT_EQ(s.send("Go on.", 2, nullptr).status, TurnStatus::kMaxTokens);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, Session,
+                         ::testing::Values("tiny-qwen3moe/tiny-qwen3moe-Q8_0.gguf",
+                                           "tiny-mixtral/tiny-mixtral-F32.gguf"),
+                         [](const auto& info) {
+                           std::string n = fs::path(info.param).stem().string();
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+}  // namespace

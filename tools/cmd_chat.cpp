@@ -1,0 +1,378 @@
+// `strata chat -m MODEL [-s SYSTEM] [-p PROMPT] [-n N] [--chat-template NAME] [sampling flags]
+// [knob flags]`: multi-turn chat with the model's chat template over an engine::ChatSession (KV
+// reused across turns), streamed replies, /commands, Ctrl-C stops a reply, Ctrl-D exits; `-p` is
+// one-shot for scripts. Reads stdin with poll/read, so a pipe works as well as a terminal.
+// Exercised by tests/test_chat_cli.cpp.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+
+#include "engine/chat_template.h"
+#include "engine/forward.h"
+#include "engine/model.h"
+#include "engine/sampler.h"
+#include "engine/session.h"
+#include "engine/tokenizer.h"
+#include "io/check.h"
+#include "kernels/threadpool.h"
+#include "tools/cli.h"
+#include "tools/knob_flags.h"
+
+namespace strata::tools {
+namespace {
+
+constexpr uint32_t kDefaultCtx = 4096;  // tokens; the KV cache is F32, so not the training length
+
+struct ChatOptions {
+  std::string model;
+  std::string system;
+  std::optional<std::string> prompt;  // set: one-shot
+  std::string chat_template;          // "" = from the model
+  int32_t n_predict = -1;             // per reply; < 0: until end of generation or a full context
+  uint32_t ubatch = 512;
+  std::optional<uint32_t> ctx;
+  engine::SamplerParams sampling;
+  int64_t seed = -1;  // -1: random
+  KnobOverrides knobs;
+};
+
+// SIGINT state. While a reply runs the first Ctrl-C raises g_stop_reply and a second one exits at
+// once (a long prefill cannot otherwise be left); at the prompt each Ctrl-C writes a byte to a
+// self-pipe that the line reader polls with stdin, so no Ctrl-C is lost between the two states.
+std::atomic<bool> g_generating{false};
+std::atomic<bool> g_stop_reply{false};
+std::atomic<int> g_sigint_pipe_w{-1};
+static_assert(std::atomic<bool>::is_always_lock_free && std::atomic<int>::is_always_lock_free);
+
+extern "C" void on_sigint(int) {
+  if (g_generating.load()) {
+    if (g_stop_reply.exchange(true)) _exit(130);
+    return;
+  }
+  const int fd = g_sigint_pipe_w.load();
+  if (fd >= 0) {
+    const int saved = errno;
+    [[maybe_unused]] ssize_t n = write(fd, "c", 1);
+    errno = saved;
+  }
+}
+
+// Installs on_sigint for the lifetime of the object and restores the previous handler after.
+class SigintGuard {
+ public:
+  SigintGuard() {
+    int fds[2];
+    STRATA_CHECK_SYS(pipe2(fds, O_NONBLOCK | O_CLOEXEC), "pipe2", "SIGINT self-pipe");
+    read_fd_ = fds[0];
+    write_fd_ = fds[1];
+    g_sigint_pipe_w.store(write_fd_);
+    struct sigaction sa = {};
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;  // poll() is never restarted, so the prompt still wakes up
+    STRATA_CHECK_SYS(sigaction(SIGINT, &sa, &old_), "sigaction", "SIGINT");
+  }
+  ~SigintGuard() {
+    sigaction(SIGINT, &old_, nullptr);
+    g_sigint_pipe_w.store(-1);
+    close(read_fd_);
+    close(write_fd_);
+  }
+  SigintGuard(const SigintGuard&) = delete;
+  SigintGuard& operator=(const SigintGuard&) = delete;
+  int read_fd() const { return read_fd_; }
+
+ private:
+  int read_fd_ = -1;
+  int write_fd_ = -1;
+  struct sigaction old_ = {};
+};
+
+// Lines from stdin (terminal or pipe): poll on stdin and the SIGINT pipe, read what is there.
+class LineReader {
+ public:
+  enum class Status { kLine, kEof, kInterrupted };
+  explicit LineReader(int sigint_fd) : sigint_fd_(sigint_fd) {}
+
+  Status next(std::string& line) {
+    for (;;) {
+      if (const size_t nl = buf_.find('\n'); nl != std::string::npos) {
+        line.assign(buf_, 0, nl);
+        buf_.erase(0, nl + 1);
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        return Status::kLine;
+      }
+      if (eof_) {
+        if (buf_.empty()) return Status::kEof;
+        line = std::move(buf_);  // a last line without '\n'
+        buf_.clear();
+        return Status::kLine;
+      }
+      pollfd fds[2] = {{STDIN_FILENO, POLLIN, 0}, {sigint_fd_, POLLIN, 0}};
+      if (poll(fds, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        fail(ErrorKind::kIo, "poll(stdin): {}", std::strerror(errno));
+      }
+      if (fds[1].revents & POLLIN) {
+        char drain[64];
+        while (read(sigint_fd_, drain, sizeof drain) > 0) {
+        }
+        return Status::kInterrupted;
+      }
+      if (fds[0].revents == 0) continue;
+      char chunk[4096];
+      const ssize_t n = read(STDIN_FILENO, chunk, sizeof chunk);
+      if (n < 0) {
+        if (errno == EINTR || errno == EAGAIN) continue;
+        fail(ErrorKind::kIo, "read(stdin): {}", std::strerror(errno));
+      }
+      if (n == 0) eof_ = true;
+      buf_.append(chunk, size_t(n));
+    }
+  }
+
+ private:
+  int sigint_fd_;
+  std::string buf_;
+  bool eof_ = false;
+};
+
+void print_piece(std::string_view piece) {
+  std::fwrite(piece.data(), 1, piece.size(), stdout);
+  std::fflush(stdout);
+}
+
+// Runs one reply with Ctrl-C armed; prints the reply's end and what stopped it.
+engine::TurnResult reply(engine::ChatSession& s, std::string_view text, int32_t n_predict) {
+  g_stop_reply.store(false);
+  g_generating.store(true);
+  engine::TurnResult r;
+  try {
+    r = s.send(text, n_predict, print_piece, &g_stop_reply);
+  } catch (...) {
+    g_generating.store(false);
+    throw;
+  }
+  g_generating.store(false);
+  switch (r.status) {
+    case engine::TurnStatus::kEndOfGeneration:
+      print_piece("\n");
+      break;
+    case engine::TurnStatus::kMaxTokens:
+      print_piece("\n");
+      fmt::print(stderr, "[reply cut at -n {} tokens]\n", n_predict);
+      break;
+    case engine::TurnStatus::kInterrupted:
+      print_piece("\n");
+      fmt::print(stderr, "[interrupted]\n");
+      break;
+    case engine::TurnStatus::kContextFull:
+      print_piece("\n");
+      fmt::print(stderr,
+                 "chat: the context is full ({} of {} tokens); /reset starts a new conversation "
+                 "(or restart with a larger --ctx)\n",
+                 s.n_past(), s.n_ctx());
+      break;
+    case engine::TurnStatus::kPromptTooLong:
+      fmt::print(stderr,
+                 "chat: the context is full: with this message the conversation is {} tokens, the "
+                 "context holds {}; /reset starts a new conversation (or restart with a larger "
+                 "--ctx)\n",
+                 r.stats.n_prompt, s.n_ctx());
+      break;
+  }
+  return r;
+}
+
+void print_stats(const engine::ChatSession& s) {
+  const engine::TurnStats& st = s.last_stats();
+  fmt::print(stderr, "context: {} of {} tokens used, {} messages\n", s.n_past(), s.n_ctx(),
+             s.messages().size());
+  if (st.n_prompt == 0) {
+    fmt::print(stderr, "last reply: none yet\n");
+    return;
+  }
+  fmt::print(stderr,
+             "last reply: {} tokens, {:.1f} tok/s | prompt {} tokens ({} reused from the cache, {} "
+             "prefilled at {:.1f} tok/s)\n",
+             st.n_generated, st.decode_tok_s(), st.n_prompt, st.n_reused, st.n_prefilled,
+             st.prefill_tok_s());
+}
+
+constexpr std::string_view kHelp =
+    "commands:\n"
+    "  /help        this list\n"
+    "  /reset       forget the conversation (the system prompt stays) and empty the KV cache\n"
+    "  /stats       tokens in the context, speed of the last reply\n"
+    "  /save-usage  write expert usage statistics (not available yet)\n"
+    "  /exit        leave (so does Ctrl-D, or Ctrl-C twice at the prompt)\n"
+    "Ctrl-C stops the current reply. End a line with \\ to continue the message on the next "
+    "line; start it with // to send a message that begins with /.\n";
+
+// Returns false when the command asks to leave.
+bool run_command(engine::ChatSession& s, std::string_view line) {
+  const std::string_view cmd = line.substr(0, line.find_first_of(" \t"));
+  if (cmd == "/help" || cmd == "/?") {
+    fmt::print(stderr, "{}", kHelp);
+  } else if (cmd == "/reset") {
+    s.reset();
+    fmt::print(stderr, "conversation cleared\n");
+  } else if (cmd == "/stats") {
+    print_stats(s);
+  } else if (cmd == "/save-usage") {
+    fmt::print(stderr,
+               "/save-usage: not available yet (expert usage statistics are not "
+               "collected by this build)\n");
+  } else if (cmd == "/exit" || cmd == "/quit") {
+    return false;
+  } else {
+    fmt::print(stderr,
+               "unknown command {}; /help lists them (// sends a message starting with /)\n", cmd);
+  }
+  return true;
+}
+
+int interactive(engine::ChatSession& s, int32_t n_predict) {
+  SigintGuard sigint;
+  LineReader in(sigint.read_fd());
+  const bool tty = isatty(STDIN_FILENO) == 1;
+  fmt::print(stderr,
+             "chat: type a message; /help lists commands, Ctrl-C stops a reply, Ctrl-D "
+             "exits\n");
+  int prompt_sigints = 0;
+  std::string message;
+  std::string line;
+  for (;;) {
+    if (tty) print_piece(message.empty() ? "> " : ". ");
+    const LineReader::Status st = in.next(line);
+    if (st == LineReader::Status::kEof) {
+      if (tty) print_piece("\n");
+      if (message.empty()) break;
+      line.clear();  // a pending "\"-continued message is sent before leaving
+    } else if (st == LineReader::Status::kInterrupted) {
+      if (++prompt_sigints >= 2) {
+        print_piece("\n");
+        break;
+      }
+      message.clear();
+      fmt::print(stderr, "\n(Ctrl-C again or Ctrl-D to exit)\n");
+      continue;
+    }
+    prompt_sigints = 0;
+    if (st == LineReader::Status::kLine && !line.empty() && line.back() == '\\') {
+      line.pop_back();
+      message += line;
+      message += '\n';
+      continue;
+    }
+    message += line;
+    std::string text = std::move(message);
+    message.clear();
+    if (text.find_first_not_of(" \t\n") == std::string::npos) {
+      if (st == LineReader::Status::kEof) break;
+      continue;
+    }
+    if (text.size() >= 2 && text[0] == '/' && text[1] == '/') {
+      text.erase(0, 1);
+    } else if (text[0] == '/') {
+      if (!run_command(s, text)) break;
+      continue;
+    }
+    reply(s, text, n_predict);
+    if (st == LineReader::Status::kEof) break;
+  }
+  return 0;
+}
+
+int run_chat(ChatOptions o) {
+  const engine::Knobs knobs = load_knobs(o.knobs);
+  const int threads = static_cast<int>(
+      knobs.int_opt("THREADS").value_or(int64_t(kernels::physical_core_cpus().size())));
+  const engine::Model model = engine::Model::load(o.model);
+  const engine::ModelConfig& cfg = model.config();
+  const engine::Tokenizer tok = engine::Tokenizer::from_gguf(model.file());
+
+  engine::ChatFamily family;
+  if (!o.chat_template.empty()) {
+    const auto f = engine::chat_family_from_name(o.chat_template);
+    if (!f)
+      fail(ErrorKind::kBadValue, "--chat-template: unknown name '{}'; accepted: {}",
+           o.chat_template, engine::chat_family_names());
+    family = *f;
+  } else {
+    family = engine::chat_family_for_template(tok.vocab().chat_template());
+  }
+
+  engine::ForwardOptions fo;
+  fo.n_ctx =
+      o.ctx.value_or(cfg.n_ctx_train > 0 ? std::min(cfg.n_ctx_train, kDefaultCtx) : kDefaultCtx);
+  if (fo.n_ctx > cfg.n_ctx_train && cfg.n_ctx_train > 0)
+    fmt::print(stderr, "strata: warning: context {} exceeds the model's training context {}\n",
+               fo.n_ctx, cfg.n_ctx_train);
+  fo.n_ubatch = o.ubatch;
+  fo.n_threads = threads;
+  engine::Forward fwd(model, fo);
+
+  o.sampling.seed = o.seed >= 0 ? uint64_t(o.seed) : std::random_device{}();
+  fmt::print(stderr,
+             "chat: {}, {} layers, {} experts (top {}), {} threads | context {} tokens, template "
+             "{}, seed {}\n",
+             cfg.arch_name, cfg.n_layer, cfg.n_expert, cfg.n_expert_used, threads, fwd.n_ctx(),
+             engine::chat_family_name(family), o.sampling.seed);
+  engine::ChatSession session(fwd, tok, family, o.sampling, o.system);
+
+  if (!o.prompt) return interactive(session, o.n_predict);
+
+  SigintGuard sigint;  // Ctrl-C ends the one-shot reply early; the text so far is printed
+  const engine::TurnResult r = reply(session, *o.prompt, o.n_predict);
+  if (r.status == engine::TurnStatus::kPromptTooLong)
+    fail(ErrorKind::kBadValue, "the prompt is {} tokens formatted; the context holds {} (--ctx)",
+         r.stats.n_prompt, session.n_ctx());
+  fmt::print(stderr,
+             "chat: prefill {} tokens in {:.3f} s ({:.1f} tok/s) | decode {} tokens in {:.3f} s "
+             "({:.1f} tok/s) | {}\n",
+             r.stats.n_prefilled, r.stats.prefill_s, r.stats.prefill_tok_s(), r.stats.n_generated,
+             r.stats.decode_s, r.stats.decode_tok_s(), engine::turn_status_name(r.status));
+  return 0;
+}
+
+}  // namespace
+
+void add_chat(CLI::App& app, CommandFn& run) {
+  auto* cmd = app.add_subcommand("chat", "Chat with a model (interactive, or one-shot with -p)");
+  auto o = std::make_shared<ChatOptions>();
+  cmd->add_option("-m,--model", o->model, "GGUF model file")->required();
+  cmd->add_option("-s,--system", o->system, "System prompt");
+  cmd->add_option("-p,--prompt", o->prompt, "One-shot: reply to this message, print it and exit");
+  cmd->add_option("-n,--n-predict", o->n_predict,
+                  "Most tokens per reply; < 0 is until end of generation (default -1)");
+  cmd->add_option(
+      "--chat-template", o->chat_template,
+      "Built-in chat format instead of the model's template: " + engine::chat_family_names());
+  cmd->add_option("--temp", o->sampling.temperature, "Temperature; <= 0 is greedy (default 0.8)");
+  cmd->add_option("--top-k", o->sampling.top_k, "Top-k; <= 0 is off (default 40)");
+  cmd->add_option("--top-p", o->sampling.top_p, "Top-p; >= 1 is off (default 0.95)");
+  cmd->add_option("--min-p", o->sampling.min_p, "Min-p; <= 0 is off (default 0.05)");
+  cmd->add_option("--repeat-penalty", o->sampling.repeat_penalty,
+                  "Repetition penalty over the last 64 tokens; 1 is off (default 1)");
+  cmd->add_option("--seed", o->seed, "Sampling seed (default: random, printed on stderr)");
+  cmd->add_option("--ubatch", o->ubatch, "Prefill chunk size in tokens (default 512)");
+  cmd->add_option(
+      "--ctx", o->ctx,
+      "KV cache size in tokens; 0 is the model's training context (default: that, at most 4096)");
+  add_knob_flags(cmd, o->knobs);
+  cmd->callback([&run, o] { run = [o] { return run_chat(*o); }; });
+}
+
+}  // namespace strata::tools
