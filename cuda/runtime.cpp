@@ -90,6 +90,36 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   return *this;
 }
 
+PinnedBuffer::PinnedBuffer(size_t bytes) : bytes_(bytes) {
+  if (bytes > 0) CUDA_CHECK(cudaHostAlloc(&ptr_, bytes, cudaHostAllocPortable));
+}
+
+PinnedBuffer::~PinnedBuffer() {
+  if (ptr_ != nullptr) cudaFreeHost(ptr_);
+}
+
+PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& o) noexcept {
+  if (this != &o) {
+    if (ptr_ != nullptr) cudaFreeHost(ptr_);
+    ptr_ = o.ptr_;
+    bytes_ = o.bytes_;
+    o.ptr_ = nullptr;
+    o.bytes_ = 0;
+  }
+  return *this;
+}
+
+void set_device(int device) {
+  CUDA_CHECK(cudaSetDevice(device));
+}
+
+DeviceMemory device_memory(int device) {
+  CUDA_CHECK(cudaSetDevice(device));
+  DeviceMemory m;
+  CUDA_CHECK(cudaMemGetInfo(&m.free, &m.total));
+  return m;
+}
+
 Stream::Stream() {
   cudaStream_t s = nullptr;
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));

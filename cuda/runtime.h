@@ -60,6 +60,44 @@ class Stream {
   void* stream_ = nullptr;
 };
 
+// Page-locked host memory from cudaHostAlloc (portable: every device may DMA it), freed on
+// destruction: the only host memory the decode loop copies through.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  explicit PinnedBuffer(size_t bytes);
+  ~PinnedBuffer();
+  PinnedBuffer(PinnedBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) {
+    o.ptr_ = nullptr;
+    o.bytes_ = 0;
+  }
+  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+
+  void* data() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Makes `device` current for the calling thread (cudaSetDevice).
+void set_device(int device);
+
+// Free and total memory of a device, in bytes (cudaMemGetInfo): what a default VRAM budget is
+// planned from.
+struct DeviceMemory {
+  size_t free = 0;
+  size_t total = 0;
+};
+DeviceMemory device_memory(int device);
+
 // Copies between host and device memory that are complete on return. copy_to_host waits only
 // for the legacy default stream: synchronize a Stream first if a kernel there wrote the source.
 void copy_to_device(void* dev_dst, const void* host_src, size_t bytes);

@@ -1,6 +1,7 @@
-# CUDA tests: only with a CUDA build. The device tests GTEST_SKIP when cuda_device_count() == 0;
-# the CudaHost.* cases (emulated kernels vs reference, error paths) need no GPU and also run as a
-# `unit` test.
+# CUDA tests. The device cases GTEST_SKIP when cuda_device_count() == 0; the host cases (emulated
+# kernels vs the CPU path, error paths) need no GPU and are also registered as `unit` tests.
+# test_cuda_grouped and test_cuda_portable_math build without CUDA too (the grouped kernel's host
+# emulation is in every strata_cuda; the device cases then skip).
 if(STRATA_HAVE_CUDA)
   strata_add_test(test_cuda_dequant LABEL gpu SOURCES test_cuda_dequant.cpp LIBS strata_cuda strata_kernels)
   # The reference rounds every product like ggml's scalar code: no FMA contraction.
@@ -8,3 +9,12 @@ if(STRATA_HAVE_CUDA)
   add_test(NAME test_cuda_dequant_host COMMAND test_cuda_dequant --gtest_filter=CudaHost.*)
   set_tests_properties(test_cuda_dequant_host PROPERTIES LABELS unit TIMEOUT 300)
 endif()
+
+strata_add_test(test_cuda_grouped LABEL gpu SOURCES test_cuda_grouped.cpp
+                LIBS strata_cuda strata_kernels)
+target_compile_options(test_cuda_grouped PRIVATE -ffp-contract=off)
+add_test(NAME test_cuda_grouped_host COMMAND test_cuda_grouped --gtest_filter=GroupedHost.*)
+set_tests_properties(test_cuda_grouped_host PROPERTIES LABELS unit TIMEOUT 300)
+
+strata_add_test(test_cuda_portable_math LABEL unit SOURCES test_cuda_portable_math.cpp)
+target_compile_options(test_cuda_portable_math PRIVATE -ffp-contract=off)

@@ -1,0 +1,418 @@
+// Element functions of the grouped expert kernel (cuda/grouped.cu), written once as STRATA_HD so
+// the host runs the very same arithmetic: activation quantization (Q8_0 / Q8_K, bit-identical to
+// kernels::quantize_row), the per-block partial integer dots and their float finish (the canonical
+// order of kernels/gemv.cpp), and the 8-lane fold. Plain C++ when not compiled by nvcc, so the
+// emulation (cuda/grouped_emulated.cpp) builds without CUDA. Tested by tests/test_cuda_grouped.cpp.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#ifdef __CUDACC__
+#include <cuda_fp16.h>
+#endif
+
+#include "io/ggml_type.h"
+#include "kernels/portable_math.h"
+#include "kernels/quant.h"
+
+namespace strata::cuda::detail {
+
+using kernels::add_rn;
+using kernels::bits_to_f32;
+using kernels::div_rn;
+using kernels::f32_to_bits;
+using kernels::mul_rn;
+using kernels::sub_rn;
+
+// ---- loads (little-endian; the alignment each one needs is in its name) ----
+
+STRATA_HD inline uint32_t load_u16_a2(const uint8_t* p) {
+#ifdef __CUDA_ARCH__
+  return *reinterpret_cast<const uint16_t*>(p);
+#else
+  uint16_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+#endif
+}
+
+STRATA_HD inline uint32_t load_u32_a2(const uint8_t* p) {
+  return load_u16_a2(p) | (load_u16_a2(p + 2) << 16);
+}
+
+STRATA_HD inline uint32_t load_u32_a4(const void* p) {
+#ifdef __CUDA_ARCH__
+  return *reinterpret_cast<const uint32_t*>(p);
+#else
+  uint32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+#endif
+}
+
+// Four consecutive 32-bit words from a 16-byte aligned address (one 128-bit load on the device).
+STRATA_HD inline void load_4x32_a16(const void* p, uint32_t out[4]) {
+#ifdef __CUDA_ARCH__
+  const uint4 v = *reinterpret_cast<const uint4*>(p);
+  out[0] = v.x;
+  out[1] = v.y;
+  out[2] = v.z;
+  out[3] = v.w;
+#else
+  std::memcpy(out, p, 16);
+#endif
+}
+
+// Sum of the four signed byte products of a and b, plus c (exact int32).
+STRATA_HD inline int32_t dp4a(uint32_t a, uint32_t b, int32_t c) {
+#ifdef __CUDA_ARCH__
+  return __dp4a(static_cast<int>(a), static_cast<int>(b), c);
+#else
+  for (int i = 0; i < 4; ++i)
+    c += static_cast<int8_t>(a >> (8 * i)) * static_cast<int8_t>(b >> (8 * i));
+  return c;
+#endif
+}
+
+// ---- half precision (same conversions as kernels::fp16_to_f32 / f32_to_fp16) ----
+
+STRATA_HD inline float half_to_f32(uint32_t h) {
+#ifdef __CUDA_ARCH__
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(h)));  // exact
+#else
+  return kernels::fp16_to_f32(static_cast<uint16_t>(h));
+#endif
+}
+
+// Round to nearest even; NaN becomes a quiet NaN, overflow infinity (kernels::f32_to_fp16).
+STRATA_HD inline uint16_t f32_to_half_bits(float f) {
+  const uint32_t x = f32_to_bits(f);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t a = x & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u);
+  if (a >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);
+  if (a < 0x38800000u) {
+    const float t = add_rn(bits_to_f32(a), 0.5f);  // the adder rounds to a multiple of 2^-24
+    return static_cast<uint16_t>(sign | (f32_to_bits(t) - 0x3F000000u));
+  }
+  a += 0xC8000FFFu + ((a >> 13) & 1u);
+  return static_cast<uint16_t>(sign | (a >> 13));
+}
+
+// ---- activation quantization ----
+
+// Round half away from zero (std::round / CUDA roundf: both exact).
+STRATA_HD inline float round_half_away(float v) {
+#ifdef __CUDA_ARCH__
+  return roundf(v);
+#else
+  return std::round(v);
+#endif
+}
+
+// ggml's nearest_int: half-to-even through the float adder, for |f| <= 2^22.
+STRATA_HD inline int nearest_int(float f) {
+  const float v = add_rn(f, 12582912.0f);
+  return static_cast<int>(f32_to_bits(v) & 0x007FFFFFu) - 0x00400000;
+}
+
+// |x| for a max-reduction, with NaN as 0 so it never wins (std::max(amax, NaN) keeps amax).
+STRATA_HD inline float amax_key(float x) {
+  const float a = bits_to_f32(f32_to_bits(x) & 0x7FFFFFFFu);
+  return a == a ? a : 0.0f;
+}
+STRATA_HD inline float max_key(float a, float b) {
+  return b > a ? b : a;
+}
+
+// Q8_0 (32 elements): d = amax/127 stored as fp16; codes round(x · (1/d)).
+struct Q8_0Scale {
+  float id;         // 1/d (0 when d == 0)
+  float d;          // the stored fp16 value, widened: what the dots multiply by
+  uint16_t d_half;  // the stored bits
+};
+STRATA_HD inline Q8_0Scale q8_0_scale(float amax) {
+  const float d = div_rn(amax, 127.0f);
+  const float id = d != 0.0f ? div_rn(1.0f, d) : 0.0f;
+  const uint16_t h = f32_to_half_bits(d);
+  return Q8_0Scale{id, half_to_f32(h), h};
+}
+STRATA_HD inline int8_t q8_0_code(float x, float id) {
+  return static_cast<int8_t>(static_cast<int>(round_half_away(mul_rn(x, id))));
+}
+
+// Q8_K (256 elements) scales off the signed value of largest magnitude (the first one on ties):
+// iscale = -127/max, codes min(127, nearest_int(iscale · x)), d = 1/iscale.
+struct AbsMax {
+  float abs;    // |val|, > 0 for a candidate
+  int32_t idx;  // element index, for the first-on-ties rule
+  float val;
+};
+STRATA_HD inline AbsMax absmax_none() {
+  return AbsMax{0.0f, 0x7FFFFFFF, 0.0f};
+}
+// Element idx as a candidate: only |x| > 0 can win (NaN never does), as in the CPU loop.
+STRATA_HD inline AbsMax absmax_leaf(float x, int32_t idx) {
+  const float a = bits_to_f32(f32_to_bits(x) & 0x7FFFFFFFu);
+  return a > 0.0f ? AbsMax{a, idx, x} : absmax_none();
+}
+// Larger magnitude wins, then the smaller index: a total order, so any reduction tree agrees
+// with the CPU's sequential scan.
+STRATA_HD inline AbsMax absmax_pick(AbsMax a, AbsMax b) {
+  return (b.abs > a.abs || (b.abs == a.abs && b.idx < a.idx)) ? b : a;
+}
+
+struct Q8_KScale {
+  float iscale;  // 0 for an all-zero block (codes 0)
+  float d;
+};
+STRATA_HD inline Q8_KScale q8_k_scale(float max) {
+  if (max == 0.0f) return Q8_KScale{0.0f, 0.0f};
+  const float iscale = div_rn(-127.0f, max);
+  return Q8_KScale{iscale, div_rn(1.0f, iscale)};
+}
+STRATA_HD inline int8_t q8_k_code(float x, float iscale) {
+  if (iscale == 0.0f) return 0;
+  const int q = nearest_int(mul_rn(iscale, x));
+  return static_cast<int8_t>(q < 127 ? q : 127);
+}
+
+// A quantized activation row as the kernel keeps it (in shared memory on the device): the codes,
+// one float scale per block, and the sum of every 16 codes (Q8_K's bsums; Q8_0 uses pairs).
+// One token's area is [qs: n bytes][d: n/block floats][sum16: n/16 int32], 16-byte aligned.
+struct ActView {
+  const int8_t* qs;      // [n]
+  const float* d;        // [n / act block]
+  const int32_t* sum16;  // [n / 16]
+};
+
+STRATA_HD inline uint32_t act_area_bytes(int64_t n, int act_block) {
+  const int64_t bytes = n + 4 * (n / act_block) + 4 * (n / 16);
+  return static_cast<uint32_t>((bytes + 15) & ~int64_t{15});
+}
+STRATA_HD inline ActView act_view(const uint8_t* area, int64_t n, int act_block) {
+  return ActView{reinterpret_cast<const int8_t*>(area), reinterpret_cast<const float*>(area + n),
+                 reinterpret_cast<const int32_t*>(area + n + 4 * (n / act_block))};
+}
+
+// ---- weight block dots: canonical order of kernels/gemv.cpp ----
+//
+// Block b of a row gives r_b = finish(sum over k < kThreads of part(k)): the integer work of a
+// block is split over kThreads threads (integer sums are exact in any order), then one float
+// expression per type, exactly the CPU's. Rows are cut into 8 accumulator lanes, lane l taking
+// blocks l, l+8, ... in order; the device runs each lane in its own group of kThreads threads.
+
+struct Partial {
+  int32_t a;  // weighted sum of code products
+  int32_t m;  // second integer term (Q4_K mins, Q6_K offset); 0 where unused
+};
+
+template <GgmlType T>
+struct Dot;
+
+// Q4_0 x Q8_0, one thread per block: code q in [0, 15] stands for q - 8, so
+// isum = sum(q·x) - 8·sum(x); r = (float)isum · (d_w · d_x).
+template <>
+struct Dot<GgmlType::Q4_0> {
+  static constexpr int kElems = 32;
+  static constexpr int kBytes = 18;
+  static constexpr int kThreads = 1;
+  static constexpr int kActBlock = 32;
+  static constexpr bool kHasM = false;
+  STRATA_HD static Partial part(const uint8_t* w, const ActView& x, int64_t b, int) {
+    uint32_t xv[8];
+    load_4x32_a16(x.qs + 32 * b, xv);
+    load_4x32_a16(x.qs + 32 * b + 16, xv + 4);
+    int32_t a = 0;
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t q = load_u32_a2(w + 2 + 4 * i);  // elements 4i..4i+3 low, +16 high
+      a = dp4a(q & 0x0F0F0F0Fu, xv[i], a);
+      a = dp4a((q >> 4) & 0x0F0F0F0Fu, xv[4 + i], a);
+    }
+    return Partial{a, 0};
+  }
+  STRATA_HD static float finish(const uint8_t* w, const ActView& x, int64_t b, Partial t) {
+    const int32_t isum = t.a - 8 * (x.sum16[2 * b] + x.sum16[2 * b + 1]);
+    return mul_rn(static_cast<float>(isum), mul_rn(half_to_f32(load_u16_a2(w)), x.d[b]));
+  }
+};
+
+// Q8_0 x Q8_0, one thread per block: r = (float)isum · (d_w · d_x).
+template <>
+struct Dot<GgmlType::Q8_0> {
+  static constexpr int kElems = 32;
+  static constexpr int kBytes = 34;
+  static constexpr int kThreads = 1;
+  static constexpr int kActBlock = 32;
+  static constexpr bool kHasM = false;
+  STRATA_HD static Partial part(const uint8_t* w, const ActView& x, int64_t b, int) {
+    uint32_t xv[8];
+    load_4x32_a16(x.qs + 32 * b, xv);
+    load_4x32_a16(x.qs + 32 * b + 16, xv + 4);
+    int32_t a = 0;
+    for (int i = 0; i < 8; ++i) a = dp4a(load_u32_a2(w + 2 + 4 * i), xv[i], a);
+    return Partial{a, 0};
+  }
+  STRATA_HD static float finish(const uint8_t* w, const ActView& x, int64_t b, Partial t) {
+    return mul_rn(static_cast<float>(t.a), mul_rn(half_to_f32(load_u16_a2(w)), x.d[b]));
+  }
+};
+
+// Q4_K's 6-bit scale and min of sub-block j (kernels' q4_k_scale_min).
+STRATA_HD inline void q4_k_scale_min(const uint8_t* s, int j, int32_t* sc, int32_t* mn) {
+  if (j < 4) {
+    *sc = s[j] & 63;
+    *mn = s[j + 4] & 63;
+  } else {
+    *sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
+    *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+
+// Q4_K x Q8_K, four threads per 256-element super-block (144 bytes: d, dmin, scales[12],
+// qs[128]); thread k takes qs[32k .. 32k+31], i.e. sub-blocks 2k (low nibbles) and 2k+1 (high).
+//   a = sum_s sc_s · sum(q·x),  m = sum_s m_s · (bsums[2s] + bsums[2s+1])
+//   r = (d_w · d_x) · (float)a - (dmin_w · d_x) · (float)m
+// The block must be 16-byte aligned (rows of 144·nb bytes from a 16-byte aligned matrix are).
+template <>
+struct Dot<GgmlType::Q4_K> {
+  static constexpr int kElems = 256;
+  static constexpr int kBytes = 144;
+  static constexpr int kThreads = 4;
+  static constexpr int kActBlock = 256;
+  static constexpr bool kHasM = true;
+  STRATA_HD static Partial part(const uint8_t* w, const ActView& x, int64_t b, int k) {
+    int32_t sc0, mn0, sc1, mn1;
+    q4_k_scale_min(w + 4, 2 * k, &sc0, &mn0);
+    q4_k_scale_min(w + 4, 2 * k + 1, &sc1, &mn1);
+    const int8_t* xb = x.qs + 256 * b + 64 * k;
+    int32_t lo = 0, hi = 0;
+    for (int h = 0; h < 2; ++h) {
+      uint32_t q[4], xl[4], xh[4];
+      load_4x32_a16(w + 16 + 32 * k + 16 * h, q);
+      load_4x32_a16(xb + 16 * h, xl);
+      load_4x32_a16(xb + 32 + 16 * h, xh);
+      for (int i = 0; i < 4; ++i) {
+        lo = dp4a(q[i] & 0x0F0F0F0Fu, xl[i], lo);
+        hi = dp4a((q[i] >> 4) & 0x0F0F0F0Fu, xh[i], hi);
+      }
+    }
+    const int32_t* s16 = x.sum16 + 16 * b + 4 * k;
+    return Partial{sc0 * lo + sc1 * hi, mn0 * (s16[0] + s16[1]) + mn1 * (s16[2] + s16[3])};
+  }
+  STRATA_HD static float finish(const uint8_t* w, const ActView& x, int64_t b, Partial t) {
+    const float dd = mul_rn(half_to_f32(load_u16_a2(w)), x.d[b]);
+    const float dm = mul_rn(half_to_f32(load_u16_a2(w + 2)), x.d[b]);
+    return sub_rn(mul_rn(dd, static_cast<float>(t.a)), mul_rn(dm, static_cast<float>(t.m)));
+  }
+};
+
+// Q6_K x Q8_K, four threads per 256-element super-block (210 bytes: ql[128], qh[64],
+// scales[16], d); thread k takes half h = k/2, positions l in [16(k%2), 16(k%2)+16) of all four
+// quarters. Codes c = q + 32 in [0, 63]:
+//   a = sum_g sc_g · sum(c·x),  m = sum_g sc_g · bsums[g]  (isum = a - 32·m)
+//   r = (d_w · d_x) · (float)isum
+template <>
+struct Dot<GgmlType::Q6_K> {
+  static constexpr int kElems = 256;
+  static constexpr int kBytes = 210;
+  static constexpr int kThreads = 4;
+  static constexpr int kActBlock = 256;
+  static constexpr bool kHasM = true;
+  STRATA_HD static Partial part(const uint8_t* w, const ActView& x, int64_t b, int k) {
+    const int h = k >> 1, l0 = 16 * (k & 1);
+    const int8_t* sc = reinterpret_cast<const int8_t*>(w + 192);
+    const int8_t* xb = x.qs + 256 * b + 128 * h + l0;
+    uint32_t xq[4][4];  // [quarter][word]
+    for (int q = 0; q < 4; ++q) load_4x32_a16(xb + 32 * q, xq[q]);
+    int32_t dq[4] = {0, 0, 0, 0};  // per quarter
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t A = load_u32_a2(w + 64 * h + l0 + 4 * i);        // quarters 0 (lo), 2 (hi)
+      const uint32_t B = load_u32_a2(w + 64 * h + 32 + l0 + 4 * i);   // quarters 1 (lo), 3 (hi)
+      const uint32_t H = load_u32_a2(w + 128 + 32 * h + l0 + 4 * i);  // 2 bits per quarter
+      dq[0] = dp4a((A & 0x0F0F0F0Fu) | ((H << 4) & 0x30303030u), xq[0][i], dq[0]);
+      dq[1] = dp4a((B & 0x0F0F0F0Fu) | ((H << 2) & 0x30303030u), xq[1][i], dq[1]);
+      dq[2] = dp4a(((A >> 4) & 0x0F0F0F0Fu) | (H & 0x30303030u), xq[2][i], dq[2]);
+      dq[3] = dp4a(((B >> 4) & 0x0F0F0F0Fu) | ((H >> 2) & 0x30303030u), xq[3][i], dq[3]);
+    }
+    // The 16 positions of quarter q all sit in scale group 8h + 2q + (l0 / 16).
+    const int g0 = 8 * h + (l0 >> 4);
+    int32_t a = 0;
+    for (int q = 0; q < 4; ++q) a += sc[g0 + 2 * q] * dq[q];
+    // The offset term, groups 4k .. 4k+3.
+    const int32_t* s16 = x.sum16 + 16 * b;
+    int32_t m = 0;
+    for (int g = 4 * k; g < 4 * k + 4; ++g) m += sc[g] * s16[g];
+    return Partial{a, m};
+  }
+  STRATA_HD static float finish(const uint8_t* w, const ActView& x, int64_t b, Partial t) {
+    const int32_t isum = t.a - 32 * t.m;
+    return mul_rn(mul_rn(half_to_f32(load_u16_a2(w + 208)), x.d[b]), static_cast<float>(isum));
+  }
+};
+
+// The canonical fold of the 8 accumulator lanes.
+STRATA_HD inline float fold8(const float a[8]) {
+  return add_rn(add_rn(add_rn(a[0], a[4]), add_rn(a[2], a[6])),
+                add_rn(add_rn(a[1], a[5]), add_rn(a[3], a[7])));
+}
+
+// The one runtime-type → template switch of the grouped kernel: calls fn(TypeTag<T>{}) for the
+// weight types with a Dot<T>, returns false for the rest (listed, so a new GgmlType is a
+// -Wswitch error here).
+template <GgmlType T>
+struct TypeTag {
+  static constexpr GgmlType kType = T;
+};
+
+template <typename Fn>
+bool dispatch_grouped(GgmlType t, Fn&& fn) {
+  switch (t) {
+    case GgmlType::Q4_0:
+      fn(TypeTag<GgmlType::Q4_0>{});
+      return true;
+    case GgmlType::Q8_0:
+      fn(TypeTag<GgmlType::Q8_0>{});
+      return true;
+    case GgmlType::Q4_K:
+      fn(TypeTag<GgmlType::Q4_K>{});
+      return true;
+    case GgmlType::Q6_K:
+      fn(TypeTag<GgmlType::Q6_K>{});
+      return true;
+    case GgmlType::F32:
+    case GgmlType::F16:
+    case GgmlType::BF16:
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
+    case GgmlType::Q8_1:
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K:
+    case GgmlType::Q5_K:
+    case GgmlType::Q8_K:
+    case GgmlType::IQ2_XXS:
+    case GgmlType::IQ2_XS:
+    case GgmlType::IQ3_XXS:
+    case GgmlType::IQ1_S:
+    case GgmlType::IQ4_NL:
+    case GgmlType::IQ3_S:
+    case GgmlType::IQ2_S:
+    case GgmlType::IQ4_XS:
+    case GgmlType::I8:
+    case GgmlType::I16:
+    case GgmlType::I32:
+    case GgmlType::I64:
+    case GgmlType::F64:
+    case GgmlType::IQ1_M:
+    case GgmlType::TQ1_0:
+    case GgmlType::TQ2_0:
+    case GgmlType::MXFP4:
+      return false;
+  }
+  return false;  // a value outside the enum
+}
+
+}  // namespace strata::cuda::detail

@@ -1,0 +1,559 @@
+// Tests for the grouped expert kernel (cuda/grouped.h) and VRAM expert slots (cuda/vram_store.h).
+// GroupedHost.* (label unit, no GPU): the kernel's element functions run on the host against the
+// CPU path bit for bit — activation quantization vs kernels::quantize_row, per-row dots vs the
+// kernels' GEMV (every ISA), whole experts vs kernels::expert_forward_ref — at awkward sizes with
+// fresh random data, Q4_0 / Q8_0 / Q4_K / Q6_K and mixed layers. GroupedDevice.* / VramStore.*
+// (label gpu): the real launches vs expert_forward_ref bit for bit, and the store's slots; they
+// GTEST_SKIP without a device.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda/grouped.h"
+#include "cuda/runtime.h"
+#include "cuda/vram_store.h"
+#include "io/check.h"
+#include "io/ggml_type.h"
+#include "kernels/expert_ref.h"
+#include "kernels/gemv.h"
+#include "kernels/portable_math.h"
+#include "kernels/quant.h"
+
+namespace strata::cuda {
+namespace {
+
+constexpr uint32_t kGuardBits = 0x7FC0DEAD;  // a NaN payload no kernel produces
+
+float guard_value() {
+  return std::bit_cast<float>(kGuardBits);
+}
+
+// got == want bit for bit; prints the first few mismatches.
+::testing::AssertionResult same_bits(const float* got, const float* want, int64_t n) {
+  int64_t bad = 0;
+  std::string msg;
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::bit_cast<uint32_t>(got[i]) == std::bit_cast<uint32_t>(want[i])) continue;
+    if (++bad <= 5)
+      msg += "\n  [" + std::to_string(i) + "] got " + std::to_string(got[i]) + " (0x" +
+             fmt::format("{:08x}", std::bit_cast<uint32_t>(got[i])) + ") want " +
+             std::to_string(want[i]) + " (0x" +
+             fmt::format("{:08x}", std::bit_cast<uint32_t>(want[i])) + ")";
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << bad << " of " << n << " differ:" << msg;
+}
+
+std::vector<float> normal_floats(int64_t n, float sigma, std::mt19937_64& rng) {
+  std::normal_distribution<float> normal(0.0f, sigma);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& f : v) f = normal(rng);
+  return v;
+}
+
+// ---- random weights ----
+
+// An fp16 scale: zero, negative zero, subnormal, or +-2^[-12, -4) (harsh: for single-row dots).
+uint16_t harsh_fp16_scale(std::mt19937_64& rng) {
+  const int kind = static_cast<int>(rng() % 100);
+  if (kind < 5) return 0x0000;
+  if (kind < 8) return 0x8000;
+  if (kind < 11) return static_cast<uint16_t>((rng() % 0x3FF + 1) | (rng() % 2 ? 0x8000 : 0));
+  std::uniform_real_distribution<float> mag(-12.0f, -4.0f);
+  return kernels::f32_to_fp16(std::exp2(mag(rng)) * (rng() % 2 ? -1.0f : 1.0f));
+}
+
+// Random code bytes with the scale fields set by `scale` (every byte of the matrix random first).
+template <typename Scale>
+std::vector<uint8_t> random_blocks(GgmlType t, int64_t rows, int64_t cols, std::mt19937_64& rng,
+                                   Scale scale) {
+  const auto info = ggml_type_info(t);
+  const int64_t nb = rows * (cols / info.block_size);
+  std::vector<uint8_t> w(static_cast<size_t>(nb) * info.type_size);
+  for (auto& b : w) b = static_cast<uint8_t>(rng());
+  auto put16 = [](uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); };
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* blk = w.data() + b * info.type_size;
+    switch (t) {
+      case GgmlType::Q4_0:
+      case GgmlType::Q8_0:
+        put16(blk, scale(rng));
+        break;
+      case GgmlType::Q4_K:
+        put16(blk, scale(rng));
+        put16(blk + 2, scale(rng));
+        break;
+      case GgmlType::Q6_K:
+        put16(blk + 208, scale(rng));
+        break;
+      default:
+        ADD_FAILURE() << "no random blocks for " << ggml_type_name(t);
+    }
+  }
+  return w;
+}
+
+// Weights quantized from normal floats, as a model file holds them.
+std::vector<uint8_t> quantized_matrix(GgmlType t, int64_t rows, int64_t cols,
+                                      std::mt19937_64& rng) {
+  const std::vector<float> f = normal_floats(rows * cols, 0.05f, rng);
+  std::vector<uint8_t> w(ggml_row_bytes(t, cols) * rows);
+  for (int64_t r = 0; r < rows; ++r)
+    kernels::quantize_row(t, f.data() + r * cols, w.data() + r * ggml_row_bytes(t, cols), cols);
+  return w;
+}
+
+// ---- activation quantization ----
+
+// Rows that stress the scale rules: ties of the largest magnitude with both signs, all-zero and
+// -0 blocks, subnormal and huge blocks, halfway codes.
+std::vector<float> awkward_activations(int64_t n, std::mt19937_64& rng) {
+  std::vector<float> x = normal_floats(n, 1.0f, rng);
+  for (int64_t base = 0; base < n; base += 32) {
+    const int kind = static_cast<int>(rng() % 8);
+    float* b = x.data() + base;
+    switch (kind) {
+      case 0:
+        for (int i = 0; i < 32; ++i) b[i] = 0.0f;
+        break;
+      case 1:
+        for (int i = 0; i < 32; ++i) b[i] = -0.0f;
+        break;
+      case 2:  // a tie: +m and -m
+        b[rng() % 32] = 7.0f;
+        b[rng() % 32] = -7.0f;
+        break;
+      case 3:
+        for (int i = 0; i < 32; ++i) b[i] *= 1e-30f;
+        break;
+      case 4:
+        for (int i = 0; i < 32; ++i) b[i] *= 1e30f;
+        break;
+      case 5:  // scale 1 (|max| = 127) and codes exactly halfway: the rounding rule shows
+        for (int i = 0; i < 32; ++i)
+          b[i] = static_cast<float>(static_cast<int>(rng() % 253) - 126) + 0.5f;
+        b[rng() % 32] = rng() % 2 ? 127.0f : -127.0f;
+        break;
+      default:
+        break;
+    }
+  }
+  return x;
+}
+
+TEST(GroupedHost, QuantizeQ8_0MatchesQuantizeRow) {
+  std::mt19937_64 rng(1);
+  for (int64_t n : {32, 96, 352, 1056, 2048}) {
+    for (int rep = 0; rep < 8; ++rep) {
+      const std::vector<float> x = awkward_activations(n, rng);
+      std::vector<uint8_t> want(ggml_row_bytes(GgmlType::Q8_0, n)), got(want.size(), 0xEE);
+      kernels::quantize_row(GgmlType::Q8_0, x.data(), want.data(), n);
+      grouped_quantize_emulated(GgmlType::Q8_0, x.data(), got.data(), n);
+      ASSERT_EQ(got, want) << "n=" << n << " rep=" << rep;
+    }
+  }
+}
+
+TEST(GroupedHost, QuantizeQ8_KMatchesQuantizeRow) {
+  std::mt19937_64 rng(2);
+  for (int64_t n : {256, 768, 2816}) {
+    for (int rep = 0; rep < 8; ++rep) {
+      std::vector<float> x = awkward_activations(n, rng);
+      if (rep == 1) std::fill(x.begin(), x.begin() + 256, 0.0f);  // an all-zero super-block
+      if (rep == 2) {  // the largest magnitude twice, negative first: the first one sets the sign
+        x[17] = -50.0f;
+        x[200] = 50.0f;
+      }
+      std::vector<uint8_t> want(ggml_row_bytes(GgmlType::Q8_K, n)), got(want.size(), 0xEE);
+      kernels::quantize_row(GgmlType::Q8_K, x.data(), want.data(), n);
+      grouped_quantize_emulated(GgmlType::Q8_K, x.data(), got.data(), n);
+      ASSERT_EQ(got, want) << "n=" << n << " rep=" << rep;
+    }
+  }
+}
+
+// ---- row dots ----
+
+struct DotCase {
+  GgmlType type;
+  std::vector<int64_t> cols;
+};
+
+TEST(GroupedHost, RowDotMatchesGemvEveryIsa) {
+  std::mt19937_64 rng(3);
+  const DotCase cases[] = {
+      {GgmlType::Q4_0, {32, 96, 288, 1056, 2048}},
+      {GgmlType::Q8_0, {32, 96, 288, 1056, 2048}},
+      {GgmlType::Q4_K, {256, 768, 2304, 4352}},
+      {GgmlType::Q6_K, {256, 768, 2304, 4352}},
+  };
+  for (const DotCase& c : cases) {
+    const GgmlType vdt = kernels::vec_dot_type(c.type);
+    for (int64_t n : c.cols) {
+      for (int64_t rows : {1, 3, 31, 33}) {
+        const std::vector<uint8_t> w = random_blocks(c.type, rows, n, rng, harsh_fp16_scale);
+        const std::vector<float> x = awkward_activations(n, rng);
+        std::vector<uint8_t> xq(ggml_row_bytes(vdt, n));
+        kernels::quantize_row(vdt, x.data(), xq.data(), n);
+        const size_t row_bytes = ggml_row_bytes(c.type, n);
+        std::vector<float> got(rows);
+        for (int64_t r = 0; r < rows; ++r)
+          got[r] = grouped_row_dot_emulated(c.type, w.data() + r * row_bytes, xq.data(), n);
+        for (kernels::Isa isa : {kernels::Isa::kRef, kernels::Isa::kAvx2, kernels::Isa::kAvx512}) {
+          std::vector<float> want(rows + 2, guard_value());
+          kernels::gemv_kernels(c.type, isa)
+              .gemv(w.data(), row_bytes, xq.data(), want.data() + 1, 0, rows, n);
+          ASSERT_TRUE(same_bits(got.data(), want.data() + 1, rows))
+              << ggml_type_name(c.type) << " n=" << n << " rows=" << rows << " isa "
+              << kernels::isa_name(kernels::gemv_kernel_isa(c.type, isa));
+        }
+      }
+    }
+  }
+}
+
+TEST(GroupedHost, UnsupportedTypeThrows) {
+  const float w[32] = {}, x[32] = {};
+  try {
+    grouped_row_dot_emulated(GgmlType::F32, w, x, 32);
+    FAIL() << "no throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
+    EXPECT_NE(std::string(e.what()).find("F32"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(grouped_supported(GgmlType::Q4_0));
+  EXPECT_TRUE(grouped_supported(GgmlType::Q6_K));
+  EXPECT_FALSE(grouped_supported(GgmlType::Q5_K));
+}
+
+// ---- whole experts ----
+
+struct LayerCase {
+  const char* name;
+  ExpertShape shape;
+  uint32_t n_experts;  // experts with weights; jobs use the first ones
+  uint32_t n_tokens;
+  uint32_t k;  // experts per token; 0: expert e takes token e % n_tokens (every job non-empty)
+};
+
+// A layer's weights (host), x, the routing and the jobs in dispatch order.
+struct TestLayer {
+  ExpertShape shape;
+  std::vector<std::vector<uint8_t>> gate, up, down;  // [n_experts]
+  std::vector<float> x;                              // [n_tokens, n_embd]
+  std::vector<int32_t> row_token;                    // [n_rows]
+  std::vector<uint32_t> job_expert;                  // [n_jobs]
+  std::vector<GroupedJob> jobs;                      // host weight pointers
+  uint32_t n_tokens = 0;
+
+  GroupedLayer layer() const {
+    GroupedLayer l;
+    l.shape = shape;
+    l.jobs = jobs.data();
+    l.n_jobs = static_cast<uint32_t>(jobs.size());
+    l.row_token = row_token.data();
+    l.n_rows = static_cast<uint32_t>(row_token.size());
+    l.n_tokens = n_tokens;
+    return l;
+  }
+  kernels::ExpertMatrices matrices(uint32_t e) const {
+    return kernels::ExpertMatrices{shape.gate_type, shape.up_type, shape.down_type,
+                                   gate[e].data(),  up[e].data(),  down[e].data()};
+  }
+  // y [n_rows, n_embd] from expert_forward_ref, row by row.
+  std::vector<float> reference() const {
+    std::vector<float> y(row_token.size() * shape.n_embd, guard_value());
+    for (size_t j = 0; j < jobs.size(); ++j)
+      for (uint32_t r = jobs[j].row_begin; r < jobs[j].row_end; ++r)
+        kernels::expert_forward_ref(matrices(job_expert[j]), shape.n_embd, shape.n_ff,
+                                    x.data() + row_token[r] * shape.n_embd, 1,
+                                    y.data() + r * shape.n_embd);
+    return y;
+  }
+};
+
+// Tokens route to k distinct experts each; rows are grouped by expert (dispatch order). An expert
+// with no tokens still gets an (empty) job; expert 0 also takes every token (a long job).
+TestLayer make_layer(const LayerCase& c, std::mt19937_64& rng) {
+  TestLayer t;
+  t.shape = c.shape;
+  t.n_tokens = c.n_tokens;
+  for (uint32_t e = 0; e < c.n_experts; ++e) {
+    t.gate.push_back(quantized_matrix(c.shape.gate_type, c.shape.n_ff, c.shape.n_embd, rng));
+    t.up.push_back(quantized_matrix(c.shape.up_type, c.shape.n_ff, c.shape.n_embd, rng));
+    t.down.push_back(quantized_matrix(c.shape.down_type, c.shape.n_embd, c.shape.n_ff, rng));
+  }
+  t.x = normal_floats(int64_t{c.n_tokens} * c.shape.n_embd, 1.0f, rng);
+  std::vector<std::vector<int32_t>> tokens_of(c.n_experts);
+  if (c.k == 0)
+    for (uint32_t e = 0; e < c.n_experts; ++e)
+      tokens_of[e].push_back(static_cast<int32_t>(e % c.n_tokens));
+  for (uint32_t tok = 0; c.k > 0 && tok < c.n_tokens; ++tok) {
+    tokens_of[0].push_back(static_cast<int32_t>(tok));
+    for (uint32_t i = 1; i < c.k; ++i) {
+      const uint32_t e = 1 + (tok * 7 + i * 3) % (c.n_experts - 1);
+      if (std::find(tokens_of[e].begin(), tokens_of[e].end(), static_cast<int32_t>(tok)) ==
+          tokens_of[e].end())
+        tokens_of[e].push_back(static_cast<int32_t>(tok));
+    }
+  }
+  for (uint32_t e = 0; e < c.n_experts; ++e) {
+    GroupedJob job;
+    job.w = ExpertWeights{t.gate[e].data(), t.up[e].data(), t.down[e].data()};
+    job.row_begin = static_cast<uint32_t>(t.row_token.size());
+    for (int32_t tok : tokens_of[e]) t.row_token.push_back(tok);
+    job.row_end = static_cast<uint32_t>(t.row_token.size());
+    t.jobs.push_back(job);
+    t.job_expert.push_back(e);
+  }
+  return t;
+}
+
+ExpertShape shape(int64_t n_embd, int64_t n_ff, GgmlType g, GgmlType u, GgmlType d) {
+  return ExpertShape{n_embd, n_ff, g, u, d};
+}
+
+const LayerCase kLayerCases[] = {
+    {"q4_0", shape(288, 96, GgmlType::Q4_0, GgmlType::Q4_0, GgmlType::Q4_0), 5, 11, 2},
+    {"q8_0", shape(96, 160, GgmlType::Q8_0, GgmlType::Q8_0, GgmlType::Q8_0), 5, 11, 2},
+    {"q4_k", shape(512, 768, GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q4_K), 4, 10, 2},
+    {"q6_k", shape(768, 256, GgmlType::Q6_K, GgmlType::Q6_K, GgmlType::Q6_K), 4, 10, 2},
+    {"q4_k+q6_k down", shape(512, 256, GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q6_K), 4, 3, 3},
+    {"q4_0 gate, q8_0 up, q4_k down",
+     shape(256, 512, GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K), 4, 3, 2},
+};
+
+TEST(GroupedHost, EmulatedExpertsMatchExpertForwardRef) {
+  std::mt19937_64 rng(4);
+  for (const LayerCase& c : kLayerCases) {
+    const TestLayer t = make_layer(c, rng);
+    const std::vector<float> want = t.reference();
+    std::vector<float> got(want.size(), guard_value());
+    grouped_forward_emulated(t.layer(), t.x.data(), got.data());
+    EXPECT_TRUE(same_bits(got.data(), want.data(), static_cast<int64_t>(got.size()))) << c.name;
+  }
+}
+
+TEST(GroupedHost, SwigluRowIsThePortableSilu) {
+  // swiglu_row (the CPU executors' SwiGLU) against a plain double evaluation: close, and finite.
+  std::mt19937_64 rng(5);
+  const std::vector<float> g = normal_floats(4096, 4.0f, rng), u = normal_floats(4096, 1.0f, rng);
+  std::vector<float> out(g.size());
+  kernels::swiglu_row(g.data(), u.data(), out.data(), static_cast<int64_t>(g.size()));
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double want =
+        static_cast<double>(g[i]) / (1.0 + std::exp(-static_cast<double>(g[i]))) * u[i];
+    EXPECT_NEAR(out[i], want, 6e-7 * std::fabs(want) + 1e-30) << "g=" << g[i] << " u=" << u[i];
+  }
+}
+
+TEST(GroupedHost, WithoutADeviceTheExecutorThrowsCleanly) {
+  if (cuda_device_count() > 0) GTEST_SKIP() << "a device is present";
+  try {
+    GroupedExperts g(GroupedLimits{0, 256, 256, 1, 8});
+    FAIL() << "no throw";
+  } catch (const Error& e) {
+    EXPECT_TRUE(e.kind() == ErrorKind::kUnsupported || e.kind() == ErrorKind::kCuda) << e.what();
+  }
+}
+
+// ---- on the device ----
+
+#define SKIP_WITHOUT_GPU() \
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda_describe()
+
+// The layer's experts uploaded into a VramStore; jobs rewritten to the device pointers.
+struct DeviceLayer {
+  VramStore store;
+  std::vector<GroupedJob> jobs;
+
+  DeviceLayer(const TestLayer& t, uint64_t budget) : store(0, budget) {
+    std::vector<int32_t> slot;
+    for (size_t e = 0; e < t.gate.size(); ++e) {
+      slot.push_back(store.put(HostExpert{t.gate[e].data(), t.gate[e].size(), t.up[e].data(),
+                                          t.up[e].size(), t.down[e].data(), t.down[e].size()}));
+      EXPECT_NE(slot.back(), VramStore::kNoSlot);
+    }
+    store.sync();
+    for (size_t j = 0; j < t.jobs.size(); ++j) {
+      GroupedJob job = t.jobs[j];
+      job.w = store.weights(slot[t.job_expert[j]]);
+      jobs.push_back(job);
+    }
+  }
+  GroupedLayer layer(const TestLayer& t) const {
+    GroupedLayer l = t.layer();
+    l.jobs = jobs.data();
+    return l;
+  }
+};
+
+uint64_t total_footprint(const TestLayer& t) {
+  uint64_t bytes = 0;
+  for (size_t e = 0; e < t.gate.size(); ++e)
+    bytes += VramStore::footprint(
+        HostExpert{nullptr, t.gate[e].size(), nullptr, t.up[e].size(), nullptr, t.down[e].size()});
+  return bytes;
+}
+
+TEST(GroupedDevice, LaunchMatchesExpertForwardRefBitForBit) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(6);
+  for (const LayerCase& c : kLayerCases) {
+    const TestLayer t = make_layer(c, rng);
+    const std::vector<float> want = t.reference();
+    DeviceLayer d(t, total_footprint(t));
+    GroupedExperts g(GroupedLimits{0, c.shape.n_embd, c.shape.n_ff, c.n_tokens,
+                                   static_cast<uint32_t>(t.row_token.size())});
+    std::copy(t.x.begin(), t.x.end(), g.x_host());
+    g.launch(d.layer(t));
+    g.wait();
+    EXPECT_TRUE(same_bits(g.y_host(), want.data(), static_cast<int64_t>(want.size()))) << c.name;
+    // Again: a second launch on the same context gives the same bits.
+    g.launch(d.layer(t));
+    g.wait();
+    EXPECT_TRUE(same_bits(g.y_host(), want.data(), static_cast<int64_t>(want.size())))
+        << c.name << " (second launch)";
+  }
+}
+
+// Qwen3-30B-A3B's expert shape at decode: 8 experts, one token each, Q4_0 and Q4_K, through
+// launch_device (the bench's path).
+TEST(GroupedDevice, DecodeShapeLaunchDeviceMatchesReference) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(7);
+  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_K}) {
+    const LayerCase c{"decode", shape(2048, 768, type, type, type), 8, 1, 8};
+    TestLayer t;
+    t.shape = c.shape;
+    t.n_tokens = 1;
+    const auto sane = [](std::mt19937_64& r) {
+      return kernels::f32_to_fp16(std::ldexp(1.0f + static_cast<float>(r() % 1024) / 1024.0f, -9) *
+                                  (r() % 2 ? -1.0f : 1.0f));
+    };
+    for (uint32_t e = 0; e < 8; ++e) {
+      t.gate.push_back(random_blocks(type, 768, 2048, rng, sane));
+      t.up.push_back(random_blocks(type, 768, 2048, rng, sane));
+      t.down.push_back(random_blocks(type, 2048, 768, rng, sane));
+      GroupedJob job;
+      job.w = ExpertWeights{t.gate[e].data(), t.up[e].data(), t.down[e].data()};
+      job.row_begin = e;
+      job.row_end = e + 1;
+      t.jobs.push_back(job);
+      t.job_expert.push_back(e);
+      t.row_token.push_back(0);
+    }
+    t.x = normal_floats(2048, 1.0f, rng);
+    const std::vector<float> want = t.reference();
+    DeviceLayer d(t, total_footprint(t));
+    GroupedExperts g(GroupedLimits{0, 2048, 768, 1, 8});
+    DeviceBuffer x(t.x.size() * 4), rows(t.row_token.size() * 4), y(want.size() * 4);
+    copy_to_device(x.data(), t.x.data(), x.bytes());
+    copy_to_device(rows.data(), t.row_token.data(), rows.bytes());
+    g.launch_device(d.layer(t), x.as<float>(), rows.as<int32_t>(), y.as<float>());
+    g.wait();
+    std::vector<float> got(want.size());
+    copy_to_host(got.data(), y.data(), y.bytes());
+    EXPECT_TRUE(same_bits(got.data(), want.data(), static_cast<int64_t>(got.size())))
+        << ggml_type_name(type);
+  }
+}
+
+// More jobs than one kernel launch takes (kMaxJobsPerStage = 64): the stages split.
+TEST(GroupedDevice, ManyJobsSplitAcrossLaunches) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(8);
+  const LayerCase c{"many", shape(64, 32, GgmlType::Q8_0, GgmlType::Q8_0, GgmlType::Q4_0), 70, 4,
+                    0};
+  const TestLayer t = make_layer(c, rng);
+  const std::vector<float> want = t.reference();
+  DeviceLayer d(t, total_footprint(t));
+  GroupedExperts g(GroupedLimits{0, 64, 32, 4, static_cast<uint32_t>(t.row_token.size())});
+  std::copy(t.x.begin(), t.x.end(), g.x_host());
+  g.launch(d.layer(t));
+  g.wait();
+  EXPECT_TRUE(same_bits(g.y_host(), want.data(), static_cast<int64_t>(want.size())));
+}
+
+TEST(GroupedDevice, PortableMathDeviceEqualsHost) {
+  SKIP_WITHOUT_GPU();
+  std::vector<float> x;
+  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 4099)
+    x.push_back(std::bit_cast<float>(uint32_t(b)));
+  DeviceBuffer dx(x.size() * 4), dy(x.size() * 4);
+  copy_to_device(dx.data(), x.data(), dx.bytes());
+  std::vector<float> got(x.size()), want(x.size());
+  for (PortableFn fn : {PortableFn::kExp, PortableFn::kSilu}) {
+    cuda_portable_eval(fn, dx.as<float>(), dy.as<float>(), static_cast<int64_t>(x.size()));
+    copy_to_host(got.data(), dy.data(), dy.bytes());
+    for (size_t i = 0; i < x.size(); ++i) {
+      want[i] =
+          fn == PortableFn::kExp ? kernels::portable_expf(x[i]) : kernels::portable_silu(x[i]);
+      if (std::isnan(want[i]) && std::isnan(got[i])) got[i] = want[i];  // payloads may differ
+    }
+    EXPECT_TRUE(same_bits(got.data(), want.data(), static_cast<int64_t>(x.size())))
+        << (fn == PortableFn::kExp ? "exp" : "silu");
+  }
+}
+
+// ---- VRAM store ----
+
+TEST(VramStore, SlotsFillTheBudgetReleaseAndCoalesce) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(9);
+  std::vector<uint8_t> a(1000), b(300), c(4097);
+  for (auto* v : {&a, &b, &c})
+    for (auto& byte : *v) byte = static_cast<uint8_t>(rng());
+  const HostExpert e{a.data(), a.size(), b.data(), b.size(), c.data(), c.size()};
+  const uint64_t fp = VramStore::footprint(e);
+  EXPECT_EQ(fp, 1024u + 512u + 4352u);
+  VramStore store(0, 3 * fp + 100, 4096);  // small staging: many chunks per matrix
+  EXPECT_EQ(store.capacity(), (3 * fp + 100) / 256 * 256);
+  const int32_t s0 = store.put(e), s1 = store.put(e), s2 = store.put(e);
+  ASSERT_NE(s0, VramStore::kNoSlot);
+  ASSERT_NE(s1, VramStore::kNoSlot);
+  ASSERT_NE(s2, VramStore::kNoSlot);
+  EXPECT_EQ(store.put(e), VramStore::kNoSlot) << "the budget is hard";
+  EXPECT_EQ(store.used(), 3 * fp);
+  store.sync();
+  for (int32_t s : {s0, s1, s2}) {
+    const ExpertWeights w = store.weights(s);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(w.gate) % 256, 0u);
+    std::vector<uint8_t> back(c.size());
+    copy_to_host(back.data(), w.down, back.size());
+    EXPECT_EQ(back, c);
+    back.resize(a.size());
+    copy_to_host(back.data(), w.gate, back.size());
+    EXPECT_EQ(back, a);
+  }
+  // Free the middle, then the first: one range of 2 slots, big enough for a double expert.
+  store.release(s1);
+  store.release(s0);
+  EXPECT_EQ(store.largest_free(), 2 * fp);
+  std::vector<uint8_t> big(2 * fp - 512);
+  const HostExpert e2{big.data(), big.size(), b.data(), 1, b.data(), 1};
+  EXPECT_EQ(VramStore::footprint(e2), 2 * fp);
+  EXPECT_NE(store.put(e2), VramStore::kNoSlot);
+  EXPECT_EQ(store.largest_free(), store.capacity() - 3 * fp);
+}
+
+TEST(VramStore, ImpossibleBudgetIsAClearError) {
+  SKIP_WITHOUT_GPU();
+  try {
+    VramStore store(0, uint64_t{1} << 50);
+    FAIL() << "no throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kCuda);
+    EXPECT_NE(std::string(e.what()).find("1125899906842624 bytes"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace strata::cuda
