@@ -92,8 +92,9 @@ struct Row {
   std::string type;
   int experts;
   const char* stages;
-  double mb;  // weight bytes read per launch, MB
-  double us;  // per launch
+  bool overlap;  // programmatic dependent launches (sm_90+)
+  double mb;     // weight bytes read per launch, MB
+  double us;     // per launch
   double gbps;
 };
 
@@ -142,9 +143,12 @@ void bench_type(GgmlType type, int experts, int launches, int reps, cudaStream_t
   copy_to_device(x.data(), xh.data(), x.bytes());
   copy_to_device(rows_dev.data(), row_token.data(), rows_dev.bytes());
 
-  GroupedExperts g(GroupedLimits{0, kEmbd, kFf, 1, static_cast<uint32_t>(experts)});
   Timer t;
-  for (auto stages : {GroupedExperts::Stages::kGateUp, GroupedExperts::Stages::kAll}) {
+  for (const auto& [overlap, stages] : {std::pair{true, GroupedExperts::Stages::kGateUp},
+                                        std::pair{true, GroupedExperts::Stages::kAll},
+                                        std::pair{false, GroupedExperts::Stages::kGateUp},
+                                        std::pair{false, GroupedExperts::Stages::kAll}}) {
+    GroupedExperts g(GroupedLimits{0, kEmbd, kFf, 1, static_cast<uint32_t>(experts), overlap});
     const bool all = stages == GroupedExperts::Stages::kAll;
     int layer = 0;
     auto run = [&](int n) {
@@ -169,7 +173,7 @@ void bench_type(GgmlType type, int experts, int launches, int reps, cudaStream_t
     const double per_launch_s = median(ms) * 1e-3 / launches;
     const double bytes = static_cast<double>(experts) * (all ? expert_bytes : 2 * gate_bytes);
     rows->push_back(Row{std::string(ggml_type_name(type)), experts,
-                        all ? "gate+up+down" : "gate+up", bytes / 1e6, per_launch_s * 1e6,
+                        all ? "gate+up+down" : "gate+up", overlap, bytes / 1e6, per_launch_s * 1e6,
                         bytes / per_launch_s / 1e9});
   }
 }
@@ -194,11 +198,12 @@ int run(int argc, char** argv) {
   for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_K})
     for (int experts : {8, 64}) bench_type(type, experts, launches, reps, s, &rows);
 
-  std::printf("| type | experts | stages | MB/launch | us/launch | GB/s | %% of copy |\n");
-  std::printf("|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "| type | experts | stages | overlap | MB/launch | us/launch | GB/s | %% of copy |\n");
+  std::printf("|---|---|---|---|---|---|---|---|\n");
   for (const Row& r : rows)
-    std::printf("| %s | %d | %s | %.2f | %.2f | %.0f | %.1f%% |\n", r.type.c_str(), r.experts,
-                r.stages, r.mb, r.us, r.gbps, 100.0 * r.gbps / copy);
+    std::printf("| %s | %d | %s | %s | %.2f | %.2f | %.0f | %.1f%% |\n", r.type.c_str(), r.experts,
+                r.stages, r.overlap ? "PDL" : "off", r.mb, r.us, r.gbps, 100.0 * r.gbps / copy);
   std::printf(
       "\n(n_embd %lld, n_ff %lld; %d launches per timed run, median of %d runs; weights "
       "rotate over > 1 GiB)\n",

@@ -239,6 +239,40 @@ struct Dot<GgmlType::Q4_0> {
   }
 };
 
+// Bit t_i of t (i < 4) moved to bit 4 of byte i: Q5_0's fifth bits beside their nibbles. The
+// four shifted copies of t do not overlap, so the product has no carries.
+STRATA_HD inline uint32_t spread_bits4(uint32_t t) {
+  return ((t * 0x00204081u) & 0x01010101u) << 4;
+}
+
+// Q5_0 x Q8_0, one thread per block (22 bytes: d, qh[4], qs[16]): code c = nibble | (bit j of
+// qh) << 4 in [0, 31] stands for c - 16, so isum = sum(c·x) - 16·sum(x).
+template <>
+struct Dot<GgmlType::Q5_0> {
+  static constexpr int kElems = 32;
+  static constexpr int kBytes = 22;
+  static constexpr int kThreads = 1;
+  static constexpr int kActBlock = 32;
+  static constexpr bool kHasM = false;
+  STRATA_HD static Partial part(const uint8_t* w, const ActView& x, int64_t b, int) {
+    uint32_t xv[8];
+    load_4x32_a16(x.qs + 32 * b, xv);
+    load_4x32_a16(x.qs + 32 * b + 16, xv + 4);
+    const uint32_t qh = load_u32_a2(w + 2);
+    int32_t a = 0;
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t q = load_u32_a2(w + 6 + 4 * i);
+      a = dp4a((q & 0x0F0F0F0Fu) | spread_bits4((qh >> (4 * i)) & 0xFu), xv[i], a);
+      a = dp4a(((q >> 4) & 0x0F0F0F0Fu) | spread_bits4((qh >> (16 + 4 * i)) & 0xFu), xv[4 + i], a);
+    }
+    return Partial{a, 0};
+  }
+  STRATA_HD static float finish(const uint8_t* w, const ActView& x, int64_t b, Partial t) {
+    const int32_t isum = t.a - 16 * (x.sum16[2 * b] + x.sum16[2 * b + 1]);
+    return mul_rn(static_cast<float>(isum), mul_rn(half_to_f32(load_u16_a2(w)), x.d[b]));
+  }
+};
+
 // Q8_0 x Q8_0, one thread per block: r = (float)isum · (d_w · d_x).
 template <>
 struct Dot<GgmlType::Q8_0> {
@@ -373,6 +407,9 @@ bool dispatch_grouped(GgmlType t, Fn&& fn) {
     case GgmlType::Q4_0:
       fn(TypeTag<GgmlType::Q4_0>{});
       return true;
+    case GgmlType::Q5_0:
+      fn(TypeTag<GgmlType::Q5_0>{});
+      return true;
     case GgmlType::Q8_0:
       fn(TypeTag<GgmlType::Q8_0>{});
       return true;
@@ -386,7 +423,6 @@ bool dispatch_grouped(GgmlType t, Fn&& fn) {
     case GgmlType::F16:
     case GgmlType::BF16:
     case GgmlType::Q4_1:
-    case GgmlType::Q5_0:
     case GgmlType::Q5_1:
     case GgmlType::Q8_1:
     case GgmlType::Q2_K:

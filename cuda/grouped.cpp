@@ -126,6 +126,7 @@ struct GroupedExperts::Impl {
   GroupedLimits lim;
   int sm_count = 0;
   uint32_t smem_max = 0;
+  bool overlap = false;        // lim.overlap_launches on a device that has it (sm_90+)
   size_t x_bytes_max = 0;      // the x part of the input buffers
   Stream stream;               // created after the device is selected (see the constructor)
   DeviceBuffer in;             // [x: max_tokens * max_embd floats][row_token: max_rows int32]
@@ -153,6 +154,9 @@ struct GroupedExperts::Impl {
     int optin = 0;
     CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, l.device));
     smem_max = static_cast<uint32_t>(optin);
+    int major = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, l.device));
+    overlap = l.overlap_launches && major >= 9;
     CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
   }
   ~Impl() {
@@ -181,7 +185,7 @@ struct GroupedExperts::Impl {
     uint32_t grid = 0, smem = 0;
     plan_stage(t, n_out, n_in, max_job_rows, static_cast<int>(count), p.n_mats, sm_count, smem_max,
                &p, &grid, &smem);
-    detail::launch_stage(t, down, p, grid, smem, s);
+    detail::launch_stage(t, down, p, grid, smem, overlap, s);
   }
 
   // Every stage of the layer on stream s: gate and up of all jobs, then down of all jobs.

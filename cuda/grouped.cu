@@ -30,6 +30,19 @@ __device__ __forceinline__ void cp_async_wait_all() {
   asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
 
+// Programmatic dependent launch (sm_90+; no-ops when the launch did not ask for it): let the next
+// kernel's blocks start, and wait until the previous kernel's writes are visible.
+__device__ __forceinline__ void allow_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wait_for_prerequisites() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 // ---- activation quantizers: `elem` yields element i of dispatch-row slot t ----
 
 // Q8_0: one warp per 32-element block, lane = element.
@@ -151,6 +164,10 @@ __global__ void __launch_bounds__(kStageThreads)
   for (int64_t i = threadIdx.x; i < n16; i += kStageThreads)
     cp_async16(smem + 16 * i, src16 + 16 * i);
   const uint8_t* tile_w = smem + shift;
+  // Weights are never written on the device, so their copy may start before the previous kernel
+  // on the stream has finished; every read of x / gate / up and every write comes after this.
+  allow_dependents();
+  wait_for_prerequisites();
   uint8_t* acts = smem + p.tile_bytes;
 
   const int warp = static_cast<int>(threadIdx.x) / 32;
@@ -223,13 +240,23 @@ __global__ void __launch_bounds__(kStageThreads)
 }
 
 template <GgmlType T, bool kDown>
-void launch_typed(const StageParams& p, uint32_t grid, uint32_t smem, cudaStream_t stream) {
+void launch_typed(const StageParams& p, uint32_t grid, uint32_t smem, bool overlap,
+                  cudaStream_t stream) {
   auto* kernel = &expert_stage_kernel<T, kDown>;
   if (smem > 48 * 1024)
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(smem)));
-  kernel<<<grid, kStageThreads, smem, stream>>>(p);
-  CUDA_CHECK(cudaGetLastError());
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(kStageThreads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = overlap ? 1 : 0;
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p));
 }
 
 __global__ void portable_eval_kernel(bool silu, const float* __restrict__ x, float* __restrict__ y,
@@ -242,13 +269,13 @@ __global__ void portable_eval_kernel(bool silu, const float* __restrict__ x, flo
 }  // namespace
 
 bool launch_stage(GgmlType t, bool down, const StageParams& p, uint32_t grid, uint32_t smem,
-                  void* stream) {
+                  bool overlap, void* stream) {
   const auto s = static_cast<cudaStream_t>(stream);
   return dispatch_grouped(t, [&](auto tag) {
     if (down)
-      launch_typed<decltype(tag)::kType, true>(p, grid, smem, s);
+      launch_typed<decltype(tag)::kType, true>(p, grid, smem, overlap, s);
     else
-      launch_typed<decltype(tag)::kType, false>(p, grid, smem, s);
+      launch_typed<decltype(tag)::kType, false>(p, grid, smem, overlap, s);
   });
 }
 

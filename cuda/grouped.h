@@ -3,7 +3,8 @@
 // quantize x, gate and up GEMVs, SwiGLU, quantize, down GEMV — and returns one output row per
 // (token, expert) pair, unweighted and not summed (the host combines in its fixed order). Each
 // output is bit-identical to kernels::expert_forward_ref for the same expert and token.
-// Weight types: Q4_0, Q8_0, Q4_K, Q6_K (any per matrix). A build without CUDA links stubs
+// Weight types: Q4_0, Q8_0, Q4_K, Q6_K, and Q5_0 (what llama-quantize uses for K-quant files whose
+// rows are not a multiple of 256), any per matrix. A build without CUDA links stubs
 // (cuda/stub.cpp); the host emulation below works in every build.
 // Tested by tests/test_cuda_grouped.cpp; measured by bench/bench_gpu_grouped.cpp.
 #pragma once
@@ -63,6 +64,10 @@ struct GroupedLimits {
   int64_t max_ff = 0;
   uint32_t max_tokens = 1;  // x rows per launch
   uint32_t max_rows = 8;    // dispatch rows per launch (token-expert pairs on this device)
+  // On sm_90+, launch each stage as a programmatic dependent of the kernel before it on the
+  // stream: its blocks start copying their (read-only) weights while that kernel finishes, and
+  // wait for it before touching activations. Same results either way.
+  bool overlap_launches = true;
 };
 
 // The per-device executor: pinned activation buffers, device scratch, an event. One launch in

@@ -43,9 +43,10 @@ struct StageParams {
 };
 
 // Enqueues one stage for weight type t (false: no kernel for t). Throws Error(kCuda) on a failed
-// launch. `down` selects the SwiGLU-input variant.
+// launch. `down` selects the SwiGLU-input variant; `overlap` launches it as a programmatic
+// dependent of the previous kernel on the stream (sm_90+ only).
 bool launch_stage(GgmlType t, bool down, const StageParams& p, uint32_t grid, uint32_t smem,
-                  void* stream);
+                  bool overlap, void* stream);
 
 // portable_expf (silu = false) or portable_silu over n device floats, on the legacy stream.
 void launch_portable_eval(bool silu, const float* dev_x, float* dev_y, int64_t n);

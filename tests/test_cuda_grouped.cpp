@@ -2,7 +2,8 @@
 // GroupedHost.* (label unit, no GPU): the kernel's element functions run on the host against the
 // CPU path bit for bit — activation quantization vs kernels::quantize_row, per-row dots vs the
 // kernels' GEMV (every ISA), whole experts vs kernels::expert_forward_ref — at awkward sizes with
-// fresh random data, Q4_0 / Q8_0 / Q4_K / Q6_K and mixed layers. GroupedDevice.* / VramStore.*
+// fresh random data, Q4_0 / Q5_0 / Q8_0 / Q4_K / Q6_K, mixed layers and the fixture models'
+// real experts. GroupedDevice.* / VramStore.*
 // (label gpu): the real launches vs expert_forward_ref bit for bit, and the store's slots; they
 // GTEST_SKIP without a device.
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -21,6 +23,7 @@
 #include "cuda/vram_store.h"
 #include "io/check.h"
 #include "io/ggml_type.h"
+#include "io/gguf.h"
 #include "kernels/expert_ref.h"
 #include "kernels/gemv.h"
 #include "kernels/portable_math.h"
@@ -83,6 +86,7 @@ std::vector<uint8_t> random_blocks(GgmlType t, int64_t rows, int64_t cols, std::
     uint8_t* blk = w.data() + b * info.type_size;
     switch (t) {
       case GgmlType::Q4_0:
+      case GgmlType::Q5_0:
       case GgmlType::Q8_0:
         put16(blk, scale(rng));
         break;
@@ -189,9 +193,8 @@ struct DotCase {
 TEST(GroupedHost, RowDotMatchesGemvEveryIsa) {
   std::mt19937_64 rng(3);
   const DotCase cases[] = {
-      {GgmlType::Q4_0, {32, 96, 288, 1056, 2048}},
-      {GgmlType::Q8_0, {32, 96, 288, 1056, 2048}},
-      {GgmlType::Q4_K, {256, 768, 2304, 4352}},
+      {GgmlType::Q4_0, {32, 96, 288, 1056, 2048}}, {GgmlType::Q5_0, {32, 96, 288, 1056, 2048}},
+      {GgmlType::Q8_0, {32, 96, 288, 1056, 2048}}, {GgmlType::Q4_K, {256, 768, 2304, 4352}},
       {GgmlType::Q6_K, {256, 768, 2304, 4352}},
   };
   for (const DotCase& c : cases) {
@@ -230,6 +233,7 @@ TEST(GroupedHost, UnsupportedTypeThrows) {
   }
   EXPECT_TRUE(grouped_supported(GgmlType::Q4_0));
   EXPECT_TRUE(grouped_supported(GgmlType::Q6_K));
+  EXPECT_TRUE(grouped_supported(GgmlType::Q5_0));
   EXPECT_FALSE(grouped_supported(GgmlType::Q5_K));
 }
 
@@ -281,16 +285,7 @@ struct TestLayer {
 
 // Tokens route to k distinct experts each; rows are grouped by expert (dispatch order). An expert
 // with no tokens still gets an (empty) job; expert 0 also takes every token (a long job).
-TestLayer make_layer(const LayerCase& c, std::mt19937_64& rng) {
-  TestLayer t;
-  t.shape = c.shape;
-  t.n_tokens = c.n_tokens;
-  for (uint32_t e = 0; e < c.n_experts; ++e) {
-    t.gate.push_back(quantized_matrix(c.shape.gate_type, c.shape.n_ff, c.shape.n_embd, rng));
-    t.up.push_back(quantized_matrix(c.shape.up_type, c.shape.n_ff, c.shape.n_embd, rng));
-    t.down.push_back(quantized_matrix(c.shape.down_type, c.shape.n_embd, c.shape.n_ff, rng));
-  }
-  t.x = normal_floats(int64_t{c.n_tokens} * c.shape.n_embd, 1.0f, rng);
+void route(const LayerCase& c, TestLayer* t) {
   std::vector<std::vector<int32_t>> tokens_of(c.n_experts);
   if (c.k == 0)
     for (uint32_t e = 0; e < c.n_experts; ++e)
@@ -306,13 +301,71 @@ TestLayer make_layer(const LayerCase& c, std::mt19937_64& rng) {
   }
   for (uint32_t e = 0; e < c.n_experts; ++e) {
     GroupedJob job;
-    job.w = ExpertWeights{t.gate[e].data(), t.up[e].data(), t.down[e].data()};
-    job.row_begin = static_cast<uint32_t>(t.row_token.size());
-    for (int32_t tok : tokens_of[e]) t.row_token.push_back(tok);
-    job.row_end = static_cast<uint32_t>(t.row_token.size());
-    t.jobs.push_back(job);
-    t.job_expert.push_back(e);
+    job.w = ExpertWeights{t->gate[e].data(), t->up[e].data(), t->down[e].data()};
+    job.row_begin = static_cast<uint32_t>(t->row_token.size());
+    for (int32_t tok : tokens_of[e]) t->row_token.push_back(tok);
+    job.row_end = static_cast<uint32_t>(t->row_token.size());
+    t->jobs.push_back(job);
+    t->job_expert.push_back(e);
   }
+}
+
+TestLayer make_layer(const LayerCase& c, std::mt19937_64& rng) {
+  TestLayer t;
+  t.shape = c.shape;
+  t.n_tokens = c.n_tokens;
+  for (uint32_t e = 0; e < c.n_experts; ++e) {
+    t.gate.push_back(quantized_matrix(c.shape.gate_type, c.shape.n_ff, c.shape.n_embd, rng));
+    t.up.push_back(quantized_matrix(c.shape.up_type, c.shape.n_ff, c.shape.n_embd, rng));
+    t.down.push_back(quantized_matrix(c.shape.down_type, c.shape.n_embd, c.shape.n_ff, rng));
+  }
+  t.x = normal_floats(int64_t{c.n_tokens} * c.shape.n_embd, 1.0f, rng);
+  route(c, &t);
+  return t;
+}
+
+// ---- fixture models: the experts of a llama.cpp-quantized GGUF ----
+
+struct FixtureVariant {
+  const char* file;  // under STRATA_FIXTURES_DIR
+  uint32_t k;        // experts used per token
+};
+const FixtureVariant kFixtures[] = {
+    {"tiny-qwen3moe/tiny-qwen3moe-Q8_0.gguf", 4},
+    {"tiny-qwen3moe/tiny-qwen3moe-Q4_0.gguf", 4},
+    {"tiny-qwen3moe/tiny-qwen3moe-Q4_K_M.gguf", 4},
+    {"tiny-mixtral/tiny-mixtral-Q4_0.gguf", 2},
+};
+
+std::string fixture_path(const char* rel) {
+  return std::string(STRATA_FIXTURES_DIR) + "/" + rel;
+}
+
+// Layer `layer`'s stacked experts ([n_expert, rows, cols] tensors) copied out per expert, with
+// random x and 5 tokens routed as route() does.
+TestLayer fixture_layer(const io::GgufFile& f, int layer, uint32_t k, std::mt19937_64& rng) {
+  TestLayer t;
+  const std::string prefix = "blk." + std::to_string(layer) + ".ffn_";
+  const io::GgufTensorInfo* g = f.find_tensor(prefix + "gate_exps.weight");
+  const io::GgufTensorInfo* u = f.find_tensor(prefix + "up_exps.weight");
+  const io::GgufTensorInfo* d = f.find_tensor(prefix + "down_exps.weight");
+  EXPECT_TRUE(g != nullptr && u != nullptr && d != nullptr) << f.path() << " layer " << layer;
+  if (g == nullptr || u == nullptr || d == nullptr) return t;
+  t.shape = ExpertShape{static_cast<int64_t>(g->ne[0]), static_cast<int64_t>(g->ne[1]), g->type,
+                        u->type, d->type};
+  const auto n_expert = static_cast<uint32_t>(g->ne[2]);
+  auto slices = [&](const io::GgufTensorInfo* ti, std::vector<std::vector<uint8_t>>* out) {
+    const size_t bytes = ti->row_bytes() * ti->ne[1];
+    const auto* base = reinterpret_cast<const uint8_t*>(f.tensor_data(*ti));
+    for (uint32_t e = 0; e < n_expert; ++e)
+      out->emplace_back(base + e * bytes, base + (e + 1) * bytes);
+  };
+  slices(g, &t.gate);
+  slices(u, &t.up);
+  slices(d, &t.down);
+  t.n_tokens = 5;
+  t.x = normal_floats(int64_t{t.n_tokens} * t.shape.n_embd, 1.0f, rng);
+  route(LayerCase{"fixture", t.shape, n_expert, t.n_tokens, k}, &t);
   return t;
 }
 
@@ -326,6 +379,8 @@ const LayerCase kLayerCases[] = {
     {"q4_k", shape(512, 768, GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q4_K), 4, 10, 2},
     {"q6_k", shape(768, 256, GgmlType::Q6_K, GgmlType::Q6_K, GgmlType::Q6_K), 4, 10, 2},
     {"q4_k+q6_k down", shape(512, 256, GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q6_K), 4, 3, 3},
+    {"q4_k+q5_0 down (fixture Q4_K_M)",
+     shape(256, 128, GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q5_0), 4, 3, 2},
     {"q4_0 gate, q8_0 up, q4_k down",
      shape(256, 512, GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K), 4, 3, 2},
 };
@@ -338,6 +393,29 @@ TEST(GroupedHost, EmulatedExpertsMatchExpertForwardRef) {
     std::vector<float> got(want.size(), guard_value());
     grouped_forward_emulated(t.layer(), t.x.data(), got.data());
     EXPECT_TRUE(same_bits(got.data(), want.data(), static_cast<int64_t>(got.size()))) << c.name;
+  }
+}
+
+TEST(GroupedHost, FixtureExpertsEmulatedMatchExpertForwardRef) {
+  if (!std::filesystem::exists(STRATA_FIXTURES_DIR))
+    GTEST_SKIP() << "no fixtures at " << STRATA_FIXTURES_DIR;
+  std::mt19937_64 rng(10);
+  for (const FixtureVariant& v : kFixtures) {
+    const io::GgufFile f = io::GgufFile::open(fixture_path(v.file));
+    for (int layer = 0; layer < 4; ++layer) {
+      const TestLayer t = fixture_layer(f, layer, v.k, rng);
+      if (!grouped_supported(t.shape.down_type)) {
+        ADD_FAILURE() << v.file << " layer " << layer << ": down type "
+                      << ggml_type_name(t.shape.down_type);
+        continue;
+      }
+      const std::vector<float> want = t.reference();
+      std::vector<float> got(want.size(), guard_value());
+      grouped_forward_emulated(t.layer(), t.x.data(), got.data());
+      EXPECT_TRUE(same_bits(got.data(), want.data(), static_cast<int64_t>(got.size())))
+          << v.file << " layer " << layer << " (" << ggml_type_name(t.shape.gate_type) << "/"
+          << ggml_type_name(t.shape.down_type) << ")";
+    }
   }
 }
 
@@ -410,17 +488,20 @@ TEST(GroupedDevice, LaunchMatchesExpertForwardRefBitForBit) {
     const TestLayer t = make_layer(c, rng);
     const std::vector<float> want = t.reference();
     DeviceLayer d(t, total_footprint(t));
-    GroupedExperts g(GroupedLimits{0, c.shape.n_embd, c.shape.n_ff, c.n_tokens,
-                                   static_cast<uint32_t>(t.row_token.size())});
-    std::copy(t.x.begin(), t.x.end(), g.x_host());
-    g.launch(d.layer(t));
-    g.wait();
-    EXPECT_TRUE(same_bits(g.y_host(), want.data(), static_cast<int64_t>(want.size()))) << c.name;
-    // Again: a second launch on the same context gives the same bits.
-    g.launch(d.layer(t));
-    g.wait();
-    EXPECT_TRUE(same_bits(g.y_host(), want.data(), static_cast<int64_t>(want.size())))
-        << c.name << " (second launch)";
+    for (bool overlap : {true, false}) {
+      GroupedExperts g(GroupedLimits{0, c.shape.n_embd, c.shape.n_ff, c.n_tokens,
+                                     static_cast<uint32_t>(t.row_token.size()), overlap});
+      std::copy(t.x.begin(), t.x.end(), g.x_host());
+      g.launch(d.layer(t));
+      g.wait();
+      EXPECT_TRUE(same_bits(g.y_host(), want.data(), static_cast<int64_t>(want.size())))
+          << c.name << (overlap ? " (overlapped launches)" : "");
+      // Again: a second launch on the same context gives the same bits.
+      g.launch(d.layer(t));
+      g.wait();
+      EXPECT_TRUE(same_bits(g.y_host(), want.data(), static_cast<int64_t>(want.size())))
+          << c.name << " (second launch)";
+    }
   }
 }
 
@@ -457,7 +538,11 @@ TEST(GroupedDevice, DecodeShapeLaunchDeviceMatchesReference) {
     DeviceBuffer x(t.x.size() * 4), rows(t.row_token.size() * 4), y(want.size() * 4);
     copy_to_device(x.data(), t.x.data(), x.bytes());
     copy_to_device(rows.data(), t.row_token.data(), rows.bytes());
-    g.launch_device(d.layer(t), x.as<float>(), rows.as<int32_t>(), y.as<float>());
+    // Queued back to back (the bench's pattern): gate+up only, then full launches.
+    g.launch_device(d.layer(t), x.as<float>(), rows.as<int32_t>(), y.as<float>(), nullptr,
+                    GroupedExperts::Stages::kGateUp);
+    for (int i = 0; i < 3; ++i)
+      g.launch_device(d.layer(t), x.as<float>(), rows.as<int32_t>(), y.as<float>());
     g.wait();
     std::vector<float> got(want.size());
     copy_to_host(got.data(), y.data(), y.bytes());
@@ -480,6 +565,29 @@ TEST(GroupedDevice, ManyJobsSplitAcrossLaunches) {
   g.launch(d.layer(t));
   g.wait();
   EXPECT_TRUE(same_bits(g.y_host(), want.data(), static_cast<int64_t>(want.size())));
+}
+
+// The fixtures' real experts (every layer, every variant) through the VRAM store and launch().
+TEST(GroupedDevice, FixtureExpertsMatchExpertForwardRef) {
+  SKIP_WITHOUT_GPU();
+  if (!std::filesystem::exists(STRATA_FIXTURES_DIR))
+    GTEST_SKIP() << "no fixtures at " << STRATA_FIXTURES_DIR;
+  std::mt19937_64 rng(11);
+  for (const FixtureVariant& v : kFixtures) {
+    const io::GgufFile f = io::GgufFile::open(fixture_path(v.file));
+    for (int layer = 0; layer < 4; ++layer) {
+      const TestLayer t = fixture_layer(f, layer, v.k, rng);
+      const std::vector<float> want = t.reference();
+      DeviceLayer d(t, total_footprint(t));
+      GroupedExperts g(GroupedLimits{0, t.shape.n_embd, t.shape.n_ff, t.n_tokens,
+                                     static_cast<uint32_t>(t.row_token.size())});
+      std::copy(t.x.begin(), t.x.end(), g.x_host());
+      g.launch(d.layer(t));
+      g.wait();
+      EXPECT_TRUE(same_bits(g.y_host(), want.data(), static_cast<int64_t>(want.size())))
+          << v.file << " layer " << layer;
+    }
+  }
 }
 
 TEST(GroupedDevice, PortableMathDeviceEqualsHost) {
