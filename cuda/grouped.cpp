@@ -137,8 +137,9 @@ struct GroupedExperts::Impl {
   PinnedBuffer y_host;         // the layout of `y`
   cudaEvent_t done = nullptr;  // recorded after the last launch's work
   cudaStream_t last_stream = nullptr;
-  bool in_flight = false;         // done not yet waited for
-  bool pinned_in_flight = false;  // ... and that launch uses the pinned buffers
+  bool in_flight = false;             // done not yet waited for
+  bool pinned_in_flight = false;      // ... and that launch uses the pinned buffers
+  std::vector<GroupedJob> live_jobs;  // enqueue()'s scratch
 
   explicit Impl(const GroupedLimits& l)
       : lim(l),
@@ -191,27 +192,28 @@ struct GroupedExperts::Impl {
   // Every stage of the layer on stream s: gate and up of all jobs, then down of all jobs.
   void enqueue(const GroupedLayer& l, const float* dev_x, const int32_t* dev_rows, float* dev_y,
                cudaStream_t s, bool gate_up_only = false) {
-    std::vector<GroupedJob> jobs;  // the non-empty ones (a few per layer: not a hot allocation)
+    // The non-empty jobs; live_jobs keeps its capacity, so steady decode does not allocate.
+    live_jobs.clear();
     for (uint32_t j = 0; j < l.n_jobs; ++j)
-      if (l.jobs[j].row_end > l.jobs[j].row_begin) jobs.push_back(l.jobs[j]);
+      if (l.jobs[j].row_end > l.jobs[j].row_begin) live_jobs.push_back(l.jobs[j]);
     const ExpertShape& sh = l.shape;
     StageParams p{};
     p.x = dev_x;
     p.row_token = dev_rows;
     p.out[0] = gate.as<float>();
     p.out[1] = up.as<float>();
-    for (size_t first = 0; first < jobs.size(); first += detail::kMaxJobsPerStage) {
-      const size_t count = std::min<size_t>(detail::kMaxJobsPerStage, jobs.size() - first);
+    for (size_t first = 0; first < live_jobs.size(); first += detail::kMaxJobsPerStage) {
+      const size_t count = std::min<size_t>(detail::kMaxJobsPerStage, live_jobs.size() - first);
       if (sh.gate_type == sh.up_type) {
         p.mat_begin = 0;
         p.n_mats = 2;
-        run_stage(sh.gate_type, false, sh.n_ff, sh.n_embd, jobs, first, count, p, s);
+        run_stage(sh.gate_type, false, sh.n_ff, sh.n_embd, live_jobs, first, count, p, s);
       } else {  // one launch per type
         p.n_mats = 1;
         p.mat_begin = 0;
-        run_stage(sh.gate_type, false, sh.n_ff, sh.n_embd, jobs, first, count, p, s);
+        run_stage(sh.gate_type, false, sh.n_ff, sh.n_embd, live_jobs, first, count, p, s);
         p.mat_begin = 1;
-        run_stage(sh.up_type, false, sh.n_ff, sh.n_embd, jobs, first, count, p, s);
+        run_stage(sh.up_type, false, sh.n_ff, sh.n_embd, live_jobs, first, count, p, s);
       }
     }
     if (gate_up_only) return;
@@ -221,9 +223,9 @@ struct GroupedExperts::Impl {
     p.out[0] = dev_y;
     p.mat_begin = 2;
     p.n_mats = 1;
-    for (size_t first = 0; first < jobs.size(); first += detail::kMaxJobsPerStage) {
-      const size_t count = std::min<size_t>(detail::kMaxJobsPerStage, jobs.size() - first);
-      run_stage(sh.down_type, true, sh.n_embd, sh.n_ff, jobs, first, count, p, s);
+    for (size_t first = 0; first < live_jobs.size(); first += detail::kMaxJobsPerStage) {
+      const size_t count = std::min<size_t>(detail::kMaxJobsPerStage, live_jobs.size() - first);
+      run_stage(sh.down_type, true, sh.n_embd, sh.n_ff, live_jobs, first, count, p, s);
     }
   }
 };
