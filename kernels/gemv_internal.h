@@ -3,8 +3,6 @@
 // per-row dot with the loops below. Exercised by tests/test_gemv.cpp.
 #pragma once
 
-#include <xmmintrin.h>
-
 #include <cstddef>
 #include <cstdint>
 
@@ -21,23 +19,32 @@ GemvKernels gemv_kernels_avx512(GgmlType type);
 // linker must never merge an AVX-512 copy into the generic code (or the reverse).
 namespace {
 
-// Software prefetch distance for streamed weight bytes. Decode GEMV reads each weight once, and
-// the hardware prefetchers alone left the quantized kernels at 35-60% of the read bandwidth on
-// the machine in bench/RESULTS.md (their per-byte work shrinks the out-of-order window's reach);
-// prefetching ~2 KiB ahead of each row stream brought them to 85-95%. 512 B and 4 KiB were worse.
+// Software prefetch of streamed weight bytes. Decode GEMV reads each weight once, and the
+// hardware prefetchers alone left the quantized kernels at 35-60% of the read bandwidth on the
+// machine in bench/RESULTS.md (their per-byte work shrinks how far ahead the out-of-order window
+// reaches). Measured there: a row-after-row kernel does best with one L1 prefetch 2 KiB ahead
+// (512 B and 4 KiB were worse); the 4-row kernels of gemv_rows_internal.h do ~10% better with two
+// levels, L2 4 KiB ahead and L1 768 B ahead (and worse with the single level). Prefetches never
+// fault, so running past the end of the matrix is harmless.
 constexpr size_t kPrefetchBytes = 2048;
+constexpr size_t kPrefetchFar = 4096;
+constexpr size_t kPrefetchNear = 768;
 
-// Prefetch kBytes starting at p (one prefetch per cache line; prefetches never fault).
-template <size_t kBytes>
+// Cache levels for prefetch_lines (__builtin_prefetch locality: 3 = prefetcht0, 2 = prefetcht1).
+constexpr int kToL1 = 3;
+constexpr int kToL2 = 2;
+
+// One prefetch per cache line of the kBytes at p.
+template <size_t kBytes, int kLevel>
 inline void prefetch_lines(const void* p) {
-  const char* c = static_cast<const char*>(p);
-  for (size_t off = 0; off < kBytes; off += 64) _mm_prefetch(c + off, _MM_HINT_T0);
+  for (size_t off = 0; off < kBytes; off += 64)
+    __builtin_prefetch(static_cast<const char*>(p) + off, 0, kLevel);
 }
 
-// For a kernel that reads one row after the other: the kBytes kPrefetchBytes past p.
+// For a kernel that reads one row after the other from p onwards.
 template <size_t kBytes>
 inline void prefetch_ahead(const void* p) {
-  prefetch_lines<kBytes>(static_cast<const char*>(p) + kPrefetchBytes);
+  prefetch_lines<kBytes, kToL1>(static_cast<const char*>(p) + kPrefetchBytes);
 }
 
 // One output element: the dot of one weight row with one activation row, in the canonical order.

@@ -207,11 +207,15 @@ void dot_rows(const uint8_t* w, size_t row_stride, const BlockQ8_0* x, int64_t n
     const XChunk c = prep_x<F::kOffset, kVnni>(x + b);
     for (int r = 0; r < R; ++r) {
       const auto* wb = reinterpret_cast<const Block*>(w + r * row_stride) + b;
-      // Row slot r reads rows r, r+R, r+2R, ...: prefetch kPrefetchBytes ahead along that path.
-      const size_t ahead = static_cast<size_t>(b) * sizeof(Block) + kPrefetchBytes;
-      prefetch_lines<8 * sizeof(Block)>(ahead < row_bytes
-                                            ? w + r * row_stride + ahead
-                                            : w + (r + R) * row_stride + (ahead - row_bytes));
+      // Row slot r reads rows r, r+R, r+2R, ...: prefetch along that path.
+      const size_t off = static_cast<size_t>(b) * sizeof(Block);
+      auto ahead = [&](size_t bytes) {
+        const size_t at = off + bytes;
+        return at < row_bytes ? w + r * row_stride + at
+                              : w + (r + R) * row_stride + (at - row_bytes);
+      };
+      prefetch_lines<8 * sizeof(Block), kToL2>(ahead(kPrefetchFar));
+      prefetch_lines<8 * sizeof(Block), kToL1>(ahead(kPrefetchNear));
       __m256i v[4];
       for (int p = 0; p < 4; ++p) {
         __m256i lo, hi;
