@@ -41,7 +41,9 @@ Forward::Forward(const Model& model, const ForwardOptions& opts)
       kv_(cfg_, resolve_n_ctx(cfg_, opts)),
       attn_scratch_(std::max(1, opts.n_threads), kv_.n_ctx(), n_ubatch_, max_n_head(cfg_)),
       dispatch_(n_ubatch_ * cfg_.max_n_expert_used(), max_layer_n_expert(cfg_)),
-      cpu_experts_(pool_, cfg_, n_ubatch_ * cfg_.max_n_expert_used()) {
+      cpu_experts_(pool_, cfg_, n_ubatch_ * cfg_.max_n_expert_used()),
+      own_experts_(opts.experts ? nullptr : std::make_unique<ExpertSource>(model)),
+      experts_(opts.experts ? opts.experts : own_experts_.get()) {
   const size_t nu = n_ubatch_;
   const uint32_t n_q = cfg_.max_n_embd_q();
   const uint32_t n_kv = cfg_.max_n_embd_kv();
@@ -179,12 +181,8 @@ void Forward::ffn_block(uint32_t il, uint32_t n, uint32_t pos0, RoutingTrace* tr
     }
   }
 
-  dispatch(r, l.experts, dispatch_);
-  for (size_t home = 0; home < kNumHomes; ++home) {
-    // One executor per home; only the CPU/RAM one exists so far.
-    cpu_experts_.compute(l.experts, dispatch_.jobs[home], dispatch_.row_token.data(), x_.data(),
-                         moe_y_.data());
-  }
+  dispatch(r, l.experts, dispatch_, experts_->layer_homes(il));
+  experts_->compute(il, l.experts, dispatch_, cpu_experts_, x_.data(), moe_y_.data());
   combine(pool_, r, dispatch_, moe_y_.data(), n_embd, tmp_.data());
   for (size_t i = 0; i < size_t{n} * n_embd; ++i) h_[i] += tmp_[i];
 }

@@ -7,10 +7,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "engine/attention.h"
+#include "engine/expert_source.h"
 #include "engine/kv_cache.h"
 #include "engine/logit_dump.h"
 #include "engine/model.h"
@@ -23,6 +25,9 @@ struct ForwardOptions {
   uint32_t n_ctx = 0;       // KV cache positions; 0 = the model's training context
   uint32_t n_ubatch = 512;  // prefill chunk size (tokens per matrix-matrix pass)
   int n_threads = 1;        // including the calling thread
+  // Where routed experts' bytes come from (tiers); null = the model's mapping. Must outlive the
+  // Forward.
+  ExpertSource* experts = nullptr;
 };
 
 class Forward {
@@ -83,6 +88,8 @@ class Forward {
   AttentionScratch attn_scratch_;
   Dispatch dispatch_;
   CpuExpertExecutor cpu_experts_;
+  std::unique_ptr<ExpertSource> own_experts_;  // the mapping's, when no source was given
+  ExpertSource* experts_;
 };
 
 }  // namespace strata::engine

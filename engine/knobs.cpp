@@ -23,6 +23,26 @@ constexpr KnobSpec kKnobs[] = {
     {"CACHE_DIR", KnobType::kString, "", "path", "",
      "Where generated models and machine profiles go. Auto: $XDG_CACHE_HOME/strata, else "
      "~/.cache/strata."},
+    {"RAM_GB", KnobType::kFloat, "", "GiB", "0..",
+     "RAM for routed experts: their RAM homes plus the cache for SSD-streamed experts. Experts "
+     "that do not fit stream from the model file on SSD. Auto: what MemAvailable (and the memory "
+     "cgroup limit) leave after the dense weights, the KV cache and headroom, at most every "
+     "expert. Below the model's minimum (two layers' top-k in the cache) is an error."},
+    {"NUMA", KnobType::kEnum, "interleave", "", "interleave|local|off",
+     "Expert RAM over NUMA nodes: interleave pages over every node, bind each layer's experts to "
+     "one node (local, layers alternate), or no policy (off: first touch decides)."},
+    {"DIRECT", KnobType::kBool, "1", "", "0|1",
+     "Read SSD experts with O_DIRECT (no page cache); 0 = buffered reads. Falls back to buffered, "
+     "with one notice, where the file system refuses O_DIRECT."},
+    {"URING", KnobType::kBool, "1", "", "0|1",
+     "Read SSD experts through io_uring; 0 = a pread thread pool. Falls back to the pool, with "
+     "one notice, where io_uring is unavailable."},
+    {"PROF", KnobType::kInt, "0", "level", "0..2",
+     "Profile: 0 off, 1 = tier/cache/I/O/tok/s report on stderr at the end, 2 = also one line "
+     "per decoded token."},
+    {"PROF_JSON", KnobType::kString, "", "path", "",
+     "Write the PROF counters as JSON to this file at the end (written to a temp file, then "
+     "renamed; schema in docs/FORMATS.md). Works at any PROF level."},
 };
 
 std::string lower(std::string_view s) {

@@ -32,10 +32,11 @@ struct Routing {
 void route(kernels::ThreadPool& pool, const ModelConfig& cfg, const LayerWeights& layer,
            const float* x, Routing& r, std::byte* xq_scratch);
 
-// Where an expert's bytes live; the home decides which executor computes it. Everything is RAM
-// for now; VRAM and SSD homes come with the tiers.
-enum class ExpertHome : uint8_t { kRam };
-inline constexpr size_t kNumHomes = 1;
+// Where an expert's bytes live; the home decides which executor computes it and when: RAM homes
+// at once, SSD homes (streamed into the RAM cache, computed by the CPU) once their reads land,
+// VRAM homes on their GPU (placeholder: the CUDA tier). Dispatch rows are grouped in this order.
+enum class ExpertHome : uint8_t { kRam, kSsd, kVram };
+inline constexpr size_t kNumHomes = 3;
 
 // One expert and the rows routed to it: rows [row_begin, row_end) of the dispatch order.
 struct ExpertJob {
@@ -45,8 +46,9 @@ struct ExpertJob {
   ExpertSlice slice;  // where the expert's bytes are now
 };
 
-// Stage 2 output. Dispatch rows are the (token, slot) pairs grouped by expert (ascending), tokens
-// ascending inside a group.
+// Stage 2 output. Dispatch rows are the (token, slot) pairs grouped by home (ExpertHome order),
+// then by expert (ascending), tokens ascending inside a group — so each home's jobs cover one
+// contiguous range of rows.
 struct Dispatch {
   explicit Dispatch(uint32_t max_rows, uint32_t max_experts);
   std::array<std::vector<ExpertJob>, kNumHomes> jobs;  // per home, capacity max_experts
@@ -56,8 +58,10 @@ struct Dispatch {
   uint32_t n_rows = 0;
 };
 
-// Stage 2. Groups the routed (token, slot) pairs by expert and home. No allocation.
-void dispatch(const Routing& r, const ExpertStack& stack, Dispatch& d);
+// Stage 2. Groups the routed (token, slot) pairs by home and expert. homes: [n_expert] home of
+// each expert of this layer; empty = every expert in RAM. No allocation.
+void dispatch(const Routing& r, const ExpertStack& stack, Dispatch& d,
+              std::span<const ExpertHome> homes = {});
 
 // Stage 3: computes expert FFNs for a list of jobs. One implementation per kind of executor (CPU
 // node now; GPU device later).
@@ -65,6 +69,7 @@ class ExpertExecutor {
  public:
   virtual ~ExpertExecutor() = default;
   // y[r] = down_e(silu(gate_e·x[t]) ⊙ up_e·x[t]) for every row r of every job, t = row_token[r].
+  // The jobs' rows must form one contiguous range (one home's jobs do); other rows are untouched.
   //   x: [n_tokens, n_embd];  y: [n_rows, n_embd] in dispatch order
   virtual void compute(const ExpertStack& stack, std::span<const ExpertJob> jobs,
                        const int32_t* row_token, const float* x, float* y) = 0;

@@ -219,6 +219,17 @@ std::string PlacementPlan::describe() const {
   return out;
 }
 
+uint64_t all_ram_bytes(const ExpertSizes& sizes, const DefaultPolicy& policy) {
+  std::map<int, uint64_t> per_arena;
+  for (int l = 0; l < sizes.n_layer(); ++l) {
+    const int arena = policy.ram == RamPlacement::kLocal ? l % std::max(1, policy.n_nodes) : -1;
+    per_arena[arena] += static_cast<uint64_t>(sizes.n_expert[l]) * sizes.expert_bytes[l];
+  }
+  uint64_t total = arena_round(policy.cache_bytes);
+  for (const auto& [arena, bytes] : per_arena) total += arena_round(bytes);
+  return total;
+}
+
 PlacementPlan default_plan(const ExpertSizes& sizes, const Budgets& budgets,
                            const DefaultPolicy& policy, std::span<const uint64_t> counts) {
   check_sizes(sizes);

@@ -48,10 +48,13 @@ struct Budgets {
 };
 
 // RAM bytes a given set of arenas really occupies: each arena (one per RAM node used, plus the
-// cache) is a whole number of 2 MiB huge pages.
+// cache) is a whole number of 2 MiB huge pages; an arena below one huge page is a whole number of
+// 4 KiB pages instead (a huge page would mostly be waste, and tiny models could not mix homes).
 constexpr uint64_t kArenaAlign = 2ull << 20;
+constexpr uint64_t kSmallArenaAlign = 4096;
 constexpr uint64_t arena_round(uint64_t bytes) {
-  return (bytes + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
+  const uint64_t a = bytes < kArenaAlign ? kSmallArenaAlign : kArenaAlign;
+  return (bytes + a - 1) / a * a;
 }
 
 // Cache slots the tiers need at least when any expert lives on SSD: one layer's top-k being
@@ -106,6 +109,10 @@ struct DefaultPolicy {
   int n_nodes = 1;           // NUMA nodes for kLocal
   uint64_t cache_bytes = 0;  // RAM cache to keep; 0 = the minimum (min_cache_slots())
 };
+
+// RAM an all-RAM plan of this policy needs: each arena's expert bytes and the policy's cache,
+// arena_round()ed.
+uint64_t all_ram_bytes(const ExpertSizes& sizes, const DefaultPolicy& policy = {});
 
 // The usage-free default: keep the cache, fill RAM up to the budget, the rest on SSD. counts,
 // when not empty, is [total experts] layer-major usage (hottest experts go to RAM first, ties

@@ -217,6 +217,28 @@ TEST(ExpertStore, SmallCacheEvictsLeastRecentlyUsedAndCountsHits) {
   EXPECT_EQ(store.counters().cache_misses, 8u);
 }
 
+TEST(ExpertStore, PartialReleaseKeepsTheOtherGroupPinned) {
+  // A prefill chunk's SSD experts in groups of two over a four-slot cache: group g+1 is prepared
+  // while group g is pinned, then only group g is released.
+  Model m("store_partial.bin");
+  const PlacementPlan plan(m.sizes, std::vector<Home>(kLayers * kExperts, Home::ssd()),
+                           4 * m.sizes.slot_bytes, {64ull << 20, {}});
+  ExpertStore store(m.file->path(), m.extents, plan);
+  const std::vector<std::vector<int>> groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}};
+  store.prepare(1, groups[0]);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (int e : groups[g]) m.expect_identical(store.get(1, e), 1, e);
+    if (g + 1 < groups.size()) store.prepare(1, groups[g + 1]);
+    EXPECT_EQ(store.cache()->pinned_slots(), g + 1 < groups.size() ? 4 : 2);
+    store.release(1, groups[g]);
+    EXPECT_EQ(store.cache()->pinned_slots(), g + 1 < groups.size() ? 2 : 0);
+  }
+  store.release(1);
+  EXPECT_EQ(store.cache()->pinned_slots(), 0);
+  EXPECT_EQ(store.counters().cache_misses, 8u);
+  EXPECT_EQ(store.counters().cache_hits, 0u);
+}
+
 TEST(ExpertStore, PinnedSlotsSurviveAndAFullCacheIsAnError) {
   Model m("store_pins.bin");
   const PlacementPlan plan(m.sizes, std::vector<Home>(kLayers * kExperts, Home::ssd()),

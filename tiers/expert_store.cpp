@@ -380,6 +380,17 @@ void ExpertStore::release(int layer) {
   active_[layer].clear();
 }
 
+void ExpertStore::release(int layer, std::span<const int> experts) {
+  STRATA_ASSERT(layer >= 0 && layer < plan_.n_layer(), "layer {}", layer);
+  auto& act = active_[layer];
+  const auto released = [&](const Active& a) {
+    if (std::find(experts.begin(), experts.end(), a.expert) == experts.end()) return false;
+    cache_->release(a.slot);
+    return true;
+  };
+  act.erase(std::remove_if(act.begin(), act.end(), released), act.end());
+}
+
 void ExpertStore::reset_counters() {
   counters_ = StoreCounters{};
 }

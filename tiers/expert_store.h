@@ -108,6 +108,9 @@ class ExpertStore {
   ExpertView get(int layer, int expert);
   // Unpins every slot prepare/get pinned for this layer.
   void release(int layer);
+  // Unpins only these experts' slots (a prefill chunk computes a layer's SSD experts in groups
+  // that together exceed the cache; the next group stays pinned while this one is released).
+  void release(int layer, std::span<const int> experts);
 
   const placement::PlacementPlan& plan() const { return plan_; }
   const StoreCounters& counters() const { return counters_; }

@@ -40,11 +40,11 @@ class RamArena {
   static constexpr int kAnyNode = -1;  // interleave in kInterleave mode; no binding otherwise
 
   RamArena() = default;
-  // bytes is rounded up to 2 MiB (placement::arena_round). node: kAnyNode, or a node id < n_nodes
-  // (kLocal binds to it; kInterleave/kOff ignore it). Throws Error(kOutOfMemory) naming the size,
-  // Error(kBadValue) for a node that does not exist. touch: nullptr = touch_pages() here.
-  // On a one-node machine (or without libnuma) no policy is applied; `notice` hears once per
-  // process "one NUMA node: ..." (or "libnuma unavailable: ...").
+  // bytes is rounded up by placement::arena_round (2 MiB; 4 KiB below 2 MiB). node: kAnyNode, or a
+  // node id < n_nodes (kLocal binds to it; kInterleave/kOff ignore it). Throws Error(kOutOfMemory)
+  // naming the size, Error(kBadValue) for a node that does not exist. touch: nullptr =
+  // touch_pages() here. On a one-node machine (or without libnuma) no policy is applied; `notice`
+  // hears once per process "one NUMA node: ..." (or "libnuma unavailable: ...").
   RamArena(uint64_t bytes, int node, NumaMode mode, const FirstTouch& touch = nullptr,
            const NoticeFn& notice = notice_to_stderr);
   ~RamArena();
@@ -54,7 +54,7 @@ class RamArena {
   RamArena& operator=(const RamArena&) = delete;
 
   std::byte* data() const { return base_; }
-  uint64_t size() const { return size_; }  // mapped bytes, a multiple of 2 MiB
+  uint64_t size() const { return size_; }  // mapped bytes: placement::arena_round(bytes)
   std::span<std::byte> span() const { return {base_, size_}; }
   int node() const { return node_; }
   bool huge_pages_advised() const { return huge_; }

@@ -18,6 +18,7 @@
 #include "kernels/threadpool.h"
 #include "tools/cli.h"
 #include "tools/knob_flags.h"
+#include "tools/tier_setup.h"
 
 namespace strata::tools {
 namespace {
@@ -94,6 +95,8 @@ int run_replay(const ReplayOptions& o) {
   fo.n_ctx = o.ctx ? o.ctx : static_cast<uint32_t>(longest);
   fo.n_ubatch = o.ubatch;
   fo.n_threads = threads;
+  const TierSetup tiers = make_tier_setup(model, knobs, fo.n_ctx);
+  fo.experts = tiers.experts.get();
   engine::Forward fwd(model, fo);
 
   std::vector<float> logits;
@@ -108,7 +111,10 @@ int run_replay(const ReplayOptions& o) {
     const bool want_routing = !o.dump_routing.empty();
     const auto t0 = std::chrono::steady_clock::now();
     fwd.prefill(ids, logits.data(), want_routing ? &trace : nullptr);
-    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double stream_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    seconds += stream_s;
+    tiers.prof->add_prefill(ids.size(), stream_s);
     n_tokens += ids.size();
     if (!o.dump_logits.empty())
       engine::write_logit_dump(
@@ -122,6 +128,7 @@ int run_replay(const ReplayOptions& o) {
                "replay: %zu streams, %zu tokens in %.3f s (%.1f tok/s), %d threads, ubatch %u\n",
                streams.size(), n_tokens, seconds, seconds > 0 ? double(n_tokens) / seconds : 0.0,
                threads, o.ubatch);
+  finish_prof(*tiers.prof);
   return 0;
 }
 

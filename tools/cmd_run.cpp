@@ -17,6 +17,7 @@
 #include "kernels/threadpool.h"
 #include "tools/cli.h"
 #include "tools/knob_flags.h"
+#include "tools/tier_setup.h"
 
 namespace strata::tools {
 namespace {
@@ -60,6 +61,9 @@ int run_run(RunOptions o) {
                  fo.n_ctx, cfg.n_ctx_train);
   fo.n_ubatch = o.ubatch;
   fo.n_threads = threads;
+  const TierSetup tiers = make_tier_setup(model, knobs, fo.n_ctx);
+  engine::Profiler& prof = *tiers.prof;
+  fo.experts = tiers.experts.get();
   engine::Forward fwd(model, fo);
 
   o.sampling.seed = o.seed >= 0 ? uint64_t(o.seed) : std::random_device{}();
@@ -73,6 +77,7 @@ int run_run(RunOptions o) {
   auto t0 = std::chrono::steady_clock::now();
   std::span<const float> logits = fwd.prefill(prompt);
   const double prefill_s = seconds_since(t0);
+  prof.add_prefill(prompt.size(), prefill_s);
 
   t0 = std::chrono::steady_clock::now();
   int generated = 0;
@@ -82,7 +87,15 @@ int run_run(RunOptions o) {
     const std::string piece = tok.token_to_piece(id, false);
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
-    if (generated + 1 < o.n_predict) logits = fwd.decode(id);
+    if (generated + 1 < o.n_predict) {
+      const auto t_token = std::chrono::steady_clock::now();
+      logits = fwd.decode(id);
+      const double token_s = seconds_since(t_token);
+      prof.add_decode_token(token_s);
+      if (prof.level() >= 2)
+        std::fprintf(stderr, "%s\n",
+                     prof.token_line(prof.counters().decode_tokens, token_s).c_str());
+    }
   }
   const double decode_s = seconds_since(t0);
   std::fputc('\n', stdout);
@@ -92,6 +105,7 @@ int run_run(RunOptions o) {
                prompt.size(), prefill_s, prefill_s > 0 ? double(prompt.size()) / prefill_s : 0.0,
                generated, decode_s, decode_s > 0 ? generated / decode_s : 0.0, threads,
                static_cast<unsigned long long>(o.sampling.seed));
+  finish_prof(prof);
   return 0;
 }
 

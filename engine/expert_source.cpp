@@ -1,0 +1,300 @@
+// Routed experts from the mapping or from the tiers (see expert_source.h).
+// Tested by tests/test_tier_invariance.cpp and tests/test_tier_faults.cpp.
+#include "engine/expert_source.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "engine/prof.h"
+#include "engine/sysmem.h"
+#include "io/check.h"
+
+namespace strata::engine {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+ExpertHome engine_home(placement::Home h) {
+  switch (h.kind) {
+    case placement::HomeKind::kRam:
+      return ExpertHome::kRam;
+    case placement::HomeKind::kSsd:
+      return ExpertHome::kSsd;
+    case placement::HomeKind::kVram:
+      return ExpertHome::kVram;
+  }
+  return ExpertHome::kRam;
+}
+
+// GiB rounded up at 4 decimals, so the printed minimum is itself an acceptable RAM_GB.
+std::string gib_up(uint64_t bytes) {
+  return fmt::format("{:.4f}", std::ceil(static_cast<double>(bytes) / kGiB * 1e4) / 1e4);
+}
+
+// The dense weights become resident private memory at the same addresses: every page of the
+// mapping that holds a byte of anything but a routed expert (header, metadata, attention, norms,
+// router, embeddings, output, dense FFNs) is replaced in place by an anonymous page filled with
+// pread. Views keep pointing where they did, whoever added them; the pages wholly inside routed
+// expert tensors stay file-backed and are never touched, so expert bytes enter RAM only through
+// the ExpertStore, and a file truncated under a run shows up as a read error, not SIGBUS.
+// Returns the bytes made resident.
+uint64_t make_resident(const io::GgufFile& file, const tiers::ExtentTable& extents) {
+  const std::span<const std::byte> map = file.bytes();
+  if (map.empty()) return 0;
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t size = map.size();
+  const uint64_t mapped = (size + page - 1) / page * page;
+
+  // Expert byte ranges, merged where they touch (a stacked tensor's slices are back to back).
+  std::vector<std::pair<uint64_t, uint64_t>> experts;  // [begin, end)
+  for (const auto& layer : extents)
+    for (const tiers::ExpertExtents& x : layer)
+      for (const tiers::SliceExtent& s : x) experts.push_back({s.offset, s.offset + s.bytes});
+  std::sort(experts.begin(), experts.end());
+  std::vector<std::pair<uint64_t, uint64_t>> merged;
+  for (const auto& r : experts) {
+    if (!merged.empty() && r.first <= merged.back().second)
+      merged.back().second = std::max(merged.back().second, r.second);
+    else
+      merged.push_back(r);
+  }
+  // Resident ranges: the complement of the pages wholly inside a merged expert range.
+  std::vector<std::pair<uint64_t, uint64_t>> resident;
+  uint64_t at = 0;
+  for (const auto& [b, e] : merged) {
+    const uint64_t first = (b + page - 1) / page * page;  // first whole expert page
+    const uint64_t last = e / page * page;                // end of the last whole one
+    if (first >= last) continue;
+    if (first > at) resident.push_back({at, first});
+    at = last;
+  }
+  if (at < mapped) resident.push_back({at, mapped});
+
+  const int fd = ::open(file.path().c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail_sys("open", file.path());
+  auto* base = const_cast<std::byte*>(map.data());  // the mapping is ours to replace
+  uint64_t total = 0;
+  for (const auto& [b, e] : resident) {
+    void* p = mmap(base + b, e - b, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+    if (p == MAP_FAILED) {
+      ::close(fd);
+      fail_sys("mmap", fmt::format("{}: resident copy of bytes {}..{}", file.path(), b, e));
+    }
+    madvise(p, e - b, MADV_HUGEPAGE);  // best effort: THP may be off
+    const uint64_t end = std::min(e, size);
+    for (uint64_t got = b; got < end;) {
+      const ssize_t n = pread(fd, base + got, end - got, static_cast<off_t>(got));
+      if (n <= 0) {
+        const int err = n < 0 ? errno : 0;
+        ::close(fd);
+        throw FileError(file.path(), got,
+                        n < 0 ? fmt::format("read of dense weights failed: {}", std::strerror(err))
+                              : std::string("file ends early (truncated while loading?)"));
+      }
+      got += static_cast<uint64_t>(n);
+    }
+    mprotect(p, e - b, PROT_READ);
+    total += end - b;
+  }
+  // The copies are ours now; the file's pages in the page cache are not needed (they would count
+  // against a memory cgroup until reclaimed).
+  posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+  return total;
+}
+
+uint64_t kv_bytes(const ModelConfig& cfg, uint32_t n_ctx) {
+  uint64_t per_pos = 0;
+  for (uint32_t il = 0; il < cfg.n_layer; ++il)
+    per_pos += uint64_t{cfg.n_embd_k_gqa(il)} + cfg.n_embd_v_gqa(il);
+  return per_pos * sizeof(float) * n_ctx;
+}
+
+}  // namespace
+
+tiers::ExtentTable expert_extents(const Model& model) {
+  const ModelConfig& cfg = model.config();
+  tiers::ExtentTable table(cfg.n_layer);
+  for (uint32_t il = 0; il < cfg.n_layer; ++il) {
+    if (!cfg.is_moe(il)) continue;
+    const ExpertStack& stack = model.weights().layers[il].experts;
+    table[il].resize(stack.n_expert);
+    for (uint32_t e = 0; e < stack.n_expert; ++e) {
+      const ExpertSlice s = stack.expert_slice(e);
+      table[il][e] = {tiers::SliceExtent{s.gate.file_offset, s.gate.n_bytes},
+                      tiers::SliceExtent{s.up.file_offset, s.up.n_bytes},
+                      tiers::SliceExtent{s.down.file_offset, s.down.n_bytes}};
+    }
+  }
+  return table;
+}
+
+placement::ExpertSizes expert_sizes(const Model& model) {
+  return tiers::expert_sizes(expert_extents(model), static_cast<int>(model.config().n_expert_used));
+}
+
+TierOptions tier_options(const Knobs& knobs) {
+  TierOptions o;
+  if (const auto gb = knobs.float_opt("RAM_GB"))
+    o.ram_bytes = static_cast<uint64_t>(std::llround(*gb * kGiB));
+  const std::string numa = knobs.get_string("NUMA");
+  o.numa = numa == "local" ? tiers::NumaMode::kLocal
+           : numa == "off" ? tiers::NumaMode::kOff
+                           : tiers::NumaMode::kInterleave;
+  o.direct = knobs.get_bool("DIRECT");
+  o.uring = knobs.get_bool("URING");
+  return o;
+}
+
+uint64_t auto_ram_budget(const RamBudgetInputs& in, const placement::ExpertSizes& sizes) {
+  const uint64_t headroom = (512ull << 20) + in.available / 20;
+  const uint64_t taken = in.kv_bytes + in.dense_bytes + headroom;
+  const uint64_t room = in.available > taken ? in.available - taken : 0;
+  return std::min(room, placement::all_ram_bytes(sizes));
+}
+
+ExpertSource::ExpertSource(const Model& model) : model_(model) {}
+
+ExpertSource::ExpertSource(const Model& model, const TierOptions& opts)
+    : model_(model), prof_(opts.prof) {
+  const ModelConfig& cfg = model.config();
+  tiers::ExtentTable extents = expert_extents(model);
+  const placement::ExpertSizes sizes =
+      tiers::expert_sizes(extents, static_cast<int>(cfg.n_expert_used));
+  if (opts.resident_dense) {
+    const auto t0 = std::chrono::steady_clock::now();
+    resident_bytes_ = make_resident(model.file(), extents);
+    resident_seconds_ =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  if (sizes.total_experts() == 0) return;  // a dense model: nothing to tier
+
+  placement::DefaultPolicy policy;
+  if (opts.numa == tiers::NumaMode::kLocal) {
+    policy.ram = placement::RamPlacement::kLocal;
+    policy.n_nodes = tiers::numa_info().n_nodes;
+  }
+  const uint64_t min = placement::min_ram_bytes(sizes);
+  const uint64_t all = placement::all_ram_bytes(sizes, policy);
+  uint64_t budget = 0;
+  if (opts.ram_bytes) {
+    budget = *opts.ram_bytes;
+    if (budget < min && budget < all)
+      fail(ErrorKind::kBadValue,
+           "knob RAM_GB ({}): {} GiB is below this model's minimum of {} GiB ({}: a RAM cache of "
+           "{} slots of {}, two layers' top-{} experts, with every expert on SSD)",
+           knob_flag("RAM_GB"), fmt::format("{:.4f}", static_cast<double>(budget) / kGiB),
+           gib_up(min), placement::format_bytes(min), placement::min_cache_slots(sizes),
+           placement::format_bytes(sizes.slot_bytes), sizes.n_expert_used);
+  } else {
+    RamBudgetInputs in;
+    in.available = memory_info().available();
+    in.kv_bytes = kv_bytes(cfg, opts.n_ctx);
+    in.dense_bytes = opts.resident_dense ? 0 : model.file().file_size() - sizes.total_bytes();
+    budget = auto_ram_budget(in, sizes);
+    if (budget < min && budget < all)
+      fail(ErrorKind::kOutOfMemory,
+           "RAM_GB auto: {} of memory available leaves {} GiB for experts after the KV cache and "
+           "headroom, below this model's minimum of {} GiB; free memory or set RAM_GB",
+           placement::format_bytes(in.available),
+           fmt::format("{:.4f}", static_cast<double>(budget) / kGiB), gib_up(min));
+  }
+  placement::Budgets budgets;
+  budgets.ram_bytes = budget;
+  placement::PlacementPlan plan = placement::default_plan(sizes, budgets, policy);
+  if (opts.on_plan) opts.on_plan(plan);
+
+  homes_.resize(cfg.n_layer);
+  size_t max_experts = 0;
+  for (int l = 0; l < plan.n_layer(); ++l) {
+    for (placement::Home h : plan.layer_homes(l)) homes_[l].push_back(engine_home(h));
+    max_experts = std::max(max_experts, homes_[l].size());
+  }
+  ids_.reserve(max_experts);
+
+  tiers::StoreOptions so;
+  so.direct = opts.direct;
+  so.uring = opts.uring;
+  so.io_threads = opts.io_threads;
+  so.queue_depth = opts.queue_depth;
+  so.numa = opts.numa;
+  so.faults = opts.faults;
+  tiers::StoreHooks hooks;
+  hooks.notice = opts.notice;
+  store_ = std::make_unique<tiers::ExpertStore>(model.file().path(), std::move(extents),
+                                                std::move(plan), so, hooks);
+}
+
+ExpertSource::~ExpertSource() = default;
+
+std::span<const ExpertHome> ExpertSource::layer_homes(uint32_t il) const {
+  if (homes_.empty()) return {};
+  return homes_[il];
+}
+
+void ExpertSource::fetch(uint32_t il, std::span<ExpertJob> jobs) {
+  for (ExpertJob& job : jobs) {
+    const tiers::ExpertView v = store_->get(static_cast<int>(il), static_cast<int>(job.expert));
+    job.slice.gate.data = v.slice[tiers::kGate];
+    job.slice.up.data = v.slice[tiers::kUp];
+    job.slice.down.data = v.slice[tiers::kDown];
+  }
+}
+
+void ExpertSource::compute(uint32_t il, const ExpertStack& stack, Dispatch& d, ExpertExecutor& cpu,
+                           const float* x, float* y) {
+  const int32_t* row_token = d.row_token.data();
+  std::vector<ExpertJob>& ram = d.jobs[size_t(ExpertHome::kRam)];
+  std::vector<ExpertJob>& ssd = d.jobs[size_t(ExpertHome::kSsd)];
+  STRATA_ASSERT(d.jobs[size_t(ExpertHome::kVram)].empty(), "VRAM homes need the CUDA tier");
+  ProfCounters* pc = prof_ ? &prof_->counters() : nullptr;
+  if (pc) {
+    pc->experts_computed[size_t(ExpertHome::kRam)] += ram.size();
+    pc->experts_computed[size_t(ExpertHome::kSsd)] += ssd.size();
+  }
+  double ignored = 0;
+  double& ram_seconds = pc ? pc->compute_seconds[size_t(ExpertHome::kRam)] : ignored;
+  double& ssd_seconds = pc ? pc->compute_seconds[size_t(ExpertHome::kSsd)] : ignored;
+  if (!store_ || homes_[il].empty()) {  // the mapping, or a dense FFN (resident)
+    const ScopedTimer t(prof_, ram_seconds);
+    cpu.compute(stack, ram, row_token, x, y);
+    return;
+  }
+
+  const int layer = static_cast<int>(il);
+  // Groups of SSD experts that fit the cache twice over: one computing, the next loading.
+  const size_t group = std::max<size_t>(1, static_cast<size_t>(store_->plan().cache_slots()) / 2);
+  const auto ids_of = [&](size_t begin) {
+    ids_.clear();
+    for (size_t j = begin; j < std::min(begin + group, ssd.size()); ++j)
+      ids_.push_back(static_cast<int>(ssd[j].expert));
+    return std::span<const int>(ids_);
+  };
+  // The first group's reads go out right after routing; RAM experts compute meanwhile.
+  if (!ssd.empty()) store_->prepare(layer, ids_of(0));
+  fetch(il, ram);
+  {
+    const ScopedTimer t(prof_, ram_seconds);
+    cpu.compute(stack, ram, row_token, x, y);
+  }
+  for (size_t begin = 0; begin < ssd.size(); begin += group) {
+    const size_t n = std::min(group, ssd.size() - begin);
+    const std::span<ExpertJob> jobs(ssd.data() + begin, n);
+    fetch(il, jobs);  // blocks until this group's reads are in (felt I/O wait)
+    if (begin + n < ssd.size()) store_->prepare(layer, ids_of(begin + n));
+    {
+      const ScopedTimer t(prof_, ssd_seconds);
+      cpu.compute(stack, jobs, row_token, x, y);
+    }
+    if (begin + n < ssd.size()) store_->release(layer, ids_of(begin));
+  }
+  store_->release(layer);
+}
+
+}  // namespace strata::engine

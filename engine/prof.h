@@ -1,0 +1,86 @@
+// PROF: the first counters — per tier (ram, ssd, vram) expert loads, bytes and seconds, RAM cache
+// hits, I/O wait felt by the compute thread vs I/O service time, prefill/decode tokens and tok/s,
+// decode latency percentiles. PROF=1 prints report() on stderr at the end, PROF=2 adds
+// token_line() per decoded token, PROF_JSON writes json() (schema in docs/FORMATS.md).
+// ScopedTimer reads the clock only when profiling is on. Tested by tests/test_tier_invariance.cpp
+// (JSON keys, SSD bytes at small and full RAM_GB).
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/moe.h"
+#include "tiers/expert_store.h"
+
+namespace strata::engine {
+
+struct ProfCounters {
+  uint64_t prefill_tokens = 0;
+  double prefill_seconds = 0;
+  uint64_t decode_tokens = 0;
+  double decode_seconds = 0;
+  std::vector<double> decode_token_seconds;         // [decode_tokens] latency of each token
+  std::array<double, kNumHomes> compute_seconds{};  // expert FFN compute, per home (wall)
+  std::array<uint64_t, kNumHomes> experts_computed{};
+};
+
+class Profiler {
+ public:
+  // level: the PROF knob (0..2); json_path: PROF_JSON ("" = none). Counting is on when either asks.
+  Profiler(int level, std::string json_path);
+
+  bool enabled() const { return enabled_; }
+  int level() const { return level_; }
+  const std::string& json_path() const { return json_path_; }
+  ProfCounters& counters() { return c_; }
+  const ProfCounters& counters() const { return c_; }
+
+  // Tier, cache and I/O counters come from the store at report time (null: none, all zero).
+  void set_store(const tiers::ExpertStore* store) { store_ = store; }
+  // Lines printed above the report (effective knobs, the plan's totals).
+  void set_header(std::string header) { header_ = std::move(header); }
+
+  void add_prefill(uint64_t tokens, double seconds);
+  void add_decode_token(double seconds);
+  // PROF=2: "prof: decode token 7: 81.2 ms, ssd 5 experts 13.2 MB, cache 3/8, wait 40.1 ms"
+  // (the counters since the previous call).
+  std::string token_line(uint64_t index, double seconds);
+
+  std::string report() const;  // multi-line, for stderr
+  std::string json() const;    // one JSON object (docs/FORMATS.md "PROF JSON")
+  // json() to path via path.tmp + rename; Error(kIo) naming the path on failure.
+  void write_json() const;
+
+ private:
+  int level_;
+  bool enabled_;
+  std::string json_path_;
+  std::string header_;
+  ProfCounters c_;
+  const tiers::ExpertStore* store_ = nullptr;
+  tiers::StoreCounters last_;  // for token_line deltas
+};
+
+// Adds the scope's wall time to `into` when the profiler is on; costs one branch when it is off.
+class ScopedTimer {
+ public:
+  ScopedTimer(const Profiler* prof, double& into)
+      : into_(prof && prof->enabled() ? &into : nullptr) {
+    if (into_) t0_ = std::chrono::steady_clock::now();
+  }
+  ~ScopedTimer() {
+    if (into_)
+      *into_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  }
+  ScopedTimer(const ScopedTimer&) = delete;
+  ScopedTimer& operator=(const ScopedTimer&) = delete;
+
+ private:
+  double* into_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+}  // namespace strata::engine

@@ -1,0 +1,207 @@
+// Invariant 1 through the tiers, end to end: `strata replay` logit dumps are byte-identical
+// whatever RAM_GB (every expert in RAM, about half, the minimum: almost every expert streamed),
+// THREADS, URING and DIRECT, for every fixture model the engine loads and a `strata synth --preset
+// tiny` model — and identical to the reference path (experts read through the mapping, no tiers).
+// The PROF JSON has the documented keys, SSD bytes > 0 at the minimum and 0 with all in RAM.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "engine/expert_source.h"
+#include "engine/forward.h"
+#include "engine/logit_dump.h"
+#include "engine/model.h"
+#include "io/check.h"
+#include "placement/plan.h"
+#include "tier_test_util.h"
+
+namespace strata::tier_test {
+namespace {
+
+using engine::Model;
+
+constexpr uint32_t kUbatch = 16;  // several chunks per stream; each chunk routes to many experts
+const std::vector<int> kLengths = {40, 23};
+
+struct Streams {
+  std::vector<std::vector<int32_t>> ids;
+};
+
+Streams make_streams(const fs::path& path, uint32_t n_vocab) {
+  write_streams(path, n_vocab, kLengths);
+  Streams s;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::vector<int32_t> ids;
+    for (int32_t id; words >> id;) ids.push_back(id);
+    s.ids.push_back(ids);
+  }
+  return s;
+}
+
+// The reference: every stream through a Forward without tiers (experts from the mapping).
+std::vector<std::vector<float>> reference_logits(const Model& model, const Streams& s) {
+  engine::ForwardOptions fo;
+  fo.n_ctx = 64;
+  fo.n_ubatch = kUbatch;
+  fo.n_threads = 2;
+  engine::Forward fwd(model, fo);
+  std::vector<std::vector<float>> out;
+  for (const auto& ids : s.ids) {
+    fwd.reset();
+    out.emplace_back(ids.size() * model.config().n_vocab);
+    fwd.prefill(ids, out.back().data());
+  }
+  return out;
+}
+
+class TierInvariance : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(kStrata)) GTEST_SKIP() << "strata binary not built at " << kStrata;
+  }
+
+  // Replays the streams with `flags`, expects success, returns the parsed PROF JSON; the dumps
+  // land in dir/<tag>/.
+  nlohmann::json replay(const fs::path& model, const std::string& tag, const std::string& flags,
+                        const std::string& env = "") {
+    const fs::path out = dir_ / tag;
+    const fs::path prof = dir_ / (tag + ".json");
+    const Result r = run_strata(
+        dir_.path(),
+        fmt::format(
+            "replay -m '{}' --tokens '{}' --ubatch {} --dump-logits '{}' --prof-json '{}' {}",
+            model.string(), (dir_ / "streams.txt").string(), kUbatch, out.string(), prof.string(),
+            flags),
+        env);
+    EXPECT_EQ(r.rc, 0) << model << " " << flags << ": " << r.err;
+    if (r.rc != 0) return {};
+    EXPECT_NE(r.err.find("strata: plan: "), std::string::npos) << r.err;
+    return nlohmann::json::parse(slurp(prof));
+  }
+
+  // Every stream's dump of run `tag` equals the reference logits byte for byte.
+  void expect_identical(const std::string& tag, const std::vector<std::vector<float>>& ref,
+                        const std::string& what) {
+    for (size_t s = 0; s < ref.size(); ++s) {
+      const fs::path p = dir_ / tag / fmt::format("stream{}.logits.bin", s);
+      ASSERT_TRUE(fs::exists(p)) << what << ": no dump " << p;
+      const engine::LogitDump d = engine::read_logit_dump(p.string());
+      ASSERT_EQ(d.logits.size(), ref[s].size()) << what;
+      size_t first = ref[s].size();
+      for (size_t i = 0; i < ref[s].size() && first == ref[s].size(); ++i)
+        if (std::memcmp(&d.logits[i], &ref[s][i], sizeof(float)) != 0) first = i;
+      EXPECT_EQ(first, ref[s].size())
+          << what << " stream " << s << ": first differing logit at " << first << ": "
+          << d.logits[first] << " vs " << ref[s][first];
+    }
+  }
+
+  // The three budgets for one model; returns false when the engine does not load it.
+  bool check_model(const fs::path& path, bool variants) {
+    std::optional<Model> model;
+    try {
+      model.emplace(Model::load(path.string()));
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::kUnsupported) throw;
+      std::fprintf(stderr, "skipping %s: %s\n", path.filename().c_str(), e.what());
+      return false;
+    }
+    SCOPED_TRACE(path.filename().string());
+    const placement::ExpertSizes sizes = engine::expert_sizes(*model);
+    const uint64_t min = placement::min_ram_bytes(sizes);
+    const uint64_t all = placement::all_ram_bytes(sizes);
+    const uint64_t half = std::max(all / 2, min + (all > min ? (all - min) / 3 : 0));
+    const Streams streams = make_streams(dir_ / "streams.txt", model->config().n_vocab);
+    const auto ref = reference_logits(*model, streams);
+
+    const std::pair<const char*, uint64_t> budgets[] = {{"all", all}, {"half", half}, {"min", min}};
+    for (const auto& [tag, bytes] : budgets) {
+      const nlohmann::json j = replay(path, tag, fmt::format("-t 2 --ram-gb {}", ram_gb(bytes)));
+      if (j.is_null()) return true;
+      expect_identical(tag, ref, fmt::format("{} RAM_GB={}", path.filename().string(), tag));
+      for (const char* key : {"decode_tokens", "decode_seconds", "prefill_tokens",
+                              "prefill_seconds", "tiers", "cache", "io"})
+        EXPECT_TRUE(j.contains(key)) << key;
+      for (const char* tier : {"ram", "ssd", "vram"})
+        for (const char* key : {"expert_loads", "bytes", "seconds"})
+          EXPECT_TRUE(j["tiers"][tier].contains(key)) << tier << "." << key;
+      for (const char* key : {"hits", "misses", "hit_rate"}) EXPECT_TRUE(j["cache"].contains(key));
+      for (const char* key : {"wait_seconds", "service_seconds"})
+        EXPECT_TRUE(j["io"].contains(key));
+      EXPECT_EQ(j["prefill_tokens"].get<uint64_t>(), uint64_t{40 + 23});
+      const uint64_t ssd_bytes = j["tiers"]["ssd"]["bytes"].get<uint64_t>();
+      const int64_t n_ram = j["plan"]["experts_ram"].get<int64_t>();
+      const int64_t n_ssd = j["plan"]["experts_ssd"].get<int64_t>();
+      if (std::string(tag) == "all") {
+        EXPECT_EQ(ssd_bytes, 0u);
+        EXPECT_EQ(n_ssd, 0);
+      } else if (std::string(tag) == "min") {
+        EXPECT_GT(ssd_bytes, 0u);
+        EXPECT_EQ(n_ram, 0);
+      } else {
+        EXPECT_GT(n_ram, 0) << "half is not a mixed plan";
+        EXPECT_GT(n_ssd, 0) << "half is not a mixed plan";
+        EXPECT_GT(ssd_bytes, 0u);
+      }
+    }
+    if (!variants) return true;
+    // At the minimum budget, where every expert streams: threads, reader and page cache modes,
+    // and one token per forward pass (the decode shape) must not change a bit either.
+    const std::string min_gb = ram_gb(min);
+    const std::pair<const char*, std::string> runs[] = {
+        {"t1", "-t 1 --ram-gb " + min_gb},
+        {"uring0", "-t 2 --uring 0 --ram-gb " + min_gb},
+        {"direct0", "-t 2 --direct 0 --ram-gb " + min_gb},
+        {"numa_off", "-t 2 --numa off --ram-gb " + min_gb},
+    };
+    for (const auto& [tag, flags] : runs) {
+      const nlohmann::json j = replay(path, tag, flags);
+      if (j.is_null()) continue;
+      expect_identical(tag, ref, fmt::format("{} {}", path.filename().string(), tag));
+      if (std::string(tag) == "uring0") {
+        EXPECT_FALSE(j["io"]["uring"].get<bool>());
+      }
+      if (std::string(tag) == "direct0") {
+        EXPECT_FALSE(j["io"]["direct"].get<bool>());
+      }
+    }
+    // The knobs also come from the environment.
+    const nlohmann::json j = replay(path, "env", "", "THREADS=1 URING=0 RAM_GB=" + min_gb);
+    if (!j.is_null()) {
+      expect_identical("env", ref, fmt::format("{} env knobs", path.filename().string()));
+      EXPECT_FALSE(j["io"]["uring"].get<bool>());
+      EXPECT_EQ(j["plan"]["experts_ram"].get<int64_t>(), 0);
+    }
+    return true;
+  }
+
+  ScratchDir dir_{"tier_invariance"};
+};
+
+TEST_F(TierInvariance, FixtureModelsAreBitIdenticalAcrossHomesAndKnobs) {
+  const auto models = fixture_models();
+  if (models.empty()) GTEST_SKIP() << "fixtures not found at " << kFixtures;
+  int checked = 0;
+  for (const fs::path& m : models) {
+    // The knob variants once per architecture family (its first quantized file).
+    const bool variants = m.filename().string().find("Q4_0") != std::string::npos;
+    checked += check_model(m, variants);
+  }
+  // qwen3moe (4 variants) and mixtral (2) at least.
+  EXPECT_GE(checked, 6);
+}
+
+TEST_F(TierInvariance, SynthTinyIsBitIdenticalAcrossHomes) {
+  const fs::path model = dir_ / "synth-tiny.gguf";
+  const Result r = run_strata(
+      dir_.path(), fmt::format("synth --preset tiny --out '{}' --threads 2", model.string()));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(check_model(model, true));
+}
+
+}  // namespace
+}  // namespace strata::tier_test

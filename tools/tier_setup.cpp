@@ -1,0 +1,49 @@
+// Tiered source + profiler for replay/run (see tier_setup.h).
+#include "tools/tier_setup.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "placement/plan.h"
+
+namespace strata::tools {
+
+TierSetup make_tier_setup(const engine::Model& model, const engine::Knobs& knobs, uint32_t n_ctx) {
+  TierSetup s;
+  const int level = static_cast<int>(knobs.get_int("PROF"));
+  s.prof = std::make_unique<engine::Profiler>(level, knobs.get_string("PROF_JSON"));
+  engine::TierOptions opts = engine::tier_options(knobs);
+  opts.n_ctx = n_ctx;
+  opts.prof = s.prof.get();
+  opts.on_plan = [](const placement::PlacementPlan& plan) {
+    const std::string text = plan.describe();
+    std::fprintf(stderr, "strata: %s\n", text.substr(0, text.find('\n')).c_str());
+  };
+  s.experts = std::make_unique<engine::ExpertSource>(model, opts);
+
+  std::string header = "knobs: " + knobs.describe() + "\n";
+  if (const placement::PlacementPlan* plan = s.experts->plan()) {
+    header += plan->describe();
+    const tiers::TierCounters& ram = s.experts->store()->counters().ram;
+    header += fmt::format(
+        "load: dense {} resident in {:.2f} s; {} RAM-homed experts ({}) read in {:.2f} s "
+        "({:.2f} GB/s)",
+        placement::format_bytes(s.experts->resident_dense_bytes()),
+        s.experts->resident_dense_seconds(), ram.loads, placement::format_bytes(ram.load_bytes),
+        ram.load_seconds,
+        ram.load_seconds > 0 ? static_cast<double>(ram.load_bytes) / 1e9 / ram.load_seconds : 0.0);
+    s.prof->set_store(s.experts->store());
+  } else {
+    header += "plan: no routed experts (dense model)";
+  }
+  s.prof->set_header(header);
+  return s;
+}
+
+void finish_prof(const engine::Profiler& prof) {
+  if (prof.level() >= 1) std::fputs(prof.report().c_str(), stderr);
+  prof.write_json();
+}
+
+}  // namespace strata::tools

@@ -1,0 +1,27 @@
+// CLI glue shared by the commands that run a model (replay, run): the tiered ExpertSource and the
+// Profiler from the knobs, the plan line printed before the experts load, and the PROF output at
+// the end. Exercised by tests/test_tier_invariance.cpp and tests/test_tier_faults.cpp.
+#pragma once
+
+#include <memory>
+
+#include "engine/expert_source.h"
+#include "engine/knobs.h"
+#include "engine/model.h"
+#include "engine/prof.h"
+
+namespace strata::tools {
+
+struct TierSetup {
+  std::unique_ptr<engine::Profiler> prof;
+  std::unique_ptr<engine::ExpertSource> experts;
+};
+
+// Prints "strata: plan: ..." (every line at PROF >= 1, the totals line otherwise) and builds the
+// source (dense weights resident, RAM homes loaded). n_ctx: the KV positions the run allocates.
+TierSetup make_tier_setup(const engine::Model& model, const engine::Knobs& knobs, uint32_t n_ctx);
+
+// PROF >= 1: the report on stderr; PROF_JSON: the JSON file.
+void finish_prof(const engine::Profiler& prof);
+
+}  // namespace strata::tools
