@@ -1,0 +1,158 @@
+// Machine profile: JSON file, defaults, and the RAM bandwidth measurement (see machine_profile.h).
+#include "placement/machine_profile.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <vector>
+
+#include "io/check.h"
+
+namespace strata::placement {
+namespace {
+
+constexpr double kDefaultRamGbps = 10.0;
+constexpr double kDefaultSsdGbps = 1.0;
+constexpr int kProfileVersion = 1;
+
+double best(const std::map<int, double>& m, double fallback) {
+  double b = 0;
+  for (const auto& [k, v] : m) b = std::max(b, v);
+  return b > 0 ? b : fallback;
+}
+
+// Sums 64-bit words so the loads cannot be optimized away; the compiler vectorizes it.
+uint64_t sum_words(const uint64_t* p, size_t n) {
+  uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+  for (size_t i = 0; i + 4 <= n; i += 4) {
+    a0 += p[i];
+    a1 += p[i + 1];
+    a2 += p[i + 2];
+    a3 += p[i + 3];
+  }
+  return a0 + a1 + a2 + a3;
+}
+
+}  // namespace
+
+double MachineProfile::ram_gbps() const {
+  return best(ram_read_gbps, kDefaultRamGbps);
+}
+double MachineProfile::ssd_gbps() const {
+  return best(ssd_read_gbps, kDefaultSsdGbps);
+}
+
+std::string MachineProfile::describe() const {
+  return fmt::format("machine: RAM {:.1f} GB/s, SSD {:.2f} GB/s{}", ram_gbps(), ssd_gbps(),
+                     measured ? "" : " (defaults, not measured: run `strata probe`)");
+}
+
+MachineProfile default_machine_profile() {
+  return {};
+}
+
+void save_machine_profile(const MachineProfile& p, const std::string& path) {
+  nlohmann::json j;
+  j["version"] = kProfileVersion;
+  for (const auto& [t, v] : p.ram_read_gbps) j["ram_read_gbps"][std::to_string(t)] = v;
+  j["ssd_read_bytes"] = p.ssd_read_bytes;
+  for (const auto& [q, v] : p.ssd_read_gbps) j["ssd_read_gbps"][std::to_string(q)] = v;
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << j.dump(2) << "\n";
+    if (!out) fail(ErrorKind::kIo, "machine profile: cannot write {}", tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    fail(ErrorKind::kIo, "machine profile: cannot rename {} to {}", tmp, path);
+  }
+}
+
+MachineProfile load_machine_profile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail(ErrorKind::kNotFound, "machine profile: cannot open {}", path);
+  MachineProfile p;
+  std::string key = "(json)";
+  try {
+    const nlohmann::json j = nlohmann::json::parse(in);
+    key = "version";
+    if (j.at("version").get<int>() != kProfileVersion)
+      fail(ErrorKind::kBadFile, "machine profile {}: unsupported version", path);
+    key = "ram_read_gbps";
+    for (const auto& [t, v] : j.at("ram_read_gbps").items())
+      p.ram_read_gbps[std::stoi(t)] = v.get<double>();
+    key = "ssd_read_bytes";
+    p.ssd_read_bytes = j.at("ssd_read_bytes").get<uint64_t>();
+    key = "ssd_read_gbps";
+    for (const auto& [q, v] : j.at("ssd_read_gbps").items())
+      p.ssd_read_gbps[std::stoi(q)] = v.get<double>();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail(ErrorKind::kBadFile, "machine profile {}: bad key '{}': {}", path, key, e.what());
+  }
+  for (const auto* m : {&p.ram_read_gbps, &p.ssd_read_gbps})
+    for (const auto& [k, v] : *m)
+      if (!(v > 0) || k <= 0)
+        fail(ErrorKind::kBadFile, "machine profile {}: bad entry {}: {}", path, k, v);
+  p.measured = true;
+  return p;
+}
+
+MachineProfile machine_profile_or_defaults(const std::string& path) {
+  if (!std::filesystem::exists(path)) {
+    std::fprintf(stderr,
+                 "strata: no machine profile at %s: conservative defaults (RAM %.0f GB/s, SSD "
+                 "%.0f GB/s); run `strata probe` to measure\n",
+                 path.c_str(), kDefaultRamGbps, kDefaultSsdGbps);
+    return default_machine_profile();
+  }
+  return load_machine_profile(path);
+}
+
+double measure_ram_read_gbps(int n_threads, uint64_t buffer_bytes, int repeats) {
+  n_threads = std::max(1, n_threads);
+  const uint64_t chunk = (buffer_bytes / static_cast<uint64_t>(n_threads)) & ~uint64_t{4095};
+  const uint64_t total = chunk * static_cast<uint64_t>(n_threads);
+  void* m = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) fail(ErrorKind::kOutOfMemory, "probe: mmap of {} bytes failed", total);
+  madvise(m, total, MADV_HUGEPAGE);
+  auto* base = static_cast<uint64_t*>(m);
+  std::atomic<uint64_t> sink{0};
+  const size_t words = chunk / sizeof(uint64_t);
+  // Each thread touches and reads its own chunk (first touch puts the pages near it).
+  const auto run = [&](bool touch) {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < n_threads; ++t)
+      threads.emplace_back([&, t] {
+        uint64_t* p = base + static_cast<size_t>(t) * words;
+        if (touch) std::memset(p, 1, chunk);
+        sink += sum_words(p, words);
+      });
+    for (auto& th : threads) th.join();
+  };
+  run(true);
+  double best_s = 1e30;
+  for (int r = 0; r < std::max(1, repeats); ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    run(false);
+    best_s = std::min(best_s,
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  munmap(m, total);
+  return static_cast<double>(total) / best_s / 1e9 + 0 * static_cast<double>(sink.load());
+}
+
+}  // namespace strata::placement

@@ -1,0 +1,38 @@
+// MachineProfile: the measured constants of the planner's cost model — RAM read bandwidth per
+// thread count and SSD O_DIRECT read throughput at the expert read size per queue depth — saved
+// as JSON by `strata probe` (docs/FORMATS.md "Machine profile"), with conservative defaults when
+// no profile exists. Tested by tests/test_planner.cpp.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace strata::placement {
+
+struct MachineProfile {
+  std::map<int, double> ram_read_gbps;  // threads -> GB/s (1e9 bytes/s)
+  uint64_t ssd_read_bytes = 0;          // read size measured (the expert read size)
+  std::map<int, double> ssd_read_gbps;  // queue depth -> GB/s
+  bool measured = false;                // false: the conservative defaults
+
+  double ram_gbps() const;       // the best measured (all threads), else the default
+  double ssd_gbps() const;       // the best queue depth, else the default
+  std::string describe() const;  // one line
+};
+
+// 10 GB/s RAM, 1 GB/s SSD: below any machine strata targets, so plans are not optimistic.
+MachineProfile default_machine_profile();
+
+// JSON (nlohmann) to path.tmp, then renamed; Error(kIo) naming the path on failure.
+void save_machine_profile(const MachineProfile& p, const std::string& path);
+// Error(kBadFile) naming the path and the key when malformed; Error(kNotFound) when missing.
+MachineProfile load_machine_profile(const std::string& path);
+// The profile at path, or the defaults with a one-line notice on stderr when there is none.
+MachineProfile machine_profile_or_defaults(const std::string& path);
+
+// Measurements used by `strata probe`.
+// RAM read bandwidth (GB/s) streaming buffer_bytes with n_threads threads, best of repeats.
+double measure_ram_read_gbps(int n_threads, uint64_t buffer_bytes, int repeats);
+
+}  // namespace strata::placement

@@ -1,0 +1,4 @@
+# Placement: usage stats files, the planner and its cost model, the machine profile (unit), and
+# the held-out evidence that a pinned plan beats the usage-free default (tier).
+strata_add_test(test_usage_stats LABEL unit SOURCES test_usage_stats.cpp LIBS strata_placement)
+strata_add_test(test_planner LABEL unit SOURCES test_planner.cpp LIBS strata_placement)
