@@ -23,9 +23,9 @@ namespace {
 // hardware prefetchers alone left the quantized kernels at 30-55% of the read bandwidth on the
 // machine in bench/RESULTS.md (their per-byte work shrinks how far ahead the out-of-order window
 // reaches). Measured there: a row-after-row kernel does best with one L1 prefetch 2 KiB ahead
-// (512 B and 4 KiB were worse); the 4-row kernels of gemv_rows_internal.h did 5-10% better in A/B
-// runs with two levels, L2 4 KiB ahead and L1 768 B ahead (and worse with the single level).
-// Prefetches never fault, so running past the end of the matrix is harmless.
+// (512 B and 4 KiB were worse); the 4-row kernels of gemv_rows_internal.h did 5-10% better in
+// A/B runs with two levels, L2 4 KiB ahead and L1 768 B ahead. Prefetches never fault, so running
+// past the end of the matrix is harmless.
 constexpr size_t kPrefetchBytes = 2048;
 constexpr size_t kPrefetchFar = 4096;
 constexpr size_t kPrefetchNear = 768;
