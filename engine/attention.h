@@ -1,6 +1,8 @@
-// Causal GQA attention over the F32 KV cache for a chunk of query rows (prefill) or one (decode).
-// Every query row is computed the same way whatever the chunk size, so prefill and decode agree to
-// the bit. Exercised by tests/test_model_forward.cpp.
+// Causal GQA attention over the F32 KV cache for a chunk of query rows (prefill) or one (decode),
+// with an optional sliding window (gpt-oss), attention sinks (gpt-oss) and V read from the K row
+// (MLA's latent cache, where V is the first head_dim_v floats of [c ; k_pe]). Every query row is
+// computed the same way whatever the chunk size, so prefill and decode agree to the bit.
+// Exercised by tests/test_model_forward.cpp and tests/test_arch_forward.cpp.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +18,10 @@ struct AttentionShape {
   uint32_t n_head_kv = 0;
   uint32_t head_dim_k = 0;
   uint32_t head_dim_v = 0;
-  float scale = 1.0f;  // applied to q·k before the softmax (1/sqrt(head_dim_k))
+  float scale = 1.0f;            // applied to q·k before the softmax (1/sqrt(head_dim_k))
+  uint32_t n_swa = 0;            // > 0: query at position i sees keys j with i - j < n_swa
+  const float* sinks = nullptr;  // [n_head] per-head logit in the softmax denominator, or null
+  bool v_in_k = false;           // V of kv head g is the first head_dim_v floats of its K row (MLA)
 };
 
 // Scratch planned up front for chunks of up to n_ubatch tokens.
@@ -27,8 +32,10 @@ struct AttentionScratch {
   std::vector<uint64_t> cost;  // [n_ubatch * max_n_head]
 };
 
-// out[t] = concat over heads h of softmax(scale · q_h(t) · K_g[0..pos0+t]) · V_g[0..pos0+t],
-// g = h / (n_head / n_head_kv). The cache must already hold positions [0, pos0 + n_tokens).
+// out[t] = concat over heads h of softmax(scale · q_h(t) · K_g[j0..pos0+t]) · V_g[j0..pos0+t],
+// g = h / (n_head / n_head_kv), j0 = 0 (or the window start). With sinks the softmax
+// denominator also holds exp(sinks[h]). The cache must already hold positions
+// [0, pos0 + n_tokens).
 //   q:   [n_tokens, n_head * head_dim_k]
 //   out: [n_tokens, n_head * head_dim_v]
 void attention(kernels::ThreadPool& pool, const AttentionShape& shape, const KvCache& kv,

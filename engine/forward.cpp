@@ -18,12 +18,6 @@ uint32_t max_layer_n_expert(const ModelConfig& cfg) {
   return m;
 }
 
-uint32_t max_n_head(const ModelConfig& cfg) {
-  uint32_t m = 1;
-  for (uint32_t il = 0; il < cfg.n_layer; ++il) m = std::max(m, cfg.n_head(il));
-  return m;
-}
-
 uint32_t resolve_n_ctx(const ModelConfig& cfg, const ForwardOptions& o) {
   const uint32_t n = o.n_ctx ? o.n_ctx : cfg.n_ctx_train;
   if (n == 0) fail(ErrorKind::kBadValue, "context size must be > 0");
@@ -39,24 +33,17 @@ Forward::Forward(const Model& model, const ForwardOptions& opts)
       n_ubatch_(std::max<uint32_t>(1, opts.n_ubatch)),
       pool_(std::max(1, opts.n_threads)),
       kv_(cfg_, resolve_n_ctx(cfg_, opts)),
-      attn_scratch_(std::max(1, opts.n_threads), kv_.n_ctx(), n_ubatch_, max_n_head(cfg_)),
+      attn_(cfg_, n_ubatch_, std::max(1, opts.n_threads), kv_.n_ctx()),
       dispatch_(n_ubatch_ * cfg_.max_n_expert_used(), max_layer_n_expert(cfg_)),
       cpu_experts_(pool_, cfg_, n_ubatch_ * cfg_.max_n_expert_used()),
-      own_experts_(opts.experts ? nullptr : std::make_unique<ExpertSource>(model)),
-      experts_(opts.experts ? opts.experts : own_experts_.get()) {
+      shared_(cfg_, n_ubatch_) {
   const size_t nu = n_ubatch_;
   const uint32_t n_q = cfg_.max_n_embd_q();
-  const uint32_t n_kv = cfg_.max_n_embd_kv();
   const uint32_t k = cfg_.max_n_expert_used();
   h_.resize(nu * cfg_.n_embd);
   x_.resize(nu * cfg_.n_embd);
-  q_.resize(nu * n_q);
-  k_.resize(nu * n_kv);
-  v_.resize(nu * n_kv);
-  attn_.resize(nu * n_q);
   tmp_.resize(nu * cfg_.n_embd);
   xq_.resize(nu * activation_row_bytes(std::max(cfg_.n_embd, n_q)));
-  rope_cs_.resize(nu * cfg_.n_rot);
   probs_.resize(nu * max_layer_n_expert(cfg_));
   topk_.resize(nu * k);
   weights_.resize(nu * k);
@@ -105,8 +92,7 @@ void Forward::run_chunk(const int32_t* tokens, uint32_t n, uint32_t pos0, float*
     kernels::dequantize_row(w_.token_embd.type, w_.token_embd.row(tokens[t]),
                             h_.data() + size_t{t} * n_embd, n_embd);
   // RoPE angles depend only on the position: once per chunk for every layer.
-  for (uint32_t t = 0; t < n; ++t)
-    rope_cache(pos0 + t, cfg_.n_rot, cfg_.rope_freq_base, rope_cs_.data() + size_t{t} * cfg_.n_rot);
+  attn_.begin_chunk(pos0, n);
 
   for (uint32_t il = 0; il < cfg_.n_layer; ++il) {
     attention_block(il, n, pos0);
@@ -118,43 +104,10 @@ void Forward::run_chunk(const int32_t* tokens, uint32_t n, uint32_t pos0, float*
 void Forward::attention_block(uint32_t il, uint32_t n, uint32_t pos0) {
   const LayerWeights& l = w_.layers[il];
   const uint32_t n_embd = cfg_.n_embd;
-  const uint32_t n_head = cfg_.n_head(il);
-  const uint32_t n_head_kv = cfg_.n_head_kv(il);
-  const uint32_t hd_k = cfg_.head_dim_k;
-  const uint32_t n_q = cfg_.n_embd_q(il);
-  const uint32_t n_k = cfg_.n_embd_k_gqa(il);
-  const uint32_t n_v = cfg_.n_embd_v_gqa(il);
-
   for (uint32_t t = 0; t < n; ++t)
     rms_norm(h_.data() + size_t{t} * n_embd, l.attn_norm.f32(), x_.data() + size_t{t} * n_embd,
              n_embd, cfg_.norm_eps);
-  ActivationRows xa(pool_, x_.data(), n_embd, n, n_embd, xq_.data());
-  xa.matmul(l.wq.matrix(), q_.data(), n_q);
-  xa.matmul(l.wk.matrix(), k_.data(), n_k);
-  xa.matmul(l.wv.matrix(), v_.data(), n_v);
-
-  for (uint32_t t = 0; t < n; ++t) {
-    float* q = q_.data() + size_t{t} * n_q;
-    float* k = k_.data() + size_t{t} * n_k;
-    if (cfg_.qk_norm) {
-      for (uint32_t h = 0; h < n_head; ++h)
-        rms_norm(q + h * hd_k, l.attn_q_norm.f32(), q + h * hd_k, hd_k, cfg_.norm_eps);
-      for (uint32_t h = 0; h < n_head_kv; ++h)
-        rms_norm(k + h * hd_k, l.attn_k_norm.f32(), k + h * hd_k, hd_k, cfg_.norm_eps);
-    }
-    const float* cs = rope_cs_.data() + size_t{t} * cfg_.n_rot;
-    rope_apply(cfg_.rope_type, q, n_head, hd_k, cfg_.n_rot, cs);
-    rope_apply(cfg_.rope_type, k, n_head_kv, hd_k, cfg_.n_rot, cs);
-    std::memcpy(kv_.k(il, pos0 + t), k, sizeof(float) * n_k);
-    std::memcpy(kv_.v(il, pos0 + t), v_.data() + size_t{t} * n_v, sizeof(float) * n_v);
-  }
-
-  const AttentionShape shape{n_head, n_head_kv, hd_k, cfg_.head_dim_v,
-                             1.0f / std::sqrt(static_cast<float>(hd_k))};
-  attention(pool_, shape, kv_, il, pos0, n, q_.data(), attn_.data(), attn_scratch_);
-
-  const uint32_t n_attn = n_head * cfg_.head_dim_v;
-  matmul(pool_, l.wo.matrix(), attn_.data(), n_attn, n, tmp_.data(), n_embd, xq_.data());
+  attn_.run(pool_, l, il, n, pos0, x_.data(), kv_, tmp_.data());
   for (size_t i = 0; i < size_t{n} * n_embd; ++i) h_[i] += tmp_[i];
 }
 
@@ -181,9 +134,14 @@ void Forward::ffn_block(uint32_t il, uint32_t n, uint32_t pos0, RoutingTrace* tr
     }
   }
 
-  dispatch(r, l.experts, dispatch_, experts_->layer_homes(il));
-  experts_->compute(il, l.experts, dispatch_, cpu_experts_, x_.data(), moe_y_.data());
+  dispatch(r, l.experts, dispatch_);
+  for (size_t home = 0; home < kNumHomes; ++home) {
+    // One executor per home; only the CPU/RAM one exists so far.
+    cpu_experts_.compute(l.experts, dispatch_.jobs[home], dispatch_.row_token.data(), x_.data(),
+                         moe_y_.data());
+  }
   combine(pool_, r, dispatch_, moe_y_.data(), n_embd, tmp_.data());
+  if (l.shared.n_expert > 0) shared_.add(l.shared, n, x_.data(), cpu_experts_, tmp_.data());
   for (size_t i = 0; i < size_t{n} * n_embd; ++i) h_[i] += tmp_[i];
 }
 

@@ -1,5 +1,6 @@
-// The forward pass of qwen3moe / llama-MoE models: embeddings → per layer (RMSNorm, GQA attention
-// with RoPE, RMSNorm, MoE FFN) → final norm → output head. Forward is the context object: it owns
+// The forward pass of every supported architecture: embeddings → per layer (RMSNorm, attention
+// (AttentionBlock: GQA or MLA), RMSNorm, MoE FFN + shared expert, or a dense FFN) → final norm →
+// output head. Forward is the context object: it owns
 // the thread pool, the KV cache and all scratch (planned at construction; decode allocates
 // nothing). Prefill runs chunks of up to n_ubatch tokens with matrix-matrix kernels; decode runs
 // one token. Exercised by tests/test_model_forward.cpp against llama.cpp references.
@@ -7,16 +8,15 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <span>
 #include <vector>
 
-#include "engine/attention.h"
-#include "engine/expert_source.h"
+#include "engine/attention_block.h"
 #include "engine/kv_cache.h"
 #include "engine/logit_dump.h"
 #include "engine/model.h"
 #include "engine/moe.h"
+#include "engine/shared_expert.h"
 #include "kernels/threadpool.h"
 
 namespace strata::engine {
@@ -25,9 +25,6 @@ struct ForwardOptions {
   uint32_t n_ctx = 0;       // KV cache positions; 0 = the model's training context
   uint32_t n_ubatch = 512;  // prefill chunk size (tokens per matrix-matrix pass)
   int n_threads = 1;        // including the calling thread
-  // Where routed experts' bytes come from (tiers); null = the model's mapping. Must outlive the
-  // Forward.
-  ExpertSource* experts = nullptr;
 };
 
 class Forward {
@@ -73,23 +70,17 @@ class Forward {
   // Scratch, [n_ubatch, ...] each.
   std::vector<float> h_;            // [n_ubatch, n_embd] residual stream
   std::vector<float> x_;            // [n_ubatch, n_embd] normed input of a block
-  std::vector<float> q_;            // [n_ubatch, max n_head * head_dim_k]
-  std::vector<float> k_;            // [n_ubatch, max n_head_kv * head_dim_k]
-  std::vector<float> v_;            // [n_ubatch, max n_head_kv * head_dim_v]
-  std::vector<float> attn_;         // [n_ubatch, max n_head * head_dim_v]
   std::vector<float> tmp_;          // [n_ubatch, n_embd] block output before the residual add
   std::vector<std::byte> xq_;       // [n_ubatch, activation_row_bytes(widest matmul input)]
-  std::vector<float> rope_cs_;      // [n_ubatch, n_rot] cos/sin per position of the chunk
   std::vector<float> probs_;        // [n_ubatch, max n_expert]
   std::vector<int32_t> topk_;       // [n_ubatch, max k]
   std::vector<float> weights_;      // [n_ubatch, max k]
   std::vector<float> moe_y_;        // [n_ubatch * max k, n_embd] expert outputs, dispatch order
   std::vector<float> last_logits_;  // [n_vocab]
-  AttentionScratch attn_scratch_;
+  AttentionBlock attn_;             // the attention half of every layer, with its own scratch
   Dispatch dispatch_;
   CpuExpertExecutor cpu_experts_;
-  std::unique_ptr<ExpertSource> own_experts_;  // the mapping's, when no source was given
-  ExpertSource* experts_;
+  SharedExpert shared_;  // resident shared experts (DeepSeek, GLM-4.5)
 };
 
 }  // namespace strata::engine

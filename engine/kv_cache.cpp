@@ -5,8 +5,8 @@ namespace strata::engine {
 
 KvCache::KvCache(const ModelConfig& cfg, uint32_t n_ctx) : n_ctx_(n_ctx) {
   for (uint32_t il = 0; il < cfg.n_layer; ++il) {
-    k_width_.push_back(cfg.n_embd_k_gqa(il));
-    v_width_.push_back(cfg.n_embd_v_gqa(il));
+    k_width_.push_back(cfg.kv_k_width(il));
+    v_width_.push_back(cfg.kv_v_width(il));
     k_.emplace_back(size_t{n_ctx} * k_width_.back(), 0.0f);
     v_.emplace_back(size_t{n_ctx} * v_width_.back(), 0.0f);
   }

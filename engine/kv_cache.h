@@ -1,5 +1,7 @@
 // The attention KV cache: F32 K and V per layer, one row per position (llama.cpp's references were
-// made with an F32 cache, so no rounding enters here). Exercised by tests/test_model_forward.cpp.
+// made with an F32 cache, so no rounding enters here). MLA layers keep only K = [c ; k_pe] (V is
+// read from it: cfg.kv_v_width() is 0). Exercised by tests/test_model_forward.cpp and
+// tests/test_arch_forward.cpp.
 #pragma once
 
 #include <cstdint>
@@ -14,8 +16,7 @@ class KvCache {
   KvCache(const ModelConfig& cfg, uint32_t n_ctx);
 
   uint32_t n_ctx() const { return n_ctx_; }
-  // Row of position pos in layer il: [n_head_kv * head_dim_k] for K, [n_head_kv * head_dim_v] for
-  // V.
+  // Row of position pos in layer il: [kv_k_width] for K, [kv_v_width] for V.
   float* k(uint32_t il, uint32_t pos) { return k_[il].data() + size_t{pos} * k_width_[il]; }
   float* v(uint32_t il, uint32_t pos) { return v_[il].data() + size_t{pos} * v_width_[il]; }
   const float* k(uint32_t il, uint32_t pos) const {

@@ -1,10 +1,12 @@
-// Fills ModelConfig from GGUF metadata for qwen3moe and llama (Mixtral). Defaults follow
-// llama.cpp's hparams loader. Exercised by tests/test_model_config.cpp.
+// Fills ModelConfig from GGUF metadata for qwen3moe, llama (Mixtral), deepseek2, glm4moe, olmoe
+// and gpt-oss. Defaults follow llama.cpp's hparams loader. Exercised by
+// tests/test_model_config.cpp and tests/test_arch_config.cpp.
 #include "engine/model_config.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "engine/names.h"
 #include "io/check.h"
@@ -30,6 +32,14 @@ class KeyReader {
     return v ? static_cast<float>(*v) : dflt;
   }
   bool has(Key key) const { return file_.find(name(key)) != nullptr; }
+  bool bool_or(Key key, bool dflt) const {
+    const auto v = file_.get_bool_opt(name(key));
+    return v ? *v : dflt;
+  }
+  std::string str_or(Key key, std::string dflt) const {
+    const auto v = file_.get_string_opt(name(key));
+    return v ? *v : dflt;
+  }
 
   // A key that is either one number for every layer or an array of n_layer numbers.
   std::vector<uint32_t> per_layer(Key key, uint32_t n_layer) const {
@@ -75,7 +85,7 @@ uint32_t ModelConfig::max_n_expert_used() const {
   return m;
 }
 uint32_t ModelConfig::max_n_ff() const {
-  uint32_t m = 0;
+  uint32_t m = n_ff_shexp;
   for (uint32_t il = 0; il < n_layer; ++il) m = std::max(m, layer_n_ff(il));
   return m;
 }
@@ -91,36 +101,140 @@ uint32_t ModelConfig::max_n_embd_kv() const {
   return m;
 }
 
+namespace {
+
+const char* gating_name(GatingType g) {
+  switch (g) {
+    case GatingType::kSoftmax:
+      return "softmax";
+    case GatingType::kSigmoid:
+      return "sigmoid";
+    case GatingType::kSoftmaxTopK:
+      return "softmax over the top-k logits";
+  }
+  return "?";
+}
+
+const char* scaling_name(RopeScalingType t) {
+  switch (t) {
+    case RopeScalingType::kNone:
+      return "none";
+    case RopeScalingType::kLinear:
+      return "linear";
+    case RopeScalingType::kYarn:
+      return "yarn";
+  }
+  return "?";
+}
+
+}  // namespace
+
 std::string ModelConfig::describe() const {
   std::string s = fmt::format(
       "{}: {} layers, n_embd {}, {}/{} heads x {}, rope {} base {:g} ({} dims), "
       "eps {:g}, vocab {}",
       arch_name, n_layer, n_embd, n_head(0), n_head_kv(0), head_dim_k,
       rope_type == RopeType::kNeox ? "neox" : "norm", rope_freq_base, n_rot, norm_eps, n_vocab);
+  if (is_mla())
+    s += fmt::format(", MLA q_lora {} kv_lora {} head {}/{}", n_lora_q, n_lora_kv, head_dim_k_mla,
+                     head_dim_v_mla);
   if (n_expert > 0)
     s += fmt::format(", {} experts top-{} x {}", n_expert, n_expert_used, n_ff_exp);
   else
     s += fmt::format(", dense ffn {}", n_ff(0));
+  if (n_layer_dense_lead > 0) s += fmt::format(", {} dense lead", n_layer_dense_lead);
+  if (n_ff_shexp > 0) s += fmt::format(", shared expert x {}", n_ff_shexp);
+  if (gating != GatingType::kSoftmax) s += fmt::format(", {} gating", gating_name(gating));
+  if (n_expert_groups > 1) s += fmt::format(", groups {}/{}", n_group_used, n_expert_groups);
+  if (n_swa > 0) s += fmt::format(", swa {}", n_swa);
+  if (rope_scaling.type != RopeScalingType::kNone && rope.freq_scale != 1.0f)
+    s += fmt::format(", rope {} x{:g}", scaling_name(rope_scaling.type), rope_scaling.factor);
   return s;
+}
+
+std::vector<std::pair<std::string, std::string>> ModelConfig::arch_details() const {
+  std::vector<std::pair<std::string, std::string>> d;
+  auto add = [&](std::string k, std::string v) { d.emplace_back(std::move(k), std::move(v)); };
+  add("attention", is_mla() ? "MLA (absorbed; cache holds [c ; k_pe])" : "GQA");
+  if (is_mla()) {
+    add("q_lora_rank", n_lora_q ? std::to_string(n_lora_q) : "0 (plain attn_q)");
+    add("kv_lora_rank", std::to_string(n_lora_kv));
+    add("head dim q/k (nope + rope)",
+        fmt::format("{} ({} + {})", head_dim_k_mla, head_dim_k_mla - n_rot, n_rot));
+    add("head dim v", std::to_string(head_dim_v_mla));
+  }
+  add("kv cache floats/token/layer", std::to_string(kv_k_width(0) + kv_v_width(0)));
+  if (qk_norm) add("q/k norm", qk_norm_whole ? "RMSNorm over the whole projection" : "per head");
+  if (attn_sinks) add("attention sinks", "yes");
+  if (n_swa > 0) {
+    std::string layers;
+    for (uint32_t il = 0; il < n_layer; ++il) layers += is_swa(il) ? 'S' : 'F';
+    add("sliding window", fmt::format("{} (layers {}: S = window, F = full)", n_swa, layers));
+  }
+  add("kq scale", fmt::format("{:g}", kq_scale));
+  add("rope", fmt::format("{} on {} dims, base {:g}",
+                          rope_type == RopeType::kNeox ? "neox" : "norm", n_rot, rope_freq_base));
+  if (rope_scaling.type != RopeScalingType::kNone && rope.freq_scale != 1.0f) {
+    add("rope scaling",
+        fmt::format("{} factor {:g}, original context {}", scaling_name(rope_scaling.type),
+                    rope_scaling.factor,
+                    rope_scaling.n_ctx_orig ? rope_scaling.n_ctx_orig : n_ctx_train));
+    if (rope.ext_factor != 0.0f)
+      add("yarn",
+          fmt::format("beta_fast {:g} beta_slow {:g}, correction dims [{:g}, {:g}], "
+                      "rotation magnitude {:g}, log multiplier {:g}",
+                      rope_scaling.beta_fast, rope_scaling.beta_slow, rope.corr_low, rope.corr_high,
+                      rope.attn_factor * (1.0f + 0.1f * std::log(1.0f / rope.freq_scale)),
+                      rope_scaling.yarn_log_mul));
+  }
+  if (n_expert > 0) {
+    add("gating", gating_name(gating));
+    add("routed experts", fmt::format("{} top-{} x {}", n_expert, n_expert_used, n_ff_exp));
+    if (n_expert_groups > 1)
+      add("expert groups",
+          fmt::format("{} of {} kept (top-2 sum per group)", n_group_used, n_expert_groups));
+    add("weights", fmt::format("{}normalized, scale {:g}", norm_topk_weights ? "" : "not ",
+                               expert_weights_scale));
+    if (n_ff_shexp > 0)
+      add("shared experts", fmt::format("{} x {} (resident)", n_expert_shared, n_ff_exp));
+    if (n_layer_dense_lead > 0)
+      add("leading dense layers", fmt::format("{} (ffn {})", n_layer_dense_lead, n_ff(0)));
+    add("expert activation", activation == FfnActivation::kSwigluOai
+                                 ? "SwiGLU-OAI (clamp 7, alpha 1.702, up + 1)"
+                                 : "SiLU-GLU");
+  }
+  if (n_layer_nextn > 0) add("MTP layers (skipped)", std::to_string(n_layer_nextn));
+  return d;
 }
 
 ModelConfig load_model_config(const io::GgufFile& file) {
   ModelConfig c;
   c.arch_name = file.get_string(key_name(Key::kArchitecture, ""));
-  if (c.arch_name == "qwen3moe") {
-    c.arch = Arch::kQwen3Moe;
-  } else if (c.arch_name == "llama") {
-    c.arch = Arch::kLlama;
-  } else {
-    fail(ErrorKind::kUnsupported, "{}: architecture '{}' is not supported (qwen3moe, llama)",
+  static constexpr std::pair<std::string_view, Arch> kArchs[] = {
+      {"qwen3moe", Arch::kQwen3Moe}, {"llama", Arch::kLlama}, {"deepseek2", Arch::kDeepseek2},
+      {"glm4moe", Arch::kGlm4Moe},   {"olmoe", Arch::kOlmoe}, {"gpt-oss", Arch::kGptOss},
+  };
+  const auto* found = std::find_if(std::begin(kArchs), std::end(kArchs),
+                                   [&](const auto& a) { return a.first == c.arch_name; });
+  if (found == std::end(kArchs))
+    fail(ErrorKind::kUnsupported,
+         "{}: architecture '{}' is not supported (qwen3moe, llama, deepseek2, glm4moe, olmoe, "
+         "gpt-oss)",
          file.path(), c.arch_name);
-  }
+  c.arch = found->second;
   const KeyReader kr(file, c.arch_name);
 
   c.n_embd = kr.u32(Key::kEmbeddingLength);
-  c.n_layer = kr.u32(Key::kBlockCount);
+  const uint32_t n_block = kr.u32(Key::kBlockCount);
   c.n_ctx_train = kr.u32(Key::kContextLength);
-  require(c.n_embd > 0 && c.n_layer > 0, file, "embedding_length and block_count must be > 0");
+  require(c.n_embd > 0 && n_block > 0, file, "embedding_length and block_count must be > 0");
+  // Multi-token-prediction layers are counted in block_count but are not part of the forward
+  // pass (llama.cpp loads and skips them); they are only used for speculative decoding.
+  c.n_layer_nextn = kr.u32_or(Key::kNextnPredictLayers, 0);
+  require(c.n_layer_nextn < n_block, file,
+          fmt::format("{} = {} leaves no layers of block_count {}",
+                      kr.name(Key::kNextnPredictLayers), c.n_layer_nextn, n_block));
+  c.n_layer = n_block - c.n_layer_nextn;
 
   if (kr.has(Key::kVocabSize)) {
     c.n_vocab = kr.u32(Key::kVocabSize);
@@ -130,8 +244,10 @@ ModelConfig load_model_config(const io::GgufFile& file) {
   }
   require(c.n_vocab > 0, file, "empty vocabulary");
 
-  c.n_head_arr = kr.per_layer(Key::kHeadCount, c.n_layer);
-  c.n_head_kv_arr = kr.per_layer_or(Key::kHeadCountKv, c.n_layer, 0);
+  c.n_head_arr = kr.per_layer(Key::kHeadCount, n_block);
+  c.n_head_kv_arr = kr.per_layer_or(Key::kHeadCountKv, n_block, 0);
+  c.n_head_arr.resize(c.n_layer);
+  c.n_head_kv_arr.resize(c.n_layer);
   for (uint32_t il = 0; il < c.n_layer; ++il) {
     if (c.n_head_kv_arr[il] == 0) c.n_head_kv_arr[il] = c.n_head_arr[il];  // llama.cpp: MHA
     require(c.n_head_arr[il] > 0 && c.n_head_arr[il] % c.n_head_kv_arr[il] == 0, file,
@@ -148,14 +264,37 @@ ModelConfig load_model_config(const io::GgufFile& file) {
           fmt::format("rope.dimension_count {} must be even and <= head dim {}", c.n_rot,
                       c.head_dim_k));
   c.rope_freq_base = kr.f32_or(Key::kRopeFreqBase, 10000.0f);
-  if (kr.has(Key::kRopeScalingType)) {
-    const std::string t = file.get_string(kr.name(Key::kRopeScalingType));
-    if (t != "none")
-      fail(ErrorKind::kUnsupported, "{}: {} = '{}' is not supported", file.path(),
-           kr.name(Key::kRopeScalingType), t);
+  c.rope_freq_base_swa = kr.f32_or(Key::kRopeFreqBaseSwa, c.rope_freq_base);
+
+  // RoPE scaling; llama.cpp's default type is linear (a factor alone means linear scaling).
+  RopeScaling& rs = c.rope_scaling;
+  const std::string scaling = kr.str_or(Key::kRopeScalingType, "linear");
+  if (scaling == "none") {
+    rs.type = RopeScalingType::kNone;
+  } else if (scaling == "linear") {
+    rs.type = RopeScalingType::kLinear;
+  } else if (scaling == "yarn") {
+    rs.type = RopeScalingType::kYarn;
+  } else {
+    fail(ErrorKind::kUnsupported, "{}: {} = '{}' is not supported (none, linear, yarn)",
+         file.path(), kr.name(Key::kRopeScalingType), scaling);
   }
+  rs.factor = kr.f32_or(Key::kRopeScalingFactor, kr.f32_or(Key::kRopeScaleLinear, 0.0f));
+  require(rs.factor >= 0.0f && std::isfinite(rs.factor), file,
+          fmt::format("{} = {:g} must be >= 0", kr.name(Key::kRopeScalingFactor), rs.factor));
+  if (rs.factor == 0.0f) rs.factor = 1.0f;
+  rs.n_ctx_orig = kr.u32_or(Key::kRopeScalingOrigCtx, 0);
+  rs.attn_factor = kr.f32_or(Key::kRopeScalingAttnFactor, 1.0f);
+  rs.beta_fast = kr.f32_or(Key::kRopeScalingYarnBetaFast, 32.0f);
+  rs.beta_slow = kr.f32_or(Key::kRopeScalingYarnBetaSlow, 1.0f);
+  rs.ext_factor = kr.f32_or(Key::kRopeScalingYarnExtFactor, -1.0f);
+  rs.yarn_attn_factor = kr.f32_or(Key::kRopeScalingYarnAttnFactor, -1.0f);
 
   c.n_expert = kr.u32_or(Key::kExpertCount, 0);
+  c.gating = GatingType::kSoftmax;
+  c.norm_topk_weights = true;
+  c.activation = FfnActivation::kSiluGlu;
+  const bool has_q_norm = file.find_tensor(tensor_name(TensorId::kAttnQNorm, 0)) != nullptr;
   switch (c.arch) {
     case Arch::kQwen3Moe:
       c.qk_norm = true;
@@ -173,21 +312,140 @@ ModelConfig load_model_config(const io::GgufFile& file) {
         c.n_ff_exp = kr.u32_or(Key::kExpertFeedForwardLength, kr.u32(Key::kFeedForwardLength));
       }
       break;
+    case Arch::kDeepseek2: {
+      c.attention = AttentionKind::kMla;
+      c.rope_type = RopeType::kNorm;
+      c.n_lora_q = kr.u32_or(Key::kQLoraRank, 0);
+      c.n_lora_kv = kr.u32(Key::kKvLoraRank);
+      if (!kr.has(Key::kKeyLengthMla))
+        fail(ErrorKind::kUnsupported,
+             "{}: {} is missing: a DeepSeek file from before MLA absorption (attn_kv_b); "
+             "re-convert it with a current convert_hf_to_gguf.py (attn_k_b / attn_v_b)",
+             file.path(), kr.name(Key::kKeyLengthMla));
+      c.head_dim_k_mla = kr.u32(Key::kKeyLengthMla);
+      c.head_dim_v_mla = kr.u32(Key::kValueLengthMla);
+      require(c.n_rot > 0 && c.n_rot < c.head_dim_k_mla, file,
+              fmt::format("rope.dimension_count {} must be in 1..{} (key_length_mla)", c.n_rot,
+                          c.head_dim_k_mla - 1));
+      require(c.head_dim_k == c.n_lora_kv + c.n_rot && c.head_dim_v == c.n_lora_kv, file,
+              fmt::format("MLA cache widths key_length {} / value_length {} must be "
+                          "kv_lora_rank + rope dims ({}) / kv_lora_rank ({})",
+                          c.head_dim_k, c.head_dim_v, c.n_lora_kv + c.n_rot, c.n_lora_kv));
+      for (uint32_t il = 0; il < c.n_layer; ++il)
+        require(c.n_head_kv_arr[il] == 1, file,
+                fmt::format("layer {}: MLA needs head_count_kv 1, the file says {}", il,
+                            c.n_head_kv_arr[il]));
+      c.n_expert = kr.u32(Key::kExpertCount);
+      c.n_expert_used = kr.u32(Key::kExpertUsedCount);
+      c.n_ff_exp = kr.u32(Key::kExpertFeedForwardLength);
+      c.n_expert_shared = kr.u32(Key::kExpertSharedCount);
+      c.n_layer_dense_lead = kr.u32_or(Key::kLeadingDenseBlockCount, 0);
+      // Files without the key are DeepSeek-V2/V2.5: softmax (llama.cpp's compatibility default).
+      const uint32_t g = kr.u32_or(Key::kExpertGatingFunc, 1);
+      if (g == 2) {
+        c.gating = GatingType::kSigmoid;
+      } else if (g != 1) {
+        fail(ErrorKind::kUnsupported, "{}: {} = {} is not supported for deepseek2 (1, 2)",
+             file.path(), kr.name(Key::kExpertGatingFunc), g);
+      }
+      c.norm_topk_weights = kr.bool_or(Key::kExpertWeightsNorm, false);
+      // The converter writes 0.1 × mscale_all_dim (llama.cpp divides it back).
+      c.rope_scaling.yarn_log_mul = kr.f32_or(Key::kRopeScalingYarnLogMul, 0.0f) / 0.1f;
+      break;
+    }
+    case Arch::kGlm4Moe: {
+      c.qk_norm = has_q_norm;  // GLM-4.5 has them, GLM-4.5-Air does not
+      c.rope_type = RopeType::kNeox;
+      c.n_expert = kr.u32(Key::kExpertCount);
+      c.n_expert_used = kr.u32(Key::kExpertUsedCount);
+      c.n_ff_exp = kr.u32(Key::kExpertFeedForwardLength);
+      c.n_expert_shared = kr.u32(Key::kExpertSharedCount);
+      c.n_layer_dense_lead = kr.u32_or(Key::kLeadingDenseBlockCount, 0);
+      const uint32_t g = kr.u32_or(Key::kExpertGatingFunc, 2);
+      if (g == 1) {
+        c.gating = GatingType::kSoftmax;
+      } else if (g == 2) {
+        c.gating = GatingType::kSigmoid;
+      } else {
+        fail(ErrorKind::kUnsupported, "{}: {} = {} is not supported for glm4moe (1, 2)",
+             file.path(), kr.name(Key::kExpertGatingFunc), g);
+      }
+      c.norm_topk_weights = kr.bool_or(Key::kExpertWeightsNorm, false);
+      break;
+    }
+    case Arch::kOlmoe:
+      c.qk_norm = true;
+      c.qk_norm_whole = true;
+      c.rope_type = RopeType::kNeox;
+      c.n_expert = kr.u32(Key::kExpertCount);
+      c.n_expert_used = kr.u32(Key::kExpertUsedCount);
+      c.n_ff_exp = kr.u32_or(Key::kExpertFeedForwardLength, kr.u32(Key::kFeedForwardLength));
+      c.norm_topk_weights = false;
+      break;
+    case Arch::kGptOss:
+      c.rope_type = RopeType::kNeox;
+      c.attn_sinks = true;
+      c.n_swa = kr.u32(Key::kSlidingWindow);
+      require(c.n_swa > 0, file, fmt::format("{} must be > 0", kr.name(Key::kSlidingWindow)));
+      c.n_expert = kr.u32(Key::kExpertCount);
+      c.n_expert_used = kr.u32(Key::kExpertUsedCount);
+      c.n_ff_exp = kr.u32(Key::kExpertFeedForwardLength);
+      c.gating = GatingType::kSoftmaxTopK;
+      c.norm_topk_weights = false;
+      c.activation = FfnActivation::kSwigluOai;
+      break;
   }
-  c.gating = GatingType::kSoftmax;
-  c.norm_topk_weights = true;
-  c.activation = FfnActivation::kSiluGlu;
+  // 0 (absent) and 1 both mean "no scale" in llama.cpp.
+  c.expert_weights_scale = kr.f32_or(Key::kExpertWeightsScale, 0.0f);
+  if (c.expert_weights_scale == 0.0f) c.expert_weights_scale = 1.0f;
+  require(std::isfinite(c.expert_weights_scale) && c.expert_weights_scale > 0.0f, file,
+          fmt::format("{} = {:g} must be > 0", kr.name(Key::kExpertWeightsScale),
+                      c.expert_weights_scale));
 
-  c.is_moe_arr.assign(c.n_layer, c.n_expert > 0 ? 1 : 0);
+  // Sliding-window layers: llama.cpp's gpt-oss pattern 2 (even layers use the window).
+  c.is_swa_arr.assign(c.n_layer, 0);
+  if (c.n_swa > 0)
+    for (uint32_t il = 0; il < c.n_layer; ++il) c.is_swa_arr[il] = il % 2 == 0;
+
+  c.rope = resolve_rope(c.n_rot, c.rope_freq_base, c.n_ctx_train, c.rope_scaling,
+                        c.arch == Arch::kDeepseek2);
+  c.rope_swa = resolve_rope(c.n_rot, c.rope_freq_base_swa, c.n_ctx_train, c.rope_scaling,
+                            c.arch == Arch::kDeepseek2);
+  c.kq_scale = c.is_mla() ? mla_kq_scale(c.rope, c.rope_scaling.yarn_log_mul, c.head_dim_k_mla)
+                          : 1.0f / std::sqrt(static_cast<float>(c.head_dim_k));
+
+  require(c.n_layer_dense_lead <= c.n_layer, file,
+          fmt::format("leading_dense_block_count {} > block_count {}", c.n_layer_dense_lead,
+                      c.n_layer));
+  c.is_moe_arr.assign(c.n_layer, 0);
+  for (uint32_t il = c.n_layer_dense_lead; il < c.n_layer; ++il) c.is_moe_arr[il] = c.n_expert > 0;
   if (c.n_expert > 0) {
     require(c.n_expert_used > 0 && c.n_expert_used <= c.n_expert, file,
             fmt::format("expert_used_count {} must be in 1..expert_count {}", c.n_expert_used,
                         c.n_expert));
     require(c.n_ff_exp > 0, file, "expert feed-forward length must be > 0");
-    c.n_ff_arr = kr.per_layer_or(Key::kFeedForwardLength, c.n_layer, 0);
+    c.n_ff_arr = kr.per_layer_or(Key::kFeedForwardLength, n_block, 0);
+    c.n_ff_shexp = c.n_ff_exp * c.n_expert_shared;
+    c.n_expert_groups = kr.u32_or(Key::kExpertGroupCount, 0);
+    c.n_group_used = kr.u32_or(Key::kExpertGroupUsedCount, 0);
+    if (c.n_expert_groups > 1) {
+      const uint32_t per_group = c.n_expert / c.n_expert_groups;
+      require(c.n_expert_groups <= 64, file,
+              fmt::format("expert_group_count {} > 64 is not supported", c.n_expert_groups));
+      require(c.n_expert % c.n_expert_groups == 0 && per_group >= 2, file,
+              fmt::format("expert_count {} must split into expert_group_count {} groups of "
+                          ">= 2 experts",
+                          c.n_expert, c.n_expert_groups));
+      require(c.n_group_used >= 1 && c.n_group_used <= c.n_expert_groups &&
+                  c.n_expert_used <= c.n_group_used * per_group,
+              file,
+              fmt::format("expert_group_used_count {} must be in 1..{} and hold the top-{}",
+                          c.n_group_used, c.n_expert_groups, c.n_expert_used));
+    }
   } else {
-    c.n_ff_arr = kr.per_layer(Key::kFeedForwardLength, c.n_layer);
+    c.n_ff_arr = kr.per_layer(Key::kFeedForwardLength, n_block);
   }
+  c.n_ff_arr.resize(c.n_layer);
   for (uint32_t il = 0; il < c.n_layer; ++il) {
     if (!c.is_moe(il))
       require(c.n_ff(il) > 0, file, fmt::format("layer {}: feed_forward_length must be > 0", il));

@@ -5,25 +5,41 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "engine/rope.h"
 #include "io/gguf.h"
 
 namespace strata::engine {
 
 enum class Arch {
-  kQwen3Moe,  // qwen3moe: per-head q/k RMSNorm, NEOX RoPE, softmax router, renormalized top-k
-  kLlama,     // llama: Mixtral when expert_count > 0 (dense llama runs as a one-expert MoE)
+  kQwen3Moe,   // qwen3moe: per-head q/k RMSNorm, NEOX RoPE, softmax router, renormalized top-k
+  kLlama,      // llama: Mixtral when expert_count > 0 (dense llama runs as a one-expert MoE)
+  kDeepseek2,  // deepseek2: MLA attention, leading dense layers, shared experts, grouped routing
+  kGlm4Moe,    // glm4moe: q/k/v biases, per-head q/k norm, partial NEOX RoPE, shared expert
+  kOlmoe,      // olmoe: q/k RMSNorm over the whole projection, softmax routing, no renorm
+  kGptOss,     // gpt-oss: sinks, alternating sliding window, biases, SwiGLU-OAI experts
 };
 
-// Which pairs RoPE rotates: NORM (2i, 2i+1), NEOX (i, i + n_rot/2).
-enum class RopeType { kNorm, kNeox };
-
-// How router logits become expert probabilities (later: sigmoid + bias, gpt-oss softmax-over-k).
-enum class GatingType { kSoftmax };
+// How router logits become expert probabilities and weights (llama.cpp's gating functions).
+enum class GatingType {
+  kSoftmax,      // p = softmax(l); top-k by p; w = p (renormalized when norm_topk_weights)
+  kSigmoid,      // p = sigmoid(l); top-k by p + exp_probs_b (within the best groups); w = p
+  kSoftmaxTopK,  // p = l; top-k by l; w = softmax over the k selected logits (gpt-oss)
+};
 
 // How the FFN input is projected before the down projection.
-enum class FfnActivation { kSiluGlu };  // down(silu(gate x) * up x)
+enum class FfnActivation {
+  kSiluGlu,    // down(silu(gate x) * up x)
+  kSwigluOai,  // gpt-oss: a = min(g, 7), u' = clamp(u, -7, 7), down(a·σ(1.702a)·(u' + 1))
+};
+
+// How attention reads the cache.
+enum class AttentionKind {
+  kGqa,  // grouped-query attention over per-head K and V
+  kMla,  // DeepSeek multi-head latent attention, absorbed form: the cache holds [c ; k_pe]
+};
 
 struct ModelConfig {
   Arch arch = Arch::kQwen3Moe;
@@ -34,48 +50,83 @@ struct ModelConfig {
   uint32_t n_embd = 0;
   uint32_t n_layer = 0;
 
-  // Attention.
-  uint32_t head_dim_k = 0;  // per-head width of q and k
-  uint32_t head_dim_v = 0;  // per-head width of v
-  float norm_eps = 0;       // RMSNorm epsilon
-  bool qk_norm = false;     // per-head RMSNorm of q and k (attn_q_norm / attn_k_norm)
+  // Attention. For MLA, head_dim_k/v are the cache row widths the file declares
+  // (kv_lora_rank + n_rot and kv_lora_rank) with one "kv head"; the per-head widths are the
+  // *_mla fields.
+  AttentionKind attention = AttentionKind::kGqa;
+  uint32_t head_dim_k = 0;     // per-head width of q and k
+  uint32_t head_dim_v = 0;     // per-head width of v
+  float norm_eps = 0;          // RMSNorm epsilon
+  bool qk_norm = false;        // RMSNorm of q and k (attn_q_norm / attn_k_norm)
+  bool qk_norm_whole = false;  // ... over the whole projection (olmoe), not per head
+  bool attn_sinks = false;     // a learned per-head logit joins the softmax denominator
+  uint32_t n_swa = 0;          // sliding window of the is_swa layers (query sees n_swa keys)
+  float kq_scale = 0;          // attention score scale (1/sqrt(head dim), MLA: YaRN-corrected)
   RopeType rope_type = RopeType::kNorm;
-  uint32_t n_rot = 0;  // rotated dims per head (the first n_rot)
+  uint32_t n_rot = 0;  // rotated dims per head (the first n_rot; MLA: the decoupled rope part)
   float rope_freq_base = 10000.0f;
+  float rope_freq_base_swa = 10000.0f;  // of the sliding-window layers
+  RopeScaling rope_scaling;             // as the file says
+  RopeParams rope;                      // resolved (full-attention layers)
+  RopeParams rope_swa;                  // resolved (sliding-window layers)
+
+  // MLA (deepseek2).
+  uint32_t n_lora_q = 0;        // 0: q = attn_q x directly (DeepSeek-V2-Lite)
+  uint32_t n_lora_kv = 0;       // compressed latent c
+  uint32_t head_dim_k_mla = 0;  // per-head q/k width: qk_nope + n_rot
+  uint32_t head_dim_v_mla = 0;  // per-head v width after attn_v_b
 
   // FFN / MoE.
   uint32_t n_expert = 0;       // routed experts per MoE layer (0 = dense model)
   uint32_t n_expert_used = 0;  // top-k
   uint32_t n_ff_exp = 0;       // width of one routed expert
   GatingType gating = GatingType::kSoftmax;
-  bool norm_topk_weights = true;  // renormalize the k selected probabilities to sum 1
-  FfnActivation activation = FfnActivation::kSiluGlu;
+  bool norm_topk_weights = true;      // renormalize the k selected probabilities to sum 1
+  float expert_weights_scale = 1.0f;  // routed weights × this after normalization
+  uint32_t n_expert_groups = 0;       // > 1: group-limited top-k over contiguous groups
+  uint32_t n_group_used = 0;          // groups kept per token
+  uint32_t n_layer_dense_lead = 0;    // leading layers with a dense FFN
+  uint32_t n_expert_shared = 0;       // always-on shared experts per MoE layer
+  uint32_t n_ff_shexp = 0;            // their combined width (n_ff_exp × n_expert_shared)
+  uint32_t n_layer_nextn = 0;         // trailing MTP layers in the file, not run (not in n_layer)
+  FfnActivation activation = FfnActivation::kSiluGlu;  // routed experts
 
   // Per-layer arrays (size n_layer); read them through the accessors.
   std::vector<uint32_t> n_head_arr;
   std::vector<uint32_t> n_head_kv_arr;
   std::vector<uint32_t> n_ff_arr;   // dense FFN width per layer (unused where the layer is MoE)
   std::vector<uint8_t> is_moe_arr;  // 1 = routed experts, 0 = dense FFN (a one-expert MoE)
+  std::vector<uint8_t> is_swa_arr;  // 1 = sliding-window attention (n_swa)
 
   uint32_t n_head(uint32_t il) const { return n_head_arr[il]; }
   uint32_t n_head_kv(uint32_t il) const { return n_head_kv_arr[il]; }
   uint32_t n_ff(uint32_t il) const { return n_ff_arr[il]; }
   bool is_moe(uint32_t il) const { return is_moe_arr[il] != 0; }
+  bool is_swa(uint32_t il) const { return is_swa_arr[il] != 0; }
+  const RopeParams& layer_rope(uint32_t il) const { return is_swa(il) ? rope_swa : rope; }
+  bool is_mla() const { return attention == AttentionKind::kMla; }
+  bool has_shared_experts(uint32_t il) const { return is_moe(il) && n_ff_shexp > 0; }
   uint32_t n_embd_q(uint32_t il) const { return n_head(il) * head_dim_k; }
   uint32_t n_embd_k_gqa(uint32_t il) const { return n_head_kv(il) * head_dim_k; }
   uint32_t n_embd_v_gqa(uint32_t il) const { return n_head_kv(il) * head_dim_v; }
+  // Floats per position the KV cache stores: MLA keeps only [c ; k_pe] (V is a view of c).
+  uint32_t kv_k_width(uint32_t il) const { return n_embd_k_gqa(il); }
+  uint32_t kv_v_width(uint32_t il) const { return is_mla() ? 0 : n_embd_v_gqa(il); }
   // Experts a layer's FFN has: n_expert for MoE layers, 1 for a dense FFN.
   uint32_t layer_n_expert(uint32_t il) const { return is_moe(il) ? n_expert : 1; }
   uint32_t layer_n_expert_used(uint32_t il) const { return is_moe(il) ? n_expert_used : 1; }
   uint32_t layer_n_ff(uint32_t il) const { return is_moe(il) ? n_ff_exp : n_ff(il); }
   // Largest per-layer values, for sizing scratch.
   uint32_t max_n_expert_used() const;
-  uint32_t max_n_ff() const;
+  uint32_t max_n_ff() const;  // including the shared experts' width
   uint32_t max_n_embd_q() const;
   uint32_t max_n_embd_kv() const;
 
   // One line: "qwen3moe: 4 layers, n_embd 256, 4/2 heads × 64, 16 experts top-4 × 128, ...".
   std::string describe() const;
+  // The architecture-specific hyperparameters as (name, value) pairs for `strata inspect`:
+  // gating, groups, shared experts, MLA ranks, sliding window, RoPE scaling, ...
+  std::vector<std::pair<std::string, std::string>> arch_details() const;
 };
 
 // Reads the config from a GGUF file. Unknown architecture: Error(kUnsupported) naming it; missing

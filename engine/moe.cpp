@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "engine/gating.h"
 #include "engine/ops.h"
 #include "io/check.h"
 #include "kernels/gemv.h"
@@ -44,25 +45,9 @@ void route(kernels::ThreadPool& pool, const ModelConfig& cfg, const LayerWeights
     return;
   }
   matmul(pool, layer.ffn_gate_inp.matrix(), x, cfg.n_embd, n, r.probs, r.n_expert, xq_scratch);
-  for (uint32_t t = 0; t < n; ++t) {
-    float* p = r.probs + size_t{t} * r.n_expert;
-    int32_t* ids = r.topk + size_t{t} * r.k;
-    float* w = r.weights + size_t{t} * r.k;
-    switch (cfg.gating) {
-      case GatingType::kSoftmax:
-        softmax(p, r.n_expert);
-        break;
-    }
-    top_k(p, r.n_expert, r.k, ids);
-    for (uint32_t j = 0; j < r.k; ++j) w[j] = p[ids[j]];
-    if (cfg.norm_topk_weights) {
-      // ggml_sum_rows sums in double; llama.cpp clamps the sum away from 0 before dividing.
-      double sum = 0.0;
-      for (uint32_t j = 0; j < r.k; ++j) sum += static_cast<double>(w[j]);
-      const float s = std::max(static_cast<float>(sum), 6.103515625e-5f);
-      for (uint32_t j = 0; j < r.k; ++j) w[j] /= s;
-    }
-  }
+  for (uint32_t t = 0; t < n; ++t)
+    select_experts(cfg, layer, r.probs + size_t{t} * r.n_expert, r.n_expert, r.k,
+                   r.topk + size_t{t} * r.k, r.weights + size_t{t} * r.k);
 }
 
 Dispatch::Dispatch(uint32_t max_rows, uint32_t max_experts)
@@ -70,14 +55,11 @@ Dispatch::Dispatch(uint32_t max_rows, uint32_t max_experts)
   for (auto& j : jobs) j.reserve(max_experts);
 }
 
-void dispatch(const Routing& r, const ExpertStack& stack, Dispatch& d,
-              std::span<const ExpertHome> homes) {
+void dispatch(const Routing& r, const ExpertStack& stack, Dispatch& d) {
   const uint32_t n_slots = r.n_tokens * r.k;
   STRATA_ASSERT(n_slots <= d.row_token.size() && r.n_expert <= d.count.size(),
                 "dispatch: {} slots / {} experts exceed the planned scratch", n_slots, r.n_expert);
   STRATA_ASSERT(r.n_expert == stack.n_expert);
-  STRATA_ASSERT(homes.empty() || homes.size() == r.n_expert, "{} homes for {} experts",
-                homes.size(), r.n_expert);
   std::fill_n(d.count.begin(), r.n_expert, 0u);
   for (uint32_t s = 0; s < n_slots; ++s) {
     const int32_t e = r.topk[s];
@@ -86,16 +68,14 @@ void dispatch(const Routing& r, const ExpertStack& stack, Dispatch& d,
   }
   for (auto& j : d.jobs) j.clear();
   uint32_t row = 0;
-  for (size_t h = 0; h < kNumHomes; ++h) {
-    for (uint32_t e = 0; e < r.n_expert; ++e) {
-      if (d.count[e] == 0) continue;
-      if (size_t(homes.empty() ? ExpertHome::kRam : homes[e]) != h) continue;
-      // The mapping's slice; a tiered ExpertSource replaces it with the bytes at the home.
-      d.jobs[h].push_back(ExpertJob{e, row, row + d.count[e], stack.expert_slice(e)});
-      const uint32_t begin = row;
-      row += d.count[e];
-      d.count[e] = begin;  // now the next free row of expert e
-    }
+  for (uint32_t e = 0; e < r.n_expert; ++e) {
+    if (d.count[e] == 0) continue;
+    // Every expert lives in RAM for now (ExpertHome::kRam); the placement plan will decide.
+    d.jobs[size_t(ExpertHome::kRam)].push_back(
+        ExpertJob{e, row, row + d.count[e], stack.expert_slice(e)});
+    const uint32_t begin = row;
+    row += d.count[e];
+    d.count[e] = begin;  // now the next free row of expert e
   }
   for (uint32_t t = 0; t < r.n_tokens; ++t) {
     for (uint32_t j = 0; j < r.k; ++j) {
@@ -147,12 +127,8 @@ void CpuExpertExecutor::plan_items(std::span<const ExpertJob> jobs, int64_t n_we
 void CpuExpertExecutor::compute(const ExpertStack& stack, std::span<const ExpertJob> jobs,
                                 const int32_t* row_token, const float* x, float* y) {
   if (jobs.empty()) return;
-  uint32_t row0 = jobs.front().row_begin;  // the jobs' rows: [row0, n_rows)
   uint32_t n_rows = 0;
-  for (const ExpertJob& j : jobs) {
-    row0 = std::min(row0, j.row_begin);
-    n_rows = std::max(n_rows, j.row_end);
-  }
+  for (const ExpertJob& j : jobs) n_rows = std::max(n_rows, j.row_end);
   STRATA_ASSERT(n_rows <= max_rows_, "{} expert rows > planned {}", n_rows, max_rows_);
   const int64_t n_embd = stack.n_embd;
   const int64_t n_ff = stack.n_ff;
@@ -167,8 +143,8 @@ void CpuExpertExecutor::compute(const ExpertStack& stack, std::span<const Expert
   const size_t xq_up_stride = up_separate ? xq2_stride : xq_stride;
 
   // Stage A: x rows in dispatch order, quantized for gate (and up).
-  for_rows(pool_, n_rows - row0, [&](int64_t begin, int64_t end, int) {
-    for (int64_t r = row0 + begin; r < row0 + end; ++r) {
+  for_rows(pool_, n_rows, [&](int64_t begin, int64_t end, int) {
+    for (int64_t r = begin; r < end; ++r) {
       const float* xr = x + row_token[r] * n_embd;
       kernels::quantize_row(gate_vdt, xr, xq_.data() + r * xq_stride, n_embd);
       if (up_separate) kernels::quantize_row(up_vdt, xr, xq2_.data() + r * xq2_stride, n_embd);
@@ -199,14 +175,20 @@ void CpuExpertExecutor::compute(const ExpertStack& stack, std::span<const Expert
         up_k.gemm(u.data, u.row_bytes, xu, xq_up_stride, yu, n_ff, m, it.row_begin, it.row_end,
                   n_embd);
       }
+      if (stack.gate_bias.present())
+        add_bias_rows(stack.gate_bias.f32() + size_t{job.expert} * n_ff, yg, n_ff, m, it.row_begin,
+                      it.row_end);
+      if (stack.up_bias.present())
+        add_bias_rows(stack.up_bias.f32() + size_t{job.expert} * n_ff, yu, n_ff, m, it.row_begin,
+                      it.row_end);
     }
   });
 
-  // Stage C: silu(gate) ⊙ up, quantized for down.
-  for_rows(pool_, n_rows - row0, [&](int64_t begin, int64_t end, int) {
-    for (int64_t r = row0 + begin; r < row0 + end; ++r) {
+  // Stage C: the activation (silu(gate) ⊙ up, or SwiGLU-OAI), quantized for down.
+  for_rows(pool_, n_rows, [&](int64_t begin, int64_t end, int) {
+    for (int64_t r = begin; r < end; ++r) {
       float* h = gate_.data() + r * n_ff;
-      silu_glu(h, up_.data() + r * n_ff, h, n_ff);
+      glu(stack.activation, h, up_.data() + r * n_ff, h, n_ff);
       kernels::quantize_row(down_vdt, h, hq_.data() + r * hq_stride, n_ff);
     }
   });
@@ -228,6 +210,9 @@ void CpuExpertExecutor::compute(const ExpertStack& stack, std::span<const Expert
         down_k.gemm(d.data, d.row_bytes, h, hq_stride, yd, n_embd, m, it.row_begin, it.row_end,
                     n_ff);
       }
+      if (stack.down_bias.present())
+        add_bias_rows(stack.down_bias.f32() + size_t{job.expert} * n_embd, yd, n_embd, m,
+                      it.row_begin, it.row_end);
     }
   });
 }

@@ -31,6 +31,31 @@ enum class Key {
   kRopeFreqBase,
   kRopeScalingType,
   kTokenizerTokens,
+  // Second-batch architectures (deepseek2, glm4moe, olmoe, gpt-oss); all optional unless the
+  // architecture's loader says otherwise.
+  kLeadingDenseBlockCount,  // first N layers have a dense FFN
+  kExpertSharedCount,       // always-on shared experts (their width is n_ff_exp × count)
+  kExpertWeightsScale,      // routed weights × this (0 or 1 = none)
+  kExpertWeightsNorm,       // renormalize the k routed weights to sum 1
+  kExpertGatingFunc,        // 1 softmax, 2 sigmoid, 3 softmax over the selected k (llama.cpp enum)
+  kExpertGroupCount,        // group-limited routing: contiguous groups of experts
+  kExpertGroupUsedCount,    // groups kept per token
+  kNextnPredictLayers,      // trailing multi-token-prediction layers counted in block_count
+  kQLoraRank,               // MLA: query low-rank width (absent on V2-Lite: plain attn_q)
+  kKvLoraRank,              // MLA: compressed KV latent width
+  kKeyLengthMla,            // MLA: per-head q/k width before absorption (nope + rope)
+  kValueLengthMla,          // MLA: per-head v width after decompression
+  kSlidingWindow,           // sliding-window attention width (gpt-oss: on even layers)
+  kRopeFreqBaseSwa,         // RoPE base of the sliding-window layers (default: freq_base)
+  kRopeScalingFactor,
+  kRopeScaleLinear,  // older spelling of the scaling factor
+  kRopeScalingAttnFactor,
+  kRopeScalingOrigCtx,
+  kRopeScalingYarnLogMul,  // DeepSeek: 0.1 × mscale_all_dim as the converter writes it
+  kRopeScalingYarnExtFactor,
+  kRopeScalingYarnAttnFactor,
+  kRopeScalingYarnBetaFast,
+  kRopeScalingYarnBetaSlow,
   kCount,  // not a key: the table size
 };
 
@@ -58,6 +83,29 @@ inline constexpr KeySpec kKeyTable[] = {
     {Key::kRopeFreqBase, "{arch}.rope.freq_base"},
     {Key::kRopeScalingType, "{arch}.rope.scaling.type"},
     {Key::kTokenizerTokens, "tokenizer.ggml.tokens"},
+    {Key::kLeadingDenseBlockCount, "{arch}.leading_dense_block_count"},
+    {Key::kExpertSharedCount, "{arch}.expert_shared_count"},
+    {Key::kExpertWeightsScale, "{arch}.expert_weights_scale"},
+    {Key::kExpertWeightsNorm, "{arch}.expert_weights_norm"},
+    {Key::kExpertGatingFunc, "{arch}.expert_gating_func"},
+    {Key::kExpertGroupCount, "{arch}.expert_group_count"},
+    {Key::kExpertGroupUsedCount, "{arch}.expert_group_used_count"},
+    {Key::kNextnPredictLayers, "{arch}.nextn_predict_layers"},
+    {Key::kQLoraRank, "{arch}.attention.q_lora_rank"},
+    {Key::kKvLoraRank, "{arch}.attention.kv_lora_rank"},
+    {Key::kKeyLengthMla, "{arch}.attention.key_length_mla"},
+    {Key::kValueLengthMla, "{arch}.attention.value_length_mla"},
+    {Key::kSlidingWindow, "{arch}.attention.sliding_window"},
+    {Key::kRopeFreqBaseSwa, "{arch}.rope.freq_base_swa"},
+    {Key::kRopeScalingFactor, "{arch}.rope.scaling.factor"},
+    {Key::kRopeScaleLinear, "{arch}.rope.scale_linear"},
+    {Key::kRopeScalingAttnFactor, "{arch}.rope.scaling.attn_factor"},
+    {Key::kRopeScalingOrigCtx, "{arch}.rope.scaling.original_context_length"},
+    {Key::kRopeScalingYarnLogMul, "{arch}.rope.scaling.yarn_log_multiplier"},
+    {Key::kRopeScalingYarnExtFactor, "{arch}.rope.scaling.yarn_ext_factor"},
+    {Key::kRopeScalingYarnAttnFactor, "{arch}.rope.scaling.yarn_attn_factor"},
+    {Key::kRopeScalingYarnBetaFast, "{arch}.rope.scaling.yarn_beta_fast"},
+    {Key::kRopeScalingYarnBetaSlow, "{arch}.rope.scaling.yarn_beta_slow"},
 };
 static_assert(std::size(kKeyTable) == static_cast<size_t>(Key::kCount));
 
@@ -106,6 +154,29 @@ enum class TensorId {
   kFfnGate,
   kFfnUp,
   kFfnDown,
+  // Second-batch architectures.
+  kAttnQBias,  // glm4moe, gpt-oss
+  kAttnKBias,
+  kAttnVBias,
+  kAttnOutBias,   // gpt-oss
+  kAttnSinks,     // gpt-oss: one learned softmax-denominator logit per head
+  kPostAttnNorm,  // glm4moe, gpt-oss: the pre-FFN norm under its llama.cpp name
+  kAttnQA,        // MLA (deepseek2)
+  kAttnQANorm,
+  kAttnQB,
+  kAttnKvAMqa,
+  kAttnKvANorm,
+  kAttnKB,
+  kAttnVB,
+  kAttnKvB,          // MLA before absorption (legacy files); detected to refuse them by name
+  kFfnGateInpBias,   // gpt-oss router bias
+  kFfnExpProbsB,     // DeepSeek-V3 / GLM-4.5 selection bias (added to the gate for top-k only)
+  kFfnGateExpsBias,  // gpt-oss per-expert biases {n_ff, n_expert} / {n_embd, n_expert}
+  kFfnUpExpsBias,
+  kFfnDownExpsBias,
+  kFfnGateShexp,  // shared expert: a resident dense FFN added to every token's MoE output
+  kFfnUpShexp,
+  kFfnDownShexp,
   kCount,  // not a tensor: the table size
 };
 
@@ -136,6 +207,28 @@ inline constexpr TensorSpec kTensorTable[] = {
     {TensorId::kFfnGate, "blk.{layer}.ffn_gate.weight", true, false},
     {TensorId::kFfnUp, "blk.{layer}.ffn_up.weight", true, false},
     {TensorId::kFfnDown, "blk.{layer}.ffn_down.weight", true, false},
+    {TensorId::kAttnQBias, "blk.{layer}.attn_q.bias", true, false},
+    {TensorId::kAttnKBias, "blk.{layer}.attn_k.bias", true, false},
+    {TensorId::kAttnVBias, "blk.{layer}.attn_v.bias", true, false},
+    {TensorId::kAttnOutBias, "blk.{layer}.attn_output.bias", true, false},
+    {TensorId::kAttnSinks, "blk.{layer}.attn_sinks.weight", true, false},
+    {TensorId::kPostAttnNorm, "blk.{layer}.post_attention_norm.weight", true, false},
+    {TensorId::kAttnQA, "blk.{layer}.attn_q_a.weight", true, false},
+    {TensorId::kAttnQANorm, "blk.{layer}.attn_q_a_norm.weight", true, false},
+    {TensorId::kAttnQB, "blk.{layer}.attn_q_b.weight", true, false},
+    {TensorId::kAttnKvAMqa, "blk.{layer}.attn_kv_a_mqa.weight", true, false},
+    {TensorId::kAttnKvANorm, "blk.{layer}.attn_kv_a_norm.weight", true, false},
+    {TensorId::kAttnKB, "blk.{layer}.attn_k_b.weight", true, false},
+    {TensorId::kAttnVB, "blk.{layer}.attn_v_b.weight", true, false},
+    {TensorId::kAttnKvB, "blk.{layer}.attn_kv_b.weight", true, false},
+    {TensorId::kFfnGateInpBias, "blk.{layer}.ffn_gate_inp.bias", true, false},
+    {TensorId::kFfnExpProbsB, "blk.{layer}.exp_probs_b.bias", true, false},
+    {TensorId::kFfnGateExpsBias, "blk.{layer}.ffn_gate_exps.bias", true, false},
+    {TensorId::kFfnUpExpsBias, "blk.{layer}.ffn_up_exps.bias", true, false},
+    {TensorId::kFfnDownExpsBias, "blk.{layer}.ffn_down_exps.bias", true, false},
+    {TensorId::kFfnGateShexp, "blk.{layer}.ffn_gate_shexp.weight", true, false},
+    {TensorId::kFfnUpShexp, "blk.{layer}.ffn_up_shexp.weight", true, false},
+    {TensorId::kFfnDownShexp, "blk.{layer}.ffn_down_shexp.weight", true, false},
 };
 static_assert(std::size(kTensorTable) == static_cast<size_t>(TensorId::kCount));
 

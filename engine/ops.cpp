@@ -1,9 +1,11 @@
 // Per-row forward-pass operations with ggml's rounding (see ops.h). Tested by tests/test_ops.cpp.
 #include "engine/ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "engine/rope.h"
 #include "io/check.h"
 #include "kernels/gemv.h"
 #include "kernels/quant.h"
@@ -23,13 +25,10 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
 }
 
 void rope_cache(int64_t pos, int64_t n_rot, float freq_base, float* cs) {
-  const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(n_rot));
-  float theta = static_cast<float>(pos);
-  for (int64_t i = 0; i < n_rot / 2; ++i) {
-    cs[2 * i + 0] = std::cos(theta);
-    cs[2 * i + 1] = std::sin(theta);
-    theta *= theta_scale;
-  }
+  RopeParams p;
+  p.n_rot = n_rot;
+  p.freq_base = freq_base;
+  rope_cache(p, pos, cs);
 }
 
 void rope_apply(RopeType type, float* x, int64_t n_head, int64_t head_dim, int64_t n_rot,
@@ -76,10 +75,57 @@ void softmax(float* x, int64_t n, float scale) {
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
+void softmax_with_sink(float* x, int64_t n, float scale, float sink) {
+  float max = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] *= scale;
+    max = std::fmax(max, x[i]);
+  }
+  max = std::fmax(max, sink);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float e = std::exp(x[i] - max);
+    x[i] = e;
+    sum += static_cast<double>(e);
+  }
+  sum += static_cast<double>(std::exp(sink - max));
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
 void silu_glu(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
     out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void swiglu_oai(const float* gate, const float* up, float* out, int64_t n) {
+  constexpr float kAlpha = 1.702f;
+  constexpr float kLimit = 7.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float a = std::min(gate[i], kLimit);
+    const float u = std::clamp(up[i], -kLimit, kLimit);
+    out[i] = a / (1.0f + std::exp(kAlpha * (-a))) * (u + 1.0f);
+  }
+}
+
+void glu(FfnActivation act, const float* gate, const float* up, float* out, int64_t n) {
+  switch (act) {
+    case FfnActivation::kSiluGlu:
+      silu_glu(gate, up, out, n);
+      return;
+    case FfnActivation::kSwigluOai:
+      swiglu_oai(gate, up, out, n);
+      return;
+  }
+}
+
+void add_bias_rows(const float* bias, float* y, size_t y_stride, uint32_t n_tokens,
+                   int64_t row_begin, int64_t row_end) {
+  for (uint32_t t = 0; t < n_tokens; ++t) {
+    float* yt = y + t * y_stride;
+    for (int64_t r = row_begin; r < row_end; ++r) yt[r] += bias[r];
   }
 }
 

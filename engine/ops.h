@@ -20,6 +20,7 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
 // cos/sin of every rotated pair at position pos: cs[2i] = cos θ_i, cs[2i+1] = sin θ_i for
 // i < n_rot/2, θ_i = pos · base^(−2i/n_rot). θ is advanced by repeated multiplication in float as
 // ggml's rope cache does (it differs from pow() in the last bits, which matters at 1e-5).
+// Unscaled RoPE; engine/rope.h has the general (linear / YaRN) form.
 void rope_cache(int64_t pos, int64_t n_rot, float freq_base, float* cs);
 
 // Rotates the first n_rot dims of each of n_head heads (head_dim apart) in place with the cache
@@ -31,8 +32,24 @@ void rope_apply(RopeType type, float* x, int64_t n_head, int64_t head_dim, int64
 // float reciprocal.
 void softmax(float* x, int64_t n, float scale = 1.0f);
 
+// The same with an attention sink: a logit that joins the max and the denominator but has no
+// output of its own (ggml_soft_max_add_sinks): the row sums to less than 1.
+void softmax_with_sink(float* x, int64_t n, float scale, float sink);
+
 // out[i] = silu(gate[i]) * up[i]; out may alias gate or up.
 void silu_glu(const float* gate, const float* up, float* out, int64_t n);
+
+// gpt-oss's clamped SwiGLU (ggml_swiglu_oai with alpha 1.702, limit 7): a = min(gate, 7),
+// u = clamp(up, -7, 7), out = a / (1 + exp(-1.702 a)) * (u + 1). out may alias gate or up.
+void swiglu_oai(const float* gate, const float* up, float* out, int64_t n);
+
+// The expert activation an FFN uses (one switch for every caller).
+void glu(FfnActivation act, const float* gate, const float* up, float* out, int64_t n);
+
+// Adds bias[r] to y[t * y_stride + r] for t < n_tokens, r in [row_begin, row_end): a bias on the
+// rows one GEMV/GEMM work item produced.
+void add_bias_rows(const float* bias, float* y, size_t y_stride, uint32_t n_tokens,
+                   int64_t row_begin, int64_t row_end);
 
 // The k largest of p[n] in descending order; equal values → lower index first. ids[k].
 void top_k(const float* p, int64_t n, int64_t k, int32_t* ids);

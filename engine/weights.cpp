@@ -98,6 +98,78 @@ MatrixRef ExpertStack::down_matrix(const ExpertSlice& s) const {
   return matrix_of(down, s.down);
 }
 
+namespace {
+
+// Binds one FFN stack (routed experts, a dense FFN or a shared expert).
+void bind_stack(const Binder& b, ExpertStack& x, int layer, TensorId gate, TensorId up,
+                TensorId down, int64_t n_embd, int64_t n_ff, uint32_t n_expert) {
+  x.n_embd = n_embd;
+  x.n_ff = n_ff;
+  x.n_expert = n_expert;
+  if (n_expert == 1 && !tensor_spec(gate).stacked_experts) {
+    x.gate = b.bind(gate, layer, {n_embd, n_ff}, Use::kMatmul);
+    x.up = b.bind(up, layer, {n_embd, n_ff}, Use::kMatmul);
+    x.down = b.bind(down, layer, {n_ff, n_embd}, Use::kMatmul);
+  } else {
+    const int64_t n_exp = n_expert;
+    x.gate = b.bind(gate, layer, {n_embd, n_ff, n_exp}, Use::kMatmul);
+    x.up = b.bind(up, layer, {n_embd, n_ff, n_exp}, Use::kMatmul);
+    x.down = b.bind(down, layer, {n_ff, n_embd, n_exp}, Use::kMatmul);
+  }
+}
+
+void bind_gqa(const Binder& b, const ModelConfig& cfg, LayerWeights& l, uint32_t il) {
+  const int i = static_cast<int>(il);
+  const int64_t n_embd = cfg.n_embd;
+  const int64_t n_q = cfg.n_embd_q(il);
+  const int64_t n_k = cfg.n_embd_k_gqa(il);
+  const int64_t n_v = cfg.n_embd_v_gqa(il);
+  l.wq = b.bind(TensorId::kAttnQ, i, {n_embd, n_q}, Use::kMatmul);
+  l.wk = b.bind(TensorId::kAttnK, i, {n_embd, n_k}, Use::kMatmul);
+  l.wv = b.bind(TensorId::kAttnV, i, {n_embd, n_v}, Use::kMatmul);
+  l.wo = b.bind(TensorId::kAttnOut, i, {cfg.n_head(il) * cfg.head_dim_v, n_embd}, Use::kMatmul);
+  // llama.cpp reads attention biases for these architectures only (required for gpt-oss).
+  if (cfg.arch == Arch::kGlm4Moe || cfg.arch == Arch::kGptOss) {
+    const bool req = cfg.arch == Arch::kGptOss;
+    l.bq = b.bind(TensorId::kAttnQBias, i, {n_q}, Use::kVector, req);
+    l.bk = b.bind(TensorId::kAttnKBias, i, {n_k}, Use::kVector, req);
+    l.bv = b.bind(TensorId::kAttnVBias, i, {n_v}, Use::kVector, req);
+  }
+  if (cfg.arch == Arch::kGptOss) {
+    l.bo = b.bind(TensorId::kAttnOutBias, i, {n_embd}, Use::kVector);
+  }
+  if (cfg.attn_sinks)
+    l.attn_sinks = b.bind(TensorId::kAttnSinks, i, {cfg.n_head(il)}, Use::kVector);
+  if (cfg.qk_norm) {
+    const int64_t nq = cfg.qk_norm_whole ? n_q : cfg.head_dim_k;
+    const int64_t nk = cfg.qk_norm_whole ? n_k : cfg.head_dim_k;
+    l.attn_q_norm = b.bind(TensorId::kAttnQNorm, i, {nq}, Use::kVector);
+    l.attn_k_norm = b.bind(TensorId::kAttnKNorm, i, {nk}, Use::kVector);
+  }
+}
+
+void bind_mla(const Binder& b, const ModelConfig& cfg, LayerWeights& l, uint32_t il) {
+  const int i = static_cast<int>(il);
+  const int64_t n_embd = cfg.n_embd;
+  const int64_t n_head = cfg.n_head(il);
+  const int64_t n_q = n_head * cfg.head_dim_k_mla;
+  const int64_t nope = cfg.head_dim_k_mla - cfg.n_rot;
+  if (cfg.n_lora_q > 0) {
+    l.wq_a = b.bind(TensorId::kAttnQA, i, {n_embd, cfg.n_lora_q}, Use::kMatmul);
+    l.attn_q_a_norm = b.bind(TensorId::kAttnQANorm, i, {cfg.n_lora_q}, Use::kVector);
+    l.wq_b = b.bind(TensorId::kAttnQB, i, {cfg.n_lora_q, n_q}, Use::kMatmul);
+  } else {
+    l.wq = b.bind(TensorId::kAttnQ, i, {n_embd, n_q}, Use::kMatmul);
+  }
+  l.wkv_a_mqa = b.bind(TensorId::kAttnKvAMqa, i, {n_embd, cfg.n_lora_kv + cfg.n_rot}, Use::kMatmul);
+  l.attn_kv_a_norm = b.bind(TensorId::kAttnKvANorm, i, {cfg.n_lora_kv}, Use::kVector);
+  l.wk_b = b.bind(TensorId::kAttnKB, i, {nope, cfg.n_lora_kv, n_head}, Use::kMatmul);
+  l.wv_b = b.bind(TensorId::kAttnVB, i, {cfg.n_lora_kv, cfg.head_dim_v_mla, n_head}, Use::kMatmul);
+  l.wo = b.bind(TensorId::kAttnOut, i, {n_head * cfg.head_dim_v_mla, n_embd}, Use::kMatmul);
+}
+
+}  // namespace
+
 ModelWeights bind_weights(const io::GgufFile& file, const ModelConfig& cfg) {
   const Binder b(file);
   const int64_t n_embd = cfg.n_embd;
@@ -109,35 +181,46 @@ ModelWeights bind_weights(const io::GgufFile& file, const ModelConfig& cfg) {
     m.output = m.token_embd;
     m.output_tied = true;
   }
+  // glm4moe and gpt-oss name the pre-FFN norm after its position.
+  const TensorId ffn_norm = cfg.arch == Arch::kGlm4Moe || cfg.arch == Arch::kGptOss
+                                ? TensorId::kPostAttnNorm
+                                : TensorId::kFfnNorm;
   m.layers.resize(cfg.n_layer);
   for (uint32_t il = 0; il < cfg.n_layer; ++il) {
     LayerWeights& l = m.layers[il];
     const int i = static_cast<int>(il);
     l.attn_norm = b.bind(TensorId::kAttnNorm, i, {n_embd}, Use::kVector);
-    l.wq = b.bind(TensorId::kAttnQ, i, {n_embd, cfg.n_embd_q(il)}, Use::kMatmul);
-    l.wk = b.bind(TensorId::kAttnK, i, {n_embd, cfg.n_embd_k_gqa(il)}, Use::kMatmul);
-    l.wv = b.bind(TensorId::kAttnV, i, {n_embd, cfg.n_embd_v_gqa(il)}, Use::kMatmul);
-    l.wo = b.bind(TensorId::kAttnOut, i, {cfg.n_head(il) * cfg.head_dim_v, n_embd}, Use::kMatmul);
-    if (cfg.qk_norm) {
-      l.attn_q_norm = b.bind(TensorId::kAttnQNorm, i, {cfg.head_dim_k}, Use::kVector);
-      l.attn_k_norm = b.bind(TensorId::kAttnKNorm, i, {cfg.head_dim_k}, Use::kVector);
+    if (cfg.is_mla()) {
+      bind_mla(b, cfg, l, il);
+    } else {
+      bind_gqa(b, cfg, l, il);
     }
-    l.ffn_norm = b.bind(TensorId::kFfnNorm, i, {n_embd}, Use::kVector);
+    l.ffn_norm = b.bind(ffn_norm, i, {n_embd}, Use::kVector);
 
-    ExpertStack& x = l.experts;
-    x.n_embd = n_embd;
-    x.n_ff = cfg.layer_n_ff(il);
-    x.n_expert = cfg.layer_n_expert(il);
     if (cfg.is_moe(il)) {
       const int64_t n_exp = cfg.n_expert;
       l.ffn_gate_inp = b.bind(TensorId::kFfnGateInp, i, {n_embd, n_exp}, Use::kMatmul);
-      x.gate = b.bind(TensorId::kFfnGateExps, i, {n_embd, x.n_ff, n_exp}, Use::kMatmul);
-      x.up = b.bind(TensorId::kFfnUpExps, i, {n_embd, x.n_ff, n_exp}, Use::kMatmul);
-      x.down = b.bind(TensorId::kFfnDownExps, i, {x.n_ff, n_embd, n_exp}, Use::kMatmul);
+      if (cfg.arch == Arch::kGptOss)
+        l.ffn_gate_inp_b = b.bind(TensorId::kFfnGateInpBias, i, {n_exp}, Use::kVector);
+      if (cfg.gating == GatingType::kSigmoid)
+        l.exp_probs_b =
+            b.bind(TensorId::kFfnExpProbsB, i, {n_exp}, Use::kVector, cfg.arch == Arch::kGlm4Moe);
+      bind_stack(b, l.experts, i, TensorId::kFfnGateExps, TensorId::kFfnUpExps,
+                 TensorId::kFfnDownExps, n_embd, cfg.n_ff_exp, cfg.n_expert);
+      l.experts.activation = cfg.activation;
+      if (cfg.arch == Arch::kGptOss) {
+        l.experts.gate_bias =
+            b.bind(TensorId::kFfnGateExpsBias, i, {cfg.n_ff_exp, n_exp}, Use::kVector);
+        l.experts.up_bias =
+            b.bind(TensorId::kFfnUpExpsBias, i, {cfg.n_ff_exp, n_exp}, Use::kVector);
+        l.experts.down_bias = b.bind(TensorId::kFfnDownExpsBias, i, {n_embd, n_exp}, Use::kVector);
+      }
+      if (cfg.has_shared_experts(il))
+        bind_stack(b, l.shared, i, TensorId::kFfnGateShexp, TensorId::kFfnUpShexp,
+                   TensorId::kFfnDownShexp, n_embd, cfg.n_ff_shexp, 1);
     } else {
-      x.gate = b.bind(TensorId::kFfnGate, i, {n_embd, x.n_ff}, Use::kMatmul);
-      x.up = b.bind(TensorId::kFfnUp, i, {n_embd, x.n_ff}, Use::kMatmul);
-      x.down = b.bind(TensorId::kFfnDown, i, {x.n_ff, n_embd}, Use::kMatmul);
+      bind_stack(b, l.experts, i, TensorId::kFfnGate, TensorId::kFfnUp, TensorId::kFfnDown, n_embd,
+                 cfg.n_ff(il), 1);
     }
   }
   return m;

@@ -51,6 +51,11 @@ struct WeightView {
   const float* f32() const { return reinterpret_cast<const float*>(data); }  // F32 only
   // The first 2-D matrix (ne[0] columns, ne[1] rows).
   MatrixRef matrix() const { return MatrixRef{type, ne[1], ne[0], row_bytes, data}; }
+  // The i2-th 2-D matrix of a 3-D tensor (e.g. one head of attn_k_b).
+  MatrixRef matrix(int64_t i2) const {
+    return MatrixRef{type, ne[1], ne[0], row_bytes,
+                     data + static_cast<size_t>(i2) * row_bytes * static_cast<size_t>(ne[1])};
+  }
 };
 
 // The three byte ranges of one expert (one contiguous slice of each stacked tensor).
@@ -62,14 +67,20 @@ struct ExpertSlice {
 };
 
 // A layer's FFN experts, stacked: gate/up ne {n_embd, n_ff, n_expert}, down ne {n_ff, n_embd,
-// n_expert}. A dense FFN is the same with n_expert = 1.
+// n_expert}. A dense FFN (or a shared expert) is the same with n_expert = 1.
 struct ExpertStack {
   WeightView gate;
   WeightView up;
   WeightView down;
-  uint32_t n_expert = 0;
+  uint32_t n_expert = 0;  // 0: no such FFN (e.g. no shared expert)
   int64_t n_embd = 0;
   int64_t n_ff = 0;
+  FfnActivation activation = FfnActivation::kSiluGlu;
+  // Optional per-expert biases (gpt-oss), F32 and resident (they are not part of the slice the
+  // tiers move): gate/up {n_ff, n_expert}, down {n_embd, n_expert}.
+  WeightView gate_bias;
+  WeightView up_bias;
+  WeightView down_bias;
 
   ExpertSlice expert_slice(uint32_t e) const;
   // Matrices of an expert whose slice bytes are at `slice` (the mapping's, or a tier's copy).
@@ -79,16 +90,30 @@ struct ExpertStack {
 };
 
 struct LayerWeights {
-  WeightView attn_norm;     // [n_embd]
-  WeightView wq;            // {n_embd, n_head * head_dim_k}
-  WeightView wk;            // {n_embd, n_head_kv * head_dim_k}
-  WeightView wv;            // {n_embd, n_head_kv * head_dim_v}
-  WeightView wo;            // {n_head * head_dim_v, n_embd}
-  WeightView attn_q_norm;   // [head_dim_k], when cfg.qk_norm
-  WeightView attn_k_norm;   // [head_dim_k], when cfg.qk_norm
-  WeightView ffn_norm;      // [n_embd]
-  WeightView ffn_gate_inp;  // router {n_embd, n_expert}; absent for a dense FFN
-  ExpertStack experts;
+  WeightView attn_norm;    // [n_embd]
+  WeightView wq;           // {n_embd, n_head * head_dim_k}; MLA without q LoRA: head_dim_k_mla
+  WeightView wk;           // {n_embd, n_head_kv * head_dim_k}   (GQA only)
+  WeightView wv;           // {n_embd, n_head_kv * head_dim_v}   (GQA only)
+  WeightView wo;           // {n_head * head_dim_v, n_embd}; MLA: n_head * head_dim_v_mla
+  WeightView bq, bk, bv;   // optional q/k/v biases [width of wq/wk/wv] (glm4moe, gpt-oss)
+  WeightView bo;           // optional output bias [n_embd] (gpt-oss)
+  WeightView attn_sinks;   // [n_head], when cfg.attn_sinks
+  WeightView attn_q_norm;  // [head_dim_k] (whole projection: [n_head * head_dim_k])
+  WeightView attn_k_norm;  // [head_dim_k] (whole projection: [n_head_kv * head_dim_k])
+  // MLA (cfg.is_mla()).
+  WeightView wq_a;            // {n_embd, n_lora_q}, when n_lora_q > 0
+  WeightView attn_q_a_norm;   // [n_lora_q]
+  WeightView wq_b;            // {n_lora_q, n_head * head_dim_k_mla}
+  WeightView wkv_a_mqa;       // {n_embd, n_lora_kv + n_rot}
+  WeightView attn_kv_a_norm;  // [n_lora_kv]
+  WeightView wk_b;            // {qk_nope, n_lora_kv, n_head}: per head, nope → latent
+  WeightView wv_b;            // {n_lora_kv, head_dim_v_mla, n_head}: per head, latent → v
+  WeightView ffn_norm;        // [n_embd] (post_attention_norm in glm4moe / gpt-oss files)
+  WeightView ffn_gate_inp;    // router {n_embd, n_expert}; absent for a dense FFN
+  WeightView ffn_gate_inp_b;  // optional router bias [n_expert] (gpt-oss)
+  WeightView exp_probs_b;     // optional selection bias [n_expert] (sigmoid gating)
+  ExpertStack experts;        // routed experts (tiered), or the dense FFN (n_expert 1)
+  ExpertStack shared;         // always-on shared expert, resident (n_expert 0 when none)
 };
 
 struct ModelWeights {

@@ -1,0 +1,55 @@
+// The attention half of a layer for every architecture: projections (+ biases), q/k RMSNorm (per
+// head or over the whole projection), RoPE (partial, YaRN), the KV-cache write, causal attention
+// (sliding window, sinks) and the output projection (+ bias) — or DeepSeek's multi-head latent
+// attention in the absorbed form (mla.cpp). Owns its scratch, planned at construction, so decode
+// allocates nothing. Exercised by tests/test_model_forward.cpp and tests/test_arch_forward.cpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "engine/attention.h"
+#include "engine/kv_cache.h"
+#include "engine/model_config.h"
+#include "engine/weights.h"
+#include "kernels/threadpool.h"
+
+namespace strata::engine {
+
+class AttentionBlock {
+ public:
+  AttentionBlock(const ModelConfig& cfg, uint32_t n_ubatch, int n_threads, uint32_t n_ctx);
+
+  // Once per chunk: the RoPE cos/sin of positions pos0 .. pos0 + n - 1, shared by every layer.
+  void begin_chunk(uint32_t pos0, uint32_t n);
+
+  // out = Attn_il(x) for n tokens at positions pos0 ..; writes their K (and V) into the cache.
+  //   x:   [n, n_embd] the attention-normed residual;  out: [n, n_embd]
+  void run(kernels::ThreadPool& pool, const LayerWeights& l, uint32_t il, uint32_t n, uint32_t pos0,
+           const float* x, KvCache& kv, float* out);
+
+ private:
+  void gqa(kernels::ThreadPool& pool, const LayerWeights& l, uint32_t il, uint32_t n, uint32_t pos0,
+           const float* x, KvCache& kv, float* out);
+  void mla(kernels::ThreadPool& pool, const LayerWeights& l, uint32_t il, uint32_t n, uint32_t pos0,
+           const float* x, KvCache& kv, float* out);
+  const float* rope_cs(uint32_t il, uint32_t t) const;
+
+  const ModelConfig& cfg_;
+  uint32_t n_ubatch_;
+  AttentionScratch scratch_;
+  std::vector<std::byte> xq_;  // [n_ubatch, activation_row_bytes(widest projection input)]
+  std::vector<float> cs_;      // [n_ubatch, n_rot] cos/sin (full-attention layers)
+  std::vector<float> cs_swa_;  // [n_ubatch, n_rot] (sliding-window layers), when any
+  std::vector<float> q_;       // [n_ubatch, n_head * head_dim_k] (MLA: head_dim_k_mla)
+  std::vector<float> k_;       // [n_ubatch, n_head_kv * head_dim_k] (MLA: [c ; k_pe])
+  std::vector<float> v_;       // [n_ubatch, n_head_kv * head_dim_v] (GQA)
+  std::vector<float> attn_;    // [n_ubatch, n_head * head_dim_v] (MLA: the latent outputs)
+  // MLA only.
+  std::vector<float> q_a_;      // [n_ubatch, n_lora_q] the normed query LoRA input
+  std::vector<float> q_abs_;    // [n_ubatch, n_head * (n_lora_kv + n_rot)] [W_kb q_nope ; q_pe]
+  std::vector<float> v_heads_;  // [n_ubatch, n_head * head_dim_v_mla] W_vb · latent outputs
+};
+
+}  // namespace strata::engine

@@ -1,0 +1,84 @@
+// DeepSeek multi-head latent attention in llama.cpp's absorbed form (AttentionBlock::mla).
+// Per layer and token, with c the compressed KV latent (kv_lora_rank floats):
+//   q = W_q_b · RMSNorm(W_q_a x)  (or W_q x)     per head [q_nope | q_pe]
+//   [c | k_pe] = W_kv_a x;  c = RMSNorm(c);  RoPE(q_pe), RoPE(k_pe)
+//   the cache row is [c ; k_pe] (one "kv head": kv_lora_rank + n_rot floats per token)
+//   per head: q_abs = W_kb[h] · q_nope;  scores over [q_abs ; q_pe] · [c ; k_pe] (MQA);
+//   o_h = Σ p · c (a latent);  v_h = W_vb[h] · o_h;  out = W_o · concat(v_h)
+// which equals ordinary MHA with k_h = [W_kbᵀ c ; k_pe] and v_h = W_vb c. Each matrix product
+// quantizes its activation rows the way llama.cpp's CPU backend does (per head for W_kb / W_vb).
+// Exercised by tests/test_arch_forward.cpp (tiny-deepseek2 F32 / Q8_0 / Q4_0).
+#include <cstring>
+
+#include "engine/attention_block.h"
+#include "engine/ops.h"
+
+namespace strata::engine {
+
+void AttentionBlock::mla(kernels::ThreadPool& pool, const LayerWeights& l, uint32_t il, uint32_t n,
+                         uint32_t pos0, const float* x, KvCache& kv, float* out) {
+  const uint32_t n_embd = cfg_.n_embd;
+  const uint32_t n_head = cfg_.n_head(il);
+  const uint32_t n_rot = cfg_.n_rot;
+  const uint32_t hd = cfg_.head_dim_k_mla;  // per-head q width: nope + rope
+  const uint32_t nope = hd - n_rot;
+  const uint32_t n_lat = cfg_.n_lora_kv;  // latent width
+  const uint32_t n_row = n_lat + n_rot;   // cache row / absorbed q head width
+  const uint32_t hd_v = cfg_.head_dim_v_mla;
+  const uint32_t n_q = n_head * hd;
+
+  // Projections of x: q (through the LoRA pair when there is one) and [c | k_pe].
+  {
+    ActivationRows xa(pool, x, n_embd, n, n_embd, xq_.data());
+    if (cfg_.n_lora_q > 0) {
+      xa.matmul(l.wq_a.matrix(), q_a_.data(), cfg_.n_lora_q);
+      xa.matmul(l.wkv_a_mqa.matrix(), k_.data(), n_row);
+    } else {
+      xa.matmul(l.wq.matrix(), q_.data(), n_q);
+      xa.matmul(l.wkv_a_mqa.matrix(), k_.data(), n_row);
+    }
+  }
+  if (cfg_.n_lora_q > 0) {
+    for (uint32_t t = 0; t < n; ++t) {
+      float* qa = q_a_.data() + size_t{t} * cfg_.n_lora_q;
+      rms_norm(qa, l.attn_q_a_norm.f32(), qa, cfg_.n_lora_q, cfg_.norm_eps);
+    }
+    matmul(pool, l.wq_b.matrix(), q_a_.data(), cfg_.n_lora_q, n, q_.data(), n_q, xq_.data());
+  }
+
+  // RoPE on q_pe and k_pe, RMSNorm of c; the cache row is [c ; k_pe].
+  for (uint32_t t = 0; t < n; ++t) {
+    float* q = q_.data() + size_t{t} * n_q;
+    float* kvr = k_.data() + size_t{t} * n_row;
+    const float* cs = rope_cs(il, t);
+    rope_apply(cfg_.rope_type, q + nope, n_head, hd, n_rot, cs);
+    rope_apply(cfg_.rope_type, kvr + n_lat, 1, n_rot, n_rot, cs);
+    rms_norm(kvr, l.attn_kv_a_norm.f32(), kvr, n_lat, cfg_.norm_eps);
+    std::memcpy(kv.k(il, pos0 + t), kvr, sizeof(float) * n_row);
+  }
+
+  // Absorbed queries per head: [W_kb[h] · q_nope_h ; q_pe_h].
+  const size_t abs_stride = size_t{n_head} * n_row;
+  for (uint32_t h = 0; h < n_head; ++h)
+    matmul(pool, l.wk_b.matrix(h), q_.data() + size_t{h} * hd, n_q, n,
+           q_abs_.data() + size_t{h} * n_row, abs_stride, xq_.data());
+  for (uint32_t t = 0; t < n; ++t)
+    for (uint32_t h = 0; h < n_head; ++h)
+      std::memcpy(q_abs_.data() + t * abs_stride + size_t{h} * n_row + n_lat,
+                  q_.data() + size_t{t} * n_q + size_t{h} * hd + nope, sizeof(float) * n_rot);
+
+  // MQA over the latent cache; V is the c part of each cache row.
+  AttentionShape shape{n_head, 1, n_row, n_lat, cfg_.kq_scale};
+  shape.v_in_k = true;
+  attention(pool, shape, kv, il, pos0, n, q_abs_.data(), attn_.data(), scratch_);
+
+  // Decompress each head's latent output, then the output projection.
+  const size_t lat_stride = size_t{n_head} * n_lat;
+  const size_t v_stride = size_t{n_head} * hd_v;
+  for (uint32_t h = 0; h < n_head; ++h)
+    matmul(pool, l.wv_b.matrix(h), attn_.data() + size_t{h} * n_lat, lat_stride, n,
+           v_heads_.data() + size_t{h} * hd_v, v_stride, xq_.data());
+  matmul(pool, l.wo.matrix(), v_heads_.data(), v_stride, n, out, n_embd, xq_.data());
+}
+
+}  // namespace strata::engine

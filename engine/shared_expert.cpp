@@ -1,0 +1,26 @@
+// The shared expert (see shared_expert.h). Exercised by tests/test_arch_forward.cpp.
+#include "engine/shared_expert.h"
+
+#include <numeric>
+
+#include "io/check.h"
+
+namespace strata::engine {
+
+SharedExpert::SharedExpert(const ModelConfig& cfg, uint32_t n_ubatch)
+    : row_token_(cfg.n_ff_shexp > 0 ? n_ubatch : 0),
+      y_(cfg.n_ff_shexp > 0 ? size_t{n_ubatch} * cfg.n_embd : 0) {
+  std::iota(row_token_.begin(), row_token_.end(), 0);
+}
+
+void SharedExpert::add(const ExpertStack& shared, uint32_t n, const float* x, ExpertExecutor& cpu,
+                       float* out) {
+  STRATA_ASSERT(shared.n_expert == 1 && n <= row_token_.size(), "shared expert: {} rows of {}", n,
+                row_token_.size());
+  const ExpertJob job{0, 0, n, shared.expert_slice(0)};
+  cpu.compute(shared, {&job, 1}, row_token_.data(), x, y_.data());
+  const size_t n_embd = size_t(shared.n_embd);
+  for (size_t i = 0; i < n * n_embd; ++i) out[i] += y_[i];
+}
+
+}  // namespace strata::engine

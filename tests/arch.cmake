@@ -1,0 +1,9 @@
+# Second-batch architectures (deepseek2, glm4moe, olmoe, gpt-oss): engine/rope, gating, mla,
+# attention_block, shared_expert and their config/weights binding. The `model` tests compare with
+# llama.cpp's references in the fixtures and skip without them.
+strata_add_test(test_arch_forward LABEL model SOURCES test_arch_forward.cpp
+                LIBS strata_engine nlohmann_json::nlohmann_json)
+strata_add_test(test_arch_config LABEL model SOURCES test_arch_config.cpp
+                LIBS strata_engine nlohmann_json::nlohmann_json)
+strata_add_test(test_arch_rope LABEL unit SOURCES test_arch_rope.cpp LIBS strata_engine)
+strata_add_test(test_arch_ops LABEL unit SOURCES test_arch_ops.cpp LIBS strata_engine)

@@ -1,0 +1,295 @@
+// Config and weight binding of the second-batch architectures: the fixtures read as MODEL.json
+// describes them; a glm4moe file with a trailing MTP (nextn) layer loads without running it and
+// computes the same logits; DeepSeek files from before MLA absorption are refused by name; YaRN
+// keys resolve (and run) as the published DeepSeek / gpt-oss configs ask; dense layers and shared
+// experts stay out of the routed (tiered) stacks.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/forward.h"
+#include "engine/model.h"
+#include "engine/names.h"
+#include "io/check.h"
+#include "io/gguf.h"
+
+namespace fs = std::filesystem;
+using namespace strata;
+using namespace strata::engine;
+
+namespace {
+
+const fs::path kFixtures = STRATA_FIXTURES_DIR;
+
+fs::path fixture(const std::string& model, const std::string& variant) {
+  return kFixtures / model / (model + "-" + variant + ".gguf");
+}
+
+class TmpDir {
+ public:
+  TmpDir() : path_(fs::temp_directory_path() / fmt::format("strata_arch_cfg_{}", ::getpid())) {
+    fs::create_directories(path_);
+  }
+  ~TmpDir() { fs::remove_all(path_); }
+  fs::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  fs::path path_;
+};
+
+// A copy of a GGUF file with edits: keys set or dropped, tensors dropped, extra tensors whose
+// bytes come from `extra_source` (a tensor of the source file) or are zero.
+struct Rewrite {
+  std::map<std::string, io::GgufValue> set;
+  std::vector<std::string> drop_keys;
+  std::vector<std::string> drop_tensors;
+  struct Extra {
+    std::string name;
+    GgmlType type;
+    std::vector<uint64_t> ne;
+    std::string copy_of;  // "" = zeros
+  };
+  std::vector<Extra> extra;
+};
+
+fs::path rewrite(const fs::path& src, const Rewrite& r, const fs::path& dst) {
+  const io::GgufFile in = io::GgufFile::open(src.string());
+  io::GgufWriter w(in.alignment());
+  for (const io::GgufKv& kv : in.metadata()) {
+    if (std::find(r.drop_keys.begin(), r.drop_keys.end(), kv.key) != r.drop_keys.end()) continue;
+    w.set(kv.key, kv.value);
+  }
+  for (const auto& [k, v] : r.set) w.set(k, v);
+  std::vector<const io::GgufTensorInfo*> sources;
+  for (const io::GgufTensorInfo& t : in.tensors()) {
+    if (std::find(r.drop_tensors.begin(), r.drop_tensors.end(), t.name) != r.drop_tensors.end())
+      continue;
+    w.add_tensor(t.name, t.type, std::vector<uint64_t>(t.ne.begin(), t.ne.begin() + t.n_dims));
+    sources.push_back(&t);
+  }
+  for (const Rewrite::Extra& e : r.extra) {
+    w.add_tensor(e.name, e.type, e.ne);
+    sources.push_back(e.copy_of.empty() ? nullptr : in.find_tensor(e.copy_of));
+  }
+  w.write(dst.string(), [&](size_t i, std::span<std::byte> out) {
+    if (sources[i]) {
+      std::memcpy(out.data(), in.tensor_data(*sources[i]), out.size());
+    } else {
+      std::memset(out.data(), 0, out.size());
+    }
+  });
+  return dst;
+}
+
+std::vector<float> stream_logits(const Model& m, const std::vector<int32_t>& ids) {
+  ForwardOptions o;
+  o.n_ctx = 128;
+  o.n_threads = 2;
+  Forward f(m, o);
+  std::vector<float> logits(ids.size() * m.config().n_vocab);
+  f.prefill(ids, logits.data());
+  return logits;
+}
+
+std::vector<int32_t> stream0(const std::string& model, const std::string& variant) {
+  std::ifstream in(kFixtures / model / "ref" / variant / "ref.json");
+  return nlohmann::json::parse(in)["streams"][0]["ids"].get<std::vector<int32_t>>();
+}
+
+#define REQUIRE_FIXTURE(p) \
+  if (!fs::exists(p)) GTEST_SKIP() << "fixture missing: " << (p)
+
+TEST(ArchConfig, FixtureConfigs) {
+  for (const char* name : {"tiny-deepseek2", "tiny-glm4moe", "tiny-olmoe", "tiny-gpt-oss"}) {
+    const fs::path dir = kFixtures / name;
+    if (!fs::exists(dir)) GTEST_SKIP() << "fixtures not found at " << dir;
+    std::ifstream in(dir / "MODEL.json");
+    const auto j = nlohmann::json::parse(in);
+    const auto& c = j["config"];
+    for (const auto& [variant, info] : j["variants"].items()) {
+      const fs::path p = dir / info["file"].get<std::string>();
+      if (!fs::exists(p)) continue;
+      SCOPED_TRACE(p.string());
+      const Model m = Model::load(p.string());
+      const ModelConfig& mc = m.config();
+      EXPECT_EQ(mc.arch_name, c["arch"].get<std::string>());
+      EXPECT_EQ(mc.n_layer, c["n_layer"].get<uint32_t>());
+      EXPECT_EQ(mc.n_embd, c["d"].get<uint32_t>());
+      EXPECT_EQ(mc.n_head(0), c["n_head"].get<uint32_t>());
+      EXPECT_EQ(mc.n_expert, c["n_exp"].get<uint32_t>());
+      EXPECT_EQ(mc.n_expert_used, c["k"].get<uint32_t>());
+      EXPECT_EQ(mc.n_ff_exp, c["ff"].get<uint32_t>());
+      EXPECT_EQ(mc.n_vocab, c["vocab"].get<uint32_t>());
+      EXPECT_FLOAT_EQ(mc.rope_freq_base, c["rope_base"].get<float>());
+      EXPECT_FLOAT_EQ(mc.norm_eps, c["eps"].get<float>());
+      const uint32_t n_dense = c.value("n_dense", 0u);
+      EXPECT_EQ(mc.n_layer_dense_lead, n_dense);
+      for (uint32_t il = 0; il < mc.n_layer; ++il) {
+        EXPECT_EQ(mc.is_moe(il), il >= n_dense) << il;
+        const LayerWeights& l = m.weights().layers[il];
+        // Routed experts (the tiers' unit) only in MoE layers; dense FFN and shared experts
+        // are separate resident stacks.
+        EXPECT_EQ(l.experts.n_expert, mc.is_moe(il) ? mc.n_expert : 1u) << il;
+        EXPECT_EQ(l.shared.n_expert, mc.is_moe(il) && c.value("n_shared", 0) > 0 ? 1u : 0u) << il;
+      }
+      if (c.contains("n_shared") && c["n_shared"].get<int>() > 0) {
+        EXPECT_EQ(mc.n_ff_shexp, c["ff"].get<uint32_t>() * c["n_shared"].get<uint32_t>());
+      }
+      if (c.contains("w_scale")) {
+        EXPECT_FLOAT_EQ(mc.expert_weights_scale, c["w_scale"].get<float>());
+      }
+      if (c.contains("w_norm")) {
+        EXPECT_EQ(mc.norm_topk_weights, c["w_norm"].get<bool>());
+      }
+      if (c.contains("groups")) {
+        EXPECT_EQ(mc.n_expert_groups, c["groups"].get<uint32_t>());
+        EXPECT_EQ(mc.n_group_used, c["groups_used"].get<uint32_t>());
+      }
+      const std::string arch = mc.arch_name;
+      if (arch == "deepseek2") {
+        EXPECT_TRUE(mc.is_mla());
+        EXPECT_EQ(mc.n_lora_q, c["q_lora"].get<uint32_t>());
+        EXPECT_EQ(mc.n_lora_kv, c["kv_lora"].get<uint32_t>());
+        EXPECT_EQ(mc.head_dim_k_mla, c["nope"].get<uint32_t>() + c["rope"].get<uint32_t>());
+        EXPECT_EQ(mc.head_dim_v_mla, c["vhd"].get<uint32_t>());
+        EXPECT_EQ(mc.n_rot, c["rope"].get<uint32_t>());
+        EXPECT_EQ(mc.kv_k_width(0) + mc.kv_v_width(0), mc.n_lora_kv + mc.n_rot);
+        EXPECT_FLOAT_EQ(mc.kq_scale, 1.0f / std::sqrt(48.0f));
+        EXPECT_EQ(mc.gating, GatingType::kSigmoid);
+        EXPECT_EQ(mc.rope_type, RopeType::kNorm);
+      } else if (arch == "glm4moe") {
+        EXPECT_EQ(mc.gating, GatingType::kSigmoid);
+        EXPECT_TRUE(mc.qk_norm);
+        EXPECT_FALSE(mc.qk_norm_whole);
+        EXPECT_EQ(mc.n_rot, 32u);
+        EXPECT_TRUE(m.weights().layers[0].bq.present());
+        EXPECT_EQ(mc.n_layer_nextn, 0u);
+      } else if (arch == "olmoe") {
+        EXPECT_EQ(mc.gating, GatingType::kSoftmax);
+        EXPECT_FALSE(mc.norm_topk_weights);
+        EXPECT_TRUE(mc.qk_norm_whole);
+      } else if (arch == "gpt-oss") {
+        EXPECT_EQ(mc.gating, GatingType::kSoftmaxTopK);
+        EXPECT_EQ(mc.activation, FfnActivation::kSwigluOai);
+        EXPECT_EQ(mc.n_swa, 16u);
+        EXPECT_TRUE(mc.is_swa(0) && !mc.is_swa(1) && mc.is_swa(2) && !mc.is_swa(3));
+        EXPECT_TRUE(m.weights().layers[0].attn_sinks.present());
+        EXPECT_TRUE(m.weights().layers[0].experts.down_bias.present());
+      }
+      std::printf("  %s: %s\n", p.filename().c_str(), mc.describe().c_str());
+    }
+  }
+}
+
+// GLM-4.5 files carry nextn_predict_layers trailing MTP blocks counted in block_count. They are
+// skipped (not bound, not run): the same file with one appended MTP block computes the same
+// logits, bit for bit.
+TEST(ArchConfig, Glm4moeSkipsTheMtpLayer) {
+  const fs::path src = fixture("tiny-glm4moe", "Q4_0");
+  REQUIRE_FIXTURE(src);
+  TmpDir tmp;
+  const io::GgufFile in = io::GgufFile::open(src.string());
+  Rewrite r;
+  r.set["glm4moe.block_count"] = uint32_t{5};
+  r.set["glm4moe.nextn_predict_layers"] = uint32_t{1};
+  for (const io::GgufTensorInfo& t : in.tensors()) {
+    if (t.name.rfind("blk.3.", 0) != 0) continue;
+    r.extra.push_back({"blk.4." + t.name.substr(6), t.type,
+                       std::vector<uint64_t>(t.ne.begin(), t.ne.begin() + t.n_dims), t.name});
+  }
+  r.extra.push_back({"blk.4.nextn.eh_proj.weight", GgmlType::F32, {512, 256}, ""});
+  r.extra.push_back({"blk.4.nextn.enorm.weight", GgmlType::F32, {256}, ""});
+  r.extra.push_back({"blk.4.nextn.hnorm.weight", GgmlType::F32, {256}, ""});
+  r.extra.push_back({"blk.4.nextn.shared_head_norm.weight", GgmlType::F32, {256}, ""});
+  const Model with_mtp = Model::load(rewrite(src, r, tmp / "mtp.gguf").string());
+  EXPECT_EQ(with_mtp.config().n_layer, 4u);
+  EXPECT_EQ(with_mtp.config().n_layer_nextn, 1u);
+  EXPECT_EQ(with_mtp.weights().layers.size(), 4u);
+  const Model plain = Model::load(src.string());
+  const auto ids = stream0("tiny-glm4moe", "Q4_0");
+  EXPECT_TRUE(stream_logits(with_mtp, ids) == stream_logits(plain, ids));
+
+  Rewrite bad;
+  bad.set["glm4moe.nextn_predict_layers"] = uint32_t{4};
+  try {
+    Model::load(rewrite(src, bad, tmp / "bad.gguf").string());
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("nextn_predict_layers"), std::string::npos) << e.what();
+  }
+}
+
+// DeepSeek GGUFs converted before MLA absorption (attn_kv_b, no key_length_mla) are refused with
+// a message naming the key, not misread.
+TEST(ArchConfig, LegacyDeepseekIsRefusedByName) {
+  const fs::path src = fixture("tiny-deepseek2", "Q4_0");
+  REQUIRE_FIXTURE(src);
+  TmpDir tmp;
+  Rewrite r;
+  r.drop_keys = {"deepseek2.attention.key_length_mla", "deepseek2.attention.value_length_mla"};
+  try {
+    Model::load(rewrite(src, r, tmp / "legacy.gguf").string());
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
+    EXPECT_NE(std::string(e.what()).find("deepseek2.attention.key_length_mla"), std::string::npos)
+        << e.what();
+  }
+  // A missing MLA tensor is named too.
+  Rewrite t;
+  t.drop_tensors = {"blk.2.attn_k_b.weight"};
+  try {
+    Model::load(rewrite(src, t, tmp / "no_kb.gguf").string());
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kNotFound);
+    EXPECT_NE(std::string(e.what()).find("blk.2.attn_k_b.weight"), std::string::npos) << e.what();
+  }
+}
+
+// YaRN keys as DeepSeek-V3's converter writes them: the config resolves the rotation and the MLA
+// attention scale (values checked against HF's formulas in tests/test_arch_rope.cpp), and the
+// model runs with them (finite logits; decode equals prefill).
+TEST(ArchConfig, DeepseekYarnKeysResolveAndRun) {
+  const fs::path src = fixture("tiny-deepseek2", "Q4_0");
+  REQUIRE_FIXTURE(src);
+  TmpDir tmp;
+  Rewrite r;
+  r.set["deepseek2.rope.scaling.type"] = "yarn";
+  r.set["deepseek2.rope.scaling.factor"] = 40.0f;
+  r.set["deepseek2.rope.scaling.original_context_length"] = uint32_t{64};
+  r.set["deepseek2.rope.scaling.yarn_log_multiplier"] = 0.1f;
+  const Model m = Model::load(rewrite(src, r, tmp / "yarn.gguf").string());
+  const ModelConfig& c = m.config();
+  EXPECT_EQ(c.rope_scaling.type, RopeScalingType::kYarn);
+  EXPECT_FLOAT_EQ(c.rope.freq_scale, 1.0f / 40);
+  EXPECT_EQ(c.rope.ext_factor, 1.0f);
+  // The rotation magnitude cancels to 1; the scale carries mscale² = (1 + 0.1 ln 40)².
+  EXPECT_NEAR(c.rope.attn_factor * (1 + 0.1 * std::log(40.0)), 1.0, 1e-6);
+  const double want = std::pow(1 + 0.1 * std::log(40.0), 2) / std::sqrt(48.0);
+  EXPECT_NEAR(c.kq_scale, want, 1e-6 * want);
+  const auto ids = stream0("tiny-deepseek2", "Q4_0");
+  const std::vector<float> logits = stream_logits(m, ids);
+  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+  ForwardOptions o;
+  o.n_ctx = 128;
+  Forward f(m, o);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const auto row = f.decode(ids[i]);
+    ASSERT_TRUE(std::equal(row.begin(), row.end(), logits.begin() + i * c.n_vocab)) << i;
+  }
+  // And the unscaled file's logits differ (the keys are not ignored).
+  EXPECT_FALSE(logits == stream_logits(Model::load(src.string()), ids));
+}
+
+}  // namespace
