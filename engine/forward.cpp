@@ -36,7 +36,9 @@ Forward::Forward(const Model& model, const ForwardOptions& opts)
       attn_(cfg_, n_ubatch_, std::max(1, opts.n_threads), kv_.n_ctx()),
       dispatch_(n_ubatch_ * cfg_.max_n_expert_used(), max_layer_n_expert(cfg_)),
       cpu_experts_(pool_, cfg_, n_ubatch_ * cfg_.max_n_expert_used()),
-      shared_(cfg_, n_ubatch_) {
+      shared_(cfg_, n_ubatch_),
+      own_experts_(opts.experts ? nullptr : std::make_unique<ExpertSource>(model)),
+      experts_(opts.experts ? opts.experts : own_experts_.get()) {
   const size_t nu = n_ubatch_;
   const uint32_t n_q = cfg_.max_n_embd_q();
   const uint32_t k = cfg_.max_n_expert_used();
@@ -134,12 +136,8 @@ void Forward::ffn_block(uint32_t il, uint32_t n, uint32_t pos0, RoutingTrace* tr
     }
   }
 
-  dispatch(r, l.experts, dispatch_);
-  for (size_t home = 0; home < kNumHomes; ++home) {
-    // One executor per home; only the CPU/RAM one exists so far.
-    cpu_experts_.compute(l.experts, dispatch_.jobs[home], dispatch_.row_token.data(), x_.data(),
-                         moe_y_.data());
-  }
+  dispatch(r, l.experts, dispatch_, experts_->layer_homes(il));
+  experts_->compute(il, l.experts, dispatch_, cpu_experts_, x_.data(), moe_y_.data());
   combine(pool_, r, dispatch_, moe_y_.data(), n_embd, tmp_.data());
   if (l.shared.n_expert > 0) shared_.add(l.shared, n, x_.data(), cpu_experts_, tmp_.data());
   for (size_t i = 0; i < size_t{n} * n_embd; ++i) h_[i] += tmp_[i];

@@ -8,10 +8,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "engine/attention_block.h"
+#include "engine/expert_source.h"
 #include "engine/kv_cache.h"
 #include "engine/logit_dump.h"
 #include "engine/model.h"
@@ -25,6 +27,9 @@ struct ForwardOptions {
   uint32_t n_ctx = 0;       // KV cache positions; 0 = the model's training context
   uint32_t n_ubatch = 512;  // prefill chunk size (tokens per matrix-matrix pass)
   int n_threads = 1;        // including the calling thread
+  // Where routed experts' bytes come from (tiers); null = the model's mapping. Must outlive the
+  // Forward.
+  ExpertSource* experts = nullptr;
 };
 
 class Forward {
@@ -80,7 +85,9 @@ class Forward {
   AttentionBlock attn_;             // the attention half of every layer, with its own scratch
   Dispatch dispatch_;
   CpuExpertExecutor cpu_experts_;
-  SharedExpert shared_;  // resident shared experts (DeepSeek, GLM-4.5)
+  SharedExpert shared_;                        // resident shared experts (DeepSeek, GLM-4.5)
+  std::unique_ptr<ExpertSource> own_experts_;  // the mapping's, when no source was given
+  ExpertSource* experts_;
 };
 
 }  // namespace strata::engine

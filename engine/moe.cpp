@@ -55,11 +55,14 @@ Dispatch::Dispatch(uint32_t max_rows, uint32_t max_experts)
   for (auto& j : jobs) j.reserve(max_experts);
 }
 
-void dispatch(const Routing& r, const ExpertStack& stack, Dispatch& d) {
+void dispatch(const Routing& r, const ExpertStack& stack, Dispatch& d,
+              std::span<const ExpertHome> homes) {
   const uint32_t n_slots = r.n_tokens * r.k;
   STRATA_ASSERT(n_slots <= d.row_token.size() && r.n_expert <= d.count.size(),
                 "dispatch: {} slots / {} experts exceed the planned scratch", n_slots, r.n_expert);
   STRATA_ASSERT(r.n_expert == stack.n_expert);
+  STRATA_ASSERT(homes.empty() || homes.size() == r.n_expert, "{} homes for {} experts",
+                homes.size(), r.n_expert);
   std::fill_n(d.count.begin(), r.n_expert, 0u);
   for (uint32_t s = 0; s < n_slots; ++s) {
     const int32_t e = r.topk[s];
@@ -68,14 +71,16 @@ void dispatch(const Routing& r, const ExpertStack& stack, Dispatch& d) {
   }
   for (auto& j : d.jobs) j.clear();
   uint32_t row = 0;
-  for (uint32_t e = 0; e < r.n_expert; ++e) {
-    if (d.count[e] == 0) continue;
-    // Every expert lives in RAM for now (ExpertHome::kRam); the placement plan will decide.
-    d.jobs[size_t(ExpertHome::kRam)].push_back(
-        ExpertJob{e, row, row + d.count[e], stack.expert_slice(e)});
-    const uint32_t begin = row;
-    row += d.count[e];
-    d.count[e] = begin;  // now the next free row of expert e
+  for (size_t h = 0; h < kNumHomes; ++h) {
+    for (uint32_t e = 0; e < r.n_expert; ++e) {
+      if (d.count[e] == 0) continue;
+      if (size_t(homes.empty() ? ExpertHome::kRam : homes[e]) != h) continue;
+      // The mapping's slice; a tiered ExpertSource replaces it with the bytes at the home.
+      d.jobs[h].push_back(ExpertJob{e, row, row + d.count[e], stack.expert_slice(e)});
+      const uint32_t begin = row;
+      row += d.count[e];
+      d.count[e] = begin;  // now the next free row of expert e
+    }
   }
   for (uint32_t t = 0; t < r.n_tokens; ++t) {
     for (uint32_t j = 0; j < r.k; ++j) {
@@ -127,8 +132,12 @@ void CpuExpertExecutor::plan_items(std::span<const ExpertJob> jobs, int64_t n_we
 void CpuExpertExecutor::compute(const ExpertStack& stack, std::span<const ExpertJob> jobs,
                                 const int32_t* row_token, const float* x, float* y) {
   if (jobs.empty()) return;
+  uint32_t row0 = jobs.front().row_begin;  // the jobs' rows: [row0, n_rows)
   uint32_t n_rows = 0;
-  for (const ExpertJob& j : jobs) n_rows = std::max(n_rows, j.row_end);
+  for (const ExpertJob& j : jobs) {
+    row0 = std::min(row0, j.row_begin);
+    n_rows = std::max(n_rows, j.row_end);
+  }
   STRATA_ASSERT(n_rows <= max_rows_, "{} expert rows > planned {}", n_rows, max_rows_);
   const int64_t n_embd = stack.n_embd;
   const int64_t n_ff = stack.n_ff;
@@ -143,8 +152,8 @@ void CpuExpertExecutor::compute(const ExpertStack& stack, std::span<const Expert
   const size_t xq_up_stride = up_separate ? xq2_stride : xq_stride;
 
   // Stage A: x rows in dispatch order, quantized for gate (and up).
-  for_rows(pool_, n_rows, [&](int64_t begin, int64_t end, int) {
-    for (int64_t r = begin; r < end; ++r) {
+  for_rows(pool_, n_rows - row0, [&](int64_t begin, int64_t end, int) {
+    for (int64_t r = row0 + begin; r < row0 + end; ++r) {
       const float* xr = x + row_token[r] * n_embd;
       kernels::quantize_row(gate_vdt, xr, xq_.data() + r * xq_stride, n_embd);
       if (up_separate) kernels::quantize_row(up_vdt, xr, xq2_.data() + r * xq2_stride, n_embd);
@@ -185,8 +194,8 @@ void CpuExpertExecutor::compute(const ExpertStack& stack, std::span<const Expert
   });
 
   // Stage C: the activation (silu(gate) ⊙ up, or SwiGLU-OAI), quantized for down.
-  for_rows(pool_, n_rows, [&](int64_t begin, int64_t end, int) {
-    for (int64_t r = begin; r < end; ++r) {
+  for_rows(pool_, n_rows - row0, [&](int64_t begin, int64_t end, int) {
+    for (int64_t r = row0 + begin; r < row0 + end; ++r) {
       float* h = gate_.data() + r * n_ff;
       glu(stack.activation, h, up_.data() + r * n_ff, h, n_ff);
       kernels::quantize_row(down_vdt, h, hq_.data() + r * hq_stride, n_ff);
