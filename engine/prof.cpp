@@ -7,11 +7,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
+#include <string_view>
 
 #include "io/check.h"
+#include "placement/machine_profile.h"
 #include "placement/plan.h"
 
 namespace strata::engine {
@@ -37,14 +41,192 @@ const tiers::TierCounters& tier(const tiers::StoreCounters& s, size_t home) {
                                             : s.vram;
 }
 
+tiers::TierCounters minus(const tiers::TierCounters& a, const tiers::TierCounters& b) {
+  return {a.served - b.served, a.served_bytes - b.served_bytes, a.loads - b.loads,
+          a.load_bytes - b.load_bytes, a.load_seconds - b.load_seconds};
+}
+
+std::string slurp(const char* path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Hit rates over every routed expert use: where the expert's bytes came from.
+struct HitRates {
+  uint64_t uses = 0;
+  double vram = 0, ram_pinned = 0, ram_cache = 0, ssd_miss = 0;
+  double fast() const { return 1.0 - ssd_miss; }  // uses that read nothing from SSD
+};
+
+HitRates hit_rates(const tiers::StoreCounters& s) {
+  HitRates h;
+  h.uses = s.ram.served + s.ssd.served + s.vram.served;
+  if (h.uses == 0) return h;
+  const double n = static_cast<double>(h.uses);
+  h.vram = double(s.vram.served) / n;
+  h.ram_pinned = double(s.ram.served) / n;
+  h.ram_cache = double(s.cache_hits) / n;
+  h.ssd_miss = double(s.cache_misses) / n;
+  return h;
+}
+
+double ceiling_of(const TierCeilings& c, size_t home) {
+  return home == size_t(ExpertHome::kRam)   ? c.ram_gb_s
+         : home == size_t(ExpertHome::kSsd) ? c.ssd_gb_s
+                                            : c.vram_gb_s;
+}
+
 }  // namespace
 
+TierCeilings probed_ceilings(const Knobs& knobs) {
+  const std::filesystem::path path = std::filesystem::path(cache_dir(knobs)) / "machine.json";
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return {};
+  const placement::MachineProfile m = placement::load_machine_profile(path.string());
+  if (!m.measured) return {};
+  TierCeilings c;
+  c.ram_gb_s = m.ram_gbps();
+  c.ssd_gb_s = m.ssd_gbps();
+  return c;
+}
+
+std::string machine_summary() {
+  const std::string cpuinfo = slurp("/proc/cpuinfo");
+  std::string model = "unknown CPU";
+  int cpus = 0;
+  for (size_t at = 0; at < cpuinfo.size();) {
+    const size_t nl = std::min(cpuinfo.find('\n', at), cpuinfo.size());
+    const std::string_view line(cpuinfo.data() + at, nl - at);
+    if (line.starts_with("processor")) ++cpus;
+    if (line.starts_with("model name") && model == "unknown CPU") {
+      const size_t colon = line.find(':');
+      if (colon != std::string_view::npos) model = std::string(line.substr(colon + 2));
+    }
+    at = nl + 1;
+  }
+  double ram_gib = 0;
+  const std::string meminfo = slurp("/proc/meminfo");
+  if (const size_t at = meminfo.find("MemTotal:"); at != std::string::npos)
+    ram_gib = std::strtod(meminfo.c_str() + at + 9, nullptr) / (1024.0 * 1024.0);  // kB -> GiB
+  int gpus = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/driver/nvidia/gpus", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+    ++gpus;
+  return fmt::format("CPU {}, {} logical cpus, RAM {:.1f} GiB, GPUs {}", model, cpus, ram_gib,
+                     gpus);
+}
+
 Profiler::Profiler(int level, std::string json_path)
-    : level_(level), enabled_(level > 0 || !json_path.empty()), json_path_(std::move(json_path)) {}
+    : level_(level), enabled_(level > 0 || !json_path.empty()), json_path_(std::move(json_path)) {
+  if (enabled_) machine_ = machine_summary();
+}
+
+void Profiler::begin_window() {
+  const std::vector<double>::size_type capacity = c_.decode_token_seconds.capacity();
+  c_ = ProfCounters{};
+  c_.decode_token_seconds.reserve(capacity);
+  base_ = store_ ? store_->counters() : tiers::StoreCounters{};
+  last_ = base_;
+}
+
+tiers::StoreCounters Profiler::window_counters() const {
+  tiers::StoreCounters s = store_ ? store_->counters() : tiers::StoreCounters{};
+  s.ram = minus(s.ram, base_.ram);
+  s.ssd = minus(s.ssd, base_.ssd);
+  s.vram = minus(s.vram, base_.vram);
+  s.cache_hits -= base_.cache_hits;
+  s.cache_misses -= base_.cache_misses;
+  s.evictions -= base_.evictions;
+  s.reads -= base_.reads;
+  s.io_wait_seconds -= base_.io_wait_seconds;
+  s.io_service_seconds -= base_.io_service_seconds;
+  return s;
+}
+
+TimeShares Profiler::time_shares() const {
+  const tiers::StoreCounters s = window_counters();
+  const double total = c_.prefill_seconds + c_.decode_seconds;
+  TimeShares t;
+  if (total <= 0) {
+    t.other = 1;
+    return t;
+  }
+  t.attention = c_.attention_seconds;
+  t.expert_ram = c_.compute_seconds[size_t(ExpertHome::kRam)];
+  t.expert_ssd = c_.compute_seconds[size_t(ExpertHome::kSsd)];
+  t.expert_vram = c_.compute_seconds[size_t(ExpertHome::kVram)];
+  t.io_wait = s.io_wait_seconds;
+  t.router = c_.router_seconds;
+  t.sampling = c_.sampling_seconds;
+  const double known =
+      t.attention + t.expert_ram + t.expert_ssd + t.expert_vram + t.io_wait + t.router + t.sampling;
+  // The parts are timed inside the run, so they fit; rounding (or a sampler timed outside the
+  // decode clock) can overshoot a little: then scale them down instead of a negative "other".
+  const double base = std::max(total, known);
+  for (double* v : {&t.attention, &t.expert_ram, &t.expert_ssd, &t.expert_vram, &t.io_wait,
+                    &t.router, &t.sampling})
+    *v /= base;
+  t.other = std::max(0.0, 1.0 - known / base);
+  return t;
+}
+
+Verdict Profiler::verdict() const {
+  const TimeShares t = time_shares();
+  const tiers::StoreCounters s = window_counters();
+  const HitRates h = hit_rates(s);
+  const double tokens = double(c_.prefill_tokens + c_.decode_tokens);
+  Verdict v;
+  const double cpu_experts = t.expert_ram + t.expert_ssd;
+  if (c_.prefill_seconds + c_.decode_seconds <= 0) {
+    v = {"balanced", "-", "nothing ran"};
+  } else if (t.io_wait >= 0.25) {
+    uint64_t all_ram = 0;
+    if (store_) {
+      const placement::PlacementPlan& p = store_->plan();
+      all_ram = p.bytes(placement::HomeKind::kRam) + p.bytes(placement::HomeKind::kSsd);
+    }
+    v.bound = "SSD-bound";
+    v.knob = "RAM_GB";
+    v.why = fmt::format(
+        "I/O wait felt is {:.0f}% of the run ({:.1f} MB read from SSD per token, {:.0f}% of expert "
+        "uses missed RAM); RAM_GB={:.2f} holds every expert",
+        100 * t.io_wait, tokens > 0 ? double(s.ssd.load_bytes) / 1e6 / tokens : 0.0,
+        100 * h.ssd_miss, double(all_ram) / double(1ull << 30));
+  } else if (t.expert_vram >= 0.5) {
+    v = {"GPU-bound", "VRAM_GB",
+         fmt::format("GPU expert compute is {:.0f}% of the run", 100 * t.expert_vram)};
+  } else if (cpu_experts >= 0.5) {
+    const double secs =
+        c_.compute_seconds[size_t(ExpertHome::kRam)] + c_.compute_seconds[size_t(ExpertHome::kSsd)];
+    const double gbs = secs > 0 ? double(s.ram.served_bytes + s.ssd.served_bytes) / 1e9 / secs : 0;
+    v.bound = "RAM-bandwidth-bound";
+    v.knob = t.expert_vram > 0 ? "VRAM_GB" : "THREADS";
+    v.why = fmt::format(
+        "CPU expert compute is {:.0f}% of the run, streaming expert weights at {:.2f} GB/s{}",
+        100 * cpu_experts, gbs,
+        ceilings_.ram_gb_s > 0 ? fmt::format(" ({:.0f}% of the probed {:.1f} GB/s)",
+                                             100 * gbs / ceilings_.ram_gb_s, ceilings_.ram_gb_s)
+                               : std::string(" (no probe; run `strata probe`)"));
+  } else if (t.attention >= 0.4) {
+    v = {"attention-bound", "--ctx",
+         fmt::format("attention is {:.0f}% of the run", 100 * t.attention)};
+  } else {
+    v.bound = "balanced";
+    v.knob = "THREADS";
+    v.why = fmt::format(
+        "no stage dominates: experts {:.0f}%, I/O wait {:.0f}%, attention {:.0f}%, other {:.0f}%",
+        100 * (cpu_experts + t.expert_vram), 100 * t.io_wait, 100 * t.attention, 100 * t.other);
+  }
+  return v;
+}
 
 void Profiler::add_prefill(uint64_t tokens, double seconds) {
   c_.prefill_tokens += tokens;
   c_.prefill_seconds += seconds;
+  if (store_) last_ = store_->counters();  // token_line() deltas start after the prompt
 }
 
 void Profiler::add_decode_token(double seconds) {
@@ -68,8 +250,9 @@ std::string Profiler::token_line(uint64_t index, double seconds) {
 }
 
 std::string Profiler::report() const {
-  const tiers::StoreCounters s = store_ ? store_->counters() : tiers::StoreCounters{};
+  const tiers::StoreCounters s = window_counters();
   std::string out;
+  if (!machine_.empty()) out += "prof: machine: " + machine_ + "\n";
   if (!header_.empty()) {
     size_t at = 0;
     while (at < header_.size()) {
@@ -82,10 +265,20 @@ std::string Profiler::report() const {
   const auto& d = c_.decode_token_seconds;
   out += fmt::format(
       "prof: prefill {} tokens in {:.3f} s ({:.2f} tok/s) | decode {} tokens in {:.3f} s ({:.2f} "
-      "tok/s), latency p50 {:.1f} ms p90 {:.1f} ms p99 {:.1f} ms\n",
+      "tok/s), latency p50 {:.1f} ms p90 {:.1f} ms p99 {:.1f} ms max {:.1f} ms\n",
       c_.prefill_tokens, c_.prefill_seconds, rate(double(c_.prefill_tokens), c_.prefill_seconds),
       c_.decode_tokens, c_.decode_seconds, rate(double(c_.decode_tokens), c_.decode_seconds),
-      percentile(d, 50) * 1e3, percentile(d, 90) * 1e3, percentile(d, 99) * 1e3);
+      percentile(d, 50) * 1e3, percentile(d, 90) * 1e3, percentile(d, 99) * 1e3,
+      percentile(d, 100) * 1e3);
+  const TimeShares ts = time_shares();
+  out += fmt::format(
+      "prof: time: attention {:.1f}%, experts RAM {:.1f}% SSD {:.1f}% VRAM {:.1f}%, I/O wait felt "
+      "{:.1f}%, router {:.1f}%, sampling {:.1f}%, other {:.1f}%{}\n",
+      100 * ts.attention, 100 * ts.expert_ram, 100 * ts.expert_ssd, 100 * ts.expert_vram,
+      100 * ts.io_wait, 100 * ts.router, 100 * ts.sampling, 100 * ts.other,
+      c_.attention_seconds + c_.router_seconds == 0
+          ? " (attention and router not timed yet: in other)"
+          : "");
   out += fmt::format("prof: {:<5} {:>10} {:>12} {:>9} {:>12} {:>9} {:>8} {:>10}\n", "tier",
                      "computed", "served", "loads", "load bytes", "load s", "GB/s", "compute s");
   for (size_t h = 0; h < kNumHomes; ++h) {
@@ -96,6 +289,25 @@ std::string Profiler::report() const {
                     t.loads, placement::format_bytes(t.load_bytes), t.load_seconds,
                     rate(double(t.load_bytes) / 1e9, t.load_seconds), c_.compute_seconds[h]);
   }
+  const bool probed = ceilings_.ram_gb_s > 0 || ceilings_.ssd_gb_s > 0 || ceilings_.vram_gb_s > 0;
+  for (size_t h = 0; h < kNumHomes; ++h) {
+    const tiers::TierCounters& tc = tier(s, h);
+    if (tc.served == 0 && tc.loads == 0) continue;
+    const double gbs = rate(double(tc.load_bytes) / 1e9, tc.load_seconds);
+    const double ceil = ceiling_of(ceilings_, h);
+    out += fmt::format(
+        "prof: tier {}: {} experts served, {:.3f} GB read, {:.2f} GB/s {}\n", kTierNames[h],
+        tc.served, double(tc.load_bytes) / 1e9, gbs,
+        ceil > 0 ? fmt::format("({:.0f}% of the probed {:.1f} GB/s)", 100 * gbs / ceil, ceil)
+                 : std::string(probed ? "(not probed)" : "(no probe; run `strata probe`)"));
+  }
+  const HitRates hr = hit_rates(s);
+  out += fmt::format(
+      "prof: hit rates over {} expert uses: VRAM {:.1f}%, RAM pinned {:.1f}%, RAM cache {:.1f}%, "
+      "SSD miss {:.1f}% | prefetch: none in this build (precision/recall n/a)\n",
+      hr.uses, 100 * hr.vram, 100 * hr.ram_pinned, 100 * hr.ram_cache, 100 * hr.ssd_miss);
+  const Verdict v = verdict();
+  out += fmt::format("prof: verdict: {} | knob {}: {}\n", v.bound, v.knob, v.why);
   const tiers::ExpertCache* cache = store_ ? store_->cache() : nullptr;
   out += fmt::format(
       "prof: cache: {} hits, {} misses, hit rate {:.1f}%, {} evictions, {} slots of {}\n",
@@ -113,7 +325,7 @@ std::string Profiler::report() const {
 
 std::string Profiler::json() const {
   using nlohmann::json;
-  const tiers::StoreCounters s = store_ ? store_->counters() : tiers::StoreCounters{};
+  const tiers::StoreCounters s = window_counters();
   const auto& d = c_.decode_token_seconds;
   json j;
   j["version"] = 1;
@@ -125,18 +337,41 @@ std::string Profiler::json() const {
   j["decode_tok_s"] = rate(double(c_.decode_tokens), c_.decode_seconds);
   j["decode_latency_ms"] = {{"p50", percentile(d, 50) * 1e3},
                             {"p90", percentile(d, 90) * 1e3},
-                            {"p99", percentile(d, 99) * 1e3}};
+                            {"p99", percentile(d, 99) * 1e3},
+                            {"max", percentile(d, 100) * 1e3}};
+  const TimeShares ts = time_shares();
+  j["time_shares"] = {{"attention", ts.attention},   {"expert_ram", ts.expert_ram},
+                      {"expert_ssd", ts.expert_ssd}, {"expert_vram", ts.expert_vram},
+                      {"io_wait", ts.io_wait},       {"router", ts.router},
+                      {"sampling", ts.sampling},     {"other", ts.other}};
+  const HitRates hr = hit_rates(s);
+  j["hit_rates"] = {{"expert_uses", hr.uses},      {"vram", hr.vram},
+                    {"ram_pinned", hr.ram_pinned}, {"ram_cache", hr.ram_cache},
+                    {"ssd_miss", hr.ssd_miss},     {"fast", hr.fast()}};
+  const double tokens = double(c_.prefill_tokens + c_.decode_tokens);
+  j["ssd_gb_per_token"] = tokens > 0 ? double(s.ssd.load_bytes) / 1e9 / tokens : 0.0;
+  j["ceilings_gb_s"] = {
+      {"ram", ceilings_.ram_gb_s}, {"ssd", ceilings_.ssd_gb_s}, {"vram", ceilings_.vram_gb_s}};
+  const Verdict v = verdict();
+  j["verdict"] = {{"bound", v.bound}, {"knob", v.knob}, {"why", v.why}};
+  j["machine"] = machine_;
+  j["prefetch"] = nullptr;  // no prefetcher in this build
   json tiers_j = json::object();
   for (size_t h = 0; h < kNumHomes; ++h) {
     const tiers::TierCounters& t = tier(s, h);
-    tiers_j[kTierNames[h]] = {{"expert_loads", t.loads},
-                              {"bytes", t.load_bytes},
-                              {"seconds", t.load_seconds},
-                              {"gb_s", rate(double(t.load_bytes) / 1e9, t.load_seconds)},
-                              {"experts_served", t.served},
-                              {"served_bytes", t.served_bytes},
-                              {"experts_computed", c_.experts_computed[h]},
-                              {"compute_seconds", c_.compute_seconds[h]}};
+    tiers_j[kTierNames[h]] = {
+        {"expert_loads", t.loads},
+        {"bytes", t.load_bytes},
+        {"seconds", t.load_seconds},
+        {"gb_s", rate(double(t.load_bytes) / 1e9, t.load_seconds)},
+        {"experts_served", t.served},
+        {"served_bytes", t.served_bytes},
+        {"experts_computed", c_.experts_computed[h]},
+        {"compute_seconds", c_.compute_seconds[h]},
+        {"ceiling_pct",
+         ceiling_of(ceilings_, h) > 0
+             ? 100 * rate(double(t.load_bytes) / 1e9, t.load_seconds) / ceiling_of(ceilings_, h)
+             : 0.0}};
   }
   j["tiers"] = tiers_j;
   const tiers::ExpertCache* cache = store_ ? store_->cache() : nullptr;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/knobs.h"
 #include "engine/moe.h"
 #include "tiers/expert_store.h"
 
@@ -25,6 +26,39 @@ struct ProfCounters {
   std::vector<double> decode_token_seconds;         // [decode_tokens] latency of each token
   std::array<double, kNumHomes> compute_seconds{};  // expert FFN compute, per home (wall)
   std::array<uint64_t, kNumHomes> experts_computed{};
+  // Filled where a caller times them (0 = not timed in this build; the time stays in "other").
+  double attention_seconds = 0;
+  double router_seconds = 0;
+  double sampling_seconds = 0;
+};
+
+// Measured tier read ceilings (GB/s) from `strata probe`'s machine profile; 0 = not probed.
+struct TierCeilings {
+  double ram_gb_s = 0;
+  double ssd_gb_s = 0;
+  double vram_gb_s = 0;
+};
+
+// The ceilings in <cache dir>/machine.json (`strata probe`); all 0 when there is no measured
+// profile (a malformed one is an Error naming the file and key).
+TierCeilings probed_ceilings(const Knobs& knobs);
+
+// The host in one line: "CPU Intel Xeon ..., 2 cores, RAM 15.6 GiB, GPUs 0" from /proc/cpuinfo,
+// /proc/meminfo and /proc/driver/nvidia/gpus (no CUDA link needed).
+std::string machine_summary();
+
+// Shares of the run's wall time (prefill + decode), each in [0, 1], summing to 1 (other = rest).
+struct TimeShares {
+  double attention = 0, expert_ram = 0, expert_ssd = 0, expert_vram = 0, io_wait = 0, router = 0,
+         sampling = 0, other = 0;
+};
+
+// The bound of a run and the knob most likely to help, with the number behind it.
+struct Verdict {
+  std::string bound;  // "SSD-bound", "RAM-bandwidth-bound", "GPU-bound", "attention-bound",
+                      // "balanced"
+  std::string knob;   // e.g. "RAM_GB"
+  std::string why;    // one sentence with the number
 };
 
 class Profiler {
@@ -42,6 +76,15 @@ class Profiler {
   void set_store(const tiers::ExpertStore* store) { store_ = store; }
   // Lines printed above the report (effective knobs, the plan's totals).
   void set_header(std::string header) { header_ = std::move(header); }
+  // Probed ceilings for "% of ceiling" (none set: the report says to run `strata probe`).
+  void set_ceilings(const TierCeilings& c) { ceilings_ = c; }
+  // Preallocates the per-token latency array so decode does not allocate while profiling.
+  void reserve_decode(size_t n_tokens) { c_.decode_token_seconds.reserve(n_tokens); }
+  // Starts a new reporting window (a chat turn): counters zeroed, store counters rebased.
+  void begin_window();
+
+  TimeShares time_shares() const;
+  Verdict verdict() const;
 
   void add_prefill(uint64_t tokens, double seconds);
   void add_decode_token(double seconds);
@@ -62,6 +105,11 @@ class Profiler {
   ProfCounters c_;
   const tiers::ExpertStore* store_ = nullptr;
   tiers::StoreCounters last_;  // for token_line deltas
+  tiers::StoreCounters base_;  // store counters at begin_window()
+  TierCeilings ceilings_;
+  std::string machine_;  // machine_summary(), read once at construction when enabled
+
+  tiers::StoreCounters window_counters() const;  // store counters since begin_window()
 };
 
 // Adds the scope's wall time to `into` when the profiler is on; costs one branch when it is off.

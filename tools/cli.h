@@ -17,5 +17,7 @@ void add_knobs(CLI::App& app, CommandFn& run);
 void add_replay(CLI::App& app, CommandFn& run);
 void add_run(CLI::App& app, CommandFn& run);
 void add_chat(CLI::App& app, CommandFn& run);
+void add_ab(CLI::App& app, CommandFn& run);
+void add_sweep(CLI::App& app, CommandFn& run);
 
 }  // namespace strata::tools

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -21,13 +22,16 @@
 #include "engine/chat_template.h"
 #include "engine/forward.h"
 #include "engine/model.h"
+#include "engine/prof.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
 #include "engine/tokenizer.h"
 #include "io/check.h"
 #include "kernels/threadpool.h"
+#include "placement/plan.h"
 #include "tools/cli.h"
 #include "tools/knob_flags.h"
+#include "tools/tier_setup.h"
 
 namespace strata::tools {
 namespace {
@@ -153,18 +157,41 @@ void print_piece(std::string_view piece) {
   std::fflush(stdout);
 }
 
-// Runs one reply with Ctrl-C armed; prints the reply's end and what stopped it.
-engine::TurnResult reply(engine::ChatSession& s, std::string_view text, int32_t n_predict) {
+// Runs one reply with Ctrl-C armed; prints the reply's end and what stopped it. With PROF on, the
+// turn is one profiling window: each decoded token's latency is the time between two streamed
+// pieces (decode of the previous token + sampling), and the report follows the reply.
+engine::TurnResult reply(engine::ChatSession& s, std::string_view text, int32_t n_predict,
+                         engine::Profiler* prof = nullptr) {
+  using Clock = std::chrono::steady_clock;
+  const bool profiling = prof && prof->enabled();
+  if (profiling) prof->begin_window();
+  bool have_last = false;
+  Clock::time_point last{};
+  const engine::PieceFn on_piece = [&](std::string_view piece) {
+    if (profiling) {
+      const Clock::time_point now = Clock::now();
+      if (have_last) {
+        const double dt = std::chrono::duration<double>(now - last).count();
+        prof->add_decode_token(dt);
+        if (prof->level() >= 2)
+          fmt::print(stderr, "\n{}\n", prof->token_line(prof->counters().decode_tokens, dt));
+      }
+      last = now;
+      have_last = true;
+    }
+    print_piece(piece);
+  };
   g_stop_reply.store(false);
   g_generating.store(true);
   engine::TurnResult r;
   try {
-    r = s.send(text, n_predict, print_piece, &g_stop_reply);
+    r = s.send(text, n_predict, on_piece, &g_stop_reply);
   } catch (...) {
     g_generating.store(false);
     throw;
   }
   g_generating.store(false);
+  if (profiling) prof->add_prefill(r.stats.n_prefilled, r.stats.prefill_s);
   switch (r.status) {
     case engine::TurnStatus::kEndOfGeneration:
       print_piece("\n");
@@ -192,7 +219,24 @@ engine::TurnResult reply(engine::ChatSession& s, std::string_view text, int32_t 
                  r.stats.n_prompt, s.n_ctx());
       break;
   }
+  if (profiling && prof->level() >= 1) std::fputs(prof->report().c_str(), stderr);
   return r;
+}
+
+// "chat: experts placed: 40 in RAM (21.0 MB), 24 on SSD (12.6 MB) through a RAM cache of 8 slots
+// (4.2 MB)" — said once, after the first reply.
+std::string placement_line(const engine::ExpertSource& experts) {
+  const placement::PlacementPlan* p = experts.plan();
+  if (!p) return "chat: experts placed: none to place (a dense model, or the reference path)";
+  return fmt::format(
+      "chat: experts placed: {} in RAM ({}), {} on SSD ({}) through a RAM cache of {} slots ({}), "
+      "{} in VRAM; RAM budget {}",
+      p->count(placement::HomeKind::kRam),
+      placement::format_bytes(p->bytes(placement::HomeKind::kRam)),
+      p->count(placement::HomeKind::kSsd),
+      placement::format_bytes(p->bytes(placement::HomeKind::kSsd)), p->cache_slots(),
+      placement::format_bytes(p->cache_bytes()), p->count(placement::HomeKind::kVram),
+      placement::format_bytes(p->budgets().ram_bytes));
 }
 
 void print_stats(const engine::ChatSession& s) {
@@ -243,7 +287,8 @@ bool run_command(engine::ChatSession& s, std::string_view line) {
   return true;
 }
 
-int interactive(engine::ChatSession& s, int32_t n_predict) {
+int interactive(engine::ChatSession& s, int32_t n_predict, engine::Profiler* prof,
+                std::string placed) {
   SigintGuard sigint;
   LineReader in(sigint.read_fd());
   const bool tty = isatty(STDIN_FILENO) == 1;
@@ -289,7 +334,11 @@ int interactive(engine::ChatSession& s, int32_t n_predict) {
       if (!run_command(s, text)) break;
       continue;
     }
-    reply(s, text, n_predict);
+    reply(s, text, n_predict, prof);
+    if (!placed.empty()) {  // the first reply says how the experts were placed
+      fmt::print(stderr, "{}\n", placed);
+      placed.clear();
+    }
     if (st == LineReader::Status::kEof) break;
   }
   return 0;
@@ -322,7 +371,12 @@ int run_chat(ChatOptions o) {
                fo.n_ctx, cfg.n_ctx_train);
   fo.n_ubatch = o.ubatch;
   fo.n_threads = threads;
+  const TierSetup tiers = make_tier_setup(model, knobs, fo.n_ctx);
+  fo.experts = tiers.experts.get();
+  tiers.prof->reserve_decode(fo.n_ctx);
+  if (tiers.prof->enabled()) tiers.prof->set_ceilings(engine::probed_ceilings(knobs));
   engine::Forward fwd(model, fo);
+  const std::string placed = placement_line(*tiers.experts);
 
   o.sampling.seed = o.seed >= 0 ? uint64_t(o.seed) : std::random_device{}();
   fmt::print(stderr,
@@ -332,10 +386,11 @@ int run_chat(ChatOptions o) {
              engine::chat_family_name(family), o.sampling.seed);
   engine::ChatSession session(fwd, tok, family, o.sampling, o.system);
 
-  if (!o.prompt) return interactive(session, o.n_predict);
+  if (!o.prompt) return interactive(session, o.n_predict, tiers.prof.get(), placed);
 
   SigintGuard sigint;  // Ctrl-C ends the one-shot reply early; the text so far is printed
-  const engine::TurnResult r = reply(session, *o.prompt, o.n_predict);
+  const engine::TurnResult r = reply(session, *o.prompt, o.n_predict, tiers.prof.get());
+  if (!placed.empty()) fmt::print(stderr, "{}\n", placed);
   if (r.status == engine::TurnStatus::kPromptTooLong)
     fail(ErrorKind::kBadValue, "the prompt is {} tokens formatted; the context holds {} (--ctx)",
          r.stats.n_prompt, session.n_ctx());
@@ -344,6 +399,7 @@ int run_chat(ChatOptions o) {
              "({:.1f} tok/s) | {}\n",
              r.stats.n_prefilled, r.stats.prefill_s, r.stats.prefill_tok_s(), r.stats.n_generated,
              r.stats.decode_s, r.stats.decode_tok_s(), engine::turn_status_name(r.status));
+  tiers.prof->write_json();  // PROF_JSON: the last turn's window
   return 0;
 }
 

@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
   strata::tools::add_replay(app, run);
   strata::tools::add_run(app, run);
   strata::tools::add_chat(app, run);
+  strata::tools::add_ab(app, run);
+  strata::tools::add_sweep(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

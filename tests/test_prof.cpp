@@ -1,0 +1,98 @@
+// engine/prof without a store: time shares sum to 100% (with and without timed parts), latency
+// percentiles and max, the verdict follows the largest share, the JSON keeps the Tiers-issue keys
+// and has the new ones, begin_window() starts a fresh report, PROF=0 counts nothing.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/prof.h"
+
+namespace strata::engine {
+namespace {
+
+double sum(const TimeShares& t) {
+  return t.attention + t.expert_ram + t.expert_ssd + t.expert_vram + t.io_wait + t.router +
+         t.sampling + t.other;
+}
+
+TEST(Prof, SharesSumToOneAndVerdictFollowsTheLargest) {
+  Profiler p(1, "");
+  p.add_prefill(10, 1.0);
+  for (int i = 1; i <= 10; ++i) p.add_decode_token(0.1 * i);  // 5.5 s of decode
+  p.counters().compute_seconds[size_t(ExpertHome::kRam)] = 4.0;
+  p.counters().sampling_seconds = 0.5;
+  const TimeShares t = p.time_shares();
+  EXPECT_NEAR(sum(t), 1.0, 1e-9);
+  EXPECT_NEAR(t.expert_ram, 4.0 / 6.5, 1e-9);
+  EXPECT_NEAR(t.sampling, 0.5 / 6.5, 1e-9);
+  EXPECT_EQ(p.verdict().bound, "RAM-bandwidth-bound");
+  EXPECT_EQ(p.verdict().knob, "THREADS");
+
+  const nlohmann::json j = nlohmann::json::parse(p.json());
+  for (const char* k : {"version", "prefill_tokens", "prefill_seconds", "prefill_tok_s",
+                        "decode_tokens", "decode_seconds", "decode_tok_s", "decode_latency_ms",
+                        "tiers", "cache", "io", "plan", "header", "time_shares", "hit_rates",
+                        "ssd_gb_per_token", "ceilings_gb_s", "verdict", "machine"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_DOUBLE_EQ(j["decode_latency_ms"]["max"].get<double>(), 1000.0);
+  EXPECT_DOUBLE_EQ(j["decode_latency_ms"]["p50"].get<double>(), 500.0);
+  double js = 0;
+  for (const auto& [k, v] : j["time_shares"].items()) js += v.get<double>();
+  EXPECT_NEAR(js, 1.0, 1e-9);
+  EXPECT_EQ(j["verdict"]["bound"], "RAM-bandwidth-bound");
+  for (const char* tier : {"ram", "ssd", "vram"})
+    for (const char* k : {"expert_loads", "bytes", "seconds", "gb_s", "experts_served",
+                          "served_bytes", "experts_computed", "compute_seconds", "ceiling_pct"})
+      EXPECT_TRUE(j["tiers"][tier].contains(k)) << tier << "." << k;
+
+  const std::string r = p.report();
+  for (const char* s : {"prof: machine: CPU", "max 1000.0 ms", "prof: time: attention",
+                        "prof: hit rates", "prof: verdict: RAM-bandwidth-bound"})
+    EXPECT_NE(r.find(s), std::string::npos) << s << "\n" << r;
+}
+
+TEST(Prof, OvershootingPartsAreScaledNotNegative) {
+  Profiler p(1, "");
+  p.add_prefill(1, 1.0);
+  p.counters().compute_seconds[size_t(ExpertHome::kSsd)] = 0.9;
+  p.counters().sampling_seconds = 0.3;  // timed outside the run's clock
+  const TimeShares t = p.time_shares();
+  EXPECT_NEAR(sum(t), 1.0, 1e-9);
+  EXPECT_EQ(t.other, 0.0);
+}
+
+TEST(Prof, NothingRunIsBalancedAndAllOther) {
+  Profiler p(1, "");
+  EXPECT_NEAR(sum(p.time_shares()), 1.0, 1e-12);
+  EXPECT_EQ(p.verdict().bound, "balanced");
+}
+
+TEST(Prof, BeginWindowStartsOver) {
+  Profiler p(1, "");
+  p.reserve_decode(64);
+  p.add_prefill(5, 1.0);
+  p.add_decode_token(0.5);
+  p.begin_window();
+  EXPECT_EQ(p.counters().prefill_tokens, 0u);
+  EXPECT_EQ(p.counters().decode_tokens, 0u);
+  EXPECT_TRUE(p.counters().decode_token_seconds.empty());
+  EXPECT_GE(p.counters().decode_token_seconds.capacity(), 64u);  // still preallocated
+}
+
+TEST(Prof, OffMeansOff) {
+  Profiler p(0, "");
+  EXPECT_FALSE(p.enabled());
+  double into = 0;
+  { const ScopedTimer t(&p, into); }
+  EXPECT_EQ(into, 0.0);
+}
+
+TEST(Prof, MachineSummaryNamesTheHost) {
+  const std::string m = machine_summary();
+  EXPECT_NE(m.find("CPU "), std::string::npos) << m;
+  EXPECT_NE(m.find("RAM "), std::string::npos) << m;
+  EXPECT_NE(m.find("GPUs "), std::string::npos) << m;
+}
+
+}  // namespace
+}  // namespace strata::engine
