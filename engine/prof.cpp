@@ -146,6 +146,11 @@ tiers::StoreCounters Profiler::window_counters() const {
   return s;
 }
 
+double Profiler::achieved_gb_s(const tiers::TierCounters& t, size_t home) const {
+  if (home == size_t(ExpertHome::kSsd)) return rate(double(t.load_bytes) / 1e9, t.load_seconds);
+  return rate(double(t.served_bytes) / 1e9, c_.compute_seconds[home]);
+}
+
 TimeShares Profiler::time_shares() const {
   const tiers::StoreCounters s = window_counters();
   const double total = c_.prefill_seconds + c_.decode_seconds;
@@ -182,7 +187,9 @@ Verdict Profiler::verdict() const {
   const double cpu_experts = t.expert_ram + t.expert_ssd;
   if (c_.prefill_seconds + c_.decode_seconds <= 0) {
     v = {"balanced", "-", "nothing ran"};
-  } else if (t.io_wait >= 0.25) {
+  } else if (t.io_wait >= 0.25 || (h.ssd_miss >= 0.2 && t.io_wait + t.expert_ssd >= t.expert_ram)) {
+    // Felt waits, or misses frequent enough that the SSD side (waits + computing just-read
+    // experts) outweighs the RAM-homed experts' compute.
     uint64_t all_ram = 0;
     if (store_) {
       const placement::PlacementPlan& p = store_->plan();
@@ -191,10 +198,11 @@ Verdict Profiler::verdict() const {
     v.bound = "SSD-bound";
     v.knob = "RAM_GB";
     v.why = fmt::format(
-        "I/O wait felt is {:.0f}% of the run ({:.1f} MB read from SSD per token, {:.0f}% of expert "
-        "uses missed RAM); RAM_GB={:.2f} holds every expert",
-        100 * t.io_wait, tokens > 0 ? double(s.ssd.load_bytes) / 1e6 / tokens : 0.0,
-        100 * h.ssd_miss, double(all_ram) / double(1ull << 30));
+        "I/O wait felt is {:.0f}% of the run and SSD experts' compute {:.0f}% ({:.2f} MB read "
+        "from SSD per token, {:.0f}% of expert uses missed RAM); RAM_GB={:.3f} holds every expert",
+        100 * t.io_wait, 100 * t.expert_ssd,
+        tokens > 0 ? double(s.ssd.load_bytes) / 1e6 / tokens : 0.0, 100 * h.ssd_miss,
+        double(all_ram) / double(1ull << 30));
   } else if (t.expert_vram >= 0.5) {
     v = {"GPU-bound", "VRAM_GB",
          fmt::format("GPU expert compute is {:.0f}% of the run", 100 * t.expert_vram)};
@@ -293,11 +301,17 @@ std::string Profiler::report() const {
   for (size_t h = 0; h < kNumHomes; ++h) {
     const tiers::TierCounters& tc = tier(s, h);
     if (tc.served == 0 && tc.loads == 0) continue;
-    const double gbs = rate(double(tc.load_bytes) / 1e9, tc.load_seconds);
+    // SSD (and the RAM start-up load): file reads per second of reads outstanding. RAM and VRAM
+    // homes: expert bytes streamed through compute per second of compute, the rate their
+    // bandwidth ceiling bounds.
+    const bool reads = h == size_t(ExpertHome::kSsd);
+    const double gbs = achieved_gb_s(tc, h);
     const double ceil = ceiling_of(ceilings_, h);
     out += fmt::format(
-        "prof: tier {}: {} experts served, {:.3f} GB read, {:.2f} GB/s {}\n", kTierNames[h],
-        tc.served, double(tc.load_bytes) / 1e9, gbs,
+        "prof: tier {}: {} experts served ({:.3f} GB), {:.3f} GB read from the file, {:.2f} GB/s "
+        "{} {}\n",
+        kTierNames[h], tc.served, double(tc.served_bytes) / 1e9, double(tc.load_bytes) / 1e9, gbs,
+        reads ? "read" : "streamed in compute",
         ceil > 0 ? fmt::format("({:.0f}% of the probed {:.1f} GB/s)", 100 * gbs / ceil, ceil)
                  : std::string(probed ? "(not probed)" : "(no probe; run `strata probe`)"));
   }
@@ -368,10 +382,10 @@ std::string Profiler::json() const {
         {"served_bytes", t.served_bytes},
         {"experts_computed", c_.experts_computed[h]},
         {"compute_seconds", c_.compute_seconds[h]},
-        {"ceiling_pct",
-         ceiling_of(ceilings_, h) > 0
-             ? 100 * rate(double(t.load_bytes) / 1e9, t.load_seconds) / ceiling_of(ceilings_, h)
-             : 0.0}};
+        {"achieved_gb_s", achieved_gb_s(t, h)},
+        {"ceiling_pct", ceiling_of(ceilings_, h) > 0
+                            ? 100 * achieved_gb_s(t, h) / ceiling_of(ceilings_, h)
+                            : 0.0}};
   }
   j["tiers"] = tiers_j;
   const tiers::ExpertCache* cache = store_ ? store_->cache() : nullptr;

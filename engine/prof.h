@@ -110,6 +110,9 @@ class Profiler {
   std::string machine_;  // machine_summary(), read once at construction when enabled
 
   tiers::StoreCounters window_counters() const;  // store counters since begin_window()
+  // SSD: bytes read per second of reads outstanding; RAM/VRAM: expert bytes streamed through
+  // compute per second of compute (what their bandwidth bounds).
+  double achieved_gb_s(const tiers::TierCounters& t, size_t home) const;
 };
 
 // Adds the scope's wall time to `into` when the profiler is on; costs one branch when it is off.

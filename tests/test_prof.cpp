@@ -41,8 +41,9 @@ TEST(Prof, SharesSumToOneAndVerdictFollowsTheLargest) {
   EXPECT_NEAR(js, 1.0, 1e-9);
   EXPECT_EQ(j["verdict"]["bound"], "RAM-bandwidth-bound");
   for (const char* tier : {"ram", "ssd", "vram"})
-    for (const char* k : {"expert_loads", "bytes", "seconds", "gb_s", "experts_served",
-                          "served_bytes", "experts_computed", "compute_seconds", "ceiling_pct"})
+    for (const char* k :
+         {"expert_loads", "bytes", "seconds", "gb_s", "experts_served", "served_bytes",
+          "experts_computed", "compute_seconds", "achieved_gb_s", "ceiling_pct"})
       EXPECT_TRUE(j["tiers"][tier].contains(k)) << tier << "." << k;
 
   const std::string r = p.report();

@@ -143,7 +143,7 @@ int run_sweep(const SweepOptions& o) {
   fmt::print("{:>8} {:>9} {:>16} {:>12}  {}\n", "RAM_GB", "hit rate", "SSD GB/token",
              "decode tok/s", "verdict");
   for (size_t i = 0; i < pts.size(); ++i)
-    fmt::print("{:>8.3f} {:>8.1f}% {:>16.6f} {:>12.2f}  {}\n", ram[i], 100 * pts[i].hit_rate,
+    fmt::print("{:>8.4g} {:>8.1f}% {:>16.6f} {:>12.2f}  {}\n", ram[i], 100 * pts[i].hit_rate,
                pts[i].ssd_gb_per_token, pts[i].tok_s, pts[i].verdict);
   fmt::print(
       "({} tokens per point, replayed one at a time (--ubatch 1) in a fresh process; hit "
