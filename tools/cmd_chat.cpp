@@ -386,7 +386,11 @@ int run_chat(ChatOptions o) {
              engine::chat_family_name(family), o.sampling.seed);
   engine::ChatSession session(fwd, tok, family, o.sampling, o.system);
 
-  if (!o.prompt) return interactive(session, o.n_predict, tiers.prof.get(), placed);
+  if (!o.prompt) {
+    const int rc = interactive(session, o.n_predict, tiers.prof.get(), placed);
+    tiers.prof->write_json();  // PROF_JSON: the last turn's window
+    return rc;
+  }
 
   SigintGuard sigint;  // Ctrl-C ends the one-shot reply early; the text so far is printed
   const engine::TurnResult r = reply(session, *o.prompt, o.n_predict, tiers.prof.get());
