@@ -1,8 +1,9 @@
 // Element functions of the grouped expert kernel (cuda/grouped.cu), written once as STRATA_HD so
 // the host runs the very same arithmetic: activation quantization (Q8_0 / Q8_K, bit-identical to
-// kernels::quantize_row), the per-block partial integer dots and their float finish (the canonical
-// order of kernels/gemv.cpp), and the 8-lane fold. Plain C++ when not compiled by nvcc, so the
-// emulation (cuda/grouped_emulated.cpp) builds without CUDA. Tested by tests/test_cuda_grouped.cpp.
+// kernels::quantize_activation_row), the per-block partial integer dots and their float finish (the
+// canonical order of kernels/gemv.cpp), and the 8-lane fold. Plain C++ when not compiled by nvcc,
+// so the emulation (cuda/grouped_emulated.cpp) builds without CUDA. Tested by
+// tests/test_cuda_grouped.cpp.
 #pragma once
 
 #include <cmath>
@@ -103,15 +104,6 @@ STRATA_HD inline uint16_t f32_to_half_bits(float f) {
 
 // ---- activation quantization ----
 
-// Round half away from zero (std::round / CUDA roundf: both exact).
-STRATA_HD inline float round_half_away(float v) {
-#ifdef __CUDA_ARCH__
-  return roundf(v);
-#else
-  return std::round(v);
-#endif
-}
-
 // ggml's nearest_int: half-to-even through the float adder, for |f| <= 2^22.
 STRATA_HD inline int nearest_int(float f) {
   const float v = add_rn(f, 12582912.0f);
@@ -127,20 +119,21 @@ STRATA_HD inline float max_key(float a, float b) {
   return b > a ? b : a;
 }
 
-// Q8_0 (32 elements): d = amax/127 stored as fp16; codes round(x · (1/d)).
+// Q8_0 activations (32 elements), as kernels::quantize_activation_row (llama.cpp's x86 path):
+// d = amax/127 stored as fp16; codes round-half-to-even(x · (127/amax)).
 struct Q8_0Scale {
-  float id;         // 1/d (0 when d == 0)
+  float id;         // 127/amax (0 when amax == 0)
   float d;          // the stored fp16 value, widened: what the dots multiply by
   uint16_t d_half;  // the stored bits
 };
 STRATA_HD inline Q8_0Scale q8_0_scale(float amax) {
   const float d = div_rn(amax, 127.0f);
-  const float id = d != 0.0f ? div_rn(1.0f, d) : 0.0f;
+  const float id = amax != 0.0f ? div_rn(127.0f, amax) : 0.0f;
   const uint16_t h = f32_to_half_bits(d);
   return Q8_0Scale{id, half_to_f32(h), h};
 }
 STRATA_HD inline int8_t q8_0_code(float x, float id) {
-  return static_cast<int8_t>(static_cast<int>(round_half_away(mul_rn(x, id))));
+  return static_cast<int8_t>(nearest_int(mul_rn(x, id)));  // |x · id| <= 127 (+ulps)
 }
 
 // Q8_K (256 elements) scales off the signed value of largest magnitude (the first one on ties):

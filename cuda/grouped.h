@@ -117,10 +117,10 @@ class GroupedExperts {
 void grouped_forward_emulated(const GroupedLayer& layer, const float* x, float* y);
 
 // The device activation quantizer on the host, output in ggml block layout (BlockQ8_0 for
-// act == Q8_0, BlockQ8_K for Q8_K) so it compares byte for byte with kernels::quantize_row.
+// act == Q8_0, BlockQ8_K for Q8_K) so it compares byte for byte with kernels::quantize_activation_row.
 void grouped_quantize_emulated(GgmlType act, const float* x, void* dst, int64_t n);
 
-// The device dot of one weight row with an activation row that kernels::quantize_row produced
+// The device dot of one weight row with an activation row that kernels::quantize_activation_row produced
 // (in vec_dot_type(w_type)), in the kernel's thread decomposition.
 float grouped_row_dot_emulated(GgmlType w_type, const void* w_row, const void* xq, int64_t n);
 

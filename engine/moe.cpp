@@ -155,8 +155,8 @@ void CpuExpertExecutor::compute(const ExpertStack& stack, std::span<const Expert
   for_rows(pool_, n_rows - row0, [&](int64_t begin, int64_t end, int) {
     for (int64_t r = row0 + begin; r < row0 + end; ++r) {
       const float* xr = x + row_token[r] * n_embd;
-      kernels::quantize_row(gate_vdt, xr, xq_.data() + r * xq_stride, n_embd);
-      if (up_separate) kernels::quantize_row(up_vdt, xr, xq2_.data() + r * xq2_stride, n_embd);
+      kernels::quantize_activation_row(gate_vdt, xr, xq_.data() + r * xq_stride, n_embd);
+      if (up_separate) kernels::quantize_activation_row(up_vdt, xr, xq2_.data() + r * xq2_stride, n_embd);
     }
   });
 
@@ -198,7 +198,7 @@ void CpuExpertExecutor::compute(const ExpertStack& stack, std::span<const Expert
     for (int64_t r = row0 + begin; r < row0 + end; ++r) {
       float* h = gate_.data() + r * n_ff;
       glu(stack.activation, h, up_.data() + r * n_ff, h, n_ff);
-      kernels::quantize_row(down_vdt, h, hq_.data() + r * hq_stride, n_ff);
+      kernels::quantize_activation_row(down_vdt, h, hq_.data() + r * hq_stride, n_ff);
     }
   });
 

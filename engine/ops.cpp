@@ -147,7 +147,7 @@ void quantize_rows(kernels::ThreadPool& pool, GgmlType w_type, const float* x, s
   const GgmlType vdt = kernels::vec_dot_type(w_type);
   auto rows = [&](int64_t begin, int64_t end, int) {
     for (int64_t t = begin; t < end; ++t)
-      kernels::quantize_row(vdt, x + t * x_stride, xq + t * xq_stride, n_cols);
+      kernels::quantize_activation_row(vdt, x + t * x_stride, xq + t * xq_stride, n_cols);
   };
   // A fork/join costs more than quantizing a few rows.
   if (n_tokens < 8) {

@@ -29,12 +29,12 @@ void expert_forward_ref(const ExpertMatrices& w, int64_t n_embd, int64_t n_ff, c
   const GemvFn down = gemv_kernels(w.down_type).gemv;
   for (int64_t t = 0; t < n_tokens; ++t) {
     const float* xt = x + t * n_embd;
-    quantize_row(gate_vdt, xt, xq_gate.data(), n_embd);
-    quantize_row(up_vdt, xt, xq_up.data(), n_embd);
+    quantize_activation_row(gate_vdt, xt, xq_gate.data(), n_embd);
+    quantize_activation_row(up_vdt, xt, xq_up.data(), n_embd);
     gate(w.gate, ggml_row_bytes(w.gate_type, n_embd), xq_gate.data(), g.data(), 0, n_ff, n_embd);
     up(w.up, ggml_row_bytes(w.up_type, n_embd), xq_up.data(), u.data(), 0, n_ff, n_embd);
     swiglu_row(g.data(), u.data(), g.data(), n_ff);
-    quantize_row(down_vdt, g.data(), hq.data(), n_ff);
+    quantize_activation_row(down_vdt, g.data(), hq.data(), n_ff);
     down(w.down, ggml_row_bytes(w.down_type, n_ff), hq.data(), y + t * n_embd, 0, n_embd, n_ff);
   }
 }

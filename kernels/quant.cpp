@@ -115,6 +115,18 @@ void quant_q8_0(const float* x, BlockQ8_0* y, int64_t nb) {
   }
 }
 
+// llama.cpp's x86 (AVX2) activation quantizer: id = 127/amax, round half to even.
+void quant_q8_0_activation(const float* x, BlockQ8_0* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += kQK) {
+    float amax = 0.0f;
+    for (int j = 0; j < kQK; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float d = amax / 127.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    y[i].d = f32_to_fp16(d);
+    for (int j = 0; j < kQK; ++j) y[i].qs[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));
+  }
+}
+
 // The value with the largest magnitude (the first one on ties), sign kept.
 float signed_absmax(const float* x, int n) {
   float amax = 0.0f, max = 0.0f;
@@ -582,6 +594,14 @@ void quantize_row(GgmlType t, const float* src, void* dst, int64_t n) {
     default:
       fail(ErrorKind::kUnsupported, "quantize_row: type {} is not supported", ggml_type_name(t));
   }
+}
+
+void quantize_activation_row(GgmlType t, const float* src, void* dst, int64_t n) {
+  if (t == GgmlType::Q8_0) {
+    STRATA_ASSERT(n % kQK == 0, "{} activations are not whole Q8_0 blocks", n);
+    return quant_q8_0_activation(src, static_cast<BlockQ8_0*>(dst), n / kQK);
+  }
+  quantize_row(t, src, dst, n);
 }
 
 }  // namespace strata::kernels

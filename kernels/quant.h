@@ -11,12 +11,12 @@
 
 namespace strata::kernels {
 
-constexpr int kQK = 32;    // elements per simple block (Q4_0, Q5_0, Q8_0, MXFP4)
+constexpr int kQK = 32;     // elements per simple block (Q4_0, Q5_0, Q8_0, MXFP4)
 constexpr int kQK_K = 256;  // elements per K-quant super-block
 
 #pragma pack(push, 1)
 struct BlockQ4_0 {
-  uint16_t d;  // fp16 scale
+  uint16_t d;           // fp16 scale
   uint8_t qs[kQK / 2];  // element j in low nibble of qs[j], element j+16 in the high nibble
 };
 struct BlockQ5_0 {
@@ -81,5 +81,13 @@ void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n);
 // Q4_0, Q5_0, Q8_0, Q4_K, Q6_K, MXFP4 (weights, used by `strata synth`). Byte-identical to
 // llama-quantize without an importance matrix (tests/test_quant.cpp checks the fixtures).
 void quantize_row(GgmlType t, const float* src, void* dst, int64_t n);
+
+// Quantize an activation row for the GEMV kernels, the way llama.cpp's x86 CPU backend does (it
+// made the fixtures' references): Q8_0 uses d = amax/127, codes = round-half-to-even(x ·
+// (127/amax)) (its AVX2 quantize_row_q8_0), which differs from the reference quantizer (x · (1/d),
+// rounded half away from zero) in the last code of some blocks; every other type is quantize_row().
+// The engine, kernels/expert_ref and the CUDA grouped kernel all quantize activations with this one
+// function.
+void quantize_activation_row(GgmlType t, const float* src, void* dst, int64_t n);
 
 }  // namespace strata::kernels

@@ -1,8 +1,8 @@
 // Tests for the grouped expert kernel (cuda/grouped.h) and VRAM expert slots (cuda/vram_store.h).
 // GroupedHost.* (label unit, no GPU): the kernel's element functions run on the host against the
-// CPU path bit for bit — activation quantization vs kernels::quantize_row, per-row dots vs the
-// kernels' GEMV (every ISA), whole experts vs kernels::expert_forward_ref — at awkward sizes with
-// fresh random data, Q4_0 / Q5_0 / Q8_0 / Q4_K / Q6_K, mixed layers and the fixture models'
+// CPU path bit for bit — activation quantization vs kernels::quantize_activation_row, per-row dots
+// vs the kernels' GEMV (every ISA), whole experts vs kernels::expert_forward_ref — at awkward sizes
+// with fresh random data, Q4_0 / Q5_0 / Q8_0 / Q4_K / Q6_K, mixed layers and the fixture models'
 // real experts. GroupedDevice.* / VramStore.*
 // (label gpu): the real launches vs expert_forward_ref bit for bit, and the store's slots; they
 // GTEST_SKIP without a device.
@@ -158,7 +158,7 @@ TEST(GroupedHost, QuantizeQ8_0MatchesQuantizeRow) {
     for (int rep = 0; rep < 8; ++rep) {
       const std::vector<float> x = awkward_activations(n, rng);
       std::vector<uint8_t> want(ggml_row_bytes(GgmlType::Q8_0, n)), got(want.size(), 0xEE);
-      kernels::quantize_row(GgmlType::Q8_0, x.data(), want.data(), n);
+      kernels::quantize_activation_row(GgmlType::Q8_0, x.data(), want.data(), n);
       grouped_quantize_emulated(GgmlType::Q8_0, x.data(), got.data(), n);
       ASSERT_EQ(got, want) << "n=" << n << " rep=" << rep;
     }
@@ -204,7 +204,7 @@ TEST(GroupedHost, RowDotMatchesGemvEveryIsa) {
         const std::vector<uint8_t> w = random_blocks(c.type, rows, n, rng, harsh_fp16_scale);
         const std::vector<float> x = awkward_activations(n, rng);
         std::vector<uint8_t> xq(ggml_row_bytes(vdt, n));
-        kernels::quantize_row(vdt, x.data(), xq.data(), n);
+        kernels::quantize_activation_row(vdt, x.data(), xq.data(), n);
         const size_t row_bytes = ggml_row_bytes(c.type, n);
         std::vector<float> got(rows);
         for (int64_t r = 0; r < rows; ++r)

@@ -370,3 +370,34 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, LlamaCppFixture,
 
 }  // namespace
 }  // namespace strata::kernels
+
+// Activations: llama.cpp's x86 Q8_0 path (127/amax, round half to even), not the reference
+// quantizer (1/d, round half away from zero).
+TEST(QuantActivation, Q8_0RoundsHalfToEvenWithInverseOfAmax) {
+  float x[32] = {};
+  x[0] = 127.0f;  // amax = 127: id = 1
+  x[1] = 0.5f;
+  x[2] = 1.5f;
+  x[3] = 2.5f;
+  x[4] = -0.5f;
+  x[5] = -2.5f;
+  strata::kernels::BlockQ8_0 act{}, ref{};
+  strata::kernels::quantize_activation_row(strata::GgmlType::Q8_0, x, &act, 32);
+  strata::kernels::quantize_row(strata::GgmlType::Q8_0, x, &ref, 32);
+  EXPECT_EQ(act.qs[0], 127);
+  EXPECT_EQ(act.qs[1], 0);
+  EXPECT_EQ(act.qs[2], 2);
+  EXPECT_EQ(act.qs[3], 2);
+  EXPECT_EQ(act.qs[4], 0);
+  EXPECT_EQ(act.qs[5], -2);
+  EXPECT_EQ(ref.qs[1], 1);  // the reference rounds half away from zero
+  EXPECT_EQ(ref.qs[3], 3);
+  EXPECT_EQ(act.d, ref.d);
+  // Other types are quantize_row.
+  float y[256];
+  for (int i = 0; i < 256; ++i) y[i] = std::sin(0.37f * i) * 3.0f;
+  strata::kernels::BlockQ8_K a{}, b{};
+  strata::kernels::quantize_activation_row(strata::GgmlType::Q8_K, y, &a, 256);
+  strata::kernels::quantize_row(strata::GgmlType::Q8_K, y, &b, 256);
+  EXPECT_EQ(std::memcmp(&a, &b, sizeof(a)), 0);
+}
