@@ -12,6 +12,7 @@
 
 #include "engine/prof.h"
 #include "engine/sysmem.h"
+#include "placement/planner.h"
 #include "io/check.h"
 
 namespace strata::engine {
@@ -162,7 +163,7 @@ uint64_t auto_ram_budget(const RamBudgetInputs& in, const placement::ExpertSizes
 ExpertSource::ExpertSource(const Model& model) : model_(model) {}
 
 ExpertSource::ExpertSource(const Model& model, const TierOptions& opts)
-    : model_(model), prof_(opts.prof) {
+    : model_(model), prof_(opts.prof), usage_(opts.usage) {
   const ModelConfig& cfg = model.config();
   tiers::ExtentTable extents = expert_extents(model);
   const placement::ExpertSizes sizes =
@@ -207,7 +208,8 @@ ExpertSource::ExpertSource(const Model& model, const TierOptions& opts)
   }
   placement::Budgets budgets;
   budgets.ram_bytes = budget;
-  placement::PlacementPlan plan = placement::default_plan(sizes, budgets, policy);
+  placement::PlacementPlan plan =
+      placement::plan_placement(sizes, budgets, policy, opts.pin_counts);
   if (opts.on_plan) opts.on_plan(plan);
 
   homes_.resize(cfg.n_layer);
@@ -247,6 +249,22 @@ void ExpertSource::fetch(uint32_t il, std::span<ExpertJob> jobs) {
   }
 }
 
+void ExpertSource::record_usage(uint32_t il, const Dispatch& d) {
+  // A chunk whose rows all belong to one token is a decode step.
+  int32_t max_token = 0;
+  bool one_token = true;
+  for (uint32_t r = 0; r < d.n_rows; ++r) {
+    max_token = std::max(max_token, d.row_token[r]);
+    one_token = one_token && d.row_token[r] == d.row_token[0];
+  }
+  for (const std::vector<ExpertJob>& jobs : d.jobs)
+    for (const ExpertJob& j : jobs)
+      usage_->record(static_cast<int>(il), static_cast<int>(j.expert), j.row_end - j.row_begin,
+                     one_token);
+  if (static_cast<int>(il) == usage_->first_moe_layer() && d.n_rows > 0)
+    usage_->add_tokens(static_cast<uint64_t>(max_token) + 1, one_token);
+}
+
 void ExpertSource::compute(uint32_t il, const ExpertStack& stack, Dispatch& d, ExpertExecutor& cpu,
                            const float* x, float* y) {
   const int32_t* row_token = d.row_token.data();
@@ -258,6 +276,7 @@ void ExpertSource::compute(uint32_t il, const ExpertStack& stack, Dispatch& d, E
     pc->experts_computed[size_t(ExpertHome::kRam)] += ram.size();
     pc->experts_computed[size_t(ExpertHome::kSsd)] += ssd.size();
   }
+  if (usage_ && usage_->n_expert()[il] > 0) record_usage(il, d);
   double ignored = 0;
   double& ram_seconds = pc ? pc->compute_seconds[size_t(ExpertHome::kRam)] : ignored;
   double& ssd_seconds = pc ? pc->compute_seconds[size_t(ExpertHome::kSsd)] : ignored;

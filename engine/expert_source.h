@@ -18,6 +18,7 @@
 #include "engine/model.h"
 #include "engine/moe.h"
 #include "placement/plan.h"
+#include "placement/usage_stats.h"
 #include "tiers/expert_store.h"
 
 namespace strata::engine {
@@ -45,6 +46,11 @@ struct TierOptions {
   Profiler* prof = nullptr;  // compute seconds per home; may be null
   // Hears the plan before any expert is read (the CLI prints its byte totals).
   std::function<void(const placement::PlacementPlan&)> on_plan;
+  // PIN: [total experts] layer-major usage counts for placement::plan_placement; empty = the
+  // usage-free default plan.
+  std::vector<uint64_t> pin_counts;
+  // Receives every routed selection (USAGE_SAVE, `strata stats`); may be null. Must outlive this.
+  placement::UsageStats* usage = nullptr;
 };
 
 // RAM_GB, NUMA, DIRECT, URING from the knob table (RAM_GB GiB -> bytes, rounded to the nearest).
@@ -90,6 +96,8 @@ class ExpertSource {
   double resident_dense_seconds() const { return resident_seconds_; }
 
  private:
+  // Adds the layer's routed selections to usage_ (decode = a one-token chunk).
+  void record_usage(uint32_t il, const Dispatch& d);
   // Pins the group's experts in the store (prepare) and fills their jobs' slices (get).
   void fetch(uint32_t il, std::span<ExpertJob> jobs);
 
@@ -97,6 +105,7 @@ class ExpertSource {
   std::unique_ptr<tiers::ExpertStore> store_;
   std::vector<std::vector<ExpertHome>> homes_;  // [n_layer][n_expert]; empty = reference path
   Profiler* prof_ = nullptr;
+  placement::UsageStats* usage_ = nullptr;
   uint64_t resident_bytes_ = 0;
   double resident_seconds_ = 0;
   std::vector<int> ids_;  // scratch: one group's expert ids

@@ -43,6 +43,16 @@ constexpr KnobSpec kKnobs[] = {
     {"PROF_JSON", KnobType::kString, "", "path", "",
      "Write the PROF counters as JSON to this file at the end (written to a temp file, then "
      "renamed; schema in docs/FORMATS.md). Works at any PROF level."},
+    {"PIN", KnobType::kString, "", "path", "",
+     "Place experts with the planner from this usage stats file (`strata stats`, docs/FORMATS.md "
+     "\"Usage stats\"): the hottest experts get RAM homes. Unset: the usage-free default plan. A "
+     "file from another model is an error (see PIN_FORCE)."},
+    {"PIN_FORCE", KnobType::kBool, "0", "", "0|1",
+     "Use a PIN file whose model fingerprint differs (same shape only: n_layer and n_expert must "
+     "still match)."},
+    {"USAGE_SAVE", KnobType::kString, "", "path", "",
+     "Save the expert usage counts of this run (replay, run, stats) to this stats file at exit "
+     "(written to a temp file, then renamed)."},
 };
 
 std::string lower(std::string_view s) {

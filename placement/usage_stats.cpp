@@ -112,7 +112,7 @@ void UsageStats::check_compatible(const ModelIdentity& id, const std::vector<int
   if (!force && id.fingerprint != id_.fingerprint)
     fail(ErrorKind::kBadValue,
          "usage stats: {} is for model '{}' (fingerprint {:016x}) but this is model '{}' "
-         "(fingerprint {:016x}); --force uses it anyway",
+         "(fingerprint {:016x}); --force (PIN_FORCE=1) uses it anyway",
          what, id.name, id.fingerprint, id_.name, id_.fingerprint);
 }
 

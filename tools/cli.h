@@ -17,6 +17,9 @@ void add_knobs(CLI::App& app, CommandFn& run);
 void add_replay(CLI::App& app, CommandFn& run);
 void add_run(CLI::App& app, CommandFn& run);
 void add_chat(CLI::App& app, CommandFn& run);
+void add_stats(CLI::App& app, CommandFn& run);
+void add_plan(CLI::App& app, CommandFn& run);
+void add_probe(CLI::App& app, CommandFn& run);
 void add_ab(CLI::App& app, CommandFn& run);
 void add_sweep(CLI::App& app, CommandFn& run);
 

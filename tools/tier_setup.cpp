@@ -16,6 +16,7 @@ TierSetup make_tier_setup(const engine::Model& model, const engine::Knobs& knobs
   engine::TierOptions opts = engine::tier_options(knobs);
   opts.n_ctx = n_ctx;
   opts.prof = s.prof.get();
+  s.usage = apply_placement_knobs(model, knobs, opts);
   opts.on_plan = [](const placement::PlacementPlan& plan) {
     const std::string text = plan.describe();
     std::fprintf(stderr, "strata: %s\n", text.substr(0, text.find('\n')).c_str());

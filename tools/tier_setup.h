@@ -9,11 +9,13 @@
 #include "engine/knobs.h"
 #include "engine/model.h"
 #include "engine/prof.h"
+#include "tools/placement_setup.h"
 
 namespace strata::tools {
 
 struct TierSetup {
   std::unique_ptr<engine::Profiler> prof;
+  std::unique_ptr<UsageRecorder> usage;  // USAGE_SAVE; saves at exit (outlives experts)
   std::unique_ptr<engine::ExpertSource> experts;
 };
 
