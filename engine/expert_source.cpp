@@ -12,8 +12,8 @@
 
 #include "engine/prof.h"
 #include "engine/sysmem.h"
-#include "placement/planner.h"
 #include "io/check.h"
+#include "placement/planner.h"
 
 namespace strata::engine {
 namespace {
