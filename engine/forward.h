@@ -48,6 +48,8 @@ class Forward {
   std::span<const float> decode(int32_t token, RoutingTrace* trace = nullptr);
 
   void reset() { n_past_ = 0; }  // empty the KV cache
+  // Keep only the first n positions (later rows are overwritten by the next prefill/decode).
+  void truncate(uint32_t n) { n_past_ = n < n_past_ ? n : n_past_; }
   uint32_t n_past() const { return n_past_; }
   uint32_t n_ctx() const { return kv_.n_ctx(); }
   uint32_t n_ubatch() const { return n_ubatch_; }
@@ -85,7 +87,7 @@ class Forward {
   AttentionBlock attn_;             // the attention half of every layer, with its own scratch
   Dispatch dispatch_;
   CpuExpertExecutor cpu_experts_;
-  SharedExpert shared_;                        // resident shared experts (DeepSeek, GLM-4.5)
+  SharedExpert shared_;  // resident shared experts (DeepSeek, GLM-4.5)
   std::unique_ptr<ExpertSource> own_experts_;  // the mapping's, when no source was given
   ExpertSource* experts_;
 };

@@ -72,11 +72,9 @@ void ChatSession::sync_kv(const std::vector<int32_t>& tokens) {
   // The last token is always run again when everything is cached: its logits start the reply.
   common = std::min(common, tokens.size() - 1);
   if (common < kv_tokens_.size()) {
-    // Rolling back to `common` positions needs KV truncation, which Forward does not offer yet
-    // (only reset), so the common prefix is prefilled again. Same tokens, same cache contents.
-    fwd_.reset();
-    kv_tokens_.clear();
-    common = 0;
+    // Roll the cache back to the common prefix; the differing tail is prefilled again.
+    fwd_.truncate(uint32_t(common));
+    kv_tokens_.resize(common);
   }
   const auto t0 = std::chrono::steady_clock::now();
   const std::span<const int32_t> suffix(tokens.data() + common, tokens.size() - common);
