@@ -1,5 +1,6 @@
 // GGUF model summary (see model_info.h): header-only, so inspecting a 17 GB file costs one mmap
-// and a parse of its metadata. Tested by tests/test_inspect.cpp.
+// and a parse of its metadata. Tested by tests/test_inspect.cpp and tests/test_arch_config.cpp
+// (the engine's architecture details).
 #include "engine/model_info.h"
 
 #include <fmt/format.h>
@@ -8,6 +9,7 @@
 #include <charconv>
 #include <map>
 
+#include "engine/model_config.h"
 #include "io/check.h"
 
 namespace strata::engine {
@@ -224,6 +226,13 @@ ModelInfo summarize_model(const io::GgufFile& f) {
   }
 
   info.tokenizer = summarize_tokenizer(f);
+  try {
+    const ModelConfig cfg = load_model_config(f);
+    info.engine_summary = cfg.describe();
+    info.arch_details = cfg.arch_details();
+  } catch (const Error& e) {
+    info.engine_error = e.what();
+  }
 
   std::map<GgmlType, TypeStat> types;
   std::map<int, LayerInfo> layers;
@@ -247,9 +256,9 @@ ModelInfo summarize_model(const io::GgufFile& f) {
       L.n_expert = static_cast<uint32_t>(n_expert);
       L.expert_bytes += t.n_bytes;
       ExpertSliceInfo* slice = rest == "ffn_gate_exps.weight"   ? &L.gate
-                           : rest == "ffn_up_exps.weight"   ? &L.up
-                           : rest == "ffn_down_exps.weight" ? &L.down
-                                                            : nullptr;
+                               : rest == "ffn_up_exps.weight"   ? &L.up
+                               : rest == "ffn_down_exps.weight" ? &L.down
+                                                                : nullptr;
       if (slice) {
         slice->present = true;
         slice->type = t.type;
@@ -260,8 +269,8 @@ ModelInfo summarize_model(const io::GgufFile& f) {
       per_expert_max[layer_index] = std::max(per_expert_max[layer_index], *e);
       L.expert_bytes += t.n_bytes;
       ExpertSliceInfo* slice = starts_with(rest, "ffn_gate.") ? &L.gate
-                           : starts_with(rest, "ffn_up.") ? &L.up
-                                                          : &L.down;
+                               : starts_with(rest, "ffn_up.") ? &L.up
+                                                              : &L.down;
       slice->present = true;
       slice->type = t.type;
       slice->bytes = t.n_bytes;
@@ -316,6 +325,12 @@ std::string format_model_info(const ModelInfo& m) {
     for (const auto& [k, v] : m.hparams) add_line(s, "  {:<36} {}", k, v.to_display(16));
     add_line(s, "  {:<36} {}", "rope type (by architecture)", m.rope_type);
     if (m.head_dim) add_line(s, "  {:<36} {}", "head dim", *m.head_dim);
+  }
+  if (!m.engine_error.empty()) {
+    add_line(s, "engine       not runnable: {}", m.engine_error);
+  } else if (!m.engine_summary.empty()) {
+    add_line(s, "engine       {}", m.engine_summary);
+    for (const auto& [k, v] : m.arch_details) add_line(s, "  {:<36} {}", k, v);
   }
   const TokenizerInfo& t = m.tokenizer;
   if (t.present) {
@@ -379,6 +394,12 @@ nlohmann::ordered_json model_info_json(const ModelInfo& m) {
   j["hparams"] = hp;
   j["rope_type"] = m.rope_type;
   j["head_dim"] = m.head_dim ? J(*m.head_dim) : J(nullptr);
+  J details = J::object();
+  for (const auto& [k, v] : m.arch_details) details[k] = v;
+  j["engine"] = {{"supported", m.engine_error.empty()},
+                 {"summary", m.engine_summary},
+                 {"error", m.engine_error},
+                 {"details", details}};
   const TokenizerInfo& t = m.tokenizer;
   auto opt = [](const auto& o) { return o ? J(*o) : J(nullptr); };
   if (t.present) {

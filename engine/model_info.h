@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "io/ggml_type.h"
@@ -51,7 +52,7 @@ struct LayerInfo {
   int index = 0;
   LayerKind kind = LayerKind::kNoFfn;
   uint32_t n_expert = 0;             // routed experts (0 for a dense layer)
-  ExpertSliceInfo gate, up, down;        // the .weight slices
+  ExpertSliceInfo gate, up, down;    // the .weight slices
   uint64_t bytes_per_expert = 0;     // every *_exps tensor's per-expert share (weights + biases)
   uint64_t expert_bytes = 0;         // routed expert bytes of the layer
   uint64_t shared_expert_bytes = 0;  // ffn_*_shexp (counted as dense)
@@ -89,6 +90,14 @@ struct ModelInfo {
   uint64_t shared_expert_bytes = 0;  // part of dense_bytes
   uint32_t max_n_expert = 0;
   uint64_t max_bytes_per_expert = 0;
+
+  // How strata runs the model, from engine::load_model_config (metadata only): one summary line
+  // and the architecture-specific hyperparameters (gating, groups, shared experts, MLA ranks,
+  // sliding window, RoPE scaling, ...). Empty with engine_error set when the engine would refuse
+  // the file (the error's one line).
+  std::string engine_summary;
+  std::vector<std::pair<std::string, std::string>> arch_details;
+  std::string engine_error;
 
   const io::GgufValue* hparam(std::string_view key) const;  // without the "<arch>." prefix
 };

@@ -19,6 +19,7 @@
 
 #include "engine/forward.h"
 #include "engine/model.h"
+#include "engine/model_info.h"
 #include "engine/names.h"
 #include "io/check.h"
 #include "io/gguf.h"
@@ -290,6 +291,39 @@ TEST(ArchConfig, DeepseekYarnKeysResolveAndRun) {
   }
   // And the unscaled file's logits differ (the keys are not ignored).
   EXPECT_FALSE(logits == stream_logits(Model::load(src.string()), ids));
+}
+
+// `strata inspect` shows how the engine runs each architecture: its specific hyperparameters.
+TEST(ArchConfig, InspectShowsArchitectureDetails) {
+  const std::pair<const char*, std::vector<std::string>> expect[] = {
+      {"tiny-deepseek2",
+       {"kv_lora_rank", "head dim q/k (nope + rope)", "expert groups", "shared experts",
+        "leading dense layers", "gating"}},
+      {"tiny-glm4moe", {"q/k norm", "shared experts", "leading dense layers", "gating"}},
+      {"tiny-olmoe", {"q/k norm", "weights"}},
+      {"tiny-gpt-oss", {"attention sinks", "sliding window", "expert activation", "gating"}},
+  };
+  for (const auto& [model, keys] : expect) {
+    const fs::path p = fixture(model, "Q4_0");
+    if (!fs::exists(p)) GTEST_SKIP() << "fixture missing: " << p;
+    const ModelInfo info = inspect_model(p.string());
+    EXPECT_TRUE(info.engine_error.empty()) << info.engine_error;
+    const std::string text = format_model_info(info);
+    const auto j = model_info_json(info);
+    EXPECT_TRUE(j["engine"]["supported"].get<bool>());
+    for (const std::string& k : keys) {
+      EXPECT_NE(text.find(k), std::string::npos) << model << ": no '" << k << "' in\n" << text;
+      EXPECT_TRUE(j["engine"]["details"].contains(k)) << model << ": " << k;
+    }
+  }
+  const ModelInfo ds = inspect_model(fixture("tiny-deepseek2", "Q4_0").string());
+  const std::string text = format_model_info(ds);
+  EXPECT_NE(text.find("MLA (absorbed; cache holds [c ; k_pe])"), std::string::npos) << text;
+  EXPECT_NE(text.find("2 of 4 kept"), std::string::npos) << text;
+  EXPECT_NE(text.find("kv cache floats/token/layer          80"), std::string::npos) << text;
+  const ModelInfo oss = inspect_model(fixture("tiny-gpt-oss", "MXFP4").string());
+  EXPECT_NE(format_model_info(oss).find("16 (layers SFSF"), std::string::npos)
+      << format_model_info(oss);
 }
 
 }  // namespace
