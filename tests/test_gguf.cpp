@@ -21,7 +21,7 @@ std::vector<std::byte> read_file(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   std::vector<char> c((std::istreambuf_iterator<char>(in)), {});
   std::vector<std::byte> b(c.size());
-  std::memcpy(b.data(), c.data(), c.size());
+  if (!c.empty()) std::memcpy(b.data(), c.data(), c.size());
   return b;
 }
 
