@@ -144,6 +144,8 @@ TierOptions tier_options(const Knobs& knobs) {
   TierOptions o;
   if (const auto gb = knobs.float_opt("RAM_GB"))
     o.ram_bytes = static_cast<uint64_t>(std::llround(*gb * kGiB));
+  if (const auto gb = knobs.float_opt("CACHE_GB"))
+    o.cache_bytes = static_cast<uint64_t>(std::llround(*gb * kGiB));
   const std::string numa = knobs.get_string("NUMA");
   o.numa = numa == "local" ? tiers::NumaMode::kLocal
            : numa == "off" ? tiers::NumaMode::kOff
@@ -205,6 +207,14 @@ ExpertSource::ExpertSource(const Model& model, const TierOptions& opts)
            "headroom, below this model's minimum of {} GiB; free memory or set RAM_GB",
            placement::format_bytes(in.available),
            fmt::format("{:.4f}", static_cast<double>(budget) / kGiB), gib_up(min));
+  }
+  if (opts.cache_bytes) {
+    if (placement::arena_round(*opts.cache_bytes) > budget && budget < all)
+      fail(ErrorKind::kBadValue, "knob CACHE_GB ({}): {} GiB does not fit in RAM_GB ({} GiB)",
+           knob_flag("CACHE_GB"),
+           fmt::format("{:.4f}", static_cast<double>(*opts.cache_bytes) / kGiB),
+           fmt::format("{:.4f}", static_cast<double>(budget) / kGiB));
+    policy.cache_bytes = *opts.cache_bytes;
   }
   placement::Budgets budgets;
   budgets.ram_bytes = budget;

@@ -33,7 +33,8 @@ placement::ExpertSizes expert_sizes(const Model& model);
 
 // The tier knobs and the seams tests use.
 struct TierOptions {
-  std::optional<uint64_t> ram_bytes;  // RAM_GB in bytes; nullopt = auto (auto_ram_budget)
+  std::optional<uint64_t> ram_bytes;    // RAM_GB in bytes; nullopt = auto (auto_ram_budget)
+  std::optional<uint64_t> cache_bytes;  // CACHE_GB in bytes; nullopt = the minimum
   tiers::NumaMode numa = tiers::NumaMode::kInterleave;
   bool direct = true;
   bool uring = true;

@@ -28,6 +28,10 @@ constexpr KnobSpec kKnobs[] = {
      "that do not fit stream from the model file on SSD. Auto: what MemAvailable (and the memory "
      "cgroup limit) leave after the dense weights, the KV cache and headroom, at most every "
      "expert. Below the model's minimum (two layers' top-k in the cache) is an error."},
+    {"CACHE_GB", KnobType::kFloat, "", "GiB", "0..",
+     "Part of RAM_GB given to the LRU cache of SSD-streamed experts instead of fixed RAM homes: "
+     "a bigger cache follows skewed routing without a usage profile, fixed homes are never "
+     "re-read. Auto: the minimum (two layers' top-k experts). Unused when every expert fits."},
     {"NUMA", KnobType::kEnum, "interleave", "", "interleave|local|off",
      "Expert RAM over NUMA nodes: interleave pages over every node, bind each layer's experts to "
      "one node (local, layers alternate), or no policy (off: first touch decides)."},

@@ -225,7 +225,7 @@ uint64_t all_ram_bytes(const ExpertSizes& sizes, const DefaultPolicy& policy) {
     const int arena = policy.ram == RamPlacement::kLocal ? l % std::max(1, policy.n_nodes) : -1;
     per_arena[arena] += static_cast<uint64_t>(sizes.n_expert[l]) * sizes.expert_bytes[l];
   }
-  uint64_t total = arena_round(policy.cache_bytes);
+  uint64_t total = 0;
   for (const auto& [arena, bytes] : per_arena) total += arena_round(bytes);
   return total;
 }
@@ -267,13 +267,12 @@ PlacementPlan default_plan(const ExpertSizes& sizes, const Budgets& budgets,
 
   std::vector<Home> homes(total, Home::ssd());
 
-  // Everything fits without a cache: all experts in RAM.
+  // Everything fits: all experts in RAM, no cache (nothing streams, whatever the policy's cache).
   {
     std::vector<Home> all(total);
     for (const Candidate& c : order) all[layer_begin[c.layer] + c.expert] = home_for(c.layer);
-    const uint64_t cache = policy.cache_bytes;
-    if (ram_used(sizes, all, cache) <= budgets.ram_bytes)
-      return PlacementPlan(sizes, std::move(all), cache, budgets);
+    if (ram_used(sizes, all, 0) <= budgets.ram_bytes)
+      return PlacementPlan(sizes, std::move(all), 0, budgets);
   }
 
   const uint64_t min_cache = static_cast<uint64_t>(min_cache_slots(sizes)) * sizes.slot_bytes;

@@ -107,11 +107,12 @@ enum class RamPlacement {
 struct DefaultPolicy {
   RamPlacement ram = RamPlacement::kInterleave;
   int n_nodes = 1;           // NUMA nodes for kLocal
-  uint64_t cache_bytes = 0;  // RAM cache to keep; 0 = the minimum (min_cache_slots())
+  uint64_t cache_bytes = 0;  // RAM cache to keep when experts stream; below the minimum
+                             // (min_cache_slots()) = the minimum
 };
 
-// RAM an all-RAM plan of this policy needs: each arena's expert bytes and the policy's cache,
-// arena_round()ed.
+// RAM an all-RAM plan of this policy needs: each arena's expert bytes, arena_round()ed (an all-RAM
+// plan has no cache).
 uint64_t all_ram_bytes(const ExpertSizes& sizes, const DefaultPolicy& policy = {});
 
 // The usage-free default: keep the cache, fill RAM up to the budget, the rest on SSD. counts,

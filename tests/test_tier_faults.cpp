@@ -92,6 +92,9 @@ TEST_F(TierFaults, RamGbBelowTheMinimumNamesIt) {
   EXPECT_NE(msg.find("below this model's minimum of " + min_gib), std::string::npos) << msg;
   o.ram_bytes = min;
   EXPECT_EQ(error_of([&] { ExpertSource src(m, o); }), "");
+  o.cache_bytes = 2 * min;
+  EXPECT_NE(error_of([&] { ExpertSource src(m, o); }).find("knob CACHE_GB (--cache-gb)"),
+            std::string::npos);
 
   // Through the CLI: one line, exit code 1, the minimum in GiB.
   write_streams(dir_ / "s.txt", m.config().n_vocab, {5});

@@ -67,14 +67,14 @@ class TierInvariance : public ::testing::Test {
   // Replays the streams with `flags`, expects success, returns the parsed PROF JSON; the dumps
   // land in dir/<tag>/.
   nlohmann::json replay(const fs::path& model, const std::string& tag, const std::string& flags,
-                        const std::string& env = "") {
+                        const std::string& env = "", uint32_t ubatch = kUbatch) {
     const fs::path out = dir_ / tag;
     const fs::path prof = dir_ / (tag + ".json");
     const Result r = run_strata(
         dir_.path(),
         fmt::format(
             "replay -m '{}' --tokens '{}' --ubatch {} --dump-logits '{}' --prof-json '{}' {}",
-            model.string(), (dir_ / "streams.txt").string(), kUbatch, out.string(), prof.string(),
+            model.string(), (dir_ / "streams.txt").string(), ubatch, out.string(), prof.string(),
             flags),
         env);
     EXPECT_EQ(r.rc, 0) << model << " " << flags << ": " << r.err;
@@ -157,6 +157,7 @@ class TierInvariance : public ::testing::Test {
         {"uring0", "-t 2 --uring 0 --ram-gb " + min_gb},
         {"direct0", "-t 2 --direct 0 --ram-gb " + min_gb},
         {"numa_off", "-t 2 --numa off --ram-gb " + min_gb},
+        {"cache", "-t 2 --ram-gb " + ram_gb(half) + " --cache-gb " + ram_gb(half / 2)},
     };
     for (const auto& [tag, flags] : runs) {
       const nlohmann::json j = replay(path, tag, flags);
@@ -167,6 +168,24 @@ class TierInvariance : public ::testing::Test {
       }
       if (std::string(tag) == "direct0") {
         EXPECT_FALSE(j["io"]["direct"].get<bool>());
+      }
+      if (std::string(tag) == "cache") {
+        EXPECT_GE(j["plan"]["cache_bytes"].get<uint64_t>(), half / 2);
+      }
+    }
+    // One token per forward pass (the decode shape) with every expert in the LRU cache, where
+    // tokens reuse cached experts, against the same shape with every expert in RAM.
+    const nlohmann::json u1 = replay(
+        path, "u1_cache", "-t 2 --ram-gb " + ram_gb(half) + " --cache-gb " + ram_gb(half), "", 1);
+    const nlohmann::json u1_all = replay(path, "u1_all", "-t 2 --ram-gb " + ram_gb(all), "", 1);
+    if (!u1.is_null() && !u1_all.is_null()) {
+      EXPECT_EQ(u1["plan"]["experts_ram"].get<int64_t>(), 0);
+      EXPECT_GT(u1["cache"]["hits"].get<uint64_t>(), 0u);
+      EXPECT_GT(u1["cache"]["evictions"].get<uint64_t>(), 0u);
+      for (size_t s = 0; s < streams.ids.size(); ++s) {
+        const std::string name = fmt::format("stream{}.logits.bin", s);
+        EXPECT_EQ(slurp(dir_ / "u1_cache" / name), slurp(dir_ / "u1_all" / name))
+            << path.filename() << " ubatch 1 stream " << s;
       }
     }
     // The knobs also come from the environment.
