@@ -1,5 +1,6 @@
-// Synthetic qwen3moe GGUF generator (see synth.h): presets, the BPE tokenizer learner, the router
-// Monte-Carlo and the direct writers of quantized blocks. Tested by tests/test_synth.cpp.
+// Synthetic MoE GGUF generator, qwen3moe / deepseek2 / gpt-oss (see synth.h): presets, the BPE
+// tokenizer learner, the router Monte-Carlo and the direct writers of quantized blocks. Tested by
+// tests/test_synth.cpp and tests/test_arch_synth.cpp.
 #include "engine/synth.h"
 
 #include <algorithm>
@@ -23,8 +24,6 @@
 namespace strata::engine {
 namespace {
 
-constexpr std::string_view kArch = "qwen3moe";
-
 constexpr SynthPreset kPresets[] = {
     {"tiny", "4 layers, n_embd 256, 16 experts top-4 x 128, vocab 1000 (a few MB, for tests)", 4,
      256, 4, 2, 64, 16, 4, 128, 512, 1000, 2048, 1e6f, 1e-6f, GgmlType::Q4_0, GgmlType::Q4_0,
@@ -37,6 +36,126 @@ constexpr SynthPreset kPresets[] = {
      "vocab 151936 (~17 GB)",
      48, 2048, 32, 4, 128, 128, 8, 768, 6144, 151936, 40960, 1e6f, 1e-6f, GgmlType::Q4_0,
      GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q6_K},
+    // DeepSeek-V3-style routing (sigmoid, groups, scale) on tiny MLA shapes, with YaRN.
+    {.name = "tiny-deepseek2",
+     .doc = "deepseek2 (MLA, V3-style sigmoid routing with groups, shared expert, dense lead, "
+            "YaRN): 4 layers, n_embd 256, 16 experts top-4 x 128, vocab 1000 (tests)",
+     .n_layer = 4,
+     .n_embd = 256,
+     .n_head = 4,
+     .n_head_kv = 1,
+     .head_dim = 48,
+     .n_expert = 16,
+     .n_expert_used = 4,
+     .n_ff_exp = 128,
+     .n_ff = 512,
+     .n_vocab = 1000,
+     .n_ctx = 4096,
+     .rope_freq_base = 10000.0f,
+     .rms_eps = 1e-6f,
+     .expert_type = GgmlType::Q4_0,
+     .attn_type = GgmlType::Q4_0,
+     .embd_type = GgmlType::Q8_0,
+     .output_type = GgmlType::Q6_K,
+     .arch = "deepseek2",
+     .q_lora = 128,
+     .kv_lora = 64,
+     .qk_rope = 16,
+     .v_head = 32,
+     .n_dense_lead = 1,
+     .n_shared = 1,
+     .gating = 2,
+     .weights_norm = true,
+     .weights_scale = 2.5f,
+     .n_groups = 4,
+     .n_groups_used = 2,
+     .yarn_factor = 4.0f,
+     .yarn_orig_ctx = 1024,
+     .yarn_log_mul = 0.1f},
+    // DeepSeek-V2-Lite (config.json of deepseek-ai/DeepSeek-V2-Lite): no q LoRA, softmax routing.
+    {.name = "deepseek-v2-lite",
+     .doc = "DeepSeek-V2-Lite shapes: 27 layers, n_embd 2048, 16 heads, MLA kv_lora 512 "
+            "(128 + 64 / 128), 64 experts top-6 x 1408 + 2 shared, 1 dense lead, vocab 102400, "
+            "YaRN x40 (~9 GB)",
+     .n_layer = 27,
+     .n_embd = 2048,
+     .n_head = 16,
+     .n_head_kv = 1,
+     .head_dim = 192,
+     .n_expert = 64,
+     .n_expert_used = 6,
+     .n_ff_exp = 1408,
+     .n_ff = 10944,
+     .n_vocab = 102400,
+     .n_ctx = 163840,
+     .rope_freq_base = 10000.0f,
+     .rms_eps = 1e-6f,
+     .expert_type = GgmlType::Q4_0,
+     .attn_type = GgmlType::Q4_0,
+     .embd_type = GgmlType::Q8_0,
+     .output_type = GgmlType::Q6_K,
+     .arch = "deepseek2",
+     .q_lora = 0,
+     .kv_lora = 512,
+     .qk_rope = 64,
+     .v_head = 128,
+     .n_dense_lead = 1,
+     .n_shared = 2,
+     .gating = 1,
+     .weights_norm = false,
+     .weights_scale = 1.0f,
+     .yarn_factor = 40.0f,
+     .yarn_orig_ctx = 4096,
+     .yarn_log_mul = 0.0707f},
+    {.name = "tiny-gpt-oss",
+     .doc = "gpt-oss (sinks, sliding window 16, biases, SwiGLU-OAI, MXFP4 experts, YaRN): "
+            "4 layers, n_embd 192, 4/2 heads x 64, 32 experts top-4 x 64, vocab 1000 (tests)",
+     .n_layer = 4,
+     .n_embd = 192,
+     .n_head = 4,
+     .n_head_kv = 2,
+     .head_dim = 64,
+     .n_expert = 32,
+     .n_expert_used = 4,
+     .n_ff_exp = 64,
+     .n_ff = 64,
+     .n_vocab = 1000,
+     .n_ctx = 4096,
+     .rope_freq_base = 150000.0f,
+     .rms_eps = 1e-5f,
+     .expert_type = GgmlType::MXFP4,
+     .attn_type = GgmlType::Q8_0,
+     .embd_type = GgmlType::Q8_0,
+     .output_type = GgmlType::Q8_0,
+     .arch = "gpt-oss",
+     .n_swa = 16,
+     .yarn_factor = 8.0f,
+     .yarn_orig_ctx = 512},
+    // gpt-oss-20b (openai/gpt-oss-20b config.json), MXFP4 experts as OpenAI ships them.
+    {.name = "gpt-oss-20b",
+     .doc = "gpt-oss-20b shapes: 24 layers, n_embd 2880, 64/8 heads x 64, 32 experts top-4 x "
+            "2880 (MXFP4), sliding window 128, vocab 201088, YaRN x32 (~12 GB)",
+     .n_layer = 24,
+     .n_embd = 2880,
+     .n_head = 64,
+     .n_head_kv = 8,
+     .head_dim = 64,
+     .n_expert = 32,
+     .n_expert_used = 4,
+     .n_ff_exp = 2880,
+     .n_ff = 2880,
+     .n_vocab = 201088,
+     .n_ctx = 131072,
+     .rope_freq_base = 150000.0f,
+     .rms_eps = 1e-5f,
+     .expert_type = GgmlType::MXFP4,
+     .attn_type = GgmlType::Q8_0,
+     .embd_type = GgmlType::Q8_0,
+     .output_type = GgmlType::Q8_0,
+     .arch = "gpt-oss",
+     .n_swa = 128,
+     .yarn_factor = 32.0f,
+     .yarn_orig_ctx = 4096},
 };
 
 // ---- counter-based RNG: the n-th output of a splitmix64 stream is mix(key + n * gamma) ----
@@ -156,6 +275,7 @@ inline uint16_t jittered_scale(double base, uint64_t w) {
   return kernels::f32_to_fp16(static_cast<float>(base * (0.75 + 0.5 * to_unit(w))));
 }
 
+constexpr double kMxfp4CodeRms = 5.852349955359813;  // sqrt(mean of {0,1,2,3,4,6,8,12}^2)
 constexpr double kQ4KScaleRms = 5.612486080160912;   // rms of the sub-block scales {4, 5, 6, 7}
 constexpr double kQ6KScaleRms = 11.726039399558575;  // rms of the sub-block scales 8..15
 
@@ -164,6 +284,7 @@ constexpr double kQ6KScaleRms = 11.726039399558575;  // rms of the sub-block sca
 uint64_t words_per_block(GgmlType t, SynthDist d) {
   switch (t) {
     case GgmlType::Q4_0:
+    case GgmlType::MXFP4:
       return 1 + 4;
     case GgmlType::Q8_0:
       return 1 + (d == SynthDist::kGaussian ? 8 : 4);
@@ -228,6 +349,16 @@ void write_block(GgmlType t, SynthDist dist, double sigma, uint64_t key, uint64_
       const double rms = g ? ct.q4_gauss_rms : ct.q4_uniform_rms;
       b->d = jittered_scale(sigma / (rms * kJitterRms), rng_at(key, n));
       q4_bytes(b->qs, sizeof(b->qs), key, n + 1, dist);
+      return;
+    }
+    case GgmlType::MXFP4: {
+      // Uniform 4-bit codes (sign bit + e2m1 magnitude: symmetric, mean 0) under the power-of-two
+      // scale 2^(e - 128) closest to sigma / rms(code values) (always uniform: the format's
+      // nonlinear codes already give it heavy tails).
+      auto* b = reinterpret_cast<kernels::BlockMXFP4*>(dst);
+      const double e = std::round(std::log2(sigma / kMxfp4CodeRms)) + 128;
+      b->e = static_cast<uint8_t>(std::clamp(e, 1.0, 254.0));
+      random_bytes(b->qs, sizeof(b->qs), key, n + 1);
       return;
     }
     case GgmlType::Q8_0: {
@@ -300,6 +431,14 @@ void zero_element(GgmlType t, std::byte* blk, int j) {
     case GgmlType::Q8_0:
       reinterpret_cast<kernels::BlockQ8_0*>(blk)->qs[j] = 0;
       return;
+    case GgmlType::MXFP4: {  // code 0 is +0
+      auto* b = reinterpret_cast<kernels::BlockMXFP4*>(blk);
+      if (j < 16)
+        b->qs[j] = static_cast<uint8_t>(b->qs[j] & 0xF0);
+      else
+        b->qs[j - 16] = static_cast<uint8_t>(b->qs[j - 16] & 0x0F);
+      return;
+    }
     case GgmlType::Q4_K: {
       // Code 8 is zero (write_block's m = 8 sc). Element j: 64-element chunk c, lane l; the first
       // 32 lanes are low nibbles, the next 32 high nibbles of the same 32 bytes.
@@ -789,8 +928,10 @@ uint32_t file_type_of(GgmlType expert_type) {
       return 7;  // LLAMA_FTYPE_MOSTLY_Q8_0
     case GgmlType::Q4_K:
       return 15;  // LLAMA_FTYPE_MOSTLY_Q4_K_M
+    case GgmlType::MXFP4:
+      return 38;  // LLAMA_FTYPE_MOSTLY_MXFP4_MOE
     default:
-      fail(ErrorKind::kUnsupported, "synth: expert type {} (use Q4_0, Q8_0 or Q4_K)",
+      fail(ErrorKind::kUnsupported, "synth: expert type {} (use Q4_0, Q8_0, Q4_K or MXFP4)",
            ggml_type_name(expert_type));
   }
 }
@@ -807,7 +948,11 @@ SynthModel::SynthModel(const SynthOptions& options)
     : opt_(options), expert_type_(options.expert_type.value_or(options.preset.expert_type)) {
   const SynthPreset& p = opt_.preset;
   const uint64_t seed = opt_.seed;
-  STRATA_ASSERT(p.n_embd > kMassiveDim && p.n_embd % 256 == 0, "n_embd {}", p.n_embd);
+  STRATA_ASSERT(p.n_embd > kMassiveDim && p.n_embd % 32 == 0, "n_embd {}", p.n_embd);
+  const std::string arch(p.arch);
+  const bool ds2 = arch == "deepseek2", oss = arch == "gpt-oss";
+  if (!ds2 && !oss && arch != "qwen3moe")
+    fail(ErrorKind::kUnsupported, "synth: architecture '{}' (qwen3moe, deepseek2, gpt-oss)", arch);
   STRATA_ASSERT(p.n_expert_used <= p.n_expert && p.n_expert_used <= 64, "top-{} of {}",
                 p.n_expert_used, p.n_expert);
   const uint32_t file_type = file_type_of(expert_type_);
@@ -866,10 +1011,11 @@ SynthModel::SynthModel(const SynthOptions& options)
                                                  norm, bias, sx, hs.x_massive, r.alpha));
   }
 
-  // Metadata: what llama.cpp's qwen3moe loader reads, the tokenizer, then our own record.
-  auto key = [](Key k) { return key_name(k, kArch); };
+  // Metadata: what llama.cpp's loader for the architecture reads, the tokenizer, then our own
+  // record.
+  auto key = [&](Key k) { return key_name(k, arch); };
   io::GgufWriter& w = writer_;
-  w.set("general.architecture", std::string(kArch));
+  w.set("general.architecture", arch);
   w.set("general.name", fmt::format("strata-synth-{}", p.name));
   w.set("general.description",
         fmt::format("synthetic random-weight MoE (not a trained model): strata synth --preset {} "
@@ -883,14 +1029,45 @@ SynthModel::SynthModel(const SynthOptions& options)
   w.set(key(Key::kEmbeddingLength), p.n_embd);
   w.set(key(Key::kFeedForwardLength), p.n_ff);
   w.set(key(Key::kHeadCount), p.n_head);
-  w.set(key(Key::kHeadCountKv), p.n_head_kv);
-  w.set(key(Key::kKeyLength), p.head_dim);
-  w.set(key(Key::kValueLength), p.head_dim);
+  if (ds2) {
+    // MLA as the current converter writes it: the cache row [c ; k_pe] is one "kv head".
+    w.set(key(Key::kHeadCountKv), uint32_t{1});
+    w.set(key(Key::kKeyLength), p.kv_lora + p.qk_rope);
+    w.set(key(Key::kValueLength), p.kv_lora);
+    w.set(key(Key::kKeyLengthMla), p.head_dim);
+    w.set(key(Key::kValueLengthMla), p.v_head);
+    w.set(key(Key::kRopeDimensionCount), p.qk_rope);
+    if (p.q_lora > 0) w.set(key(Key::kQLoraRank), p.q_lora);
+    w.set(key(Key::kKvLoraRank), p.kv_lora);
+  } else {
+    w.set(key(Key::kHeadCountKv), p.n_head_kv);
+    w.set(key(Key::kKeyLength), p.head_dim);
+    w.set(key(Key::kValueLength), p.head_dim);
+  }
   w.set(key(Key::kRopeFreqBase), p.rope_freq_base);
   w.set(key(Key::kRmsEps), p.rms_eps);
   w.set(key(Key::kExpertCount), p.n_expert);
   w.set(key(Key::kExpertUsedCount), p.n_expert_used);
   w.set(key(Key::kExpertFeedForwardLength), p.n_ff_exp);
+  if (ds2) {
+    w.set(key(Key::kVocabSize), p.n_vocab);
+    w.set(key(Key::kLeadingDenseBlockCount), p.n_dense_lead);
+    w.set(key(Key::kExpertSharedCount), p.n_shared);
+    w.set(key(Key::kExpertWeightsScale), p.weights_scale);
+    w.set(key(Key::kExpertWeightsNorm), p.weights_norm);
+    w.set(key(Key::kExpertGatingFunc), p.gating);
+    if (p.n_groups > 1) {
+      w.set(key(Key::kExpertGroupCount), p.n_groups);
+      w.set(key(Key::kExpertGroupUsedCount), p.n_groups_used);
+    }
+  }
+  if (oss) w.set(key(Key::kSlidingWindow), p.n_swa);
+  if (p.yarn_factor > 1) {
+    w.set(key(Key::kRopeScalingType), "yarn");
+    w.set(key(Key::kRopeScalingFactor), p.yarn_factor);
+    w.set(key(Key::kRopeScalingOrigCtx), p.yarn_orig_ctx);
+    if (p.yarn_log_mul != 0) w.set(key(Key::kRopeScalingYarnLogMul), p.yarn_log_mul);
+  }
   w.set("tokenizer.ggml.model", "gpt2");
   w.set("tokenizer.ggml.pre", "qwen2");
   w.set(key(Key::kTokenizerTokens), io::gguf_string_array(vocab_.tokens));
@@ -930,32 +1107,93 @@ SynthModel::SynthModel(const SynthOptions& options)
   };
   auto in_sigma = [](uint64_t fan_in) { return 1.0 / std::sqrt(double(fan_in)); };
   add(TensorId::kTokenEmbd, -1, p.embd_type, {p.n_embd, p.n_vocab}, Role::kEmbd, 1.0);
+  const GgmlType at = p.attn_type;
+  const GgmlType et = expert_type_;
+  // One FFN stack: a dense FFN / shared expert (n_expert 0: 2-D) or the routed experts (3-D).
+  auto add_ffn = [&](int l, TensorId gate, TensorId up, TensorId down, uint64_t n_ff,
+                     uint64_t n_exp, GgmlType t) {
+    std::vector<uint64_t> in_ne = {p.n_embd, n_ff}, out_ne = {n_ff, p.n_embd};
+    if (n_exp > 0) {
+      in_ne.push_back(n_exp);
+      out_ne.push_back(n_exp);
+    }
+    add(gate, l, fit_type(t, p.n_embd), in_ne, Role::kIn, in_sigma(p.n_embd));
+    add(up, l, fit_type(t, p.n_embd), in_ne, Role::kIn, in_sigma(p.n_embd));
+    add(down, l, fit_type(t, n_ff), out_ne, Role::kResidualOut, in_sigma(n_ff) * resid_scale);
+  };
   for (int l = 0; l < int(p.n_layer); ++l) {
-    const GgmlType at = p.attn_type;
     add(TensorId::kAttnNorm, l, GgmlType::F32, {p.n_embd}, Role::kNorm, 0);
-    add(TensorId::kAttnQ, l, fit_type(at, p.n_embd), {p.n_embd, n_q}, Role::kIn,
-        in_sigma(p.n_embd));
-    add(TensorId::kAttnK, l, fit_type(at, p.n_embd), {p.n_embd, n_kv}, Role::kIn,
-        in_sigma(p.n_embd));
-    add(TensorId::kAttnV, l, fit_type(at, p.n_embd), {p.n_embd, n_kv}, Role::kIn,
-        in_sigma(p.n_embd));
-    add(TensorId::kAttnQNorm, l, GgmlType::F32, {p.head_dim}, Role::kNorm, 0);
-    add(TensorId::kAttnKNorm, l, GgmlType::F32, {p.head_dim}, Role::kNorm, 0);
-    add(TensorId::kAttnOut, l, fit_type(at, n_q), {n_q, p.n_embd}, Role::kResidualOut,
-        in_sigma(n_q) * resid_scale);
-    add(TensorId::kFfnNorm, l, GgmlType::F32, {p.n_embd}, Role::kNorm, 0);
+    if (ds2) {
+      // MLA. attn_q_b / attn_k_b / attn_v_b read LoRA outputs, not the residual stream; their
+      // zeroed massive-dimension column is harmless there.
+      const uint64_t nope = p.head_dim - p.qk_rope;
+      const uint64_t n_q_mla = uint64_t(p.n_head) * p.head_dim;
+      if (p.q_lora > 0) {
+        add(TensorId::kAttnQA, l, fit_type(at, p.n_embd), {p.n_embd, p.q_lora}, Role::kIn,
+            in_sigma(p.n_embd));
+        add(TensorId::kAttnQANorm, l, GgmlType::F32, {p.q_lora}, Role::kNorm, 0);
+        add(TensorId::kAttnQB, l, fit_type(at, p.q_lora), {p.q_lora, n_q_mla}, Role::kIn,
+            in_sigma(p.q_lora));
+      } else {
+        add(TensorId::kAttnQ, l, fit_type(at, p.n_embd), {p.n_embd, n_q_mla}, Role::kIn,
+            in_sigma(p.n_embd));
+      }
+      add(TensorId::kAttnKvAMqa, l, fit_type(at, p.n_embd), {p.n_embd, p.kv_lora + p.qk_rope},
+          Role::kIn, in_sigma(p.n_embd));
+      add(TensorId::kAttnKvANorm, l, GgmlType::F32, {p.kv_lora}, Role::kNorm, 0);
+      add(TensorId::kAttnKB, l, fit_type(at, nope), {nope, p.kv_lora, p.n_head}, Role::kIn,
+          in_sigma(nope));
+      add(TensorId::kAttnVB, l, fit_type(at, p.kv_lora), {p.kv_lora, p.v_head, p.n_head}, Role::kIn,
+          in_sigma(p.kv_lora));
+      const uint64_t n_v = uint64_t(p.n_head) * p.v_head;
+      add(TensorId::kAttnOut, l, fit_type(at, n_v), {n_v, p.n_embd}, Role::kResidualOut,
+          in_sigma(n_v) * resid_scale);
+    } else {
+      add(TensorId::kAttnQ, l, fit_type(at, p.n_embd), {p.n_embd, n_q}, Role::kIn,
+          in_sigma(p.n_embd));
+      add(TensorId::kAttnK, l, fit_type(at, p.n_embd), {p.n_embd, n_kv}, Role::kIn,
+          in_sigma(p.n_embd));
+      add(TensorId::kAttnV, l, fit_type(at, p.n_embd), {p.n_embd, n_kv}, Role::kIn,
+          in_sigma(p.n_embd));
+      if (oss) {
+        add(TensorId::kAttnQBias, l, GgmlType::F32, {n_q}, Role::kZero, 0);
+        add(TensorId::kAttnKBias, l, GgmlType::F32, {n_kv}, Role::kZero, 0);
+        add(TensorId::kAttnVBias, l, GgmlType::F32, {n_kv}, Role::kZero, 0);
+      } else {
+        add(TensorId::kAttnQNorm, l, GgmlType::F32, {p.head_dim}, Role::kNorm, 0);
+        add(TensorId::kAttnKNorm, l, GgmlType::F32, {p.head_dim}, Role::kNorm, 0);
+      }
+      add(TensorId::kAttnOut, l, fit_type(at, n_q), {n_q, p.n_embd}, Role::kResidualOut,
+          in_sigma(n_q) * resid_scale);
+      if (oss) {
+        add(TensorId::kAttnOutBias, l, GgmlType::F32, {p.n_embd}, Role::kZero, 0);
+        add(TensorId::kAttnSinks, l, GgmlType::F32, {p.n_head}, Role::kZero, 0);
+      }
+    }
+    add(oss ? TensorId::kPostAttnNorm : TensorId::kFfnNorm, l, GgmlType::F32, {p.n_embd},
+        Role::kNorm, 0);
+    if (ds2 && uint32_t(l) < p.n_dense_lead) {
+      add_ffn(l, TensorId::kFfnGate, TensorId::kFfnUp, TensorId::kFfnDown, p.n_ff, 0, at);
+      continue;
+    }
     add(TensorId::kFfnGateInp, l, GgmlType::F32, {p.n_embd, p.n_expert}, Role::kRouter, 0);
-    const GgmlType et = expert_type_;
-    add(TensorId::kFfnGateExps, l, fit_type(et, p.n_embd), {p.n_embd, p.n_ff_exp, p.n_expert},
-        Role::kIn, in_sigma(p.n_embd));
-    add(TensorId::kFfnUpExps, l, fit_type(et, p.n_embd), {p.n_embd, p.n_ff_exp, p.n_expert},
-        Role::kIn, in_sigma(p.n_embd));
-    add(TensorId::kFfnDownExps, l, fit_type(et, p.n_ff_exp), {p.n_ff_exp, p.n_embd, p.n_expert},
-        Role::kResidualOut, in_sigma(p.n_ff_exp) * resid_scale);
+    if (oss) add(TensorId::kFfnGateInpBias, l, GgmlType::F32, {p.n_expert}, Role::kZero, 0);
+    if (ds2 && p.gating == 2)
+      add(TensorId::kFfnExpProbsB, l, GgmlType::F32, {p.n_expert}, Role::kZero, 0);
+    add_ffn(l, TensorId::kFfnGateExps, TensorId::kFfnUpExps, TensorId::kFfnDownExps, p.n_ff_exp,
+            p.n_expert, et);
+    if (oss) {
+      add(TensorId::kFfnGateExpsBias, l, GgmlType::F32, {p.n_ff_exp, p.n_expert}, Role::kZero, 0);
+      add(TensorId::kFfnUpExpsBias, l, GgmlType::F32, {p.n_ff_exp, p.n_expert}, Role::kZero, 0);
+      add(TensorId::kFfnDownExpsBias, l, GgmlType::F32, {p.n_embd, p.n_expert}, Role::kZero, 0);
+    }
+    if (ds2 && p.n_shared > 0)
+      add_ffn(l, TensorId::kFfnGateShexp, TensorId::kFfnUpShexp, TensorId::kFfnDownShexp,
+              uint64_t(p.n_ff_exp) * p.n_shared, 0, at);
   }
   add(TensorId::kOutputNorm, -1, GgmlType::F32, {p.n_embd}, Role::kNorm, 0);
-  add(TensorId::kOutput, -1, p.output_type, {p.n_embd, p.n_vocab}, Role::kOutput,
-      in_sigma(p.n_embd));
+  add(TensorId::kOutput, -1, fit_type(p.output_type, p.n_embd), {p.n_embd, p.n_vocab},
+      Role::kOutput, in_sigma(p.n_embd));
   file_bytes_ = w.total_bytes();
 }
 
@@ -970,6 +1208,9 @@ void SynthModel::fill_rows(size_t index, std::span<std::byte> out, uint64_t row_
   const uint64_t blocks_per_row = ne0 / info.block_size;
 
   switch (r.role) {
+    case Role::kZero:  // biases, sinks, selection bias: start neutral
+      std::memset(out.data() + row_begin * row_bytes, 0, (row_end - row_begin) * row_bytes);
+      return;
     case Role::kNorm: {
       auto* v = reinterpret_cast<float*>(out.data());
       for (uint64_t j = 0; j < ne0; ++j)

@@ -1,6 +1,8 @@
-// Synthetic MoE models: a qwen3moe GGUF with random quantized weights, a working byte-level BPE
-// tokenizer and routing skewed like a real model, written deterministically from a seed (the
-// generator behind `strata synth`). Tested by tests/test_synth.cpp.
+// Synthetic MoE models: a qwen3moe, deepseek2 (MLA, shared experts, dense lead layers) or gpt-oss
+// (sinks, sliding window, biases, MXFP4 experts) GGUF with random quantized weights, a working
+// byte-level BPE tokenizer and routing skewed like a real model, written deterministically from a
+// seed (the generator behind `strata synth`). Tested by tests/test_synth.cpp and (the deepseek2 /
+// gpt-oss presets) tests/test_arch_synth.cpp.
 //
 // Routing skew (the fixtures' recipe, ../shared/fixtures/README.md "Routing skew"): every token
 // embedding holds the constant kMassiveValue in dimension kMassiveDim; the matrices writing to the
@@ -48,9 +50,32 @@ struct SynthPreset {
   GgmlType attn_type;    // Q4_0, Q8_0 or Q4_K
   GgmlType embd_type;    // Q8_0, F16 or F32 (holds kMassiveValue exactly)
   GgmlType output_type;  // Q6_K, Q8_0, Q4_0, F16 or F32
+
+  // Architecture (general.architecture) and what only some architectures have. qwen3moe uses
+  // none of these. deepseek2: head_dim is the per-head q/k width qk_nope + qk_rope, n_head_kv is
+  // ignored (MLA has one latent "kv head"), n_ff is the dense lead layers' width. gpt-oss:
+  // n_ff = n_ff_exp, experts usually MXFP4.
+  std::string_view arch = "qwen3moe";
+  uint32_t q_lora = 0;         // deepseek2: query LoRA rank; 0 = plain attn_q (V2-Lite)
+  uint32_t kv_lora = 0;        // deepseek2: compressed KV latent width
+  uint32_t qk_rope = 0;        // deepseek2: decoupled RoPE dims per head
+  uint32_t v_head = 0;         // deepseek2: per-head v width
+  uint32_t n_dense_lead = 0;   // deepseek2: leading dense FFN layers
+  uint32_t n_shared = 0;       // deepseek2: shared experts per MoE layer
+  uint32_t gating = 1;         // deepseek2: llama.cpp expert_gating_func (1 softmax, 2 sigmoid)
+  bool weights_norm = false;   // deepseek2: renormalize the top-k weights
+  float weights_scale = 1.0f;  // deepseek2: routed_scaling_factor
+  uint32_t n_groups = 0;       // deepseek2: expert groups (0/1: none)
+  uint32_t n_groups_used = 0;
+  uint32_t n_swa = 0;          // gpt-oss: sliding window of the even layers
+  float yarn_factor = 0;       // > 1: YaRN RoPE scaling with this factor
+  uint32_t yarn_orig_ctx = 0;  // YaRN original context length
+  float yarn_log_mul = 0;      // deepseek2: rope.scaling.yarn_log_multiplier as written
 };
 
-// tiny (a few MB, tests), demo (~1 GB), qwen3-30b-a3b (the real Qwen3-30B-A3B shapes, ~17 GB).
+// tiny (a few MB, tests), demo (~1 GB), qwen3-30b-a3b (the real Qwen3-30B-A3B shapes, ~17 GB),
+// tiny-deepseek2 / tiny-gpt-oss (tests), deepseek-v2-lite (~9 GB) and gpt-oss-20b (~12 GB) with
+// those models' real shapes.
 std::span<const SynthPreset> synth_presets();
 const SynthPreset* find_synth_preset(std::string_view name);  // nullptr when unknown
 
@@ -64,7 +89,7 @@ struct SynthOptions {
   SynthPreset preset;
   uint64_t seed = 1;
   SynthDist dist = SynthDist::kUniform;
-  std::optional<GgmlType> expert_type;  // overrides preset.expert_type: Q4_0, Q8_0 or Q4_K
+  std::optional<GgmlType> expert_type;  // overrides preset.expert_type: Q4_0, Q8_0, Q4_K, MXFP4
   int n_threads = 0;                    // generation threads; 0 = hardware threads (at most 16)
   std::string corpus_dir = "/usr/share/common-licenses";  // tokenizer training text
 };
@@ -140,7 +165,7 @@ class SynthModel {
   std::vector<std::byte> to_bytes() const;
 
  private:
-  enum class Role { kEmbd, kNorm, kRouter, kIn, kResidualOut, kOutput };
+  enum class Role { kEmbd, kNorm, kRouter, kIn, kResidualOut, kOutput, kZero };
   struct Recipe {
     Role role = Role::kNorm;
     int layer = -1;

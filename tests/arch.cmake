@@ -7,3 +7,4 @@ strata_add_test(test_arch_config LABEL model SOURCES test_arch_config.cpp
                 LIBS strata_engine nlohmann_json::nlohmann_json)
 strata_add_test(test_arch_rope LABEL unit SOURCES test_arch_rope.cpp LIBS strata_engine)
 strata_add_test(test_arch_ops LABEL unit SOURCES test_arch_ops.cpp LIBS strata_engine)
+strata_add_test(test_arch_synth LABEL unit SOURCES test_arch_synth.cpp LIBS strata_engine)

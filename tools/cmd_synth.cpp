@@ -72,8 +72,9 @@ int run_synth(const Options& o) {
   so.dist = *dist;
   if (!o.type.empty()) {
     auto t = ggml_type_from_name(o.type);
-    if (!t || (*t != GgmlType::Q4_0 && *t != GgmlType::Q8_0 && *t != GgmlType::Q4_K))
-      fail(ErrorKind::kBadValue, "synth: --type '{}' (use Q4_0, Q8_0 or Q4_K)", o.type);
+    if (!t || (*t != GgmlType::Q4_0 && *t != GgmlType::Q8_0 && *t != GgmlType::Q4_K &&
+               *t != GgmlType::MXFP4))
+      fail(ErrorKind::kBadValue, "synth: --type '{}' (use Q4_0, Q8_0, Q4_K or MXFP4)", o.type);
     so.expert_type = *t;
   }
 
@@ -145,13 +146,14 @@ void add_synth(CLI::App& app, CommandFn& run) {
   auto* cmd = app.add_subcommand(
       "synth", "Write a synthetic MoE GGUF (qwen3moe, random weights, skewed routing)");
   cmd->footer("Presets:" + preset_list());
-  cmd->add_option("--preset", opt->preset, "Model shape: tiny, demo, qwen3-30b-a3b")->required();
+  cmd->add_option("--preset", opt->preset, "Model shape (see Presets below)")->required();
   cmd->add_option("--out", opt->out, "Output file (default <cache_dir>/<preset>.gguf)");
   cmd->add_option("--seed", opt->seed, "RNG seed: the same seed writes the same bytes")
       ->capture_default_str();
   cmd->add_option("--dist", opt->dist, "Quantized codes: uniform or gaussian (compressible)")
       ->capture_default_str();
-  cmd->add_option("--type", opt->type, "Routed expert type: Q4_0, Q8_0 or Q4_K (default: preset)");
+  cmd->add_option("--type", opt->type,
+                  "Routed expert type: Q4_0, Q8_0, Q4_K or MXFP4 (default: preset)");
   cmd->add_option("--threads", opt->threads, "Generation threads (0 = all hardware threads)")
       ->capture_default_str();
   cmd->add_flag("--force", opt->force, "Overwrite an existing output file");
