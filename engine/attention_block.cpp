@@ -38,8 +38,11 @@ AttentionBlock::AttentionBlock(const ModelConfig& cfg, uint32_t n_ubatch, int n_
     q_a_.resize(nu * cfg.n_lora_q);
     q_abs_.resize(nu * n_head * n_lat);
     v_heads_.resize(nu * n_head * cfg.head_dim_v_mla);
-    widest_in = std::max(
-        {widest_in, cfg.n_lora_q, cfg.n_lora_kv, n_head * cfg.head_dim_v_mla, cfg.head_dim_k_mla});
+    // head_matmul() packs every head's rows of one input: n_head × n_lora_kv floats per token.
+    widest_in = std::max({widest_in, cfg.n_lora_q, n_head * cfg.n_lora_kv,
+                          n_head * cfg.head_dim_v_mla, n_head * cfg.head_dim_k_mla});
+    const uint32_t max_rows = std::max(cfg.n_lora_kv, cfg.head_dim_v_mla);
+    head_items_.reserve(size_t{n_head} * ((max_rows + kHeadRowBlock - 1) / kHeadRowBlock));
   } else {
     q_.resize(nu * cfg.max_n_embd_q());
     k_.resize(nu * cfg.max_n_embd_kv());

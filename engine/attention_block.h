@@ -35,6 +35,13 @@ class AttentionBlock {
   void mla(kernels::ThreadPool& pool, const LayerWeights& l, uint32_t il, uint32_t n, uint32_t pos0,
            const float* x, KvCache& kv, float* out);
   const float* rope_cs(uint32_t il, uint32_t t) const;
+  // y[t, h] = W[h] · x[t, h] for every head h of a 3-D weight (MLA's attn_k_b / attn_v_b), all
+  // heads in one parallel region (a decode step of a 128-head model would otherwise fork 256
+  // times per layer).
+  //   x: rows of w.ne[0] floats at x + t * x_tok + h * x_head;  y: likewise, w.ne[1] floats
+  void head_matmul(kernels::ThreadPool& pool, const WeightView& w, uint32_t n_head, uint32_t n,
+                   const float* x, size_t x_tok, size_t x_head, float* y, size_t y_tok,
+                   size_t y_head);
 
   const ModelConfig& cfg_;
   uint32_t n_ubatch_;
@@ -50,6 +57,11 @@ class AttentionBlock {
   std::vector<float> q_a_;      // [n_ubatch, n_lora_q] the normed query LoRA input
   std::vector<float> q_abs_;    // [n_ubatch, n_head * (n_lora_kv + n_rot)] [W_kb q_nope ; q_pe]
   std::vector<float> v_heads_;  // [n_ubatch, n_head * head_dim_v_mla] W_vb · latent outputs
+  static constexpr uint32_t kHeadRowBlock = 16;  // weight rows per head_matmul work item
+  struct HeadItem {
+    uint32_t head, row_begin, row_end;
+  };
+  std::vector<HeadItem> head_items_;  // capacity planned: n_head × row blocks of the widest
 };
 
 }  // namespace strata::engine

@@ -8,12 +8,54 @@
 // which equals ordinary MHA with k_h = [W_kbᵀ c ; k_pe] and v_h = W_vb c. Each matrix product
 // quantizes its activation rows the way llama.cpp's CPU backend does (per head for W_kb / W_vb).
 // Exercised by tests/test_arch_forward.cpp (tiny-deepseek2 F32 / Q8_0 / Q4_0).
+#include <algorithm>
 #include <cstring>
 
 #include "engine/attention_block.h"
 #include "engine/ops.h"
+#include "io/check.h"
+#include "kernels/gemv.h"
+#include "kernels/quant.h"
 
 namespace strata::engine {
+
+void AttentionBlock::head_matmul(kernels::ThreadPool& pool, const WeightView& w, uint32_t n_head,
+                                 uint32_t n, const float* x, size_t x_tok, size_t x_head, float* y,
+                                 size_t y_tok, size_t y_head) {
+  const int64_t n_cols = w.ne[0];
+  const uint32_t n_rows = uint32_t(w.ne[1]);
+  STRATA_ASSERT(w.ne[2] == n_head, "{}: {} heads, expected {}", w.name, w.ne[2], n_head);
+  // Activation rows in the weight's vec_dot format, head-major: head h's n token rows are
+  // contiguous (the GEMM kernels read them xq_stride apart). The same per-row quantization as a
+  // per-head matmul, so the numbers do not change.
+  const GgmlType vdt = kernels::vec_dot_type(w.type);
+  const size_t xq_stride = ggml_row_bytes(vdt, uint64_t(n_cols));
+  STRATA_ASSERT(size_t{n_head} * n * xq_stride <= xq_.size(), "head_matmul scratch");
+  std::byte* xq = xq_.data();
+  for (uint32_t h = 0; h < n_head; ++h)
+    for (uint32_t t = 0; t < n; ++t)
+      kernels::quantize_activation_row(vdt, x + t * x_tok + h * x_head,
+                                       xq + (size_t{h} * n + t) * xq_stride, n_cols);
+  head_items_.clear();
+  for (uint32_t h = 0; h < n_head; ++h)
+    for (uint32_t r = 0; r < n_rows; r += kHeadRowBlock)
+      head_items_.push_back({h, r, std::min(r + kHeadRowBlock, n_rows)});
+  STRATA_ASSERT(head_items_.size() <= head_items_.capacity());
+  const kernels::GemvKernels k = kernels::gemv_kernels(w.type);
+  pool.parallel_for(int64_t(head_items_.size()), {}, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) {
+      const HeadItem& it = head_items_[i];
+      const MatrixRef m = w.matrix(it.head);
+      const std::byte* xh = xq + size_t{it.head} * n * xq_stride;
+      float* yh = y + it.head * y_head;
+      if (n == 1) {
+        k.gemv(m.data, m.row_bytes, xh, yh, it.row_begin, it.row_end, n_cols);
+      } else {
+        k.gemm(m.data, m.row_bytes, xh, xq_stride, yh, y_tok, n, it.row_begin, it.row_end, n_cols);
+      }
+    }
+  });
+}
 
 void AttentionBlock::mla(kernels::ThreadPool& pool, const LayerWeights& l, uint32_t il, uint32_t n,
                          uint32_t pos0, const float* x, KvCache& kv, float* out) {
@@ -59,9 +101,7 @@ void AttentionBlock::mla(kernels::ThreadPool& pool, const LayerWeights& l, uint3
 
   // Absorbed queries per head: [W_kb[h] · q_nope_h ; q_pe_h].
   const size_t abs_stride = size_t{n_head} * n_row;
-  for (uint32_t h = 0; h < n_head; ++h)
-    matmul(pool, l.wk_b.matrix(h), q_.data() + size_t{h} * hd, n_q, n,
-           q_abs_.data() + size_t{h} * n_row, abs_stride, xq_.data());
+  head_matmul(pool, l.wk_b, n_head, n, q_.data(), n_q, hd, q_abs_.data(), abs_stride, n_row);
   for (uint32_t t = 0; t < n; ++t)
     for (uint32_t h = 0; h < n_head; ++h)
       std::memcpy(q_abs_.data() + t * abs_stride + size_t{h} * n_row + n_lat,
@@ -75,9 +115,8 @@ void AttentionBlock::mla(kernels::ThreadPool& pool, const LayerWeights& l, uint3
   // Decompress each head's latent output, then the output projection.
   const size_t lat_stride = size_t{n_head} * n_lat;
   const size_t v_stride = size_t{n_head} * hd_v;
-  for (uint32_t h = 0; h < n_head; ++h)
-    matmul(pool, l.wv_b.matrix(h), attn_.data() + size_t{h} * n_lat, lat_stride, n,
-           v_heads_.data() + size_t{h} * hd_v, v_stride, xq_.data());
+  head_matmul(pool, l.wv_b, n_head, n, attn_.data(), lat_stride, n_lat, v_heads_.data(), v_stride,
+              hd_v);
   matmul(pool, l.wo.matrix(), v_heads_.data(), v_stride, n, out, n_embd, xq_.data());
 }
 

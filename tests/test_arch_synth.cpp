@@ -5,7 +5,10 @@
 // (deepseek-v2-lite, gpt-oss-20b) hold the published models' tensor shapes.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <new>
 #include <vector>
 
 #include "engine/forward.h"
@@ -16,6 +19,21 @@
 
 using namespace strata;
 using namespace strata::engine;
+
+// Counts heap allocations (on every thread) while g_count_allocs is set.
+static std::atomic<bool> g_count_allocs{false};
+static std::atomic<long> g_allocs{0};
+[[gnu::noinline]] void* operator new(size_t n) {
+  if (g_count_allocs.load(std::memory_order_relaxed)) g_allocs.fetch_add(1);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+[[gnu::noinline]] void operator delete(void* p) noexcept {
+  std::free(p);
+}
+[[gnu::noinline]] void operator delete(void* p, size_t) noexcept {
+  std::free(p);
+}
 
 namespace {
 
@@ -122,6 +140,32 @@ TEST(ArchSynth, TinyGptOssRuns) {
   const double rms = std::sqrt(ss / (64.0 * t.ne[0]));
   EXPECT_GT(rms, 0.5 / std::sqrt(double(t.ne[0])));
   EXPECT_LT(rms, 2.0 / std::sqrt(double(t.ne[0])));
+}
+
+// Scratch is planned at construction: prefill and decode of MLA, sliding-window/sink attention,
+// shared experts and biased SwiGLU-OAI experts allocate nothing.
+TEST(ArchSynth, DecodeAndPrefillAllocateNothing) {
+  for (const char* preset : {"tiny-deepseek2", "tiny-gpt-oss"}) {
+    SCOPED_TRACE(preset);
+    const auto bytes = SynthModel(opts(preset)).to_bytes();
+    const Model m = Model::from_file(io::GgufFile::parse(preset, bytes));
+    ForwardOptions fo;
+    fo.n_ctx = 256;
+    fo.n_ubatch = 32;
+    fo.n_threads = 2;
+    Forward f(m, fo);
+    std::vector<int32_t> prompt(40);
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t(i * 13 % 900);
+    f.prefill(prompt);
+    f.decode(7);  // warm-up
+    f.reset();
+    g_allocs = 0;
+    g_count_allocs = true;
+    f.prefill(prompt);
+    for (int32_t t = 0; t < 20; ++t) f.decode(t);
+    g_count_allocs = false;
+    EXPECT_EQ(g_allocs.load(), 0);
+  }
 }
 
 // The real-shape presets (~9-12 GB, not generated here): their tensor tables hold the published
