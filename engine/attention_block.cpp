@@ -30,14 +30,20 @@ AttentionBlock::AttentionBlock(const ModelConfig& cfg, uint32_t n_ubatch, int n_
   uint32_t widest_in = std::max(cfg.n_embd, cfg.max_n_embd_q());
   cs_.resize(nu * cfg.n_rot);
   if (cfg.n_swa > 0) cs_swa_.resize(nu * cfg.n_rot);
-  if (cfg.is_mla()) {
+  if (cfg.has_mla_projections()) {
     const uint32_t n_lat = cfg.n_lora_kv + cfg.n_rot;
+    const uint32_t nope = cfg.head_dim_k_mla - cfg.n_rot;
     q_.resize(nu * n_head * cfg.head_dim_k_mla);
     k_.resize(nu * n_lat);
-    attn_.resize(nu * n_head * cfg.n_lora_kv);
     q_a_.resize(nu * cfg.n_lora_q);
-    q_abs_.resize(nu * n_head * n_lat);
-    v_heads_.resize(nu * n_head * cfg.head_dim_v_mla);
+    if (cfg.is_mla()) {
+      attn_.resize(nu * n_head * cfg.n_lora_kv);
+      q_abs_.resize(nu * n_head * n_lat);
+      v_heads_.resize(nu * n_head * cfg.head_dim_v_mla);
+    } else {
+      attn_.resize(nu * n_head * cfg.head_dim_v_mla);
+      v_.resize(nu * n_head * (nope + cfg.head_dim_v_mla));  // W_kv_b · c: [k_nope | v] per head
+    }
     // head_matmul() packs every head's rows of one input: n_head × n_lora_kv floats per token.
     widest_in = std::max({widest_in, cfg.n_lora_q, n_head * cfg.n_lora_kv,
                           n_head * cfg.head_dim_v_mla, n_head * cfg.head_dim_k_mla});
@@ -74,6 +80,7 @@ void AttentionBlock::run(kernels::ThreadPool& pool, const LayerWeights& l, uint3
       gqa(pool, l, il, n, pos0, x, kv, out);
       return;
     case AttentionKind::kMla:
+    case AttentionKind::kMlaDecompressed:
       mla(pool, l, il, n, pos0, x, kv, out);
       return;
   }

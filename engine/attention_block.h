@@ -34,6 +34,9 @@ class AttentionBlock {
            const float* x, KvCache& kv, float* out);
   void mla(kernels::ThreadPool& pool, const LayerWeights& l, uint32_t il, uint32_t n, uint32_t pos0,
            const float* x, KvCache& kv, float* out);
+  // The rest of mla() for files without attn_k_b / attn_v_b (after the shared projections).
+  void mla_decompressed(kernels::ThreadPool& pool, const LayerWeights& l, uint32_t il, uint32_t n,
+                        uint32_t pos0, KvCache& kv, float* out);
   const float* rope_cs(uint32_t il, uint32_t t) const;
   // y[t, h] = W[h] · x[t, h] for every head h of a 3-D weight (MLA's attn_k_b / attn_v_b), all
   // heads in one parallel region (a decode step of a 128-head model would otherwise fork 256
@@ -51,8 +54,8 @@ class AttentionBlock {
   std::vector<float> cs_swa_;  // [n_ubatch, n_rot] (sliding-window layers), when any
   std::vector<float> q_;       // [n_ubatch, n_head * head_dim_k] (MLA: head_dim_k_mla)
   std::vector<float> k_;       // [n_ubatch, n_head_kv * head_dim_k] (MLA: [c ; k_pe])
-  std::vector<float> v_;       // [n_ubatch, n_head_kv * head_dim_v] (GQA)
-  std::vector<float> attn_;    // [n_ubatch, n_head * head_dim_v] (MLA: the latent outputs)
+  std::vector<float> v_;     // [n_ubatch, n_head_kv * head_dim_v] (GQA; decompressed MLA: kv_b out)
+  std::vector<float> attn_;  // [n_ubatch, n_head * head_dim_v] (MLA: the latent outputs)
   // MLA only.
   std::vector<float> q_a_;      // [n_ubatch, n_lora_q] the normed query LoRA input
   std::vector<float> q_abs_;    // [n_ubatch, n_head * (n_lora_kv + n_rot)] [W_kb q_nope ; q_pe]

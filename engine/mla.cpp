@@ -1,4 +1,5 @@
-// DeepSeek multi-head latent attention in llama.cpp's absorbed form (AttentionBlock::mla).
+// DeepSeek multi-head latent attention in llama.cpp's absorbed form (AttentionBlock::mla), and
+// the decompressed form for files converted before absorption (mla_decompressed).
 // Per layer and token, with c the compressed KV latent (kv_lora_rank floats):
 //   q = W_q_b · RMSNorm(W_q_a x)  (or W_q x)     per head [q_nope | q_pe]
 //   [c | k_pe] = W_kv_a x;  c = RMSNorm(c);  RoPE(q_pe), RoPE(k_pe)
@@ -96,7 +97,11 @@ void AttentionBlock::mla(kernels::ThreadPool& pool, const LayerWeights& l, uint3
     rope_apply(cfg_.rope_type, q + nope, n_head, hd, n_rot, cs);
     rope_apply(cfg_.rope_type, kvr + n_lat, 1, n_rot, n_rot, cs);
     rms_norm(kvr, l.attn_kv_a_norm.f32(), kvr, n_lat, cfg_.norm_eps);
-    std::memcpy(kv.k(il, pos0 + t), kvr, sizeof(float) * n_row);
+    if (cfg_.is_mla()) std::memcpy(kv.k(il, pos0 + t), kvr, sizeof(float) * n_row);
+  }
+  if (!cfg_.is_mla()) {
+    mla_decompressed(pool, l, il, n, pos0, kv, out);
+    return;
   }
 
   // Absorbed queries per head: [W_kb[h] · q_nope_h ; q_pe_h].
@@ -118,6 +123,37 @@ void AttentionBlock::mla(kernels::ThreadPool& pool, const LayerWeights& l, uint3
   head_matmul(pool, l.wv_b, n_head, n, attn_.data(), lat_stride, n_lat, v_heads_.data(), v_stride,
               hd_v);
   matmul(pool, l.wo.matrix(), v_heads_.data(), v_stride, n, out, n_embd, xq_.data());
+}
+
+// Files converted before absorption: K and V of every head are decompressed from c by attn_kv_b
+// and cached per head (n_head_kv = n_head): k_h = [k_nope_h ; k_pe], v_h, ordinary attention with
+// the MLA scale. The same model as the absorbed form; llama.cpp runs such files this way.
+void AttentionBlock::mla_decompressed(kernels::ThreadPool& pool, const LayerWeights& l, uint32_t il,
+                                      uint32_t n, uint32_t pos0, KvCache& kv, float* out) {
+  const uint32_t n_head = cfg_.n_head(il);
+  const uint32_t n_rot = cfg_.n_rot;
+  const uint32_t hd = cfg_.head_dim_k_mla;
+  const uint32_t nope = hd - n_rot;
+  const uint32_t hd_v = cfg_.head_dim_v_mla;
+  const uint32_t n_lat = cfg_.n_lora_kv;
+  const uint32_t n_row = n_lat + n_rot;
+  const size_t kvb_stride = size_t{n_head} * (nope + hd_v);
+  matmul(pool, l.wkv_b.matrix(), k_.data(), n_row, n, v_.data(), kvb_stride, xq_.data());
+  for (uint32_t t = 0; t < n; ++t) {
+    const float* kvb = v_.data() + t * kvb_stride;
+    const float* k_pe = k_.data() + size_t{t} * n_row + n_lat;
+    float* krow = kv.k(il, pos0 + t);
+    float* vrow = kv.v(il, pos0 + t);
+    for (uint32_t h = 0; h < n_head; ++h) {
+      const float* src = kvb + size_t{h} * (nope + hd_v);
+      std::memcpy(krow + size_t{h} * hd, src, sizeof(float) * nope);
+      std::memcpy(krow + size_t{h} * hd + nope, k_pe, sizeof(float) * n_rot);
+      std::memcpy(vrow + size_t{h} * hd_v, src + nope, sizeof(float) * hd_v);
+    }
+  }
+  const AttentionShape shape{n_head, n_head, hd, hd_v, cfg_.kq_scale};
+  attention(pool, shape, kv, il, pos0, n, q_.data(), attn_.data(), scratch_);
+  matmul(pool, l.wo.matrix(), attn_.data(), size_t{n_head} * hd_v, n, out, cfg_.n_embd, xq_.data());
 }
 
 }  // namespace strata::engine

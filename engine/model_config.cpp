@@ -135,9 +135,9 @@ std::string ModelConfig::describe() const {
       "eps {:g}, vocab {}",
       arch_name, n_layer, n_embd, n_head(0), n_head_kv(0), head_dim_k,
       rope_type == RopeType::kNeox ? "neox" : "norm", rope_freq_base, n_rot, norm_eps, n_vocab);
-  if (is_mla())
-    s += fmt::format(", MLA q_lora {} kv_lora {} head {}/{}", n_lora_q, n_lora_kv, head_dim_k_mla,
-                     head_dim_v_mla);
+  if (has_mla_projections())
+    s += fmt::format(", MLA{} q_lora {} kv_lora {} head {}/{}", is_mla() ? "" : " (decompressed)",
+                     n_lora_q, n_lora_kv, head_dim_k_mla, head_dim_v_mla);
   if (n_expert > 0)
     s += fmt::format(", {} experts top-{} x {}", n_expert, n_expert_used, n_ff_exp);
   else
@@ -155,8 +155,10 @@ std::string ModelConfig::describe() const {
 std::vector<std::pair<std::string, std::string>> ModelConfig::arch_details() const {
   std::vector<std::pair<std::string, std::string>> d;
   auto add = [&](std::string k, std::string v) { d.emplace_back(std::move(k), std::move(v)); };
-  add("attention", is_mla() ? "MLA (absorbed; cache holds [c ; k_pe])" : "GQA");
-  if (is_mla()) {
+  add("attention", is_mla()                ? "MLA (absorbed; cache holds [c ; k_pe])"
+                   : has_mla_projections() ? "MLA (decompressed by attn_kv_b; cache holds K/V)"
+                                           : "GQA");
+  if (has_mla_projections()) {
     add("q_lora_rank", n_lora_q ? std::to_string(n_lora_q) : "0 (plain attn_q)");
     add("kv_lora_rank", std::to_string(n_lora_kv));
     add("head dim q/k (nope + rope)",
@@ -317,24 +319,32 @@ ModelConfig load_model_config(const io::GgufFile& file) {
       c.rope_type = RopeType::kNorm;
       c.n_lora_q = kr.u32_or(Key::kQLoraRank, 0);
       c.n_lora_kv = kr.u32(Key::kKvLoraRank);
-      if (!kr.has(Key::kKeyLengthMla))
-        fail(ErrorKind::kUnsupported,
-             "{}: {} is missing: a DeepSeek file from before MLA absorption (attn_kv_b); "
-             "re-convert it with a current convert_hf_to_gguf.py (attn_k_b / attn_v_b)",
-             file.path(), kr.name(Key::kKeyLengthMla));
-      c.head_dim_k_mla = kr.u32(Key::kKeyLengthMla);
-      c.head_dim_v_mla = kr.u32(Key::kValueLengthMla);
+      if (kr.has(Key::kKeyLengthMla)) {
+        c.head_dim_k_mla = kr.u32(Key::kKeyLengthMla);
+        c.head_dim_v_mla = kr.u32(Key::kValueLengthMla);
+        require(c.head_dim_k == c.n_lora_kv + c.n_rot && c.head_dim_v == c.n_lora_kv, file,
+                fmt::format("MLA cache widths key_length {} / value_length {} must be "
+                            "kv_lora_rank + rope dims ({}) / kv_lora_rank ({})",
+                            c.head_dim_k, c.head_dim_v, c.n_lora_kv + c.n_rot, c.n_lora_kv));
+        for (uint32_t il = 0; il < c.n_layer; ++il)
+          require(c.n_head_kv_arr[il] == 1, file,
+                  fmt::format("layer {}: MLA needs head_count_kv 1, the file says {}", il,
+                              c.n_head_kv_arr[il]));
+      } else {
+        // Converted before absorption: key/value_length are the per-head widths and every head
+        // has its own K and V (llama.cpp reads these files the same way).
+        c.attention = AttentionKind::kMlaDecompressed;
+        c.head_dim_k_mla = c.head_dim_k;
+        c.head_dim_v_mla = c.head_dim_v;
+        for (uint32_t il = 0; il < c.n_layer; ++il)
+          require(c.n_head_kv_arr[il] == c.n_head_arr[il], file,
+                  fmt::format("layer {}: decompressed MLA needs head_count_kv = head_count {}, "
+                              "the file says {}",
+                              il, c.n_head_arr[il], c.n_head_kv_arr[il]));
+      }
       require(c.n_rot > 0 && c.n_rot < c.head_dim_k_mla, file,
-              fmt::format("rope.dimension_count {} must be in 1..{} (key_length_mla)", c.n_rot,
-                          c.head_dim_k_mla - 1));
-      require(c.head_dim_k == c.n_lora_kv + c.n_rot && c.head_dim_v == c.n_lora_kv, file,
-              fmt::format("MLA cache widths key_length {} / value_length {} must be "
-                          "kv_lora_rank + rope dims ({}) / kv_lora_rank ({})",
-                          c.head_dim_k, c.head_dim_v, c.n_lora_kv + c.n_rot, c.n_lora_kv));
-      for (uint32_t il = 0; il < c.n_layer; ++il)
-        require(c.n_head_kv_arr[il] == 1, file,
-                fmt::format("layer {}: MLA needs head_count_kv 1, the file says {}", il,
-                            c.n_head_kv_arr[il]));
+              fmt::format("rope.dimension_count {} must be in 1..{} (the per-head q/k width)",
+                          c.n_rot, c.head_dim_k_mla - 1));
       c.n_expert = kr.u32(Key::kExpertCount);
       c.n_expert_used = kr.u32(Key::kExpertUsedCount);
       c.n_ff_exp = kr.u32(Key::kExpertFeedForwardLength);
@@ -411,8 +421,9 @@ ModelConfig load_model_config(const io::GgufFile& file) {
                         c.arch == Arch::kDeepseek2);
   c.rope_swa = resolve_rope(c.n_rot, c.rope_freq_base_swa, c.n_ctx_train, c.rope_scaling,
                             c.arch == Arch::kDeepseek2);
-  c.kq_scale = c.is_mla() ? mla_kq_scale(c.rope, c.rope_scaling.yarn_log_mul, c.head_dim_k_mla)
-                          : 1.0f / std::sqrt(static_cast<float>(c.head_dim_k));
+  c.kq_scale = c.has_mla_projections()
+                   ? mla_kq_scale(c.rope, c.rope_scaling.yarn_log_mul, c.head_dim_k_mla)
+                   : 1.0f / std::sqrt(static_cast<float>(c.head_dim_k));
 
   require(c.n_layer_dense_lead <= c.n_layer, file,
           fmt::format("leading_dense_block_count {} > block_count {}", c.n_layer_dense_lead,

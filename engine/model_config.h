@@ -39,6 +39,9 @@ enum class FfnActivation {
 enum class AttentionKind {
   kGqa,  // grouped-query attention over per-head K and V
   kMla,  // DeepSeek multi-head latent attention, absorbed form: the cache holds [c ; k_pe]
+  // The same weights as converted before absorption (attn_kv_b, no key_length_mla): the latent is
+  // decompressed into per-head K and V, which the cache holds (llama.cpp's non-MLA path).
+  kMlaDecompressed,
 };
 
 struct ModelConfig {
@@ -105,6 +108,8 @@ struct ModelConfig {
   bool is_swa(uint32_t il) const { return is_swa_arr[il] != 0; }
   const RopeParams& layer_rope(uint32_t il) const { return is_swa(il) ? rope_swa : rope; }
   bool is_mla() const { return attention == AttentionKind::kMla; }
+  // Either MLA form: q / kv LoRA projections, decoupled RoPE, the *_mla head widths.
+  bool has_mla_projections() const { return attention != AttentionKind::kGqa; }
   bool has_shared_experts(uint32_t il) const { return is_moe(il) && n_ff_shexp > 0; }
   uint32_t n_embd_q(uint32_t il) const { return n_head(il) * head_dim_k; }
   uint32_t n_embd_k_gqa(uint32_t il) const { return n_head_kv(il) * head_dim_k; }

@@ -163,8 +163,14 @@ void bind_mla(const Binder& b, const ModelConfig& cfg, LayerWeights& l, uint32_t
   }
   l.wkv_a_mqa = b.bind(TensorId::kAttnKvAMqa, i, {n_embd, cfg.n_lora_kv + cfg.n_rot}, Use::kMatmul);
   l.attn_kv_a_norm = b.bind(TensorId::kAttnKvANorm, i, {cfg.n_lora_kv}, Use::kVector);
-  l.wk_b = b.bind(TensorId::kAttnKB, i, {nope, cfg.n_lora_kv, n_head}, Use::kMatmul);
-  l.wv_b = b.bind(TensorId::kAttnVB, i, {cfg.n_lora_kv, cfg.head_dim_v_mla, n_head}, Use::kMatmul);
+  if (cfg.is_mla()) {
+    l.wk_b = b.bind(TensorId::kAttnKB, i, {nope, cfg.n_lora_kv, n_head}, Use::kMatmul);
+    l.wv_b =
+        b.bind(TensorId::kAttnVB, i, {cfg.n_lora_kv, cfg.head_dim_v_mla, n_head}, Use::kMatmul);
+  } else {
+    l.wkv_b = b.bind(TensorId::kAttnKvB, i, {cfg.n_lora_kv, n_head * (nope + cfg.head_dim_v_mla)},
+                     Use::kMatmul);
+  }
   l.wo = b.bind(TensorId::kAttnOut, i, {n_head * cfg.head_dim_v_mla, n_embd}, Use::kMatmul);
 }
 
@@ -190,7 +196,7 @@ ModelWeights bind_weights(const io::GgufFile& file, const ModelConfig& cfg) {
     LayerWeights& l = m.layers[il];
     const int i = static_cast<int>(il);
     l.attn_norm = b.bind(TensorId::kAttnNorm, i, {n_embd}, Use::kVector);
-    if (cfg.is_mla()) {
+    if (cfg.has_mla_projections()) {
       bind_mla(b, cfg, l, il);
     } else {
       bind_gqa(b, cfg, l, il);

@@ -108,6 +108,7 @@ struct LayerWeights {
   WeightView attn_kv_a_norm;  // [n_lora_kv]
   WeightView wk_b;            // {qk_nope, n_lora_kv, n_head}: per head, nope → latent
   WeightView wv_b;            // {n_lora_kv, head_dim_v_mla, n_head}: per head, latent → v
+  WeightView wkv_b;           // decompressed form: {n_lora_kv, n_head * (qk_nope + head_dim_v_mla)}
   WeightView ffn_norm;        // [n_embd] (post_attention_norm in glm4moe / gpt-oss files)
   WeightView ffn_gate_inp;    // router {n_embd, n_expert}; absent for a dense FFN
   WeightView ffn_gate_inp_b;  // optional router bias [n_expert] (gpt-oss)

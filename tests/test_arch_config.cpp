@@ -1,6 +1,6 @@
 // Config and weight binding of the second-batch architectures: the fixtures read as MODEL.json
 // describes them; a glm4moe file with a trailing MTP (nextn) layer loads without running it and
-// computes the same logits; DeepSeek files from before MLA absorption are refused by name; YaRN
+// computes the same logits; DeepSeek files from before MLA absorption run decompressed; YaRN
 // keys resolve (and run) as the published DeepSeek / gpt-oss configs ask; dense layers and shared
 // experts stay out of the routed (tiered) stacks.
 #include <fmt/format.h>
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "engine/forward.h"
+#include "engine/logit_dump.h"
 #include "engine/model.h"
 #include "engine/model_info.h"
 #include "engine/names.h"
@@ -58,7 +59,8 @@ struct Rewrite {
     std::string name;
     GgmlType type;
     std::vector<uint64_t> ne;
-    std::string copy_of;  // "" = zeros
+    std::string copy_of;  // "" = zeros (or fill)
+    std::function<void(std::span<std::byte>)> fill = {};
   };
   std::vector<Extra> extra;
 };
@@ -72,18 +74,23 @@ fs::path rewrite(const fs::path& src, const Rewrite& r, const fs::path& dst) {
   }
   for (const auto& [k, v] : r.set) w.set(k, v);
   std::vector<const io::GgufTensorInfo*> sources;
+  std::vector<const Rewrite::Extra*> extras;
   for (const io::GgufTensorInfo& t : in.tensors()) {
     if (std::find(r.drop_tensors.begin(), r.drop_tensors.end(), t.name) != r.drop_tensors.end())
       continue;
     w.add_tensor(t.name, t.type, std::vector<uint64_t>(t.ne.begin(), t.ne.begin() + t.n_dims));
     sources.push_back(&t);
+    extras.push_back(nullptr);
   }
   for (const Rewrite::Extra& e : r.extra) {
     w.add_tensor(e.name, e.type, e.ne);
     sources.push_back(e.copy_of.empty() ? nullptr : in.find_tensor(e.copy_of));
+    extras.push_back(&e);
   }
   w.write(dst.string(), [&](size_t i, std::span<std::byte> out) {
-    if (sources[i]) {
+    if (extras[i] && extras[i]->fill) {
+      extras[i]->fill(out);
+    } else if (sources[i]) {
       std::memcpy(out.data(), in.tensor_data(*sources[i]), out.size());
     } else {
       std::memset(out.data(), 0, out.size());
@@ -230,31 +237,80 @@ TEST(ArchConfig, Glm4moeSkipsTheMtpLayer) {
   }
 }
 
-// DeepSeek GGUFs converted before MLA absorption (attn_kv_b, no key_length_mla) are refused with
-// a message naming the key, not misread.
-TEST(ArchConfig, LegacyDeepseekIsRefusedByName) {
-  const fs::path src = fixture("tiny-deepseek2", "Q4_0");
+// DeepSeek GGUFs converted before MLA absorption (attn_kv_b, no key_length_mla, per-head K/V)
+// run in the decompressed form. The tiny-deepseek2 F32 weights rewritten that way (attn_kv_b =
+// per head [W_kbᵀ ; W_vb]) are the same model, so they must still match llama.cpp's references
+// for the absorbed file to the F32 tolerance, and the absorbed logits to float rounding.
+TEST(ArchConfig, LegacyDeepseekRunsDecompressed) {
+  const fs::path src = fixture("tiny-deepseek2", "F32");
   REQUIRE_FIXTURE(src);
   TmpDir tmp;
+  const io::GgufFile in = io::GgufFile::open(src.string());
+  constexpr uint32_t kHeads = 4, kNope = 32, kLat = 64, kV = 32;
   Rewrite r;
   r.drop_keys = {"deepseek2.attention.key_length_mla", "deepseek2.attention.value_length_mla"};
-  try {
-    Model::load(rewrite(src, r, tmp / "legacy.gguf").string());
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
-    EXPECT_NE(std::string(e.what()).find("deepseek2.attention.key_length_mla"), std::string::npos)
-        << e.what();
+  r.set["deepseek2.attention.key_length"] = uint32_t{48};
+  r.set["deepseek2.attention.value_length"] = uint32_t{32};
+  r.set["deepseek2.attention.head_count_kv"] = kHeads;
+  for (int il = 0; il < 4; ++il) {
+    const std::string kb = fmt::format("blk.{}.attn_k_b.weight", il);
+    const std::string vb = fmt::format("blk.{}.attn_v_b.weight", il);
+    r.drop_tensors.push_back(kb);
+    r.drop_tensors.push_back(vb);
+    const float* k = reinterpret_cast<const float*>(in.tensor_data(*in.find_tensor(kb)));
+    const float* v = reinterpret_cast<const float*>(in.tensor_data(*in.find_tensor(vb)));
+    r.extra.push_back({fmt::format("blk.{}.attn_kv_b.weight", il),
+                       GgmlType::F32,
+                       {kLat, kHeads * (kNope + kV)},
+                       "",
+                       [k, v](std::span<std::byte> out) {
+                         auto* o = reinterpret_cast<float*>(out.data());
+                         for (uint32_t h = 0; h < kHeads; ++h)
+                           for (uint32_t j = 0; j < kNope + kV; ++j)
+                             for (uint32_t c = 0; c < kLat; ++c)
+                               o[(h * (kNope + kV) + j) * kLat + c] =
+                                   j < kNope ? k[(h * kLat + c) * kNope + j]
+                                             : v[(h * kV + (j - kNope)) * kLat + c];
+                       }});
   }
-  // A missing MLA tensor is named too.
-  Rewrite t;
-  t.drop_tensors = {"blk.2.attn_k_b.weight"};
+  const Model legacy = Model::load(rewrite(src, r, tmp / "legacy.gguf").string());
+  EXPECT_EQ(legacy.config().attention, AttentionKind::kMlaDecompressed);
+  EXPECT_EQ(legacy.config().kv_k_width(0), kHeads * 48);
+  EXPECT_EQ(legacy.config().kv_v_width(0), kHeads * kV);
+  EXPECT_FLOAT_EQ(legacy.config().kq_scale, 1.0f / std::sqrt(48.0f));
+  const auto ids = stream0("tiny-deepseek2", "F32");
+  const std::vector<float> got = stream_logits(legacy, ids);
+  const std::vector<float> absorbed = stream_logits(Model::load(src.string()), ids);
+  const LogitDump ref = read_logit_dump(
+      (kFixtures / "tiny-deepseek2" / "ref" / "F32" / "stream0.logits.bin").string());
+  ASSERT_EQ(ref.logits.size(), got.size());
+  double vs_ref = 0, vs_absorbed = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    vs_ref = std::max(vs_ref, std::fabs(double(got[i]) - ref.logits[i]));
+    vs_absorbed = std::max(vs_absorbed, std::fabs(double(got[i]) - absorbed[i]));
+  }
+  std::printf("  decompressed MLA: max|dlogit| %.3g vs llama.cpp (absorbed file), %.3g vs ours\n",
+              vs_ref, vs_absorbed);
+  EXPECT_LE(vs_ref, 1e-4);
+  EXPECT_LE(vs_absorbed, 1e-4);
+  ForwardOptions o;
+  o.n_ctx = 128;
+  Forward f(legacy, o);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const auto row = f.decode(ids[i]);
+    ASSERT_TRUE(std::equal(row.begin(), row.end(), got.begin() + i * legacy.config().n_vocab))
+        << "decode differs from prefill at " << i;
+  }
+
+  // A legacy file without its attn_kv_b is refused naming the tensor.
+  Rewrite t = r;
+  t.extra.erase(t.extra.begin() + 2);  // blk.2
   try {
-    Model::load(rewrite(src, t, tmp / "no_kb.gguf").string());
+    Model::load(rewrite(src, t, tmp / "no_kvb.gguf").string());
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kNotFound);
-    EXPECT_NE(std::string(e.what()).find("blk.2.attn_k_b.weight"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("blk.2.attn_kv_b.weight"), std::string::npos) << e.what();
   }
 }
 
