@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
+#include <thread>
 
 #include "engine/prof.h"
 #include "engine/sysmem.h"
@@ -146,6 +148,7 @@ TierOptions tier_options(const Knobs& knobs) {
     o.ram_bytes = static_cast<uint64_t>(std::llround(*gb * kGiB));
   if (const auto gb = knobs.float_opt("CACHE_GB"))
     o.cache_bytes = static_cast<uint64_t>(std::llround(*gb * kGiB));
+  o.zstd = knobs.get_string("ZSTD");
   const std::string numa = knobs.get_string("NUMA");
   o.numa = numa == "local" ? tiers::NumaMode::kLocal
            : numa == "off" ? tiers::NumaMode::kOff
@@ -162,14 +165,66 @@ uint64_t auto_ram_budget(const RamBudgetInputs& in, const placement::ExpertSizes
   return std::min(room, placement::all_ram_bytes(sizes));
 }
 
+std::unique_ptr<tiers::Sidecar> choose_sidecar(const Model& model,
+                                               const tiers::ExtentTable& extents,
+                                               const TierOptions& opts) {
+  if (opts.zstd == "0") return nullptr;
+  const bool forced = opts.zstd == "1";
+  const std::string path =
+      opts.sidecar_path.empty() ? model.file().path() + tiers::kSidecarSuffix : opts.sidecar_path;
+  if (!std::filesystem::exists(path)) {
+    if (forced)
+      fail(ErrorKind::kNotFound,
+           "knob ZSTD=1: no expert sidecar {} (write it with `strata pack -m {}`)", path,
+           model.file().path());
+    return nullptr;
+  }
+  std::unique_ptr<tiers::Sidecar> sc;
+  double dec = 0;  // one thread's decompression GB/s, measured on the first frames
+  try {
+    sc = std::make_unique<tiers::Sidecar>(tiers::read_sidecar(path, extents));
+    if (sc->fingerprint !=
+        tiers::model_fingerprint(model.file().path(), model.file().data_offset()))
+      fail(ErrorKind::kBadValue,
+           "{}: the sidecar was packed from another model than {} (fingerprint differs); run "
+           "`strata pack` again",
+           path, model.file().path());
+    dec = tiers::measure_decompress_gbps(*sc, 8);
+  } catch (const Error& e) {
+    if (forced) throw;
+    if (opts.notice) opts.notice(fmt::format("zstd sidecar ignored: {}", e.what()));
+    return nullptr;
+  }
+  const int threads = opts.decompress_threads > 0
+                          ? opts.decompress_threads
+                          : std::clamp(int(std::thread::hardware_concurrency()) / 2, 1, 4);
+  const double ratio = sc->ratio();
+  const double disk = opts.ssd_gbps;
+  // Expert bytes per second either way: the disk alone, or the disk's compressed stream capped by
+  // what the decompression workers keep up with.
+  const double packed = std::min(disk * ratio, dec * threads);
+  const bool pays = packed > disk * 1.05;
+  if (opts.notice)
+    opts.notice(fmt::format(
+        "zstd sidecar {}: ratio {:.3f}; disk {:.2f} GB/s x ratio = {:.2f}, decompression {:.2f} "
+        "GB/s x {} thread(s) = {:.2f} GB/s of experts vs {:.2f} from the model file: {}",
+        path, ratio, disk, disk * ratio, dec, threads, dec * threads, disk,
+        forced ? "used (ZSTD=1)"
+        : pays ? "used"
+               : "not used (ZSTD=1 forces it)"));
+  if (!forced && !pays) return nullptr;
+  return sc;
+}
+
 ExpertSource::ExpertSource(const Model& model) : model_(model) {}
 
 ExpertSource::ExpertSource(const Model& model, const TierOptions& opts)
     : model_(model), prof_(opts.prof), usage_(opts.usage) {
   const ModelConfig& cfg = model.config();
   tiers::ExtentTable extents = expert_extents(model);
+  sidecar_ = choose_sidecar(model, extents, opts);
   const placement::ExpertSizes sizes =
-      tiers::expert_sizes(extents, static_cast<int>(cfg.n_expert_used));
+      tiers::expert_sizes(extents, static_cast<int>(cfg.n_expert_used), sidecar_.get());
   if (opts.resident_dense) {
     const auto t0 = std::chrono::steady_clock::now();
     resident_bytes_ = make_resident(model.file(), extents);
@@ -237,6 +292,10 @@ ExpertSource::ExpertSource(const Model& model, const TierOptions& opts)
   so.queue_depth = opts.queue_depth;
   so.numa = opts.numa;
   so.faults = opts.faults;
+  so.sidecar = sidecar_.get();
+  so.decompress_threads = opts.decompress_threads > 0
+                              ? opts.decompress_threads
+                              : std::clamp(int(std::thread::hardware_concurrency()) / 2, 1, 4);
   tiers::StoreHooks hooks;
   hooks.notice = opts.notice;
   store_ = std::make_unique<tiers::ExpertStore>(model.file().path(), std::move(extents),

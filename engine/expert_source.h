@@ -35,6 +35,13 @@ placement::ExpertSizes expert_sizes(const Model& model);
 struct TierOptions {
   std::optional<uint64_t> ram_bytes;    // RAM_GB in bytes; nullopt = auto (auto_ram_budget)
   std::optional<uint64_t> cache_bytes;  // CACHE_GB in bytes; nullopt = the minimum
+  // ZSTD: "auto" = read SSD experts from the model's sidecar (MODEL.gguf.stz, `strata pack`) when
+  // it matches the model and pays (disk GB/s x ratio and decompression GB/s x threads beat the
+  // disk), "1" = always (a missing or foreign sidecar is an error), "0" = never.
+  std::string zstd = "auto";
+  std::string sidecar_path;    // "" = <model path>.stz
+  double ssd_gbps = 1.0;       // the disk's read rate (machine profile) for the ZSTD decision
+  int decompress_threads = 0;  // 0 = half the hardware threads, at least 1, at most 4
   tiers::NumaMode numa = tiers::NumaMode::kInterleave;
   bool direct = true;
   bool uring = true;
@@ -53,6 +60,12 @@ struct TierOptions {
   // Receives every routed selection (USAGE_SAVE, `strata stats`); may be null. Must outlive this.
   placement::UsageStats* usage = nullptr;
 };
+
+// Whether to read SSD experts from a sidecar (see TierOptions::zstd): the sidecar when it is used,
+// else null; says its decision in one notice line when a sidecar exists.
+std::unique_ptr<tiers::Sidecar> choose_sidecar(const Model& model,
+                                               const tiers::ExtentTable& extents,
+                                               const TierOptions& opts);
 
 // RAM_GB, NUMA, DIRECT, URING from the knob table (RAM_GB GiB -> bytes, rounded to the nearest).
 TierOptions tier_options(const Knobs& knobs);
@@ -93,6 +106,7 @@ class ExpertSource {
   bool tiered() const { return store_ != nullptr; }
   const tiers::ExpertStore* store() const { return store_.get(); }
   const placement::PlacementPlan* plan() const { return store_ ? &store_->plan() : nullptr; }
+  const tiers::Sidecar* sidecar() const { return sidecar_.get(); }  // in use, or null
   uint64_t resident_dense_bytes() const { return resident_bytes_; }
   double resident_dense_seconds() const { return resident_seconds_; }
 
@@ -103,6 +117,7 @@ class ExpertSource {
   void fetch(uint32_t il, std::span<ExpertJob> jobs);
 
   const Model& model_;
+  std::unique_ptr<tiers::Sidecar> sidecar_;  // before store_: the store points into it
   std::unique_ptr<tiers::ExpertStore> store_;
   std::vector<std::vector<ExpertHome>> homes_;  // [n_layer][n_expert]; empty = reference path
   Profiler* prof_ = nullptr;

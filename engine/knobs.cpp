@@ -32,6 +32,11 @@ constexpr KnobSpec kKnobs[] = {
      "Part of RAM_GB given to the LRU cache of SSD-streamed experts instead of fixed RAM homes: "
      "a bigger cache follows skewed routing without a usage profile, fixed homes are never "
      "re-read. Auto: the minimum (two layers' top-k experts). Unused when every expert fits."},
+    {"ZSTD", KnobType::kEnum, "auto", "", "auto|0|1",
+     "Read SSD-streamed experts from the model's zstd sidecar (MODEL.gguf.stz, written by "
+     "`strata pack`; decompressed by I/O-side threads). auto: when the sidecar matches the model "
+     "and pays (disk GB/s x ratio and decompression GB/s beat the disk; disk speed from `strata "
+     "probe`, else 1 GB/s). 1: always (no or a foreign sidecar is an error). 0: never."},
     {"NUMA", KnobType::kEnum, "interleave", "", "interleave|local|off",
      "Expert RAM over NUMA nodes: interleave pages over every node, bind each layer's experts to "
      "one node (local, layers alternate), or no policy (off: first touch decides)."},

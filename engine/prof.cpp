@@ -143,6 +143,9 @@ tiers::StoreCounters Profiler::window_counters() const {
   s.reads -= base_.reads;
   s.io_wait_seconds -= base_.io_wait_seconds;
   s.io_service_seconds -= base_.io_service_seconds;
+  s.frames -= base_.frames;
+  s.frame_raw_bytes -= base_.frame_raw_bytes;
+  s.decompress_seconds -= base_.decompress_seconds;
   return s;
 }
 
@@ -399,7 +402,11 @@ std::string Profiler::json() const {
              {"service_seconds", s.io_service_seconds},
              {"reads", s.reads},
              {"uring", store_ ? store_->uring() : false},
-             {"direct", store_ ? store_->direct() : false}};
+             {"direct", store_ ? store_->direct() : false},
+             {"zstd", store_ ? store_->compressed() : false},
+             {"zstd_frames", s.frames},
+             {"zstd_raw_bytes", s.frame_raw_bytes},
+             {"decompress_seconds", s.decompress_seconds}};
   if (store_) {
     const placement::PlacementPlan& p = store_->plan();
     j["plan"] = {{"ram_budget_bytes", p.budgets().ram_bytes},

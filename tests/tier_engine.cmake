@@ -6,3 +6,6 @@ strata_add_test(test_tier_invariance LABEL tier SOURCES test_tier_invariance.cpp
 add_dependencies(test_tier_invariance strata)
 strata_add_test(test_tier_faults LABEL tier SOURCES test_tier_faults.cpp LIBS strata_engine)
 add_dependencies(test_tier_faults strata)
+strata_add_test(test_tier_zstd LABEL tier SOURCES test_tier_zstd.cpp
+                LIBS strata_engine nlohmann_json::nlohmann_json)
+add_dependencies(test_tier_zstd strata)

@@ -41,14 +41,21 @@ double seconds_since(Clock::time_point t) {
 
 }  // namespace
 
-placement::ExpertSizes expert_sizes(const ExtentTable& extents, int n_expert_used) {
+placement::ExpertSizes expert_sizes(const ExtentTable& extents, int n_expert_used,
+                                    const Sidecar* sidecar) {
   placement::ExpertSizes s;
   s.n_expert_used = n_expert_used;
-  for (const auto& layer : extents) {
+  for (size_t l = 0; l < extents.size(); ++l) {
+    const auto& layer = extents[l];
     uint64_t largest = 0;
-    for (const ExpertExtents& x : layer) {
+    for (size_t e = 0; e < layer.size(); ++e) {
+      const ExpertExtents& x = layer[e];
       largest = std::max(largest, packed_layout(x)[3]);
       s.slot_bytes = std::max(s.slot_bytes, superset_bytes(x));
+      if (sidecar) {
+        const SidecarEntry& f = sidecar->entries[l][e];
+        s.slot_bytes = std::max(s.slot_bytes, align_up(f.raw_bytes, kDirectAlign) + f.read_bytes());
+      }
     }
     s.n_expert.push_back(static_cast<int>(layer.size()));
     s.expert_bytes.push_back(largest);
@@ -71,6 +78,11 @@ ExpertStore::ExpertStore(std::string path, ExtentTable extents, placement::Place
   io.faults = options_.faults;
   io.notice = hooks_.notice;
   reader_ = std::make_unique<IoReader>(path_, io);
+  if (options_.sidecar) {
+    zreader_ = std::make_unique<IoReader>(options_.sidecar->path, io);
+    decomp_ = std::make_unique<Decompressor>(options_.sidecar->path, options_.decompress_threads);
+    zdone_.resize(options_.queue_depth);
+  }
   check_inputs();
 
   const int n_layer = plan_.n_layer();
@@ -89,6 +101,16 @@ ExpertStore::ExpertStore(std::string path, ExtentTable extents, placement::Place
         x.read[i] = aligned_superset(extents_[l][e][i].offset, extents_[l][e][i].bytes);
         x.sub[i] = at;
         at += x.read[i].bytes;
+      }
+      if (options_.sidecar && x.home.kind == HomeKind::kSsd) {
+        // Slot: the slices back to back (as the frame holds them), then the frame as read.
+        x.frame = &options_.sidecar->entries[l][e];
+        uint64_t raw = 0;
+        for (int i = 0; i < 3; ++i) {
+          x.zsub[i] = raw;
+          raw += extents_[l][e][i].bytes;
+        }
+        x.zframe_at = align_up(raw, kDirectAlign);
       }
     }
   }
@@ -129,13 +151,16 @@ ExpertStore::ExpertStore(std::string path, ExtentTable extents, placement::Place
   std::vector<std::span<std::byte>> slots;
   for (int s = 0; s < n_slots; ++s) slots.push_back({cache_->data(s), slot_bytes});
   reader_->register_buffers(slots);
+  if (zreader_) zreader_->register_buffers(slots);
 
   load_ram_homes();
 }
 
 ExpertStore::~ExpertStore() {
-  // Reads in flight land in the cache: the reader waits for them before the memory goes.
+  // Reads and decompressions in flight land in the cache: wait for them before the memory goes.
   reader_.reset();
+  zreader_.reset();
+  decomp_.reset();
 }
 
 void ExpertStore::check_inputs() {
@@ -172,6 +197,13 @@ void ExpertStore::check_inputs() {
     if (need.expert_bytes[l] > have.expert_bytes[l])
       fail_plan(fmt::format("layer {} experts take {} bytes, the plan counted {}", l,
                             need.expert_bytes[l], have.expert_bytes[l]));
+  if (options_.sidecar) {
+    const placement::ExpertSizes z =
+        expert_sizes(extents_, plan_.sizes().n_expert_used, options_.sidecar);
+    if (z.slot_bytes > have.slot_bytes)
+      fail_plan(fmt::format("cache slots need {} bytes for the sidecar's frames, the plan has {}",
+                            z.slot_bytes, have.slot_bytes));
+  }
   if (need.slot_bytes > have.slot_bytes || have.slot_bytes % kDirectAlign != 0)
     fail_plan(fmt::format("cache slots need {} bytes (a multiple of 4 KiB), the plan has {}",
                           need.slot_bytes, have.slot_bytes));
@@ -267,7 +299,7 @@ int ExpertStore::activate(int layer, int expert, bool may_block) {
     const uint64_t evictions = cache_->evictions();
     slot = cache_->begin_fill(k);
     // Slots held only by finished-but-unreaped fills (an unused prefetch) free up when reaped.
-    while (slot == ExpertCache::kNone && may_block && reader_->outstanding() > 0) {
+    while (slot == ExpertCache::kNone && may_block && in_flight() > 0) {
       drain(true);
       slot = cache_->begin_fill(k);
     }
@@ -276,42 +308,96 @@ int ExpertStore::activate(int layer, int expert, bool may_block) {
     counters_.evictions += cache_->evictions() - evictions;
     const Expert& x = experts_[k];
     std::byte* base = cache_->data(slot);
-    pending_reads_[slot] = 3;
-    for (int i = 0; i < 3; ++i)
-      batch_.push_back(
-          {x.read[i].offset, x.read[i].bytes, base + x.sub[i], static_cast<uint64_t>(slot)});
+    if (x.frame) {
+      pending_reads_[slot] = 1;
+      zbatch_.push_back({x.frame->offset, x.frame->read_bytes(), base + x.zframe_at,
+                         static_cast<uint64_t>(slot)});
+    } else {
+      pending_reads_[slot] = 3;
+      for (int i = 0; i < 3; ++i)
+        batch_.push_back(
+            {x.read[i].offset, x.read[i].bytes, base + x.sub[i], static_cast<uint64_t>(slot)});
+    }
   }
   active_[layer].push_back({expert, slot});
   return slot;
 }
 
 void ExpertStore::submit_batch() {
-  if (batch_.empty()) return;
-  if (reader_->outstanding() == 0) busy_since_ = Clock::now();
-  reader_->submit(batch_);
+  if (batch_.empty() && zbatch_.empty()) return;
+  if (in_flight() == 0) busy_since_ = Clock::now();
+  if (!batch_.empty()) reader_->submit(batch_);
+  if (!zbatch_.empty()) zreader_->submit(zbatch_);
   batch_.clear();
+  zbatch_.clear();
+}
+
+size_t ExpertStore::in_flight() const {
+  return reader_->outstanding() + (zreader_ ? zreader_->outstanding() + decomp_->pending() : 0);
+}
+
+void ExpertStore::slot_filled(int slot) {
+  cache_->complete(slot);
+  ++counters_.ssd.loads;
 }
 
 void ExpertStore::drain(bool block) {
-  if (reader_->outstanding() == 0) return;
-  const size_t n = block ? reader_->wait(completions_) : reader_->poll(completions_);
-  for (size_t c = 0; c < n; ++c) {
-    const ReadCompletion& done = completions_[c];
-    const int slot = static_cast<int>(done.tag);
-    ++counters_.reads;
-    counters_.io_service_seconds += done.service_seconds;
-    counters_.ssd.load_bytes += done.bytes;
-    if (--pending_reads_[slot] == 0) {
-      cache_->complete(slot);
-      ++counters_.ssd.loads;
+  if (in_flight() == 0) return;
+  // Reads of the model file (uncompressed SSD homes) and of the sidecar; a landed frame goes to
+  // the decompressor, whose finished jobs complete their slots. Blocking waits on one source:
+  // the readers while reads are outstanding, else the decompressor.
+  const auto reap = [&](IoReader& r, bool wait) {
+    const size_t n = wait ? r.wait(completions_) : r.poll(completions_);
+    for (size_t c = 0; c < n; ++c) {
+      const ReadCompletion& done = completions_[c];
+      const int slot = static_cast<int>(done.tag);
+      ++counters_.reads;
+      counters_.io_service_seconds += done.service_seconds;
+      counters_.ssd.load_bytes += done.bytes;
+      if (--pending_reads_[slot] > 0) continue;
+      const Expert& x = experts_[cache_->key(slot)];
+      if (!x.frame) {
+        slot_filled(slot);
+        continue;
+      }
+      std::byte* base = cache_->data(slot);
+      decomp_->submit({base + x.zframe_at, x.frame->bytes, base, x.frame->raw_bytes,
+                       x.frame->stored_raw, static_cast<uint64_t>(slot), x.frame->offset});
     }
+    return n;
+  };
+  const auto reap_frames = [&](bool wait) {
+    const size_t n = wait ? decomp_->wait(zdone_) : decomp_->poll(zdone_);
+    for (size_t c = 0; c < n; ++c) {
+      const int slot = static_cast<int>(zdone_[c].tag);
+      ++counters_.frames;
+      counters_.frame_raw_bytes += experts_[cache_->key(slot)].frame->raw_bytes;
+      counters_.decompress_seconds += zdone_[c].seconds;
+      slot_filled(slot);
+    }
+    return n;
+  };
+  size_t got = 0;
+  if (reader_->outstanding() > 0) got += reap(*reader_, false);
+  if (zreader_) {
+    if (zreader_->outstanding() > 0) got += reap(*zreader_, false);
+    if (decomp_->pending() > 0) got += reap_frames(false);
   }
-  if (reader_->outstanding() == 0) counters_.ssd.load_seconds += seconds_since(busy_since_);
+  if (block && got == 0) {
+    if (reader_->outstanding() > 0)
+      reap(*reader_, true);
+    else if (zreader_ && zreader_->outstanding() > 0)
+      reap(*zreader_, true);
+    else if (decomp_ && decomp_->pending() > 0)
+      reap_frames(true);
+  }
+  if (in_flight() == 0) counters_.ssd.load_seconds += seconds_since(busy_since_);
 }
 
 void ExpertStore::prepare(int layer, std::span<const int> experts) {
   STRATA_ASSERT(layer >= 0 && layer < plan_.n_layer(), "layer {}", layer);
   batch_.clear();
+  zbatch_.clear();
   drain(false);
   for (int e : experts) {
     STRATA_ASSERT(e >= 0 && e < plan_.n_expert(layer), "layer {} expert {}", layer, e);
@@ -330,7 +416,7 @@ ExpertView ExpertStore::view(int layer, int expert, const std::byte* base) const
   ExpertView v;
   v.home = x.home;
   for (int i = 0; i < 3; ++i) {
-    v.slice[i] = base ? base + x.sub[i] + x.read[i].lead : x.ram[i];
+    v.slice[i] = !base ? x.ram[i] : x.frame ? base + x.zsub[i] : base + x.sub[i] + x.read[i].lead;
     v.bytes[i] = ext[i].bytes;
   }
   return v;
@@ -355,6 +441,7 @@ ExpertView ExpertStore::get(int layer, int expert) {
     if (a.expert == expert) slot = a.slot;
   if (slot == ExpertCache::kNone) {
     batch_.clear();
+    zbatch_.clear();
     slot = activate(layer, expert, /*may_block=*/true);
     if (slot == ExpertCache::kNone)
       fail(ErrorKind::kOutOfMemory,

@@ -17,27 +17,22 @@
 
 #include "placement/plan.h"
 #include "tiers/expert_cache.h"
+#include "tiers/extents.h"
 #include "tiers/io_reader.h"
 #include "tiers/ram_arena.h"
+#include "tiers/sidecar.h"
 
 namespace strata::tiers {
-
-// One slice of a stacked expert tensor: absolute byte range in the model file.
-struct SliceExtent {
-  uint64_t offset = 0;
-  uint64_t bytes = 0;
-};
-enum Slice : int { kGate = 0, kUp = 1, kDown = 2 };
-using ExpertExtents = std::array<SliceExtent, 3>;             // indexed by Slice
-using ExtentTable = std::vector<std::vector<ExpertExtents>>;  // [n_layer][n_expert]
 
 // Home slices are packed at this alignment in RAM arenas (a cache line; SIMD loads never split).
 constexpr uint64_t kSliceAlign = 64;
 
 // What placement needs from the extents: per-layer expert bytes as packed in a RAM arena (the
 // largest expert of the layer) and the cache slot size (the largest expert as read: the sum of its
-// slices' 4 KiB-aligned supersets).
-placement::ExpertSizes expert_sizes(const ExtentTable& extents, int n_expert_used);
+// slices' 4 KiB-aligned supersets; with a sidecar, its raw bytes 4 KiB-aligned plus the frame's
+// read, since a slot holds the frame and the decompressed slices side by side).
+placement::ExpertSizes expert_sizes(const ExtentTable& extents, int n_expert_used,
+                                    const Sidecar* sidecar = nullptr);
 
 // The engine's tier knobs (DIRECT, URING, THREADS, NUMA) and the test-only fault seam.
 struct StoreOptions {
@@ -47,6 +42,11 @@ struct StoreOptions {
   int queue_depth = 32;  // reads in flight
   NumaMode numa = NumaMode::kInterleave;
   IoFaults faults;
+  // The compressed SSD tier: SSD-homed experts are read from this sidecar (checked against the
+  // extents by read_sidecar) and decompressed by decompress_threads workers. RAM homes still load
+  // from the model file. Must outlive the store.
+  const Sidecar* sidecar = nullptr;
+  int decompress_threads = 1;
 };
 
 struct StoreHooks {
@@ -78,6 +78,9 @@ struct StoreCounters {
   uint64_t reads = 0;             // read requests completed (three per expert)
   double io_wait_seconds = 0;     // time get() blocked waiting for reads (felt by compute)
   double io_service_seconds = 0;  // submit -> reaped, summed over reads (overlaps itself)
+  uint64_t frames = 0;            // sidecar frames decompressed
+  uint64_t frame_raw_bytes = 0;   // the expert bytes they held
+  double decompress_seconds = 0;  // worker time spent decompressing (summed over workers)
   double hit_rate() const {
     const uint64_t n = cache_hits + cache_misses;
     return n ? static_cast<double>(cache_hits) / static_cast<double>(n) : 0.0;
@@ -117,6 +120,7 @@ class ExpertStore {
   void reset_counters();
   uint64_t ram_bytes() const;  // arenas + cache as mapped (<= the plan's RAM budget)
   bool uring() const { return reader_->uring(); }
+  bool compressed() const { return zreader_ != nullptr; }
   bool direct() const { return reader_->direct(); }
   bool fixed_buffers() const { return reader_->registered(); }
   const ExpertCache* cache() const { return cache_.get(); }
@@ -128,6 +132,9 @@ class ExpertStore {
     std::array<const std::byte*, 3> ram{};  // RAM homes: packed slices in an arena
     std::array<AlignedRange, 3> read{};     // the reads (SSD homes and RAM loading)
     std::array<uint64_t, 3> sub{};          // where each superset starts inside a slot
+    const SidecarEntry* frame = nullptr;    // compressed SSD home: its sidecar frame
+    std::array<uint64_t, 3> zsub{};         // ... and its slices' offsets in a slot
+    uint64_t zframe_at = 0;                 // where the frame is read to inside a slot
   };
   struct Active {
     int expert;
@@ -141,8 +148,10 @@ class ExpertStore {
   // Returns the slot or ExpertCache::kNone when every slot is pinned (may_block: after waiting
   // for reads in flight that hold slots).
   int activate(int layer, int expert, bool may_block);
-  void submit_batch();     // hands batch_ to the reader in one submit
-  void drain(bool block);  // reaps completions, finishing filled slots
+  void submit_batch();       // hands batch_ (and zbatch_) to the readers in one submit each
+  void drain(bool block);    // reaps completions, finishing filled slots
+  size_t in_flight() const;  // reads outstanding plus frames being decompressed
+  void slot_filled(int slot);
   ExpertView view(int layer, int expert, const std::byte* slot) const;  // slot null: RAM home
 
   std::string path_;
@@ -154,7 +163,11 @@ class ExpertStore {
   std::vector<int64_t> layer_begin_;  // [n_layer + 1]
   std::vector<Expert> experts_;       // [total experts], layer-major
   std::unique_ptr<IoReader> reader_;
-  std::vector<RamArena> arenas_;  // one per RAM node used by the plan
+  std::unique_ptr<IoReader> zreader_;  // the sidecar (compressed SSD tier)
+  std::unique_ptr<Decompressor> decomp_;
+  std::vector<ReadRequest> zbatch_;        // scratch: one prepare's sidecar reads
+  std::vector<Decompressor::Done> zdone_;  // scratch
+  std::vector<RamArena> arenas_;           // one per RAM node used by the plan
   std::unique_ptr<ExpertCache> cache_;
   std::vector<int> pending_reads_;           // [n_slots] reads outstanding per slot
   std::vector<std::vector<Active>> active_;  // [n_layer] slots pinned for the layer

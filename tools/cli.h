@@ -22,5 +22,6 @@ void add_plan(CLI::App& app, CommandFn& run);
 void add_probe(CLI::App& app, CommandFn& run);
 void add_ab(CLI::App& app, CommandFn& run);
 void add_sweep(CLI::App& app, CommandFn& run);
+void add_pack(CLI::App& app, CommandFn& run);
 
 }  // namespace strata::tools

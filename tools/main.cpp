@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   strata::tools::add_probe(app, run);
   strata::tools::add_ab(app, run);
   strata::tools::add_sweep(app, run);
+  strata::tools::add_pack(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <filesystem>
 
+#include "placement/machine_profile.h"
 #include "placement/plan.h"
 
 namespace strata::tools {
@@ -16,6 +18,13 @@ TierSetup make_tier_setup(const engine::Model& model, const engine::Knobs& knobs
   engine::TierOptions opts = engine::tier_options(knobs);
   opts.n_ctx = n_ctx;
   opts.prof = s.prof.get();
+  // The disk's measured speed decides whether a zstd sidecar pays (ZSTD=auto); without a
+  // profile from `strata probe`, the conservative default.
+  const std::string profile =
+      (std::filesystem::path(engine::cache_dir(knobs)) / "machine.json").string();
+  opts.ssd_gbps = std::filesystem::exists(profile)
+                      ? placement::load_machine_profile(profile).ssd_gbps()
+                      : placement::default_machine_profile().ssd_gbps();
   s.usage = apply_placement_knobs(model, knobs, opts);
   opts.on_plan = [](const placement::PlacementPlan& plan) {
     const std::string text = plan.describe();
@@ -26,6 +35,8 @@ TierSetup make_tier_setup(const engine::Model& model, const engine::Knobs& knobs
   std::string header = "knobs: " + knobs.describe() + "\n";
   if (const placement::PlacementPlan* plan = s.experts->plan()) {
     header += plan->describe();
+    if (const tiers::Sidecar* sc = s.experts->sidecar())
+      header += fmt::format("zstd: SSD experts from {} (ratio {:.3f})\n", sc->path, sc->ratio());
     const tiers::TierCounters& ram = s.experts->store()->counters().ram;
     header += fmt::format(
         "load: dense {} resident in {:.2f} s; {} RAM-homed experts ({}) read in {:.2f} s "
