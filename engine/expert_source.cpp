@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "engine/ops.h"
 #include "engine/prof.h"
 #include "engine/sysmem.h"
 #include "io/check.h"
@@ -21,6 +22,10 @@ namespace strata::engine {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+// REPIN hysteresis: a cached SSD expert takes a RAM home only when its decayed decode uses reach
+// kRepinMargin x the incumbent's + kRepinMinScore.
+constexpr double kRepinMargin = 1.5;
+constexpr double kRepinMinScore = 2.0;
 
 ExpertHome engine_home(placement::Home h) {
   switch (h.kind) {
@@ -155,6 +160,10 @@ TierOptions tier_options(const Knobs& knobs) {
                            : tiers::NumaMode::kInterleave;
   o.direct = knobs.get_bool("DIRECT");
   o.uring = knobs.get_bool("URING");
+  o.prefetch = static_cast<int>(knobs.get_int("PREFETCH"));
+  o.repin = static_cast<int>(knobs.get_int("REPIN"));
+  o.repin_half_life = knobs.get_float("REPIN_HALF_LIFE");
+  o.repin_moves = static_cast<int>(knobs.get_int("REPIN_MOVES"));
   return o;
 }
 
@@ -284,6 +293,30 @@ ExpertSource::ExpertSource(const Model& model, const TierOptions& opts)
     max_experts = std::max(max_experts, homes_[l].size());
   }
   ids_.reserve(max_experts);
+  prefetch_ = std::max(0, opts.prefetch);
+  if (prefetch_ > 0) {
+    uint32_t max_n_expert = 1;
+    for (uint32_t l = 0; l < cfg.n_layer; ++l)
+      max_n_expert = std::max(max_n_expert, cfg.layer_n_expert(l));
+    pf_x_.resize(cfg.n_embd);
+    pf_probs_.resize(max_n_expert);
+    pf_topk_.resize(cfg.max_n_expert_used());
+    pf_weights_.resize(cfg.max_n_expert_used());
+  }
+  repin_ = std::max(0, opts.repin);
+  repin_moves_ = std::max(0, opts.repin_moves);
+  layer_begin_.assign(cfg.n_layer + 1, 0);
+  for (uint32_t l = 0; l < cfg.n_layer; ++l) {
+    layer_begin_[l + 1] = layer_begin_[l] + static_cast<int64_t>(homes_[l].size());
+    if (!homes_[l].empty()) last_moe_ = static_cast<int>(l);
+    if (!homes_[l].empty() && first_moe_ < 0) first_moe_ = static_cast<int>(l);
+  }
+  if (repin_ > 0) {
+    repin_decay_ = std::pow(0.5, repin_ / std::max(1e-9, opts.repin_half_life));
+    score_.assign(layer_begin_.back(), 0.0);
+    promote_.reserve(layer_begin_.back());
+    demote_.reserve(layer_begin_.back());
+  }
 
   tiers::StoreOptions so;
   so.direct = opts.direct;
@@ -298,6 +331,7 @@ ExpertSource::ExpertSource(const Model& model, const TierOptions& opts)
                               : std::clamp(int(std::thread::hardware_concurrency()) / 2, 1, 4);
   tiers::StoreHooks hooks;
   hooks.notice = opts.notice;
+  hooks.progress = opts.progress;
   store_ = std::make_unique<tiers::ExpertStore>(model.file().path(), std::move(extents),
                                                 std::move(plan), so, hooks);
 }
@@ -334,18 +368,132 @@ void ExpertSource::record_usage(uint32_t il, const Dispatch& d) {
     usage_->add_tokens(static_cast<uint64_t>(max_token) + 1, one_token);
 }
 
-void ExpertSource::compute(uint32_t il, const ExpertStack& stack, Dispatch& d, ExpertExecutor& cpu,
-                           const float* x, float* y) {
-  const int32_t* row_token = d.row_token.data();
+int ExpertSource::prefetch(uint32_t il, std::span<const int32_t> experts) {
+  if (!store_ || homes_[il].empty()) return 0;
+  static_assert(sizeof(int32_t) == sizeof(int));
+  return store_->prefetch(static_cast<int>(il),
+                          {reinterpret_cast<const int*>(experts.data()), experts.size()});
+}
+
+void ExpertSource::prefetch_ahead(kernels::ThreadPool& pool, uint32_t il, const float* h,
+                                  std::byte* xq_scratch) {
+  if (prefetch_depth() == 0) return;
+  double ignored = 0;
+  const ScopedTimer t(prof_, prof_ ? prof_->counters().prefetch_seconds : ignored);
+  const ModelConfig& cfg = model_.config();
+  const uint32_t last = std::min(cfg.n_layer - 1, il + static_cast<uint32_t>(prefetch_));
+  for (uint32_t m = il + 1; m <= last; ++m) {
+    if (!cfg.is_moe(m) || homes_[m].empty()) continue;
+    const LayerWeights& lm = model_.weights().layers[m];
+    rms_norm(h, lm.ffn_norm.f32(), pf_x_.data(), cfg.n_embd, cfg.norm_eps);
+    Routing r;
+    r.n_tokens = 1;
+    r.n_expert = cfg.layer_n_expert(m);
+    r.k = cfg.layer_n_expert_used(m);
+    r.probs = pf_probs_.data();
+    r.topk = pf_topk_.data();
+    r.weights = pf_weights_.data();
+    route(pool, cfg, lm, pf_x_.data(), r, xq_scratch);
+    prefetch(m, {r.topk, r.k});
+  }
+}
+
+void ExpertSource::repin_layer(uint32_t il) {
+  if (repin_left_ <= 0) return;
+  // Promotion candidates: layer il's SSD-homed experts still ready in the RAM cache (it just
+  // computed them: no read is ever waited on), strongest first; incumbents: every layer's RAM
+  // homes, weakest first.
+  promote_.clear();
+  demote_.clear();
+  for (size_t e = 0; e < homes_[il].size(); ++e) {
+    const int64_t k = layer_begin_[il] + static_cast<int64_t>(e);
+    if (homes_[il][e] == ExpertHome::kSsd && score_[k] >= kRepinMinScore &&
+        store_->ready_in_cache(static_cast<int>(il), static_cast<int>(e)))
+      promote_.push_back(k);
+  }
+  if (promote_.empty()) return;
+  for (size_t l = 0; l < homes_.size(); ++l)
+    for (size_t e = 0; e < homes_[l].size(); ++e)
+      if (homes_[l][e] == ExpertHome::kRam) demote_.push_back(layer_begin_[l] + int64_t(e));
+  const size_t m = static_cast<size_t>(repin_left_);
+  const auto by_score_desc = [&](int64_t a, int64_t b) {
+    return score_[a] != score_[b] ? score_[a] > score_[b] : a < b;
+  };
+  const auto by_score_asc = [&](int64_t a, int64_t b) {
+    return score_[a] != score_[b] ? score_[a] < score_[b] : a < b;
+  };
+  const size_t np = std::min(m, promote_.size());
+  std::partial_sort(promote_.begin(), promote_.begin() + np, promote_.end(), by_score_desc);
+  const size_t nd = std::min(promote_.size(), demote_.size());
+  std::partial_sort(demote_.begin(), demote_.begin() + nd, demote_.end(), by_score_asc);
+  const auto layer_of = [&](int64_t k) {
+    return static_cast<int>(std::upper_bound(layer_begin_.begin(), layer_begin_.end(), k) -
+                            layer_begin_.begin() - 1);
+  };
+  size_t moved = 0;
+  size_t di = 0;
+  for (size_t pi = 0; pi < promote_.size() && moved < m && di < nd; ++pi) {
+    const int64_t p = promote_[pi];
+    const int64_t dk = demote_[di];
+    // Hysteresis: the candidate must beat the incumbent by the margin, so homes do not flap.
+    if (score_[p] < kRepinMargin * score_[dk] + kRepinMinScore) break;
+    const int pl = layer_of(p), dl = layer_of(dk);
+    const int pe = static_cast<int>(p - layer_begin_[pl]),
+              de = static_cast<int>(dk - layer_begin_[dl]);
+    if (!store_->swap_homes(pl, pe, dl, de)) continue;  // does not fit this arena space
+    homes_[pl][pe] = ExpertHome::kRam;
+    homes_[dl][de] = ExpertHome::kSsd;
+    ++moved;
+    ++di;
+  }
+  repin_left_ -= static_cast<int>(moved);
+}
+
+void ExpertSource::start(uint32_t il, Dispatch& d) {
   std::vector<ExpertJob>& ram = d.jobs[size_t(ExpertHome::kRam)];
   std::vector<ExpertJob>& ssd = d.jobs[size_t(ExpertHome::kSsd)];
   STRATA_ASSERT(d.jobs[size_t(ExpertHome::kVram)].empty(), "VRAM homes need the CUDA tier");
+  started_ = static_cast<int>(il);
   ProfCounters* pc = prof_ ? &prof_->counters() : nullptr;
   if (pc) {
     pc->experts_computed[size_t(ExpertHome::kRam)] += ram.size();
     pc->experts_computed[size_t(ExpertHome::kSsd)] += ssd.size();
   }
   if (usage_ && usage_->n_expert()[il] > 0) record_usage(il, d);
+  if (!store_ || homes_[il].empty()) return;
+  // A one-token chunk is a decode step (replay --ubatch 1 included).
+  const bool one_token =
+      d.n_rows > 0 && std::all_of(d.row_token.begin(), d.row_token.begin() + d.n_rows,
+                                  [&](int32_t t) { return t == d.row_token[0]; });
+  decode_step_ = one_token;
+  if (one_token && repin_ > 0 && static_cast<int>(il) == first_moe_) {
+    repin_now_ = ++repin_tokens_ % static_cast<uint64_t>(repin_) == 0;
+    repin_left_ = repin_now_ ? repin_moves_ : 0;
+    if (repin_now_) store_->note_repin_pass();
+  }
+  if (one_token) {
+    if (prefetch_ > 0) store_->note_needed(ssd.size());
+    if (repin_ > 0)
+      for (const auto& jobs : d.jobs)
+        for (const ExpertJob& j : jobs) score_[layer_begin_[il] + j.expert] += 1.0;
+  }
+  if (!ssd.empty()) {
+    const size_t group = std::max<size_t>(1, static_cast<size_t>(store_->plan().cache_slots()) / 2);
+    ids_.clear();
+    for (size_t j = 0; j < std::min(group, ssd.size()); ++j)
+      ids_.push_back(static_cast<int>(ssd[j].expert));
+    store_->prepare(static_cast<int>(il), ids_);
+  }
+}
+
+void ExpertSource::compute(uint32_t il, const ExpertStack& stack, Dispatch& d, ExpertExecutor& cpu,
+                           const float* x, float* y) {
+  if (started_ != static_cast<int>(il)) start(il, d);
+  started_ = -1;
+  const int32_t* row_token = d.row_token.data();
+  std::vector<ExpertJob>& ram = d.jobs[size_t(ExpertHome::kRam)];
+  std::vector<ExpertJob>& ssd = d.jobs[size_t(ExpertHome::kSsd)];
+  ProfCounters* pc = prof_ ? &prof_->counters() : nullptr;
   double ignored = 0;
   double& ram_seconds = pc ? pc->compute_seconds[size_t(ExpertHome::kRam)] : ignored;
   double& ssd_seconds = pc ? pc->compute_seconds[size_t(ExpertHome::kSsd)] : ignored;
@@ -364,8 +512,7 @@ void ExpertSource::compute(uint32_t il, const ExpertStack& stack, Dispatch& d, E
       ids_.push_back(static_cast<int>(ssd[j].expert));
     return std::span<const int>(ids_);
   };
-  // The first group's reads go out right after routing; RAM experts compute meanwhile.
-  if (!ssd.empty()) store_->prepare(layer, ids_of(0));
+  // The first group's reads went out in start(); RAM experts compute meanwhile.
   fetch(il, ram);
   {
     const ScopedTimer t(prof_, ram_seconds);
@@ -383,6 +530,16 @@ void ExpertSource::compute(uint32_t il, const ExpertStack& stack, Dispatch& d, E
     if (begin + n < ssd.size()) store_->release(layer, ids_of(begin));
   }
   store_->release(layer);
+  // REPIN on every REPIN-th decode step, between layers (no slot pinned by any layer): this
+  // layer's experts just computed from the cache may take RAM homes; later layers' dispatch sees
+  // the new homes. The counts decay once per pass, after the last MoE layer.
+  if (repin_now_ && decode_step_) {
+    repin_layer(il);
+    if (layer == last_moe_) {
+      for (double& v : score_) v *= repin_decay_;
+      repin_now_ = false;
+    }
+  }
 }
 
 }  // namespace strata::engine

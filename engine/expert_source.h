@@ -51,6 +51,8 @@ struct TierOptions {
   bool resident_dense = true;  // copy the dense weights out of the mapping (see make_resident)
   tiers::IoFaults faults;      // test-only fault seam
   tiers::NoticeFn notice = tiers::notice_to_stderr;
+  // Hears the loading of RAM-homed experts (bytes done, bytes total); may be empty.
+  std::function<void(uint64_t, uint64_t)> progress;
   Profiler* prof = nullptr;  // compute seconds per home; may be null
   // Hears the plan before any expert is read (the CLI prints its byte totals).
   std::function<void(const placement::PlacementPlan&)> on_plan;
@@ -59,6 +61,16 @@ struct TierOptions {
   std::vector<uint64_t> pin_counts;
   // Receives every routed selection (USAGE_SAVE, `strata stats`); may be null. Must outlive this.
   placement::UsageStats* usage = nullptr;
+  // PREFETCH: after layer L's attention, Forward predicts layers L+1..L+prefetch with their
+  // routers and prefetch() starts the reads (decode only; 0 = off).
+  int prefetch = 0;
+  // REPIN: on every repin-th decode token (0 = off), after each MoE layer's compute (no slot
+  // pinned), up to repin_moves SSD experts in all that the layer just used from the RAM cache swap
+  // homes with RAM-homed experts (no larger) whose decayed usage (half-life repin_half_life
+  // tokens) they beat by the hysteresis margin. Memcpy from the slot, no I/O.
+  int repin = 0;
+  double repin_half_life = 256;
+  int repin_moves = 4;
 };
 
 // Whether to read SSD experts from a sidecar (see TierOptions::zstd): the sidecar when it is used,
@@ -102,6 +114,20 @@ class ExpertSource {
   //   x: [n_tokens, n_embd];  y: [n_rows, n_embd] in dispatch order
   void compute(uint32_t il, const ExpertStack& stack, Dispatch& d, ExpertExecutor& cpu,
                const float* x, float* y);
+  // The first part of compute(): counters, usage (and REPIN's decayed counts) and the first
+  // group's SSD reads. Forward calls it right after
+  // dispatch so the layer's own reads go out before any prefetch; compute() calls it when not.
+  void start(uint32_t il, Dispatch& d);
+  // PREFETCH depth (TierOptions::prefetch); 0 without tiers.
+  int prefetch_depth() const { return store_ ? prefetch_ : 0; }
+  // Starts reads for layer il's predicted experts (ExpertStore::prefetch); returns reads started.
+  int prefetch(uint32_t il, std::span<const int32_t> experts);
+  // PREFETCH for a decode step (one token; no-op when off): the residual h [n_embd] after layer
+  // il's attention, normed and routed as layers il+1..il+D would (their ffn_norm and router),
+  // predicts their experts; prefetch() starts the reads. Own scratch (xq_scratch: the caller's
+  // activation quantization scratch); changes nothing the forward pass reads.
+  void prefetch_ahead(kernels::ThreadPool& pool, uint32_t il, const float* h,
+                      std::byte* xq_scratch);
 
   bool tiered() const { return store_ != nullptr; }
   const tiers::ExpertStore* store() const { return store_.get(); }
@@ -115,6 +141,9 @@ class ExpertSource {
   void record_usage(uint32_t il, const Dispatch& d);
   // Pins the group's experts in the store (prepare) and fills their jobs' slices (get).
   void fetch(uint32_t il, std::span<ExpertJob> jobs);
+  // REPIN: layer il's cached SSD experts that beat the weakest RAM homes (decayed usage, with
+  // hysteresis) swap homes with them, up to the pass's remaining moves (no I/O).
+  void repin_layer(uint32_t il);
 
   const Model& model_;
   std::unique_ptr<tiers::Sidecar> sidecar_;  // before store_: the store points into it
@@ -125,6 +154,23 @@ class ExpertSource {
   uint64_t resident_bytes_ = 0;
   double resident_seconds_ = 0;
   std::vector<int> ids_;  // scratch: one group's expert ids
+  int started_ = -1;      // layer whose start() ran and whose compute() has not
+  int prefetch_ = 0;
+  std::vector<float> pf_x_, pf_probs_, pf_weights_;  // PREFETCH scratch: one token's routing
+  std::vector<int32_t> pf_topk_;
+  // REPIN state: decayed decode uses per expert (layer-major), tokens since the last pass.
+  int repin_ = 0;
+  int repin_moves_ = 0;
+  double repin_decay_ = 1;  // 0.5^(repin / half-life), applied after each pass
+  int first_moe_ = -1;
+  int last_moe_ = -1;
+  bool repin_now_ = false;    // this decode step is a REPIN pass
+  int repin_left_ = 0;        // moves left in this pass
+  bool decode_step_ = false;  // the started layer's chunk is one token
+  uint64_t repin_tokens_ = 0;
+  std::vector<int64_t> layer_begin_;  // [n_layer + 1] into score_
+  std::vector<double> score_;
+  std::vector<int64_t> promote_, demote_;  // scratch: candidate keys
 };
 
 }  // namespace strata::engine

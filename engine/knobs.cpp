@@ -32,6 +32,21 @@ constexpr KnobSpec kKnobs[] = {
      "Part of RAM_GB given to the LRU cache of SSD-streamed experts instead of fixed RAM homes: "
      "a bigger cache follows skewed routing without a usage profile, fixed homes are never "
      "re-read. Auto: the minimum (two layers' top-k experts). Unused when every expert fits."},
+    {"PREFETCH", KnobType::kInt, "0", "layers", "0..16",
+     "Decode: after layer L's attention, predict the experts of layers L+1..L+D with their "
+     "routers and start io_uring reads for predicted SSD experts that are not cached, so they "
+     "load while layer L computes (0 = off). Guarded: fills only the LRU tail when unused for "
+     "half the cache's lookups, at most half the cache prefetched-unused. Never changes the "
+     "numbers; PROF reports precision, recall and the I/O wait saved."},
+    {"REPIN", KnobType::kInt, "0", "tokens", "0..",
+     "Every N decode tokens, move up to REPIN_MOVES SSD experts just computed from the RAM "
+     "cache into the RAM homes of experts used less (decayed counts, REPIN_HALF_LIFE; a "
+     "candidate needs 1.5x the incumbent's count + 2), between layers. A memcpy, no I/O, no "
+     "stall, same numbers. 0 = off."},
+    {"REPIN_HALF_LIFE", KnobType::kFloat, "256", "tokens", "1..",
+     "Half-life of REPIN's online usage counts in decode tokens."},
+    {"REPIN_MOVES", KnobType::kInt, "4", "experts", "1..4096",
+     "Most experts REPIN moves per pass (each move swaps one RAM home with one SSD home)."},
     {"ZSTD", KnobType::kEnum, "auto", "", "auto|0|1",
      "Read SSD-streamed experts from the model's zstd sidecar (MODEL.gguf.stz, written by "
      "`strata pack`; decompressed by I/O-side threads). auto: when the sidecar matches the model "

@@ -30,6 +30,7 @@ struct ProfCounters {
   double attention_seconds = 0;
   double router_seconds = 0;
   double sampling_seconds = 0;
+  double prefetch_seconds = 0;  // PREFETCH: routers of the layers ahead + issuing their reads
 };
 
 // Measured tier read ceilings (GB/s) from `strata probe`'s machine profile; 0 = not probed.

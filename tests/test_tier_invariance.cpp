@@ -3,9 +3,13 @@
 // THREADS, URING and DIRECT, for every fixture model the engine loads and a `strata synth --preset
 // tiny` model — and identical to the reference path (experts read through the mapping, no tiers).
 // The PROF JSON has the documented keys, SSD bytes > 0 at the minimum and 0 with all in RAM.
+// In the decode shape (one token per pass), PREFETCH 1 and 2 and REPIN on/off (with and without a
+// bigger cache) give the same bytes too; prefetch issues reads that get used, REPIN moves experts
+// without the hit rate collapsing.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "engine/expert_source.h"
@@ -101,7 +105,7 @@ class TierInvariance : public ::testing::Test {
   }
 
   // The three budgets for one model; returns false when the engine does not load it.
-  bool check_model(const fs::path& path, bool variants) {
+  bool check_model(const fs::path& path, bool variants, bool expect_repin_moves = false) {
     std::optional<Model> model;
     try {
       model.emplace(Model::load(path.string()));
@@ -132,6 +136,10 @@ class TierInvariance : public ::testing::Test {
       for (const char* key : {"hits", "misses", "hit_rate"}) EXPECT_TRUE(j["cache"].contains(key));
       for (const char* key : {"wait_seconds", "service_seconds"})
         EXPECT_TRUE(j["io"].contains(key));
+      for (const char* key : {"issued", "used", "precision", "recall", "wait_saved_seconds"})
+        EXPECT_TRUE(j["prefetch"].contains(key)) << key;
+      for (const char* key : {"passes", "moves"}) EXPECT_TRUE(j["repin"].contains(key)) << key;
+      EXPECT_EQ(j["prefetch"]["issued"].get<uint64_t>(), 0u);  // PREFETCH off, and prefill
       EXPECT_EQ(j["prefill_tokens"].get<uint64_t>(), uint64_t{40 + 23});
       const uint64_t ssd_bytes = j["tiers"]["ssd"]["bytes"].get<uint64_t>();
       const int64_t n_ram = j["plan"]["experts_ram"].get<int64_t>();
@@ -188,6 +196,55 @@ class TierInvariance : public ::testing::Test {
             << path.filename() << " ubatch 1 stream " << s;
       }
     }
+    // PREFETCH and REPIN in the decode shape, against the all-RAM run (byte for byte): prefetch
+    // at the minimum (everything streams) and at the mixed budget, REPIN at the mixed budget with
+    // the minimum cache and with a bigger one, both together.
+    const std::string half_gb = ram_gb(half);
+    const std::string repin = " --repin 2 --repin-moves 3 --repin-half-life 16";
+    const std::pair<const char*, std::string> decode_runs[] = {
+        {"u1_half", "-t 2 --ram-gb " + half_gb},
+        {"u1_pf1", "-t 2 --prefetch 1 --ram-gb " + min_gb},
+        {"u1_pf2", "-t 2 --prefetch 2 --ram-gb " + half_gb},
+        {"u1_repin", "-t 2 --ram-gb " + half_gb + repin},
+        {"u1_repin_cache", "-t 2 --ram-gb " + half_gb + " --cache-gb " + ram_gb(half / 3) + repin},
+        {"u1_both", "-t 1 --prefetch 1 --ram-gb " + half_gb + repin},
+    };
+    std::map<std::string, nlohmann::json> dj;
+    for (const auto& [tag, flags] : decode_runs) {
+      // Fixture families get two of them (the test's time), the synth model all.
+      const std::string t = tag;
+      if (!expect_repin_moves && t != "u1_pf1" && t != "u1_both") continue;
+      dj[tag] = replay(path, tag, flags, "", 1);
+      if (dj[tag].is_null() || u1_all.is_null()) continue;
+      for (size_t s = 0; s < streams.ids.size(); ++s) {
+        const std::string name = fmt::format("stream{}.logits.bin", s);
+        EXPECT_EQ(slurp(dir_ / tag / name), slurp(dir_ / "u1_all" / name))
+            << path.filename() << " " << tag << " stream " << s;
+      }
+    }
+    if (!dj["u1_pf1"].is_null()) {
+      const nlohmann::json& p = dj["u1_pf1"]["prefetch"];
+      EXPECT_GT(p["issued"].get<uint64_t>(), 0u);
+      EXPECT_GT(p["used"].get<uint64_t>(), 0u);
+      EXPECT_GT(p["precision"].get<double>(), 0.0);
+      EXPECT_GT(p["recall"].get<double>(), 0.0);
+      EXPECT_LE(p["used"].get<uint64_t>(), p["issued"].get<uint64_t>());
+      EXPECT_LE(p["used"].get<uint64_t>(), p["needed"].get<uint64_t>());
+    }
+    if (!dj["u1_pf2"].is_null()) {
+      EXPECT_GT(dj["u1_pf2"]["prefetch"]["issued"].get<uint64_t>(), 0u);
+    }
+    if (!dj["u1_repin"].is_null() && !dj["u1_half"].is_null()) {
+      EXPECT_GT(dj["u1_repin"]["repin"]["passes"].get<uint64_t>(), 0u);
+      EXPECT_EQ(dj["u1_half"]["repin"]["moves"].get<uint64_t>(), 0u);
+      // Moves are a one-for-one swap: the plan's counts stay; the fast share must not collapse.
+      const double base = dj["u1_half"]["hit_rates"]["fast"].get<double>();
+      for (const char* tag : {"u1_repin", "u1_repin_cache"})
+        EXPECT_GE(dj[tag]["hit_rates"]["fast"].get<double>(), 0.8 * base) << tag;
+      if (expect_repin_moves) {
+        EXPECT_GT(dj["u1_repin_cache"]["repin"]["moves"].get<uint64_t>(), 0u);
+      }
+    }
     // The knobs also come from the environment.
     const nlohmann::json j = replay(path, "env", "", "THREADS=1 URING=0 RAM_GB=" + min_gb);
     if (!j.is_null()) {
@@ -219,7 +276,7 @@ TEST_F(TierInvariance, SynthTinyIsBitIdenticalAcrossHomes) {
   const Result r = run_strata(
       dir_.path(), fmt::format("synth --preset tiny --out '{}' --threads 2", model.string()));
   ASSERT_EQ(r.rc, 0) << r.err;
-  EXPECT_TRUE(check_model(model, true));
+  EXPECT_TRUE(check_model(model, true, /*expect_repin_moves=*/true));
 }
 
 }  // namespace

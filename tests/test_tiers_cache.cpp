@@ -1,5 +1,6 @@
 // Unit tests for tiers::ExpertCache: LRU order, pins that block eviction, fills that hold their
-// own pin, aborted fills, and the every-slot-pinned case.
+// own pin, aborted fills, the every-slot-pinned case, and the PREFETCH guard (begin_prefetch
+// never takes a pinned or recently used slot; a used prefetch is no longer "prefetched").
 #include <gtest/gtest.h>
 
 #include "tiers/expert_cache.h"
@@ -112,6 +113,68 @@ TEST(ExpertCache, ManyPinsOneSlot) {
   fill(c, 6);
   fill(c, 7);  // evicts 6, not the pinned 5
   EXPECT_EQ(c.lookup(6), ExpertCache::kNone);
+  c.release(s);
+}
+
+TEST(ExpertCache, PrefetchGuardNeverEvictsPinnedOrRecentlyUsedSlots) {
+  ExpertCache c = make_cache(4);
+  // Empty slots are always fair game.
+  const int p = c.begin_prefetch(50, 1000);
+  ASSERT_NE(p, ExpertCache::kNone);
+  EXPECT_TRUE(c.prefetched(p));
+  EXPECT_EQ(c.pins(p), 1);  // only the fill's pin: nobody asked for it yet
+  EXPECT_EQ(c.prefetched_slots(), 1);
+  c.complete(p);
+  EXPECT_EQ(c.pins(p), 0);
+  // Three demand fills take the other slots; one stays pinned (being computed).
+  const int a = fill(c, 10);
+  const int b = fill(c, 11);
+  const int pinned = c.begin_fill(12);
+  c.complete(pinned);
+  EXPECT_EQ(c.pinned_slots(), 1);
+  // The LRU tail is now the completed prefetch (pushed to the head when it landed, then aged by
+  // three demand uses), then 10, 11. With min_age 4 nothing is old enough: refused, nothing
+  // evicted.
+  const uint64_t ev = c.evictions();
+  EXPECT_EQ(c.begin_prefetch(60, 4), ExpertCache::kNone);
+  EXPECT_EQ(c.evictions(), ev);
+  EXPECT_EQ(c.find(10), a);
+  EXPECT_EQ(c.find(11), b);
+  // With min_age 3 the tail (the unused prefetch, age 3) may go; the pinned slot never does.
+  const int q = c.begin_prefetch(61, 3);
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(c.prefetch_wasted(), 1u);  // 50 was prefetched and never used
+  EXPECT_EQ(c.find(50), ExpertCache::kNone);
+  c.complete(q);
+  // Next tail: key 10 (age 2: 11 and 12 were used since); 11 is younger. min_age 2 allows 10.
+  EXPECT_EQ(c.age(a), 2u);
+  EXPECT_EQ(c.age(b), 1u);
+  const int r = c.begin_prefetch(62, 2);
+  EXPECT_EQ(r, a);
+  c.complete(r);
+  // 11 is now the tail, age 1 < 2: refused. The pinned slot (12) was never a candidate.
+  EXPECT_EQ(c.begin_prefetch(63, 2), ExpertCache::kNone);
+  EXPECT_EQ(c.find(12), pinned);
+  EXPECT_EQ(c.pins(pinned), 1);
+  // Even min_age 0 never reaches a pinned slot: with every other slot pinned, nothing.
+  const int l61 = c.lookup(61), l62 = c.lookup(62), l11 = c.lookup(11);
+  EXPECT_EQ(c.prefetched_slots(), 0);  // both used by the lookups
+  EXPECT_EQ(c.begin_prefetch(64, 0), ExpertCache::kNone);
+  for (int s : {l61, l62, l11, pinned}) c.release(s);
+  EXPECT_EQ(c.pinned_slots(), 0);
+}
+
+TEST(ExpertCache, DropEmptiesASlotFirstToBeReused) {
+  ExpertCache c = make_cache(2);
+  const int a = fill(c, 1);
+  const int b = fill(c, 2);
+  c.drop(b);
+  EXPECT_EQ(c.find(2), ExpertCache::kNone);
+  EXPECT_EQ(c.state(b), ExpertCache::SlotState::kEmpty);
+  const int s = c.begin_fill(3);  // the dropped slot, not the LRU one
+  EXPECT_EQ(s, b);
+  EXPECT_EQ(c.find(1), a);
+  c.complete(s);
   c.release(s);
 }
 

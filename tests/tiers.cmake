@@ -5,3 +5,4 @@ strata_add_test(test_tiers_cache LABEL unit SOURCES test_tiers_cache.cpp LIBS st
 strata_add_test(test_tiers_arena LABEL unit SOURCES test_tiers_arena.cpp LIBS strata_tiers)
 strata_add_test(test_tiers_io LABEL tier SOURCES test_tiers_io.cpp LIBS strata_tiers)
 strata_add_test(test_tiers_store LABEL tier SOURCES test_tiers_store.cpp LIBS strata_tiers)
+strata_add_test(test_prefetch LABEL tier SOURCES test_prefetch.cpp LIBS strata_tiers)

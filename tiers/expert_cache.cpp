@@ -67,7 +67,60 @@ int ExpertCache::lookup(int64_t key) {
   const int s = slot_of_key_[key];
   if (s == kNone) return kNone;
   pin(s);
+  Slot& x = slots_[s];
+  x.last_use = ++clock_;
+  if (x.prefetched) {
+    x.prefetched = false;
+    --n_prefetched_;
+  }
   return s;
+}
+
+void ExpertCache::take(int s, int64_t key, int pins) {
+  Slot& x = slots_[s];
+  STRATA_ASSERT(x.pins == 0 && x.state != SlotState::kFilling, "victim slot {} is busy", s);
+  if (x.key >= 0) {
+    slot_of_key_[x.key] = kNone;
+    ++evictions_;
+  }
+  if (x.prefetched) {
+    x.prefetched = false;
+    --n_prefetched_;
+    ++prefetch_wasted_;
+  }
+  unlink(s);
+  x.key = key;
+  x.state = SlotState::kFilling;
+  x.pins = pins;
+  slot_of_key_[key] = s;
+}
+
+int ExpertCache::begin_prefetch(int64_t key, uint64_t min_age) {
+  STRATA_ASSERT(key >= 0 && key < static_cast<int64_t>(slot_of_key_.size()), "key {}", key);
+  STRATA_ASSERT(slot_of_key_[key] == kNone, "key {} is already cached", key);
+  const int s = victim();
+  if (s == kNone) return kNone;
+  if (slots_[s].state != SlotState::kEmpty && clock_ - slots_[s].last_use < min_age) return kNone;
+  take(s, key, 1);
+  slots_[s].prefetched = true;
+  slots_[s].last_use = clock_;
+  ++n_prefetched_;
+  return s;
+}
+
+void ExpertCache::drop(int s) {
+  Slot& x = slots_[s];
+  STRATA_ASSERT(x.pins == 0 && x.state == SlotState::kReady, "slot {} is busy", s);
+  if (x.prefetched) {
+    x.prefetched = false;
+    --n_prefetched_;
+    ++prefetch_wasted_;
+  }
+  slot_of_key_[x.key] = kNone;
+  x.key = -1;
+  x.state = SlotState::kEmpty;
+  unlink(s);
+  push_tail(s);
 }
 
 int ExpertCache::begin_fill(int64_t key) {
@@ -75,17 +128,8 @@ int ExpertCache::begin_fill(int64_t key) {
   STRATA_ASSERT(slot_of_key_[key] == kNone, "key {} is already cached", key);
   const int s = victim();
   if (s == kNone) return kNone;
-  Slot& x = slots_[s];
-  STRATA_ASSERT(x.pins == 0 && x.state != SlotState::kFilling, "victim slot {} is busy", s);
-  if (x.key >= 0) {
-    slot_of_key_[x.key] = kNone;
-    ++evictions_;
-  }
-  unlink(s);
-  x.key = key;
-  x.state = SlotState::kFilling;
-  x.pins = 2;
-  slot_of_key_[key] = s;
+  take(s, key, 2);
+  slots_[s].last_use = ++clock_;
   return s;
 }
 
@@ -101,6 +145,10 @@ void ExpertCache::abort_fill(int s) {
   slot_of_key_[x.key] = kNone;
   x.key = -1;
   x.state = SlotState::kEmpty;
+  if (x.prefetched) {
+    x.prefetched = false;
+    --n_prefetched_;
+  }
   release(s);
 }
 

@@ -1,5 +1,7 @@
 // ExpertCache: the RAM cache for SSD-homed experts — fixed-size slots in one arena, global LRU
-// over unpinned slots, pin counts so slots being filled or computed are never evicted.
+// over unpinned slots, pin counts so slots being filled or computed are never evicted, and guarded
+// prefetch fills (begin_prefetch: only the LRU tail, only when it is empty or has not been used by
+// the last min_age demand uses; pinned slots never).
 // Tested by tests/test_tiers_cache.cpp (unit) and tests/test_tiers_store.cpp.
 #pragma once
 
@@ -36,21 +38,42 @@ class ExpertCache {
   // evicted). The slot comes back kFilling with two pins: one held by the fill until complete(),
   // one for the caller's release(). kNone when every slot is pinned. key must not be cached.
   int begin_fill(int64_t key);
-  // The fill's bytes are in place: kFilling -> kReady, the fill's pin dropped.
+  // A prefetch fill (PREFETCH): like begin_fill, but the slot gets only the fill's pin (nobody
+  // has asked for it yet) and is marked prefetched until a demand lookup() uses it. The guard: the
+  // victim is the LRU tail (the slot a demand miss would evict next), and only when it is empty or
+  // its last demand use is at least min_age demand uses ago (lookup hits and begin_fill count as
+  // uses); a pinned slot is never on the LRU list. kNone when the guard refuses.
+  int begin_prefetch(int64_t key, uint64_t min_age);
+  // The fill's bytes are in place: kFilling -> kReady, the fill's pin dropped. A completed prefetch
+  // goes to the head of the LRU list (it is about to be used).
   void complete(int slot);
+  // Forgets the unpinned, ready slot's key (REPIN promoted the expert to a RAM home): the slot
+  // becomes empty, first to be reused.
+  void drop(int slot);
+  // The slot holding key (ready or filling), or kNone; pins nothing.
+  int find(int64_t key) const { return slot_of_key_[key]; }
+  // Filled by a prefetch and not used by a demand lookup yet.
+  bool prefetched(int slot) const { return slots_[slot].prefetched; }
+  int prefetched_slots() const { return n_prefetched_; }
+  // Demand uses since the slot's last one (its LRU age in uses).
+  uint64_t age(int slot) const { return clock_ - slots_[slot].last_use; }
   // The fill failed: the slot forgets its key and becomes empty (first to be reused).
   void abort_fill(int slot);
   void pin(int slot);
   void release(int slot);  // drops one pin; at zero the slot becomes most recently used
 
   uint64_t evictions() const { return evictions_; }
+  // Prefetched slots evicted or dropped before any demand used them (mis-predictions).
+  uint64_t prefetch_wasted() const { return prefetch_wasted_; }
 
  private:
   struct Slot {
     int64_t key = -1;
     SlotState state = SlotState::kEmpty;
     int pins = 0;
-    int prev = kNone;  // LRU links, only while unpinned
+    bool prefetched = false;  // filled by begin_prefetch, not used by lookup() yet
+    uint64_t last_use = 0;    // clock_ at the last demand use (or the prefetch)
+    int prev = kNone;         // LRU links, only while unpinned
     int next = kNone;
   };
   // Eviction order: a doubly linked list of unpinned slots, head = most recent, tail = the next
@@ -59,6 +82,8 @@ class ExpertCache {
   void push_head(int slot);
   void push_tail(int slot);
   int victim() const { return tail_; }
+  // Takes the unpinned victim s for key (evicting what it held).
+  void take(int s, int64_t key, int pins);
 
   RamArena memory_;
   uint64_t slot_bytes_;
@@ -67,6 +92,9 @@ class ExpertCache {
   int head_ = kNone;
   int tail_ = kNone;
   uint64_t evictions_ = 0;
+  uint64_t clock_ = 0;  // demand uses so far
+  int n_prefetched_ = 0;
+  uint64_t prefetch_wasted_ = 0;
 };
 
 }  // namespace strata::tiers

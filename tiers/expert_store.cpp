@@ -102,8 +102,9 @@ ExpertStore::ExpertStore(std::string path, ExtentTable extents, placement::Place
         x.sub[i] = at;
         at += x.read[i].bytes;
       }
-      if (options_.sidecar && x.home.kind == HomeKind::kSsd) {
-        // Slot: the slices back to back (as the frame holds them), then the frame as read.
+      if (options_.sidecar) {
+        // Slot: the slices back to back (as the frame holds them), then the frame as read. Every
+        // expert gets its frame: REPIN may demote a RAM home to SSD.
         x.frame = &options_.sidecar->entries[l][e];
         uint64_t raw = 0;
         for (int i = 0; i < 3; ++i) {
@@ -123,6 +124,8 @@ ExpertStore::ExpertStore(std::string path, ExtentTable extents, placement::Place
       RamArena(static_cast<uint64_t>(n_slots) * slot_bytes, RamArena::kAnyNode, options_.numa,
                hooks_.first_touch, hooks_.notice));
   pending_reads_.assign(n_slots, 0);
+  prefetch_at_.resize(n_slots);
+  filled_at_.resize(n_slots);
   completions_.resize(options_.queue_depth);
 
   // One arena per RAM node the plan uses, experts packed in layer-major order.
@@ -292,9 +295,19 @@ void ExpertStore::load_ram_homes() {
 
 int ExpertStore::activate(int layer, int expert, bool may_block) {
   const int64_t k = key(layer, expert);
+  const int found = cache_->find(k);
+  const bool prefetched = found != ExpertCache::kNone && cache_->prefetched(found);
   int slot = cache_->lookup(k);
   if (slot != ExpertCache::kNone) {
     ++counters_.cache_hits;
+    if (prefetched) {
+      // The head start the prefetch gave this read: submit -> landed, or -> now if still going.
+      ++counters_.prefetch_used;
+      const auto end =
+          cache_->state(slot) == ExpertCache::SlotState::kReady ? filled_at_[slot] : Clock::now();
+      counters_.prefetch_head_start_seconds +=
+          std::chrono::duration<double>(end - prefetch_at_[slot]).count();
+    }
   } else {
     const uint64_t evictions = cache_->evictions();
     slot = cache_->begin_fill(k);
@@ -306,6 +319,7 @@ int ExpertStore::activate(int layer, int expert, bool may_block) {
     if (slot == ExpertCache::kNone) return slot;
     ++counters_.cache_misses;
     counters_.evictions += cache_->evictions() - evictions;
+    sync_wasted();
     const Expert& x = experts_[k];
     std::byte* base = cache_->data(slot);
     if (x.frame) {
@@ -337,6 +351,7 @@ size_t ExpertStore::in_flight() const {
 }
 
 void ExpertStore::slot_filled(int slot) {
+  if (cache_->prefetched(slot)) filled_at_[slot] = Clock::now();
   cache_->complete(slot);
   ++counters_.ssd.loads;
 }
@@ -410,6 +425,78 @@ void ExpertStore::prepare(int layer, std::span<const int> experts) {
   submit_batch();
 }
 
+int ExpertStore::prefetch(int layer, std::span<const int> experts) {
+  STRATA_ASSERT(layer >= 0 && layer < plan_.n_layer(), "layer {}", layer);
+  const int n_slots = cache_->n_slots();
+  if (n_slots == 0) return 0;
+  batch_.clear();
+  zbatch_.clear();
+  drain(false);
+  const int cap = std::max(1, static_cast<int>(options_.prefetch_share * n_slots));
+  const uint64_t min_age = options_.prefetch_min_age >= 0
+                               ? static_cast<uint64_t>(options_.prefetch_min_age)
+                               : static_cast<uint64_t>(n_slots / 2);
+  int issued = 0;
+  for (int e : experts) {
+    STRATA_ASSERT(e >= 0 && e < plan_.n_expert(layer), "layer {} expert {}", layer, e);
+    const int64_t k = key(layer, e);
+    if (experts_[k].home.kind != HomeKind::kSsd || cache_->find(k) != ExpertCache::kNone) continue;
+    const uint64_t evictions = cache_->evictions();
+    const int slot =
+        cache_->prefetched_slots() < cap ? cache_->begin_prefetch(k, min_age) : ExpertCache::kNone;
+    if (slot == ExpertCache::kNone) {
+      ++counters_.prefetch_refused;
+      break;  // the guard looks at the LRU tail only: the next one would be refused too
+    }
+    counters_.evictions += cache_->evictions() - evictions;
+    ++counters_.prefetch_issued;
+    ++issued;
+    prefetch_at_[slot] = Clock::now();
+    const Expert& x = experts_[k];
+    std::byte* base = cache_->data(slot);
+    if (x.frame) {
+      pending_reads_[slot] = 1;
+      zbatch_.push_back({x.frame->offset, x.frame->read_bytes(), base + x.zframe_at,
+                         static_cast<uint64_t>(slot)});
+    } else {
+      pending_reads_[slot] = 3;
+      for (int i = 0; i < 3; ++i)
+        batch_.push_back(
+            {x.read[i].offset, x.read[i].bytes, base + x.sub[i], static_cast<uint64_t>(slot)});
+    }
+  }
+  submit_batch();
+  sync_wasted();
+  return issued;
+}
+
+bool ExpertStore::swap_homes(int pl, int pe, int dl, int de) {
+  for (const auto& a : active_) STRATA_ASSERT(a.empty(), "REPIN while a layer is active");
+  Expert& p = experts_[key(pl, pe)];
+  Expert& d = experts_[key(dl, de)];
+  STRATA_ASSERT(p.home.kind == HomeKind::kSsd && d.home.kind == HomeKind::kRam,
+                "swap_homes wants an SSD home and a RAM home");
+  const int slot = cache_->find(key(pl, pe));
+  if (slot == ExpertCache::kNone || cache_->state(slot) != ExpertCache::SlotState::kReady ||
+      cache_->pins(slot) > 0)
+    return false;
+  const auto at = packed_layout(extents_[pl][pe]);
+  if (at[3] > packed_layout(extents_[dl][de])[3]) return false;
+  const ExpertView v = view(pl, pe, cache_->data(slot));
+  auto* base = const_cast<std::byte*>(d.ram[0]);  // the arena is ours (see load_ram_homes)
+  for (int i = 0; i < 3; ++i) {
+    std::memcpy(base + at[i], v.slice[i], v.bytes[i]);
+    p.ram[i] = base + at[i];
+  }
+  p.home = d.home;
+  d.home = placement::Home::ssd();
+  d.ram = {};
+  cache_->drop(slot);
+  sync_wasted();
+  ++counters_.repin_moves;
+  return true;
+}
+
 ExpertView ExpertStore::view(int layer, int expert, const std::byte* base) const {
   const Expert& x = experts_[key(layer, expert)];
   const ExpertExtents& ext = extents_[layer][expert];
@@ -476,6 +563,11 @@ void ExpertStore::release(int layer, std::span<const int> experts) {
     return true;
   };
   act.erase(std::remove_if(act.begin(), act.end(), released), act.end());
+}
+
+void ExpertStore::sync_wasted() {
+  counters_.prefetch_wasted += cache_->prefetch_wasted() - wasted_seen_;
+  wasted_seen_ = cache_->prefetch_wasted();
 }
 
 void ExpertStore::reset_counters() {

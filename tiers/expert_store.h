@@ -47,6 +47,11 @@ struct StoreOptions {
   // from the model file. Must outlive the store.
   const Sidecar* sidecar = nullptr;
   int decompress_threads = 1;
+  // PREFETCH guard (see prefetch()): prefetched-not-yet-used slots are at most this share of the
+  // cache (at least one slot), and a prefetch never evicts a slot used by any of the last
+  // prefetch_min_age demand lookups (-1 = half the cache's slots).
+  double prefetch_share = 0.5;
+  int64_t prefetch_min_age = -1;
 };
 
 struct StoreHooks {
@@ -72,15 +77,42 @@ struct TierCounters {
 
 struct StoreCounters {
   TierCounters ram, ssd, vram;
-  uint64_t cache_hits = 0;    // SSD-homed expert found in the cache (or already in flight)
-  uint64_t cache_misses = 0;  // SSD-homed expert that had to be read
+  // Demand lookups of SSD-homed experts: found in the cache or already in flight (a used
+  // prefetch counts here), or read on demand. Prefetch reads are not misses (prefetch_issued).
+  uint64_t cache_hits = 0;
+  uint64_t cache_misses = 0;
   uint64_t evictions = 0;
   uint64_t reads = 0;             // read requests completed (three per expert)
   double io_wait_seconds = 0;     // time get() blocked waiting for reads (felt by compute)
   double io_service_seconds = 0;  // submit -> reaped, summed over reads (overlaps itself)
+  // PREFETCH (docs/FORMATS.md "PROF JSON" prefetch.*): reads started by prefetch(), those a
+  // demand get/prepare then used (precision = used / issued), prefetched slots evicted unused,
+  // predictions refused by the guard or the cap, SSD experts decode needed (note_needed; recall =
+  // used / needed), and per used prefetch its head start (submit -> the earlier of its read
+  // landing and the demand asking for it; summed, it overlaps itself like io_service_seconds).
+  uint64_t prefetch_issued = 0;
+  uint64_t prefetch_used = 0;
+  uint64_t prefetch_wasted = 0;
+  uint64_t prefetch_refused = 0;
+  uint64_t prefetch_needed = 0;
+  double prefetch_head_start_seconds = 0;
+  // REPIN: passes run and experts moved between a RAM home and SSD (one move = one swap).
+  uint64_t repin_passes = 0;
+  uint64_t repin_moves = 0;
   uint64_t frames = 0;            // sidecar frames decompressed
   uint64_t frame_raw_bytes = 0;   // the expert bytes they held
   double decompress_seconds = 0;  // worker time spent decompressing (summed over workers)
+  double prefetch_precision() const {
+    return prefetch_issued ? static_cast<double>(prefetch_used) / prefetch_issued : 0.0;
+  }
+  // The felt I/O wait the used prefetches saved, estimated: each one is a demand miss avoided,
+  // at this run's mean felt wait per demand miss (io_wait_seconds / cache_misses).
+  double prefetch_wait_saved() const {
+    return cache_misses ? static_cast<double>(prefetch_used) * io_wait_seconds / cache_misses : 0.0;
+  }
+  double prefetch_recall() const {
+    return prefetch_needed ? static_cast<double>(prefetch_used) / prefetch_needed : 0.0;
+  }
   double hit_rate() const {
     const uint64_t n = cache_hits + cache_misses;
     return n ? static_cast<double>(cache_hits) / static_cast<double>(n) : 0.0;
@@ -109,12 +141,37 @@ class ExpertStore {
   // time blocked counts as I/O wait). Pins the slot until release(layer). Throws Error on I/O
   // failure or when every cache slot is pinned.
   ExpertView get(int layer, int expert);
+  // PREFETCH: starts reads for the SSD-homed experts of the list that are neither cached nor in
+  // flight, into slots the guard allows (ExpertCache::begin_prefetch; at most prefetch_share of
+  // the cache prefetched-not-yet-used), and returns at once; nothing stays pinned once a read
+  // lands, the reads are reaped by later prepare/get calls. Stops at the first refusal. Returns the
+  // reads started.
+  int prefetch(int layer, std::span<const int> experts);
+  // Adds SSD experts a decode step needed (the recall denominator).
+  void note_needed(uint64_t n) { counters_.prefetch_needed += n; }
+  // REPIN: the SSD-homed expert (layer pl, expert pe), ready in the cache and unpinned, takes the
+  // RAM home of the RAM-homed (dl, de): its bytes are copied from the slot into de's arena space
+  // (which must be at least as large), the slot is emptied, and (dl, de) becomes SSD-homed (read
+  // on demand again). No I/O. False, changing nothing, when pe is not ready in the cache, is
+  // pinned, or does not fit. Only while no layer is active (between layers).
+  bool swap_homes(int pl, int pe, int dl, int de);
+  // The expert's current home (the plan's, changed by swap_homes).
+  placement::Home home(int layer, int expert) const { return experts_[key(layer, expert)].home; }
+  // Whether the expert's bytes are ready in the cache and unpinned (a swap_homes candidate).
+  bool ready_in_cache(int layer, int expert) const {
+    const int s = cache_->find(key(layer, expert));
+    return s != ExpertCache::kNone && cache_->state(s) == ExpertCache::SlotState::kReady &&
+           cache_->pins(s) == 0;
+  }
+  // Counts a REPIN pass (the moves count themselves).
+  void note_repin_pass() { ++counters_.repin_passes; }
   // Unpins every slot prepare/get pinned for this layer.
   void release(int layer);
   // Unpins only these experts' slots (a prefill chunk computes a layer's SSD experts in groups
   // that together exceed the cache; the next group stays pinned while this one is released).
   void release(int layer, std::span<const int> experts);
 
+  // The plan the store was built from (REPIN's swaps change home(), not this).
   const placement::PlacementPlan& plan() const { return plan_; }
   const StoreCounters& counters() const { return counters_; }
   void reset_counters();
@@ -152,6 +209,7 @@ class ExpertStore {
   void drain(bool block);    // reaps completions, finishing filled slots
   size_t in_flight() const;  // reads outstanding plus frames being decompressed
   void slot_filled(int slot);
+  void sync_wasted();  // counters_.prefetch_wasted follows the cache's count
   ExpertView view(int layer, int expert, const std::byte* slot) const;  // slot null: RAM home
 
   std::string path_;
@@ -169,11 +227,14 @@ class ExpertStore {
   std::vector<Decompressor::Done> zdone_;  // scratch
   std::vector<RamArena> arenas_;           // one per RAM node used by the plan
   std::unique_ptr<ExpertCache> cache_;
-  std::vector<int> pending_reads_;           // [n_slots] reads outstanding per slot
+  std::vector<int> pending_reads_;  // [n_slots] reads outstanding per slot
+  std::vector<std::chrono::steady_clock::time_point> prefetch_at_;  // [n_slots] prefetch submit
+  std::vector<std::chrono::steady_clock::time_point> filled_at_;    // [n_slots] prefetch landed
   std::vector<std::vector<Active>> active_;  // [n_layer] slots pinned for the layer
   std::vector<ReadRequest> batch_;           // scratch: one prepare's reads
   std::vector<ReadCompletion> completions_;  // scratch: [queue_depth]
   StoreCounters counters_;
+  uint64_t wasted_seen_ = 0;  // cache_->prefetch_wasted() at the last sync_wasted()
   std::chrono::steady_clock::time_point busy_since_;  // reads outstanding since (SSD seconds)
 };
 
