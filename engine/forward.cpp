@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "engine/ops.h"
+#include "engine/prof.h"
 #include "io/check.h"
 #include "kernels/quant.h"
 
@@ -38,7 +39,8 @@ Forward::Forward(const Model& model, const ForwardOptions& opts)
       cpu_experts_(pool_, cfg_, n_ubatch_ * cfg_.max_n_expert_used()),
       shared_(cfg_, n_ubatch_),
       own_experts_(opts.experts ? nullptr : std::make_unique<ExpertSource>(model)),
-      experts_(opts.experts ? opts.experts : own_experts_.get()) {
+      experts_(opts.experts ? opts.experts : own_experts_.get()),
+      prof_(opts.prof) {
   const size_t nu = n_ubatch_;
   const uint32_t n_q = cfg_.max_n_embd_q();
   const uint32_t k = cfg_.max_n_expert_used();
@@ -97,7 +99,10 @@ void Forward::run_chunk(const int32_t* tokens, uint32_t n, uint32_t pos0, float*
   attn_.begin_chunk(pos0, n);
 
   for (uint32_t il = 0; il < cfg_.n_layer; ++il) {
-    attention_block(il, n, pos0);
+    {
+      const ScopedTimer t(prof_, prof_ ? prof_->counters().attention_seconds : unused_seconds_);
+      attention_block(il, n, pos0);
+    }
     ffn_block(il, n, pos0, trace);
   }
   output_head(n, all_logits);
@@ -127,7 +132,10 @@ void Forward::ffn_block(uint32_t il, uint32_t n, uint32_t pos0, RoutingTrace* tr
   r.probs = probs_.data();
   r.topk = topk_.data();
   r.weights = weights_.data();
-  route(pool_, cfg_, l, x_.data(), r, xq_.data());
+  {
+    const ScopedTimer t(prof_, prof_ ? prof_->counters().router_seconds : unused_seconds_);
+    route(pool_, cfg_, l, x_.data(), r, xq_.data());
+  }
   if (trace && cfg_.is_moe(il)) {
     for (uint32_t t = 0; t < n; ++t) {
       std::copy_n(r.topk + size_t{t} * r.k, r.k, trace->topk_at(il, pos0 + t));

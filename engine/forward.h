@@ -23,6 +23,8 @@
 
 namespace strata::engine {
 
+class Profiler;
+
 struct ForwardOptions {
   uint32_t n_ctx = 0;       // KV cache positions; 0 = the model's training context
   uint32_t n_ubatch = 512;  // prefill chunk size (tokens per matrix-matrix pass)
@@ -30,6 +32,8 @@ struct ForwardOptions {
   // Where routed experts' bytes come from (tiers); null = the model's mapping. Must outlive the
   // Forward.
   ExpertSource* experts = nullptr;
+  // PROF: attention and router seconds go to its counters (null or disabled: not timed).
+  Profiler* prof = nullptr;
 };
 
 class Forward {
@@ -87,9 +91,11 @@ class Forward {
   AttentionBlock attn_;             // the attention half of every layer, with its own scratch
   Dispatch dispatch_;
   CpuExpertExecutor cpu_experts_;
-  SharedExpert shared_;  // resident shared experts (DeepSeek, GLM-4.5)
+  SharedExpert shared_;                        // resident shared experts (DeepSeek, GLM-4.5)
   std::unique_ptr<ExpertSource> own_experts_;  // the mapping's, when no source was given
   ExpertSource* experts_;
+  Profiler* prof_;
+  double unused_seconds_ = 0;  // a ScopedTimer target when there is no profiler
 };
 
 }  // namespace strata::engine

@@ -119,7 +119,9 @@ TurnResult ChatSession::generate(int32_t max_tokens, const PieceFn& on_piece,
       r.status = TurnStatus::kInterrupted;
       break;
     }
+    const auto t_sample = std::chrono::steady_clock::now();
     const int32_t id = sampler_.sample(logits_);
+    stats_.sample_s += seconds_since(t_sample);
     if (vocab.is_eog(id)) {
       r.status = TurnStatus::kEndOfGeneration;
       break;

@@ -37,6 +37,7 @@ struct TurnStats {
   uint32_t n_generated = 0;  // reply tokens sampled (the end-of-generation token not counted)
   double prefill_s = 0;
   double decode_s = 0;  // from the first sample to the last, seconds
+  double sample_s = 0;  // of decode_s, the time spent in the sampler
   double prefill_tok_s() const { return prefill_s > 0 ? n_prefilled / prefill_s : 0; }
   double decode_tok_s() const { return decode_s > 0 ? n_generated / decode_s : 0; }
 };

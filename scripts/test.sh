@@ -16,7 +16,7 @@ ctest --test-dir build --output-on-failure -j "$JOBS"
 echo "== build (ASan + UBSan) =="
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_SANITIZE=ON \
       -DSTRATA_CUDA=OFF -DSTRATA_BENCH=OFF
-cmake --build build-asan -j "$JOBS"
+cmake --build build-asan -j "$JOBS" --target strata_unit_tests  # the unit tests and strata only
 echo "== ctest -L unit under ASan + UBSan =="
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan -L unit --output-on-failure -j "$JOBS"

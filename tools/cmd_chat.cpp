@@ -191,7 +191,10 @@ engine::TurnResult reply(engine::ChatSession& s, std::string_view text, int32_t 
     throw;
   }
   g_generating.store(false);
-  if (profiling) prof->add_prefill(r.stats.n_prefilled, r.stats.prefill_s);
+  if (profiling) {
+    prof->add_prefill(r.stats.n_prefilled, r.stats.prefill_s);
+    prof->counters().sampling_seconds += r.stats.sample_s;
+  }
   switch (r.status) {
     case engine::TurnStatus::kEndOfGeneration:
       print_piece("\n");
@@ -371,8 +374,9 @@ int run_chat(ChatOptions o) {
                fo.n_ctx, cfg.n_ctx_train);
   fo.n_ubatch = o.ubatch;
   fo.n_threads = threads;
-  const TierSetup tiers = make_tier_setup(model, knobs, fo.n_ctx);
+  const TierSetup tiers = make_tier_setup(model, knobs, fo.n_ctx, /*progress_bar=*/true);
   fo.experts = tiers.experts.get();
+  fo.prof = tiers.prof.get();
   tiers.prof->reserve_decode(fo.n_ctx);
   if (tiers.prof->enabled()) tiers.prof->set_ceilings(engine::probed_ceilings(knobs));
   engine::Forward fwd(model, fo);

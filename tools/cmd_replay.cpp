@@ -97,6 +97,7 @@ int run_replay(const ReplayOptions& o) {
   fo.n_threads = threads;
   const TierSetup tiers = make_tier_setup(model, knobs, fo.n_ctx);
   fo.experts = tiers.experts.get();
+  fo.prof = tiers.prof.get();
   engine::Forward fwd(model, fo);
 
   std::vector<float> logits;

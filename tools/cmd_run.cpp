@@ -64,6 +64,7 @@ int run_run(RunOptions o) {
   const TierSetup tiers = make_tier_setup(model, knobs, fo.n_ctx);
   engine::Profiler& prof = *tiers.prof;
   fo.experts = tiers.experts.get();
+  fo.prof = &prof;
   engine::Forward fwd(model, fo);
 
   o.sampling.seed = o.seed >= 0 ? uint64_t(o.seed) : std::random_device{}();
@@ -82,7 +83,11 @@ int run_run(RunOptions o) {
   t0 = std::chrono::steady_clock::now();
   int generated = 0;
   for (; generated < o.n_predict; ++generated) {
-    const int32_t id = sampler.sample(logits);
+    int32_t id = 0;
+    {
+      const engine::ScopedTimer t(&prof, prof.counters().sampling_seconds);
+      id = sampler.sample(logits);
+    }
     if (!o.ignore_eos && tok.vocab().is_eog(id)) break;
     const std::string piece = tok.token_to_piece(id, false);
     std::fwrite(piece.data(), 1, piece.size(), stdout);

@@ -102,13 +102,7 @@ int run_sweep(const SweepOptions& o) {
   const std::vector<double> ram = parse_ram_list(o.ram_gb);
   std::map<std::string, std::string> knobs = parse_knob_list(o.extra, "--knobs");
   if (knobs.count("RAM_GB")) fail(ErrorKind::kBadValue, "--knobs: RAM_GB is what --ram-gb sweeps");
-  if (!o.pin.empty()) {
-    if (!engine::find_knob("PIN"))
-      fail(ErrorKind::kBadValue,
-           "--pin {}: this build has no PIN knob yet (placement from usage stats is not in)",
-           o.pin);
-    knobs["PIN"] = o.pin;
-  }
+  if (!o.pin.empty()) knobs["PIN"] = o.pin;
   if (!fs::exists(o.model)) fail(ErrorKind::kNotFound, "{}: no such model file", o.model);
   if (!fs::exists(o.tokens)) fail(ErrorKind::kNotFound, "{}: no such token file", o.tokens);
   const std::string csv_path =

@@ -8,13 +8,17 @@
 
 #include "placement/machine_profile.h"
 #include "placement/plan.h"
+#include "tools/progress.h"
 
 namespace strata::tools {
 
-TierSetup make_tier_setup(const engine::Model& model, const engine::Knobs& knobs, uint32_t n_ctx) {
+TierSetup make_tier_setup(const engine::Model& model, const engine::Knobs& knobs, uint32_t n_ctx,
+                          bool progress_bar) {
   TierSetup s;
   const int level = static_cast<int>(knobs.get_int("PROF"));
   s.prof = std::make_unique<engine::Profiler>(level, knobs.get_string("PROF_JSON"));
+  // "% of ceiling" needs `strata probe`'s measured bandwidths (none: the report says so).
+  if (s.prof->enabled()) s.prof->set_ceilings(engine::probed_ceilings(knobs));
   engine::TierOptions opts = engine::tier_options(knobs);
   opts.n_ctx = n_ctx;
   opts.prof = s.prof.get();
@@ -30,7 +34,19 @@ TierSetup make_tier_setup(const engine::Model& model, const engine::Knobs& knobs
     const std::string text = plan.describe();
     std::fprintf(stderr, "strata: %s\n", text.substr(0, text.find('\n')).c_str());
   };
-  s.experts = std::make_unique<engine::ExpertSource>(model, opts);
+  std::unique_ptr<Progress> bar;
+  if (progress_bar)
+    opts.progress = [&bar](uint64_t done, uint64_t total) {
+      if (!bar) bar = std::make_unique<Progress>("strata: loading RAM-homed experts", total);
+      bar->update(done);
+    };
+  try {
+    s.experts = std::make_unique<engine::ExpertSource>(model, opts);
+  } catch (...) {
+    if (bar) bar->abort();
+    throw;
+  }
+  if (bar) bar->finish();
 
   std::string header = "knobs: " + knobs.describe() + "\n";
   if (const placement::PlacementPlan* plan = s.experts->plan()) {

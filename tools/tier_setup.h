@@ -21,7 +21,10 @@ struct TierSetup {
 
 // Prints "strata: plan: ..." (every line at PROF >= 1, the totals line otherwise) and builds the
 // source (dense weights resident, RAM homes loaded). n_ctx: the KV positions the run allocates.
-TierSetup make_tier_setup(const engine::Model& model, const engine::Knobs& knobs, uint32_t n_ctx);
+// progress_bar: draw a bar on stderr while RAM-homed experts load (chat; a terminal only, else
+// one summary line).
+TierSetup make_tier_setup(const engine::Model& model, const engine::Knobs& knobs, uint32_t n_ctx,
+                          bool progress_bar = false);
 
 // PROF >= 1: the report on stderr; PROF_JSON: the JSON file.
 void finish_prof(const engine::Profiler& prof);
