@@ -9,6 +9,7 @@
 #include "engine/prof.h"
 #include "io/check.h"
 #include "kernels/quant.h"
+#include "placement/route_trace.h"
 
 namespace strata::engine {
 namespace {
@@ -40,7 +41,8 @@ Forward::Forward(const Model& model, const ForwardOptions& opts)
       shared_(cfg_, n_ubatch_),
       own_experts_(opts.experts ? nullptr : std::make_unique<ExpertSource>(model)),
       experts_(opts.experts ? opts.experts : own_experts_.get()),
-      prof_(opts.prof) {
+      prof_(opts.prof),
+      route_trace_(opts.route_trace) {
   const size_t nu = n_ubatch_;
   const uint32_t n_q = cfg_.max_n_embd_q();
   const uint32_t k = cfg_.max_n_expert_used();
@@ -136,6 +138,7 @@ void Forward::ffn_block(uint32_t il, uint32_t n, uint32_t pos0, RoutingTrace* tr
     const ScopedTimer t(prof_, prof_ ? prof_->counters().router_seconds : unused_seconds_);
     route(pool_, cfg_, l, x_.data(), r, xq_.data());
   }
+  if (route_trace_ && cfg_.is_moe(il)) route_trace_->add(il, pos0, n, r.topk, r.weights);
   if (trace && cfg_.is_moe(il)) {
     for (uint32_t t = 0; t < n; ++t) {
       std::copy_n(r.topk + size_t{t} * r.k, r.k, trace->topk_at(il, pos0 + t));

@@ -21,6 +21,10 @@
 #include "engine/shared_expert.h"
 #include "kernels/threadpool.h"
 
+namespace strata::placement {
+class RouteTraceWriter;
+}
+
 namespace strata::engine {
 
 class Profiler;
@@ -34,6 +38,9 @@ struct ForwardOptions {
   ExpertSource* experts = nullptr;
   // PROF: attention and router seconds go to its counters (null or disabled: not timed).
   Profiler* prof = nullptr;
+  // ROUTE_TRACE: hears every MoE layer's routing (top-k ids and weights per token); may be null.
+  // Must outlive the Forward.
+  placement::RouteTraceWriter* route_trace = nullptr;
 };
 
 class Forward {
@@ -95,6 +102,7 @@ class Forward {
   std::unique_ptr<ExpertSource> own_experts_;  // the mapping's, when no source was given
   ExpertSource* experts_;
   Profiler* prof_;
+  placement::RouteTraceWriter* route_trace_;
   double unused_seconds_ = 0;  // a ScopedTimer target when there is no profiler
 };
 

@@ -75,8 +75,13 @@ constexpr KnobSpec kKnobs[] = {
      "Use a PIN file whose model fingerprint differs (same shape only: n_layer and n_expert must "
      "still match)."},
     {"USAGE_SAVE", KnobType::kString, "", "path", "",
-     "Save the expert usage counts of this run (replay, run, stats) to this stats file at exit "
-     "(written to a temp file, then renamed)."},
+     "Save the expert usage counts of this run (replay, run, chat, stats) to this stats file at "
+     "exit, also after Ctrl-C (written to a temp file, then renamed)."},
+    {"ROUTE_TRACE", KnobType::kString, "", "path", "",
+     "Record every token's routing (per MoE layer: the selected experts and their weights) of "
+     "this run (replay, run, chat) to this zstd-compressed route trace (docs/FORMATS.md \"Route "
+     "trace\"); written as it goes to FILE.tmp, renamed at exit (also after Ctrl-C). "
+     "`strata stats --from-trace` turns traces into usage stats."},
 };
 
 std::string lower(std::string_view s) {

@@ -3,3 +3,7 @@
 strata_add_test(test_usage_stats LABEL unit SOURCES test_usage_stats.cpp LIBS strata_placement)
 strata_add_test(test_planner LABEL unit SOURCES test_planner.cpp LIBS strata_placement)
 strata_add_test(test_pin_heldout LABEL tier SOURCES test_pin_heldout.cpp LIBS strata_engine)
+# Route traces (ROUTE_TRACE): format, truncation/corruption, engine hook, `stats --from-trace`,
+# SIGINT saving in run / replay / chat, chat's /save-usage (runs the built `strata`).
+strata_add_test(test_route_trace LABEL tier SOURCES test_route_trace.cpp LIBS strata_engine)
+add_dependencies(test_route_trace strata)

@@ -2,7 +2,9 @@
 // [knob flags]`: multi-turn chat with the model's chat template over an engine::ChatSession (KV
 // reused across turns), streamed replies, /commands, Ctrl-C stops a reply, Ctrl-D exits; `-p` is
 // one-shot for scripts. Reads stdin with poll/read, so a pipe works as well as a terminal.
-// Exercised by tests/test_chat_cli.cpp.
+// USAGE_SAVE and ROUTE_TRACE are written at exit (Ctrl-D, /exit, Ctrl-C twice at the prompt);
+// /save-usage [FILE] writes the usage stats at once. Exercised by tests/test_chat_cli.cpp and
+// tests/test_route_trace.cpp.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
@@ -262,13 +264,32 @@ constexpr std::string_view kHelp =
     "  /help        this list\n"
     "  /reset       forget the conversation (the system prompt stays) and empty the KV cache\n"
     "  /stats       tokens in the context, speed of the last reply\n"
-    "  /save-usage  write expert usage statistics (not available yet)\n"
+    "  /save-usage [FILE]  write the expert usage statistics so far (default: the USAGE_SAVE "
+    "file)\n"
     "  /exit        leave (so does Ctrl-D, or Ctrl-C twice at the prompt)\n"
     "Ctrl-C stops the current reply. End a line with \\ to continue the message on the next "
     "line; start it with // to send a message that begins with /.\n";
 
 // Returns false when the command asks to leave.
-bool run_command(engine::ChatSession& s, std::string_view line) {
+// /save-usage [FILE]: the counts so far to FILE, else to the USAGE_SAVE path.
+void save_usage(const UsageRecorder* usage, std::string_view line) {
+  std::string_view arg = line.substr(std::string_view("/save-usage").size());
+  while (!arg.empty() && (arg.front() == ' ' || arg.front() == '\t')) arg.remove_prefix(1);
+  while (!arg.empty() && (arg.back() == ' ' || arg.back() == '\t')) arg.remove_suffix(1);
+  const std::string path = !arg.empty() ? std::string(arg) : usage ? usage->path() : std::string();
+  if (!usage || path.empty()) {
+    fmt::print(stderr,
+               "/save-usage: give a file (/save-usage FILE) or start chat with USAGE_SAVE=FILE\n");
+    return;
+  }
+  try {
+    usage->save(path);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "/save-usage: {}\n", e.what());
+  }
+}
+
+bool run_command(engine::ChatSession& s, std::string_view line, const UsageRecorder* usage) {
   const std::string_view cmd = line.substr(0, line.find_first_of(" \t"));
   if (cmd == "/help" || cmd == "/?") {
     fmt::print(stderr, "{}", kHelp);
@@ -278,9 +299,7 @@ bool run_command(engine::ChatSession& s, std::string_view line) {
   } else if (cmd == "/stats") {
     print_stats(s);
   } else if (cmd == "/save-usage") {
-    fmt::print(stderr,
-               "/save-usage: not available yet (expert usage statistics are not "
-               "collected by this build)\n");
+    save_usage(usage, line);
   } else if (cmd == "/exit" || cmd == "/quit") {
     return false;
   } else {
@@ -291,7 +310,7 @@ bool run_command(engine::ChatSession& s, std::string_view line) {
 }
 
 int interactive(engine::ChatSession& s, int32_t n_predict, engine::Profiler* prof,
-                std::string placed) {
+                const UsageRecorder* usage, std::string placed) {
   SigintGuard sigint;
   LineReader in(sigint.read_fd());
   const bool tty = isatty(STDIN_FILENO) == 1;
@@ -334,7 +353,7 @@ int interactive(engine::ChatSession& s, int32_t n_predict, engine::Profiler* pro
     if (text.size() >= 2 && text[0] == '/' && text[1] == '/') {
       text.erase(0, 1);
     } else if (text[0] == '/') {
-      if (!run_command(s, text)) break;
+      if (!run_command(s, text, usage)) break;
       continue;
     }
     reply(s, text, n_predict, prof);
@@ -374,8 +393,11 @@ int run_chat(ChatOptions o) {
                fo.n_ctx, cfg.n_ctx_train);
   fo.n_ubatch = o.ubatch;
   fo.n_threads = threads;
-  const TierSetup tiers = make_tier_setup(model, knobs, fo.n_ctx, /*progress_bar=*/true);
+  // Usage is always counted (cheap), so /save-usage FILE works without USAGE_SAVE.
+  const TierSetup tiers =
+      make_tier_setup(model, knobs, fo.n_ctx, /*progress_bar=*/true, /*record_usage=*/true);
   fo.experts = tiers.experts.get();
+  fo.route_trace = tiers.trace.get();
   fo.prof = tiers.prof.get();
   tiers.prof->reserve_decode(fo.n_ctx);
   if (tiers.prof->enabled()) tiers.prof->set_ceilings(engine::probed_ceilings(knobs));
@@ -391,7 +413,7 @@ int run_chat(ChatOptions o) {
   engine::ChatSession session(fwd, tok, family, o.sampling, o.system);
 
   if (!o.prompt) {
-    const int rc = interactive(session, o.n_predict, tiers.prof.get(), placed);
+    const int rc = interactive(session, o.n_predict, tiers.prof.get(), tiers.usage.get(), placed);
     tiers.prof->write_json();  // PROF_JSON: the last turn's window
     return rc;
   }

@@ -98,25 +98,41 @@ int run_replay(const ReplayOptions& o) {
   const TierSetup tiers = make_tier_setup(model, knobs, fo.n_ctx);
   fo.experts = tiers.experts.get();
   fo.prof = tiers.prof.get();
+  fo.route_trace = tiers.trace.get();
   engine::Forward fwd(model, fo);
+  const SigintStop sigint;  // Ctrl-C: stop after the current chunk; USAGE_SAVE etc. still saved
 
   std::vector<float> logits;
   engine::RoutingTrace trace;
   size_t n_tokens = 0;
   double seconds = 0;
-  for (size_t s = 0; s < streams.size(); ++s) {
+  bool interrupted = false;
+  for (size_t s = 0; s < streams.size() && !sigint.requested(); ++s) {
     const auto& ids = streams[s];
     fwd.reset();
     logits.resize(ids.size() * cfg.n_vocab);
     trace.reset(cfg.n_layer, cfg.n_expert, cfg.n_expert_used);
     const bool want_routing = !o.dump_routing.empty();
     const auto t0 = std::chrono::steady_clock::now();
-    fwd.prefill(ids, logits.data(), want_routing ? &trace : nullptr);
+    // Chunk by chunk (the same chunks prefill makes) so that Ctrl-C can stop between two.
+    size_t done = 0;
+    while (done < ids.size() && !sigint.requested()) {
+      const size_t n = std::min<size_t>(o.ubatch, ids.size() - done);
+      fwd.prefill(std::span(ids).subspan(done, n), logits.data() + done * cfg.n_vocab,
+                  want_routing ? &trace : nullptr);
+      done += n;
+    }
     const double stream_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     seconds += stream_s;
-    tiers.prof->add_prefill(ids.size(), stream_s);
-    n_tokens += ids.size();
+    tiers.prof->add_prefill(done, stream_s);
+    n_tokens += done;
+    if (done < ids.size()) {
+      std::fprintf(stderr, "replay: interrupted in stream %zu after %zu of %zu tokens\n", s, done,
+                   ids.size());
+      interrupted = true;
+      break;
+    }
     if (!o.dump_logits.empty())
       engine::write_logit_dump(
           (fs::path(o.dump_logits) / fmt::format("stream{}.logits.bin", s)).string(), ids, logits,
@@ -130,7 +146,7 @@ int run_replay(const ReplayOptions& o) {
                streams.size(), n_tokens, seconds, seconds > 0 ? double(n_tokens) / seconds : 0.0,
                threads, o.ubatch);
   finish_prof(*tiers.prof);
-  return 0;
+  return interrupted || sigint.requested() ? 130 : 0;
 }
 
 }  // namespace

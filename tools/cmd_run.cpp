@@ -65,7 +65,9 @@ int run_run(RunOptions o) {
   engine::Profiler& prof = *tiers.prof;
   fo.experts = tiers.experts.get();
   fo.prof = &prof;
+  fo.route_trace = tiers.trace.get();
   engine::Forward fwd(model, fo);
+  const SigintStop sigint;  // Ctrl-C: stop generating; USAGE_SAVE / ROUTE_TRACE still saved
 
   o.sampling.seed = o.seed >= 0 ? uint64_t(o.seed) : std::random_device{}();
   engine::Sampler sampler(o.sampling);
@@ -82,7 +84,7 @@ int run_run(RunOptions o) {
 
   t0 = std::chrono::steady_clock::now();
   int generated = 0;
-  for (; generated < o.n_predict; ++generated) {
+  for (; generated < o.n_predict && !sigint.requested(); ++generated) {
     int32_t id = 0;
     {
       const engine::ScopedTimer t(&prof, prof.counters().sampling_seconds);
@@ -111,6 +113,10 @@ int run_run(RunOptions o) {
                generated, decode_s, decode_s > 0 ? generated / decode_s : 0.0, threads,
                static_cast<unsigned long long>(o.sampling.seed));
   finish_prof(prof);
+  if (sigint.requested()) {
+    std::fprintf(stderr, "run: interrupted after %d tokens\n", generated);
+    return 130;
+  }
   return 0;
 }
 

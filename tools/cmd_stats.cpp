@@ -1,9 +1,11 @@
 // `strata stats -m MODEL (--tokens FILE | --prompts FILE [-n N]) -o STATS [--merge A B ...]
-// [--force]`: expert usage stats (docs/FORMATS.md "Usage stats"). Token files (one stream of ids
-// per line) are teacher-forced as one prefill per stream; prompt files (one prompt per line) are
-// tokenized, prefilled, and N tokens are generated greedily (decode counts). --merge adds stats
-// files (without -m: only merges them). Tested by tests/test_usage_stats.cpp (the file) and
-// tests/test_pin_heldout.cpp (the engine hook).
+// [--force]` and `strata stats --from-trace TRACE... -o STATS`: expert usage stats
+// (docs/FORMATS.md "Usage stats"). Token files (one stream of ids per line) are teacher-forced as
+// one prefill per stream; prompt files (one prompt per line) are tokenized, prefilled, and N tokens
+// are generated greedily (decode counts). --merge adds stats files (without -m: only merges them).
+// --from-trace counts route traces (ROUTE_TRACE, docs/FORMATS.md "Route trace") as the usage hook
+// would have. Tested by tests/test_usage_stats.cpp (the file), tests/test_pin_heldout.cpp (the
+// engine hook) and tests/test_route_trace.cpp (traces).
 #include <charconv>
 #include <cstdio>
 #include <fstream>
@@ -15,6 +17,7 @@
 #include "engine/tokenizer.h"
 #include "io/check.h"
 #include "kernels/threadpool.h"
+#include "placement/route_trace.h"
 #include "placement/usage_stats.h"
 #include "tools/cli.h"
 #include "tools/knob_flags.h"
@@ -29,6 +32,7 @@ struct StatsOptions {
   std::string prompts;
   std::string out;
   std::vector<std::string> merge;
+  std::vector<std::string> from_trace;
   int n_predict = 32;
   uint32_t ubatch = 512;
   bool force = false;
@@ -83,8 +87,21 @@ int32_t argmax(std::span<const float> logits) {
 
 int run_stats(const StatsOptions& o) {
   if (o.out.empty()) fail(ErrorKind::kBadValue, "stats: -o STATS is required");
+  if (!o.from_trace.empty()) {
+    if (!o.model.empty() || !o.tokens.empty() || !o.prompts.empty())
+      fail(ErrorKind::kBadValue, "stats: --from-trace takes no -m, --tokens or --prompts");
+    placement::UsageStats all = placement::usage_from_traces(o.from_trace, o.force);
+    for (const std::string& m : o.merge) all.merge(placement::UsageStats::load(m), o.force);
+    all.save(o.out);
+    std::fprintf(stderr, "stats: %zu traces, %llu tokens (%llu decode, %llu prefill) -> %s\n",
+                 o.from_trace.size(), static_cast<unsigned long long>(all.tokens()),
+                 static_cast<unsigned long long>(all.decode_tokens()),
+                 static_cast<unsigned long long>(all.prefill_tokens()), o.out.c_str());
+    return 0;
+  }
   if (o.model.empty()) {
-    if (o.merge.empty()) fail(ErrorKind::kBadValue, "stats: give -m MODEL or --merge FILES");
+    if (o.merge.empty())
+      fail(ErrorKind::kBadValue, "stats: give -m MODEL, --from-trace TRACES or --merge FILES");
     placement::UsageStats all = placement::UsageStats::load(o.merge[0]);
     for (size_t i = 1; i < o.merge.size(); ++i)
       all.merge(placement::UsageStats::load(o.merge[i]), o.force);
@@ -124,6 +141,8 @@ int run_stats(const StatsOptions& o) {
   std::unique_ptr<UsageRecorder> recorder = apply_placement_knobs(model, knobs, topts, true);
   engine::ExpertSource experts(model, topts);
   fo.experts = &experts;
+  const std::unique_ptr<placement::RouteTraceWriter> trace = make_route_trace(model, knobs);
+  fo.route_trace = trace.get();
   engine::Forward fwd(model, fo);
   for (const auto& ids : streams) {
     if (ids.empty()) continue;
@@ -155,9 +174,12 @@ void add_stats(CLI::App& app, CommandFn& run) {
   cmd->add_option("--prompts", o->prompts, "Prompt file: one prompt per line (generated from)");
   cmd->add_option("-o,--out", o->out, "Stats file to write")->required();
   cmd->add_option("--merge", o->merge, "Stats files to add (same model)");
+  cmd->add_option("--from-trace", o->from_trace,
+                  "Route traces (ROUTE_TRACE) to count instead of running a model");
   cmd->add_option("-n,--n-predict", o->n_predict, "Tokens generated per prompt (default 32)");
   cmd->add_option("--ubatch", o->ubatch, "Prefill chunk size in tokens (default 512)");
-  cmd->add_flag("--force", o->force, "Merge files whose model fingerprint differs (same shape)");
+  cmd->add_flag("--force", o->force,
+                "Merge files / traces whose model fingerprint differs (same shape)");
   add_knob_flags(cmd, o->knobs);
   cmd->callback([&run, o] { run = [o] { return run_stats(*o); }; });
 }

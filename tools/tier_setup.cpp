@@ -13,7 +13,7 @@
 namespace strata::tools {
 
 TierSetup make_tier_setup(const engine::Model& model, const engine::Knobs& knobs, uint32_t n_ctx,
-                          bool progress_bar) {
+                          bool progress_bar, bool record_usage) {
   TierSetup s;
   const int level = static_cast<int>(knobs.get_int("PROF"));
   s.prof = std::make_unique<engine::Profiler>(level, knobs.get_string("PROF_JSON"));
@@ -29,7 +29,7 @@ TierSetup make_tier_setup(const engine::Model& model, const engine::Knobs& knobs
   opts.ssd_gbps = std::filesystem::exists(profile)
                       ? placement::load_machine_profile(profile).ssd_gbps()
                       : placement::default_machine_profile().ssd_gbps();
-  s.usage = apply_placement_knobs(model, knobs, opts);
+  s.usage = apply_placement_knobs(model, knobs, opts, record_usage);
   opts.on_plan = [](const placement::PlacementPlan& plan) {
     const std::string text = plan.describe();
     std::fprintf(stderr, "strata: %s\n", text.substr(0, text.find('\n')).c_str());
@@ -47,6 +47,7 @@ TierSetup make_tier_setup(const engine::Model& model, const engine::Knobs& knobs
     throw;
   }
   if (bar) bar->finish();
+  s.trace = make_route_trace(model, knobs);  // after the source: a refused run writes no trace
 
   std::string header = "knobs: " + knobs.describe() + "\n";
   if (const placement::PlacementPlan* plan = s.experts->plan()) {

@@ -16,15 +16,17 @@ namespace strata::tools {
 struct TierSetup {
   std::unique_ptr<engine::Profiler> prof;
   std::unique_ptr<UsageRecorder> usage;  // USAGE_SAVE; saves at exit (outlives experts)
+  // ROUTE_TRACE; finished at exit. Give it to ForwardOptions::route_trace.
+  std::unique_ptr<placement::RouteTraceWriter> trace;
   std::unique_ptr<engine::ExpertSource> experts;
 };
 
 // Prints "strata: plan: ..." (every line at PROF >= 1, the totals line otherwise) and builds the
 // source (dense weights resident, RAM homes loaded). n_ctx: the KV positions the run allocates.
 // progress_bar: draw a bar on stderr while RAM-homed experts load (chat; a terminal only, else
-// one summary line).
+// one summary line). record_usage: count usage even without USAGE_SAVE (chat's /save-usage).
 TierSetup make_tier_setup(const engine::Model& model, const engine::Knobs& knobs, uint32_t n_ctx,
-                          bool progress_bar = false);
+                          bool progress_bar = false, bool record_usage = false);
 
 // PROF >= 1: the report on stderr; PROF_JSON: the JSON file.
 void finish_prof(const engine::Profiler& prof);
