@@ -97,9 +97,11 @@ void AttentionBlock::gqa(kernels::ThreadPool& pool, const LayerWeights& l, uint3
   const uint32_t n_v = cfg_.n_embd_v_gqa(il);
 
   ActivationRows xa(pool, x, n_embd, n, n_embd, xq_.data());
-  xa.matmul(l.wq.matrix(), q_.data(), n_q);
-  xa.matmul(l.wk.matrix(), k_.data(), n_k);
-  xa.matmul(l.wv.matrix(), v_.data(), n_v);
+  // q, k and v read the same x: one parallel region for the three.
+  const MatrixRef qkv[] = {l.wq.matrix(), l.wk.matrix(), l.wv.matrix()};
+  float* const qkv_y[] = {q_.data(), k_.data(), v_.data()};
+  const size_t qkv_stride[] = {n_q, n_k, n_v};
+  xa.matmul_many(qkv, qkv_y, qkv_stride);
 
   for (uint32_t t = 0; t < n; ++t) {
     float* q = q_.data() + size_t{t} * n_q;

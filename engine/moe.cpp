@@ -21,6 +21,10 @@ constexpr uint32_t kRowBlock = 16;
 // Below this many rows a fork/join costs more than the work.
 constexpr uint32_t kMinParallelRows = 8;
 
+// Below this many activation elements (SiLU-GLU + quantization) a fork/join costs more than the
+// work: a decode step's 8 rows of 768 are done by the caller alone.
+constexpr int64_t kMinParallelElements = 16384;
+
 template <typename F>
 void for_rows(kernels::ThreadPool& pool, uint32_t n, F&& fn) {
   if (n < kMinParallelRows) {
@@ -104,6 +108,8 @@ CpuExpertExecutor::CpuExpertExecutor(kernels::ThreadPool& pool, const ModelConfi
   hq_row_bytes_ = activation_row_bytes(n_ff);
   xq_.resize(size_t{max_rows} * xq_row_bytes_);
   xq2_.resize(size_t{max_rows} * xq_row_bytes_);
+  xt_.resize(size_t{max_rows} * xq_row_bytes_);
+  xt2_.resize(size_t{max_rows} * xq_row_bytes_);
   gate_.resize(size_t{max_rows} * n_ff);
   up_.resize(size_t{max_rows} * n_ff);
   hq_.resize(size_t{max_rows} * hq_row_bytes_);
@@ -151,14 +157,52 @@ void CpuExpertExecutor::compute(const ExpertStack& stack, std::span<const Expert
   std::byte* xq_up = up_separate ? xq2_.data() : xq_.data();
   const size_t xq_up_stride = up_separate ? xq2_stride : xq_stride;
 
-  // Stage A: x rows in dispatch order, quantized for gate (and up).
-  for_rows(pool_, n_rows - row0, [&](int64_t begin, int64_t end, int) {
-    for (int64_t r = row0 + begin; r < row0 + end; ++r) {
-      const float* xr = x + row_token[r] * n_embd;
-      kernels::quantize_activation_row(gate_vdt, xr, xq_.data() + r * xq_stride, n_embd);
-      if (up_separate) kernels::quantize_activation_row(up_vdt, xr, xq2_.data() + r * xq2_stride, n_embd);
+  // Stage A: the activation quantized for gate (and up). When the rows repeat tokens (decode: one
+  // token, k rows) each token is quantized once into xt_ and a one-row job reads its token's row
+  // there; rows of several-token jobs are copied into dispatch order for the GEMM. Otherwise each
+  // row is quantized in place. Either way a row holds the same bytes.
+  int32_t n_tok = 0;
+  for (uint32_t r = row0; r < n_rows; ++r) n_tok = std::max(n_tok, row_token[r] + 1);
+  const bool per_token = uint32_t(n_tok) < n_rows - row0;
+  if (per_token) {
+    for_rows(pool_, uint32_t(n_tok), [&](int64_t begin, int64_t end, int) {
+      for (int64_t t = begin; t < end; ++t) {
+        const float* xr = x + t * n_embd;
+        kernels::quantize_activation_row(gate_vdt, xr, xt_.data() + t * xq_stride, n_embd);
+        if (up_separate)
+          kernels::quantize_activation_row(up_vdt, xr, xt2_.data() + t * xq2_stride, n_embd);
+      }
+    });
+    for (const ExpertJob& j : jobs) {
+      if (j.row_end - j.row_begin == 1) continue;
+      for (uint32_t r = j.row_begin; r < j.row_end; ++r) {
+        std::memcpy(xq_.data() + r * xq_stride, xt_.data() + row_token[r] * xq_stride, xq_stride);
+        if (up_separate)
+          std::memcpy(xq2_.data() + r * xq2_stride, xt2_.data() + row_token[r] * xq2_stride,
+                      xq2_stride);
+      }
     }
-  });
+  } else {
+    for_rows(pool_, n_rows - row0, [&](int64_t begin, int64_t end, int) {
+      for (int64_t r = row0 + begin; r < row0 + end; ++r) {
+        const float* xr = x + row_token[r] * n_embd;
+        kernels::quantize_activation_row(gate_vdt, xr, xq_.data() + r * xq_stride, n_embd);
+        if (up_separate)
+          kernels::quantize_activation_row(up_vdt, xr, xq2_.data() + r * xq2_stride, n_embd);
+      }
+    });
+  }
+  const std::byte* xt_up = up_separate ? xt2_.data() : xt_.data();
+  // The gate / up activation row(s) of a job.
+  const auto x_gate = [&](const ExpertJob& j) {
+    return per_token && j.row_end - j.row_begin == 1
+               ? xt_.data() + row_token[j.row_begin] * xq_stride
+               : xq_.data() + j.row_begin * xq_stride;
+  };
+  const auto x_up = [&](const ExpertJob& j) {
+    return per_token && j.row_end - j.row_begin == 1 ? xt_up + row_token[j.row_begin] * xq_up_stride
+                                                     : xq_up + j.row_begin * xq_up_stride;
+  };
 
   // Stage B: gate and up rows of every job, one parallel region.
   const kernels::GemvKernels gate_k = kernels::gemv_kernels(stack.gate.type);
@@ -171,8 +215,8 @@ void CpuExpertExecutor::compute(const ExpertStack& stack, std::span<const Expert
       const MatrixRef g = stack.gate_matrix(job.slice);
       const MatrixRef u = stack.up_matrix(job.slice);
       const uint32_t m = job.row_end - job.row_begin;
-      const std::byte* xg = xq_.data() + job.row_begin * xq_stride;
-      const std::byte* xu = xq_up + job.row_begin * xq_up_stride;
+      const std::byte* xg = x_gate(job);
+      const std::byte* xu = x_up(job);
       float* yg = gate_.data() + size_t{job.row_begin} * n_ff;
       float* yu = up_.data() + size_t{job.row_begin} * n_ff;
       if (m == 1) {
@@ -193,14 +237,20 @@ void CpuExpertExecutor::compute(const ExpertStack& stack, std::span<const Expert
     }
   });
 
-  // Stage C: the activation (silu(gate) ⊙ up, or SwiGLU-OAI), quantized for down.
-  for_rows(pool_, n_rows - row0, [&](int64_t begin, int64_t end, int) {
+  // Stage C: the activation (silu(gate) ⊙ up, or SwiGLU-OAI), quantized for down. A decode
+  // step's few rows are less work than a fork/join: the caller does them alone.
+  const auto glu_rows = [&](int64_t begin, int64_t end, int) {
     for (int64_t r = row0 + begin; r < row0 + end; ++r) {
       float* h = gate_.data() + r * n_ff;
       glu(stack.activation, h, up_.data() + r * n_ff, h, n_ff);
       kernels::quantize_activation_row(down_vdt, h, hq_.data() + r * hq_stride, n_ff);
     }
-  });
+  };
+  if (int64_t{n_rows - row0} * n_ff < kMinParallelElements) {
+    glu_rows(0, n_rows - row0, 0);
+  } else {
+    pool_.parallel_for(n_rows - row0, {}, glu_rows);
+  }
 
   // Stage D: down rows of every job, one parallel region.
   const kernels::GemvKernels down_k = kernels::gemv_kernels(stack.down.type);

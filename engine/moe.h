@@ -76,8 +76,10 @@ class ExpertExecutor {
 };
 
 // Runs experts on the CPU pool: one parallel region for all jobs' gate+up rows, one for the
-// activation, one for all down rows; work split by weight bytes. Each output element is computed
-// by the same kernel call whatever the split, so thread count never changes the numbers.
+// activation (the caller alone for a decode step's few rows), one for all down rows; work split
+// by weight bytes. x is quantized once per token when rows repeat tokens (decode). Each output
+// element is computed by the same kernel call whatever the split, so thread count never changes the
+// numbers.
 class CpuExpertExecutor final : public ExpertExecutor {
  public:
   // Scratch for up to max_rows dispatch rows of this model's layers.
@@ -99,6 +101,8 @@ class CpuExpertExecutor final : public ExpertExecutor {
   size_t hq_row_bytes_;
   std::vector<std::byte> xq_;    // [max_rows, n_embd] x rows quantized for gate/up, dispatch order
   std::vector<std::byte> xq2_;   // the same for up when its activation type differs from gate's
+  std::vector<std::byte> xt_;    // [max_rows, n_embd] x quantized once per token (token order)
+  std::vector<std::byte> xt2_;   // the same for up when its activation type differs
   std::vector<float> gate_;      // [max_rows, max_n_ff]
   std::vector<float> up_;        // [max_rows, max_n_ff]
   std::vector<std::byte> hq_;    // [max_rows, max_n_ff] activation rows quantized for down

@@ -157,27 +157,70 @@ void quantize_rows(kernels::ThreadPool& pool, GgmlType w_type, const float* x, s
   }
 }
 
+const void* ActivationRows::prepare(GgmlType w_type, size_t* xq_stride) {
+  const GgmlType vdt = kernels::vec_dot_type(w_type);
+  *xq_stride = x_stride_ * sizeof(float);
+  if (vdt == GgmlType::F32) return x_;
+  *xq_stride = ggml_row_bytes(vdt, static_cast<uint64_t>(n_cols_));
+  if (!have_ || format_ != vdt) {
+    quantize_rows(pool_, w_type, x_, x_stride_, n_tokens_, n_cols_, scratch_, *xq_stride);
+    have_ = true;
+    format_ = vdt;
+  }
+  return scratch_;
+}
+
 void ActivationRows::matmul(const MatrixRef& w, float* y, size_t y_stride) {
   STRATA_ASSERT(w.n_cols == n_cols_, "matmul: weight has {} columns, x rows have {}", w.n_cols,
                 n_cols_);
-  const GgmlType vdt = kernels::vec_dot_type(w.type);
-  const void* xq = x_;
-  size_t xq_stride = x_stride_ * sizeof(float);
-  if (vdt != GgmlType::F32) {
-    xq_stride = ggml_row_bytes(vdt, static_cast<uint64_t>(n_cols_));
-    if (!have_ || format_ != vdt) {
-      quantize_rows(pool_, w.type, x_, x_stride_, n_tokens_, n_cols_, scratch_, xq_stride);
-      have_ = true;
-      format_ = vdt;
-    }
-    xq = scratch_;
-  }
+  size_t xq_stride = 0;
+  const void* xq = prepare(w.type, &xq_stride);
   if (n_tokens_ == 1) {
     kernels::gemv(&pool_, w.type, w.data, w.row_bytes, xq, y, w.n_rows, w.n_cols);
   } else {
     kernels::gemm(&pool_, w.type, w.data, w.row_bytes, xq, xq_stride, y, y_stride, n_tokens_,
                   w.n_rows, w.n_cols);
   }
+}
+
+void ActivationRows::matmul_many(std::span<const MatrixRef> w, float* const* y,
+                                 const size_t* y_stride) {
+  STRATA_ASSERT(w.size() <= kMaxMany, "matmul_many: {} weights > {}", w.size(), kMaxMany);
+  bool one_type = true;
+  for (const MatrixRef& m : w) one_type = one_type && m.type == w[0].type;
+  if (!one_type || pool_.size() == 1 || w.size() < 2) {
+    for (size_t i = 0; i < w.size(); ++i) matmul(w[i], y[i], y_stride[i]);
+    return;
+  }
+  // Row groups of 4 (the kernels' row blocking, as kernels::gemv splits them), numbered across
+  // the weights in order.
+  constexpr int64_t kGroup = 4;
+  int64_t first_group[kMaxMany + 1] = {0};
+  for (size_t i = 0; i < w.size(); ++i) {
+    STRATA_ASSERT(w[i].n_cols == n_cols_, "matmul: weight has {} columns, x rows have {}",
+                  w[i].n_cols, n_cols_);
+    first_group[i + 1] = first_group[i] + (w[i].n_rows + kGroup - 1) / kGroup;
+  }
+  size_t xq_stride = 0;
+  const void* xq = prepare(w[0].type, &xq_stride);
+  const kernels::GemvKernels k = kernels::gemv_kernels(w[0].type);
+  const int64_t n_cols = n_cols_;
+  const uint32_t n_tokens = n_tokens_;
+  pool_.parallel_for(first_group[w.size()], {}, [&](int64_t begin, int64_t end, int) {
+    for (size_t i = 0; i < w.size(); ++i) {
+      const int64_t g0 = std::max(begin, first_group[i]);
+      const int64_t g1 = std::min(end, first_group[i + 1]);
+      if (g0 >= g1) continue;
+      const int64_t r0 = (g0 - first_group[i]) * kGroup;
+      const int64_t r1 = std::min((g1 - first_group[i]) * kGroup, w[i].n_rows);
+      if (n_tokens == 1) {
+        k.gemv(w[i].data, w[i].row_bytes, xq, y[i], r0, r1, n_cols);
+      } else {
+        k.gemm(w[i].data, w[i].row_bytes, xq, xq_stride, y[i], y_stride[i], n_tokens, r0, r1,
+               n_cols);
+      }
+    }
+  });
 }
 
 }  // namespace strata::engine

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "engine/model_config.h"
 #include "engine/weights.h"
@@ -84,6 +85,13 @@ class ActivationRows {
   // y[t] = W·x[t]; y: [n_tokens, w.n_rows], rows y_stride floats apart.
   void matmul(const MatrixRef& w, float* y, size_t y_stride);
 
+  // y[i] = W[i]·x for up to kMaxMany weights that read the same x (q, k and v): one parallel
+  // region over all their rows when they share a type (equal bytes per row, so an equal split of
+  // row groups is an equal split of bytes), else one matmul() each. Every row is computed by the
+  // same kernel call as in matmul(), so the numbers do not change.
+  static constexpr size_t kMaxMany = 4;
+  void matmul_many(std::span<const MatrixRef> w, float* const* y, const size_t* y_stride);
+
  private:
   kernels::ThreadPool& pool_;
   const float* x_;
@@ -91,6 +99,9 @@ class ActivationRows {
   uint32_t n_tokens_;
   int64_t n_cols_;
   std::byte* scratch_;
+  // x in the weight's activation format (quantized into scratch_ once per format), its row stride.
+  const void* prepare(GgmlType w_type, size_t* xq_stride);
+
   bool have_ = false;  // scratch_ holds x quantized to format_
   GgmlType format_ = GgmlType::F32;
 };

@@ -17,6 +17,7 @@
 #include "engine/moe.h"
 #include "engine/ops.h"
 #include "io/check.h"
+#include "kernels/quant.h"
 #include "kernels/threadpool.h"
 
 namespace fs = std::filesystem;
@@ -250,6 +251,62 @@ TEST_F(DumpFiles, MalformedFilesNameTheOffset) {
   EXPECT_THROW(read_logit_dump(write("extra.bin", extra)), FileError);
   EXPECT_THROW(read_routing_dump(path("ok.bin")), FileError);  // a MOEL file is not MOER
   EXPECT_THROW(read_logit_dump(path("missing.bin")), Error);
+}
+
+// matmul_many (q, k, v in one parallel region) gives the same bytes as one matmul per weight, for
+// one token and several, 1-3 threads, row counts that are not multiples of the 4-row groups, and
+// mixed types (the fallback).
+TEST(Ops, MatmulManyMatchesMatmul) {
+  const int64_t n_cols = 96;
+  const int64_t rows[] = {37, 6, 13};
+  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::F32}) {
+    std::vector<std::vector<uint8_t>> data;
+    std::vector<MatrixRef> w;
+    for (size_t i = 0; i < 3; ++i) {
+      const size_t rb = ggml_row_bytes(type, n_cols);
+      data.emplace_back(rb * size_t(rows[i]));
+      for (int64_t r = 0; r < rows[i]; ++r) {
+        const auto src = random_vec(size_t(n_cols), uint32_t(100 * i + r), 0.1f);
+        kernels::quantize_row(type, src.data(), data.back().data() + r * rb, n_cols);
+      }
+    }
+    for (size_t i = 0; i < 3; ++i)
+      w.push_back(MatrixRef{type, rows[i], n_cols, ggml_row_bytes(type, n_cols),
+                            reinterpret_cast<const std::byte*>(data[i].data())});
+    // The mixed-type case: the last weight as F32.
+    std::vector<uint8_t> f32(sizeof(float) * size_t(rows[2] * n_cols));
+    const auto vals = random_vec(size_t(rows[2] * n_cols), 7, 0.1f);
+    std::memcpy(f32.data(), vals.data(), f32.size());
+    for (bool mixed : {false, true}) {
+      std::vector<MatrixRef> ws = w;
+      if (mixed)
+        ws[2] = MatrixRef{GgmlType::F32, rows[2], n_cols, sizeof(float) * size_t(n_cols),
+                          reinterpret_cast<const std::byte*>(f32.data())};
+      for (uint32_t n_tok : {1u, 5u}) {
+        const auto x = random_vec(size_t(n_tok * n_cols), 42);
+        for (int threads : {1, 2, 3}) {
+          kernels::ThreadPool pool(threads);
+          std::vector<std::byte> scratch(n_tok * activation_row_bytes(n_cols));
+          std::vector<std::vector<float>> want(3), got(3);
+          for (size_t i = 0; i < 3; ++i) {
+            want[i].assign(size_t(n_tok * ws[i].n_rows), -1.0f);
+            got[i].assign(size_t(n_tok * ws[i].n_rows), -2.0f);
+            matmul(pool, ws[i], x.data(), size_t(n_cols), n_tok, want[i].data(),
+                   size_t(ws[i].n_rows), scratch.data());
+          }
+          float* ys[] = {got[0].data(), got[1].data(), got[2].data()};
+          const size_t strides[] = {size_t(ws[0].n_rows), size_t(ws[1].n_rows),
+                                    size_t(ws[2].n_rows)};
+          ActivationRows(pool, x.data(), size_t(n_cols), n_tok, n_cols, scratch.data())
+              .matmul_many(ws, ys, strides);
+          for (size_t i = 0; i < 3; ++i)
+            EXPECT_EQ(0, std::memcmp(want[i].data(), got[i].data(), want[i].size() * 4))
+                << ggml_type_name(type) << " mixed " << mixed << " tokens " << n_tok << " threads "
+                << threads << " weight " << i;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
