@@ -73,13 +73,12 @@ void AttentionBlock::mla(kernels::ThreadPool& pool, const LayerWeights& l, uint3
   // Projections of x: q (through the LoRA pair when there is one) and [c | k_pe].
   {
     ActivationRows xa(pool, x, n_embd, n, n_embd, xq_.data());
-    if (cfg_.n_lora_q > 0) {
-      xa.matmul(l.wq_a.matrix(), q_a_.data(), cfg_.n_lora_q);
-      xa.matmul(l.wkv_a_mqa.matrix(), k_.data(), n_row);
-    } else {
-      xa.matmul(l.wq.matrix(), q_.data(), n_q);
-      xa.matmul(l.wkv_a_mqa.matrix(), k_.data(), n_row);
-    }
+    // Both read x: one parallel region when they share a type.
+    const bool lora = cfg_.n_lora_q > 0;
+    const MatrixRef w[] = {lora ? l.wq_a.matrix() : l.wq.matrix(), l.wkv_a_mqa.matrix()};
+    float* const y[] = {lora ? q_a_.data() : q_.data(), k_.data()};
+    const size_t y_stride[] = {lora ? size_t{cfg_.n_lora_q} : size_t{n_q}, size_t{n_row}};
+    xa.matmul_many(w, y, y_stride);
   }
   if (cfg_.n_lora_q > 0) {
     for (uint32_t t = 0; t < n; ++t) {
