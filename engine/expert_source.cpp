@@ -472,7 +472,10 @@ void ExpertSource::start(uint32_t il, Dispatch& d) {
     if (repin_now_) store_->note_repin_pass();
   }
   if (one_token) {
-    if (prefetch_ > 0) store_->note_needed(ssd.size());
+    if (prefetch_ > 0) {
+      store_->note_needed(ssd.size());
+      step0_ = store_->counters();
+    }
     if (repin_ > 0)
       for (const auto& jobs : d.jobs)
         for (const ExpertJob& j : jobs) score_[layer_begin_[il] + j.expert] += 1.0;
@@ -530,6 +533,12 @@ void ExpertSource::compute(uint32_t il, const ExpertStack& stack, Dispatch& d, E
     if (begin + n < ssd.size()) store_->release(layer, ids_of(begin));
   }
   store_->release(layer);
+  if (prefetch_ > 0 && decode_step_ && !ssd.empty()) {
+    const tiers::StoreCounters& c = store_->counters();
+    store_->note_decode_layer(c.cache_misses - step0_.cache_misses,
+                              c.prefetch_used - step0_.prefetch_used,
+                              c.io_wait_seconds - step0_.io_wait_seconds);
+  }
   // REPIN on every REPIN-th decode step, between layers (no slot pinned by any layer): this
   // layer's experts just computed from the cache may take RAM homes; later layers' dispatch sees
   // the new homes. The counts decay once per pass, after the last MoE layer.

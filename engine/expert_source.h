@@ -156,6 +156,7 @@ class ExpertSource {
   std::vector<int> ids_;  // scratch: one group's expert ids
   int started_ = -1;      // layer whose start() ran and whose compute() has not
   int prefetch_ = 0;
+  tiers::StoreCounters step0_;  // PREFETCH: store counters at start() of a decode layer step
   std::vector<float> pf_x_, pf_probs_, pf_weights_;  // PREFETCH scratch: one token's routing
   std::vector<int32_t> pf_topk_;
   // REPIN state: decayed decode uses per expert (layer-major), tokens since the last pass.

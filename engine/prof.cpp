@@ -152,6 +152,9 @@ tiers::StoreCounters Profiler::window_counters() const {
   s.prefetch_refused -= base_.prefetch_refused;
   s.prefetch_needed -= base_.prefetch_needed;
   s.prefetch_head_start_seconds -= base_.prefetch_head_start_seconds;
+  s.decode_layers_missed -= base_.decode_layers_missed;
+  s.decode_layers_missed_wait -= base_.decode_layers_missed_wait;
+  s.decode_layers_saved -= base_.decode_layers_saved;
   s.repin_passes -= base_.repin_passes;
   s.repin_moves -= base_.repin_moves;
   return s;
@@ -335,10 +338,12 @@ std::string Profiler::report() const {
   out += fmt::format(
       "prof: prefetch: precision {:.1f}% ({} used of {} issued, {} evicted unused, {} refused by "
       "the guard), recall {:.1f}% (of {} SSD experts decode needed), I/O wait saved ~{:.3f} s "
-      "(used x felt wait per demand miss; head start {:.3f} s), routers ahead {:.3f} s{}\n",
+      "(layer steps served by prefetch x felt wait per missing step; head start {:.3f} s), routers "
+      "ahead {:.3f} s{}\n",
       100 * s.prefetch_precision(), s.prefetch_used, s.prefetch_issued, s.prefetch_wasted,
       s.prefetch_refused, 100 * s.prefetch_recall(), s.prefetch_needed, s.prefetch_wait_saved(),
-      s.prefetch_head_start_seconds, c_.prefetch_seconds, s.prefetch_issued + s.prefetch_needed == 0 ? " (PREFETCH off)" : "");
+      s.prefetch_head_start_seconds, c_.prefetch_seconds,
+      s.prefetch_issued + s.prefetch_needed == 0 ? " (PREFETCH off)" : "");
   if (s.repin_passes > 0)
     out += fmt::format("prof: repin: {} passes, {} experts moved RAM <-> SSD\n", s.repin_passes,
                        s.repin_moves);

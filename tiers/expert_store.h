@@ -96,6 +96,11 @@ struct StoreCounters {
   uint64_t prefetch_refused = 0;
   uint64_t prefetch_needed = 0;
   double prefetch_head_start_seconds = 0;
+  // Decode layer steps with SSD experts while PREFETCH is on (note_decode_layer): those with a
+  // demand miss and their felt wait; those served entirely by used prefetches.
+  uint64_t decode_layers_missed = 0;
+  double decode_layers_missed_wait = 0;
+  uint64_t decode_layers_saved = 0;
   // REPIN: passes run and experts moved between a RAM home and SSD (one move = one swap).
   uint64_t repin_passes = 0;
   uint64_t repin_moves = 0;
@@ -105,10 +110,13 @@ struct StoreCounters {
   double prefetch_precision() const {
     return prefetch_issued ? static_cast<double>(prefetch_used) / prefetch_issued : 0.0;
   }
-  // The felt I/O wait the used prefetches saved, estimated: each one is a demand miss avoided,
-  // at this run's mean felt wait per demand miss (io_wait_seconds / cache_misses).
+  // The felt I/O wait the used prefetches saved, estimated per decode layer step (the compute
+  // thread waits per layer, not per expert): steps whose SSD experts all came from used
+  // prefetches, at the mean felt wait of the steps that had a demand miss.
   double prefetch_wait_saved() const {
-    return cache_misses ? static_cast<double>(prefetch_used) * io_wait_seconds / cache_misses : 0.0;
+    return decode_layers_missed ? static_cast<double>(decode_layers_saved) *
+                                      decode_layers_missed_wait / decode_layers_missed
+                                : 0.0;
   }
   double prefetch_recall() const {
     return prefetch_needed ? static_cast<double>(prefetch_used) / prefetch_needed : 0.0;
@@ -149,6 +157,15 @@ class ExpertStore {
   int prefetch(int layer, std::span<const int> experts);
   // Adds SSD experts a decode step needed (the recall denominator).
   void note_needed(uint64_t n) { counters_.prefetch_needed += n; }
+  // One decode layer step's outcome, from counter deltas over the step (prefetch_wait_saved).
+  void note_decode_layer(uint64_t misses, uint64_t used, double wait) {
+    if (misses > 0) {
+      ++counters_.decode_layers_missed;
+      counters_.decode_layers_missed_wait += wait;
+    } else if (used > 0) {
+      ++counters_.decode_layers_saved;
+    }
+  }
   // REPIN: the SSD-homed expert (layer pl, expert pe), ready in the cache and unpinned, takes the
   // RAM home of the RAM-homed (dl, de): its bytes are copied from the slot into de's arena space
   // (which must be at least as large), the slot is emptied, and (dl, de) becomes SSD-homed (read
