@@ -2,7 +2,9 @@
 // tiny` model, usage stats learned from one set of token streams (train, through the engine's
 // usage hook, saved and reloaded as a stats file) pin the hottest experts in RAM; a disjoint
 // held-out set replayed at a small RAM budget gets a higher cache+pinned hit rate (the store's
-// counters) than the usage-free default plan, and logits byte-identical with and without PIN.
+// counters) than the usage-free default plan, and logits byte-identical with and without PIN; with
+// REPIN and PREFETCH on top of PIN the held-out hit rate still beats no PIN and the logits stay
+// byte-identical.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -110,6 +112,21 @@ TEST(PinHeldOut, PinnedPlanBeatsDefaultOnHeldOutStreams) {
   ASSERT_EQ(base.logits.size(), pinned.logits.size());
   EXPECT_EQ(
       std::memcmp(base.logits.data(), pinned.logits.data(), base.logits.size() * sizeof(float)), 0);
+
+  // REPIN and PREFETCH on and off: same numbers, and PIN with them still beats no PIN held out.
+  // (One combined arm keeps the test short; tests/test_tier_invariance.cpp covers each alone.)
+  for (const auto& [repin, prefetch] : {std::pair{8, 2}}) {
+    engine::TierOptions o = opts;
+    o.repin = repin;
+    o.prefetch = prefetch;
+    const Replay r = replay(model, held_out, o);
+    const double hit = cache_pinned_hit_rate(r.counters);
+    std::printf("held-out hit rate PIN + REPIN=%d PREFETCH=%d: %.3f\n", repin, prefetch, hit);
+    EXPECT_GT(hit, hit_base) << "REPIN=" << repin << " PREFETCH=" << prefetch;
+    EXPECT_EQ(std::memcmp(base.logits.data(), r.logits.data(), base.logits.size() * sizeof(float)),
+              0)
+        << "REPIN=" << repin << " PREFETCH=" << prefetch;
+  }
 
   // The planner's prediction agrees on the direction.
   const std::vector<double> p =
