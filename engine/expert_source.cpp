@@ -302,6 +302,7 @@ ExpertSource::ExpertSource(const Model& model, const TierOptions& opts)
     pf_probs_.resize(max_n_expert);
     pf_topk_.resize(cfg.max_n_expert_used());
     pf_weights_.resize(cfg.max_n_expert_used());
+    pf_pool_ = std::make_unique<kernels::ThreadPool>(1, false);
   }
   repin_ = std::max(0, opts.repin);
   repin_moves_ = std::max(0, opts.repin_moves);
@@ -375,8 +376,7 @@ int ExpertSource::prefetch(uint32_t il, std::span<const int32_t> experts) {
                           {reinterpret_cast<const int*>(experts.data()), experts.size()});
 }
 
-void ExpertSource::prefetch_ahead(kernels::ThreadPool& pool, uint32_t il, const float* h,
-                                  std::byte* xq_scratch) {
+void ExpertSource::prefetch_ahead(uint32_t il, const float* h, std::byte* xq_scratch) {
   if (prefetch_depth() == 0) return;
   double ignored = 0;
   const ScopedTimer t(prof_, prof_ ? prof_->counters().prefetch_seconds : ignored);
@@ -393,7 +393,7 @@ void ExpertSource::prefetch_ahead(kernels::ThreadPool& pool, uint32_t il, const 
     r.probs = pf_probs_.data();
     r.topk = pf_topk_.data();
     r.weights = pf_weights_.data();
-    route(pool, cfg, lm, pf_x_.data(), r, xq_scratch);
+    route(*pf_pool_, cfg, lm, pf_x_.data(), r, xq_scratch);
     prefetch(m, {r.topk, r.k});
   }
 }

@@ -125,9 +125,9 @@ class ExpertSource {
   // PREFETCH for a decode step (one token; no-op when off): the residual h [n_embd] after layer
   // il's attention, normed and routed as layers il+1..il+D would (their ffn_norm and router),
   // predicts their experts; prefetch() starts the reads. Own scratch (xq_scratch: the caller's
-  // activation quantization scratch); changes nothing the forward pass reads.
-  void prefetch_ahead(kernels::ThreadPool& pool, uint32_t il, const float* h,
-                      std::byte* xq_scratch);
+  // activation quantization scratch); changes nothing the forward pass reads. The routers run on
+  // the calling thread: one token's router matmul is smaller than a fork/join of the pool.
+  void prefetch_ahead(uint32_t il, const float* h, std::byte* xq_scratch);
 
   bool tiered() const { return store_ != nullptr; }
   const tiers::ExpertStore* store() const { return store_.get(); }
@@ -159,6 +159,7 @@ class ExpertSource {
   tiers::StoreCounters step0_;  // PREFETCH: store counters at start() of a decode layer step
   std::vector<float> pf_x_, pf_probs_, pf_weights_;  // PREFETCH scratch: one token's routing
   std::vector<int32_t> pf_topk_;
+  std::unique_ptr<kernels::ThreadPool> pf_pool_;  // one thread: the caller
   // REPIN state: decayed decode uses per expert (layer-major), tokens since the last pass.
   int repin_ = 0;
   int repin_moves_ = 0;

@@ -149,7 +149,7 @@ void Forward::ffn_block(uint32_t il, uint32_t n, uint32_t pos0, RoutingTrace* tr
 
   dispatch(r, l.experts, dispatch_, experts_->layer_homes(il));
   experts_->start(il, dispatch_);  // this layer's SSD reads go out first
-  if (n == 1) experts_->prefetch_ahead(pool_, il, h_.data(), xq_.data());  // PREFETCH
+  if (n == 1) experts_->prefetch_ahead(il, h_.data(), xq_.data());  // PREFETCH
   experts_->compute(il, l.experts, dispatch_, cpu_experts_, x_.data(), moe_y_.data());
   combine(pool_, r, dispatch_, moe_y_.data(), n_embd, tmp_.data());
   if (l.shared.n_expert > 0) shared_.add(l.shared, n, x_.data(), cpu_experts_, tmp_.data());
