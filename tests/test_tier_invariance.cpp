@@ -4,8 +4,8 @@
 // tiny` model — and identical to the reference path (experts read through the mapping, no tiers).
 // The PROF JSON has the documented keys, SSD bytes > 0 at the minimum and 0 with all in RAM.
 // In the decode shape (one token per pass), PREFETCH 1 and 2 and REPIN on/off (with and without a
-// bigger cache) give the same bytes too; prefetch issues reads that get used, REPIN moves experts
-// without the hit rate collapsing.
+// bigger cache) give the same bytes too, also through the zstd sidecar; prefetch issues reads that
+// get used, REPIN moves experts without the hit rate collapsing.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -277,6 +277,27 @@ TEST_F(TierInvariance, SynthTinyIsBitIdenticalAcrossHomes) {
       dir_.path(), fmt::format("synth --preset tiny --out '{}' --threads 2", model.string()));
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_TRUE(check_model(model, true, /*expect_repin_moves=*/true));
+  // REPIN and PREFETCH through the compressed SSD tier: demoted experts stream as sidecar frames,
+  // promoted ones are copied out of decompressed slots; same bytes as every expert in RAM.
+  const Result p = run_strata(dir_.path(), fmt::format("pack -m '{}'", model.string()));
+  ASSERT_EQ(p.rc, 0) << p.err;
+  const Model m = Model::load(model.string());
+  const placement::ExpertSizes sizes = engine::expert_sizes(m);
+  const uint64_t min = placement::min_ram_bytes(sizes), all = placement::all_ram_bytes(sizes);
+  const nlohmann::json j =
+      replay(model, "u1_zstd_repin",
+             fmt::format("-t 2 --zstd 1 --prefetch 1 --repin 2 --repin-moves 3 "
+                         "--repin-half-life 16 --ram-gb {} --cache-gb {}",
+                         ram_gb(all / 2 + min), ram_gb(all / 4)),
+             "", 1);
+  ASSERT_FALSE(j.is_null());
+  EXPECT_TRUE(j["io"]["zstd"].get<bool>());
+  EXPECT_GT(j["repin"]["moves"].get<uint64_t>(), 0u);
+  EXPECT_GT(j["prefetch"]["used"].get<uint64_t>(), 0u);
+  for (size_t s = 0; s < kLengths.size(); ++s) {
+    const std::string name = fmt::format("stream{}.logits.bin", s);
+    EXPECT_EQ(slurp(dir_ / "u1_zstd_repin" / name), slurp(dir_ / "u1_all" / name)) << name;
+  }
 }
 
 }  // namespace
