@@ -120,7 +120,7 @@ uint64_t make_resident(const io::GgufFile& file, const tiers::ExtentTable& exten
 uint64_t kv_bytes(const ModelConfig& cfg, uint32_t n_ctx) {
   uint64_t per_pos = 0;
   for (uint32_t il = 0; il < cfg.n_layer; ++il)
-    per_pos += uint64_t{cfg.n_embd_k_gqa(il)} + cfg.n_embd_v_gqa(il);
+    per_pos += uint64_t{cfg.kv_k_width(il)} + cfg.kv_v_width(il);  // MLA: the latent only
   return per_pos * sizeof(float) * n_ctx;
 }
 
@@ -158,6 +158,8 @@ TierOptions tier_options(const Knobs& knobs) {
   o.numa = numa == "local" ? tiers::NumaMode::kLocal
            : numa == "off" ? tiers::NumaMode::kOff
                            : tiers::NumaMode::kInterleave;
+  o.touch_threads = static_cast<int>(
+      knobs.int_opt("THREADS").value_or(int64_t(kernels::physical_core_cpus().size())));
   o.direct = knobs.get_bool("DIRECT");
   o.uring = knobs.get_bool("URING");
   o.prefetch = static_cast<int>(knobs.get_int("PREFETCH"));
@@ -333,6 +335,22 @@ ExpertSource::ExpertSource(const Model& model, const TierOptions& opts)
   tiers::StoreHooks hooks;
   hooks.notice = opts.notice;
   hooks.progress = opts.progress;
+  // RAM homes are first touched by pinned workers laid out as the compute pool's (worker i on the
+  // i-th physical core), each faulting an even share of every arena: with NUMA=off or local the
+  // pages land on the nodes of the cores that compute, and the faulting runs in parallel.
+  std::unique_ptr<kernels::ThreadPool> touch_pool;
+  if (opts.touch_threads > 1) {
+    touch_pool = std::make_unique<kernels::ThreadPool>(opts.touch_threads);
+    hooks.first_touch = [pool = touch_pool.get()](std::span<std::byte> range) {
+      constexpr size_t kChunk = size_t{2} << 20;  // one huge page
+      const int64_t n = int64_t((range.size() + kChunk - 1) / kChunk);
+      pool->parallel_for(n, {}, [&](int64_t begin, int64_t end, int) {
+        const size_t lo = size_t(begin) * kChunk;
+        const size_t hi = std::min(range.size(), size_t(end) * kChunk);
+        tiers::touch_pages(range.subspan(lo, hi - lo));
+      });
+    };
+  }
   store_ = std::make_unique<tiers::ExpertStore>(model.file().path(), std::move(extents),
                                                 std::move(plan), so, hooks);
 }

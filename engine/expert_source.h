@@ -45,6 +45,9 @@ struct TierOptions {
   tiers::NumaMode numa = tiers::NumaMode::kInterleave;
   bool direct = true;
   bool uring = true;
+  // THREADS: RAM homes are first-touched by this many pinned workers (as the compute pool pins
+  // its workers); 1 = by the constructing thread.
+  int touch_threads = 1;
   int io_threads = 4;          // pread fallback pool
   int queue_depth = 32;        // reads in flight
   uint32_t n_ctx = 0;          // KV cache positions the run will use (for the auto budget)
