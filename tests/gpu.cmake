@@ -8,6 +8,7 @@ if(STRATA_HAVE_CUDA)
   target_compile_options(test_cuda_dequant PRIVATE -ffp-contract=off)
   add_test(NAME test_cuda_dequant_host COMMAND test_cuda_dequant --gtest_filter=CudaHost.*)
   set_tests_properties(test_cuda_dequant_host PROPERTIES LABELS unit TIMEOUT 300)
+  add_dependencies(strata_unit_tests test_cuda_dequant)
 endif()
 
 strata_add_test(test_cuda_grouped LABEL gpu SOURCES test_cuda_grouped.cpp
@@ -15,6 +16,7 @@ strata_add_test(test_cuda_grouped LABEL gpu SOURCES test_cuda_grouped.cpp
 target_compile_options(test_cuda_grouped PRIVATE -ffp-contract=off)
 add_test(NAME test_cuda_grouped_host COMMAND test_cuda_grouped --gtest_filter=GroupedHost.*)
 set_tests_properties(test_cuda_grouped_host PROPERTIES LABELS unit TIMEOUT 300)
+add_dependencies(strata_unit_tests test_cuda_grouped)  # the ASan pass builds unit tests only
 
 strata_add_test(test_cuda_portable_math LABEL unit SOURCES test_cuda_portable_math.cpp)
 target_compile_options(test_cuda_portable_math PRIVATE -ffp-contract=off)
