@@ -16,6 +16,20 @@ int cuda_device_count();
 // One line: "CUDA 13.0 (driver 13.0): 1 device: 0 NVIDIA H200 sm_90 139.8 GiB" or why none.
 std::string cuda_describe();
 
+// One device's copy bandwidths in GB/s (1e9 bytes/s): pinned host -> device, device -> pinned
+// host, and device -> device counted as bytes read + written (as CUDA's bandwidthTest does), the
+// ceiling the grouped expert kernel's read rate is held against.
+struct CopyBandwidth {
+  int device = 0;
+  std::string name;
+  double h2d_gb_s = 0;
+  double d2h_gb_s = 0;
+  double d2d_gb_s = 0;
+};
+// Best of `reps` cudaMemcpyAsync's of `bytes` each way on one stream, timed with events (one
+// untimed warm-up copy first). Throws Error(kCuda) on a failed call or in a build without CUDA.
+CopyBandwidth probe_copy_bandwidth(int device, size_t bytes = size_t{256} << 20, int reps = 5);
+
 // Blocks until all work on the current device is done; throws Error(kCuda) on a failed kernel.
 void cuda_synchronize();
 

@@ -24,6 +24,9 @@ std::string cuda_describe() {
   return "CUDA: not built (STRATA_CUDA=OFF or no nvcc)";
 }
 void cuda_synchronize() {}
+CopyBandwidth probe_copy_bandwidth(int, size_t, int) {
+  no_cuda("probe_copy_bandwidth");
+}
 
 DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
   if (bytes > 0) no_cuda("DeviceBuffer");

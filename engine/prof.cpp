@@ -89,6 +89,10 @@ TierCeilings probed_ceilings(const Knobs& knobs) {
   TierCeilings c;
   c.ram_gb_s = m.ram_gbps();
   c.ssd_gb_s = m.ssd_gbps();
+  // The VRAM tier's ceiling: the slowest probed device's copy bandwidth (the grouped kernel's
+  // reads are held against it).
+  for (const placement::MachineProfile::Gpu& g : m.gpus)
+    c.vram_gb_s = c.vram_gb_s > 0 ? std::min(c.vram_gb_s, g.d2d_gbps) : g.d2d_gbps;
   return c;
 }
 

@@ -51,7 +51,11 @@ double MachineProfile::ssd_gbps() const {
 }
 
 std::string MachineProfile::describe() const {
-  return fmt::format("machine: RAM {:.1f} GB/s, SSD {:.2f} GB/s{}", ram_gbps(), ssd_gbps(),
+  std::string gpu;
+  for (const Gpu& g : gpus)
+    gpu += fmt::format(", GPU {} H2D {:.1f} GB/s, device copy {:.0f} GB/s", g.device, g.h2d_gbps,
+                       g.d2d_gbps);
+  return fmt::format("machine: RAM {:.1f} GB/s, SSD {:.2f} GB/s{}{}", ram_gbps(), ssd_gbps(), gpu,
                      measured ? "" : " (defaults, not measured: run `strata probe`)");
 }
 
@@ -65,6 +69,13 @@ void save_machine_profile(const MachineProfile& p, const std::string& path) {
   for (const auto& [t, v] : p.ram_read_gbps) j["ram_read_gbps"][std::to_string(t)] = v;
   j["ssd_read_bytes"] = p.ssd_read_bytes;
   for (const auto& [q, v] : p.ssd_read_gbps) j["ssd_read_gbps"][std::to_string(q)] = v;
+  j["gpus"] = nlohmann::json::array();
+  for (const MachineProfile::Gpu& g : p.gpus)
+    j["gpus"].push_back({{"device", g.device},
+                         {"name", g.name},
+                         {"h2d_gbps", g.h2d_gbps},
+                         {"d2h_gbps", g.d2h_gbps},
+                         {"d2d_gbps", g.d2d_gbps}});
   const std::filesystem::path dir = std::filesystem::path(path).parent_path();
   std::error_code ec;
   if (!dir.empty()) std::filesystem::create_directories(dir, ec);
@@ -98,6 +109,20 @@ MachineProfile load_machine_profile(const std::string& path) {
     key = "ssd_read_gbps";
     for (const auto& [q, v] : j.at("ssd_read_gbps").items())
       p.ssd_read_gbps[std::stoi(q)] = v.get<double>();
+    key = "gpus";  // optional: profiles from CPU-only builds have none
+    if (j.contains("gpus"))
+      for (const auto& g : j.at("gpus")) {
+        MachineProfile::Gpu x;
+        x.device = g.at("device").get<int>();
+        x.name = g.at("name").get<std::string>();
+        x.h2d_gbps = g.at("h2d_gbps").get<double>();
+        x.d2h_gbps = g.at("d2h_gbps").get<double>();
+        x.d2d_gbps = g.at("d2d_gbps").get<double>();
+        if (!(x.h2d_gbps > 0 && x.d2h_gbps > 0 && x.d2d_gbps > 0) || x.device < 0)
+          fail(ErrorKind::kBadFile, "machine profile {}: bad GPU entry for device {}", path,
+               x.device);
+        p.gpus.push_back(x);
+      }
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace strata::placement {
 
@@ -14,7 +15,16 @@ struct MachineProfile {
   std::map<int, double> ram_read_gbps;  // threads -> GB/s (1e9 bytes/s)
   uint64_t ssd_read_bytes = 0;          // read size measured (the expert read size)
   std::map<int, double> ssd_read_gbps;  // queue depth -> GB/s
-  bool measured = false;                // false: the conservative defaults
+  // GPUs (`strata probe` in a CUDA build with devices): copy bandwidths per device, GB/s.
+  struct Gpu {
+    int device = 0;
+    std::string name;
+    double h2d_gbps = 0;  // pinned host -> device
+    double d2h_gbps = 0;  // device -> pinned host
+    double d2d_gbps = 0;  // device copy, bytes read + written
+  };
+  std::vector<Gpu> gpus;
+  bool measured = false;  // false: the conservative defaults
 
   double ram_gbps() const;       // the best measured (all threads), else the default
   double ssd_gbps() const;       // the best queue depth, else the default

@@ -97,6 +97,33 @@ TEST(MachineProfile, RoundTripAndErrors) {
   EXPECT_DOUBLE_EQ(r.ram_gbps(), 20.0);
   EXPECT_DOUBLE_EQ(r.ssd_gbps(), 2.5);
   EXPECT_EQ(r.ssd_read_bytes, 3u << 20);
+  EXPECT_TRUE(r.gpus.empty());
+
+  // GPUs round trip; a profile written without them (a CPU build) loads with none (above).
+  m.gpus.push_back({0, "NVIDIA H200", 55.1, 52.3, 3900.0});
+  m.gpus.push_back({1, "NVIDIA H200", 54.9, 52.0, 3850.0});
+  save_machine_profile(m, path);
+  const MachineProfile g = load_machine_profile(path);
+  ASSERT_EQ(g.gpus.size(), 2u);
+  EXPECT_EQ(g.gpus[1].device, 1);
+  EXPECT_EQ(g.gpus[0].name, "NVIDIA H200");
+  EXPECT_DOUBLE_EQ(g.gpus[0].h2d_gbps, 55.1);
+  EXPECT_DOUBLE_EQ(g.gpus[1].d2d_gbps, 3850.0);
+  EXPECT_NE(g.describe().find("GPU 1"), std::string::npos) << g.describe();
+  {
+    std::ifstream in(path);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t at = text.find("3850.0");
+    ASSERT_NE(at, std::string::npos);
+    text.replace(at, 6, "-1.0");  // a negative device copy bandwidth
+    std::ofstream(path) << text;
+  }
+  try {
+    load_machine_profile(path);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("GPU entry for device 1"), std::string::npos) << e.what();
+  }
 
   std::ofstream(path) << "{\"version\": 1, \"ram_read_gbps\": {\"1\": 3}}";
   try {

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "cuda/runtime.h"
 #include "engine/expert_source.h"
 #include "engine/model.h"
 #include "io/check.h"
@@ -142,6 +143,15 @@ int run_probe(const ProbeOptions& o) {
     std::printf("SSD read %s, QD %2d: %7.3f GB/s%s\n", placement::format_bytes(read_bytes).c_str(),
                 qd, p.ssd_read_gbps[qd],
                 direct ? "" : " (buffered: O_DIRECT refused here; page cache may inflate this)");
+  }
+  // GPUs: pinned H2D / D2H and device-copy bandwidth per device (CUDA builds with devices).
+  const int n_gpu = cuda::cuda_device_count();
+  if (n_gpu == 0) std::printf("GPU: none (%s)\n", cuda::cuda_describe().c_str());
+  for (int d = 0; d < n_gpu; ++d) {
+    const cuda::CopyBandwidth b = cuda::probe_copy_bandwidth(d);
+    p.gpus.push_back({d, b.name, b.h2d_gb_s, b.d2h_gb_s, b.d2d_gb_s});
+    std::printf("GPU %d %s: H2D %.2f GB/s, D2H %.2f GB/s, device copy %.1f GB/s (read + write)\n",
+                d, b.name.c_str(), b.h2d_gb_s, b.d2h_gb_s, b.d2d_gb_s);
   }
   placement::save_machine_profile(p, out);
   std::printf("%s\nsaved %s\n", p.describe().c_str(), out.c_str());
