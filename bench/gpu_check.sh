@@ -114,6 +114,12 @@ if ((${#GPU_TESTS[@]} > 0)); then
   fi
 fi
 
+section "strata probe (RAM, SSD, and each GPU's H2D / device-copy bandwidth)"
+if [[ -x "$BUILD_DIR/tools/strata" ]]; then
+  run_logged probe 120 "$BUILD_DIR/tools/strata" probe --ssd-mib 256 --ram-mib 512 \
+    -o "$LOG_DIR/machine.json" || failed "strata probe"
+fi
+
 section "gpu benchmarks"
 # Each bench/bench_gpu_* program (plain mains that print Markdown) runs once while time is left:
 # bench_gpu_grouped = grouped expert kernel GB/s vs device-to-device copy (about 10-30 s).
