@@ -64,6 +64,10 @@ nlohmann::json run_replay_child(const ReplayChild& c) {
       dup2(fileno(log), STDERR_FILENO);
     }
     setenv("PROF", "0", 1);
+    // Recording knobs in the parent's environment are the parent's: every child writing the same
+    // file would race (an arm that wants them passes them as flags, which the child still gets).
+    unsetenv("ROUTE_TRACE");
+    unsetenv("USAGE_SAVE");
     execv("/proc/self/exe", argv.data());
     _exit(127);
   }
