@@ -320,21 +320,25 @@ int ExpertStore::activate(int layer, int expert, bool may_block) {
     ++counters_.cache_misses;
     counters_.evictions += cache_->evictions() - evictions;
     sync_wasted();
-    const Expert& x = experts_[k];
-    std::byte* base = cache_->data(slot);
-    if (x.frame) {
-      pending_reads_[slot] = 1;
-      zbatch_.push_back({x.frame->offset, x.frame->read_bytes(), base + x.zframe_at,
-                         static_cast<uint64_t>(slot)});
-    } else {
-      pending_reads_[slot] = 3;
-      for (int i = 0; i < 3; ++i)
-        batch_.push_back(
-            {x.read[i].offset, x.read[i].bytes, base + x.sub[i], static_cast<uint64_t>(slot)});
-    }
+    queue_reads(k, slot);
   }
   active_[layer].push_back({expert, slot});
   return slot;
+}
+
+void ExpertStore::queue_reads(int64_t k, int slot) {
+  const Expert& x = experts_[k];
+  std::byte* base = cache_->data(slot);
+  if (x.frame) {
+    pending_reads_[slot] = 1;
+    zbatch_.push_back(
+        {x.frame->offset, x.frame->read_bytes(), base + x.zframe_at, static_cast<uint64_t>(slot)});
+  } else {
+    pending_reads_[slot] = 3;
+    for (int i = 0; i < 3; ++i)
+      batch_.push_back(
+          {x.read[i].offset, x.read[i].bytes, base + x.sub[i], static_cast<uint64_t>(slot)});
+  }
 }
 
 void ExpertStore::submit_batch() {
@@ -452,18 +456,7 @@ int ExpertStore::prefetch(int layer, std::span<const int> experts) {
     ++counters_.prefetch_issued;
     ++issued;
     prefetch_at_[slot] = Clock::now();
-    const Expert& x = experts_[k];
-    std::byte* base = cache_->data(slot);
-    if (x.frame) {
-      pending_reads_[slot] = 1;
-      zbatch_.push_back({x.frame->offset, x.frame->read_bytes(), base + x.zframe_at,
-                         static_cast<uint64_t>(slot)});
-    } else {
-      pending_reads_[slot] = 3;
-      for (int i = 0; i < 3; ++i)
-        batch_.push_back(
-            {x.read[i].offset, x.read[i].bytes, base + x.sub[i], static_cast<uint64_t>(slot)});
-    }
+    queue_reads(k, slot);
   }
   submit_batch();
   sync_wasted();

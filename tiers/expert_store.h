@@ -222,6 +222,8 @@ class ExpertStore {
   // Returns the slot or ExpertCache::kNone when every slot is pinned (may_block: after waiting
   // for reads in flight that hold slots).
   int activate(int layer, int expert, bool may_block);
+  // Appends expert k's reads into `slot` (its sidecar frame, or its three slices) to the batch.
+  void queue_reads(int64_t k, int slot);
   void submit_batch();       // hands batch_ (and zbatch_) to the readers in one submit each
   void drain(bool block);    // reaps completions, finishing filled slots
   size_t in_flight() const;  // reads outstanding plus frames being decompressed
