@@ -140,9 +140,9 @@ Isa gemv_kernel_isa(GgmlType type, Isa isa) {
   return resolve(type, isa, &k);
 }
 
-// Rows are handed to threads in groups of kRowGroup so that every thread runs the 4-row kernels
+// Rows are handed to threads in groups of kRowGroup so that every thread runs the 16-row kernels
 // on whole groups; the split never changes a result (each row is computed on its own).
-constexpr int64_t kRowGroup = 4;
+constexpr int64_t kRowGroup = 16;
 
 void gemv(ThreadPool* pool, GgmlType type, const void* w, size_t row_stride, const void* xq,
           float* y, int64_t n_rows, int64_t n_cols) {

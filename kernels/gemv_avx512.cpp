@@ -156,6 +156,15 @@ float dot_float(const void* w_row, const void* x_row, int64_t n_cols) {
 // Types without an entry here use the AVX2 kernels (bit-identical): on the machine measured in
 // bench/RESULTS.md the 512-bit versions of Q4_K, F16 and F32 were not faster than AVX2.
 GemvKernels gemv_kernels_avx512(GgmlType type) {
+  static const bool vbmi = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("gfni");
+  if (vbmi) {
+    const GemvKernels k = gemv_kernels_avx512_vbmi(type);
+    if (k.gemv != nullptr) return k;
+  }
+  return gemv_kernels_avx512_base(type);
+}
+
+GemvKernels gemv_kernels_avx512_base(GgmlType type) {
   switch (type) {
     case GgmlType::BF16:
       return row_kernels<&dot_float<GgmlType::BF16>>();

@@ -14,6 +14,11 @@ namespace strata::kernels::detail {
 GemvKernels gemv_kernels_ref(GgmlType type);
 GemvKernels gemv_kernels_avx2(GgmlType type);
 GemvKernels gemv_kernels_avx512(GgmlType type);
+// AVX-512 + VBMI + GFNI kernels (gemv_avx512_vbmi.cpp): gemv_kernels_avx512 prefers them when the
+// CPU has both; gemv_kernels_avx512_base is its table without them (what AVX-512 CPUs lacking
+// VBMI/GFNI get; tests/test_gemv.cpp checks it on every AVX-512 machine).
+GemvKernels gemv_kernels_avx512_vbmi(GgmlType type);
+GemvKernels gemv_kernels_avx512_base(GgmlType type);
 
 // Internal linkage on purpose: every ISA file instantiates these with its own -m flags, and the
 // linker must never merge an AVX-512 copy into the generic code (or the reverse).

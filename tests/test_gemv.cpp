@@ -13,6 +13,7 @@
 
 #include "io/check.h"
 #include "kernels/gemv.h"
+#include "kernels/gemv_internal.h"
 #include "kernels/quant.h"
 #include "kernels/threadpool.h"
 
@@ -266,6 +267,62 @@ std::vector<GemvCase> all_cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, GemvIsa, ::testing::ValuesIn(all_cases()), case_name);
+
+// The multi-row kernels (16/8/2/1-row passes of the AVX-512 VBMI Q4_0 kernel, 4/1 of the others)
+// at row counts and start rows that exercise every pass and every tail of 8 blocks, with rows
+// packed tightly (the last row ends at the buffer's end, so an over-read would be caught by ASan)
+// and as a GEMM of 3 tokens.
+TEST(GemvRows, AwkwardShapesBitIdenticalToRef) {
+  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::MXFP4}) {
+    // avx512 is the VBMI/GFNI Q4_0 kernel where the CPU has them; "avx512-base" the table
+    // without them, which such CPUs never get from gemv_kernels.
+    for (const char* isa_label : {"avx2", "avx512", "avx512-base"}) {
+      const std::string_view label = isa_label;
+      const Isa isa = label == "avx2" ? Isa::kAvx2 : Isa::kAvx512;
+      if (!isa_supported(isa) || gemv_kernel_isa(type, isa) != isa) continue;
+      const GemvKernels fast = label == "avx512-base"
+                                   ? strata::kernels::detail::gemv_kernels_avx512_base(type)
+                                   : gemv_kernels(type, isa);
+      if (fast.gemv == nullptr) continue;
+      const GemvKernels ref = gemv_kernels(type, Isa::kRef);
+      for (int64_t n_cols : {32, 224, 256, 288, 2048, 2080}) {
+        for (int64_t n_rows : {2, 7, 8, 9, 15, 16, 17, 24, 33, 47}) {
+          SCOPED_TRACE(std::string(ggml_type_name(type)) + " " + std::string(label) + " n_cols " +
+                       std::to_string(n_cols) + " n_rows " + std::to_string(n_rows));
+          std::mt19937_64 rng(uint64_t(type) * 31 + uint64_t(n_cols) * 1009 + uint64_t(n_rows));
+          const size_t row_bytes = ggml_row_bytes(type, n_cols);
+          const auto w = random_weights(type, n_rows, n_cols, row_bytes, rng);
+          const int64_t n_tokens = 3;
+          const size_t act_bytes = ggml_row_bytes(vec_dot_type(type), n_cols);
+          std::vector<uint8_t> xq(act_bytes * n_tokens);
+          for (int64_t t = 0; t < n_tokens; ++t) {
+            const auto one = random_acts(type, n_cols, rng);
+            std::memcpy(xq.data() + t * act_bytes, one.data(), act_bytes);
+          }
+          for (int64_t begin : {int64_t{0}, int64_t{1}}) {
+            std::vector<float> y_ref(n_rows * n_tokens, guard_value());
+            std::vector<float> y_fast(n_rows * n_tokens, guard_value());
+            std::vector<float> y_gemm(n_rows * n_tokens, guard_value());
+            for (int64_t t = 0; t < n_tokens; ++t) {
+              ref.gemv(w.data(), row_bytes, xq.data() + t * act_bytes, y_ref.data() + t * n_rows,
+                       begin, n_rows, n_cols);
+              fast.gemv(w.data(), row_bytes, xq.data() + t * act_bytes, y_fast.data() + t * n_rows,
+                        begin, n_rows, n_cols);
+            }
+            fast.gemm(w.data(), row_bytes, xq.data(), act_bytes, y_gemm.data(), n_rows, n_tokens,
+                      begin, n_rows, n_cols);
+            for (size_t i = 0; i < y_ref.size(); ++i) {
+              ASSERT_EQ(std::bit_cast<uint32_t>(y_fast[i]), std::bit_cast<uint32_t>(y_ref[i]))
+                  << "gemv, begin " << begin << " element " << i;
+              ASSERT_EQ(std::bit_cast<uint32_t>(y_gemm[i]), std::bit_cast<uint32_t>(y_ref[i]))
+                  << "gemm, begin " << begin << " element " << i;
+            }
+          }
+        }
+      }
+    }
+  }
+}
 
 // ---- whole-matrix entry points ----
 
