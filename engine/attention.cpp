@@ -1,26 +1,15 @@
-// Causal GQA attention (see attention.h). Exercised by tests/test_model_forward.cpp.
+// Causal GQA attention (see attention.h): one kernels::attention_row per (token, head), whose
+// order (kernels/attention_core.h) does not depend on the chunk, the thread or the ISA.
+// Exercised by tests/test_model_forward.cpp, tests/test_arch_ops.cpp and tests/test_ops.cpp.
 #include "engine/attention.h"
 
 #include <algorithm>
 #include <cstring>
 
-#include "engine/ops.h"
 #include "io/check.h"
+#include "kernels/attention_core.h"
 
 namespace strata::engine {
-namespace {
-
-// Eight interleaved partial sums (vectorizable, and one fixed order for every caller).
-float dot(const float* a, const float* b, uint32_t n) {
-  float acc[8] = {};
-  uint32_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int l = 0; l < 8; ++l) acc[l] += a[i + l] * b[i + l];
-  for (; i < n; ++i) acc[i % 8] += a[i] * b[i];
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
-
-}  // namespace
 
 AttentionScratch::AttentionScratch(int n_threads, uint32_t n_ctx_, uint32_t n_ubatch,
                                    uint32_t max_n_head)
@@ -53,22 +42,24 @@ void attention(kernels::ThreadPool& pool, const AttentionShape& s, const KvCache
           // Keys [j0, pos]: all of them, or the sliding window.
           const uint32_t j0 = s.n_swa > 0 && pos >= s.n_swa ? pos + 1 - s.n_swa : 0;
           const uint32_t n_kv = pos + 1 - j0;
-          const float* qh = q + t * q_stride + size_t{h} * s.head_dim_k;
-          for (uint32_t j = 0; j < n_kv; ++j)
-            sc[j] = dot(qh, kv.k(il, j0 + j) + size_t{g} * s.head_dim_k, s.head_dim_k);
-          if (s.sinks) {
-            softmax_with_sink(sc, n_kv, s.scale, s.sinks[h]);
+          kernels::AttentionRow row;
+          row.q = q + t * q_stride + size_t{h} * s.head_dim_k;
+          row.k = kv.k(il, j0) + size_t{g} * s.head_dim_k;
+          row.k_stride = size_t(kv.k(il, 1) - kv.k(il, 0));
+          if (s.v_in_k) {
+            row.v = row.k;
+            row.v_stride = row.k_stride;
           } else {
-            softmax(sc, n_kv, s.scale);
+            row.v = kv.v(il, j0) + size_t{g} * s.head_dim_v;
+            row.v_stride = size_t(kv.v(il, 1) - kv.v(il, 0));
           }
-          float* oh = out + t * out_stride + size_t{h} * s.head_dim_v;
-          std::memset(oh, 0, sizeof(float) * s.head_dim_v);
-          for (uint32_t j = 0; j < n_kv; ++j) {
-            const float p = sc[j];
-            const float* vj = s.v_in_k ? kv.k(il, j0 + j) + size_t{g} * s.head_dim_k
-                                       : kv.v(il, j0 + j) + size_t{g} * s.head_dim_v;
-            for (uint32_t d = 0; d < s.head_dim_v; ++d) oh[d] += p * vj[d];
-          }
+          row.n_kv = n_kv;
+          row.head_dim_k = s.head_dim_k;
+          row.head_dim_v = s.head_dim_v;
+          row.scale = s.scale;
+          row.has_sink = s.sinks != nullptr;
+          row.sink = s.sinks ? s.sinks[h] : 0.0f;
+          kernels::attention_row(row, sc, out + t * out_stride + size_t{h} * s.head_dim_v);
         }
       });
 }

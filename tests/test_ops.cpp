@@ -1,6 +1,6 @@
 // Forward-pass building blocks against plain double-precision formulas: RMSNorm, RoPE (NORM and
 // NEOX pairs), softmax, SiLU-GLU, top-k order and ties; MoE dispatch/combine order; MOEL/MOER
-// round trips and malformed dump files.
+// round trips and malformed dump files; the attention core (AVX2 == portable, exp lanes).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -17,6 +17,8 @@
 #include "engine/moe.h"
 #include "engine/ops.h"
 #include "io/check.h"
+#include "kernels/attention_core.h"
+#include "kernels/portable_math.h"
 #include "kernels/quant.h"
 #include "kernels/threadpool.h"
 
@@ -310,3 +312,83 @@ TEST(Ops, MatmulManyMatchesMatmul) {
 }
 
 }  // namespace
+
+// ---- attention core (kernels/attention_core.h) ----
+
+// The AVX2 attention row gives the portable variant's bits for odd head dims, key counts around
+// the 4-key and 8-lane blocks, strided K/V rows, sinks, and score ranges that underflow exp.
+TEST(AttentionCore, Avx2EqualsPortableBitForBit) {
+  if (!kernels::attention_avx2_supported()) GTEST_SKIP() << "CPU lacks AVX2";
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (uint32_t dk : {1u, 7u, 8u, 64u, 72u, 128u, 131u, 192u}) {
+    for (uint32_t n_kv : {1u, 3u, 4u, 5u, 8u, 9u, 31u, 33u, 200u}) {
+      for (float spread : {1.0f, 40.0f}) {
+        const uint32_t dv = dk == 192 ? 128 : dk;
+        const size_t k_stride = dk + 5, v_stride = dv + 3;
+        std::vector<float> q(dk), k(n_kv * k_stride), v(n_kv * v_stride);
+        for (auto& f : q) f = normal(rng) * spread;
+        for (auto& f : k) f = normal(rng);
+        for (auto& f : v) f = normal(rng);
+        for (bool sink : {false, true}) {
+          kernels::AttentionRow row;
+          row.q = q.data();
+          row.k = k.data();
+          row.k_stride = k_stride;
+          row.v = v.data();
+          row.v_stride = v_stride;
+          row.n_kv = n_kv;
+          row.head_dim_k = dk;
+          row.head_dim_v = dv;
+          row.scale = 1.0f / std::sqrt(float(dk));
+          row.has_sink = sink;
+          row.sink = 0.7f;
+          std::vector<float> s1(n_kv), s2(n_kv), o1(dv, -1.0f), o2(dv, -2.0f);
+          kernels::attention_row_portable(row, s1.data(), o1.data());
+          kernels::attention_row_avx2(row, s2.data(), o2.data());
+          ASSERT_EQ(std::memcmp(o1.data(), o2.data(), dv * sizeof(float)), 0)
+              << "dk " << dk << " n_kv " << n_kv << " spread " << spread << " sink " << sink;
+          // And close to the double-precision formula.
+          double m = sink ? 0.7 : -1e300;
+          std::vector<double> sd(n_kv);
+          for (uint32_t j = 0; j < n_kv; ++j) {
+            double d = 0;
+            for (uint32_t i = 0; i < dk; ++i) d += double(q[i]) * k[j * k_stride + i];
+            sd[j] = d * row.scale;
+            m = std::max(m, sd[j]);
+          }
+          double sum = sink ? std::exp(0.7 - m) : 0.0;
+          for (double& x : sd) sum += (x = std::exp(x - m));
+          for (uint32_t d = 0; d < dv; ++d) {
+            double o = 0, mag = 0;
+            for (uint32_t j = 0; j < n_kv; ++j) {
+              o += sd[j] / sum * v[j * v_stride + d];
+              mag += sd[j] / sum * std::fabs(v[j * v_stride + d]);
+            }
+            ASSERT_NEAR(o1[d], o, 1e-5 * (mag + 1e-3)) << "dk " << dk << " n_kv " << n_kv;
+          }
+        }
+      }
+    }
+  }
+}
+
+// exp on 8 lanes is portable_expf on each input: a sweep over the float range, the branch edges
+// (overflow, subnormal results, underflow), infinities and NaN.
+TEST(AttentionCore, Avx2ExpEqualsPortableExpf) {
+  if (!kernels::attention_avx2_supported()) GTEST_SKIP() << "CPU lacks AVX2";
+  std::vector<float> x;
+  for (float f = -110.0f; f <= 95.0f; f += 0.013f) x.push_back(f);
+  for (float f : {0.0f, -0.0f, 88.72f, 88.73f, 89.0f, 89.01f, -87.3f, -87.34f, -103.9f, -104.0f,
+                  -104.1f, -120.0f, 1e30f, -1e30f, INFINITY, -INFINITY, NAN, 1e-30f, -1e-30f})
+    x.push_back(f);
+  std::vector<float> y(x.size());
+  kernels::expf_avx2(x.data(), y.data(), int64_t(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float want = kernels::portable_expf(x[i]);
+    uint32_t a, b;
+    std::memcpy(&a, &y[i], 4);
+    std::memcpy(&b, &want, 4);
+    ASSERT_EQ(a, b) << "x = " << x[i] << " got " << y[i] << " want " << want;
+  }
+}

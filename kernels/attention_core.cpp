@@ -1,0 +1,67 @@
+// attention_row: the portable variant (the definition of the order in attention_core.h) and the
+// dispatch to the AVX2 one. Tested by tests/test_ops.cpp.
+#include "kernels/attention_core.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "kernels/portable_math.h"
+
+namespace strata::kernels {
+namespace {
+
+float dot8(const float* a, const float* b, uint32_t n) {
+  float acc[8] = {};
+  for (uint32_t i = 0; i < n; ++i) acc[i % 8] = acc[i % 8] + a[i] * b[i];
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+double fold8(const double* b) {
+  return ((b[0] + b[1]) + (b[2] + b[3])) + ((b[4] + b[5]) + (b[6] + b[7]));
+}
+
+}  // namespace
+
+void attention_row_portable(const AttentionRow& a, float* sc, float* out) {
+  const uint32_t n = a.n_kv;
+  float m = -std::numeric_limits<float>::infinity();
+  for (uint32_t j = 0; j < n; ++j) {
+    sc[j] = dot8(a.q, a.k + j * a.k_stride, a.head_dim_k) * a.scale;
+    m = std::max(m, sc[j]);
+  }
+  if (a.has_sink) m = std::max(m, a.sink);
+  double b[8] = {};
+  for (uint32_t j = 0; j < n; ++j) {
+    sc[j] = portable_expf(sc[j] - m);
+    b[j % 8] = b[j % 8] + static_cast<double>(sc[j]);
+  }
+  double sum = fold8(b);
+  if (a.has_sink) sum = sum + static_cast<double>(portable_expf(a.sink - m));
+  const float inv = static_cast<float>(1.0 / sum);
+  for (uint32_t j = 0; j < n; ++j) sc[j] = sc[j] * inv;
+  for (uint32_t d = 0; d < a.head_dim_v; ++d) out[d] = 0.0f;
+  for (uint32_t j = 0; j < n; ++j) {
+    const float p = sc[j];
+    const float* vj = a.v + j * a.v_stride;
+    for (uint32_t d = 0; d < a.head_dim_v; ++d) out[d] = out[d] + p * vj[d];
+  }
+}
+
+bool attention_avx2_supported() {
+  static const bool ok = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") != 0;
+  }();
+  return ok;
+}
+
+void attention_row(const AttentionRow& a, float* scores, float* out) {
+  if (attention_avx2_supported()) {
+    attention_row_avx2(a, scores, out);
+  } else {
+    attention_row_portable(a, scores, out);
+  }
+}
+
+}  // namespace strata::kernels

@@ -1,0 +1,49 @@
+// The inner loop of causal attention for one (query row, head): scores against n_kv key rows,
+// softmax (optionally with a sink logit), and the probability-weighted sum of n_kv value rows.
+// engine/attention.cpp calls it once per (token, head), so prefill and decode compute every row
+// the same way. A portable version and an AVX2 one (attention_avx2.cpp) give the same bits; the
+// AVX2 one is used when the CPU has AVX2.
+//
+// THE ORDER (every variant; separately rounded IEEE float ops, no FMA):
+//   s_j = dot8(q, k_j)  8 lane sums a[l] += q[i] * k_j[i] over i with i % 8 == l, in i order,
+//                       then ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))
+//   s_j = s_j * scale;  m = max(s_0 .. s_{n-1} [, sink])
+//   e_j = portable_expf(s_j - m)            (kernels/portable_math.h)
+//   sum = 8 double lane sums b[l] += (double)e_j over j with j % 8 == l, in j order, folded as
+//         above; with a sink, sum = sum + (double)portable_expf(sink - m)
+//   p_j = e_j * (float)(1.0 / sum)
+//   out[d] = +0, then out[d] = out[d] + p_j * v_j[d] for j = 0 .. n-1 in order
+// Tested by tests/test_ops.cpp (AVX2 == portable bit for bit, exp lanes == portable_expf).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace strata::kernels {
+
+struct AttentionRow {
+  const float* q = nullptr;  // [head_dim_k]
+  const float* k = nullptr;  // key row 0; key row j at k + j * k_stride
+  size_t k_stride = 0;       // floats
+  const float* v = nullptr;  // value row 0; value row j at v + j * v_stride
+  size_t v_stride = 0;       // floats
+  uint32_t n_kv = 0;         // >= 1
+  uint32_t head_dim_k = 0;
+  uint32_t head_dim_v = 0;
+  float scale = 1.0f;
+  bool has_sink = false;
+  float sink = 0.0f;
+};
+
+// out[0 .. head_dim_v) for one row; scores is scratch of n_kv floats.
+void attention_row(const AttentionRow& a, float* scores, float* out);
+
+// The variants, for tests: portable and AVX2 (only on CPUs with AVX2).
+void attention_row_portable(const AttentionRow& a, float* scores, float* out);
+void attention_row_avx2(const AttentionRow& a, float* scores, float* out);
+bool attention_avx2_supported();
+
+// out[i] = portable_expf(x[i]) with AVX2 (tests compare it with the scalar function).
+void expf_avx2(const float* x, float* out, int64_t n);
+
+}  // namespace strata::kernels
