@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <filesystem>
 #include <random>
+#include <thread>
 
 #include "io/check.h"
 #include "test_tiers_util.h"
@@ -144,6 +146,42 @@ struct EightReads {
           << "read " << i;
   }
 };
+
+class IoBackground : public ::testing::TestWithParam<bool> {};
+
+// Reads beyond the queue depth reach the kernel as earlier ones land, without the caller polling:
+// the completion thread (or the pool threads) pump the queue, so the disk never waits for the
+// compute thread. Busy seconds count only time with reads in flight.
+TEST_P(IoBackground, QueuedReadsFlowWithoutPolling) {
+  TempFile file("io_background.bin", kFileBytes, 5);
+  IoConfig cfg;
+  cfg.uring = GetParam();
+  cfg.queue_depth = 2;
+  cfg.threads = 2;
+  IoReader reader(file.path(), cfg);
+  EightReads r;
+  EXPECT_EQ(reader.busy_seconds(), 0.0);
+  const auto t0 = std::chrono::steady_clock::now();
+  reader.submit(r.batch);
+  EXPECT_LE(reader.in_kernel(), 2);
+  // No poll/wait: only the reader's own threads can move the last six reads to the kernel.
+  for (int i = 0; i < 3000 && reader.in_kernel() > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(reader.in_kernel(), 0) << "reads stuck in the queue";
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double busy = reader.busy_seconds();
+  EXPECT_GT(busy, 0.0);
+  EXPECT_LE(busy, wall);
+  // All eight are ready: one non-blocking poll returns them.
+  std::vector<ReadCompletion> out(16);
+  EXPECT_EQ(reader.poll(out), 8u);
+  EXPECT_EQ(reader.outstanding(), 0u);
+  r.check(file);
+  EXPECT_EQ(reader.busy_seconds(), busy);  // idle since
+}
+
+INSTANTIATE_TEST_SUITE_P(All, IoBackground, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "uring" : "pread"; });
 
 class IoFaultModes : public ::testing::TestWithParam<bool> {};
 

@@ -157,6 +157,11 @@ ExpertStore::ExpertStore(std::string path, ExtentTable extents, placement::Place
   if (zreader_) zreader_->register_buffers(slots);
 
   load_ram_homes();
+  ssd_busy_base_ = readers_busy();
+}
+
+double ExpertStore::readers_busy() const {
+  return reader_->busy_seconds() + (zreader_ ? zreader_->busy_seconds() : 0.0);
 }
 
 ExpertStore::~ExpertStore() {
@@ -343,7 +348,6 @@ void ExpertStore::queue_reads(int64_t k, int slot) {
 
 void ExpertStore::submit_batch() {
   if (batch_.empty() && zbatch_.empty()) return;
-  if (in_flight() == 0) busy_since_ = Clock::now();
   if (!batch_.empty()) reader_->submit(batch_);
   if (!zbatch_.empty()) zreader_->submit(zbatch_);
   batch_.clear();
@@ -410,7 +414,7 @@ void ExpertStore::drain(bool block) {
     else if (decomp_ && decomp_->pending() > 0)
       reap_frames(true);
   }
-  if (in_flight() == 0) counters_.ssd.load_seconds += seconds_since(busy_since_);
+  counters_.ssd.load_seconds = readers_busy() - ssd_busy_base_;
 }
 
 void ExpertStore::prepare(int layer, std::span<const int> experts) {
@@ -565,6 +569,7 @@ void ExpertStore::sync_wasted() {
 
 void ExpertStore::reset_counters() {
   counters_ = StoreCounters{};
+  ssd_busy_base_ = readers_busy();
 }
 
 uint64_t ExpertStore::ram_bytes() const {

@@ -72,7 +72,9 @@ struct TierCounters {
   uint64_t served_bytes = 0;  // their slice bytes
   uint64_t loads = 0;         // experts read from the file into this tier (RAM: at start)
   uint64_t load_bytes = 0;    // bytes read from the file for them (4 KiB-aligned supersets)
-  double load_seconds = 0;    // wall time with loads outstanding (RAM: the start-up load)
+  // Wall time with loads outstanding. SSD: seconds with at least one read in the kernel, from the
+  // readers' completion-thread timestamps (decompression not included); RAM: the start-up load.
+  double load_seconds = 0;
 };
 
 struct StoreCounters {
@@ -253,8 +255,9 @@ class ExpertStore {
   std::vector<ReadRequest> batch_;           // scratch: one prepare's reads
   std::vector<ReadCompletion> completions_;  // scratch: [queue_depth]
   StoreCounters counters_;
-  uint64_t wasted_seen_ = 0;  // cache_->prefetch_wasted() at the last sync_wasted()
-  std::chrono::steady_clock::time_point busy_since_;  // reads outstanding since (SSD seconds)
+  uint64_t wasted_seen_ = 0;    // cache_->prefetch_wasted() at the last sync_wasted()
+  double readers_busy() const;  // IoReader::busy_seconds of the model file and the sidecar
+  double ssd_busy_base_ = 0;    // readers_busy() when the SSD counters started
 };
 
 }  // namespace strata::tiers

@@ -54,32 +54,32 @@ struct IoReader::Entry {
   uint64_t want = 0;  // bytes the file holds for this request
   int64_t index = 0;  // read number, for IoFaults
   Clock::time_point start;
-  double pool_seconds = -1;  // service time measured by the pool thread
 };
 
-// pread fallback: worker threads take reads in FIFO order and post raw results back; faults,
-// retries and errors are handled on the reaping thread exactly as for io_uring.
+struct IoReader::Landed {
+  Entry entry;
+  int64_t res = 0;  // bytes or -errno, as the kernel (or pread) gave it
+  double service_seconds = 0;
+};
+
+// pread fallback: worker threads take reads in FIFO order and hand each raw result to the reader
+// (IoReader::land); faults, retries and errors are handled on the caller's thread exactly as for
+// io_uring.
 struct IoReader::Pool {
   struct Job {
     int entry;
     int fd;
     ReadRequest req;
   };
-  struct Result {
-    int entry;
-    int64_t res;  // bytes or -errno
-    double seconds;
-  };
 
+  IoReader& reader;
   std::mutex mu;
   std::condition_variable job_cv;
-  std::condition_variable result_cv;
   std::deque<Job> jobs;
-  std::deque<Result> results;
   bool stop = false;
   std::vector<std::thread> threads;
 
-  explicit Pool(int n) {
+  Pool(IoReader& r, int n) : reader(r) {
     for (int i = 0; i < n; ++i) threads.emplace_back([this] { work(); });
   }
   ~Pool() {
@@ -107,11 +107,12 @@ struct IoReader::Pool {
         r = pread(job.fd, job.req.dst, job.req.bytes, static_cast<off_t>(job.req.offset));
       } while (r < 0 && errno == EINTR);
       const int64_t res = r < 0 ? -errno : r;
+      const auto t1 = Clock::now();
       {
-        std::lock_guard lock(mu);
-        results.push_back({job.entry, res, seconds_since(t0)});
+        std::lock_guard lock(reader.mu_);
+        reader.land(job.entry, res, std::chrono::duration<double>(t1 - t0).count(), t1);
       }
-      result_cv.notify_one();
+      reader.landed_cv_.notify_all();
     }
   }
 };
@@ -137,9 +138,10 @@ IoReader::IoReader(std::string path, IoConfig config)
             std::strerror(-rc), path_, config_.threads));
     }
   }
-  if (!ring_) pool_ = std::make_unique<Pool>(config_.threads);
+  if (!ring_) pool_ = std::make_unique<Pool>(*this, config_.threads);
 
   entries_.resize(config_.queue_depth);
+  landed_.reserve(static_cast<size_t>(config_.queue_depth) * 2);
   for (int i = config_.queue_depth - 1; i >= 0; --i) free_entries_.push_back(i);
 }
 
@@ -181,26 +183,122 @@ void IoReader::open_file(bool want_direct) {
 
 IoReader::~IoReader() {
   // Reads in flight write into the caller's buffers: wait for them before anything is freed.
-  if (ring_) {
-    size_t in_flight = entries_.size() - free_entries_.size();
-    while (in_flight > 0) {
-      io_uring_cqe* cqe = nullptr;
-      if (io_uring_wait_cqe(ring_, &cqe) == 0) {
-        io_uring_cqe_seen(ring_, cqe);
-        --in_flight;
-      } else if (errno != EINTR) {
-        break;
-      }
+  {
+    std::unique_lock lock(mu_);
+    queued_.clear();
+    queued_index_.clear();
+    queued_head_ = 0;
+    if (ring_ && !reaper_.joinable() && in_kernel_ > 0) {
+      lock.unlock();
+      start_reaper();
+      lock.lock();
     }
+    landed_cv_.wait(lock, [&] { return in_kernel_ == 0 || thread_errno_ != 0; });
+  }
+  pool_.reset();  // joins after the queued reads finish
+  if (ring_) {
+    stop_reaper();
     io_uring_queue_exit(ring_);
     delete ring_;
   }
-  pool_.reset();  // joins after the queued reads finish
   if (fd_direct_ >= 0) close(fd_direct_);
   if (fd_buffered_ >= 0) close(fd_buffered_);
 }
 
+namespace {
+constexpr uint64_t kWakeTag = ~uint64_t{0};  // the NOP that stops the completion thread
+}  // namespace
+
+void IoReader::start_reaper() {
+  if (!ring_ || reaper_.joinable()) return;
+  reaper_stop_ = false;
+  reaper_ = std::thread([this] { reaper_loop(); });
+}
+
+void IoReader::stop_reaper() {
+  if (!reaper_.joinable()) return;
+  {
+    std::lock_guard lock(mu_);
+    reaper_stop_ = true;
+    if (thread_errno_ == 0) {
+      // A NOP wakes the thread. The SQ has room unless an earlier submit left entries in it
+      // (EAGAIN/EBUSY): hand those over first.
+      io_uring_sqe* sqe = io_uring_get_sqe(ring_);
+      for (int tries = 0; !sqe && tries < 1000; ++tries) {
+        io_uring_submit(ring_);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        sqe = io_uring_get_sqe(ring_);
+      }
+      STRATA_ASSERT(sqe != nullptr, "io_uring submission queue stays full");
+      io_uring_prep_nop(sqe);
+      io_uring_sqe_set_data64(sqe, kWakeTag);
+      int rc;
+      do {
+        rc = io_uring_submit(ring_);
+      } while (rc == -EINTR);
+    }
+  }
+  reaper_.join();
+}
+
+void IoReader::reaper_loop() {
+  for (;;) {
+    io_uring_cqe* cqe = nullptr;
+    const int rc = io_uring_wait_cqe(ring_, &cqe);
+    if (rc == -EINTR || rc == -EAGAIN) continue;
+    bool stop = false;
+    {
+      std::lock_guard lock(mu_);
+      if (rc < 0) {
+        thread_errno_ = -rc;
+        stop = true;
+      } else {
+        const auto now = Clock::now();
+        unsigned head;
+        unsigned n = 0;
+        io_uring_for_each_cqe(ring_, head, cqe) {
+          ++n;
+          const uint64_t tag = io_uring_cqe_get_data64(cqe);
+          if (tag == kWakeTag) {
+            stop = true;
+            continue;
+          }
+          land(static_cast<int>(tag), cqe->res, -1, now);
+        }
+        io_uring_cq_advance(ring_, n);
+        const int prc = pump();
+        if (prc < 0) thread_errno_ = -prc;
+      }
+    }
+    landed_cv_.notify_all();
+    if (stop) return;
+  }
+}
+
+void IoReader::land(int entry, int64_t res, double pool_seconds, Clock::time_point at) {
+  const Entry& e = entries_[entry];
+  landed_.push_back(
+      {e, res,
+       pool_seconds >= 0 ? pool_seconds : std::chrono::duration<double>(at - e.start).count()});
+  free_entries_.push_back(entry);
+  if (--in_kernel_ == 0) busy_total_ += std::chrono::duration<double>(at - busy_since_).count();
+  if (pool_) pump();  // io_uring: the completion thread pumps once per batch of completions
+}
+
+int IoReader::in_kernel() const {
+  std::lock_guard lock(mu_);
+  return in_kernel_;
+}
+
+double IoReader::busy_seconds() const {
+  std::lock_guard lock(mu_);
+  double s = busy_total_;
+  if (in_kernel_ > 0) s += seconds_since(busy_since_);
+  return s;
+}
+
 bool IoReader::register_buffers(std::span<const std::span<std::byte>> regions) {
+  stop_reaper();  // restarted by the next submit; registration wants a quiet ring on old kernels
   unregister_buffers();
   if (!ring_) return false;
   std::vector<std::span<std::byte>> chunks;
@@ -226,6 +324,7 @@ bool IoReader::register_buffers(std::span<const std::span<std::byte>> regions) {
 }
 
 void IoReader::unregister_buffers() {
+  stop_reaper();
   if (ring_ && !regions_.empty()) io_uring_unregister_buffers(ring_);
   regions_.clear();
 }
@@ -258,14 +357,25 @@ void IoReader::submit(std::span<const ReadRequest> requests) {
       STRATA_ASSERT(aligned(r.offset) && aligned(r.bytes) && aligned(r.dst),
                     "O_DIRECT read not 4 KiB-aligned: offset {} bytes {} dst {}", r.offset, r.bytes,
                     static_cast<void*>(r.dst));
-    queued_.push_back(r);
-    queued_index_.push_back(next_index_++);
+  }
+  start_reaper();
+  int rc;
+  {
+    std::lock_guard lock(mu_);
+    for (const ReadRequest& r : requests) {
+      queued_.push_back(r);
+      queued_index_.push_back(next_index_++);
+    }
+    rc = pump();
   }
   outstanding_ += requests.size();
-  pump();
+  if (rc < 0) {
+    errno = -rc;
+    fail_sys("io_uring_submit", path_);
+  }
 }
 
-void IoReader::pump() {
+int IoReader::pump() {
   int prepared = 0;
   while (queued_head_ < queued_.size() && !free_entries_.empty()) {
     const int slot = free_entries_.back();
@@ -275,8 +385,8 @@ void IoReader::pump() {
     e.index = queued_index_[queued_head_];
     ++queued_head_;
     e.want = std::min(e.req.bytes, file_size() - e.req.offset);
-    e.pool_seconds = -1;
     e.start = Clock::now();
+    if (in_kernel_++ == 0) busy_since_ = e.start;
     const int fd = direct_ ? fd_direct_ : fd_buffered_;
     if (ring_) {
       io_uring_sqe* sqe = io_uring_get_sqe(ring_);
@@ -313,11 +423,9 @@ void IoReader::pump() {
       rc = io_uring_submit(ring_);
     } while (rc == -EINTR);
     // EAGAIN/EBUSY leave the entries in the ring; the next pump hands them over.
-    if (rc < 0 && rc != -EAGAIN && rc != -EBUSY) {
-      errno = -rc;
-      fail_sys("io_uring_submit", path_);
-    }
+    if (rc < 0 && rc != -EAGAIN && rc != -EBUSY) return rc;
   }
+  return 0;
 }
 
 int64_t IoReader::faulted(int64_t index, int64_t res, uint64_t want) const {
@@ -356,48 +464,30 @@ uint64_t IoReader::complete_short(const Entry& e, uint64_t got) const {
 
 size_t IoReader::reap(std::span<ReadCompletion> out, bool block) {
   size_t n = 0;
-  while (n < out.size() && entries_.size() > free_entries_.size()) {
-    int slot = -1;
-    int64_t res = 0;
-    double pool_seconds = -1;
-    const bool may_block = block && n == 0;
-    if (ring_) {
-      if (may_block && io_uring_sq_ready(ring_) > 0) pump();  // never wait on unsubmitted reads
-      io_uring_cqe* cqe = nullptr;
-      int rc = may_block ? io_uring_wait_cqe(ring_, &cqe) : io_uring_peek_cqe(ring_, &cqe);
-      if (rc == -EAGAIN) break;
-      if (rc == -EINTR) continue;
-      if (rc < 0) {
-        errno = -rc;
-        fail_sys("io_uring_wait_cqe", path_);
-      }
-      slot = static_cast<int>(io_uring_cqe_get_data64(cqe));
-      res = cqe->res;
-      io_uring_cqe_seen(ring_, cqe);
-    } else {
-      std::unique_lock lock(pool_->mu);
-      if (may_block) pool_->result_cv.wait(lock, [&] { return !pool_->results.empty(); });
-      if (pool_->results.empty()) break;
-      const Pool::Result r = pool_->results.front();
-      pool_->results.pop_front();
-      slot = r.entry;
-      res = r.res;
-      pool_seconds = r.seconds;
+  if (outstanding_ > 0) start_reaper();  // after a re-registration of buffers
+  std::unique_lock lock(mu_);
+  if (block && outstanding_ > 0)
+    landed_cv_.wait(lock, [&] { return landed_head_ < landed_.size() || thread_errno_ != 0; });
+  while (n < out.size() && landed_head_ < landed_.size()) {
+    const Landed done = landed_[landed_head_++];
+    if (landed_head_ == landed_.size()) {
+      landed_.clear();
+      landed_head_ = 0;
     }
-
-    // The entry is free again before anything can throw, so the destructor never waits on it.
-    const Entry e = entries_[slot];
-    free_entries_.push_back(slot);
     --outstanding_;
-    res = faulted(e.index, res, e.want);
+    const Entry& e = done.entry;
+    const int64_t res = faulted(e.index, done.res, e.want);
     if (res < 0)
       fail(ErrorKind::kIo, "{}: read of {} bytes at offset {} failed: {}", path_, e.req.bytes,
            e.req.offset, std::strerror(static_cast<int>(-res)));
     uint64_t got = static_cast<uint64_t>(res);
     if (got < e.want) got = complete_short(e, got);
-    out[n++] = {e.req.tag, e.want, pool_seconds >= 0 ? pool_seconds : seconds_since(e.start)};
+    out[n++] = {e.req.tag, e.want, done.service_seconds};
   }
-  pump();
+  if (n == 0 && thread_errno_ != 0) {
+    errno = thread_errno_;
+    fail_sys("io_uring completion thread", path_);
+  }
   return n;
 }
 

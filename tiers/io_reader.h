@@ -1,15 +1,22 @@
 // IoReader: reads byte ranges of one file (the GGUF) into RAM — O_DIRECT through io_uring with
 // registered buffers and batched submits, or a pread thread pool when io_uring is unavailable.
+// Completions are taken off the ring by the reader's own completion thread the moment they land:
+// it timestamps them, frees their entries and hands queued reads to the kernel at once, so the
+// disk never idles while the caller computes and the service times are exact.
 // Tested by tests/test_tiers_io.cpp; raw throughput by bench/bench_ssd.cpp.
 #pragma once
 
 #include <sys/stat.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tiers/ram_arena.h"
@@ -59,7 +66,7 @@ struct ReadRequest {
 struct ReadCompletion {
   uint64_t tag = 0;
   uint64_t bytes = 0;          // bytes read (the request, clipped at the end of the file)
-  double service_seconds = 0;  // handed to the kernel (or a pool thread) -> reaped
+  double service_seconds = 0;  // handed to the kernel (or a pool thread) -> landed
 };
 
 class IoReader {
@@ -80,7 +87,8 @@ class IoReader {
   // Registers each region as one fixed buffer (io_uring_register_buffers); reads whose
   // destination lies inside one use read_fixed. Replaces an earlier registration. Returns false
   // (and says so once) when the kernel refuses, e.g. RLIMIT_MEMLOCK; plain reads still work.
-  // Regions must stay mapped until unregister_buffers() or destruction.
+  // Regions must stay mapped until unregister_buffers() or destruction. Call while no read is
+  // outstanding.
   bool register_buffers(std::span<const std::span<std::byte>> regions);
   void unregister_buffers();
 
@@ -99,12 +107,28 @@ class IoReader {
   size_t wait(std::span<ReadCompletion> out);
   // Reads submitted and not yet returned by poll/wait.
   size_t outstanding() const { return outstanding_; }
+  // Wall seconds so far during which at least one read was with the kernel (or a pool thread),
+  // from the completion thread's timestamps: bytes read / busy_seconds is the rate the disk
+  // delivered while it had work. Any thread.
+  double busy_seconds() const;
+  // Reads with the kernel (or a pool thread) right now; queued ones not counted. Any thread.
+  int in_kernel() const;
 
  private:
-  struct Entry;  // one read in flight
-  struct Pool;   // pread fallback
+  using Clock = std::chrono::steady_clock;
+  struct Entry;   // one read in flight
+  struct Landed;  // a completion not yet returned by poll/wait
+  struct Pool;    // pread fallback
   void open_file(bool want_direct);
-  void pump();  // moves queued reads into free entries and submits them in one call
+  // Moves queued reads into free entries and submits them in one call; under mu_. Returns 0 or
+  // a negative errno from io_uring_submit.
+  int pump();
+  // A read left the kernel (or a pool thread) at `at`: frees its entry, queues the completion,
+  // pumps. Under mu_.
+  void land(int entry, int64_t res, double pool_seconds, Clock::time_point at);
+  void reaper_loop();  // the completion thread (io_uring)
+  void start_reaper();
+  void stop_reaper();
   uint64_t complete_short(const Entry& e, uint64_t got) const;
   int64_t faulted(int64_t index, int64_t res, uint64_t want) const;
   size_t reap(std::span<ReadCompletion> out, bool block);
@@ -120,13 +144,26 @@ class IoReader {
   std::unique_ptr<Pool> pool_;
   std::vector<std::span<std::byte>> regions_;  // registered, sorted by address
 
+  // Shared with the completion thread (or the pool's threads): everything below up to
+  // outstanding_ is guarded by mu_.
+  mutable std::mutex mu_;
+  std::condition_variable landed_cv_;
   std::vector<Entry> entries_;  // [queue_depth]
   std::vector<int> free_entries_;
   std::vector<ReadRequest> queued_;  // submitted by the caller, not yet in flight (FIFO)
   std::vector<int64_t> queued_index_;
   size_t queued_head_ = 0;
-  size_t outstanding_ = 0;
-  int64_t next_index_ = 0;  // read numbering for IoFaults
+  std::vector<Landed> landed_;  // FIFO from landed_head_
+  size_t landed_head_ = 0;
+  int in_kernel_ = 0;  // entries in use
+  Clock::time_point busy_since_;
+  double busy_total_ = 0;
+  int thread_errno_ = 0;  // the completion thread's fatal error, thrown by the next poll/wait
+  std::thread reaper_;
+  bool reaper_stop_ = false;
+
+  size_t outstanding_ = 0;  // the caller's thread only
+  int64_t next_index_ = 0;  // read numbering for IoFaults; under mu_
 };
 
 }  // namespace strata::tiers
