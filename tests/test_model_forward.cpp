@@ -1,35 +1,13 @@
 // The forward pass against llama.cpp's references (../shared/fixtures): teacher-forced logits and
 // routing, greedy continuations, decode vs prefill, chunked prefill and thread-count invariance,
 // for every variant of tiny-qwen3moe and tiny-mixtral. These tolerances are the contract.
-#include <fmt/format.h>
-#include <gtest/gtest.h>
+#include "forward_ref.h"
 
-#include <algorithm>
-#include <cmath>
-#include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
-#include <string>
-#include <vector>
-
-#include "engine/forward.h"
-#include "engine/logit_dump.h"
-#include "engine/model.h"
-#include "engine/sampler.h"
-
-namespace fs = std::filesystem;
 using namespace strata;
 using namespace strata::engine;
+using namespace strata::engine::forward_ref;
 
 namespace {
-
-struct Variant {
-  const char* model;
-  const char* variant;
-  bool f32;
-  // Greedy continuations must match the reference exactly (F32 and Q8_0).
-  bool exact_greedy;
-};
 
 // Quantized variants. The engine quantizes activations like llama.cpp (Q8_0 / Q8_K) and uses the
 // same integer block dots, so it reproduces llama.cpp's logits to ~1e-6 until one activation
@@ -46,62 +24,16 @@ struct Variant {
 //     no row at that level, so this is what shows the activation quantization is reproduced;
 //   - top-1 agreement wherever the reference margin exceeds 0.05, routing sets >= 99%.
 constexpr double kQuantRelRms = 2e-2;
-constexpr double kQuantExactRowShare = 0.25;
 
+// Greedy continuations must match exactly for F32 and Q8_0.
 const Variant kVariants[] = {
-    {"tiny-qwen3moe", "F32", true, true},    {"tiny-qwen3moe", "Q8_0", false, true},
-    {"tiny-qwen3moe", "Q4_0", false, false}, {"tiny-qwen3moe", "Q4_K_M", false, false},
-    {"tiny-mixtral", "F32", true, true},     {"tiny-mixtral", "Q4_0", false, false},
+    {"tiny-qwen3moe", "F32", true, true, 0},
+    {"tiny-qwen3moe", "Q8_0", false, true, kQuantRelRms},
+    {"tiny-qwen3moe", "Q4_0", false, false, kQuantRelRms},
+    {"tiny-qwen3moe", "Q4_K_M", false, false, kQuantRelRms},
+    {"tiny-mixtral", "F32", true, true, 0},
+    {"tiny-mixtral", "Q4_0", false, false, kQuantRelRms},
 };
-
-void PrintTo(const Variant& v, std::ostream* os) {
-  *os << v.model << "-" << v.variant;
-}
-
-constexpr double kF32Atol = 1e-4;           // F32 logits vs llama.cpp, absolute
-constexpr double kRouterTieMargin = 1e-4;   // F32: skip routing comparison below this prob gap
-constexpr double kTop1Margin = 0.05;        // quantized: top-1 must agree above this logit gap
-constexpr double kGreedyStopMargin = 1e-3;  // stop comparing greedy after a step this close
-
-fs::path fixtures() {
-  return fs::path(STRATA_FIXTURES_DIR);
-}
-
-fs::path model_path(const Variant& v) {
-  return fixtures() / v.model / (std::string(v.model) + "-" + v.variant + ".gguf");
-}
-fs::path ref_dir(const Variant& v) {
-  return fixtures() / v.model / "ref" / v.variant;
-}
-
-nlohmann::json read_json(const fs::path& p) {
-  std::ifstream in(p);
-  return nlohmann::json::parse(in);
-}
-
-double rel_rms(const std::vector<float>& got, const std::vector<float>& ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    const double d = double(got[i]) - double(ref[i]);
-    num += d * d;
-    den += double(ref[i]) * double(ref[i]);
-  }
-  return std::sqrt(num / den);
-}
-
-// Gap between the best and second-best value of a row.
-double top_margin(const float* x, uint32_t n) {
-  float a = -INFINITY, b = -INFINITY;
-  for (uint32_t i = 0; i < n; ++i) {
-    if (x[i] > a) {
-      b = a;
-      a = x[i];
-    } else if (x[i] > b) {
-      b = x[i];
-    }
-  }
-  return double(a) - double(b);
-}
 
 // The smallest gap between consecutive probabilities among the top k+1 of a router row: below
 // kRouterTieMargin a different rounding may legitimately pick or order experts differently.
@@ -113,47 +45,11 @@ double router_tie_margin(const float* p, uint32_t n_expert, uint32_t k) {
   return m;
 }
 
-class ModelForward : public ::testing::TestWithParam<Variant> {
+class ModelForward : public ForwardRefTest {
  protected:
-  void SetUp() override {
-    if (!fs::exists(fixtures())) GTEST_SKIP() << "fixtures not found at " << fixtures();
-    if (!fs::exists(model_path(GetParam())))
-      GTEST_SKIP() << "model file missing: " << model_path(GetParam());
-    model_ = std::make_unique<Model>(Model::load(model_path(GetParam()).string()));
-    ref_ = read_json(ref_dir(GetParam()) / "ref.json");
-  }
-  const ModelConfig& cfg() const { return model_->config(); }
-
-  // Teacher-forced logits and routing of a stream, computed as one batch (like the references)
-  // or in chunks / one token at a time.
-  struct Run {
-    std::vector<float> logits;  // [n_pos, n_vocab]
-    RoutingTrace trace;
-  };
-  Run run_stream(const std::vector<int32_t>& ids, uint32_t n_ubatch, int n_threads,
-                 bool decode_path) {
-    ForwardOptions o;
-    o.n_ctx = 512;
-    o.n_ubatch = n_ubatch;
-    o.n_threads = n_threads;
-    Forward fwd(*model_, o);
-    Run r;
-    r.logits.resize(ids.size() * cfg().n_vocab);
-    r.trace.reset(cfg().n_layer, cfg().n_expert, cfg().n_expert_used);
-    if (decode_path) {
-      for (size_t i = 0; i < ids.size(); ++i) {
-        auto row = fwd.decode(ids[i], &r.trace);
-        std::copy(row.begin(), row.end(), r.logits.begin() + i * cfg().n_vocab);
-      }
-    } else {
-      fwd.prefill(ids, r.logits.data(), &r.trace);
-    }
-    return r;
-  }
-
   // Compares one stream run with the reference under the variant's rules.
   // Returns the number of rows within kF32Atol of the reference.
-  int check_stream(int s, const Run& run, const char* what) {
+  int check_stream(int s, const Run& run, const char* what) override {
     const Variant& v = GetParam();
     SCOPED_TRACE(fmt::format("{} {} stream {} ({})", v.model, v.variant, s, what));
     const LogitDump ref =
@@ -176,7 +72,7 @@ class ModelForward : public ::testing::TestWithParam<Variant> {
       }
       max_abs = std::max(max_abs, std::fabs(double(run.logits[i]) - ref.logits[i]));
     }
-    const double rrms = rel_rms(run.logits, ref.logits);
+    const double rrms = rel_rms(run.logits.data(), ref.logits.data(), ref.logits.size());
     int exact_rows = 0;  // rows within kF32Atol: llama.cpp's arithmetic reproduced bit-for-bit
     for (uint32_t p = 0; p < ref.n_pos(); ++p) {
       double m = 0;
@@ -235,33 +131,11 @@ class ModelForward : public ::testing::TestWithParam<Variant> {
     if (v.f32) {
       EXPECT_LE(max_abs, kF32Atol);
     } else {
-      EXPECT_LE(rrms, kQuantRelRms);
+      EXPECT_LE(rrms, v.rel_rms);
       EXPECT_GE(sets_equal, 0.99 * total) << "routing sets agree at fewer than 99% of positions";
     }
     return exact_rows;
   }
-
-  // Both streams under the variant's rules.
-  void check_streams(uint32_t n_ubatch, bool decode_path) {
-    int exact = 0, rows = 0;
-    for (int s = 0; s < 2; ++s) {
-      const std::vector<int32_t> ids = stream_ids(s);
-      exact += check_stream(s, run_stream(ids, n_ubatch, 2, decode_path),
-                            decode_path ? "decode" : "prefill");
-      rows += int(ids.size());
-    }
-    if (!GetParam().f32) {
-      EXPECT_GE(exact, kQuantExactRowShare * rows)
-          << "too few rows reproduce llama.cpp exactly: activation quantization not emulated?";
-    }
-  }
-
-  std::vector<int32_t> stream_ids(int s) const {
-    return ref_["streams"][s]["ids"].get<std::vector<int32_t>>();
-  }
-
-  std::unique_ptr<Model> model_;
-  nlohmann::json ref_;
 };
 
 // Each stream as one batch of 64 tokens into an empty cache, like the references.
@@ -277,76 +151,14 @@ TEST_P(ModelForward, TeacherForcedDecode) {
 // Decode, chunked prefill and any thread count compute every element with the same kernel calls
 // in the same order, so they agree with the one-batch prefill to the bit (DESIGN invariant 1).
 TEST_P(ModelForward, PathsAndThreadsBitIdentical) {
-  const std::vector<int32_t> ids = stream_ids(1);
-  const Run base = run_stream(ids, 512, 2, false);
-  const Run decode = run_stream(ids, 512, 1, true);
-  const Run chunked = run_stream(ids, 7, 3, false);
-  const Run one_thread = run_stream(ids, 512, 1, false);
-  EXPECT_TRUE(base.logits == decode.logits) << "decode path differs from prefill";
-  EXPECT_TRUE(base.logits == chunked.logits) << "chunked prefill differs from one batch";
-  EXPECT_TRUE(base.logits == one_thread.logits) << "1 thread differs from 2 threads";
-  EXPECT_TRUE(base.trace.same_as(decode.trace)) << "decode routing differs from prefill";
-  EXPECT_TRUE(base.trace.same_as(chunked.trace)) << "chunked routing differs from one batch";
-  EXPECT_TRUE(base.trace.same_as(one_thread.trace)) << "1-thread routing differs";
+  check_paths_bit_identical();
 }
 
-// Greedy continuations (gen{0,1,2}): the prompt as one batch, then the 32 steps one token at a
-// time, as the references were made. Each step is fed the reference's token, so every step's
-// logits are compared even after a legitimate flip; while our argmax equals the reference's at
-// every step, free-running generation is identical. F32 and Q8_0: argmax identical at every step
-// up to the first one whose reference top1-top2 margin is below kGreedyStopMargin (a different
-// rounding may legitimately pick the other token there; we stop comparing after it). Other
-// quantized variants: argmax identical wherever the margin exceeds kTop1Margin, as for streams.
+// Greedy continuations (gen{0,1,2}), see ForwardRefTest::check_greedy.
 TEST_P(ModelForward, GreedyContinuations) {
-  const Variant& v = GetParam();
-  for (size_t g = 0; g < ref_["greedy"].size(); ++g) {
-    const auto& gr = ref_["greedy"][g];
-    const auto prompt = gr["prompt_ids"].get<std::vector<int32_t>>();
-    const auto want = gr["generated_ids"].get<std::vector<int32_t>>();
-    const auto margin = gr["top1_top2_margin"].get<std::vector<double>>();
-    const LogitDump ref =
-        read_logit_dump((ref_dir(v) / fmt::format("gen{}.logits.bin", g)).string());
-    ASSERT_EQ(ref.tokens, want);
-    ASSERT_EQ(margin.size(), want.size());
-
-    ForwardOptions o;
-    o.n_ctx = 512;
-    o.n_threads = 2;
-    Forward fwd(*model_, o);
-    std::span<const float> logits = fwd.prefill(prompt);
-    size_t identical = 0, compared = 0;
-    bool stopped = false;
-    double max_abs = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      for (uint32_t t = 0; t < cfg().n_vocab; ++t)
-        max_abs = std::max(max_abs, std::fabs(double(logits[t]) - ref.row(uint32_t(i))[t]));
-      const int32_t got = argmax(logits);
-      const bool check =
-          v.exact_greedy ? !stopped && margin[i] >= kGreedyStopMargin : margin[i] > kTop1Margin;
-      if (check) {
-        ++compared;
-        identical += got == want[i];
-        EXPECT_EQ(got, want[i]) << "greedy " << g << " step " << i << " (reference margin "
-                                << margin[i] << ")";
-      }
-      if (margin[i] < kGreedyStopMargin) stopped = true;
-      if (i + 1 < want.size()) logits = fwd.decode(want[i]);
-    }
-    std::printf(
-        "  %s %s greedy %zu: argmax identical at %zu/%zu compared steps, "
-        "max|dlogit| %.3g\n",
-        v.model, v.variant, g, identical, compared, max_abs);
-    if (v.f32) {
-      EXPECT_LE(max_abs, kF32Atol);
-    }
-  }
+  check_greedy();
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, ModelForward, ::testing::ValuesIn(kVariants),
-                         [](const ::testing::TestParamInfo<Variant>& i) {
-                           std::string n = std::string(i.param.model) + "_" + i.param.variant;
-                           std::replace(n.begin(), n.end(), '-', '_');
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(Fixtures, ModelForward, ::testing::ValuesIn(kVariants), variant_name);
 
 }  // namespace
