@@ -1,5 +1,5 @@
 // AVX-512 (F/BW/VL/DQ + VNNI) GEMV/GEMM kernels: the 32-element formats use 256-bit vpdpbusd
-// over 4 rows at once (gemv_rows_internal.h), Q6_K and BF16 use 512-bit integer / load work; the
+// over 16 rows at once (gemv_rows_internal.h), Q6_K and BF16 use 512-bit integer / load work; the
 // float accumulators stay 8 lanes wide, so results equal gemv_ref.cpp bit for bit (canonical
 // order in gemv.cpp).
 // Tested by tests/test_gemv.cpp; measured by bench/bench_gemv.cpp.

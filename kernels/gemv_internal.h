@@ -28,12 +28,12 @@ namespace {
 // hardware prefetchers alone left the quantized kernels at 30-55% of the read bandwidth on the
 // machine in bench/RESULTS.md (their per-byte work shrinks how far ahead the out-of-order window
 // reaches). Measured there: a row-after-row kernel does best with one L1 prefetch 2 KiB ahead
-// (512 B and 4 KiB were worse); the 4-row kernels of gemv_rows_internal.h did 5-10% better in
-// A/B runs with two levels, L2 4 KiB ahead and L1 768 B ahead. Prefetches never fault, so running
-// past the end of the matrix is harmless.
+// (512 B and 4 KiB were worse); the multi-row kernels (16 rows per pass) with one L2 prefetch
+// 4 KiB ahead along each row slot's path (an extra L1 prefetch 768 B ahead, which helped at 4
+// rows per pass, cost 3-6 points at 16; L2 distances of 2-18 KiB were within the noise).
+// Prefetches never fault, so running past the end of the matrix is harmless.
 constexpr size_t kPrefetchBytes = 2048;
 constexpr size_t kPrefetchFar = 4096;
-constexpr size_t kPrefetchNear = 768;
 
 // Cache levels for prefetch_lines (__builtin_prefetch locality: 3 = prefetcht0, 2 = prefetcht1).
 constexpr int kToL1 = 3;

@@ -1,13 +1,14 @@
 // Multi-row 256-bit GEMV/GEMM for the 32-element formats with Q8_0 activations (Q4_0, Q5_0,
 // MXFP4, and Q8_0 with VNNI), included by gemv_avx2.cpp (kVnni = false: maddubs) and
 // gemv_avx512.cpp (kVnni = true: 256-bit vpdpbusd). Each chunk of 8 activation blocks is prepared
-// once for up to 4 weight rows; codes are used unsigned (code + offset) and the offset comes back
+// once for up to 16 weight rows; codes are used unsigned (code + offset) and the offset comes back
 // as -offset * sum(x) per block. The integers are exact, the float steps are the canonical ones of
 // gemv.cpp. Exercised by tests/test_gemv.cpp; measured by bench/bench_gemv.cpp.
 #pragma once
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -207,7 +208,8 @@ void dot_rows(const uint8_t* w, size_t row_stride, const BlockQ8_0* x, int64_t n
     const XChunk c = prep_x<F::kOffset, kVnni>(x + b);
     for (int r = 0; r < R; ++r) {
       const auto* wb = reinterpret_cast<const Block*>(w + r * row_stride) + b;
-      // Row slot r reads rows r, r+R, r+2R, ...: prefetch along that path.
+      // Row slot r reads rows r, r+R, r+2R, ...: one L2 prefetch along that path (an L1
+      // prefetch 768 B ahead as well cost 3-6 points of the read probe at 16 rows).
       const size_t off = static_cast<size_t>(b) * sizeof(Block);
       auto ahead = [&](size_t bytes) {
         const size_t at = off + bytes;
@@ -215,7 +217,7 @@ void dot_rows(const uint8_t* w, size_t row_stride, const BlockQ8_0* x, int64_t n
                               : w + (r + R) * row_stride + (at - row_bytes);
       };
       prefetch_lines<8 * sizeof(Block), kToL2>(ahead(kPrefetchFar));
-      prefetch_lines<8 * sizeof(Block), kToL1>(ahead(kPrefetchNear));
+
       __m256i v[4];
       for (int p = 0; p < 4; ++p) {
         __m256i lo, hi;
@@ -242,36 +244,35 @@ void dot_rows(const uint8_t* w, size_t row_stride, const BlockQ8_0* x, int64_t n
   }
 }
 
+// Rows per pass of gemv/gemm: 16 share each prepared activation chunk (measured on Qwen3-30B-A3B
+// expert shapes in bench/RESULTS.md: L2-resident Q4_0 with maddubs 19.0 GB/s at 4 rows, 21.5-22
+// at 16; streamed from DRAM 72-73% of the read probe at 4 rows, 82-85% at 16 rows with the L2
+// prefetch alone). Then 4, then 1.
+constexpr int64_t kRowsPass = 16;
+
 template <typename Block, bool kVnni>
 void gemv(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
           int64_t row_end, int64_t n_cols) {
   const auto* base = static_cast<const uint8_t*>(w);
   const auto* x = static_cast<const BlockQ8_0*>(xq);
   int64_t r = row_begin;
+  for (; r + kRowsPass <= row_end; r += kRowsPass)
+    dot_rows<Block, kVnni, kRowsPass>(base + r * row_stride, row_stride, x, n_cols / kQK, y + r);
   for (; r + 4 <= row_end; r += 4)
     dot_rows<Block, kVnni, 4>(base + r * row_stride, row_stride, x, n_cols / kQK, y + r);
   for (; r < row_end; ++r)
     dot_rows<Block, kVnni, 1>(base + r * row_stride, row_stride, x, n_cols / kQK, y + r);
 }
 
-// Rows outer (4 at a time), tokens inner: the 4 weight rows stay in L1 for every token.
+// Rows outer (kRowsPass at a time), tokens inner: the rows stay in L1/L2 for every token.
 template <typename Block, bool kVnni>
 void gemm(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
           size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end, int64_t n_cols) {
-  const auto* base = static_cast<const uint8_t*>(w);
   const auto* xbase = static_cast<const uint8_t*>(xq);
-  for (int64_t r = row_begin; r < row_end; r += 4) {
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      const auto* x = reinterpret_cast<const BlockQ8_0*>(xbase + t * xq_stride);
-      float* out = y + t * y_stride + r;
-      if (r + 4 <= row_end) {
-        dot_rows<Block, kVnni, 4>(base + r * row_stride, row_stride, x, n_cols / kQK, out);
-      } else {
-        for (int64_t i = r; i < row_end; ++i)
-          dot_rows<Block, kVnni, 1>(base + i * row_stride, row_stride, x, n_cols / kQK,
-                                    out + (i - r));
-      }
-    }
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += kRowsPass) {
+    const int64_t r1 = std::min(r0 + kRowsPass, row_end);
+    for (int64_t t = 0; t < n_tokens; ++t)
+      gemv<Block, kVnni>(w, row_stride, xbase + t * xq_stride, y + t * y_stride, r0, r1, n_cols);
   }
 }
 
