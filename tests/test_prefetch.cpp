@@ -24,25 +24,10 @@ constexpr int kLayers = 4;
 constexpr int kExperts = 8;
 constexpr int kTopK = 2;
 
-struct Model {
-  ExtentTable extents;
-  std::unique_ptr<TempFile> file;
-  placement::ExpertSizes sizes;
-
-  explicit Model(const std::string& name) {
-    const uint64_t end = testing::make_extents(extents, kLayers, kExperts, 1 << 20, 50000);
-    file = std::make_unique<TempFile>(name, end + 333, 5);
-    sizes = expert_sizes(extents, kTopK);
-  }
-  void expect_identical(const ExpertView& v, int l, int e) const {
-    for (int i = 0; i < 3; ++i) {
-      const SliceExtent& s = extents[l][e][i];
-      ASSERT_EQ(v.bytes[i], s.bytes);
-      const auto ref = pread_range(file->path(), s.offset, s.bytes);
-      ASSERT_EQ(std::memcmp(v.slice[i], ref.data(), s.bytes), 0)
-          << "layer " << l << " expert " << e << " slice " << i;
-    }
-  }
+// 50 kB slices, a 333-byte tail.
+struct Model : testing::ExpertFile {
+  explicit Model(const std::string& name)
+      : ExpertFile(name, kLayers, kExperts, kTopK, 50000, 333, 5) {}
 };
 
 PlacementPlan all_ssd(const Model& m, int slots) {

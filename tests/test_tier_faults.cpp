@@ -27,22 +27,6 @@ using engine::TierOptions;
 
 const fs::path kQwen = kFixtures / "tiny-qwen3moe" / "tiny-qwen3moe-Q8_0.gguf";
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-std::vector<int32_t> tokens(uint32_t n_vocab, int n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> ids(n);
-  for (auto& id : ids) id = static_cast<int32_t>(rng() % n_vocab);
-  return ids;
-}
-
 class TierFaults : public ::testing::Test {
  protected:
   void SetUp() override {

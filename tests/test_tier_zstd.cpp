@@ -26,22 +26,6 @@ using engine::TierOptions;
 
 const fs::path kQwen = kFixtures / "tiny-qwen3moe" / "tiny-qwen3moe-Q8_0.gguf";
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-std::vector<int32_t> tokens(uint32_t n_vocab, int n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> ids(n);
-  for (auto& id : ids) id = static_cast<int32_t>(rng() % n_vocab);
-  return ids;
-}
-
 void flip_byte(const fs::path& p, uint64_t offset) {
   std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
   f.seekg(static_cast<std::streamoff>(offset));

@@ -40,14 +40,7 @@ std::vector<ReadCompletion> drain_all(IoReader& r) {
   return all;
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 struct Mode {
   bool uring;

@@ -24,39 +24,13 @@ constexpr int kLayers = 4;
 constexpr int kExperts = 8;
 constexpr int kTopK = 2;
 
-// A GGUF-like file: 1 MiB of "header and dense weights", then the stacked expert tensors.
-struct Model {
-  ExtentTable extents;
-  std::unique_ptr<TempFile> file;
-  placement::ExpertSizes sizes;
-
-  explicit Model(const std::string& name, uint64_t slice_bytes = 100000) {
-    const uint64_t end = testing::make_extents(extents, kLayers, kExperts, 1 << 20, slice_bytes);
-    file = std::make_unique<TempFile>(name, end + 777, 11);
-    sizes = expert_sizes(extents, kTopK);
-  }
-
-  // The ground truth: pread of every slice.
-  void expect_identical(const ExpertView& v, int l, int e) const {
-    for (int i = 0; i < 3; ++i) {
-      const SliceExtent& s = extents[l][e][i];
-      ASSERT_EQ(v.bytes[i], s.bytes);
-      const auto ref = pread_range(file->path(), s.offset, s.bytes);
-      ASSERT_EQ(std::memcmp(v.slice[i], ref.data(), s.bytes), 0)
-          << "layer " << l << " expert " << e << " slice " << i << " home "
-          << placement::home_name(v.home);
-    }
-  }
+// 100 kB slices by default, a 777-byte tail.
+struct Model : testing::ExpertFile {
+  explicit Model(const std::string& name, uint64_t slice_bytes = 100000)
+      : ExpertFile(name, kLayers, kExperts, kTopK, slice_bytes, 777, 11) {}
 };
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 // Runs a routed-looking workload: per token and layer, prepare the chosen experts, get each,
 // compare with the file, release.

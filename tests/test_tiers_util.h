@@ -1,6 +1,7 @@
 // Helpers for the tier tests: a temp file of random bytes on the real disk (O_DIRECT does not work
-// on tmpfs), invented GGUF-like expert extents, and pread-based reference reads.
-// Used by tests/test_tiers_io.cpp and tests/test_tiers_store.cpp.
+// on tmpfs), invented GGUF-like expert extents, a file of such experts with the byte-for-byte check
+// of what the store hands out, and pread-based reference reads. Used by tests/test_tiers_io.cpp,
+// tests/test_tiers_store.cpp and tests/test_prefetch.cpp.
 #pragma once
 
 #include <fcntl.h>
@@ -9,10 +10,15 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
+#include "io/check.h"
 #include "tiers/expert_store.h"
 
 namespace strata::tiers::testing {
@@ -92,6 +98,43 @@ inline uint64_t make_extents(ExtentTable& table, int n_layer, int n_expert, uint
     }
   }
   return at;
+}
+
+// A GGUF-like file: 1 MiB of "header and dense weights", then n_layer x n_expert stacked experts
+// (make_extents) and a tail of random bytes; its extents and the sizes placement needs.
+struct ExpertFile {
+  ExtentTable extents;
+  std::unique_ptr<TempFile> file;
+  placement::ExpertSizes sizes;
+
+  ExpertFile(const std::string& name, int n_layer, int n_expert, int top_k, uint64_t slice_bytes,
+             uint64_t tail, uint32_t seed) {
+    const uint64_t end = make_extents(extents, n_layer, n_expert, 1 << 20, slice_bytes);
+    file = std::make_unique<TempFile>(name, end + tail, seed);
+    sizes = expert_sizes(extents, top_k);
+  }
+
+  // The ground truth: pread of every slice.
+  void expect_identical(const ExpertView& v, int l, int e) const {
+    for (int i = 0; i < 3; ++i) {
+      const SliceExtent& s = extents[l][e][i];
+      ASSERT_EQ(v.bytes[i], s.bytes);
+      const auto ref = pread_range(file->path(), s.offset, s.bytes);
+      ASSERT_EQ(std::memcmp(v.slice[i], ref.data(), s.bytes), 0)
+          << "layer " << l << " expert " << e << " slice " << i << " home "
+          << placement::home_name(v.home);
+    }
+  }
+};
+
+// The message of the strata::Error fn throws, or "" when it throws none.
+inline std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
 }
 
 }  // namespace strata::tiers::testing

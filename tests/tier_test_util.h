@@ -11,10 +11,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "io/check.h"
 
 namespace strata::tier_test {
 
@@ -22,6 +25,24 @@ namespace fs = std::filesystem;
 
 inline const fs::path kFixtures = fs::path(STRATA_FIXTURES_DIR);
 inline const fs::path kStrata = fs::path(STRATA_BINARY_DIR) / "tools" / "strata";
+
+// The message of the strata::Error fn throws, or "" when it throws none.
+inline std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// n token ids drawn uniformly from [0, n_vocab).
+inline std::vector<int32_t> tokens(uint32_t n_vocab, int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> ids(n);
+  for (auto& id : ids) id = static_cast<int32_t>(rng() % n_vocab);
+  return ids;
+}
 
 struct Result {
   int rc = -1;
