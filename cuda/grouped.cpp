@@ -126,16 +126,19 @@ struct GroupedExperts::Impl {
   GroupedLimits lim;
   int sm_count = 0;
   uint32_t smem_max = 0;
-  bool overlap = false;        // lim.overlap_launches on a device that has it (sm_90+)
-  size_t x_bytes_max = 0;      // the x part of the input buffers
-  Stream stream;               // created after the device is selected (see the constructor)
-  DeviceBuffer in;             // [x: max_tokens * max_embd floats][row_token: max_rows int32]
-  DeviceBuffer gate;           // [max_rows, max_ff]
-  DeviceBuffer up;             // [max_rows, max_ff]
-  DeviceBuffer y;              // [max_rows, max_embd]
-  PinnedBuffer in_host;        // the layout of `in`
-  PinnedBuffer y_host;         // the layout of `y`
-  cudaEvent_t done = nullptr;  // recorded after the last launch's work
+  bool overlap = false;         // lim.overlap_launches on a device that has it (sm_90+)
+  size_t x_bytes_max = 0;       // the x part of the input buffers
+  Stream stream;                // created after the device is selected (see the constructor)
+  DeviceBuffer in;              // [x: max_tokens * max_embd floats][row_token: max_rows int32]
+  DeviceBuffer gate;            // [max_rows, max_ff]
+  DeviceBuffer up;              // [max_rows, max_ff]
+  DeviceBuffer y;               // [max_rows, max_embd]
+  PinnedBuffer in_host;         // the layout of `in`
+  PinnedBuffer y_host;          // the layout of `y`
+  cudaEvent_t done = nullptr;   // recorded after the last launch's work
+  cudaEvent_t start = nullptr;  // recorded before launch()'s first copy
+  bool timed = false;           // the last launch recorded start
+  double seconds = 0;           // device time of the last waited launch()
   cudaStream_t last_stream = nullptr;
   bool in_flight = false;             // done not yet waited for
   bool pinned_in_flight = false;      // ... and that launch uses the pinned buffers
@@ -158,13 +161,15 @@ struct GroupedExperts::Impl {
     int major = 0;
     CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, l.device));
     overlap = l.overlap_launches && major >= 9;
-    CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreate(&done));
+    CUDA_CHECK(cudaEventCreate(&start));
   }
   ~Impl() {
     if (done != nullptr) {
       cudaEventSynchronize(done);  // buffers must outlive the work that uses them
       cudaEventDestroy(done);
     }
+    if (start != nullptr) cudaEventDestroy(start);
   }
 
   // One stage over jobs[first, first + count): matrices of n_out rows and n_in columns; p holds
@@ -271,6 +276,7 @@ void GroupedExperts::launch(const GroupedLayer& layer, void* stream) {
   std::copy(layer.row_token, layer.row_token + layer.n_rows,
             reinterpret_cast<int32_t*>(host + x_bytes));
   auto* dev = m.in.as<uint8_t>();
+  CUDA_CHECK(cudaEventRecord(m.start, s));
   CUDA_CHECK(
       cudaMemcpyAsync(dev, host, x_bytes + size_t{layer.n_rows} * 4, cudaMemcpyHostToDevice, s));
   m.enqueue(layer, reinterpret_cast<const float*>(dev),
@@ -281,6 +287,7 @@ void GroupedExperts::launch(const GroupedLayer& layer, void* stream) {
   CUDA_CHECK(cudaEventRecord(m.done, s));
   m.in_flight = true;
   m.pinned_in_flight = true;
+  m.timed = true;
   m.last_stream = s;
 }
 
@@ -298,6 +305,7 @@ void GroupedExperts::launch_device(const GroupedLayer& layer, const float* dev_x
   m.enqueue(layer, dev_x, dev_row_token, dev_y, s, stages == Stages::kGateUp);
   CUDA_CHECK(cudaEventRecord(m.done, s));
   m.in_flight = true;
+  m.timed = false;
   m.last_stream = s;
 }
 
@@ -307,6 +315,15 @@ void GroupedExperts::wait() {
   m.in_flight = false;
   m.pinned_in_flight = false;
   CUDA_CHECK(cudaEventSynchronize(m.done));
+  if (m.timed) {
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, m.start, m.done));
+    m.seconds = static_cast<double>(ms) / 1e3;
+  }
+}
+
+double GroupedExperts::last_seconds() const {
+  return impl_->seconds;
 }
 
 void cuda_portable_eval(PortableFn fn, const float* dev_x, float* dev_y, int64_t n) {

@@ -106,6 +106,10 @@ class GroupedExperts {
   // kernel failed. A no-op when nothing is in flight.
   void wait();
 
+  // Device time of the last launch() (its copies and kernels, between two events on its stream),
+  // in seconds; valid after wait(), 0 before the first launch.
+  double last_seconds() const;
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
@@ -117,11 +121,12 @@ class GroupedExperts {
 void grouped_forward_emulated(const GroupedLayer& layer, const float* x, float* y);
 
 // The device activation quantizer on the host, output in ggml block layout (BlockQ8_0 for
-// act == Q8_0, BlockQ8_K for Q8_K) so it compares byte for byte with kernels::quantize_activation_row.
+// act == Q8_0, BlockQ8_K for Q8_K) so it compares byte for byte with
+// kernels::quantize_activation_row.
 void grouped_quantize_emulated(GgmlType act, const float* x, void* dst, int64_t n);
 
-// The device dot of one weight row with an activation row that kernels::quantize_activation_row produced
-// (in vec_dot_type(w_type)), in the kernel's thread decomposition.
+// The device dot of one weight row with an activation row that kernels::quantize_activation_row
+// produced (in vec_dot_type(w_type)), in the kernel's thread decomposition.
 float grouped_row_dot_emulated(GgmlType w_type, const void* w_row, const void* xq, int64_t n);
 
 // ---- device checks of kernels/portable_math.h ----

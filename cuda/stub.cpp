@@ -110,6 +110,9 @@ void GroupedExperts::launch_device(const GroupedLayer&, const float*, const int3
   no_cuda("GroupedExperts::launch_device");
 }
 void GroupedExperts::wait() {}
+double GroupedExperts::last_seconds() const {
+  return 0;
+}
 
 void cuda_portable_eval(PortableFn, const float*, float*, int64_t) {
   no_cuda("cuda_portable_eval");

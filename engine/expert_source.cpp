@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "cuda/runtime.h"
 #include "engine/ops.h"
 #include "engine/prof.h"
 #include "engine/sysmem.h"
@@ -153,6 +154,8 @@ TierOptions tier_options(const Knobs& knobs) {
     o.ram_bytes = static_cast<uint64_t>(std::llround(*gb * kGiB));
   if (const auto gb = knobs.float_opt("CACHE_GB"))
     o.cache_bytes = static_cast<uint64_t>(std::llround(*gb * kGiB));
+  o.vram_gb = knobs.get_string("VRAM_GB");
+  o.vram_emulate = knobs.get_bool("VRAM_EMULATE");
   o.zstd = knobs.get_string("ZSTD");
   const std::string numa = knobs.get_string("NUMA");
   o.numa = numa == "local" ? tiers::NumaMode::kLocal
@@ -174,6 +177,103 @@ uint64_t auto_ram_budget(const RamBudgetInputs& in, const placement::ExpertSizes
   const uint64_t taken = in.kv_bytes + in.dense_bytes + headroom;
   const uint64_t room = in.available > taken ? in.available - taken : 0;
   return std::min(room, placement::all_ram_bytes(sizes));
+}
+
+std::vector<uint64_t> vram_budgets(const std::string& vram_gb, bool emulate,
+                                   const std::vector<VramDevice>& devices, uint64_t reserve_bytes) {
+  std::vector<double> gb;
+  for (size_t at = 0; !vram_gb.empty() && at <= vram_gb.size();) {
+    const size_t comma = std::min(vram_gb.find(',', at), vram_gb.size());
+    const std::string item = vram_gb.substr(at, comma - at);
+    char* end = nullptr;
+    const double v = std::strtod(item.c_str(), &end);
+    if (item.empty() || end != item.c_str() + item.size() || !(v >= 0) || !std::isfinite(v))
+      fail(ErrorKind::kBadValue,
+           "knob VRAM_GB ({}): bad value '{}': '{}' is not a number of GiB >= 0 (allowed: one "
+           "total, or one per GPU like 24,24)",
+           knob_flag("VRAM_GB"), vram_gb, item);
+    gb.push_back(v);
+    at = comma + 1;
+  }
+  const auto bytes = [](double g) { return static_cast<uint64_t>(std::llround(g * kGiB)); };
+  std::vector<uint64_t> out;
+  if (emulate) {
+    for (double g : gb) out.push_back(bytes(g));
+    return out;
+  }
+  const size_t n = devices.size();
+  if (gb.empty()) {
+    for (const VramDevice& d : devices) {
+      const uint64_t keep = (1ull << 30) + d.total / 20 + reserve_bytes;
+      out.push_back(d.free > keep ? d.free - keep : 0);
+    }
+    return out;
+  }
+  if (gb.size() == 1) {
+    if (n == 0) {
+      if (gb[0] > 0)
+        fail(ErrorKind::kBadValue,
+             "knob VRAM_GB ({}): {} GiB asked for but there is no usable CUDA device ({}); "
+             "VRAM_EMULATE=1 emulates one for tests",
+             knob_flag("VRAM_GB"), vram_gb, cuda::cuda_describe());
+      return out;
+    }
+    for (size_t i = 0; i < n; ++i) out.push_back(bytes(gb[0] / static_cast<double>(n)));
+    return out;
+  }
+  if (gb.size() != n)
+    fail(ErrorKind::kBadValue, "knob VRAM_GB ({}): {} per-GPU values for {} usable GPU(s) ({})",
+         knob_flag("VRAM_GB"), gb.size(), n, cuda::cuda_describe());
+  for (double g : gb) out.push_back(bytes(g));
+  return out;
+}
+
+void add_vram_budgets(const Model& model, const TierOptions& opts,
+                      const placement::ExpertSizes& sizes, placement::Budgets& budgets,
+                      placement::DefaultPolicy& policy) {
+  // The VRAM store aligns each matrix to 256 bytes: plan with each budget scaled by the tightest
+  // expert bytes / device footprint ratio, so the uploads fit the budget.
+  const ModelConfig& cfg = model.config();
+  std::vector<VramDevice> devices;
+  if (!opts.vram_emulate)
+    for (int d = 0; d < cuda::cuda_device_count(); ++d) {
+      const cuda::DeviceMemory m = cuda::device_memory(d);
+      devices.push_back({m.free, m.total});
+    }
+  const uint64_t reserve = uint64_t{opts.gpu_max_rows} * 4 *
+                           (2 * uint64_t{cfg.max_n_ff()} + 2 * uint64_t{cfg.n_embd} + 1) * 2;
+  std::vector<uint64_t> vram = vram_budgets(opts.vram_gb, opts.vram_emulate, devices, reserve);
+  uint64_t total_vram = 0;
+  for (uint64_t b : vram) total_vram += b;
+  if (total_vram > 0) {
+    policy.vram_layers.assign(cfg.n_layer, 0);
+    double ratio = 1.0;
+    std::string off;  // layers kept off the GPU
+    std::string why;
+    for (uint32_t l = 0; l < cfg.n_layer; ++l) {
+      if (!cfg.is_moe(l)) continue;
+      const ExpertStack& stack = model.weights().layers[l].experts;
+      std::string w;
+      if (!gpu_stack_supported(stack, &w)) {
+        off += fmt::format("{}{}", off.empty() ? "" : ",", l);
+        if (why.empty()) why = w;
+        continue;
+      }
+      policy.vram_layers[l] = 1;
+      const ExpertSlice sl = stack.expert_slice(0);
+      const auto fp = [](uint64_t b) { return (b + 255) / 256 * 256; };
+      const uint64_t foot = fp(sl.gate.n_bytes) + fp(sl.up.n_bytes) + fp(sl.down.n_bytes);
+      ratio =
+          std::min(ratio, static_cast<double>(sizes.expert_bytes[l]) / static_cast<double>(foot));
+    }
+    if (!off.empty() && opts.notice)
+      opts.notice(
+          fmt::format("VRAM: MoE layer(s) {} stay off the GPU: the grouped kernel does "
+                      "not run them ({})",
+                      off, why));
+    for (uint64_t& b : vram) b = static_cast<uint64_t>(std::floor(static_cast<double>(b) * ratio));
+    budgets.vram_bytes = vram;
+  }
 }
 
 std::unique_ptr<tiers::Sidecar> choose_sidecar(const Model& model,
@@ -284,9 +384,17 @@ ExpertSource::ExpertSource(const Model& model, const TierOptions& opts)
   }
   placement::Budgets budgets;
   budgets.ram_bytes = budget;
+
+  add_vram_budgets(model, opts, sizes, budgets, policy);
   placement::PlacementPlan plan =
       placement::plan_placement(sizes, budgets, policy, opts.pin_counts);
   if (opts.on_plan) opts.on_plan(plan);
+  if (plan.count(placement::HomeKind::kVram) > 0) {
+    GpuLaneOptions lo;
+    lo.emulate = opts.vram_emulate;
+    lo.max_rows = std::max<uint32_t>(1, opts.gpu_max_rows);
+    lane_ = std::make_unique<GpuLane>(model, plan, lo, opts.notice);
+  }
 
   homes_.resize(cfg.n_layer);
   size_t max_experts = 0;
@@ -351,6 +459,20 @@ ExpertSource::ExpertSource(const Model& model, const TierOptions& opts)
       });
     };
   }
+  // The tiers store does not take VRAM homes: it sees them as SSD homes it is never asked for
+  // (compute() hands them to the GPU lane, prefetch() filters them out). default_plan keeps the
+  // minimum cache whenever experts live in VRAM, so that plan is valid.
+  plan_.emplace(plan);
+  if (plan.count(placement::HomeKind::kVram) > 0) {
+    std::vector<placement::Home> store_homes;
+    for (int l = 0; l < plan.n_layer(); ++l)
+      for (placement::Home h : plan.layer_homes(l))
+        store_homes.push_back(h.kind == placement::HomeKind::kVram ? placement::Home::ssd() : h);
+    placement::Budgets sb;
+    sb.ram_bytes = plan.budgets().ram_bytes;
+    plan = placement::PlacementPlan(plan.sizes(), std::move(store_homes), plan.cache_bytes(), sb);
+  }
+  pf_ids_.reserve(max_experts);
   store_ = std::make_unique<tiers::ExpertStore>(model.file().path(), std::move(extents),
                                                 std::move(plan), so, hooks);
 }
@@ -390,6 +512,13 @@ void ExpertSource::record_usage(uint32_t il, const Dispatch& d) {
 int ExpertSource::prefetch(uint32_t il, std::span<const int32_t> experts) {
   if (!store_ || homes_[il].empty()) return 0;
   static_assert(sizeof(int32_t) == sizeof(int));
+  if (lane_) {  // VRAM homes are never read from the file
+    pf_ids_.clear();
+    for (int32_t e : experts)
+      if (e >= 0 && size_t(e) < homes_[il].size() && homes_[il][e] != ExpertHome::kVram)
+        pf_ids_.push_back(e);
+    experts = pf_ids_;
+  }
   return store_->prefetch(static_cast<int>(il),
                           {reinterpret_cast<const int*>(experts.data()), experts.size()});
 }
@@ -470,12 +599,14 @@ void ExpertSource::repin_layer(uint32_t il) {
 void ExpertSource::start(uint32_t il, Dispatch& d) {
   std::vector<ExpertJob>& ram = d.jobs[size_t(ExpertHome::kRam)];
   std::vector<ExpertJob>& ssd = d.jobs[size_t(ExpertHome::kSsd)];
-  STRATA_ASSERT(d.jobs[size_t(ExpertHome::kVram)].empty(), "VRAM homes need the CUDA tier");
+  const std::vector<ExpertJob>& vram = d.jobs[size_t(ExpertHome::kVram)];
+  STRATA_ASSERT(vram.empty() || lane_, "VRAM homes without a GPU lane");
   started_ = static_cast<int>(il);
   ProfCounters* pc = prof_ ? &prof_->counters() : nullptr;
   if (pc) {
     pc->experts_computed[size_t(ExpertHome::kRam)] += ram.size();
     pc->experts_computed[size_t(ExpertHome::kSsd)] += ssd.size();
+    pc->experts_computed[size_t(ExpertHome::kVram)] += vram.size();
   }
   if (usage_ && usage_->n_expert()[il] > 0) record_usage(il, d);
   if (!store_ || homes_[il].empty()) return;
@@ -533,6 +664,15 @@ void ExpertSource::compute(uint32_t il, const ExpertStack& stack, Dispatch& d, E
       ids_.push_back(static_cast<int>(ssd[j].expert));
     return std::span<const int>(ids_);
   };
+  // The GPU lane first: every device's group of this layer is launched before the CPU starts
+  // (its rows of y are written at the join below).
+  const bool gpu = lane_ && !d.jobs[size_t(ExpertHome::kVram)].empty();
+  const bool timing = gpu && pc && prof_->enabled();
+  std::chrono::steady_clock::time_point cpu0;
+  if (gpu) {
+    lane_->launch(il, stack, d, x);
+    if (timing) cpu0 = std::chrono::steady_clock::now();
+  }
   // The first group's reads went out in start(); RAM experts compute meanwhile.
   fetch(il, ram);
   {
@@ -549,6 +689,22 @@ void ExpertSource::compute(uint32_t il, const ExpertStack& stack, Dispatch& d, E
       cpu.compute(stack, jobs, row_token, x, y);
     }
     if (begin + n < ssd.size()) store_->release(layer, ids_of(begin));
+  }
+  if (gpu) {
+    const double lane0 = lane_->lane_seconds();
+    const double cpu =
+        timing ? std::chrono::duration<double>(std::chrono::steady_clock::now() - cpu0).count()
+               : 0.0;
+    const double wait = lane_->join(y);
+    if (timing) {
+      const double dev = lane_->lane_seconds() - lane0;
+      pc->compute_seconds[size_t(ExpertHome::kVram)] += wait;  // the GPU time the host felt
+      pc->cpu_lane_seconds += cpu;
+      pc->gpu_lane_seconds += dev;
+      pc->gpu_join_wait_seconds += wait;
+      pc->lane_layer_steps += 1;
+      if (dev > cpu) pc->gpu_straggler_steps += 1;
+    }
   }
   store_->release(layer);
   if (prefetch_ > 0 && decode_step_ && !ssd.empty()) {

@@ -14,6 +14,7 @@
 #include <span>
 #include <vector>
 
+#include "engine/gpu_lane.h"
 #include "engine/knobs.h"
 #include "engine/model.h"
 #include "engine/moe.h"
@@ -35,6 +36,12 @@ placement::ExpertSizes expert_sizes(const Model& model);
 struct TierOptions {
   std::optional<uint64_t> ram_bytes;    // RAM_GB in bytes; nullopt = auto (auto_ram_budget)
   std::optional<uint64_t> cache_bytes;  // CACHE_GB in bytes; nullopt = the minimum
+  // VRAM_GB as given: "" = auto (vram_budgets), "24" = the total, "24,24" = per GPU.
+  std::string vram_gb;
+  // VRAM_EMULATE: VRAM homes computed by the host emulation (GpuLane), one emulated GPU per
+  // VRAM_GB entry; auto VRAM_GB is then 0.
+  bool vram_emulate = false;
+  uint32_t gpu_max_rows = 4096;  // dispatch rows per GPU launch (GpuLaneOptions::max_rows)
   // ZSTD: "auto" = read SSD experts from the model's sidecar (MODEL.gguf.stz, `strata pack`) when
   // it matches the model and pays (disk GB/s x ratio and decompression GB/s x threads beat the
   // disk), "1" = always (a missing or foreign sidecar is an error), "0" = never.
@@ -96,6 +103,26 @@ struct RamBudgetInputs {
 };
 uint64_t auto_ram_budget(const RamBudgetInputs& in, const placement::ExpertSizes& sizes);
 
+// VRAM_GB -> expert bytes per GPU (Budgets::vram_bytes; empty = no VRAM homes). vram_gb "" = auto:
+// with emulate none; else per device its free memory less headroom (1 GiB + 5% of its total) and
+// reserve_bytes (the executor's buffers). One number is a total split evenly over n_devices; a
+// list must have one entry per device (emulate: the list makes the devices). Error(kBadValue)
+// naming the knob for a malformed value, a list of the wrong length, or VRAM asked for without a
+// device.
+struct VramDevice {
+  uint64_t free = 0;
+  uint64_t total = 0;
+};
+std::vector<uint64_t> vram_budgets(const std::string& vram_gb, bool emulate,
+                                   const std::vector<VramDevice>& devices, uint64_t reserve_bytes);
+
+// VRAM_GB / VRAM_EMULATE into the planner's inputs: budgets.vram_bytes (vram_budgets over the
+// usable devices, scaled for the VRAM store's 256-byte alignment) and policy.vram_layers (the MoE
+// layers gpu_stack_supported; one notice naming the others). Leaves both empty when the total is 0.
+void add_vram_budgets(const Model& model, const TierOptions& opts,
+                      const placement::ExpertSizes& sizes, placement::Budgets& budgets,
+                      placement::DefaultPolicy& policy);
+
 class ExpertSource {
  public:
   // Reference path: every expert read through the model's mapping (all homes kRam).
@@ -134,7 +161,9 @@ class ExpertSource {
 
   bool tiered() const { return store_ != nullptr; }
   const tiers::ExpertStore* store() const { return store_.get(); }
-  const placement::PlacementPlan* plan() const { return store_ ? &store_->plan() : nullptr; }
+  // The plan (with its VRAM homes; the store's own plan sees them as SSD homes it never reads).
+  const placement::PlacementPlan* plan() const { return store_ ? &*plan_ : nullptr; }
+  const GpuLane* gpu_lane() const { return lane_.get(); }
   const tiers::Sidecar* sidecar() const { return sidecar_.get(); }  // in use, or null
   uint64_t resident_dense_bytes() const { return resident_bytes_; }
   double resident_dense_seconds() const { return resident_seconds_; }
@@ -151,6 +180,9 @@ class ExpertSource {
   const Model& model_;
   std::unique_ptr<tiers::Sidecar> sidecar_;  // before store_: the store points into it
   std::unique_ptr<tiers::ExpertStore> store_;
+  std::optional<placement::PlacementPlan> plan_;
+  std::unique_ptr<GpuLane> lane_;  // VRAM homes; null when the plan has none
+  std::vector<int32_t> pf_ids_;    // PREFETCH scratch: the predicted experts not in VRAM
   std::vector<std::vector<ExpertHome>> homes_;  // [n_layer][n_expert]; empty = reference path
   Profiler* prof_ = nullptr;
   placement::UsageStats* usage_ = nullptr;

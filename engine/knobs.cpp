@@ -32,6 +32,16 @@ constexpr KnobSpec kKnobs[] = {
      "Part of RAM_GB given to the LRU cache of SSD-streamed experts instead of fixed RAM homes: "
      "a bigger cache follows skewed routing without a usage profile, fixed homes are never "
      "re-read. Auto: the minimum (two layers' top-k experts). Unused when every expert fits."},
+    {"VRAM_GB", KnobType::kString, "", "GiB", "",
+     "VRAM for routed experts: one number (the total, split evenly over the GPUs) or one per GPU "
+     "(\"24,24\"). The hottest experts get VRAM homes first (PIN's counts, else the spread "
+     "order), several GPUs balanced by expected routed rows; each MoE layer's GPU experts run as "
+     "one launch per GPU while the CPU computes the rest. Auto: each GPU's free memory less 1 GiB "
+     "+ 5% headroom and the executor's buffers; 0 without a GPU. Layers the GPU kernel cannot run "
+     "(expert biases, SwiGLU-OAI, other types) stay off the GPU (one notice)."},
+    {"VRAM_EMULATE", KnobType::kBool, "0", "", "0|1",
+     "testing: VRAM homes computed by the host emulation of the CUDA kernels on one worker thread "
+     "per emulated GPU (VRAM_GB entries); no device needed. Same numbers as a GPU, far slower."},
     {"PREFETCH", KnobType::kInt, "0", "layers", "0..16",
      "Decode: after layer L's attention, predict the experts of layers L+1..L+D with their "
      "routers and start io_uring reads for predicted SSD experts that are not cached, so they "

@@ -60,12 +60,13 @@ struct HitRates {
   double fast() const { return 1.0 - ssd_miss; }  // uses that read nothing from SSD
 };
 
-HitRates hit_rates(const tiers::StoreCounters& s) {
+// gpu_uses: expert jobs the GPU lane computed (the store never serves VRAM homes).
+HitRates hit_rates(const tiers::StoreCounters& s, uint64_t gpu_uses) {
   HitRates h;
-  h.uses = s.ram.served + s.ssd.served + s.vram.served;
+  h.uses = s.ram.served + s.ssd.served + s.vram.served + gpu_uses;
   if (h.uses == 0) return h;
   const double n = static_cast<double>(h.uses);
-  h.vram = double(s.vram.served) / n;
+  h.vram = double(s.vram.served + gpu_uses) / n;
   h.ram_pinned = double(s.ram.served) / n;
   h.ram_cache = double(s.cache_hits) / n;
   h.ssd_miss = double(s.cache_misses) / n;
@@ -91,8 +92,13 @@ TierCeilings probed_ceilings(const Knobs& knobs) {
   c.ssd_gb_s = m.ssd_gbps();
   // The VRAM tier's ceiling: the slowest probed device's copy bandwidth (the grouped kernel's
   // reads are held against it).
-  for (const placement::MachineProfile::Gpu& g : m.gpus)
+  for (const placement::MachineProfile::Gpu& g : m.gpus) {
     c.vram_gb_s = c.vram_gb_s > 0 ? std::min(c.vram_gb_s, g.d2d_gbps) : g.d2d_gbps;
+    if (g.device >= 0) {
+      if (c.gpu_d2d_gb_s.size() <= size_t(g.device)) c.gpu_d2d_gb_s.resize(size_t(g.device) + 1, 0);
+      c.gpu_d2d_gb_s[g.device] = g.d2d_gbps;
+    }
+  }
   return c;
 }
 
@@ -134,6 +140,20 @@ void Profiler::begin_window() {
   c_.decode_token_seconds.reserve(capacity);
   base_ = store_ ? store_->counters() : tiers::StoreCounters{};
   last_ = base_;
+  gpu_base_ = gpu_ ? gpu_->stats() : std::vector<GpuDeviceStats>{};
+}
+
+std::vector<GpuDeviceStats> Profiler::window_gpu() const {
+  std::vector<GpuDeviceStats> out = gpu_ ? gpu_->stats() : std::vector<GpuDeviceStats>{};
+  for (size_t i = 0; i < out.size() && i < gpu_base_.size(); ++i) {
+    const GpuDeviceStats& b = gpu_base_[i];
+    out[i].launches -= b.launches;
+    out[i].experts -= b.experts;
+    out[i].rows -= b.rows;
+    out[i].bytes_read -= b.bytes_read;
+    out[i].kernel_seconds -= b.kernel_seconds;
+  }
+  return out;
 }
 
 tiers::StoreCounters Profiler::window_counters() const {
@@ -199,7 +219,7 @@ TimeShares Profiler::time_shares() const {
 Verdict Profiler::verdict() const {
   const TimeShares t = time_shares();
   const tiers::StoreCounters s = window_counters();
-  const HitRates h = hit_rates(s);
+  const HitRates h = hit_rates(s, c_.experts_computed[size_t(ExpertHome::kVram)]);
   const double tokens = double(c_.prefill_tokens + c_.decode_tokens);
   Verdict v;
   const double cpu_experts = t.expert_ram + t.expert_ssd;
@@ -209,8 +229,8 @@ Verdict Profiler::verdict() const {
     // Felt waits, or misses frequent enough that the SSD side (waits + computing just-read
     // experts) outweighs the RAM-homed experts' compute.
     uint64_t all_ram = 0;
-    if (store_) {
-      const placement::PlacementPlan& p = store_->plan();
+    if (plan()) {
+      const placement::PlacementPlan& p = *plan();
       all_ram = p.bytes(placement::HomeKind::kRam) + p.bytes(placement::HomeKind::kSsd);
     }
     v.bound = "SSD-bound";
@@ -334,7 +354,7 @@ std::string Profiler::report() const {
         ceil > 0 ? fmt::format("({:.0f}% of the probed {:.1f} GB/s)", 100 * gbs / ceil, ceil)
                  : std::string(probed ? "(not probed)" : "(no probe; run `strata probe`)"));
   }
-  const HitRates hr = hit_rates(s);
+  const HitRates hr = hit_rates(s, c_.experts_computed[size_t(ExpertHome::kVram)]);
   out += fmt::format(
       "prof: hit rates over {} expert uses: VRAM {:.1f}%, RAM pinned {:.1f}%, RAM cache {:.1f}%, "
       "SSD miss {:.1f}%\n",
@@ -351,6 +371,7 @@ std::string Profiler::report() const {
   if (s.repin_passes > 0)
     out += fmt::format("prof: repin: {} passes, {} experts moved RAM <-> SSD\n", s.repin_passes,
                        s.repin_moves);
+  out += gpu_report();
   const Verdict v = verdict();
   out += fmt::format("prof: verdict: {} | knob {}: {}\n", v.bound, v.knob, v.why);
   const tiers::ExpertCache* cache = store_ ? store_->cache() : nullptr;
@@ -389,7 +410,7 @@ std::string Profiler::json() const {
                       {"expert_ssd", ts.expert_ssd}, {"expert_vram", ts.expert_vram},
                       {"io_wait", ts.io_wait},       {"router", ts.router},
                       {"sampling", ts.sampling},     {"other", ts.other}};
-  const HitRates hr = hit_rates(s);
+  const HitRates hr = hit_rates(s, c_.experts_computed[size_t(ExpertHome::kVram)]);
   j["hit_rates"] = {{"expert_uses", hr.uses},      {"vram", hr.vram},
                     {"ram_pinned", hr.ram_pinned}, {"ram_cache", hr.ram_cache},
                     {"ssd_miss", hr.ssd_miss},     {"fast", hr.fast()}};
@@ -446,8 +467,9 @@ std::string Profiler::json() const {
                    {"head_start_seconds", s.prefetch_head_start_seconds},
                    {"route_seconds", c_.prefetch_seconds}};
   j["repin"] = {{"passes", s.repin_passes}, {"moves", s.repin_moves}};
-  if (store_) {
-    const placement::PlacementPlan& p = store_->plan();
+  j["gpu"] = gpu_json();
+  if (plan()) {
+    const placement::PlacementPlan& p = *plan();
     j["plan"] = {{"ram_budget_bytes", p.budgets().ram_bytes},
                  {"ram_used_bytes", p.ram_bytes_used()},
                  {"cache_bytes", p.cache_bytes()},
@@ -462,6 +484,89 @@ std::string Profiler::json() const {
   }
   j["header"] = header_;
   return j.dump(2) + "\n";
+}
+
+double Profiler::device_ceiling(int device) const {
+  if (device >= 0 && size_t(device) < ceilings_.gpu_d2d_gb_s.size() &&
+      ceilings_.gpu_d2d_gb_s[device] > 0)
+    return ceilings_.gpu_d2d_gb_s[device];
+  return 0;
+}
+
+Profiler::LaneTimes Profiler::lane_times() const {
+  LaneTimes l;
+  const double tokens = double(c_.prefill_tokens + c_.decode_tokens);
+  if (tokens > 0) {
+    l.cpu_ms_per_token = c_.cpu_lane_seconds / tokens * 1e3;
+    l.gpu_ms_per_token = c_.gpu_lane_seconds / tokens * 1e3;
+    l.wait_ms_per_token = c_.gpu_join_wait_seconds / tokens * 1e3;
+  }
+  l.straggler = c_.lane_layer_steps == 0                    ? "none"
+                : c_.gpu_lane_seconds > c_.cpu_lane_seconds ? "GPU"
+                                                            : "CPU";
+  return l;
+}
+
+std::string Profiler::gpu_report() const {
+  if (!gpu_) return "";
+  std::string out;
+  for (const GpuDeviceStats& g : window_gpu()) {
+    const double gbs = rate(double(g.bytes_read) / 1e9, g.kernel_seconds);
+    const double ceil = device_ceiling(g.device);
+    out += fmt::format(
+        "prof: gpu {} ({}): {} experts resident ({}, uploaded in {:.2f} s); {} launches, {} expert "
+        "jobs, {} rows, {:.3f} GB read in {:.3f} s of device time: {:.2f} GB/s {}\n",
+        g.device, g.name, g.resident_experts, placement::format_bytes(g.resident_bytes),
+        g.upload_seconds, g.launches, g.experts, g.rows, double(g.bytes_read) / 1e9,
+        g.kernel_seconds, gbs,
+        gpu_->emulated() ? std::string("(host emulation: not a device rate)")
+        : ceil > 0
+            ? fmt::format("({:.0f}% of the probed {:.1f} GB/s device copy)", 100 * gbs / ceil, ceil)
+            : std::string("(no probe; run `strata probe`)"));
+  }
+  const LaneTimes l = lane_times();
+  out += fmt::format(
+      "prof: lanes: {} MoE layer steps with GPU experts; per token CPU lane {:.3f} ms, GPU lane "
+      "{:.3f} ms, host waited {:.3f} ms at the join; straggler: {} ({} of {} steps GPU-bound)\n",
+      c_.lane_layer_steps, l.cpu_ms_per_token, l.gpu_ms_per_token, l.wait_ms_per_token, l.straggler,
+      c_.gpu_straggler_steps, c_.lane_layer_steps);
+  return out;
+}
+
+nlohmann::json Profiler::gpu_json() const {
+  using json = nlohmann::json;
+  if (!gpu_) return nullptr;
+  json devices = json::array();
+  for (const GpuDeviceStats& g : window_gpu()) {
+    const double gbs = rate(double(g.bytes_read) / 1e9, g.kernel_seconds);
+    const double ceil = device_ceiling(g.device);
+    devices.push_back({{"device", g.device},
+                       {"name", g.name},
+                       {"resident_experts", g.resident_experts},
+                       {"resident_bytes", g.resident_bytes},
+                       {"upload_seconds", g.upload_seconds},
+                       {"launches", g.launches},
+                       {"experts", g.experts},
+                       {"rows", g.rows},
+                       {"bytes_read", g.bytes_read},
+                       {"kernel_seconds", g.kernel_seconds},
+                       {"gb_s", gbs},
+                       {"ceiling_gb_s", ceil},
+                       {"ceiling_pct", ceil > 0 ? 100 * gbs / ceil : 0.0}});
+  }
+  const LaneTimes l = lane_times();
+  return {{"emulated", gpu_->emulated()},
+          {"devices", devices},
+          {"lanes",
+           {{"layer_steps", c_.lane_layer_steps},
+            {"cpu_seconds", c_.cpu_lane_seconds},
+            {"gpu_seconds", c_.gpu_lane_seconds},
+            {"join_wait_seconds", c_.gpu_join_wait_seconds},
+            {"gpu_straggler_steps", c_.gpu_straggler_steps},
+            {"cpu_ms_per_token", l.cpu_ms_per_token},
+            {"gpu_ms_per_token", l.gpu_ms_per_token},
+            {"wait_ms_per_token", l.wait_ms_per_token},
+            {"straggler", l.straggler}}}};
 }
 
 void Profiler::write_json() const {

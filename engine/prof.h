@@ -9,9 +9,11 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "engine/gpu_lane.h"
 #include "engine/knobs.h"
 #include "engine/moe.h"
 #include "tiers/expert_store.h"
@@ -31,6 +33,15 @@ struct ProfCounters {
   double router_seconds = 0;
   double sampling_seconds = 0;
   double prefetch_seconds = 0;  // PREFETCH: routers of the layers ahead + issuing their reads
+  // The two lanes of MoE layer steps that had GPU experts (VRAM homes), summed over those steps:
+  // the CPU lane (its RAM/SSD experts, I/O wait included, between the GPU launch and the join),
+  // the GPU lane (device time of the slowest device), the host's wait at the join, the steps,
+  // and the steps where the GPU lane was the straggler.
+  double cpu_lane_seconds = 0;
+  double gpu_lane_seconds = 0;
+  double gpu_join_wait_seconds = 0;
+  uint64_t lane_layer_steps = 0;
+  uint64_t gpu_straggler_steps = 0;
 };
 
 // Measured tier read ceilings (GB/s) from `strata probe`'s machine profile; 0 = not probed.
@@ -38,6 +49,7 @@ struct TierCeilings {
   double ram_gb_s = 0;
   double ssd_gb_s = 0;
   double vram_gb_s = 0;
+  std::vector<double> gpu_d2d_gb_s;  // [device] each probed GPU's device copy bandwidth
 };
 
 // The ceilings in <cache dir>/machine.json (`strata probe`); all 0 when there is no measured
@@ -75,6 +87,13 @@ class Profiler {
 
   // Tier, cache and I/O counters come from the store at report time (null: none, all zero).
   void set_store(const tiers::ExpertStore* store) { store_ = store; }
+  // The plan reported (with VRAM homes); null: the store's.
+  void set_plan(const placement::PlacementPlan* plan) { plan_ = plan; }
+  // Per-device GPU counters and the lane times come from the GPU lane (null: no VRAM homes).
+  void set_gpu(const GpuLane* gpu) {
+    gpu_ = gpu;
+    gpu_base_ = gpu ? gpu->stats() : std::vector<GpuDeviceStats>{};
+  }
   // Lines printed above the report (effective knobs, the plan's totals).
   void set_header(std::string header) { header_ = std::move(header); }
   // Probed ceilings for "% of ceiling" (none set: the report says to run `strata probe`).
@@ -105,15 +124,30 @@ class Profiler {
   std::string header_;
   ProfCounters c_;
   const tiers::ExpertStore* store_ = nullptr;
-  tiers::StoreCounters last_;  // for token_line deltas
-  tiers::StoreCounters base_;  // store counters at begin_window()
+  const placement::PlacementPlan* plan_ = nullptr;
+  const GpuLane* gpu_ = nullptr;
+  std::vector<GpuDeviceStats> gpu_base_;  // the lane's counters at begin_window()
+  tiers::StoreCounters last_;             // for token_line deltas
+  tiers::StoreCounters base_;             // store counters at begin_window()
   TierCeilings ceilings_;
   std::string machine_;  // machine_summary(), read once at construction when enabled
 
-  tiers::StoreCounters window_counters() const;  // store counters since begin_window()
+  tiers::StoreCounters window_counters() const;    // store counters since begin_window()
+  std::vector<GpuDeviceStats> window_gpu() const;  // GPU lane counters since begin_window()
+  const placement::PlacementPlan* plan() const {
+    return plan_ ? plan_ : store_ ? &store_->plan() : nullptr;
+  }
   // SSD: bytes read per second of reads outstanding; RAM/VRAM: expert bytes streamed through
   // compute per second of compute (what their bandwidth bounds).
   double achieved_gb_s(const tiers::TierCounters& t, size_t home) const;
+  struct LaneTimes {
+    double cpu_ms_per_token = 0, gpu_ms_per_token = 0, wait_ms_per_token = 0;
+    std::string straggler;  // "GPU", "CPU", or "none" (no GPU experts ran)
+  };
+  LaneTimes lane_times() const;
+  double device_ceiling(int device) const;  // probed device copy GB/s, 0 = not probed
+  std::string gpu_report() const;           // the report's gpu / lanes lines ("" without a lane)
+  nlohmann::json gpu_json() const;          // the JSON "gpu" object (null without a lane)
 };
 
 // Adds the scope's wall time to `into` when the profiler is on; costs one branch when it is off.

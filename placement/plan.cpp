@@ -266,9 +266,56 @@ PlacementPlan default_plan(const ExpertSizes& sizes, const Budgets& budgets,
   };
 
   std::vector<Home> homes(total, Home::ssd());
+  if (!policy.vram_layers.empty() && policy.vram_layers.size() != sizes.n_expert.size())
+    fail(ErrorKind::kBadValue, "default plan: VRAM layer mask of {} entries for {} layers",
+         policy.vram_layers.size(), sizes.n_expert.size());
+
+  // VRAM first: the hottest experts (in order) to the device with the fewest expected routed rows
+  // in that layer (then overall) that has room for them.
+  const size_t n_dev = budgets.vram_bytes.size();
+  bool any_vram = false;
+  if (n_dev > 0) {
+    std::vector<uint64_t> vram_left = budgets.vram_bytes;
+    std::vector<double> dev_rows(n_dev, 0.0);
+    std::vector<double> layer_rows(n_dev * static_cast<size_t>(sizes.n_layer()), 0.0);
+    for (const Candidate& c : order) {
+      if (!policy.vram_layers.empty() && !policy.vram_layers[c.layer]) continue;
+      const uint64_t bytes = sizes.expert_bytes[c.layer];
+      const double rows = counts.empty()
+                              ? static_cast<double>(sizes.n_expert_used) /
+                                    static_cast<double>(sizes.n_expert[c.layer])
+                              : static_cast<double>(counts[layer_begin[c.layer] + c.expert]);
+      int best = -1;
+      for (size_t d = 0; d < n_dev; ++d) {
+        if (vram_left[d] < bytes) continue;
+        if (best < 0) {
+          best = static_cast<int>(d);
+          continue;
+        }
+        const double lr = layer_rows[c.layer * n_dev + d];
+        const double lb = layer_rows[c.layer * n_dev + best];
+        if (lr < lb || (lr == lb && dev_rows[d] < dev_rows[best])) best = static_cast<int>(d);
+      }
+      if (best < 0) continue;
+      vram_left[best] -= bytes;
+      dev_rows[best] += rows;
+      layer_rows[c.layer * n_dev + best] += rows;
+      homes[layer_begin[c.layer] + c.expert] = Home::vram(best);
+      any_vram = true;
+    }
+  }
+  if (any_vram) {
+    const std::vector<Candidate> rest = [&] {
+      std::vector<Candidate> r;
+      for (const Candidate& c : order)
+        if (homes[layer_begin[c.layer] + c.expert].kind != HomeKind::kVram) r.push_back(c);
+      return r;
+    }();
+    order = rest;
+  }
 
   // Everything fits: all experts in RAM, no cache (nothing streams, whatever the policy's cache).
-  {
+  if (!any_vram) {
     std::vector<Home> all(total);
     for (const Candidate& c : order) all[layer_begin[c.layer] + c.expert] = home_for(c.layer);
     if (ram_used(sizes, all, 0) <= budgets.ram_bytes)

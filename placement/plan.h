@@ -109,17 +109,24 @@ struct DefaultPolicy {
   int n_nodes = 1;           // NUMA nodes for kLocal
   uint64_t cache_bytes = 0;  // RAM cache to keep when experts stream; below the minimum
                              // (min_cache_slots()) = the minimum
+  // [n_layer] whether a GPU can compute layer l's experts (the grouped kernel's types, SwiGLU, no
+  // expert biases); empty = every layer. Layers marked 0 never get VRAM homes.
+  std::vector<uint8_t> vram_layers;
 };
 
 // RAM an all-RAM plan of this policy needs: each arena's expert bytes, arena_round()ed (an all-RAM
 // plan has no cache).
 uint64_t all_ram_bytes(const ExpertSizes& sizes, const DefaultPolicy& policy = {});
 
-// The usage-free default: keep the cache, fill RAM up to the budget, the rest on SSD. counts,
-// when not empty, is [total experts] layer-major usage (hottest experts go to RAM first, ties
-// broken by the spread order); otherwise a fixed spread order — round-robin over layers, expert
-// ids ascending — so every layer gets an equal share. Never assigns VRAM (the CUDA issue does).
-// Throws when the budget is below min_ram_bytes(), naming the minimum.
+// The usage-free default: VRAM first (each device up to its budget), then keep the cache, fill
+// RAM up to the budget, the rest on SSD. counts, when not empty, is [total experts] layer-major
+// usage (hottest experts go to VRAM, then RAM, first; ties broken by the spread order); otherwise
+// a fixed spread order — round-robin over layers, expert ids ascending — so every layer gets an
+// equal share. With several devices each expert in that order goes to the device with the fewest
+// expected routed rows (its experts' counts, or k / n_expert each without counts) in the expert's
+// layer so far, then overall, among those with room: balanced by rows, not bytes. When any expert
+// is in VRAM the minimum RAM cache is kept (the tiers store sees VRAM homes as SSD homes it never
+// reads). Throws when the budget is below min_ram_bytes(), naming the minimum.
 PlacementPlan default_plan(const ExpertSizes& sizes, const Budgets& budgets,
                            const DefaultPolicy& policy = {}, std::span<const uint64_t> counts = {});
 

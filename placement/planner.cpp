@@ -71,8 +71,12 @@ Prediction predict(const PlacementPlan& plan, std::span<const double> p,
       t.bytes_per_token += p[i] * static_cast<double>(read);
       selections += p[i];
     }
-  // VRAM runs at ~25x RAM (DESIGN.md) until the CUDA probe measures it.
-  const double gbps[3] = {machine.ram_gbps() * 25, machine.ram_gbps(), machine.ssd_gbps()};
+  // VRAM: the probed GPUs' device copy bandwidth, summed (each device reads its own experts; the
+  // planner balances their rows); ~25x RAM (DESIGN.md) when `strata probe` measured no GPU.
+  double vram_gbps = 0;
+  for (const MachineProfile::Gpu& g : machine.gpus) vram_gbps += g.d2d_gbps;
+  if (vram_gbps <= 0) vram_gbps = machine.ram_gbps() * 25;
+  const double gbps[3] = {vram_gbps, machine.ram_gbps(), machine.ssd_gbps()};
   for (size_t k = 0; k < 3; ++k) {
     TierPrediction& t = r.tier[k];
     if (selections > 0) t.hit_share /= selections;

@@ -20,3 +20,11 @@ add_dependencies(strata_unit_tests test_cuda_grouped)  # the ASan pass builds un
 
 strata_add_test(test_cuda_portable_math LABEL unit SOURCES test_cuda_portable_math.cpp)
 target_compile_options(test_cuda_portable_math PRIVATE -ffp-contract=off)
+
+# The GPU lane end to end through `strata replay` (VRAM homes mixed with RAM and SSD): emulated
+# (VRAM_EMULATE=1, runs everywhere, tier) and on a device (gpu, skips without one).
+strata_add_test(test_gpu_lane LABEL tier SOURCES test_gpu_lane.cpp LIBS strata_engine)
+add_dependencies(test_gpu_lane strata)
+set_tests_properties(test_gpu_lane PROPERTIES ENVIRONMENT "GTEST_FILTER=-GpuLane.Device*")
+add_test(NAME test_gpu_lane_device COMMAND test_gpu_lane --gtest_filter=GpuLane.Device*)
+set_tests_properties(test_gpu_lane_device PROPERTIES LABELS gpu TIMEOUT 600)

@@ -2,6 +2,7 @@
 # the held-out evidence that a pinned plan beats the usage-free default (tier).
 strata_add_test(test_usage_stats LABEL unit SOURCES test_usage_stats.cpp LIBS strata_placement)
 strata_add_test(test_planner LABEL unit SOURCES test_planner.cpp LIBS strata_placement)
+strata_add_test(test_plan_vram LABEL unit SOURCES test_plan_vram.cpp LIBS strata_placement)
 strata_add_test(test_pin_heldout LABEL tier SOURCES test_pin_heldout.cpp LIBS strata_engine)
 # Route traces (ROUTE_TRACE): format, truncation/corruption, engine hook, `stats --from-trace`,
 # SIGINT saving in run / replay / chat, chat's /save-usage (runs the built `strata`).

@@ -1,7 +1,7 @@
-// `strata plan -m MODEL [--pin STATS] [--ram-gb X] [--profile FILE]`: the placement a run would
-// use, as a table per tier (experts, bytes, predicted hit share, predicted ms/token from the
-// machine profile), without reading any expert weights. Tested by tests/test_planner.cpp (the
-// planner) and by hand (docs/FORMATS.md "Usage stats").
+// `strata plan -m MODEL [--pin STATS] [--ram-gb X] [--vram-gb Y] [--profile FILE]`: the placement
+// a run would use, as a table per tier (experts, bytes, predicted hit share, predicted ms/token
+// from the machine profile), without reading any expert weights. Tested by tests/test_planner.cpp
+// (the planner) and by hand (docs/FORMATS.md "Usage stats").
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -57,8 +57,9 @@ int run_plan(const PlanOptions& o) {
           : o.profile;
   const placement::MachineProfile machine = placement::machine_profile_or_defaults(profile_path);
 
-  const placement::PlacementPlan plan =
-      placement::plan_placement(sizes, budgets, placement::DefaultPolicy{}, counts);
+  placement::DefaultPolicy policy;
+  engine::add_vram_budgets(model, topts, sizes, budgets, policy);  // VRAM_GB, per GPU
+  const placement::PlacementPlan plan = placement::plan_placement(sizes, budgets, policy, counts);
   const std::vector<double> p = placement::selection_probabilities(sizes, counts, tokens);
   std::printf("%s\n%s\n", plan.describe().c_str(), machine.describe().c_str());
   std::printf("usage: %s\n",

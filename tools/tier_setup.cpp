@@ -63,6 +63,8 @@ TierSetup make_tier_setup(const engine::Model& model, const engine::Knobs& knobs
         ram.load_seconds,
         ram.load_seconds > 0 ? static_cast<double>(ram.load_bytes) / 1e9 / ram.load_seconds : 0.0);
     s.prof->set_store(s.experts->store());
+    s.prof->set_plan(plan);
+    s.prof->set_gpu(s.experts->gpu_lane());
   } else {
     header += "plan: no routed experts (dense model)";
   }

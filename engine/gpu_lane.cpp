@@ -1,0 +1,439 @@
+// The GPU lane (see gpu_lane.h). Tested by tests/test_gpu_lane.cpp.
+#include "engine/gpu_lane.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "cuda/grouped.h"
+#include "cuda/runtime.h"
+#include "cuda/vram_store.h"
+#include "io/check.h"
+#include "placement/plan.h"
+
+namespace strata::engine {
+namespace {
+
+struct FreeDeleter {
+  void operator()(std::byte* p) const { std::free(p); }
+};
+
+uint64_t align_up(uint64_t v, uint64_t a) {
+  return (v + a - 1) / a * a;
+}
+
+// Drops the page tables and page cache of an uploaded expert's file-backed pages (only the pages
+// wholly inside the slice: the ones around it may be resident dense weights). Best effort.
+void drop_pages(const ByteRange& r) {
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const auto b = reinterpret_cast<uintptr_t>(r.data);
+  const uint64_t first = align_up(b, page);
+  const uint64_t last = (b + r.n_bytes) / page * page;
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);  // NOLINT
+}
+
+}  // namespace
+
+bool gpu_stack_supported(const ExpertStack& stack, std::string* why) {
+  const auto no = [&](std::string reason) {
+    if (why) *why = std::move(reason);
+    return false;
+  };
+  if (stack.activation != FfnActivation::kSiluGlu) return no("activation SwiGLU-OAI");
+  if (stack.gate_bias.present() || stack.up_bias.present() || stack.down_bias.present())
+    return no("expert biases");
+  const std::pair<const WeightView*, const char*> mats[] = {
+      {&stack.gate, "gate"}, {&stack.up, "up"}, {&stack.down, "down"}};
+  for (const auto& [w, name] : mats)
+    if (!cuda::grouped_supported(w->type))
+      return no(fmt::format("type {} ({})", ggml_type_name(w->type), name));
+  return true;
+}
+
+// One device: its expert copies and its executor (CUDA, or a host worker when emulated), and the
+// per-launch batches (jobs renumbered to local rows and local tokens).
+struct GpuLane::Device {
+  struct Batch {
+    std::vector<cuda::GroupedJob> jobs;
+    std::vector<uint32_t> dst;       // [jobs] first dispatch row of each job in the layer's y
+    std::vector<int32_t> row_token;  // [rows] local token of each local row
+    std::vector<int32_t> tokens;     // [local tokens] the chunk's token index
+    uint64_t bytes = 0;              // weight bytes the jobs read
+    void clear() {
+      jobs.clear();
+      dst.clear();
+      row_token.clear();
+      tokens.clear();
+      bytes = 0;
+    }
+  };
+
+  int index = 0;
+  bool emulate = false;
+  cuda::ExpertShape shape;
+  // CUDA
+  std::unique_ptr<cuda::VramStore> vram;
+  std::unique_ptr<cuda::GroupedExperts> exec;
+  // Emulated: the "device memory" (slots of 256-aligned matrices) and the worker.
+  std::unique_ptr<std::byte, FreeDeleter> emu_mem;
+  std::vector<cuda::ExpertWeights> emu_slots;
+  std::vector<float> emu_x, emu_y;
+  std::thread worker;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool go = false, done = true, stop = false;
+  std::exception_ptr error;
+  cuda::GroupedLayer emu_layer;
+  double emu_seconds = 0;
+
+  std::vector<Batch> batches;  // batches[0..n_batches) are this launch's
+  size_t n_batches = 0;
+  std::vector<uint32_t> tok_stamp, tok_local;  // [tokens] chunk token -> local token (by stamp)
+  uint32_t stamp = 0;
+
+  ~Device() {
+    if (worker.joinable()) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        stop = true;
+      }
+      cv.notify_all();
+      worker.join();
+    }
+  }
+
+  void start_worker() {
+    worker = std::thread([this] {
+      for (;;) {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return go || stop; });
+        if (stop) return;
+        go = false;
+        const cuda::GroupedLayer layer = emu_layer;
+        lock.unlock();
+        const auto t0 = std::chrono::steady_clock::now();
+        std::exception_ptr err;
+        try {
+          cuda::grouped_forward_emulated(layer, emu_x.data(), emu_y.data());
+        } catch (...) {
+          err = std::current_exception();
+        }
+        const double s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        lock.lock();
+        emu_seconds = s;
+        error = err;
+        done = true;
+        cv.notify_all();
+      }
+    });
+  }
+
+  float* x_host() { return emulate ? emu_x.data() : exec->x_host(); }
+  const float* y_host() const { return emulate ? emu_y.data() : exec->y_host(); }
+
+  void launch(const cuda::GroupedLayer& layer) {
+    if (!emulate) {
+      exec->launch(layer);
+      return;
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    emu_layer = layer;
+    go = true;
+    done = false;
+    cv.notify_all();
+  }
+
+  // Returns the device time of the launch.
+  double wait() {
+    if (!emulate) {
+      exec->wait();
+      return exec->last_seconds();
+    }
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return done; });
+    if (error) std::rethrow_exception(std::exchange(error, nullptr));
+    return emu_seconds;
+  }
+};
+
+GpuLane::GpuLane(const Model& model, const placement::PlacementPlan& plan,
+                 const GpuLaneOptions& opts, const tiers::NoticeFn& notice)
+    : opts_(opts), model_(model) {
+  const ModelConfig& cfg = model.config();
+  const ModelWeights& w = model.weights();
+  n_embd_ = cfg.n_embd;
+  STRATA_ASSERT(opts_.max_rows > 0, "GPU lane: max_rows 0");
+  where_.resize(cfg.n_layer);
+
+  // Which devices, and what each holds.
+  int n_dev = 0;
+  int64_t max_ff = 0;
+  std::vector<uint64_t> footprint;  // per device
+  for (int l = 0; l < plan.n_layer(); ++l) {
+    for (int e = 0; e < plan.n_expert(l); ++e) {
+      const placement::Home h = plan.home(l, e);
+      if (h.kind != placement::HomeKind::kVram) continue;
+      const ExpertStack& stack = w.layers[l].experts;
+      std::string why;
+      if (!gpu_stack_supported(stack, &why))
+        fail(ErrorKind::kUnsupported,
+             "layer {} expert {} is homed in VRAM but the GPU kernel does not run this layer's "
+             "experts ({})",
+             l, e, why);
+      n_dev = std::max(n_dev, h.index + 1);
+      footprint.resize(static_cast<size_t>(n_dev), 0);
+      const ExpertSlice s = stack.expert_slice(static_cast<uint32_t>(e));
+      footprint[h.index] += cuda::VramStore::footprint(
+          {s.gate.data, s.gate.n_bytes, s.up.data, s.up.n_bytes, s.down.data, s.down.n_bytes});
+      max_ff = std::max(max_ff, stack.n_ff);
+    }
+  }
+  if (n_dev == 0) return;
+  if (!opts_.emulate && cuda::cuda_device_count() < n_dev)
+    fail(ErrorKind::kUnsupported,
+         "the plan homes experts on {} GPU(s) but {} usable: {} (VRAM_EMULATE=1 computes VRAM "
+         "homes by the host emulation, for tests)",
+         n_dev, cuda::cuda_device_count(), cuda::cuda_describe());
+
+  for (int d = 0; d < n_dev; ++d) {
+    auto dev = std::make_unique<Device>();
+    dev->index = d;
+    dev->emulate = opts_.emulate;
+    GpuDeviceStats st;
+    st.device = d;
+    st.name = opts_.emulate ? std::string("emulated") : fmt::format("cuda:{}", d);
+    if (opts_.emulate) {
+      const size_t bytes = std::max<size_t>(footprint[d], cuda::VramStore::kAlign);
+      dev->emu_mem.reset(
+          static_cast<std::byte*>(std::aligned_alloc(cuda::VramStore::kAlign, bytes)));
+      if (!dev->emu_mem) fail(ErrorKind::kOutOfMemory, "emulated VRAM: {} bytes", bytes);
+      dev->emu_x.resize(size_t{opts_.max_rows} * n_embd_);
+      dev->emu_y.resize(size_t{opts_.max_rows} * n_embd_);
+      dev->start_worker();
+    } else {
+      dev->vram = std::make_unique<cuda::VramStore>(d, std::max<uint64_t>(footprint[d], 1));
+      cuda::GroupedLimits lim;
+      lim.device = d;
+      lim.max_embd = n_embd_;
+      lim.max_ff = max_ff;
+      lim.max_tokens = opts_.max_rows;
+      lim.max_rows = opts_.max_rows;
+      dev->exec = std::make_unique<cuda::GroupedExperts>(lim);
+    }
+    dev->batches.resize(1);
+    uint32_t max_experts = 1;
+    for (uint32_t l = 0; l < cfg.n_layer; ++l)
+      max_experts = std::max(max_experts, cfg.layer_n_expert(l));
+    dev->batches[0].jobs.reserve(max_experts);
+    dev->batches[0].dst.reserve(max_experts);
+    dev->batches[0].row_token.reserve(opts_.max_rows);
+    dev->batches[0].tokens.reserve(opts_.max_rows);
+    dev->tok_stamp.assign(opts_.max_rows, 0);
+    dev->tok_local.assign(opts_.max_rows, 0);
+    devs_.push_back(std::move(dev));
+    stats_.push_back(st);
+  }
+
+  // Upload every VRAM-homed expert from the mapping.
+  std::vector<uint64_t> emu_used(static_cast<size_t>(n_dev), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int l = 0; l < plan.n_layer(); ++l) {
+    if (plan.n_expert(l) == 0) continue;
+    where_[l].assign(static_cast<size_t>(plan.n_expert(l)), Where{});
+    const ExpertStack& stack = w.layers[l].experts;
+    for (int e = 0; e < plan.n_expert(l); ++e) {
+      const placement::Home h = plan.home(l, e);
+      if (h.kind != placement::HomeKind::kVram) continue;
+      Device& dev = *devs_[h.index];
+      const ExpertSlice s = stack.expert_slice(static_cast<uint32_t>(e));
+      const cuda::HostExpert he{s.gate.data,  s.gate.n_bytes, s.up.data,
+                                s.up.n_bytes, s.down.data,    s.down.n_bytes};
+      int32_t slot = 0;
+      if (dev.emulate) {
+        std::byte* base = dev.emu_mem.get() + emu_used[h.index];
+        const uint64_t g = align_up(s.gate.n_bytes, cuda::VramStore::kAlign);
+        const uint64_t u = align_up(s.up.n_bytes, cuda::VramStore::kAlign);
+        std::memcpy(base, s.gate.data, s.gate.n_bytes);
+        std::memcpy(base + g, s.up.data, s.up.n_bytes);
+        std::memcpy(base + g + u, s.down.data, s.down.n_bytes);
+        emu_used[h.index] += cuda::VramStore::footprint(he);
+        slot = static_cast<int32_t>(dev.emu_slots.size());
+        dev.emu_slots.push_back({base, base + g, base + g + u});
+      } else {
+        slot = dev.vram->put(he);
+        STRATA_ASSERT(slot != cuda::VramStore::kNoSlot, "VRAM store of {} bytes is full",
+                      dev.vram->capacity());
+      }
+      where_[l][e] = Where{h.index, slot};
+      stats_[h.index].resident_experts += 1;
+      stats_[h.index].resident_bytes += s.n_bytes();
+    }
+  }
+  for (auto& dev : devs_)
+    if (dev->vram) dev->vram->sync();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (auto& st : stats_) st.upload_seconds = secs;
+  // The uploaded experts' file pages are not needed in RAM any more.
+  for (int l = 0; l < plan.n_layer(); ++l)
+    for (int e = 0; e < plan.n_expert(l); ++e)
+      if (where_[l][e].device >= 0) {
+        const ExpertSlice s = w.layers[l].experts.expert_slice(static_cast<uint32_t>(e));
+        drop_pages(s.gate);
+        drop_pages(s.up);
+        drop_pages(s.down);
+      }
+  if (const int fd = ::open(model.file().path().c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+  }
+  if (notice) {
+    std::string line =
+        fmt::format("GPU lane{}:", opts_.emulate ? " (VRAM_EMULATE: host emulation)" : "");
+    for (const GpuDeviceStats& st : stats_)
+      line += fmt::format(" GPU {} ({}): {} experts ({});", st.device, st.name, st.resident_experts,
+                          placement::format_bytes(st.resident_bytes));
+    notice(line + fmt::format(" uploaded in {:.2f} s", secs));
+  }
+}
+
+GpuLane::~GpuLane() {
+  // A launch still in flight reads buffers the devices own; wait before they go.
+  for (auto& dev : devs_) {
+    if (dev->n_batches == 0) continue;
+    try {
+      dev->wait();
+    } catch (...) {
+    }
+  }
+}
+
+void GpuLane::launch(uint32_t il, const ExpertStack& stack, const Dispatch& d, const float* x) {
+  STRATA_ASSERT(!in_flight_, "GPU lane: launch() before the previous join()");
+  const std::vector<ExpertJob>& jobs = d.jobs[size_t(ExpertHome::kVram)];
+  if (jobs.empty()) return;
+  x_ = x;
+  in_flight_ = true;
+  const cuda::ExpertShape shape{stack.n_embd, stack.n_ff, stack.gate.type, stack.up.type,
+                                stack.down.type};
+  const uint32_t max_rows = opts_.max_rows;
+  for (auto& dev : devs_) {
+    dev->n_batches = 0;
+    dev->shape = shape;
+  }
+  for (const ExpertJob& job : jobs) {
+    STRATA_ASSERT(il < where_.size() && job.expert < where_[il].size(),
+                  "GPU lane: layer {} expert {} has no VRAM copy", il, job.expert);
+    const Where at = where_[il][job.expert];
+    STRATA_ASSERT(at.device >= 0, "GPU lane: layer {} expert {} has no VRAM copy", il, job.expert);
+    Device& dev = *devs_[at.device];
+    const cuda::ExpertWeights wts =
+        dev.emulate ? dev.emu_slots[at.slot] : dev.vram->weights(at.slot);
+    const uint64_t bytes = stack.expert_slice(job.expert).n_bytes();
+    for (uint32_t r = job.row_begin; r < job.row_end;) {
+      if (dev.n_batches == 0 || dev.batches[dev.n_batches - 1].row_token.size() >= max_rows) {
+        if (dev.batches.size() <= dev.n_batches) dev.batches.emplace_back();
+        dev.batches[dev.n_batches].clear();
+        ++dev.n_batches;
+        ++dev.stamp;
+      }
+      Device::Batch& b = dev.batches[dev.n_batches - 1];
+      const uint32_t take =
+          std::min<uint32_t>(job.row_end - r, max_rows - static_cast<uint32_t>(b.row_token.size()));
+      const auto local0 = static_cast<uint32_t>(b.row_token.size());
+      b.jobs.push_back(cuda::GroupedJob{wts, local0, local0 + take});
+      b.dst.push_back(r);
+      b.bytes += bytes;
+      for (uint32_t k = r; k < r + take; ++k) {
+        const auto t = static_cast<uint32_t>(d.row_token[k]);
+        if (t >= dev.tok_stamp.size()) {  // a chunk with more tokens than planned rows
+          dev.tok_stamp.resize(t + 1, 0);
+          dev.tok_local.resize(t + 1, 0);
+        }
+        if (dev.tok_stamp[t] != dev.stamp) {
+          dev.tok_stamp[t] = dev.stamp;
+          dev.tok_local[t] = static_cast<uint32_t>(b.tokens.size());
+          b.tokens.push_back(static_cast<int32_t>(t));
+        }
+        b.row_token.push_back(static_cast<int32_t>(dev.tok_local[t]));
+      }
+      r += take;
+    }
+  }
+  // Every device's first launch goes out before the caller's CPU work.
+  for (size_t i = 0; i < devs_.size(); ++i)
+    if (devs_[i]->n_batches > 0) run_batch(i, 0, nullptr);
+}
+
+// Launches batch b of device i (y == nullptr), or waits for it and copies its rows into y.
+void GpuLane::run_batch(size_t i, size_t b, float* y) {
+  Device& dev = *devs_[i];
+  const Device::Batch& batch = dev.batches[b];
+  if (y == nullptr) {
+    float* xh = dev.x_host();
+    for (size_t t = 0; t < batch.tokens.size(); ++t)
+      std::memcpy(xh + t * n_embd_, x_ + size_t(batch.tokens[t]) * n_embd_,
+                  sizeof(float) * n_embd_);
+    cuda::GroupedLayer layer;
+    layer.shape = dev.shape;
+    layer.jobs = batch.jobs.data();
+    layer.n_jobs = static_cast<uint32_t>(batch.jobs.size());
+    layer.row_token = batch.row_token.data();
+    layer.n_rows = static_cast<uint32_t>(batch.row_token.size());
+    layer.n_tokens = static_cast<uint32_t>(batch.tokens.size());
+    dev.launch(layer);
+    return;
+  }
+  const double secs = dev.wait();
+  const float* yh = dev.y_host();
+  for (size_t j = 0; j < batch.jobs.size(); ++j) {
+    const cuda::GroupedJob& job = batch.jobs[j];
+    std::memcpy(y + size_t(batch.dst[j]) * n_embd_, yh + size_t(job.row_begin) * n_embd_,
+                sizeof(float) * n_embd_ * (job.row_end - job.row_begin));
+  }
+  GpuDeviceStats& st = stats_[i];
+  st.launches += 1;
+  st.experts += batch.jobs.size();
+  st.rows += batch.row_token.size();
+  st.bytes_read += batch.bytes;
+  st.kernel_seconds += secs;
+}
+
+double GpuLane::join(float* y) {
+  if (!in_flight_) return 0;
+  in_flight_ = false;
+  const auto t0 = std::chrono::steady_clock::now();
+  double slowest = 0;
+  std::exception_ptr err;
+  for (size_t i = 0; i < devs_.size(); ++i) {
+    Device& dev = *devs_[i];
+    if (dev.n_batches == 0) continue;
+    const double before = stats_[i].kernel_seconds;
+    try {
+      run_batch(i, 0, y);
+      for (size_t b = 1; b < dev.n_batches; ++b) {
+        run_batch(i, b, nullptr);
+        run_batch(i, b, y);
+      }
+    } catch (...) {
+      if (!err) err = std::current_exception();  // the other devices are still waited for
+    }
+    dev.n_batches = 0;
+    slowest = std::max(slowest, stats_[i].kernel_seconds - before);
+  }
+  x_ = nullptr;
+  if (err) std::rethrow_exception(err);
+  lane_seconds_ += slowest;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace strata::engine

@@ -1,0 +1,98 @@
+// The GPU lane of the decode loop: routed experts whose plan home is VRAM@d are uploaded once at
+// load into device d (cuda::VramStore, pinned staging, from the model's mapping) and computed there
+// by one grouped launch per MoE layer per device (cuda::GroupedExperts), started before the CPU
+// computes its own RAM / SSD experts and joined after; the joined rows land in the dispatch-order
+// y, so combine() keeps its fixed slot order and the logits do not depend on the homes (the grouped
+// kernel gives kernels::expert_forward_ref's bits, as does the CPU executor).
+//
+// emulate (the VRAM_EMULATE knob, for tests and CI without a GPU): each "device" is a host worker
+// thread running cuda::grouped_forward_emulated — the kernels' own element functions — over
+// private host copies of the experts, with the same launch-before-CPU / join-after semantics.
+//
+// Nothing is allocated on a device, and no pageable memory is copied, after construction: x rows
+// go through the executor's pinned buffer, y rows come back through its pinned buffer. A chunk
+// whose rows on one device exceed max_rows runs in several launches (prefill only).
+// Tested by tests/test_gpu_lane.cpp (emulated, and on a device when there is one).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/model.h"
+#include "engine/moe.h"
+#include "placement/plan.h"
+#include "tiers/ram_arena.h"
+
+namespace strata::engine {
+
+// Whether the grouped kernel computes this stack's experts; false with the reason in *why
+// ("expert biases", "activation SwiGLU-OAI", "type MXFP4 (down)").
+bool gpu_stack_supported(const ExpertStack& stack, std::string* why = nullptr);
+
+struct GpuLaneOptions {
+  bool emulate = false;      // host workers in place of CUDA devices (see the header comment)
+  uint32_t max_rows = 4096;  // dispatch rows per launch per device (512 tokens x top-8)
+};
+
+// Per device, for PROF (docs/FORMATS.md "PROF JSON" gpu.devices[]).
+struct GpuDeviceStats {
+  int device = 0;
+  std::string name;  // "NVIDIA H200" or "emulated"
+  uint64_t resident_experts = 0;
+  uint64_t resident_bytes = 0;  // expert bytes uploaded at load
+  double upload_seconds = 0;
+  uint64_t launches = 0;
+  uint64_t experts = 0;       // expert jobs computed (one per expert per layer step)
+  uint64_t rows = 0;          // dispatch rows (token-expert pairs)
+  uint64_t bytes_read = 0;    // weight bytes the jobs read (each job reads its expert once)
+  double kernel_seconds = 0;  // device time of the launches (copies + kernels; emulated: worker)
+};
+
+class GpuLane {
+ public:
+  // Uploads every expert the plan homes in VRAM (one executor per device named by the plan).
+  // Throws Error(kUnsupported) when a VRAM-homed layer is one the kernel cannot run, or when a
+  // device is needed and this build has none.
+  GpuLane(const Model& model, const placement::PlacementPlan& plan, const GpuLaneOptions& opts,
+          const tiers::NoticeFn& notice);
+  ~GpuLane();
+  GpuLane(const GpuLane&) = delete;
+  GpuLane& operator=(const GpuLane&) = delete;
+
+  int n_devices() const { return static_cast<int>(devs_.size()); }
+  bool emulated() const { return opts_.emulate; }
+
+  // Starts layer il's VRAM jobs (d.jobs[kVram]) on every device; returns at once. x: [n_tokens,
+  // n_embd], read here (copied into the executors' pinned buffers).
+  void launch(uint32_t il, const ExpertStack& stack, const Dispatch& d, const float* x);
+  // Waits for every device and writes their rows into y (dispatch order). Runs any further
+  // launches a large chunk needed. Returns the seconds the caller blocked.
+  double join(float* y);
+
+  const std::vector<GpuDeviceStats>& stats() const { return stats_; }
+  // Summed over layers: the device time of the slowest device's launches (the GPU lane's
+  // critical time).
+  double lane_seconds() const { return lane_seconds_; }
+
+ private:
+  struct Device;
+  struct Where {
+    int16_t device = -1;
+    int32_t slot = -1;
+  };
+  void run_batch(size_t dev, size_t batch, float* y);
+
+  GpuLaneOptions opts_;
+  const Model& model_;
+  std::vector<std::unique_ptr<Device>> devs_;
+  std::vector<std::vector<Where>> where_;  // [n_layer][n_expert]
+  std::vector<GpuDeviceStats> stats_;
+  const float* x_ = nullptr;  // the launched layer's x (valid until join)
+  uint32_t n_embd_ = 0;
+  bool in_flight_ = false;
+  double lane_seconds_ = 0;
+};
+
+}  // namespace strata::engine

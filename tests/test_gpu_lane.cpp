@@ -1,0 +1,299 @@
+// Invariant 1 through the GPU lane, end to end: `strata replay` logit dumps are byte-identical
+// whatever VRAM_GB — 0, about half the expert bytes, a third with RAM and SSD homes too, two
+// GPUs, every expert — with the rest of the experts in RAM and/or on SSD, in chunks and in the
+// decode shape (one token per pass, with PREFETCH and REPIN on), for the fixture models and a
+// `strata synth --preset tiny` model. GpuLaneEmulated runs the VRAM homes through VRAM_EMULATE=1
+// (the host emulation of the CUDA kernels on worker threads: the plan, the dispatch, the launch
+// before the CPU experts, the join and the combine are the real ones); GpuLaneDevice does the same
+// on a CUDA device and skips without one. Layers the kernel cannot run (gpt-oss: SwiGLU-OAI and
+// biases; F32 weights) stay off the GPU with a notice and still give the same bytes.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "cuda/runtime.h"
+#include "engine/expert_source.h"
+#include "engine/forward.h"
+#include "engine/model.h"
+#include "io/check.h"
+#include "placement/plan.h"
+#include "tier_test_util.h"
+
+namespace strata::tier_test {
+namespace {
+
+using engine::Model;
+
+constexpr uint32_t kUbatch = 8;
+const std::vector<int> kLengths = {24, 13};
+
+std::string gib(double bytes) {
+  return fmt::format("{:.12f}", bytes / (1024.0 * 1024.0 * 1024.0));
+}
+
+class GpuLane : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(kStrata)) GTEST_SKIP() << "strata binary not built at " << kStrata;
+  }
+
+  // Replays the streams with `flags`; returns the PROF JSON (null on failure, reported).
+  nlohmann::json replay(const fs::path& model, const std::string& tag, const std::string& flags,
+                        uint32_t ubatch = kUbatch) {
+    const fs::path out = dir_ / tag;
+    const fs::path prof = dir_ / (tag + ".json");
+    last_ = run_strata(
+        dir_.path(),
+        fmt::format(
+            "replay -m '{}' --tokens '{}' --ubatch {} --dump-logits '{}' --prof-json '{}' -t 2 {}",
+            model.string(), (dir_ / "streams.txt").string(), ubatch, out.string(), prof.string(),
+            flags));
+    EXPECT_EQ(last_.rc, 0) << model.filename() << " " << flags << ": " << last_.err;
+    if (last_.rc != 0) return {};
+    return nlohmann::json::parse(slurp(prof));
+  }
+
+  void expect_same(const std::string& tag, const std::string& ref, const std::string& what) {
+    for (size_t s = 0; s < kLengths.size(); ++s) {
+      const std::string name = fmt::format("stream{}.logits.bin", s);
+      const std::string a = slurp(dir_ / tag / name), b = slurp(dir_ / ref / name);
+      EXPECT_FALSE(a.empty()) << what << ": no dump " << tag << "/" << name;
+      EXPECT_TRUE(a == b) << what << " stream " << s << ": logits differ from " << ref;
+    }
+  }
+
+  // VRAM budgets 0 / half / a third (with RAM and SSD) / two GPUs / all, chunked and decode
+  // shape, against VRAM 0 with every expert in RAM. emulate: VRAM_EMULATE=1.
+  // Returns false when the engine does not load the model.
+  bool check_model(const fs::path& path, bool emulate, bool decode) {
+    std::optional<Model> model;
+    try {
+      model.emplace(Model::load(path.string()));
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::kUnsupported) throw;
+      return false;
+    }
+    SCOPED_TRACE(path.filename().string());
+    const placement::ExpertSizes sizes = engine::expert_sizes(*model);
+    const double total = static_cast<double>(sizes.total_bytes());
+    const uint64_t min = placement::min_ram_bytes(sizes);
+    const uint64_t all = placement::all_ram_bytes(sizes);
+    bool gpu_ok = false;  // some MoE layer the grouped kernel runs
+    for (uint32_t l = 0; l < model->config().n_layer; ++l)
+      gpu_ok = gpu_ok || (model->config().is_moe(l) &&
+                          engine::gpu_stack_supported(model->weights().layers[l].experts));
+    write_streams(dir_ / "streams.txt", model->config().n_vocab, kLengths);
+
+    const std::string emu = emulate ? "--vram-emulate 1 " : "--vram-emulate 0 ";
+    const std::string mixed_ram = gib(double(min + (all - std::min(all, min)) / 3));
+    const nlohmann::json ref = replay(path, "ref", "--vram-gb 0 --ram-gb " + gib(double(all)));
+    if (ref.is_null()) return true;
+    EXPECT_EQ(ref["plan"]["experts_vram"].get<int64_t>(), 0);
+    EXPECT_TRUE(ref["gpu"].is_null());
+
+    struct Run {
+      const char* tag;
+      std::string flags;
+    };
+    std::vector<Run> runs = {
+        {"half_ram", emu + "--vram-gb " + gib(total / 2) + " --ram-gb " + gib(double(all))},
+        {"half_ssd", emu + "--vram-gb " + gib(total / 2) + " --ram-gb " + gib(double(min))},
+        {"third_mixed", emu + "--vram-gb " + gib(total / 3) + " --ram-gb " + mixed_ram},
+        {"all", emu + "--vram-gb " + gib(2 * total) + " --ram-gb " + gib(double(min))},
+    };
+    const int n_dev = emulate ? 2 : cuda::cuda_device_count();
+    if (n_dev >= 2)
+      runs.push_back({"two_gpus", emu + "--vram-gb " + gib(total / 6) + "," + gib(total / 6) +
+                                      (n_dev > 2 ? std::string(n_dev - 2, ',') : "") +
+                                      " --ram-gb " + mixed_ram});
+    for (const Run& run : runs) {
+      const nlohmann::json j = replay(path, run.tag, run.flags);
+      if (j.is_null()) continue;
+      expect_same(run.tag, "ref", run.tag);
+      const int64_t n_vram = j["plan"]["experts_vram"].get<int64_t>();
+      if (!gpu_ok) {
+        EXPECT_EQ(n_vram, 0) << run.tag;
+        EXPECT_NE(last_.err.find("stay off the GPU"), std::string::npos) << last_.err;
+        continue;
+      }
+      EXPECT_GT(n_vram, 0) << run.tag;
+      if (!j["gpu"].is_object()) {
+        ADD_FAILURE() << run.tag << ": no gpu object";
+        continue;
+      }
+      EXPECT_EQ(j["gpu"]["emulated"].get<bool>(), emulate);
+      uint64_t jobs = 0;
+      for (const auto& d : j["gpu"]["devices"]) {
+        jobs += d["experts"].get<uint64_t>();
+        for (const char* key : {"device", "name", "resident_experts", "resident_bytes", "launches",
+                                "rows", "bytes_read", "kernel_seconds", "gb_s", "ceiling_pct"})
+          EXPECT_TRUE(d.contains(key)) << key;
+      }
+      EXPECT_GT(jobs, 0u) << run.tag;
+      EXPECT_EQ(j["tiers"]["vram"]["experts_computed"].get<uint64_t>(), jobs);
+      for (const char* key : {"layer_steps", "cpu_seconds", "gpu_seconds", "join_wait_seconds",
+                              "gpu_straggler_steps", "straggler"})
+        EXPECT_TRUE(j["gpu"]["lanes"].contains(key)) << key;
+      const std::string tag = run.tag;
+      if (tag == "all") {
+        EXPECT_EQ(n_vram, sizes.total_experts());
+        EXPECT_EQ(j["tiers"]["ssd"]["bytes"].get<uint64_t>(), 0u);
+      }
+      if (tag == "third_mixed") {
+        EXPECT_GT(j["plan"]["experts_ram"].get<int64_t>(), 0);
+        EXPECT_GT(j["plan"]["experts_ssd"].get<int64_t>(), 0);
+      }
+      if (tag == "two_gpus") {
+        EXPECT_EQ(j["gpu"]["devices"].size(), size_t(n_dev));
+      }
+    }
+    if (!decode) return true;
+    // The decode shape: one token per pass, VRAM + RAM + SSD with PREFETCH (it must never read a
+    // VRAM expert) and REPIN (RAM <-> SSD only), against one token per pass all in RAM.
+    const nlohmann::json r1 = replay(path, "u1_ref", "--ram-gb " + gib(double(all)), 1);
+    const nlohmann::json u1 = replay(path, "u1_mixed",
+                                     emu + "--vram-gb " + gib(total / 3) + " --ram-gb " +
+                                         mixed_ram + " --prefetch 1 --repin 2 --repin-moves 3",
+                                     1);
+    if (!r1.is_null() && !u1.is_null()) {
+      expect_same("u1_mixed", "u1_ref", "decode shape");
+      if (gpu_ok) {
+        EXPECT_GT(u1["plan"]["experts_vram"].get<int64_t>(), 0);
+        EXPECT_GT(u1["gpu"]["lanes"]["layer_steps"].get<uint64_t>(), 0u);
+      }
+    }
+    return true;
+  }
+
+  ScratchDir dir_{"gpu_lane"};
+  Result last_;
+};
+
+// The fixture models the tests use: one file per family and quant type the kernel takes, plus
+// ones it refuses (gpt-oss's SwiGLU-OAI and biases, F32 weights).
+std::vector<fs::path> lane_fixtures() {
+  std::vector<fs::path> out;
+  for (const fs::path& m : fixture_models()) {
+    const std::string n = m.filename().string();
+    if (n.find("MXFP4") != std::string::npos) continue;
+    if (n.find("F32") != std::string::npos && n.find("qwen3moe") == std::string::npos) continue;
+    out.push_back(m);
+  }
+  return out;
+}
+
+TEST_F(GpuLane, EmulatedSynthTinyIsBitIdenticalAcrossVramBudgets) {
+  const fs::path model = dir_ / "synth-tiny.gguf";
+  const Result r = run_strata(
+      dir_.path(), fmt::format("synth --preset tiny --out '{}' --threads 2", model.string()));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(check_model(model, /*emulate=*/true, /*decode=*/true));
+}
+
+TEST_F(GpuLane, EmulatedFixturesAreBitIdenticalAcrossVramBudgets) {
+  const auto models = lane_fixtures();
+  if (models.empty()) GTEST_SKIP() << "fixtures not found at " << kFixtures;
+  int checked = 0;
+  for (const fs::path& m : models) {
+    const bool decode = m.filename().string().find("Q4_0") != std::string::npos &&
+                        m.filename().string().find("qwen3moe") != std::string::npos;
+    checked += check_model(m, /*emulate=*/true, decode);
+  }
+  EXPECT_GE(checked, 6);
+}
+
+TEST_F(GpuLane, BadVramKnobsAreOneLineErrors) {
+  const fs::path model = dir_ / "synth-tiny.gguf";
+  ASSERT_EQ(run_strata(dir_.path(),
+                       fmt::format("synth --preset tiny --out '{}' --threads 2", model.string()))
+                .rc,
+            0);
+  write_streams(dir_ / "streams.txt", 1000, kLengths);
+  const std::string base = fmt::format("replay -m '{}' --tokens '{}' -t 2 ", model.string(),
+                                       (dir_ / "streams.txt").string());
+  struct Case {
+    std::string flags;
+    std::string needle;
+  };
+  std::vector<Case> cases = {
+      {"--vram-gb x", "knob VRAM_GB (--vram-gb): bad value 'x'"},
+      {"--vram-gb 1,-2 --vram-emulate 1", "knob VRAM_GB (--vram-gb): bad value '1,-2'"},
+      {"--vram-gb 1,,2 --vram-emulate 1", "bad value '1,,2'"},
+  };
+  if (cuda::cuda_device_count() == 0) {
+    cases.push_back({"--vram-gb 4", "no usable CUDA device"});
+    cases.push_back({"--vram-gb 4,4", "2 per-GPU values for 0 usable GPU(s)"});
+  }
+  for (const Case& c : cases) {
+    const Result r = run_strata(dir_.path(), base + c.flags);
+    EXPECT_NE(r.rc, 0) << c.flags;
+    EXPECT_NE(r.err.find(c.needle), std::string::npos) << c.flags << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << c.flags << ": " << r.err;
+  }
+  // VRAM_GB=0 without a device is fine, and auto is 0 without one.
+  EXPECT_EQ(run_strata(dir_.path(), base + "--vram-gb 0").rc, 0);
+}
+
+// In process: an executor of 3 rows per launch runs each 16-token chunk's GPU experts in several
+// launches (the prefill path of a chunk larger than the executor), still byte-identical to the
+// experts read through the mapping.
+TEST_F(GpuLane, EmulatedSmallExecutorSplitsLargeChunks) {
+  const fs::path path = dir_ / "synth-tiny.gguf";
+  ASSERT_EQ(run_strata(dir_.path(),
+                       fmt::format("synth --preset tiny --out '{}' --threads 2", path.string()))
+                .rc,
+            0);
+  const Model model = Model::load(path.string());
+  write_streams(dir_ / "streams.txt", model.config().n_vocab, {40});
+  std::vector<int32_t> ids;
+  {
+    std::ifstream in(dir_ / "streams.txt");
+    for (int32_t id; in >> id;) ids.push_back(id);
+  }
+  const auto logits = [&](engine::ExpertSource* experts) {
+    engine::ForwardOptions fo;
+    fo.n_ctx = 64;
+    fo.n_ubatch = 16;
+    fo.n_threads = 2;
+    fo.experts = experts;
+    engine::Forward fwd(model, fo);
+    std::vector<float> out(ids.size() * model.config().n_vocab);
+    fwd.prefill(ids, out.data());
+    return out;
+  };
+  const std::vector<float> ref = logits(nullptr);
+  engine::TierOptions o;
+  o.vram_gb = "1";
+  o.vram_emulate = true;
+  o.gpu_max_rows = 3;
+  o.ram_bytes = placement::all_ram_bytes(engine::expert_sizes(model));
+  o.notice = nullptr;
+  engine::ExpertSource src(model, o);
+  ASSERT_NE(src.gpu_lane(), nullptr);
+  ASSERT_EQ(src.plan()->count(placement::HomeKind::kVram), src.plan()->sizes().total_experts());
+  const std::vector<float> got = logits(&src);
+  ASSERT_EQ(got.size(), ref.size());
+  EXPECT_EQ(std::memcmp(got.data(), ref.data(), ref.size() * sizeof(float)), 0);
+  const engine::GpuDeviceStats& st = src.gpu_lane()->stats().at(0);
+  // 3 chunks x 4 MoE layers would be 12 launches without splitting; 16 tokens x top-4 = 64 rows
+  // per chunk and layer need 22 launches of 3 rows.
+  EXPECT_GT(st.launches, 12u * 10);
+  EXPECT_EQ(st.rows, uint64_t{40} * 4 * 4);
+}
+
+// The same on a real device (bench/gpu_check.sh runs it on the lent GPU).
+TEST_F(GpuLane, DeviceFixturesAreBitIdenticalAcrossVramBudgets) {
+  if (cuda::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda::cuda_describe();
+  const fs::path model = dir_ / "synth-tiny.gguf";
+  const Result r = run_strata(
+      dir_.path(), fmt::format("synth --preset tiny --out '{}' --threads 2", model.string()));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(check_model(model, /*emulate=*/false, /*decode=*/true));
+  for (const fs::path& m : lane_fixtures()) check_model(m, /*emulate=*/false, /*decode=*/true);
+}
+
+}  // namespace
+}  // namespace strata::tier_test
