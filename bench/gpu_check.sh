@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # GPU check for a lent CUDA machine (one H200, 16 cores): configure STRATA_CUDA=ON in build-gpu,
 # build, print nvidia-smi, run the `gpu`-labelled tests (a skipped test is a failure here: the GPU
-# must be visible), then the GPU benchmarks (bench/bench_gpu_*). Run from the repo root:
+# must be visible), then the GPU benchmarks (bench/bench_gpu_*), then decode tok/s on the `demo`
+# synth model with VRAM_GB = 0, half, all, whose replay logit dumps must be byte-identical (cmp).
+# Run from the repo root:
 #   bench/gpu_check.sh            # whole run stays under 8 minutes; exit status != 0 on any failure
 # Logs go to build-gpu/gpu_check/ and, when $OUT is set (the device runner), are copied there.
 set -uo pipefail
@@ -88,8 +90,10 @@ fi
 section "build (-j$JOBS)"
 # The gpu-labelled test executables first (test name = target name), so an unrelated broken
 # target does not hide the GPU results; then everything else.
+# A test named <target>_device or <target>_host runs a filter of <target>.
 mapfile -t GPU_TESTS < <(ctest --test-dir "$BUILD_DIR" -N -L gpu 2>/dev/null |
-  sed -n 's/^ *Test *#[0-9]*: *\([A-Za-z0-9_]*\).*/\1/p')
+  sed -n 's/^ *Test *#[0-9]*: *\([A-Za-z0-9_]*\).*/\1/p' | sed 's/_device$//; s/_host$//' |
+  sort -u)
 echo "gpu tests: ${GPU_TESTS[*]:-(none)}"
 ((${#GPU_TESTS[@]} == 0)) && failed "no gpu-labelled tests were configured"
 if ((${#GPU_TESTS[@]} > 0)); then
@@ -131,5 +135,63 @@ for b in "${BENCHES[@]}"; do
   name=$(basename "$b")
   run_logged "$name" 120 "$b" || failed "$name"
 done
+
+section "decode on the demo synth model: VRAM_GB = 0 / half / all"
+# One model, three placements: every expert in RAM (VRAM_GB=0), about half of the expert bytes in
+# VRAM, every expert in VRAM. Decode tok/s from `strata run` (greedy, 64 tokens, PROF JSON), and
+# the logits of two replayed token streams (one token per pass: the decode shape), which must be
+# byte-identical across the three (invariant 1).
+STRATA="$BUILD_DIR/tools/strata"
+DEMO="$BUILD_DIR/gpu_check_demo.gguf"
+json_num() {  # json_num KEY FILE: the first number after "KEY": in FILE
+  grep -o "\"$1\": *[-0-9.eE+]*" "$2" 2>/dev/null | head -n 1 | sed 's/.*: *//'
+}
+if [[ -x "$STRATA" ]] && run_logged synth_demo 120 "$STRATA" synth --preset demo --out "$DEMO" \
+  --threads "$JOBS" --force; then
+  STREAMS="$LOG_DIR/demo_streams.txt"
+  awk 'BEGIN { srand(7); for (s = 0; s < 2; ++s) { line = ""; for (i = 0; i < 24; ++i)
+       line = line (i ? " " : "") int(rand() * 8000); print line } }' >"$STREAMS"
+  TOTAL_BYTES=""
+  DEMO_MD="$LOG_DIR/demo_decode.md"
+  printf '| VRAM_GB | experts in VRAM | decode tok/s | GPU lane ms/token | CPU lane ms/token | straggler |\n|---|---|---|---|---|---|\n' >"$DEMO_MD"
+  for tag in 0 half all; do
+    case $tag in
+      0) VGB=0 ;;
+      half) VGB=$(awk -v b="$TOTAL_BYTES" 'BEGIN { printf "%.6f", b / 2 / 1073741824 }') ;;
+      all) VGB=$(awk -v b="$TOTAL_BYTES" 'BEGIN { printf "%.6f", b * 1.05 / 1073741824 + 0.01 }') ;;
+    esac
+    run_logged "demo_replay_$tag" 120 "$STRATA" replay -m "$DEMO" --tokens "$STREAMS" --ubatch 1 \
+      --dump-logits "$LOG_DIR/demo_dump_$tag" --prof-json "$LOG_DIR/demo_replay_$tag.json" \
+      -t "$JOBS" --vram-gb "$VGB" || failed "demo replay VRAM_GB=$tag"
+    if [[ $tag == 0 ]]; then
+      # Every routed expert's bytes (all in RAM here): what half and all are measured against.
+      B_RAM=$(json_num bytes_ram "$LOG_DIR/demo_replay_0.json")
+      B_SSD=$(json_num bytes_ssd "$LOG_DIR/demo_replay_0.json")
+      TOTAL_BYTES=$((${B_RAM:-0} + ${B_SSD:-0}))
+      echo "demo: routed expert bytes $TOTAL_BYTES"
+    fi
+    run_logged "demo_run_$tag" 120 "$STRATA" run -m "$DEMO" -p "The quick brown fox" -n 64 \
+      --temp 0 --ignore-eos --no-display-prompt -t "$JOBS" --vram-gb "$VGB" \
+      --prof-json "$LOG_DIR/demo_run_$tag.json" || failed "demo run VRAM_GB=$tag"
+    J="$LOG_DIR/demo_run_$tag.json"
+    TOKS=$(awk -v t="$(json_num decode_tok_s "$J")" 'BEGIN { printf "%.2f", t + 0 }')
+    printf '| %s (%s GiB) | %s | %s | %s | %s | %s |\n' "$tag" "$VGB" "$(json_num experts_vram "$J")" \
+      "$TOKS" "$(json_num gpu_ms_per_token "$J")" "$(json_num cpu_ms_per_token "$J")" \
+      "$(grep -o '"straggler": *"[A-Za-z]*"' "$J" | head -n 1 | sed 's/.*: *//; s/"//g')" >>"$DEMO_MD"
+  done
+  cat "$DEMO_MD"
+  for tag in half all; do
+    for s in 0 1; do
+      if ! cmp "$LOG_DIR/demo_dump_0/stream$s.logits.bin" "$LOG_DIR/demo_dump_$tag/stream$s.logits.bin"; then
+        failed "demo logits differ: VRAM_GB=0 vs $tag, stream $s"
+      fi
+    done
+  done
+  echo "demo: replay logit dumps compared byte for byte (VRAM_GB 0 vs half vs all)"
+  cp "$DEMO_MD" "$LOG_DIR/demo_decode.log"
+else
+  failed "demo synth model"
+fi
+rm -f "$DEMO"
 
 finish
