@@ -427,6 +427,7 @@ ExpertSource::ExpertSource(const Model& model, const TierOptions& opts)
     score_.assign(layer_begin_.back(), 0.0);
     promote_.reserve(layer_begin_.back());
     demote_.reserve(layer_begin_.back());
+    promote_jobs_.reserve(max_experts);
   }
 
   tiers::StoreOptions so;
@@ -542,6 +543,47 @@ void ExpertSource::prefetch_ahead(uint32_t il, const float* h, std::byte* xq_scr
     r.weights = pf_weights_.data();
     route(*pf_pool_, cfg, lm, pf_x_.data(), r, xq_scratch);
     prefetch(m, {r.topk, r.k});
+  }
+}
+
+void ExpertSource::repin_vram(uint32_t il, const Dispatch& d) {
+  if (!lane_ || repin_left_ <= 0) return;
+  promote_jobs_.clear();
+  for (const ExpertJob& j : d.jobs[size_t(ExpertHome::kSsd)]) {
+    const int64_t k = layer_begin_[il] + static_cast<int64_t>(j.expert);
+    if (homes_[il][j.expert] == ExpertHome::kSsd && score_[k] >= kRepinMinScore &&
+        store_->ready_in_cache(static_cast<int>(il), static_cast<int>(j.expert)))
+      promote_jobs_.push_back(&j);
+  }
+  if (promote_jobs_.empty()) return;
+  demote_.clear();
+  for (size_t l = 0; l < homes_.size(); ++l)
+    for (size_t e = 0; e < homes_[l].size(); ++e)
+      if (homes_[l][e] == ExpertHome::kVram) demote_.push_back(layer_begin_[l] + int64_t(e));
+  if (demote_.empty()) return;
+  const auto key = [&](const ExpertJob* j) { return layer_begin_[il] + int64_t(j->expert); };
+  std::sort(
+      promote_jobs_.begin(), promote_jobs_.end(), [&](const ExpertJob* a, const ExpertJob* b) {
+        return score_[key(a)] != score_[key(b)] ? score_[key(a)] > score_[key(b)] : key(a) < key(b);
+      });
+  const size_t nd = std::min(promote_jobs_.size(), demote_.size());
+  std::partial_sort(
+      demote_.begin(), demote_.begin() + nd, demote_.end(),
+      [&](int64_t a, int64_t b) { return score_[a] != score_[b] ? score_[a] < score_[b] : a < b; });
+  size_t di = 0;
+  for (const ExpertJob* j : promote_jobs_) {
+    if (repin_left_ <= 0 || di >= nd) break;
+    const int64_t p = key(j);
+    const int64_t dk = demote_[di];
+    if (score_[p] < kRepinMargin * score_[dk] + kRepinMinScore) break;
+    const auto dl = static_cast<uint32_t>(
+        std::upper_bound(layer_begin_.begin(), layer_begin_.end(), dk) - layer_begin_.begin() - 1);
+    const auto de = static_cast<uint32_t>(dk - layer_begin_[dl]);
+    if (!lane_->swap(il, j->expert, j->slice, dl, de)) continue;  // larger than the incumbent
+    homes_[il][j->expert] = ExpertHome::kVram;
+    homes_[dl][de] = ExpertHome::kSsd;
+    --repin_left_;
+    ++di;
   }
 }
 
@@ -717,6 +759,7 @@ void ExpertSource::compute(uint32_t il, const ExpertStack& stack, Dispatch& d, E
   // layer's experts just computed from the cache may take RAM homes; later layers' dispatch sees
   // the new homes. The counts decay once per pass, after the last MoE layer.
   if (repin_now_ && decode_step_) {
+    repin_vram(il, d);
     repin_layer(il);
     if (layer == last_moe_) {
       for (double& v : score_) v *= repin_decay_;

@@ -176,6 +176,10 @@ class ExpertSource {
   // REPIN: layer il's cached SSD experts that beat the weakest RAM homes (decayed usage, with
   // hysteresis) swap homes with them, up to the pass's remaining moves (no I/O).
   void repin_layer(uint32_t il);
+  // REPIN into VRAM (before repin_layer): layer il's cached SSD experts (their bytes are still in
+  // the jobs' cache slots) that beat the weakest VRAM homes take their GPU slots (GpuLane::swap);
+  // the incumbents become SSD homes (the store already sees every VRAM home as one).
+  void repin_vram(uint32_t il, const Dispatch& d);
 
   const Model& model_;
   std::unique_ptr<tiers::Sidecar> sidecar_;  // before store_: the store points into it
@@ -207,7 +211,8 @@ class ExpertSource {
   uint64_t repin_tokens_ = 0;
   std::vector<int64_t> layer_begin_;  // [n_layer + 1] into score_
   std::vector<double> score_;
-  std::vector<int64_t> promote_, demote_;  // scratch: candidate keys
+  std::vector<int64_t> promote_, demote_;       // scratch: candidate keys
+  std::vector<const ExpertJob*> promote_jobs_;  // REPIN into VRAM: the candidates' jobs
 };
 
 }  // namespace strata::engine

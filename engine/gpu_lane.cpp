@@ -408,6 +408,42 @@ void GpuLane::run_batch(size_t i, size_t b, float* y) {
   st.kernel_seconds += secs;
 }
 
+bool GpuLane::swap(uint32_t pl, uint32_t pe, const ExpertSlice& bytes, uint32_t dl, uint32_t de) {
+  STRATA_ASSERT(!in_flight_, "GPU lane: swap() while a launch is in flight");
+  if (!resident(dl, de) || pl >= where_.size() || pe >= where_[pl].size() || resident(pl, pe))
+    return false;
+  const Where at = where_[dl][de];
+  Device& dev = *devs_[at.device];
+  const cuda::HostExpert he{bytes.gate.data,  bytes.gate.n_bytes, bytes.up.data,
+                            bytes.up.n_bytes, bytes.down.data,    bytes.down.n_bytes};
+  const ExpertSlice old = model_.weights().layers[dl].experts.expert_slice(de);
+  const cuda::HostExpert ho{old.gate.data,  old.gate.n_bytes, old.up.data,
+                            old.up.n_bytes, old.down.data,    old.down.n_bytes};
+  if (cuda::VramStore::footprint(he) > cuda::VramStore::footprint(ho)) return false;
+  int32_t slot = at.slot;
+  if (dev.emulate) {  // the same matrix offsets inside the incumbent's region
+    const cuda::ExpertWeights w = dev.emu_slots[at.slot];
+    auto* base = static_cast<std::byte*>(const_cast<void*>(w.gate));
+    const uint64_t g = align_up(bytes.gate.n_bytes, cuda::VramStore::kAlign);
+    const uint64_t u = align_up(bytes.up.n_bytes, cuda::VramStore::kAlign);
+    std::memcpy(base, bytes.gate.data, bytes.gate.n_bytes);
+    std::memcpy(base + g, bytes.up.data, bytes.up.n_bytes);
+    std::memcpy(base + g + u, bytes.down.data, bytes.down.n_bytes);
+    dev.emu_slots[at.slot] = {base, base + g, base + g + u};
+  } else {
+    dev.vram->release(at.slot);
+    slot = dev.vram->put(he);
+    STRATA_ASSERT(slot != cuda::VramStore::kNoSlot, "VRAM slot of a smaller expert refused");
+    dev.vram->sync();
+  }
+  where_[dl][de] = Where{};
+  where_[pl][pe] = Where{at.device, slot};
+  GpuDeviceStats& st = stats_[at.device];
+  st.resident_bytes = st.resident_bytes - old.n_bytes() + bytes.n_bytes();
+  st.repin_moves += 1;
+  return true;
+}
+
 double GpuLane::join(float* y) {
   if (!in_flight_) return 0;
   in_flight_ = false;

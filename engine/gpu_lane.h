@@ -48,6 +48,7 @@ struct GpuDeviceStats {
   uint64_t rows = 0;          // dispatch rows (token-expert pairs)
   uint64_t bytes_read = 0;    // weight bytes the jobs read (each job reads its expert once)
   double kernel_seconds = 0;  // device time of the launches (copies + kernels; emulated: worker)
+  uint64_t repin_moves = 0;   // REPIN: experts that took a VRAM slot here from an SSD home
 };
 
 class GpuLane {
@@ -70,6 +71,15 @@ class GpuLane {
   // Waits for every device and writes their rows into y (dispatch order). Runs any further
   // launches a large chunk needed. Returns the seconds the caller blocked.
   double join(float* y);
+
+  // REPIN between tokens (nothing in flight): expert (pl, pe), whose bytes are at `bytes` (a RAM
+  // cache slot), takes the VRAM slot of (dl, de), which loses its VRAM home. Only when pe's device
+  // footprint is no larger than de's (so the device budget holds); false, changing nothing,
+  // otherwise. The upload is complete on return.
+  bool swap(uint32_t pl, uint32_t pe, const ExpertSlice& bytes, uint32_t dl, uint32_t de);
+  bool resident(uint32_t il, uint32_t e) const {
+    return il < where_.size() && e < where_[il].size() && where_[il][e].device >= 0;
+  }
 
   const std::vector<GpuDeviceStats>& stats() const { return stats_; }
   // Summed over layers: the device time of the slowest device's launches (the GPU lane's

@@ -50,9 +50,10 @@ constexpr KnobSpec kKnobs[] = {
      "numbers; PROF reports precision, recall and the I/O wait saved."},
     {"REPIN", KnobType::kInt, "0", "tokens", "0..",
      "Every N decode tokens, move up to REPIN_MOVES SSD experts just computed from the RAM "
-     "cache into the RAM homes of experts used less (decayed counts, REPIN_HALF_LIFE; a "
-     "candidate needs 1.5x the incumbent's count + 2), between layers. A memcpy, no I/O, no "
-     "stall, same numbers. 0 = off."},
+     "cache into the GPU slots (VRAM_GB), then the RAM homes, of experts used less (decayed "
+     "counts, REPIN_HALF_LIFE; a candidate needs 1.5x the incumbent's count + 2), between "
+     "layers; the incumbents become SSD homes. A copy from the cache, no file I/O, same "
+     "numbers. 0 = off."},
     {"REPIN_HALF_LIFE", KnobType::kFloat, "256", "tokens", "1..",
      "Half-life of REPIN's online usage counts in decode tokens."},
     {"REPIN_MOVES", KnobType::kInt, "4", "experts", "1..4096",

@@ -152,6 +152,7 @@ std::vector<GpuDeviceStats> Profiler::window_gpu() const {
     out[i].rows -= b.rows;
     out[i].bytes_read -= b.bytes_read;
     out[i].kernel_seconds -= b.kernel_seconds;
+    out[i].repin_moves -= b.repin_moves;
   }
   return out;
 }
@@ -368,9 +369,12 @@ std::string Profiler::report() const {
       s.prefetch_refused, 100 * s.prefetch_recall(), s.prefetch_needed, s.prefetch_wait_saved(),
       s.prefetch_head_start_seconds, c_.prefetch_seconds,
       s.prefetch_issued + s.prefetch_needed == 0 ? " (PREFETCH off)" : "");
-  if (s.repin_passes > 0)
-    out += fmt::format("prof: repin: {} passes, {} experts moved RAM <-> SSD\n", s.repin_passes,
-                       s.repin_moves);
+  if (s.repin_passes > 0) {
+    uint64_t vram_moves = 0;
+    for (const GpuDeviceStats& g : window_gpu()) vram_moves += g.repin_moves;
+    out += fmt::format("prof: repin: {} passes, {} experts moved RAM <-> SSD, {} SSD -> VRAM\n",
+                       s.repin_passes, s.repin_moves, vram_moves);
+  }
   out += gpu_report();
   const Verdict v = verdict();
   out += fmt::format("prof: verdict: {} | knob {}: {}\n", v.bound, v.knob, v.why);
@@ -466,7 +470,9 @@ std::string Profiler::json() const {
                    {"wait_saved_seconds", s.prefetch_wait_saved()},
                    {"head_start_seconds", s.prefetch_head_start_seconds},
                    {"route_seconds", c_.prefetch_seconds}};
-  j["repin"] = {{"passes", s.repin_passes}, {"moves", s.repin_moves}};
+  uint64_t vram_moves = 0;
+  for (const GpuDeviceStats& g : window_gpu()) vram_moves += g.repin_moves;
+  j["repin"] = {{"passes", s.repin_passes}, {"moves", s.repin_moves}, {"vram_moves", vram_moves}};
   j["gpu"] = gpu_json();
   if (plan()) {
     const placement::PlacementPlan& p = *plan();

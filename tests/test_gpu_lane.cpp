@@ -1,12 +1,13 @@
 // Invariant 1 through the GPU lane, end to end: `strata replay` logit dumps are byte-identical
 // whatever VRAM_GB — 0, about half the expert bytes, a third with RAM and SSD homes too, two
 // GPUs, every expert — with the rest of the experts in RAM and/or on SSD, in chunks and in the
-// decode shape (one token per pass, with PREFETCH and REPIN on), for the fixture models and a
-// `strata synth --preset tiny` model. GpuLaneEmulated runs the VRAM homes through VRAM_EMULATE=1
-// (the host emulation of the CUDA kernels on worker threads: the plan, the dispatch, the launch
-// before the CPU experts, the join and the combine are the real ones); GpuLaneDevice does the same
-// on a CUDA device and skips without one. Layers the kernel cannot run (gpt-oss: SwiGLU-OAI and
-// biases; F32 weights) stay off the GPU with a notice and still give the same bytes.
+// decode shape (one token per pass, with PREFETCH and REPIN on: cached SSD experts also take GPU
+// slots), for the fixture models and a `strata synth --preset tiny` model. GpuLaneEmulated runs the
+// VRAM homes through VRAM_EMULATE=1 (the host emulation of the CUDA kernels on worker threads: the
+// plan, the dispatch, the launch before the CPU experts, the join and the combine are the real
+// ones); GpuLaneDevice does the same on a CUDA device and skips without one. Layers the kernel
+// cannot run (gpt-oss: SwiGLU-OAI and biases; F32 weights) stay off the GPU with a notice and still
+// give the same bytes.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -68,7 +69,8 @@ class GpuLane : public ::testing::Test {
   // VRAM budgets 0 / half / a third (with RAM and SSD) / two GPUs / all, chunked and decode
   // shape, against VRAM 0 with every expert in RAM. emulate: VRAM_EMULATE=1.
   // Returns false when the engine does not load the model.
-  bool check_model(const fs::path& path, bool emulate, bool decode) {
+  bool check_model(const fs::path& path, bool emulate, bool decode,
+                   bool expect_vram_repin = false) {
     std::optional<Model> model;
     try {
       model.emplace(Model::load(path.string()));
@@ -154,15 +156,20 @@ class GpuLane : public ::testing::Test {
     // The decode shape: one token per pass, VRAM + RAM + SSD with PREFETCH (it must never read a
     // VRAM expert) and REPIN (RAM <-> SSD only), against one token per pass all in RAM.
     const nlohmann::json r1 = replay(path, "u1_ref", "--ram-gb " + gib(double(all)), 1);
-    const nlohmann::json u1 = replay(path, "u1_mixed",
-                                     emu + "--vram-gb " + gib(total / 3) + " --ram-gb " +
-                                         mixed_ram + " --prefetch 1 --repin 2 --repin-moves 3",
-                                     1);
+    const nlohmann::json u1 =
+        replay(path, "u1_mixed",
+               emu + "--vram-gb " + gib(total / 3) + " --ram-gb " + mixed_ram +
+                   " --prefetch 1 --repin 2 --repin-moves 3 "
+                   "--repin-half-life 16",
+               1);
     if (!r1.is_null() && !u1.is_null()) {
       expect_same("u1_mixed", "u1_ref", "decode shape");
       if (gpu_ok) {
         EXPECT_GT(u1["plan"]["experts_vram"].get<int64_t>(), 0);
         EXPECT_GT(u1["gpu"]["lanes"]["layer_steps"].get<uint64_t>(), 0u);
+        if (expect_vram_repin) {
+          EXPECT_GT(u1["repin"]["vram_moves"].get<uint64_t>(), 0u);
+        }
       }
     }
     return true;
@@ -190,7 +197,7 @@ TEST_F(GpuLane, EmulatedSynthTinyIsBitIdenticalAcrossVramBudgets) {
   const Result r = run_strata(
       dir_.path(), fmt::format("synth --preset tiny --out '{}' --threads 2", model.string()));
   ASSERT_EQ(r.rc, 0) << r.err;
-  EXPECT_TRUE(check_model(model, /*emulate=*/true, /*decode=*/true));
+  EXPECT_TRUE(check_model(model, /*emulate=*/true, /*decode=*/true, /*expect_vram_repin=*/true));
 }
 
 TEST_F(GpuLane, EmulatedFixturesAreBitIdenticalAcrossVramBudgets) {
