@@ -291,6 +291,31 @@ TEST_F(GpuLane, EmulatedSmallExecutorSplitsLargeChunks) {
   EXPECT_EQ(st.rows, uint64_t{40} * 4 * 4);
 }
 
+// VRAM_GB -> per-device budgets (pure; fake devices).
+TEST(VramBudgets, TotalsListsAutoAndErrors) {
+  using engine::vram_budgets;
+  constexpr uint64_t kGiB = 1ull << 30;
+  const std::vector<engine::VramDevice> two = {{80 * kGiB, 140 * kGiB}, {100 * kGiB, 140 * kGiB}};
+  // One number is the total, split evenly; a list is per device.
+  EXPECT_EQ(vram_budgets("48", false, two, 0), (std::vector<uint64_t>{24 * kGiB, 24 * kGiB}));
+  EXPECT_EQ(vram_budgets("10,20.5", false, two, 0),
+            (std::vector<uint64_t>{10 * kGiB, 41 * kGiB / 2}));
+  // Auto: free less 1 GiB + 5% of the total and the reserve, per device; none without devices.
+  EXPECT_EQ(
+      vram_budgets("", false, two, kGiB),
+      (std::vector<uint64_t>{80 * kGiB - 2 * kGiB - 7 * kGiB, 100 * kGiB - 2 * kGiB - 7 * kGiB}));
+  EXPECT_TRUE(vram_budgets("", false, {}, 0).empty());
+  EXPECT_TRUE(vram_budgets("0", false, {}, 0).empty());
+  EXPECT_TRUE(vram_budgets("", true, two, 0).empty());  // emulated: only what VRAM_GB says
+  // Emulated: the list makes the devices.
+  EXPECT_EQ(vram_budgets("1,2,3", true, {}, 0).size(), 3u);
+  // A device with less free memory than the headroom gets 0.
+  EXPECT_EQ(vram_budgets("", false, {{kGiB, 80 * kGiB}}, 0), (std::vector<uint64_t>{0}));
+  for (const char* bad : {"x", "-1", "1,", ",1", "1;2", "nan", "inf", "1,2,3"})
+    EXPECT_THROW(vram_budgets(bad, false, two, 0), Error) << bad;
+  EXPECT_THROW(vram_budgets("4", false, {}, 0), Error);  // VRAM asked for, no device
+}
+
 // The same on a real device (bench/gpu_check.sh runs it on the lent GPU).
 TEST_F(GpuLane, DeviceFixturesAreBitIdenticalAcrossVramBudgets) {
   if (cuda::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda::cuda_describe();
