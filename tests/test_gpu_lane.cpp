@@ -324,7 +324,8 @@ TEST_F(GpuLane, DeviceFixturesAreBitIdenticalAcrossVramBudgets) {
       dir_.path(), fmt::format("synth --preset tiny --out '{}' --threads 2", model.string()));
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_TRUE(check_model(model, /*emulate=*/false, /*decode=*/true));
-  for (const fs::path& m : lane_fixtures()) check_model(m, /*emulate=*/false, /*decode=*/true);
+  // The decode shape on the synth model only (each replay pays for a CUDA context).
+  for (const fs::path& m : lane_fixtures()) check_model(m, /*emulate=*/false, /*decode=*/false);
 }
 
 }  // namespace
