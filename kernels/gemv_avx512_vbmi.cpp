@@ -113,25 +113,35 @@ inline XChunk prep_x(const uint8_t* x) {
   return c;
 }
 
-// One row's chunk: half sums of its 8 blocks, and its scales (words of kWd) through *dw.
-inline __m512i row_chunk(const uint8_t* w, const XChunk& c, __m512i iw0, __m512i iw1, __m512i iwd,
-                         __m512i* dw) {
+// One row's chunk of 8 blocks: its codes as two registers of low and two of high nibbles (one
+// block per 128-bit lane), and its scales (words of kWd).
+struct WChunk {
+  __m512i l0, h0, l1, h1, dw;
+};
+
+inline WChunk unpack_w(const uint8_t* w, __m512i iw0, __m512i iw1, __m512i iwd) {
   const __m512i a = load64(w), b = load64(w + 64);
   const __m512i cc =
       _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 128)));
   const __m512i q0 = _mm512_permutex2var_epi8(a, iw0, b);
   const __m512i q1 = _mm512_permutex2var_epi8(b, iw1, cc);
   const __m512i m4 = _mm512_set1_epi8(0x0F);
-  const __m512i l0 = _mm512_and_si512(q0, m4);
   // GF(2) affine map = a per-byte shift right by 4 (the high nibble), one instruction.
   const __m512i shr4 = _mm512_set1_epi64(0x1020408000000000);
-  const __m512i h0 = _mm512_gf2p8affine_epi64_epi8(q0, shr4, 0);
-  const __m512i l1 = _mm512_and_si512(q1, m4);
-  const __m512i h1 = _mm512_gf2p8affine_epi64_epi8(q1, shr4, 0);
+  WChunk q;
+  q.l0 = _mm512_and_si512(q0, m4);
+  q.h0 = _mm512_gf2p8affine_epi64_epi8(q0, shr4, 0);
+  q.l1 = _mm512_and_si512(q1, m4);
+  q.h1 = _mm512_gf2p8affine_epi64_epi8(q1, shr4, 0);
+  q.dw = _mm512_permutex2var_epi8(a, iwd, b);
+  return q;
+}
+
+// Half sums of the row chunk's 8 blocks against one activation chunk.
+inline __m512i w_dot(const WChunk& q, const XChunk& c) {
   const __m512i z = _mm512_setzero_si512();
-  const __m512i p0 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(z, l0, c.lo0), h0, c.hi0);
-  const __m512i p1 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(z, l1, c.lo1), h1, c.hi1);
-  *dw = _mm512_permutex2var_epi8(a, iwd, b);
+  const __m512i p0 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(z, q.l0, c.lo0), q.h0, c.hi0);
+  const __m512i p1 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(z, q.l1, c.lo1), q.h1, c.hi1);
   return half_sums(p0, p1);
 }
 
@@ -140,22 +150,28 @@ inline __m512i row_chunk(const uint8_t* w, const XChunk& c, __m512i iw0, __m512i
 // on Qwen3-30B-A3B expert shapes: without software prefetch 42% of the read probe; adding the
 // L1 prefetch 768 B ahead of the older 4-row kernel cost 3-6 points here; L2 distances 2-18 KiB
 // were within the noise of each other.
-template <int R>
-void dot_rows(const uint8_t* w, size_t row_stride, const BlockQ8_0* x, int64_t nb, float* out) {
+//
+// T tokens at once (GEMM): each row chunk is unpacked once and used for all T activation rows;
+// every token's float steps are exactly those of T = 1.
+template <int R, int T>
+void dot_rows(const uint8_t* w, size_t row_stride, const BlockQ8_0* const* xs, int64_t nb,
+              float* const* outs) {
   static_assert(R % 2 == 0);
   constexpr int kPairs = R / 2;
   const size_t row_bytes = static_cast<size_t>(nb) * sizeof(BlockQ4_0);
   const __m512i iw0 = _mm512_load_si512(kWq0.data());
   const __m512i iw1 = _mm512_load_si512(kWq1.data());
   const __m512i iwd = _mm512_load_si512(kWd.data());
-  __m512 acc[kPairs];
-  for (int p = 0; p < kPairs; ++p) acc[p] = _mm512_setzero_ps();
+  __m512 acc[T][kPairs];
+  for (int t = 0; t < T; ++t)
+    for (int p = 0; p < kPairs; ++p) acc[t][p] = _mm512_setzero_ps();
   int64_t b = 0;
   for (; b + 8 <= nb; b += 8) {
-    const XChunk c = prep_x(reinterpret_cast<const uint8_t*>(x + b));
+    XChunk c[T];
+    for (int t = 0; t < T; ++t) c[t] = prep_x(reinterpret_cast<const uint8_t*>(xs[t] + b));
     const size_t off = static_cast<size_t>(b) * sizeof(BlockQ4_0);
     for (int p = 0; p < kPairs; ++p) {
-      __m512i s[2], dw[2];
+      WChunk q[2];
       for (int k = 0; k < 2; ++k) {
         const int r = 2 * p + k;
         // Row slot r reads rows r, r+R, r+2R, ...: prefetch along that path.
@@ -165,37 +181,48 @@ void dot_rows(const uint8_t* w, size_t row_stride, const BlockQ8_0* x, int64_t n
                                 : w + (r + R) * row_stride + (at - row_bytes);
         };
         prefetch_lines<8 * sizeof(BlockQ4_0), kToL2>(ahead(kPrefetchFar));
-        s[k] = row_chunk(w + r * row_stride + off, c, iw0, iw1, iwd, &dw[k]);
+        q[k] = unpack_w(w + r * row_stride + off, iw0, iw1, iwd);
       }
-      const __m512i isum = _mm512_add_epi32(pair_sums(s[0], s[1]), c.neg);
       const __m512 dwf = _mm512_cvtph_ps(
-          _mm512_castsi512_si256(_mm512_mask_blend_epi16(0xCCCCCCCC, dw[0], dw[1])));
-      const __m512 d = _mm512_mul_ps(dwf, c.d);
-      acc[p] = _mm512_add_ps(acc[p], _mm512_mul_ps(_mm512_cvtepi32_ps(isum), d));
+          _mm512_castsi512_si256(_mm512_mask_blend_epi16(0xCCCCCCCC, q[0].dw, q[1].dw)));
+      for (int t = 0; t < T; ++t) {
+        const __m512i isum =
+            _mm512_add_epi32(pair_sums(w_dot(q[0], c[t]), w_dot(q[1], c[t])), c[t].neg);
+        const __m512 d = _mm512_mul_ps(dwf, c[t].d);
+        acc[t][p] = _mm512_add_ps(acc[t][p], _mm512_mul_ps(_mm512_cvtepi32_ps(isum), d));
+      }
     }
   }
-  for (int p = 0; p < kPairs; ++p) {
-    alignas(64) float lanes[16];
-    _mm512_store_ps(lanes, acc[p]);
-    for (int k = 0; k < 2; ++k) {
-      const int r = 2 * p + k;
-      float a[8];
-      for (int i = 0; i < 4; ++i) {
-        a[i] = lanes[4 * i + 2 * k];
-        a[4 + i] = lanes[4 * i + 2 * k + 1];
-      }
-      if (b < nb) {  // the last nb % 8 blocks, as in rows::dot_rows
-        const auto* wr = reinterpret_cast<const BlockQ4_0*>(w + r * row_stride);
-        for (int64_t k2 = 0; b + k2 < nb; ++k2) {
-          int32_t s = 0;
-          for (int j = 0; j < kQK; ++j) s += q4_0_value(wr[b + k2], j) * x[b + k2].qs[j];
-          a[k2] =
-              a[k2] + static_cast<float>(s) * (rows::fp16(wr[b + k2].d) * rows::fp16(x[b + k2].d));
+  for (int t = 0; t < T; ++t) {
+    const BlockQ8_0* x = xs[t];
+    for (int p = 0; p < kPairs; ++p) {
+      alignas(64) float lanes[16];
+      _mm512_store_ps(lanes, acc[t][p]);
+      for (int k = 0; k < 2; ++k) {
+        const int r = 2 * p + k;
+        float a[8];
+        for (int i = 0; i < 4; ++i) {
+          a[i] = lanes[4 * i + 2 * k];
+          a[4 + i] = lanes[4 * i + 2 * k + 1];
         }
+        if (b < nb) {  // the last nb % 8 blocks, as in rows::dot_rows
+          const auto* wr = reinterpret_cast<const BlockQ4_0*>(w + r * row_stride);
+          for (int64_t k2 = 0; b + k2 < nb; ++k2) {
+            int32_t s = 0;
+            for (int j = 0; j < kQK; ++j) s += q4_0_value(wr[b + k2], j) * x[b + k2].qs[j];
+            a[k2] = a[k2] +
+                    static_cast<float>(s) * (rows::fp16(wr[b + k2].d) * rows::fp16(x[b + k2].d));
+          }
+        }
+        outs[t][r] = rows::fold8(_mm256_loadu_ps(a));
       }
-      out[r] = rows::fold8(_mm256_loadu_ps(a));
     }
   }
+}
+
+template <int R>
+void dot_rows(const uint8_t* w, size_t row_stride, const BlockQ8_0* x, int64_t nb, float* out) {
+  dot_rows<R, 1>(w, row_stride, &x, nb, &out);
 }
 
 // Rows per pass: 16 amortize the activation chunk's permutes over 8 row pairs (on the machine in
@@ -226,18 +253,34 @@ void gemv_q4_0(const void* w, size_t row_stride, const void* xq, float* y, int64
     dot_any(base, row_stride, x, nb, y, r, std::min<int64_t>(kRows, row_end - r));
 }
 
-// Rows outer (kRows at a time), tokens inner: the rows stay in L1/L2 for every token.
+// Rows outer (kRows at a time), tokens inner: the rows stay in L1/L2 for every token, and a full
+// group of rows serves 4 (then 2) tokens per pass, each row chunk unpacked once for all of them.
+// 768 x 2048 weights, 32 tokens, L2-resident, on-CPU: 1 token per pass 44-50 GMAC/s, 2 tokens
+// 61, 4 tokens 79 (bench/RESULTS.md "CPU speed").
 void gemm_q4_0(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
                size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
                int64_t n_cols) {
   const auto* base = static_cast<const uint8_t*>(w);
   const auto* xbase = static_cast<const uint8_t*>(xq);
   const int64_t nb = n_cols / kQK;
+  auto xt = [&](int64_t t) { return reinterpret_cast<const BlockQ8_0*>(xbase + t * xq_stride); };
   for (int64_t r = row_begin; r < row_end; r += kRows) {
     const int64_t n = std::min<int64_t>(kRows, row_end - r);
-    for (int64_t t = 0; t < n_tokens; ++t)
-      dot_any(base, row_stride, reinterpret_cast<const BlockQ8_0*>(xbase + t * xq_stride), nb,
-              y + t * y_stride, r, n);
+    int64_t t = 0;
+    if (n == kRows) {
+      for (; t + 4 <= n_tokens; t += 4) {
+        const BlockQ8_0* xs[4] = {xt(t), xt(t + 1), xt(t + 2), xt(t + 3)};
+        float* outs[4] = {y + t * y_stride + r, y + (t + 1) * y_stride + r,
+                          y + (t + 2) * y_stride + r, y + (t + 3) * y_stride + r};
+        dot_rows<kRows, 4>(base + r * row_stride, row_stride, xs, nb, outs);
+      }
+      for (; t + 2 <= n_tokens; t += 2) {
+        const BlockQ8_0* xs[2] = {xt(t), xt(t + 1)};
+        float* outs[2] = {y + t * y_stride + r, y + (t + 1) * y_stride + r};
+        dot_rows<kRows, 2>(base + r * row_stride, row_stride, xs, nb, outs);
+      }
+    }
+    for (; t < n_tokens; ++t) dot_any(base, row_stride, xt(t), nb, y + t * y_stride, r, n);
   }
 }
 

@@ -271,7 +271,7 @@ INSTANTIATE_TEST_SUITE_P(Kernels, GemvIsa, ::testing::ValuesIn(all_cases()), cas
 // The multi-row kernels (16/8/2/1-row passes of the AVX-512 VBMI Q4_0 kernel, 4/1 of the others)
 // at row counts and start rows that exercise every pass and every tail of 8 blocks, with rows
 // packed tightly (the last row ends at the buffer's end, so an over-read would be caught by ASan)
-// and as a GEMM of 3 tokens.
+// and as a GEMM of 7 tokens (passes of 4, 2 and 1).
 TEST(GemvRows, AwkwardShapesBitIdenticalToRef) {
   for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::MXFP4}) {
     // avx512 is the VBMI/GFNI Q4_0 kernel where the CPU has them; "avx512-base" the table
@@ -292,7 +292,7 @@ TEST(GemvRows, AwkwardShapesBitIdenticalToRef) {
           std::mt19937_64 rng(uint64_t(type) * 31 + uint64_t(n_cols) * 1009 + uint64_t(n_rows));
           const size_t row_bytes = ggml_row_bytes(type, n_cols);
           const auto w = random_weights(type, n_rows, n_cols, row_bytes, rng);
-          const int64_t n_tokens = 3;
+          const int64_t n_tokens = 7;  // 4 + 2 + 1 tokens per GEMM pass
           const size_t act_bytes = ggml_row_bytes(vec_dot_type(type), n_cols);
           std::vector<uint8_t> xq(act_bytes * n_tokens);
           for (int64_t t = 0; t < n_tokens; ++t) {
