@@ -13,6 +13,9 @@
 
 namespace strata::engine {
 
+// QD's auto value when `strata probe` has not measured the disk.
+inline constexpr int kDefaultQueueDepth = 16;
+
 enum class KnobType { kInt, kFloat, kBool, kString, kEnum };
 
 struct KnobSpec {

@@ -49,6 +49,12 @@ double MachineProfile::ram_gbps() const {
 double MachineProfile::ssd_gbps() const {
   return best(ssd_read_gbps, kDefaultSsdGbps);
 }
+int MachineProfile::best_queue_depth(double share) const {
+  const double top = best(ssd_read_gbps, 0);
+  for (const auto& [qd, gbps] : ssd_read_gbps)  // ascending queue depth
+    if (top > 0 && gbps >= share * top) return qd;
+  return 0;
+}
 
 std::string MachineProfile::describe() const {
   std::string gpu;

@@ -1,6 +1,6 @@
 // `strata probe [-o FILE] [--dir DIR] [--ssd-mib N] [--read-kib N | -m MODEL] [--ram-mib N]`:
 // measures the planner's constants — RAM read bandwidth per thread count, and SSD O_DIRECT read
-// throughput at the expert read size at queue depths 1, 4 and 16 (tiers::IoReader on a temp file
+// throughput at the expert read size at queue depths 1 to 32 (tiers::IoReader on a temp file
 // that is deleted after) — and saves the machine profile JSON (default <cache dir>/machine.json;
 // docs/FORMATS.md "Machine profile"). The file format is tested by tests/test_planner.cpp.
 #include <fcntl.h>
@@ -114,8 +114,15 @@ int run_probe(const ProbeOptions& o) {
   p.measured = true;
 
   uint64_t read_bytes = o.read_kib ? o.read_kib << 10 : 3ull << 20;
-  if (!o.model.empty() && !o.read_kib)
-    read_bytes = engine::expert_sizes(engine::Model::load(o.model)).slot_bytes;
+  if (!o.model.empty() && !o.read_kib) {
+    // The size of the reads the SSD tier issues: one expert slice's 4 KiB-aligned superset.
+    read_bytes = 0;
+    for (const auto& layer : engine::expert_extents(engine::Model::load(o.model)))
+      for (const auto& expert : layer)
+        for (const auto& slice : expert)
+          read_bytes =
+              std::max(read_bytes, tiers::aligned_superset(slice.offset, slice.bytes).bytes);
+  }
   read_bytes = std::max<uint64_t>(4096, (read_bytes + 4095) / 4096 * 4096);
 
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -137,13 +144,15 @@ int run_probe(const ProbeOptions& o) {
   write_file(tmp.path, file_bytes);
   p.ssd_read_bytes = read_bytes;
   bool direct = true;
-  for (int qd : {1, 4, 16}) {
+  for (int qd : {1, 2, 4, 8, 16, 32}) {
     p.ssd_read_gbps[qd] = ssd_read_gbps(tmp.path, file_bytes, read_bytes, qd,
-                                        std::min<uint64_t>(file_bytes / 2, 256ull << 20), direct);
+                                        std::min<uint64_t>(file_bytes / 2, 512ull << 20), direct);
     std::printf("SSD read %s, QD %2d: %7.3f GB/s%s\n", placement::format_bytes(read_bytes).c_str(),
                 qd, p.ssd_read_gbps[qd],
                 direct ? "" : " (buffered: O_DIRECT refused here; page cache may inflate this)");
   }
+  std::printf("SSD: QD %d is within 5%% of the best rate (the QD knob's auto value)\n",
+              p.best_queue_depth());
   // GPUs: pinned H2D / D2H and device-copy bandwidth per device (CUDA builds with devices).
   const int n_gpu = cuda::cuda_device_count();
   if (n_gpu == 0) std::printf("GPU: none (%s)\n", cuda::cuda_describe().c_str());
@@ -166,7 +175,8 @@ void add_probe(CLI::App& app, CommandFn& run) {
   auto o = std::make_shared<ProbeOptions>();
   cmd->add_option("-o,--out", o->out, "Profile JSON (default <cache dir>/machine.json)");
   cmd->add_option("--dir", o->dir, "Where the SSD temp file goes (default: the cache dir)");
-  cmd->add_option("-m,--model", o->model, "Use this model's expert read size");
+  cmd->add_option("-m,--model", o->model,
+                  "Use the size of this model's expert reads (one slice's 4 KiB-aligned superset)");
   cmd->add_option("--ssd-mib", o->ssd_mib, "SSD temp file size in MiB (default 1024)");
   cmd->add_option("--read-kib", o->read_kib, "SSD read size in KiB (default: model's, else 3072)");
   cmd->add_option("--ram-mib", o->ram_mib, "RAM probe buffer in MiB (default 512)");

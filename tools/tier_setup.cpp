@@ -26,9 +26,14 @@ TierSetup make_tier_setup(const engine::Model& model, const engine::Knobs& knobs
   // profile from `strata probe`, the conservative default.
   const std::string profile =
       (std::filesystem::path(engine::cache_dir(knobs)) / "machine.json").string();
-  opts.ssd_gbps = std::filesystem::exists(profile)
-                      ? placement::load_machine_profile(profile).ssd_gbps()
-                      : placement::default_machine_profile().ssd_gbps();
+  const placement::MachineProfile machine = std::filesystem::exists(profile)
+                                               ? placement::load_machine_profile(profile)
+                                               : placement::default_machine_profile();
+  opts.ssd_gbps = machine.ssd_gbps();
+  // QD: expert reads in flight; auto = the probe's best queue depth (deeper can be slower).
+  const int probed_qd = machine.best_queue_depth();
+  opts.queue_depth = static_cast<int>(
+      knobs.int_opt("QD").value_or(probed_qd > 0 ? probed_qd : engine::kDefaultQueueDepth));
   s.usage = apply_placement_knobs(model, knobs, opts, record_usage);
   opts.on_plan = [](const placement::PlacementPlan& plan) {
     const std::string text = plan.describe();
