@@ -8,3 +8,6 @@ strata_add_test(test_pin_heldout LABEL tier SOURCES test_pin_heldout.cpp LIBS st
 # SIGINT saving in run / replay / chat, chat's /save-usage (runs the built `strata`).
 strata_add_test(test_route_trace LABEL tier SOURCES test_route_trace.cpp LIBS strata_engine)
 add_dependencies(test_route_trace strata)
+# `strata probe` end to end: a real temp file, every queue depth, the profile read back.
+strata_add_test(test_probe LABEL tier SOURCES test_probe.cpp LIBS strata_placement)
+add_dependencies(test_probe strata)
