@@ -193,9 +193,9 @@ void ActivationRows::matmul_many(std::span<const MatrixRef> w, float* const* y,
     for (size_t i = 0; i < w.size(); ++i) matmul(w[i], y[i], y_stride[i]);
     return;
   }
-  // Row groups of 4 (the kernels' row blocking, as kernels::gemv splits them), numbered across
+  // Row groups of 16 (the kernels' rows per pass, as kernels::gemv splits them), numbered across
   // the weights in order.
-  constexpr int64_t kGroup = 4;
+  constexpr int64_t kGroup = 16;
   int64_t first_group[kMaxMany + 1] = {0};
   for (size_t i = 0; i < w.size(); ++i) {
     STRATA_ASSERT(w[i].n_cols == n_cols_, "matmul: weight has {} columns, x rows have {}",
