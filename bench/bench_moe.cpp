@@ -6,7 +6,7 @@
 // busy machine moves both alike. With 1 thread it also reports on-CPU rates (bytes / thread CPU
 // time), which a shared machine distorts far less than wall time.
 // Run: bench_moe [--type Q4_0|Q4_K|Q8_0|MXFP4] [--threads N] [--layers N] [--steps N]
-//                [--rounds N] [--k N] [--tokens N] [--hot]
+//                [--rounds N] [--k N] [--tokens N] [--hot] [--huge=0|1]
 // Results and commands: bench/RESULTS.md ("CPU speed").
 #include <immintrin.h>
 #include <sys/mman.h>
@@ -44,13 +44,17 @@ double wall_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-uint8_t* alloc_huge(size_t bytes) {
+// --huge=0: no MADV_HUGEPAGE on the expert layers (4 KiB pages under THP=madvise); the probe
+// buffer always asks for huge pages.
+bool g_huge = true;
+
+uint8_t* alloc_huge(size_t bytes, bool huge = true) {
   void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) {
     std::fprintf(stderr, "bench_moe: mmap of %zu bytes failed\n", bytes);
     std::exit(1);
   }
-  madvise(m, bytes, MADV_HUGEPAGE);
+  if (huge) madvise(m, bytes, MADV_HUGEPAGE);
   return static_cast<uint8_t*>(m);
 }
 
@@ -144,6 +148,8 @@ Args parse(int argc, char** argv) {
       a.k = std::atoi(v6);
     } else if (const char* v7 = val("--tokens")) {
       a.tokens = std::atoi(v7);
+    } else if (const char* v8 = val("--huge")) {
+      g_huge = std::atoi(v8) != 0;
     } else if (s == "--hot") {
       a.hot = true;
     } else {
@@ -207,7 +213,7 @@ int main(int argc, char** argv) {
   std::vector<ExpertStack> stacks(static_cast<size_t>(a.layers));
   std::vector<uint8_t*> mem;
   for (int l = 0; l < a.layers; ++l) {
-    uint8_t* p = alloc_huge(layer_bytes);
+    uint8_t* p = alloc_huge(layer_bytes, g_huge);
     mem.push_back(p);
     fill_rows(p, 2 * mat_bytes * kExperts, a.type, kEmbd, rng);
     fill_rows(p + 2 * mat_bytes * kExperts, mat_bytes * kExperts, a.type, kFf, rng);
