@@ -36,8 +36,10 @@ placement::ExpertSizes expert_sizes(const Model& model);
 struct TierOptions {
   std::optional<uint64_t> ram_bytes;    // RAM_GB in bytes; nullopt = auto (auto_ram_budget)
   std::optional<uint64_t> cache_bytes;  // CACHE_GB in bytes; nullopt = the minimum
-  // VRAM_GB as given: "" = auto (vram_budgets), "24" = the total, "24,24" = per GPU.
-  std::string vram_gb;
+  // VRAM_GB as given: "" = auto (vram_budgets), "24" = the total, "24,24" = per GPU. The default
+  // here is "0" (no VRAM homes) so in-process users get the plan they ask for on any host;
+  // tier_options() passes the knob (auto = "").
+  std::string vram_gb = "0";
   // VRAM_EMULATE: VRAM homes computed by the host emulation (GpuLane), one emulated GPU per
   // VRAM_GB entry; auto VRAM_GB is then 0.
   bool vram_emulate = false;

@@ -77,13 +77,15 @@ class ScratchDir {
   fs::path path_;
 };
 
-// Runs `env strata args` with stdout/stderr captured in dir.
+// Runs `env strata args` with stdout/stderr captured in dir. VRAM_GB=0 unless env or args say
+// otherwise: the tier tests check RAM/SSD placements, which the automatic VRAM_GB would change on
+// a host with a GPU (test_gpu_lane passes --vram-gb itself).
 inline Result run_strata(const fs::path& dir, const std::string& args,
                          const std::string& env = "") {
   const fs::path out = dir / "out.txt";
   const fs::path err = dir / "err.txt";
-  const std::string cmd = fmt::format("{} '{}' {} > '{}' 2> '{}'", env, kStrata.string(), args,
-                                      out.string(), err.string());
+  const std::string cmd = fmt::format("VRAM_GB=0 {} '{}' {} > '{}' 2> '{}'", env, kStrata.string(),
+                                      args, out.string(), err.string());
   const int status = std::system(cmd.c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
 }
