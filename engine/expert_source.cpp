@@ -403,7 +403,9 @@ ExpertSource::ExpertSource(const Model& model, const TierOptions& opts)
     max_experts = std::max(max_experts, homes_[l].size());
   }
   ids_.reserve(max_experts);
-  prefetch_ = std::max(0, opts.prefetch);
+  // PREFETCH has nothing to do when no expert lives on SSD (REPIN never makes one): no routers
+  // run ahead then.
+  prefetch_ = plan.count(placement::HomeKind::kSsd) > 0 ? std::max(0, opts.prefetch) : 0;
   if (prefetch_ > 0) {
     uint32_t max_n_expert = 1;
     for (uint32_t l = 0; l < cfg.n_layer; ++l)
