@@ -175,6 +175,9 @@ class GpuLane : public ::testing::Test {
     return true;
   }
 
+  // In process: all experts in VRAM behind an executor of 3 rows per launch (see the tests).
+  void split_check(bool emulate);
+
   ScratchDir dir_{"gpu_lane"};
   Result last_;
 };
@@ -248,6 +251,15 @@ TEST_F(GpuLane, BadVramKnobsAreOneLineErrors) {
 // launches (the prefill path of a chunk larger than the executor), still byte-identical to the
 // experts read through the mapping.
 TEST_F(GpuLane, EmulatedSmallExecutorSplitsLargeChunks) {
+  split_check(/*emulate=*/true);
+}
+
+TEST_F(GpuLane, DeviceSmallExecutorSplitsLargeChunks) {
+  if (cuda::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda::cuda_describe();
+  split_check(/*emulate=*/false);
+}
+
+void GpuLane::split_check(bool emulate) {
   const fs::path path = dir_ / "synth-tiny.gguf";
   ASSERT_EQ(run_strata(dir_.path(),
                        fmt::format("synth --preset tiny --out '{}' --threads 2", path.string()))
@@ -274,7 +286,7 @@ TEST_F(GpuLane, EmulatedSmallExecutorSplitsLargeChunks) {
   const std::vector<float> ref = logits(nullptr);
   engine::TierOptions o;
   o.vram_gb = "1";
-  o.vram_emulate = true;
+  o.vram_emulate = emulate;
   o.gpu_max_rows = 3;
   o.ram_bytes = placement::all_ram_bytes(engine::expert_sizes(model));
   o.notice = nullptr;
