@@ -1,11 +1,11 @@
 // Invariant 1 through the tiers, end to end: `strata replay` logit dumps are byte-identical
 // whatever RAM_GB (every expert in RAM, about half, the minimum: almost every expert streamed),
-// THREADS, URING and DIRECT, for every fixture model the engine loads and a `strata synth --preset
-// tiny` model — and identical to the reference path (experts read through the mapping, no tiers).
-// The PROF JSON has the documented keys, SSD bytes > 0 at the minimum and 0 with all in RAM.
-// In the decode shape (one token per pass), PREFETCH 1 and 2 and REPIN on/off (with and without a
-// bigger cache) give the same bytes too, also through the zstd sidecar; prefetch issues reads that
-// get used, REPIN moves experts without the hit rate collapsing.
+// THREADS, URING, DIRECT and QD, for every fixture model the engine loads and a `strata synth
+// --preset tiny` model — and identical to the reference path (experts read through the mapping, no
+// tiers). The PROF JSON has the documented keys, SSD bytes > 0 at the minimum and 0 with all in
+// RAM. In the decode shape (one token per pass), PREFETCH 1 and 2 and REPIN on/off (with and
+// without a bigger cache) give the same bytes too, also through the zstd sidecar; prefetch issues
+// reads that get used, REPIN moves experts without the hit rate collapsing.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -203,7 +203,7 @@ class TierInvariance : public ::testing::Test {
     const std::string repin = " --repin 2 --repin-moves 3 --repin-half-life 16";
     const std::pair<const char*, std::string> decode_runs[] = {
         {"u1_half", "-t 2 --ram-gb " + half_gb},
-        {"u1_pf1", "-t 2 --prefetch 1 --ram-gb " + min_gb},
+        {"u1_pf1", "-t 2 --prefetch 1 --qd 1 --ram-gb " + min_gb},  // reads queue in the reader
         {"u1_pf2", "-t 2 --prefetch 2 --ram-gb " + half_gb},
         {"u1_repin", "-t 2 --ram-gb " + half_gb + repin},
         {"u1_repin_cache", "-t 2 --ram-gb " + half_gb + " --cache-gb " + ram_gb(half / 3) + repin},
@@ -246,7 +246,7 @@ class TierInvariance : public ::testing::Test {
       }
     }
     // The knobs also come from the environment.
-    const nlohmann::json j = replay(path, "env", "", "THREADS=1 URING=0 RAM_GB=" + min_gb);
+    const nlohmann::json j = replay(path, "env", "", "THREADS=1 URING=0 QD=2 RAM_GB=" + min_gb);
     if (!j.is_null()) {
       expect_identical("env", ref, fmt::format("{} env knobs", path.filename().string()));
       EXPECT_FALSE(j["io"]["uring"].get<bool>());
