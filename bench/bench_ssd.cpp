@@ -2,7 +2,9 @@
 // read sizes 512 KiB..4 MiB, queue depth 1..32) on a temp file, next to the same reads through
 // tiers::IoReader — the ceiling the SSD tier is compared with in bench/RESULTS.md ("SSD").
 // Run: bench_ssd [--file=PATH] [--size-gib=2] [--seconds=1.5] [--sizes=512,1024,2048,4096 (KiB)]
-//                [--qds=1,2,4,8,16,32] [--no-reader] [--keep]
+//                [--qds=1,2,4,8,16,32] [--no-reader] [--keep] [--existing]
+// --existing reads PATH as it is (e.g. the model file itself: a freshly written temp file may
+// still sit in a virtual disk's host cache) and never writes or deletes it.
 #include <fcntl.h>
 #include <liburing.h>
 #include <sys/stat.h>
@@ -34,6 +36,7 @@ struct Args {
   std::vector<int> qds = {1, 2, 4, 8, 16, 32};
   bool reader = true;
   bool keep = false;
+  bool existing = false;  // read --file as it is; never write or delete it
 };
 
 std::vector<uint64_t> parse_list(const std::string& s) {
@@ -71,6 +74,8 @@ Args parse(int argc, char** argv) {
       a.reader = false;
     else if (arg == "--keep")
       a.keep = true;
+    else if (arg == "--existing")
+      a.existing = true;
     else {
       std::fprintf(stderr, "bench_ssd: unknown argument %s\n", arg.c_str());
       std::exit(2);
@@ -201,8 +206,14 @@ double via_reader(const std::string& path, uint64_t file_bytes, uint64_t block, 
 
 int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
-  create_file(a);
-  const uint64_t file_bytes = a.size_gib << 30;
+  uint64_t file_bytes = a.size_gib << 30;
+  if (a.existing) {
+    struct stat st {};
+    if (stat(a.file.c_str(), &st) != 0) die(("stat " + a.file).c_str(), errno);
+    file_bytes = static_cast<uint64_t>(st.st_size) / 4096 * 4096;
+  } else {
+    create_file(a);
+  }
   const int fd = open(a.file.c_str(), O_RDONLY | O_DIRECT);
   if (fd < 0) die(("open O_DIRECT " + a.file).c_str(), errno);
 
@@ -224,6 +235,6 @@ int main(int argc, char** argv) {
     }
   }
   close(fd);
-  if (!a.keep) unlink(a.file.c_str());
+  if (!a.keep && !a.existing) unlink(a.file.c_str());
   return 0;
 }

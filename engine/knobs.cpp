@@ -74,7 +74,7 @@ constexpr KnobSpec kKnobs[] = {
      "one notice, where io_uring is unavailable."},
     {"QD", KnobType::kInt, "", "reads", "1..1024",
      "SSD expert reads in flight (io_uring queue depth; further reads queue and go as earlier "
-     "ones land). Auto: the smallest queue depth within 5% of the best rate `strata probe` "
+     "ones land). Auto: the deepest queue depth within 5% of the best rate `strata probe` "
      "measured at the expert read size (deeper queues can be slower), else 16."},
     {"PROF", KnobType::kInt, "0", "level", "0..2",
      "Profile: 0 off, 1 = tier/cache/I/O/tok/s report on stderr at the end, 2 = also one line "

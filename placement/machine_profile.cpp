@@ -51,9 +51,10 @@ double MachineProfile::ssd_gbps() const {
 }
 int MachineProfile::best_queue_depth(double share) const {
   const double top = best(ssd_read_gbps, 0);
+  int pick = 0;
   for (const auto& [qd, gbps] : ssd_read_gbps)  // ascending queue depth
-    if (top > 0 && gbps >= share * top) return qd;
-  return 0;
+    if (top > 0 && gbps >= share * top) pick = qd;
+  return pick;
 }
 
 std::string MachineProfile::describe() const {

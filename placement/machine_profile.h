@@ -28,8 +28,9 @@ struct MachineProfile {
 
   double ram_gbps() const;       // the best measured (all threads), else the default
   double ssd_gbps() const;       // the best queue depth, else the default
-  // The smallest measured queue depth within `share` of the best SSD rate (deeper queues can be
-  // slower: a virtual disk here peaks at QD 8 and loses 30% at 32); 0 when SSD was not measured.
+  // The deepest measured queue depth within `share` of the best SSD rate: deeper ones lose (a
+  // virtual disk here peaks at QD 4-8 and loses 30% at 32), shallower ones leave the disk idle
+  // whenever the compute thread is late; 0 when SSD was not measured.
   int best_queue_depth(double share = 0.95) const;
   std::string describe() const;  // one line
 };

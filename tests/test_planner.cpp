@@ -138,14 +138,16 @@ TEST(MachineProfile, RoundTripAndErrors) {
   EXPECT_DOUBLE_EQ(d.ssd_gbps(), 1.0);
 }
 
-// The QD knob's auto value: the shallowest queue within 5% of the best rate (this VM's virtual
-// disk peaks at QD 8 and is 30% slower at 32), 0 without SSD measurements.
-TEST(MachineProfile, BestQueueDepthIsTheShallowestNearTheBest) {
+// The QD knob's auto value: the deepest queue within 5% of the best rate (this VM's virtual disk
+// peaks at QD 4-8 and is 30% slower at 32), 0 without SSD measurements.
+TEST(MachineProfile, BestQueueDepthIsTheDeepestNearTheBest) {
   MachineProfile m;
   EXPECT_EQ(m.best_queue_depth(), 0);
   m.ssd_read_gbps = {{1, 2.2}, {2, 2.7}, {4, 2.9}, {8, 3.04}, {16, 2.5}, {32, 2.1}};
-  EXPECT_EQ(m.best_queue_depth(), 4);  // 2.9 >= 0.95 x 3.04
-  EXPECT_EQ(m.best_queue_depth(0.99), 8);
+  EXPECT_EQ(m.best_queue_depth(), 8);
+  m.ssd_read_gbps = {{1, 1.85}, {2, 1.94}, {4, 1.87}, {8, 1.58}, {16, 1.61}, {32, 1.55}};
+  EXPECT_EQ(m.best_queue_depth(), 4);  // 1.87 >= 0.95 x 1.94; 8 is not
+  EXPECT_EQ(m.best_queue_depth(0.99), 2);
   m.ssd_read_gbps = {{1, 0.3}, {4, 0.8}, {16, 0.9}};
   EXPECT_EQ(m.best_queue_depth(), 16);
   EXPECT_EQ(default_machine_profile().best_queue_depth(), 0);

@@ -26,12 +26,31 @@ TEST(Probe, WritesAProfileWithEveryQueueDepth) {
   }
   EXPECT_EQ(p.ssd_read_gbps.size(), 6u);
   EXPECT_GT(p.best_queue_depth(), 0);
-  EXPECT_NE(r.out.find(fmt::format("QD {} is within 5%", p.best_queue_depth())), std::string::npos)
+  EXPECT_NE(r.out.find(fmt::format("QD {} is the deepest within 5%", p.best_queue_depth())),
+            std::string::npos)
       << r.out;
   EXPECT_FALSE(p.ram_read_gbps.empty());
   // The temp file is gone: only the profile and the captured output remain.
   for (const auto& e : fs::directory_iterator(dir.path()))
     EXPECT_EQ(e.path().extension() == ".tmp", false) << e.path();
+}
+
+// With -m and no --dir the model file itself is read (read-only) at its expert read size.
+TEST(Probe, ReadsTheModelFileItself) {
+  const fs::path model = kFixtures / "tiny-qwen3moe" / "tiny-qwen3moe-Q8_0.gguf";
+  if (!fs::exists(model)) GTEST_SKIP() << "fixture missing: " << model;
+  ScratchDir dir("probe_model");
+  const auto before = fs::last_write_time(model);
+  const fs::path profile = dir / "machine.json";
+  const Result r = run_strata(dir.path(), fmt::format("probe -o '{}' -m '{}' --ram-mib 16",
+                                                      profile.string(), model.string()));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("(read-only)"), std::string::npos) << r.out;
+  const placement::MachineProfile p = placement::load_machine_profile(profile.string());
+  EXPECT_EQ(p.ssd_read_bytes % 4096, 0u);
+  EXPECT_GT(p.ssd_read_bytes, 0u);
+  EXPECT_EQ(p.ssd_read_gbps.size(), 6u);
+  EXPECT_EQ(fs::last_write_time(model), before);
 }
 
 TEST(Probe, UnwritableDirectoryIsAOneLineError) {
