@@ -2,7 +2,7 @@
 // read sizes 512 KiB..4 MiB, queue depth 1..32) on a temp file, next to the same reads through
 // tiers::IoReader — the ceiling the SSD tier is compared with in bench/RESULTS.md ("SSD").
 // Run: bench_ssd [--file=PATH] [--size-gib=2] [--seconds=1.5] [--sizes=512,1024,2048,4096 (KiB)]
-//                [--qds=1,2,4,8,16,32] [--no-reader] [--keep] [--existing]
+//                [--qds=1,2,4,8,16,32] [--no-reader] [--keep] [--existing] [--align-4k]
 // --existing reads PATH as it is (e.g. the model file itself: a freshly written temp file may
 // still sit in a virtual disk's host cache) and never writes or deletes it.
 #include <fcntl.h>
@@ -27,6 +27,10 @@ using Clock = std::chrono::steady_clock;
 using strata::tiers::IoReader;
 using strata::tiers::NumaMode;
 using strata::tiers::RamArena;
+
+// --align-4k: reads start at any 4 KiB boundary, as the SSD tier's slice supersets do (slices sit
+// at unaligned offsets in the GGUF); default: at multiples of the read size.
+bool g_align_4k = false;
 
 struct Args {
   std::string file = "strata-bench-ssd.tmp";
@@ -76,6 +80,8 @@ Args parse(int argc, char** argv) {
       a.keep = true;
     else if (arg == "--existing")
       a.existing = true;
+    else if (arg == "--align-4k")
+      g_align_4k = true;
     else {
       std::fprintf(stderr, "bench_ssd: unknown argument %s\n", arg.c_str());
       std::exit(2);
@@ -117,10 +123,12 @@ void create_file(const Args& a) {
 // Random read offsets, aligned to the read size, over the whole file.
 struct Offsets {
   std::mt19937_64 rng{7};
-  uint64_t n_blocks, block;
+  uint64_t n_blocks, block, n_pages;
   Offsets(uint64_t file_bytes, uint64_t block_bytes)
-      : n_blocks(file_bytes / block_bytes), block(block_bytes) {}
-  uint64_t next() { return (rng() % n_blocks) * block; }
+      : n_blocks(file_bytes / block_bytes),
+        block(block_bytes),
+        n_pages((file_bytes - block_bytes) / 4096 + 1) {}
+  uint64_t next() { return g_align_4k ? (rng() % n_pages) * 4096 : (rng() % n_blocks) * block; }
 };
 
 // Raw io_uring: QD reads always in flight, each completion immediately replaced.
