@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "error_of.h"
 #include "io/check.h"
 #include "placement/plan.h"
 
@@ -20,15 +21,6 @@ ExpertSizes sizes_4x16() {
   s.n_expert_used = 4;
   s.slot_bytes = kMiB + 12 * 4096;
   return s;
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(Plan, ValidatesCounts) {

@@ -40,8 +40,6 @@ std::vector<ReadCompletion> drain_all(IoReader& r) {
   return all;
 }
 
-using testing::error_of;
-
 struct Mode {
   bool uring;
   bool direct;

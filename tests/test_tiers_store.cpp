@@ -30,8 +30,6 @@ struct Model : testing::ExpertFile {
       : ExpertFile(name, kLayers, kExperts, kTopK, slice_bytes, 777, 11) {}
 };
 
-using testing::error_of;
-
 // Runs a routed-looking workload: per token and layer, prepare the chosen experts, get each,
 // compare with the file, release.
 void run_tokens(ExpertStore& store, const Model& m, int n_tokens, uint32_t seed,

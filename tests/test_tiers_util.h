@@ -18,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include "error_of.h"
 #include "io/check.h"
 #include "tiers/expert_store.h"
 
@@ -126,15 +127,5 @@ struct ExpertFile {
     }
   }
 };
-
-// The message of the strata::Error fn throws, or "" when it throws none.
-inline std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 }  // namespace strata::tiers::testing

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "error_of.h"
 #include "io/check.h"
 
 namespace strata::tier_test {
@@ -25,16 +26,6 @@ namespace fs = std::filesystem;
 
 inline const fs::path kFixtures = fs::path(STRATA_FIXTURES_DIR);
 inline const fs::path kStrata = fs::path(STRATA_BINARY_DIR) / "tools" / "strata";
-
-// The message of the strata::Error fn throws, or "" when it throws none.
-inline std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // n token ids drawn uniformly from [0, n_vocab).
 inline std::vector<int32_t> tokens(uint32_t n_vocab, int n, uint32_t seed) {
