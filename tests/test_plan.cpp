@@ -7,21 +7,10 @@
 #include "error_of.h"
 #include "io/check.h"
 #include "placement/plan.h"
+#include "plan_sizes.h"
 
 namespace strata::placement {
 namespace {
-
-constexpr uint64_t kMiB = 1ull << 20;
-
-// 4 layers x 16 experts of 1 MiB each, top-4, 1 MiB + 12 KiB cache slots.
-ExpertSizes sizes_4x16() {
-  ExpertSizes s;
-  s.n_expert = {16, 16, 16, 16};
-  s.expert_bytes = {kMiB, kMiB, kMiB, kMiB};
-  s.n_expert_used = 4;
-  s.slot_bytes = kMiB + 12 * 4096;
-  return s;
-}
 
 TEST(Plan, ValidatesCounts) {
   const ExpertSizes s = sizes_4x16();

@@ -10,21 +10,10 @@
 #include "io/check.h"
 #include "placement/plan.h"
 #include "placement/planner.h"
+#include "plan_sizes.h"
 
 namespace strata::placement {
 namespace {
-
-constexpr uint64_t kMiB = 1ull << 20;
-
-// 4 layers x 16 experts of 1 MiB each, top-4.
-ExpertSizes sizes_4x16() {
-  ExpertSizes s;
-  s.n_expert = {16, 16, 16, 16};
-  s.expert_bytes = {kMiB, kMiB, kMiB, kMiB};
-  s.n_expert_used = 4;
-  s.slot_bytes = kMiB + 12 * 4096;
-  return s;
-}
 
 // Zipf-like skewed counts with a different hot set per layer.
 std::vector<uint64_t> skewed_counts(const ExpertSizes& s) {
