@@ -380,6 +380,219 @@ struct Dot<GgmlType::Q6_K> {
   }
 };
 
+// MXFP4 x Q8_0, one thread per block (17 bytes: e, qs[16], so no alignment): code c stands for
+// kv[c], the doubled E2M1 value (kernels' kMxfp4Values), isum = sum(kv·x), and
+// r = (float)isum · (2^(e-128) · d_x).
+STRATA_HD inline uint32_t load_u32_a1(const uint8_t* p) {
+  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
+         (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
+}
+// Four codes (one per byte, low nibbles of n) → their four kv bytes.
+STRATA_HD inline uint32_t mxfp4_kv4(uint32_t n) {
+  constexpr uint64_t kPos = 0x0C08060403020100ull;  // kv[0..7] as bytes
+  constexpr uint64_t kNeg = 0xF4F8FAFCFDFEFF00ull;  // kv[8..15]
+  uint32_t out = 0;
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t c = (n >> (8 * i)) & 0xFu;
+    const uint64_t tab = c < 8 ? kPos : kNeg;
+    out |= static_cast<uint32_t>((tab >> (8 * (c & 7u))) & 0xFFu) << (8 * i);
+  }
+  return out;
+}
+// 2^(e - 128) from the bits (kernels' e8m0_to_f32_half).
+STRATA_HD inline float e8m0_half(uint32_t e) {
+  return bits_to_f32(e < 2 ? 0x00200000u << e : (e - 1) << 23);
+}
+template <>
+struct Dot<GgmlType::MXFP4> {
+  static constexpr int kElems = 32;
+  static constexpr int kBytes = 17;
+  static constexpr int kThreads = 1;
+  static constexpr int kActBlock = 32;
+  static constexpr bool kHasM = false;
+  STRATA_HD static Partial part(const uint8_t* w, const ActView& x, int64_t b, int) {
+    uint32_t xv[8];
+    load_4x32_a16(x.qs + 32 * b, xv);
+    load_4x32_a16(x.qs + 32 * b + 16, xv + 4);
+    int32_t a = 0;
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t q = load_u32_a1(w + 1 + 4 * i);  // elements 4i..4i+3 low, +16 high
+      a = dp4a(mxfp4_kv4(q & 0x0F0F0F0Fu), xv[i], a);
+      a = dp4a(mxfp4_kv4((q >> 4) & 0x0F0F0F0Fu), xv[4 + i], a);
+    }
+    return Partial{a, 0};
+  }
+  STRATA_HD static float finish(const uint8_t* w, const ActView& x, int64_t b, Partial t) {
+    return mul_rn(static_cast<float>(t.a), mul_rn(e8m0_half(w[0]), x.d[b]));
+  }
+};
+
+// ---- SwiGLU-OAI (gpt-oss): engine/ops.cpp's swiglu_oai element, bit for bit ----
+//
+// The CPU computes a / (1 + std::exp(1.702 · -a)) · (u + 1), a = min(g, 7), u = clamp(u, -7, 7),
+// with glibc's expf. oai_expf is that expf (glibc 2.28+ sysdeps/ieee754/flt-32/e_expf.c, from
+// ARM's optimized-routines: a 32-entry 2^(i/32) table and a cubic in double) as x86-64 runs it:
+// the FMA variant glibc's ifunc picks on AVX2+FMA hosts, in which the compiler fused
+// InvLn2N·x + SHIFT, InvLn2N·x - kd and the polynomial's three multiply-adds. Checked against
+// this host's expf over every float in (-103.9, 88.7) (0 mismatches; the unfused variant misses
+// 2), and in tests/test_cuda_grouped.cpp on a sweep. A host whose libm picks the unfused
+// variant (no FMA) may differ from it in those rare inputs.
+STRATA_HD inline double dfma(double a, double b, double c) {
+#ifdef __CUDA_ARCH__
+  return __fma_rn(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
+STRATA_HD inline double dmul(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+STRATA_HD inline double dsub(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __dsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+STRATA_HD inline uint64_t f64_to_bits(double d) {
+#ifdef __CUDA_ARCH__
+  return static_cast<uint64_t>(__double_as_longlong(d));
+#else
+  uint64_t u;
+  std::memcpy(&u, &d, sizeof(u));
+  return u;
+#endif
+}
+STRATA_HD inline double bits_to_f64(uint64_t u) {
+#ifdef __CUDA_ARCH__
+  return __longlong_as_double(static_cast<long long>(u));
+#else
+  double d;
+  std::memcpy(&d, &u, sizeof(d));
+  return d;
+#endif
+}
+// 2^(i/32) with i << 47 subtracted from the bits (glibc's __exp2f_data.tab), as a function so it
+// needs no table object on either side.
+STRATA_HD inline uint64_t exp2f_tab(uint32_t i) {
+  switch (i) {
+    case 0:
+      return 0x3ff0000000000000ull;
+    case 1:
+      return 0x3fefd9b0d3158574ull;
+    case 2:
+      return 0x3fefb5586cf9890full;
+    case 3:
+      return 0x3fef9301d0125b51ull;
+    case 4:
+      return 0x3fef72b83c7d517bull;
+    case 5:
+      return 0x3fef54873168b9aaull;
+    case 6:
+      return 0x3fef387a6e756238ull;
+    case 7:
+      return 0x3fef1e9df51fdee1ull;
+    case 8:
+      return 0x3fef06fe0a31b715ull;
+    case 9:
+      return 0x3feef1a7373aa9cbull;
+    case 10:
+      return 0x3feedea64c123422ull;
+    case 11:
+      return 0x3feece086061892dull;
+    case 12:
+      return 0x3feebfdad5362a27ull;
+    case 13:
+      return 0x3feeb42b569d4f82ull;
+    case 14:
+      return 0x3feeab07dd485429ull;
+    case 15:
+      return 0x3feea47eb03a5585ull;
+    case 16:
+      return 0x3feea09e667f3bcdull;
+    case 17:
+      return 0x3fee9f75e8ec5f74ull;
+    case 18:
+      return 0x3feea11473eb0187ull;
+    case 19:
+      return 0x3feea589994cce13ull;
+    case 20:
+      return 0x3feeace5422aa0dbull;
+    case 21:
+      return 0x3feeb737b0cdc5e5ull;
+    case 22:
+      return 0x3feec49182a3f090ull;
+    case 23:
+      return 0x3feed503b23e255dull;
+    case 24:
+      return 0x3feee89f995ad3adull;
+    case 25:
+      return 0x3feeff76f2fb5e47ull;
+    case 26:
+      return 0x3fef199bdd85529cull;
+    case 27:
+      return 0x3fef3720dcef9069ull;
+    case 28:
+      return 0x3fef5818dcfba487ull;
+    case 29:
+      return 0x3fef7c97337b9b5full;
+    case 30:
+      return 0x3fefa4afa2a490daull;
+    default:
+      return 0x3fefd0765b6e4540ull;
+  }
+}
+STRATA_HD inline float oai_expf(float x) {
+  const uint32_t ux = f32_to_bits(x);
+  const uint32_t abstop = (ux >> 20) & 0x7FFu;
+  if (abstop >= 0x42Bu) {                                    // |x| >= 88 or NaN (top12(88.0f))
+    if (ux == 0xFF800000u) return 0.0f;                      // -inf
+    if (abstop >= 0x7F8u) return add_rn(x, x);               // +inf, NaN
+    if (x > 0x1.62e42ep6f) return bits_to_f32(0x7F800000u);  // overflow
+    if (x < -0x1.9fe368p6f) return 0.0f;                     // underflow
+  }
+  constexpr double kInvLn2N = 0x1.71547652b82fep+0 * 32;
+  constexpr double kShift = 0x1.8p+52;
+  constexpr double kC0 = 0x1.c6af84b912394p-5 / 32 / 32 / 32;
+  constexpr double kC1 = 0x1.ebfce50fac4f3p-3 / 32 / 32;
+  constexpr double kC2 = 0x1.62e42ff0c52d6p-1 / 32;
+  const double xd = static_cast<double>(x);
+  double kd = dfma(kInvLn2N, xd, kShift);
+  const uint64_t ki = f64_to_bits(kd);
+  kd = dsub(kd, kShift);
+  const double r = dfma(kInvLn2N, xd, -kd);
+  const uint64_t t = exp2f_tab(static_cast<uint32_t>(ki % 32)) + (ki << 47);
+  const double s = bits_to_f64(t);
+  const double z = dfma(kC0, r, kC1);
+  const double r2 = dmul(r, r);
+  double y = dfma(kC2, r, 1.0);
+  y = dfma(z, r2, y);
+  y = dmul(y, s);
+#ifdef __CUDA_ARCH__
+  return __double2float_rn(y);
+#else
+  return static_cast<float>(y);
+#endif
+}
+// One SwiGLU-OAI element (alpha 1.702, limit 7), engine/ops.cpp's expression in its order.
+STRATA_HD inline float swiglu_oai_elem(float g, float u) {
+  constexpr float kAlpha = 1.702f;
+  constexpr float kLimit = 7.0f;
+  const float a = kLimit < g ? kLimit : g;                            // std::min(g, 7)
+  const float c = u < -kLimit ? -kLimit : (kLimit < u ? kLimit : u);  // std::clamp(u, -7, 7)
+  const float e = oai_expf(mul_rn(kAlpha, -a));
+  return mul_rn(div_rn(a, add_rn(1.0f, e)), add_rn(c, 1.0f));
+}
+
+// The activation of a layer, by its code (StageParams::act, ExpertShape::activation).
+STRATA_HD inline float glu_elem(int act, float g, float u) {
+  return act == 0 ? kernels::portable_swiglu(g, u) : swiglu_oai_elem(g, u);
+}
+
 // The canonical fold of the 8 accumulator lanes.
 STRATA_HD inline float fold8(const float a[8]) {
   return add_rn(add_rn(add_rn(a[0], a[4]), add_rn(a[2], a[6])),
@@ -412,6 +625,9 @@ bool dispatch_grouped(GgmlType t, Fn&& fn) {
     case GgmlType::Q6_K:
       fn(TypeTag<GgmlType::Q6_K>{});
       return true;
+    case GgmlType::MXFP4:
+      fn(TypeTag<GgmlType::MXFP4>{});
+      return true;
     case GgmlType::F32:
     case GgmlType::F16:
     case GgmlType::BF16:
@@ -438,7 +654,6 @@ bool dispatch_grouped(GgmlType t, Fn&& fn) {
     case GgmlType::IQ1_M:
     case GgmlType::TQ1_0:
     case GgmlType::TQ2_0:
-    case GgmlType::MXFP4:
       return false;
   }
   return false;  // a value outside the enum

@@ -183,6 +183,7 @@ struct GroupedExperts::Impl {
       p.jobs[j] = detail::StageJob{
           {static_cast<const uint8_t*>(job.w.gate), static_cast<const uint8_t*>(job.w.up),
            static_cast<const uint8_t*>(job.w.down)},
+          {job.gate_bias, job.up_bias, job.down_bias},
           job.row_begin,
           job.row_end - job.row_begin};
       max_job_rows = std::max(max_job_rows, job.row_end - job.row_begin);
@@ -223,6 +224,7 @@ struct GroupedExperts::Impl {
     }
     if (gate_up_only) return;
     p = StageParams{};
+    p.act = static_cast<int32_t>(sh.activation);
     p.gate = gate.as<float>();
     p.up = up.as<float>();
     p.out[0] = dev_y;
@@ -328,7 +330,7 @@ double GroupedExperts::last_seconds() const {
 
 void cuda_portable_eval(PortableFn fn, const float* dev_x, float* dev_y, int64_t n) {
   STRATA_ASSERT(n >= 0, "n={}", n);
-  detail::launch_portable_eval(fn == PortableFn::kSilu, dev_x, dev_y, n);
+  detail::launch_portable_eval(static_cast<int>(fn), dev_x, dev_y, n);
 }
 
 }  // namespace strata::cuda

@@ -176,6 +176,7 @@ __global__ void __launch_bounds__(kStageThreads)
   const int sub = lane % kTeamLanes;
   const int64_t nb = p.n_in / D::kElems;
   float* out = p.out[kDown ? 0 : mat];
+  const float* bias = job.bias[mat];
 
   for (uint32_t r0 = 0; r0 < job.n_rows; r0 += p.tok_chunk) {
     const int nt = static_cast<int>(min(static_cast<uint32_t>(p.tok_chunk), job.n_rows - r0));
@@ -187,7 +188,7 @@ __global__ void __launch_bounds__(kStageThreads)
       if constexpr (kDown) {
         const auto elem = [&](int t, int64_t i) {
           const int64_t o = (row_first + t) * p.n_in + i;
-          return kernels::portable_swiglu(p.gate[o], p.up[o]);
+          return glu_elem(p.act, p.gate[o], p.up[o]);
         };
         quantize_q8_0(elem, nt, p.n_in, acts, p.act_bytes, warp, lane);
       } else {
@@ -207,7 +208,7 @@ __global__ void __launch_bounds__(kStageThreads)
           const float g[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
           const float u[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
 #pragma unroll
-          for (int j = 0; j < 8; ++j) v[j] = kernels::portable_swiglu(g[j], u[j]);
+          for (int j = 0; j < 8; ++j) v[j] = glu_elem(p.act, g[j], u[j]);
         };
         quantize_q8_k(elem8, nt, p.n_in, acts, p.act_bytes, warp, lane);
       } else {
@@ -232,8 +233,11 @@ __global__ void __launch_bounds__(kStageThreads)
       const uint8_t* w_row = tile_w + rc * p.row_bytes;
       for (int t = 0; t < nt; ++t) {
         const ActView x = act_view(acts + t * p.act_bytes, p.n_in, D::kActBlock);
-        const float v = team_row_dot<T>(w_row, x, nb, sub, team * kTeamLanes);
-        if (sub == 0 && rr < n_tile_rows) out[(row_first + t) * p.n_out + row0 + rr] = v;
+        float v = team_row_dot<T>(w_row, x, nb, sub, team * kTeamLanes);
+        if (sub == 0 && rr < n_tile_rows) {
+          if (bias != nullptr) v = add_rn(v, bias[row0 + rr]);
+          out[(row_first + t) * p.n_out + row0 + rr] = v;
+        }
       }
     }
   }
@@ -259,11 +263,13 @@ void launch_typed(const StageParams& p, uint32_t grid, uint32_t smem, bool overl
   CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p));
 }
 
-__global__ void portable_eval_kernel(bool silu, const float* __restrict__ x, float* __restrict__ y,
+__global__ void portable_eval_kernel(int fn, const float* __restrict__ x, float* __restrict__ y,
                                      int64_t n) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-    y[i] = silu ? kernels::portable_silu(x[i]) : kernels::portable_expf(x[i]);
+    y[i] = fn == 0   ? kernels::portable_expf(x[i])
+           : fn == 1 ? kernels::portable_silu(x[i])
+                     : oai_expf(x[i]);
 }
 
 }  // namespace
@@ -279,10 +285,10 @@ bool launch_stage(GgmlType t, bool down, const StageParams& p, uint32_t grid, ui
   });
 }
 
-void launch_portable_eval(bool silu, const float* dev_x, float* dev_y, int64_t n) {
+void launch_portable_eval(int fn, const float* dev_x, float* dev_y, int64_t n) {
   if (n == 0) return;
   const int64_t blocks = (n + 255) / 256 < 65536 ? (n + 255) / 256 : 65536;
-  portable_eval_kernel<<<static_cast<unsigned>(blocks), 256>>>(silu, dev_x, dev_y, n);
+  portable_eval_kernel<<<static_cast<unsigned>(blocks), 256>>>(fn, dev_x, dev_y, n);
   CUDA_CHECK(cudaGetLastError());
   CUDA_CHECK(cudaDeviceSynchronize());
 }

@@ -3,10 +3,12 @@
 // quantize x, gate and up GEMVs, SwiGLU, quantize, down GEMV — and returns one output row per
 // (token, expert) pair, unweighted and not summed (the host combines in its fixed order). Each
 // output is bit-identical to kernels::expert_forward_ref for the same expert and token.
-// Weight types: Q4_0, Q8_0, Q4_K, Q6_K, and Q5_0 (what llama-quantize uses for K-quant files whose
-// rows are not a multiple of 256), any per matrix. A build without CUDA links stubs
-// (cuda/stub.cpp); the host emulation below works in every build.
-// Tested by tests/test_cuda_grouped.cpp; measured by bench/bench_gpu_grouped.cpp.
+// Weight types: Q4_0, Q8_0, Q4_K, Q6_K, MXFP4 (gpt-oss), and Q5_0 (what llama-quantize uses for
+// K-quant files whose rows are not a multiple of 256), any per matrix. Activations: SiLU-GLU
+// (the portable SwiGLU) or gpt-oss's SwiGLU-OAI; optional per-expert F32 biases on gate, up, down
+// (added to each output element after its dot, as engine/moe.cpp's add_bias_rows). A build without
+// CUDA links stubs (cuda/stub.cpp); the host emulation below works in every build. Tested by
+// tests/test_cuda_grouped.cpp; measured by bench/bench_gpu_grouped.cpp.
 #pragma once
 
 #include <cstddef>
@@ -27,6 +29,10 @@ struct ExpertWeights {
   const void* down = nullptr;
 };
 
+// The gate/up activation: kernels::portable_swiglu (what engine::silu_glu computes), or
+// engine::swiglu_oai's clamped SwiGLU (alpha 1.702, limit 7, glibc's expf; cuda/expert_math.h).
+enum class GroupedActivation : int32_t { kSiluGlu = 0, kSwigluOai = 1 };
+
 // What every expert of a layer shares.
 struct ExpertShape {
   int64_t n_embd = 0;
@@ -34,6 +40,7 @@ struct ExpertShape {
   GgmlType gate_type = GgmlType::Q4_0;
   GgmlType up_type = GgmlType::Q4_0;
   GgmlType down_type = GgmlType::Q4_0;
+  GroupedActivation activation = GroupedActivation::kSiluGlu;
 };
 
 // Whether the grouped kernel takes weights of type t.
@@ -45,6 +52,11 @@ struct GroupedJob {
   ExpertWeights w;
   uint32_t row_begin = 0;  // rows [row_begin, row_end) of the layer's dispatch order
   uint32_t row_end = 0;
+  // The expert's F32 biases (device pointers for GroupedExperts, host for the emulation), or
+  // nullptr: gate and up [n_ff], down [n_embd].
+  const float* gate_bias = nullptr;
+  const float* up_bias = nullptr;
+  const float* down_bias = nullptr;
 };
 
 // One layer's work for one device. Rows that no job covers are left unwritten.
@@ -131,10 +143,10 @@ float grouped_row_dot_emulated(GgmlType w_type, const void* w_row, const void* x
 
 // ---- device checks of kernels/portable_math.h ----
 
-enum class PortableFn { kExp, kSilu };
+enum class PortableFn { kExp, kSilu, kOaiExp };
 
-// dev_y[i] = portable_expf / portable_silu (dev_x[i]) on the device, for tests that the device
-// gives the host's bits. Synchronous.
+// dev_y[i] = portable_expf / portable_silu / the SwiGLU-OAI expf (cuda/expert_math.h oai_expf)
+// of dev_x[i] on the device, for tests that the device gives the host's bits. Synchronous.
 void cuda_portable_eval(PortableFn fn, const float* dev_x, float* dev_y, int64_t n);
 
 }  // namespace strata::cuda

@@ -112,6 +112,12 @@ void matrix_emulated(GgmlType t, const void* w, int64_t n_out, int64_t n_in, con
   for (int64_t r = 0; r < n_out; ++r) y[r] = row_dot_any(t, base + r * row_bytes, view, n_in);
 }
 
+// y[i] += bias[i], as the kernels' store does (nothing for a null bias).
+void add_bias(const float* bias, float* y, int64_t n) {
+  if (bias == nullptr) return;
+  for (int64_t i = 0; i < n; ++i) y[i] = kernels::add_rn(y[i], bias[i]);
+}
+
 }  // namespace
 
 bool grouped_supported(GgmlType t) {
@@ -125,11 +131,15 @@ void grouped_forward_emulated(const GroupedLayer& layer, const float* x, float* 
     const GroupedJob& job = layer.jobs[j];
     for (uint32_t r = job.row_begin; r < job.row_end; ++r) {
       const float* xr = x + static_cast<int64_t>(layer.row_token[r]) * s.n_embd;
+      float* yr = y + static_cast<int64_t>(r) * s.n_embd;
       matrix_emulated(s.gate_type, job.w.gate, s.n_ff, s.n_embd, xr, g.data());
       matrix_emulated(s.up_type, job.w.up, s.n_ff, s.n_embd, xr, u.data());
-      for (int64_t i = 0; i < s.n_ff; ++i) g[i] = kernels::portable_swiglu(g[i], u[i]);
-      matrix_emulated(s.down_type, job.w.down, s.n_embd, s.n_ff, g.data(),
-                      y + static_cast<int64_t>(r) * s.n_embd);
+      add_bias(job.gate_bias, g.data(), s.n_ff);
+      add_bias(job.up_bias, u.data(), s.n_ff);
+      const int act = static_cast<int>(s.activation);
+      for (int64_t i = 0; i < s.n_ff; ++i) g[i] = detail::glu_elem(act, g[i], u[i]);
+      matrix_emulated(s.down_type, job.w.down, s.n_embd, s.n_ff, g.data(), yr);
+      add_bias(job.down_bias, yr, s.n_embd);
     }
   }
 }

@@ -11,11 +11,13 @@ namespace strata::cuda::detail {
 
 constexpr int kStageThreads = 256;    // 8 warps per block
 constexpr int kMaxJobsPerStage = 64;  // jobs per kernel launch (parameters stay under 4 KiB)
+static_assert(kMaxJobsPerStage * (6 * sizeof(void*) + 8) + 256 <= 4096);
 
 struct StageJob {
-  const uint8_t* w[3];  // gate, up, down (device)
-  uint32_t row_begin;   // first dispatch row
-  uint32_t n_rows;      // > 0
+  const uint8_t* w[3];   // gate, up, down (device)
+  const float* bias[3];  // gate, up, down biases (device) or nullptr
+  uint32_t row_begin;    // first dispatch row
+  uint32_t n_rows;       // > 0
 };
 
 // One stage = one kernel launch: for each job, rows of matrices [mat_begin, mat_begin + n_mats)
@@ -30,6 +32,7 @@ struct StageParams {
   int32_t rows_per_tile;
   int32_t tiles_per_mat;
   int32_t tok_chunk;    // dispatch rows quantized into shared memory at once
+  int32_t act;          // down stage: GroupedActivation (0 SiLU-GLU, 1 SwiGLU-OAI)
   uint32_t tile_bytes;  // shared bytes for the weight tile (16-byte multiple, + 16 for alignment)
   uint32_t act_bytes;   // shared bytes of one quantized activation row
   int64_t n_out;        // rows of each matrix
@@ -48,7 +51,7 @@ struct StageParams {
 bool launch_stage(GgmlType t, bool down, const StageParams& p, uint32_t grid, uint32_t smem,
                   bool overlap, void* stream);
 
-// portable_expf (silu = false) or portable_silu over n device floats, on the legacy stream.
-void launch_portable_eval(bool silu, const float* dev_x, float* dev_y, int64_t n);
+// fn 0: portable_expf, 1: portable_silu, 2: oai_expf over n device floats, on the legacy stream.
+void launch_portable_eval(int fn, const float* dev_x, float* dev_y, int64_t n);
 
 }  // namespace strata::cuda::detail

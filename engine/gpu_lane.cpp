@@ -48,9 +48,9 @@ bool gpu_stack_supported(const ExpertStack& stack, std::string* why) {
     if (why) *why = std::move(reason);
     return false;
   };
-  if (stack.activation != FfnActivation::kSiluGlu) return no("activation SwiGLU-OAI");
-  if (stack.gate_bias.present() || stack.up_bias.present() || stack.down_bias.present())
-    return no("expert biases");
+  for (const WeightView* b : {&stack.gate_bias, &stack.up_bias, &stack.down_bias})
+    if (b->present() && b->type != GgmlType::F32)
+      return no(fmt::format("expert bias type {}", ggml_type_name(b->type)));
   const std::pair<const WeightView*, const char*> mats[] = {
       {&stack.gate, "gate"}, {&stack.up, "up"}, {&stack.down, "down"}};
   for (const auto& [w, name] : mats)
@@ -83,6 +83,9 @@ struct GpuLane::Device {
   // CUDA
   std::unique_ptr<cuda::VramStore> vram;
   std::unique_ptr<cuda::GroupedExperts> exec;
+  // Per layer with expert biases: [gate: n_expert x n_ff][up: n_expert x n_ff][down: n_expert x
+  // n_embd] F32 on the device (every layer's, so REPIN may move any expert here).
+  std::vector<cuda::DeviceBuffer> bias;
   // Emulated: the "device memory" (slots of 256-aligned matrices) and the worker.
   std::unique_ptr<std::byte, FreeDeleter> emu_mem;
   std::vector<cuda::ExpertWeights> emu_slots;
@@ -244,6 +247,29 @@ GpuLane::GpuLane(const Model& model, const placement::PlacementPlan& plan,
     stats_.push_back(st);
   }
 
+  // Expert biases: every device gets every biased layer's (small: 3 rows per expert).
+  for (uint32_t l = 0; l < cfg.n_layer && l < w.layers.size(); ++l) {
+    const ExpertStack& stack = w.layers[l].experts;
+    if (!stack.gate_bias.present() && !stack.up_bias.present() && !stack.down_bias.present())
+      continue;
+    const uint32_t n_exp = cfg.layer_n_expert(l);
+    const size_t ff = size_t{n_exp} * static_cast<size_t>(stack.n_ff);
+    const size_t embd = size_t{n_exp} * static_cast<size_t>(stack.n_embd);
+    for (auto& dev : devs_) {
+      if (dev->emulate) continue;  // the emulation reads the mapped tensors
+      dev->bias.resize(cfg.n_layer);
+      cuda::set_device(dev->index);
+      dev->bias[l] = cuda::DeviceBuffer(sizeof(float) * (2 * ff + embd));
+      auto* base = dev->bias[l].as<float>();
+      if (stack.gate_bias.present())
+        cuda::copy_to_device(base, stack.gate_bias.f32(), sizeof(float) * ff);
+      if (stack.up_bias.present())
+        cuda::copy_to_device(base + ff, stack.up_bias.f32(), sizeof(float) * ff);
+      if (stack.down_bias.present())
+        cuda::copy_to_device(base + 2 * ff, stack.down_bias.f32(), sizeof(float) * embd);
+    }
+  }
+
   // Upload every VRAM-homed expert from the mapping.
   std::vector<uint64_t> emu_used(static_cast<size_t>(n_dev), 0);
   const auto t0 = std::chrono::steady_clock::now();
@@ -323,8 +349,18 @@ void GpuLane::launch(uint32_t il, const ExpertStack& stack, const Dispatch& d, c
   if (jobs.empty()) return;
   x_ = x;
   in_flight_ = true;
-  const cuda::ExpertShape shape{stack.n_embd, stack.n_ff, stack.gate.type, stack.up.type,
-                                stack.down.type};
+  cuda::ExpertShape shape;
+  shape.n_embd = stack.n_embd;
+  shape.n_ff = stack.n_ff;
+  shape.gate_type = stack.gate.type;
+  shape.up_type = stack.up.type;
+  shape.down_type = stack.down.type;
+  shape.activation = stack.activation == FfnActivation::kSwigluOai
+                         ? cuda::GroupedActivation::kSwigluOai
+                         : cuda::GroupedActivation::kSiluGlu;
+  const auto n_exp = static_cast<size_t>(model_.config().layer_n_expert(il));
+  const auto ff = static_cast<size_t>(stack.n_ff);
+  const auto embd = static_cast<size_t>(stack.n_embd);
   const uint32_t max_rows = opts_.max_rows;
   for (auto& dev : devs_) {
     dev->n_batches = 0;
@@ -350,7 +386,24 @@ void GpuLane::launch(uint32_t il, const ExpertStack& stack, const Dispatch& d, c
       const uint32_t take =
           std::min<uint32_t>(job.row_end - r, max_rows - static_cast<uint32_t>(b.row_token.size()));
       const auto local0 = static_cast<uint32_t>(b.row_token.size());
-      b.jobs.push_back(cuda::GroupedJob{wts, local0, local0 + take});
+      cuda::GroupedJob gj;
+      gj.w = wts;
+      gj.row_begin = local0;
+      gj.row_end = local0 + take;
+      // Biases: the mapped tensors (emulated) or the device's copy of the layer's.
+      const float* bias_base = !dev.emulate && il < dev.bias.size() && dev.bias[il].data()
+                                   ? dev.bias[il].as<float>()
+                                   : nullptr;
+      const auto bias_of = [&](const WeightView& v, size_t off, size_t width) -> const float* {
+        if (!v.present()) return nullptr;
+        if (dev.emulate) return v.f32() + job.expert * width;
+        STRATA_ASSERT(bias_base != nullptr, "GPU lane: layer {} biases not on device", il);
+        return bias_base + off + job.expert * width;
+      };
+      gj.gate_bias = bias_of(stack.gate_bias, 0, ff);
+      gj.up_bias = bias_of(stack.up_bias, n_exp * ff, ff);
+      gj.down_bias = bias_of(stack.down_bias, 2 * n_exp * ff, embd);
+      b.jobs.push_back(gj);
       b.dst.push_back(r);
       b.bytes += bytes;
       for (uint32_t k = r; k < r + take; ++k) {

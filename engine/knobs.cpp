@@ -38,7 +38,7 @@ constexpr KnobSpec kKnobs[] = {
      "order), several GPUs balanced by expected routed rows; each MoE layer's GPU experts run as "
      "one launch per GPU while the CPU computes the rest. Auto: each GPU's free memory less 1 GiB "
      "+ 5% headroom and the executor's buffers; 0 without a GPU. Layers the GPU kernel cannot run "
-     "(expert biases, SwiGLU-OAI, other types) stay off the GPU (one notice)."},
+     "(expert types other than Q4_0/Q5_0/Q8_0/Q4_K/Q6_K/MXFP4) stay off the GPU (one notice)."},
     {"VRAM_EMULATE", KnobType::kBool, "0", "", "0|1",
      "testing: VRAM homes computed by the host emulation of the CUDA kernels on one worker thread "
      "per emulated GPU (VRAM_GB entries); no device needed. Same numbers as a GPU, far slower."},

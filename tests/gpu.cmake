@@ -12,7 +12,7 @@ if(STRATA_HAVE_CUDA)
 endif()
 
 strata_add_test(test_cuda_grouped LABEL gpu SOURCES test_cuda_grouped.cpp
-                LIBS strata_cuda strata_kernels)
+                LIBS strata_cuda strata_kernels strata_engine)
 target_compile_options(test_cuda_grouped PRIVATE -ffp-contract=off)
 add_test(NAME test_cuda_grouped_host COMMAND test_cuda_grouped --gtest_filter=GroupedHost.*)
 set_tests_properties(test_cuda_grouped_host PROPERTIES LABELS unit TIMEOUT 300)

@@ -2,8 +2,9 @@
 // GroupedHost.* (label unit, no GPU): the kernel's element functions run on the host against the
 // CPU path bit for bit — activation quantization vs kernels::quantize_activation_row, per-row dots
 // vs the kernels' GEMV (every ISA), whole experts vs kernels::expert_forward_ref — at awkward sizes
-// with fresh random data, Q4_0 / Q5_0 / Q8_0 / Q4_K / Q6_K, mixed layers and the fixture models'
-// real experts. GroupedDevice.* / VramStore.*
+// with fresh random data, Q4_0 / Q5_0 / Q8_0 / Q4_K / Q6_K / MXFP4, mixed layers, gpt-oss's
+// SwiGLU-OAI with expert biases (against the engine's own swiglu_oai and add_bias_rows order,
+// glibc's expf included), and the fixture models' real experts. GroupedDevice.* / VramStore.*
 // (label gpu): the real launches vs expert_forward_ref bit for bit, and the store's slots; they
 // GTEST_SKIP without a device.
 #include <gtest/gtest.h>
@@ -18,9 +19,11 @@
 #include <string>
 #include <vector>
 
+#include "cuda/expert_math.h"
 #include "cuda/grouped.h"
 #include "cuda/runtime.h"
 #include "cuda/vram_store.h"
+#include "engine/ops.h"
 #include "io/check.h"
 #include "io/ggml_type.h"
 #include "io/gguf.h"
@@ -96,6 +99,9 @@ std::vector<uint8_t> random_blocks(GgmlType t, int64_t rows, int64_t cols, std::
         break;
       case GgmlType::Q6_K:
         put16(blk + 208, scale(rng));
+        break;
+      case GgmlType::MXFP4:  // E8M0 exponent 2^[-28, 12) (zero and subnormal scales included)
+        blk[0] = static_cast<uint8_t>(rng() % 8 == 0 ? rng() % 3 : 100 + rng() % 40);
         break;
       default:
         ADD_FAILURE() << "no random blocks for " << ggml_type_name(t);
@@ -195,7 +201,7 @@ TEST(GroupedHost, RowDotMatchesGemvEveryIsa) {
   const DotCase cases[] = {
       {GgmlType::Q4_0, {32, 96, 288, 1056, 2048}}, {GgmlType::Q5_0, {32, 96, 288, 1056, 2048}},
       {GgmlType::Q8_0, {32, 96, 288, 1056, 2048}}, {GgmlType::Q4_K, {256, 768, 2304, 4352}},
-      {GgmlType::Q6_K, {256, 768, 2304, 4352}},
+      {GgmlType::Q6_K, {256, 768, 2304, 4352}},    {GgmlType::MXFP4, {32, 96, 288, 1056, 2880}},
   };
   for (const DotCase& c : cases) {
     const GgmlType vdt = kernels::vec_dot_type(c.type);
@@ -234,6 +240,7 @@ TEST(GroupedHost, UnsupportedTypeThrows) {
   EXPECT_TRUE(grouped_supported(GgmlType::Q4_0));
   EXPECT_TRUE(grouped_supported(GgmlType::Q6_K));
   EXPECT_TRUE(grouped_supported(GgmlType::Q5_0));
+  EXPECT_TRUE(grouped_supported(GgmlType::MXFP4));
   EXPECT_FALSE(grouped_supported(GgmlType::Q5_K));
 }
 
@@ -245,6 +252,8 @@ struct LayerCase {
   uint32_t n_experts;  // experts with weights; jobs use the first ones
   uint32_t n_tokens;
   uint32_t k;  // experts per token; 0: expert e takes token e % n_tokens (every job non-empty)
+  bool biases = false;  // random per-expert gate / up / down biases
+  float x_sigma = 1.0f;
 };
 
 // A layer's weights (host), x, the routing and the jobs in dispatch order.
@@ -256,6 +265,9 @@ struct TestLayer {
   std::vector<uint32_t> job_expert;                  // [n_jobs]
   std::vector<GroupedJob> jobs;                      // host weight pointers
   uint32_t n_tokens = 0;
+  // Per-expert F32 biases ([n_experts][n_ff / n_embd]; empty: none), set into the jobs by
+  // route().
+  std::vector<std::vector<float>> gate_bias, up_bias, down_bias;
 
   GroupedLayer layer() const {
     GroupedLayer l;
@@ -271,14 +283,55 @@ struct TestLayer {
     return kernels::ExpertMatrices{shape.gate_type, shape.up_type, shape.down_type,
                                    gate[e].data(),  up[e].data(),  down[e].data()};
   }
-  // y [n_rows, n_embd] from expert_forward_ref, row by row.
+  // y [n_rows, n_embd] from expert_forward_ref, row by row; layers with biases or SwiGLU-OAI from
+  // the engine's CPU path (cpu_reference).
   std::vector<float> reference() const {
+    if (shape.activation != GroupedActivation::kSiluGlu || !gate_bias.empty() || !up_bias.empty() ||
+        !down_bias.empty())
+      return cpu_reference();
     std::vector<float> y(row_token.size() * shape.n_embd, guard_value());
     for (size_t j = 0; j < jobs.size(); ++j)
       for (uint32_t r = jobs[j].row_begin; r < jobs[j].row_end; ++r)
         kernels::expert_forward_ref(matrices(job_expert[j]), shape.n_embd, shape.n_ff,
                                     x.data() + row_token[r] * shape.n_embd, 1,
                                     y.data() + r * shape.n_embd);
+    return y;
+  }
+  // engine/moe.cpp's steps for one row at a time: quantize x for gate / up, GEMV (the CPU's
+  // dispatched ISA), add_bias_rows, engine::glu, quantize for down, GEMV, add_bias_rows.
+  std::vector<float> cpu_reference() const {
+    const int64_t ne = shape.n_embd, nf = shape.n_ff;
+    std::vector<float> y(row_token.size() * ne, guard_value());
+    std::vector<float> g(nf), u(nf);
+    const auto mv = [](GgmlType t, const std::vector<uint8_t>& w, int64_t rows, int64_t cols,
+                       const float* x, float* out) {
+      const GgmlType vdt = kernels::vec_dot_type(t);
+      std::vector<uint8_t> xq(ggml_row_bytes(vdt, cols));
+      kernels::quantize_activation_row(vdt, x, xq.data(), cols);
+      kernels::gemv_kernels(t).gemv(w.data(), ggml_row_bytes(t, cols), xq.data(), out, 0, rows,
+                                    cols);
+    };
+    const auto bias = [](const std::vector<std::vector<float>>& b, uint32_t e, float* out,
+                         int64_t n) {
+      if (!b.empty()) engine::add_bias_rows(b[e].data(), out, static_cast<size_t>(n), 1, 0, n);
+    };
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      const uint32_t e = job_expert[j];
+      for (uint32_t r = jobs[j].row_begin; r < jobs[j].row_end; ++r) {
+        const float* xr = x.data() + row_token[r] * ne;
+        mv(shape.gate_type, gate[e], nf, ne, xr, g.data());
+        mv(shape.up_type, up[e], nf, ne, xr, u.data());
+        bias(gate_bias, e, g.data(), nf);
+        bias(up_bias, e, u.data(), nf);
+        engine::glu(shape.activation == GroupedActivation::kSwigluOai
+                        ? engine::FfnActivation::kSwigluOai
+                        : engine::FfnActivation::kSiluGlu,
+                    g.data(), u.data(), g.data(), nf);
+        float* yr = y.data() + r * ne;
+        mv(shape.down_type, down[e], ne, nf, g.data(), yr);
+        bias(down_bias, e, yr, ne);
+      }
+    }
     return y;
   }
 };
@@ -302,6 +355,9 @@ void route(const LayerCase& c, TestLayer* t) {
   for (uint32_t e = 0; e < c.n_experts; ++e) {
     GroupedJob job;
     job.w = ExpertWeights{t->gate[e].data(), t->up[e].data(), t->down[e].data()};
+    if (!t->gate_bias.empty()) job.gate_bias = t->gate_bias[e].data();
+    if (!t->up_bias.empty()) job.up_bias = t->up_bias[e].data();
+    if (!t->down_bias.empty()) job.down_bias = t->down_bias[e].data();
     job.row_begin = static_cast<uint32_t>(t->row_token.size());
     for (int32_t tok : tokens_of[e]) t->row_token.push_back(tok);
     job.row_end = static_cast<uint32_t>(t->row_token.size());
@@ -319,7 +375,13 @@ TestLayer make_layer(const LayerCase& c, std::mt19937_64& rng) {
     t.up.push_back(quantized_matrix(c.shape.up_type, c.shape.n_ff, c.shape.n_embd, rng));
     t.down.push_back(quantized_matrix(c.shape.down_type, c.shape.n_embd, c.shape.n_ff, rng));
   }
-  t.x = normal_floats(int64_t{c.n_tokens} * c.shape.n_embd, 1.0f, rng);
+  if (c.biases)
+    for (uint32_t e = 0; e < c.n_experts; ++e) {
+      t.gate_bias.push_back(normal_floats(c.shape.n_ff, 1.0f, rng));
+      t.up_bias.push_back(normal_floats(c.shape.n_ff, 4.0f, rng));  // past the clamp too
+      t.down_bias.push_back(normal_floats(c.shape.n_embd, 0.5f, rng));
+    }
+  t.x = normal_floats(int64_t{c.n_tokens} * c.shape.n_embd, c.x_sigma, rng);
   route(c, &t);
   return t;
 }
@@ -331,10 +393,10 @@ struct FixtureVariant {
   uint32_t k;        // experts used per token
 };
 const FixtureVariant kFixtures[] = {
-    {"tiny-qwen3moe/tiny-qwen3moe-Q8_0.gguf", 4},
-    {"tiny-qwen3moe/tiny-qwen3moe-Q4_0.gguf", 4},
-    {"tiny-qwen3moe/tiny-qwen3moe-Q4_K_M.gguf", 4},
-    {"tiny-mixtral/tiny-mixtral-Q4_0.gguf", 2},
+    {"tiny-qwen3moe/tiny-qwen3moe-Q8_0.gguf", 4},   {"tiny-qwen3moe/tiny-qwen3moe-Q4_0.gguf", 4},
+    {"tiny-qwen3moe/tiny-qwen3moe-Q4_K_M.gguf", 4}, {"tiny-mixtral/tiny-mixtral-Q4_0.gguf", 2},
+    {"tiny-gpt-oss/tiny-gpt-oss-MXFP4.gguf", 4},  // SwiGLU-OAI, biases
+    {"tiny-gpt-oss/tiny-gpt-oss-Q4_0.gguf", 4},
 };
 
 std::string fixture_path(const char* rel) {
@@ -363,15 +425,38 @@ TestLayer fixture_layer(const io::GgufFile& f, int layer, uint32_t k, std::mt199
   slices(g, &t.gate);
   slices(u, &t.up);
   slices(d, &t.down);
+  // gpt-oss: SwiGLU-OAI and F32 biases [n_expert, n].
+  if (f.get_string("general.architecture") == "gpt-oss")
+    t.shape.activation = GroupedActivation::kSwigluOai;
+  auto biases = [&](const char* name, std::vector<std::vector<float>>* out) {
+    const io::GgufTensorInfo* b = f.find_tensor(prefix + name);
+    if (b == nullptr) return;
+    EXPECT_EQ(b->type, GgmlType::F32) << name;
+    const auto* base = reinterpret_cast<const float*>(f.tensor_data(*b));
+    const auto n = static_cast<size_t>(b->ne[0]);
+    for (uint32_t e = 0; e < n_expert; ++e) out->emplace_back(base + e * n, base + (e + 1) * n);
+  };
+  biases("gate_exps.bias", &t.gate_bias);
+  biases("up_exps.bias", &t.up_bias);
+  biases("down_exps.bias", &t.down_bias);
   t.n_tokens = 5;
   t.x = normal_floats(int64_t{t.n_tokens} * t.shape.n_embd, 1.0f, rng);
   route(LayerCase{"fixture", t.shape, n_expert, t.n_tokens, k}, &t);
   return t;
 }
 
-ExpertShape shape(int64_t n_embd, int64_t n_ff, GgmlType g, GgmlType u, GgmlType d) {
-  return ExpertShape{n_embd, n_ff, g, u, d};
+ExpertShape shape(int64_t n_embd, int64_t n_ff, GgmlType g, GgmlType u, GgmlType d,
+                  GroupedActivation act = GroupedActivation::kSiluGlu) {
+  ExpertShape s;
+  s.n_embd = n_embd;
+  s.n_ff = n_ff;
+  s.gate_type = g;
+  s.up_type = u;
+  s.down_type = d;
+  s.activation = act;
+  return s;
 }
+constexpr auto kOai = GroupedActivation::kSwigluOai;
 
 const LayerCase kLayerCases[] = {
     {"q4_0", shape(288, 96, GgmlType::Q4_0, GgmlType::Q4_0, GgmlType::Q4_0), 5, 11, 2},
@@ -383,6 +468,15 @@ const LayerCase kLayerCases[] = {
      shape(256, 128, GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q5_0), 4, 3, 2},
     {"q4_0 gate, q8_0 up, q4_k down",
      shape(256, 512, GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K), 4, 3, 2},
+    {"mxfp4", shape(288, 96, GgmlType::MXFP4, GgmlType::MXFP4, GgmlType::MXFP4), 5, 11, 2},
+    // gpt-oss's layer kind: MXFP4, SwiGLU-OAI, biases; x large enough that gates pass the clamp
+    // and exp's argument spans its range.
+    {"gpt-oss: mxfp4 + swiglu-oai + biases",
+     shape(192, 64, GgmlType::MXFP4, GgmlType::MXFP4, GgmlType::MXFP4, kOai), 6, 9, 4, true, 8.0f},
+    {"swiglu-oai q4_0 + biases",
+     shape(256, 96, GgmlType::Q4_0, GgmlType::Q4_0, GgmlType::Q8_0, kOai), 4, 5, 2, true, 4.0f},
+    {"biases, silu, q4_k", shape(512, 256, GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q6_K), 4, 3, 2,
+     true},
 };
 
 TEST(GroupedHost, EmulatedExpertsMatchExpertForwardRef) {
@@ -432,6 +526,57 @@ TEST(GroupedHost, SwigluRowIsThePortableSilu) {
   }
 }
 
+// The kernels' copy of glibc's expf (cuda/expert_math.h oai_expf) against this host's std::exp
+// on a sweep of every 61st float of exp's finite range plus the inputs where an unfused port
+// would differ, then whole SwiGLU-OAI elements against engine::swiglu_oai (clamps, NaN,
+// infinities).
+TEST(GroupedHost, SwigluOaiIsTheEnginesBitForBit) {
+  int64_t bad = 0, n = 0;
+  const auto check = [&](float x) {
+    const float want = std::exp(x), got = detail::oai_expf(x);
+    ++n;
+    if (std::bit_cast<uint32_t>(want) != std::bit_cast<uint32_t>(got) &&
+        !(std::isnan(want) && std::isnan(got)) && ++bad <= 5)
+      ADD_FAILURE() << fmt::format("expf({:a}): got {:a} want {:a}", x, got, want);
+  };
+  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 61) check(std::bit_cast<float>(uint32_t(b)));
+  for (float x :
+       {0x1.04845ep+5f, -0x1.f8cbb2p+5f, 88.0f, 88.72f, 0x1.62e42ep6f, 0x1.62e430p6f,
+        -0x1.9fe368p6f, -0x1.9fe36ap6f, -88.0f, -103.0f, 0.0f, -0.0f,
+        std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+        std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::denorm_min()})
+    check(x);
+  EXPECT_EQ(bad, 0) << "of " << n;
+
+  std::mt19937_64 rng(12);
+  std::vector<float> g = normal_floats(1 << 16, 8.0f, rng), u = normal_floats(1 << 16, 8.0f, rng);
+  const float specials[] = {7.0f,
+                            -7.0f,
+                            7.000001f,
+                            -7.000001f,
+                            0.0f,
+                            -0.0f,
+                            60.0f,
+                            -60.0f,
+                            1e30f,
+                            -1e30f,
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN()};
+  for (size_t i = 0; i < std::size(specials); ++i)
+    for (size_t j = 0; j < std::size(specials); ++j) {
+      g[i * std::size(specials) + j] = specials[i];
+      u[i * std::size(specials) + j] = specials[j];
+    }
+  std::vector<float> want(g.size()), got(g.size());
+  engine::swiglu_oai(g.data(), u.data(), want.data(), static_cast<int64_t>(g.size()));
+  for (size_t i = 0; i < g.size(); ++i) {
+    got[i] = detail::glu_elem(1, g[i], u[i]);
+    if (std::isnan(got[i]) && std::isnan(want[i])) got[i] = want[i];
+  }
+  EXPECT_TRUE(same_bits(got.data(), want.data(), static_cast<int64_t>(g.size())));
+}
+
 TEST(GroupedHost, WithoutADeviceTheExecutorThrowsCleanly) {
   if (cuda_device_count() > 0) return;  // the GroupedDevice tests cover that case
   try {
@@ -451,6 +596,7 @@ TEST(GroupedHost, WithoutADeviceTheExecutorThrowsCleanly) {
 struct DeviceLayer {
   VramStore store;
   std::vector<GroupedJob> jobs;
+  std::vector<DeviceBuffer> biases;  // one per expert and matrix that has one
 
   DeviceLayer(const TestLayer& t, uint64_t budget) : store(0, budget) {
     std::vector<int32_t> slot;
@@ -460,9 +606,18 @@ struct DeviceLayer {
       EXPECT_NE(slot.back(), VramStore::kNoSlot);
     }
     store.sync();
+    const auto upload = [&](const std::vector<std::vector<float>>& b, uint32_t e) -> const float* {
+      if (b.empty()) return nullptr;
+      biases.emplace_back(b[e].size() * sizeof(float));
+      copy_to_device(biases.back().data(), b[e].data(), biases.back().bytes());
+      return biases.back().as<float>();
+    };
     for (size_t j = 0; j < t.jobs.size(); ++j) {
       GroupedJob job = t.jobs[j];
       job.w = store.weights(slot[t.job_expert[j]]);
+      job.gate_bias = upload(t.gate_bias, t.job_expert[j]);
+      job.up_bias = upload(t.up_bias, t.job_expert[j]);
+      job.down_bias = upload(t.down_bias, t.job_expert[j]);
       jobs.push_back(job);
     }
   }
@@ -598,16 +753,17 @@ TEST(GroupedDevice, PortableMathDeviceEqualsHost) {
   DeviceBuffer dx(x.size() * 4), dy(x.size() * 4);
   copy_to_device(dx.data(), x.data(), dx.bytes());
   std::vector<float> got(x.size()), want(x.size());
-  for (PortableFn fn : {PortableFn::kExp, PortableFn::kSilu}) {
+  for (PortableFn fn : {PortableFn::kExp, PortableFn::kSilu, PortableFn::kOaiExp}) {
     cuda_portable_eval(fn, dx.as<float>(), dy.as<float>(), static_cast<int64_t>(x.size()));
     copy_to_host(got.data(), dy.data(), dy.bytes());
     for (size_t i = 0; i < x.size(); ++i) {
-      want[i] =
-          fn == PortableFn::kExp ? kernels::portable_expf(x[i]) : kernels::portable_silu(x[i]);
+      want[i] = fn == PortableFn::kExp    ? kernels::portable_expf(x[i])
+                : fn == PortableFn::kSilu ? kernels::portable_silu(x[i])
+                                          : detail::oai_expf(x[i]);
       if (std::isnan(want[i]) && std::isnan(got[i])) got[i] = want[i];  // payloads may differ
     }
     EXPECT_TRUE(same_bits(got.data(), want.data(), static_cast<int64_t>(x.size())))
-        << (fn == PortableFn::kExp ? "exp" : "silu");
+        << static_cast<int>(fn);
   }
 }
 

@@ -5,9 +5,9 @@
 // slots), for the fixture models and a `strata synth --preset tiny` model. GpuLaneEmulated runs the
 // VRAM homes through VRAM_EMULATE=1 (the host emulation of the CUDA kernels on worker threads: the
 // plan, the dispatch, the launch before the CPU experts, the join and the combine are the real
-// ones); GpuLaneDevice does the same on a CUDA device and skips without one. Layers the kernel
-// cannot run (gpt-oss: SwiGLU-OAI and biases; F32 weights) stay off the GPU with a notice and still
-// give the same bytes.
+// ones); GpuLaneDevice does the same on a CUDA device and skips without one. gpt-oss's layers
+// (MXFP4, SwiGLU-OAI, expert biases) run on the lane too; layers the kernel cannot run (F32
+// weights) stay off the GPU with a notice and still give the same bytes.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -183,12 +183,12 @@ class GpuLane : public ::testing::Test {
 };
 
 // The fixture models the tests use: one file per family and quant type the kernel takes, plus
-// ones it refuses (gpt-oss's SwiGLU-OAI and biases, F32 weights).
+// one it refuses (F32 weights). gpt-oss (MXFP4 and Q4_0 experts, SwiGLU-OAI, expert biases)
+// runs on the GPU lane.
 std::vector<fs::path> lane_fixtures() {
   std::vector<fs::path> out;
   for (const fs::path& m : fixture_models()) {
     const std::string n = m.filename().string();
-    if (n.find("MXFP4") != std::string::npos) continue;
     if (n.find("F32") != std::string::npos && n.find("qwen3moe") == std::string::npos) continue;
     out.push_back(m);
   }
