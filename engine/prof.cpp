@@ -141,6 +141,22 @@ void Profiler::begin_window() {
   base_ = store_ ? store_->counters() : tiers::StoreCounters{};
   last_ = base_;
   gpu_base_ = gpu_ ? gpu_->stats() : std::vector<GpuDeviceStats>{};
+  lane_mark_ = lane_now();
+}
+
+Profiler::LaneMark Profiler::lane_now() const {
+  LaneMark m;
+  if (gpu_)
+    for (const GpuDeviceStats& d : gpu_->stats()) {
+      m.experts += d.experts;
+      m.rows += d.rows;
+    }
+  m.steps = c_.lane_layer_steps;
+  m.straggler_steps = c_.gpu_straggler_steps;
+  m.cpu = c_.cpu_lane_seconds;
+  m.gpu = c_.gpu_lane_seconds;
+  m.wait = c_.gpu_join_wait_seconds;
+  return m;
 }
 
 std::vector<GpuDeviceStats> Profiler::window_gpu() const {
@@ -274,6 +290,7 @@ void Profiler::add_prefill(uint64_t tokens, double seconds) {
   c_.prefill_tokens += tokens;
   c_.prefill_seconds += seconds;
   if (store_) last_ = store_->counters();  // token_line() deltas start after the prompt
+  lane_mark_ = lane_now();
 }
 
 void Profiler::add_decode_token(double seconds) {
@@ -284,7 +301,7 @@ void Profiler::add_decode_token(double seconds) {
 
 std::string Profiler::token_line(uint64_t index, double seconds) {
   const tiers::StoreCounters now = store_ ? store_->counters() : tiers::StoreCounters{};
-  const std::string line = fmt::format(
+  std::string line = fmt::format(
       "prof: decode token {}: {:.1f} ms, ssd {} experts {:.1f} MB, cache {}/{} hits, wait {:.1f} "
       "ms, prefetch {} used {}",
       index, seconds * 1e3, now.ssd.loads - last_.ssd.loads,
@@ -294,6 +311,20 @@ std::string Profiler::token_line(uint64_t index, double seconds) {
       (now.io_wait_seconds - last_.io_wait_seconds) * 1e3,
       now.prefetch_issued - last_.prefetch_issued, now.prefetch_used - last_.prefetch_used);
   last_ = now;
+  if (gpu_) {
+    const LaneMark m = lane_now(), &b = lane_mark_;
+    const double cpu = m.cpu - b.cpu, gpu = m.gpu - b.gpu;
+    const uint64_t steps = m.steps - b.steps;
+    line += fmt::format(
+        ", gpu {} experts {} rows, lanes cpu {:.1f} gpu {:.1f} wait {:.1f} ms, straggler {} ({}/{} "
+        "steps GPU)",
+        m.experts - b.experts, m.rows - b.rows, cpu * 1e3, gpu * 1e3, (m.wait - b.wait) * 1e3,
+        steps == 0  ? "none"
+        : gpu > cpu ? "GPU"
+                    : "CPU",
+        m.straggler_steps - b.straggler_steps, steps);
+    lane_mark_ = m;
+  }
   return line;
 }
 

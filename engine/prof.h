@@ -109,7 +109,8 @@ class Profiler {
   void add_prefill(uint64_t tokens, double seconds);
   void add_decode_token(double seconds);
   // PROF=2: "prof: decode token 7: 81.2 ms, ssd 5 experts 13.2 MB, cache 3/8, wait 40.1 ms"
-  // (the counters since the previous call).
+  // (the counters since the previous call); with a GPU lane also ", gpu 96 experts 96 rows,
+  // lanes cpu 30.2 gpu 12.1 wait 0.3 ms, straggler CPU (2/48 steps GPU)" (docs/FORMATS.md).
   std::string token_line(uint64_t index, double seconds);
 
   std::string report() const;  // multi-line, for stderr
@@ -127,8 +128,15 @@ class Profiler {
   const placement::PlacementPlan* plan_ = nullptr;
   const GpuLane* gpu_ = nullptr;
   std::vector<GpuDeviceStats> gpu_base_;  // the lane's counters at begin_window()
-  tiers::StoreCounters last_;             // for token_line deltas
-  tiers::StoreCounters base_;             // store counters at begin_window()
+  // The GPU lane's totals at the previous token_line() (its deltas).
+  struct LaneMark {
+    uint64_t experts = 0, rows = 0, steps = 0, straggler_steps = 0;
+    double cpu = 0, gpu = 0, wait = 0;
+  };
+  LaneMark lane_mark_;
+  LaneMark lane_now() const;
+  tiers::StoreCounters last_;  // for token_line deltas
+  tiers::StoreCounters base_;  // store counters at begin_window()
   TierCeilings ceilings_;
   std::string machine_;  // machine_summary(), read once at construction when enabled
 

@@ -247,6 +247,33 @@ TEST_F(GpuLane, BadVramKnobsAreOneLineErrors) {
   EXPECT_EQ(run_strata(dir_.path(), base + "--vram-gb 0").rc, 0);
 }
 
+// PROF=2's per-token lines carry the GPU lane's numbers: experts and rows on the GPU, the two
+// lanes' times, the host's wait, and the straggler with its step count.
+TEST_F(GpuLane, EmulatedProf2TokenLinesHaveGpuFields) {
+  const fs::path model = dir_ / "synth-tiny.gguf";
+  ASSERT_EQ(run_strata(dir_.path(),
+                       fmt::format("synth --preset tiny --out '{}' --threads 2", model.string()))
+                .rc,
+            0);
+  const Result r = run_strata(
+      dir_.path(), fmt::format("run -m '{}' -p 'hello world' -n 4 -t 2 --prof 2 --vram-emulate 1 "
+                               "--vram-gb 1",
+                               model.string()));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  int lines = 0;
+  std::istringstream in(r.err);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("prof: decode token") == std::string::npos) continue;
+    ++lines;
+    EXPECT_NE(line.find(", gpu "), std::string::npos) << line;
+    EXPECT_NE(line.find(" rows, lanes cpu "), std::string::npos) << line;
+    EXPECT_NE(line.find(", straggler "), std::string::npos) << line;
+    EXPECT_NE(line.find(" steps GPU)"), std::string::npos) << line;
+    EXPECT_EQ(line.find("gpu 0 experts"), std::string::npos) << line;  // every expert is on the GPU
+  }
+  EXPECT_GE(lines, 3) << r.err;
+}
+
 // In process: an executor of 3 rows per launch runs each 16-token chunk's GPU experts in several
 // launches (the prefill path of a chunk larger than the executor), still byte-identical to the
 // experts read through the mapping.
