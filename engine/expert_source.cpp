@@ -462,19 +462,10 @@ ExpertSource::ExpertSource(const Model& model, const TierOptions& opts)
       });
     };
   }
-  // The tiers store does not take VRAM homes: it sees them as SSD homes it is never asked for
-  // (compute() hands them to the GPU lane, prefetch() filters them out). default_plan keeps the
-  // minimum cache whenever experts live in VRAM, so that plan is valid.
+  // The tiers store takes the plan as it is: VRAM homes are never loaded, read or cached there
+  // (compute() hands them to the GPU lane, prefetch() filters them out), so they need no RAM cache
+  // (a plan with VRAM and RAM homes only has none).
   plan_.emplace(plan);
-  if (plan.count(placement::HomeKind::kVram) > 0) {
-    std::vector<placement::Home> store_homes;
-    for (int l = 0; l < plan.n_layer(); ++l)
-      for (placement::Home h : plan.layer_homes(l))
-        store_homes.push_back(h.kind == placement::HomeKind::kVram ? placement::Home::ssd() : h);
-    placement::Budgets sb;
-    sb.ram_bytes = plan.budgets().ram_bytes;
-    plan = placement::PlacementPlan(plan.sizes(), std::move(store_homes), plan.cache_bytes(), sb);
-  }
   pf_ids_.reserve(max_experts);
   store_ = std::make_unique<tiers::ExpertStore>(model.file().path(), std::move(extents),
                                                 std::move(plan), so, hooks);
@@ -582,6 +573,8 @@ void ExpertSource::repin_vram(uint32_t il, const Dispatch& d) {
         std::upper_bound(layer_begin_.begin(), layer_begin_.end(), dk) - layer_begin_.begin() - 1);
     const auto de = static_cast<uint32_t>(dk - layer_begin_[dl]);
     if (!lane_->swap(il, j->expert, j->slice, dl, de)) continue;  // larger than the incumbent
+    store_->swap_vram_home(static_cast<int>(il), static_cast<int>(j->expert), static_cast<int>(dl),
+                           static_cast<int>(de));
     homes_[il][j->expert] = ExpertHome::kVram;
     homes_[dl][de] = ExpertHome::kSsd;
     --repin_left_;

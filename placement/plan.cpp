@@ -314,9 +314,10 @@ PlacementPlan default_plan(const ExpertSizes& sizes, const Budgets& budgets,
     order = rest;
   }
 
-  // Everything fits: all experts in RAM, no cache (nothing streams, whatever the policy's cache).
-  if (!any_vram) {
-    std::vector<Home> all(total);
+  // Everything fits: all experts (but the VRAM ones) in RAM, no cache (nothing streams, whatever
+  // the policy's cache; VRAM homes are never read into RAM).
+  {
+    std::vector<Home> all = homes;
     for (const Candidate& c : order) all[layer_begin[c.layer] + c.expert] = home_for(c.layer);
     if (ram_used(sizes, all, 0) <= budgets.ram_bytes)
       return PlacementPlan(sizes, std::move(all), 0, budgets);

@@ -109,8 +109,8 @@ struct DefaultPolicy {
   int n_nodes = 1;           // NUMA nodes for kLocal
   uint64_t cache_bytes = 0;  // RAM cache to keep when experts stream; below the minimum
                              // (min_cache_slots()) = the minimum
-  // [n_layer] whether a GPU can compute layer l's experts (the grouped kernel's types, SwiGLU, no
-  // expert biases); empty = every layer. Layers marked 0 never get VRAM homes.
+  // [n_layer] whether a GPU can compute layer l's experts (the grouped kernel's types); empty =
+  // every layer. Layers marked 0 never get VRAM homes.
   std::vector<uint8_t> vram_layers;
 };
 
@@ -124,9 +124,10 @@ uint64_t all_ram_bytes(const ExpertSizes& sizes, const DefaultPolicy& policy = {
 // a fixed spread order — round-robin over layers, expert ids ascending — so every layer gets an
 // equal share. With several devices each expert in that order goes to the device with the fewest
 // expected routed rows (its experts' counts, or k / n_expert each without counts) in the expert's
-// layer so far, then overall, among those with room: balanced by rows, not bytes. When any expert
-// is in VRAM the minimum RAM cache is kept (the tiers store sees VRAM homes as SSD homes it never
-// reads). Throws when the budget is below min_ram_bytes(), naming the minimum.
+// layer so far, then overall, among those with room: balanced by rows, not bytes. VRAM homes take
+// no RAM: when the other experts all fit in RAM there is no cache (as in an all-RAM plan), else
+// the cache is kept for the SSD homes. Throws when the budget is below min_ram_bytes() and
+// experts must stream, naming the minimum.
 PlacementPlan default_plan(const ExpertSizes& sizes, const Budgets& budgets,
                            const DefaultPolicy& policy = {}, std::span<const uint64_t> counts = {});
 

@@ -144,9 +144,18 @@ class GpuLane : public ::testing::Test {
         EXPECT_EQ(n_vram, sizes.total_experts());
         EXPECT_EQ(j["tiers"]["ssd"]["bytes"].get<uint64_t>(), 0u);
       }
+      // VRAM homes need no RAM cache: with the rest in RAM (or nothing left) there is none.
+      if (tag == "all" || tag == "half_ram") {
+        EXPECT_EQ(j["plan"]["cache_bytes"].get<uint64_t>(), 0u) << tag;
+        EXPECT_EQ(j["plan"]["experts_ssd"].get<int64_t>(), 0) << tag;
+      }
       if (tag == "third_mixed") {
         EXPECT_GT(j["plan"]["experts_ram"].get<int64_t>(), 0);
-        EXPECT_GT(j["plan"]["experts_ssd"].get<int64_t>(), 0);
+        // SSD homes and their cache, unless the rest fits in RAM with no cache (a model whose
+        // minimum cache is most of its experts).
+        EXPECT_EQ(j["plan"]["experts_ssd"].get<int64_t>() > 0,
+                  j["plan"]["cache_bytes"].get<uint64_t>() > 0);
+        ssd_mixed += j["plan"]["experts_ssd"].get<int64_t>() > 0;
       }
       if (tag == "two_gpus") {
         EXPECT_EQ(j["gpu"]["devices"].size(), size_t(n_dev));
@@ -174,6 +183,8 @@ class GpuLane : public ::testing::Test {
     }
     return true;
   }
+
+  int ssd_mixed = 0;  // third_mixed runs that had SSD homes too
 
   // In process: all experts in VRAM behind an executor of 3 rows per launch (see the tests).
   void split_check(bool emulate);
@@ -213,6 +224,7 @@ TEST_F(GpuLane, EmulatedFixturesAreBitIdenticalAcrossVramBudgets) {
     checked += check_model(m, /*emulate=*/true, decode);
   }
   EXPECT_GE(checked, 6);
+  EXPECT_GE(ssd_mixed, 4);  // VRAM + RAM + SSD homes together
 }
 
 TEST_F(GpuLane, BadVramKnobsAreOneLineErrors) {

@@ -1,7 +1,7 @@
 // Unit tests for VRAM homes in placement::default_plan / plan_placement (pure, no GPU): VRAM is
 // filled first with the hottest experts, each device within its budget; with two devices the hot
 // experts are balanced by expected routed rows (usage counts), not by bytes; layers the GPU cannot
-// run get no VRAM homes; the minimum RAM cache is kept whenever experts live in VRAM.
+// run get no VRAM homes; VRAM homes need no RAM cache (the cache is there only for SSD homes).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -49,17 +49,33 @@ TEST(PlanVram, HottestExpertsGoToVramFirstWithinTheBudget) {
   EXPECT_LE(p.ram_bytes_used(), b.ram_bytes);
 }
 
-TEST(PlanVram, EverythingInVramKeepsTheMinimumCache) {
+TEST(PlanVram, VramHomesNeedNoRamCache) {
   const ExpertSizes s = sizes_4x16();
   Budgets b;
   b.ram_bytes = min_ram_bytes(s);
   b.vram_bytes = {64 * kMiB};
+  // Everything in VRAM: no cache, no RAM used (even a zero RAM budget plans).
   const PlacementPlan p = default_plan(s, b);
   EXPECT_EQ(p.count(HomeKind::kVram), 64);
-  EXPECT_EQ(p.cache_slots(), min_cache_slots(s));
+  EXPECT_EQ(p.cache_slots(), 0);
+  EXPECT_EQ(p.ram_bytes_used(), 0u);
+  const PlacementPlan z = default_plan(s, {0, {64 * kMiB}});
+  EXPECT_EQ(z.count(HomeKind::kVram), 64);
   // Without VRAM the same RAM budget streams everything.
   const PlacementPlan q = default_plan(s, {b.ram_bytes, {}});
   EXPECT_EQ(q.count(HomeKind::kSsd), 64);
+  // VRAM + RAM for the rest: no cache, every RAM byte for homes.
+  const uint64_t rest = all_ram_bytes(s) / 2;
+  const PlacementPlan r = default_plan(s, {rest + 2 * kMiB, {32 * kMiB}});
+  EXPECT_EQ(r.count(HomeKind::kVram), 32);
+  EXPECT_EQ(r.count(HomeKind::kRam), 32);
+  EXPECT_EQ(r.count(HomeKind::kSsd), 0);
+  EXPECT_EQ(r.cache_slots(), 0);
+  // VRAM + SSD: the cache is there for the SSD homes.
+  const PlacementPlan m = default_plan(s, {min_ram_bytes(s), {32 * kMiB}});
+  EXPECT_EQ(m.count(HomeKind::kVram), 32);
+  EXPECT_GT(m.count(HomeKind::kSsd), 0);
+  EXPECT_EQ(m.cache_slots(), min_cache_slots(s));
 }
 
 TEST(PlanVram, TwoDevicesBalanceExpectedRowsNotBytes) {

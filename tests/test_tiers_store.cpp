@@ -269,12 +269,15 @@ TEST(ExpertStore, RejectsMismatchedInputs) {
   const PlacementPlan small_plan = placement::default_plan(small, {64ull << 20, {}});
   msg = error_of([&] { ExpertStore(m.file->path(), m.extents, small_plan); });
   EXPECT_NE(msg.find("layer 1 experts take"), std::string::npos) << msg;
-  // VRAM homes need the CUDA tier.
+  // VRAM homes are the GPU lane's: accepted without a cache, never loaded or served.
   std::vector<Home> homes(kLayers * kExperts, Home::ram());
   homes[9] = Home::vram(0);
   const PlacementPlan vram(m.sizes, homes, 0, {64ull << 20, {1ull << 30}});
-  msg = error_of([&] { ExpertStore(m.file->path(), m.extents, vram); });
-  EXPECT_NE(msg.find("layer 1 expert 1 is homed in VRAM"), std::string::npos) << msg;
+  ExpertStore store(m.file->path(), m.extents, vram);
+  EXPECT_EQ(store.counters().ram.loads, uint64_t{kLayers * kExperts - 1});
+  EXPECT_EQ(store.home(1, 1).kind, HomeKind::kVram);
+  EXPECT_NO_THROW(store.get(1, 0));
+  store.release(1);
 }
 
 class StoreFaults : public ::testing::TestWithParam<bool> {};

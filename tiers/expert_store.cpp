@@ -193,10 +193,6 @@ void ExpertStore::check_inputs() {
                                       "file ({} bytes)",
                                       l, e, kSliceNames[i], s.bytes, reader_->file_size()));
       }
-      if (plan_.home(l, e).kind == HomeKind::kVram)
-        fail(ErrorKind::kUnsupported,
-             "layer {} expert {} is homed in VRAM, which needs the CUDA tier (not built yet)", l,
-             e);
     }
   }
   const placement::ExpertSizes need = expert_sizes(extents_, plan_.sizes().n_expert_used);
@@ -494,6 +490,22 @@ bool ExpertStore::swap_homes(int pl, int pe, int dl, int de) {
   return true;
 }
 
+void ExpertStore::swap_vram_home(int pl, int pe, int dl, int de) {
+  for (const auto& a : active_) STRATA_ASSERT(a.empty(), "REPIN while a layer is active");
+  Expert& p = experts_[key(pl, pe)];
+  Expert& d = experts_[key(dl, de)];
+  STRATA_ASSERT(p.home.kind == HomeKind::kSsd && d.home.kind == HomeKind::kVram,
+                "swap_vram_home wants an SSD home and a VRAM home");
+  p.home = d.home;
+  d.home = placement::Home::ssd();
+  const int slot = cache_->find(key(pl, pe));  // the GPU has the bytes now: free the slot
+  if (slot != ExpertCache::kNone && cache_->state(slot) == ExpertCache::SlotState::kReady &&
+      cache_->pins(slot) == 0) {
+    cache_->drop(slot);
+    sync_wasted();
+  }
+}
+
 ExpertView ExpertStore::view(int layer, int expert, const std::byte* base) const {
   const Expert& x = experts_[key(layer, expert)];
   const ExpertExtents& ext = extents_[layer][expert];
@@ -517,7 +529,9 @@ ExpertView ExpertStore::get(int layer, int expert) {
     counters_.ram.served_bytes += v.bytes[0] + v.bytes[1] + v.bytes[2];
     return v;
   }
-  STRATA_ASSERT(x.home.kind == HomeKind::kSsd, "VRAM homes are refused at construction");
+  STRATA_ASSERT(x.home.kind == HomeKind::kSsd,
+                "layer {} expert {} is homed in VRAM: the GPU lane serves it, never the store",
+                layer, expert);
 
   drain(false);
   int slot = ExpertCache::kNone;

@@ -134,9 +134,10 @@ struct StoreCounters {
 class ExpertStore {
  public:
   // Checks the extents against the file and the plan, opens the file, maps the cache and the RAM
-  // arenas, and reads every RAM-homed expert (progress reported through hooks). Throws Error for
-  // extents outside the file, a plan built for other sizes, a VRAM home (needs the CUDA tier), or
-  // an I/O failure.
+  // arenas, and reads every RAM-homed expert (progress reported through hooks). VRAM homes are
+  // another tier's (the GPU lane's): never loaded, read, cached or prefetched here, and they need
+  // no cache slots. Throws Error for extents outside the file, a plan built for other sizes, or an
+  // I/O failure.
   ExpertStore(std::string path, ExtentTable extents, placement::PlacementPlan plan,
               StoreOptions options = {}, StoreHooks hooks = {});
   ~ExpertStore();
@@ -174,7 +175,11 @@ class ExpertStore {
   // on demand again). No I/O. False, changing nothing, when pe is not ready in the cache, is
   // pinned, or does not fit. Only while no layer is active (between layers).
   bool swap_homes(int pl, int pe, int dl, int de);
-  // The expert's current home (the plan's, changed by swap_homes).
+  // REPIN into VRAM: the GPU lane has taken the SSD-homed (pl, pe)'s bytes into the GPU slot of
+  // the VRAM-homed (dl, de); pe gets de's VRAM home (its cache slot, if ready and unpinned, is
+  // freed) and de becomes SSD-homed (read on demand). No I/O. Only while no layer is active.
+  void swap_vram_home(int pl, int pe, int dl, int de);
+  // The expert's current home (the plan's, changed by swap_homes and swap_vram_home).
   placement::Home home(int layer, int expert) const { return experts_[key(layer, expert)].home; }
   // Whether the expert's bytes are ready in the cache and unpinned (a swap_homes candidate).
   bool ready_in_cache(int layer, int expert) const {
