@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cuda/cuda_check.h"
+#include "cuda/dense.h"
 #include "cuda/expert_math.h"
 #include "cuda/grouped.h"
 #include "cuda/grouped_launch.h"
@@ -326,6 +327,91 @@ void GroupedExperts::wait() {
 
 double GroupedExperts::last_seconds() const {
   return impl_->seconds;
+}
+
+// ---- CUDA_DENSE: one-matrix, one-row stages of the same kernel (cuda/dense.h) ----
+
+namespace {
+
+class DenseDeviceImpl final : public detail::DenseDevice {
+ public:
+  DenseDeviceImpl(int device, int64_t max_cols, int64_t max_out)
+      : device_(device),
+        x_bytes_(static_cast<size_t>(round16(max_cols * 4))),
+        in_(x_bytes_ + 16),
+        y_(static_cast<size_t>(max_out) * 4),
+        in_host_(in_.bytes()),
+        y_host_(y_.bytes()) {
+    CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
+    int optin = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    smem_max_ = static_cast<uint32_t>(optin);
+    int major = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    overlap_ = major >= 9;
+    std::fill_n(in_host_.as<uint8_t>() + x_bytes_, 16, uint8_t{0});  // row_token[0] = 0
+  }
+
+  const void* upload(const void* host, size_t bytes) override {
+    set_device(device_);
+    mats_.emplace_back(bytes + 16);  // the kernel may read up to 15 bytes past the end
+    copy_to_device(mats_.back().data(), host, bytes);
+    return mats_.back().data();
+  }
+
+  void gemv(std::span<const DenseMatrix> w, const float* x, float* const* ys) override {
+    if (w.empty()) return;
+    set_device(device_);
+    const auto s = static_cast<cudaStream_t>(stream_.handle());
+    const int64_t n_cols = w[0].n_cols;
+    std::copy(x, x + n_cols, in_host_.as<float>());
+    auto* dev = in_.as<uint8_t>();
+    CUDA_CHECK(cudaMemcpyAsync(dev, in_host_.data(), x_bytes_ + 16, cudaMemcpyHostToDevice, s));
+    int64_t at = 0;
+    for (const DenseMatrix& m : w) {
+      StageParams p{};
+      const auto* wd = static_cast<const uint8_t*>(m.data);
+      p.jobs[0] = detail::StageJob{{wd, wd, wd}, {nullptr, nullptr, nullptr}, 0, 1};
+      p.n_jobs = 1;
+      p.mat_begin = 0;
+      p.n_mats = 1;
+      p.x = reinterpret_cast<const float*>(dev);
+      p.row_token = reinterpret_cast<const int32_t*>(dev + x_bytes_);
+      p.out[0] = y_.as<float>() + at;
+      uint32_t grid = 0, smem = 0;
+      plan_stage(m.type, m.n_rows, n_cols, 1, 1, 1, sm_count_, smem_max_, &p, &grid, &smem);
+      detail::launch_stage(m.type, false, p, grid, smem, overlap_, s);
+      at += m.n_rows;
+    }
+    CUDA_CHECK(cudaMemcpyAsync(y_host_.data(), y_.data(), static_cast<size_t>(at) * 4,
+                               cudaMemcpyDeviceToHost, s));
+    stream_.synchronize();
+    at = 0;
+    for (size_t i = 0; i < w.size(); ++i) {
+      std::copy_n(y_host_.as<float>() + at, w[i].n_rows, ys[i]);
+      at += w[i].n_rows;
+    }
+  }
+
+ private:
+  int device_;
+  size_t x_bytes_;
+  int sm_count_ = 0;
+  uint32_t smem_max_ = 0;
+  bool overlap_ = false;
+  Stream stream_;
+  DeviceBuffer in_;  // [x: max_cols floats, 16-byte padded][row_token: 0]
+  DeviceBuffer y_;   // [max_out]
+  PinnedBuffer in_host_, y_host_;
+  std::vector<DeviceBuffer> mats_;
+};
+
+}  // namespace
+
+std::unique_ptr<detail::DenseDevice> detail::DenseDevice::create(int device, int64_t max_cols,
+                                                                 int64_t max_out) {
+  set_device(device);
+  return std::make_unique<DenseDeviceImpl>(device, max_cols, max_out);
 }
 
 void cuda_portable_eval(PortableFn fn, const float* dev_x, float* dev_y, int64_t n) {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cuda/dense.h"
 #include "cuda/expert_math.h"
 #include "cuda/grouped.h"
 #include "io/check.h"
@@ -142,6 +143,10 @@ void grouped_forward_emulated(const GroupedLayer& layer, const float* x, float* 
       add_bias(job.down_bias, yr, s.n_embd);
     }
   }
+}
+
+void dense_gemv_emulated(const DenseMatrix& w, const float* x, float* y) {
+  matrix_emulated(w.type, w.data, w.n_rows, w.n_cols, x, y);
 }
 
 void grouped_quantize_emulated(GgmlType act, const float* x, void* dst, int64_t n) {

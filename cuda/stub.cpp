@@ -2,6 +2,7 @@
 // every entry point that would need one throws Error(kUnsupported). Lets CPU code call the plain
 // cuda/ headers without #ifdefs.
 #include "cuda/blaslt.h"
+#include "cuda/dense.h"
 #include "cuda/dequant.h"
 #include "cuda/grouped.h"
 #include "cuda/runtime.h"
@@ -133,6 +134,10 @@ ExpertWeights VramStore::weights(int32_t) const {
 }
 uint64_t VramStore::largest_free() const {
   return 0;
+}
+
+std::unique_ptr<detail::DenseDevice> detail::DenseDevice::create(int, int64_t, int64_t) {
+  no_cuda("CUDA_DENSE");
 }
 
 }  // namespace strata::cuda

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "engine/gpu_lane.h"
 #include "engine/ops.h"
 #include "io/check.h"
 
@@ -96,12 +97,15 @@ void AttentionBlock::gqa(kernels::ThreadPool& pool, const LayerWeights& l, uint3
   const uint32_t n_k = cfg_.n_embd_k_gqa(il);
   const uint32_t n_v = cfg_.n_embd_v_gqa(il);
 
-  ActivationRows xa(pool, x, n_embd, n, n_embd, xq_.data());
-  // q, k and v read the same x: one parallel region for the three.
-  const MatrixRef qkv[] = {l.wq.matrix(), l.wk.matrix(), l.wv.matrix()};
+  // q, k and v read the same x: one parallel region for the three (or one GPU call, CUDA_DENSE).
   float* const qkv_y[] = {q_.data(), k_.data(), v_.data()};
-  const size_t qkv_stride[] = {n_q, n_k, n_v};
-  xa.matmul_many(qkv, qkv_y, qkv_stride);
+  static constexpr GpuDense::Proj kQkv[] = {GpuDense::kQ, GpuDense::kK, GpuDense::kV};
+  if (n != 1 || !dense_ || !dense_->project(il, kQkv, x, qkv_y)) {
+    ActivationRows xa(pool, x, n_embd, n, n_embd, xq_.data());
+    const MatrixRef qkv[] = {l.wq.matrix(), l.wk.matrix(), l.wv.matrix()};
+    const size_t qkv_stride[] = {n_q, n_k, n_v};
+    xa.matmul_many(qkv, qkv_y, qkv_stride);
+  }
 
   for (uint32_t t = 0; t < n; ++t) {
     float* q = q_.data() + size_t{t} * n_q;
@@ -133,7 +137,9 @@ void AttentionBlock::gqa(kernels::ThreadPool& pool, const LayerWeights& l, uint3
   attention(pool, shape, kv, il, pos0, n, q_.data(), attn_.data(), scratch_);
 
   const uint32_t n_attn = n_head * cfg_.head_dim_v;
-  matmul(pool, l.wo.matrix(), attn_.data(), n_attn, n, out, n_embd, xq_.data());
+  static constexpr GpuDense::Proj kWo[] = {GpuDense::kO};
+  if (n != 1 || !dense_ || !dense_->project(il, kWo, attn_.data(), &out))
+    matmul(pool, l.wo.matrix(), attn_.data(), n_attn, n, out, n_embd, xq_.data());
   if (l.bo.present()) add_bias_rows(l.bo.f32(), out, n_embd, n, 0, n_embd);
 }
 

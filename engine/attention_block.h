@@ -17,6 +17,8 @@
 
 namespace strata::engine {
 
+class GpuDense;
+
 class AttentionBlock {
  public:
   AttentionBlock(const ModelConfig& cfg, uint32_t n_ubatch, int n_threads, uint32_t n_ctx);
@@ -28,6 +30,9 @@ class AttentionBlock {
   //   x:   [n, n_embd] the attention-normed residual;  out: [n, n_embd]
   void run(kernels::ThreadPool& pool, const LayerWeights& l, uint32_t il, uint32_t n, uint32_t pos0,
            const float* x, KvCache& kv, float* out);
+
+  // CUDA_DENSE: one-token projections go to the GPU where it holds them (null: all on the CPU).
+  void set_gpu_dense(GpuDense* dense) { dense_ = dense; }
 
  private:
   void gqa(kernels::ThreadPool& pool, const LayerWeights& l, uint32_t il, uint32_t n, uint32_t pos0,
@@ -48,6 +53,7 @@ class AttentionBlock {
 
   const ModelConfig& cfg_;
   uint32_t n_ubatch_;
+  GpuDense* dense_ = nullptr;
   AttentionScratch scratch_;
   std::vector<std::byte> xq_;  // [n_ubatch, activation_row_bytes(widest projection input)]
   std::vector<float> cs_;      // [n_ubatch, n_rot] cos/sin (full-attention layers)

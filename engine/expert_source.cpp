@@ -156,6 +156,7 @@ TierOptions tier_options(const Knobs& knobs) {
     o.cache_bytes = static_cast<uint64_t>(std::llround(*gb * kGiB));
   o.vram_gb = knobs.get_string("VRAM_GB");
   o.vram_emulate = knobs.get_bool("VRAM_EMULATE");
+  o.cuda_dense = knobs.get_bool("CUDA_DENSE");
   o.zstd = knobs.get_string("ZSTD");
   const std::string numa = knobs.get_string("NUMA");
   o.numa = numa == "local" ? tiers::NumaMode::kLocal
@@ -331,6 +332,10 @@ ExpertSource::ExpertSource(const Model& model) : model_(model) {}
 
 ExpertSource::ExpertSource(const Model& model, const TierOptions& opts)
     : model_(model), prof_(opts.prof), usage_(opts.usage) {
+  if (opts.cuda_dense && !opts.vram_emulate && cuda::cuda_device_count() == 0)
+    fail(ErrorKind::kUnsupported,
+         "knob CUDA_DENSE ({}): no usable CUDA device ({}); VRAM_EMULATE=1 emulates one for tests",
+         knob_flag("CUDA_DENSE"), cuda::cuda_describe());
   const ModelConfig& cfg = model.config();
   tiers::ExtentTable extents = expert_extents(model);
   sidecar_ = choose_sidecar(model, extents, opts);
@@ -395,6 +400,7 @@ ExpertSource::ExpertSource(const Model& model, const TierOptions& opts)
     lo.max_rows = std::max<uint32_t>(1, opts.gpu_max_rows);
     lane_ = std::make_unique<GpuLane>(model, plan, lo, opts.notice);
   }
+  if (opts.cuda_dense) dense_ = std::make_unique<GpuDense>(model, opts.vram_emulate, opts.notice);
 
   homes_.resize(cfg.n_layer);
   size_t max_experts = 0;

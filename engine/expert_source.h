@@ -43,6 +43,8 @@ struct TierOptions {
   // VRAM_EMULATE: VRAM homes computed by the host emulation (GpuLane), one emulated GPU per
   // VRAM_GB entry; auto VRAM_GB is then 0.
   bool vram_emulate = false;
+  // CUDA_DENSE: attention projections and the output head on GPU 0 during decode (GpuDense).
+  bool cuda_dense = false;
   uint32_t gpu_max_rows = 4096;  // dispatch rows per GPU launch (GpuLaneOptions::max_rows)
   // ZSTD: "auto" = read SSD experts from the model's sidecar (MODEL.gguf.stz, `strata pack`) when
   // it matches the model and pays (disk GB/s x ratio and decompression GB/s x threads beat the
@@ -166,6 +168,8 @@ class ExpertSource {
   // The plan (with its VRAM homes; the store's own plan sees them as SSD homes it never reads).
   const placement::PlacementPlan* plan() const { return store_ ? &*plan_ : nullptr; }
   const GpuLane* gpu_lane() const { return lane_.get(); }
+  // CUDA_DENSE's dense matrices on the GPU; null when off.
+  GpuDense* gpu_dense() { return dense_.get(); }
   const tiers::Sidecar* sidecar() const { return sidecar_.get(); }  // in use, or null
   uint64_t resident_dense_bytes() const { return resident_bytes_; }
   double resident_dense_seconds() const { return resident_seconds_; }
@@ -188,6 +192,7 @@ class ExpertSource {
   std::unique_ptr<tiers::ExpertStore> store_;
   std::optional<placement::PlacementPlan> plan_;
   std::unique_ptr<GpuLane> lane_;  // VRAM homes; null when the plan has none
+  std::unique_ptr<GpuDense> dense_;  // CUDA_DENSE; null when off
   std::vector<int32_t> pf_ids_;    // PREFETCH scratch: the predicted experts not in VRAM
   std::vector<std::vector<ExpertHome>> homes_;  // [n_layer][n_expert]; empty = reference path
   Profiler* prof_ = nullptr;

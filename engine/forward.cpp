@@ -55,6 +55,7 @@ Forward::Forward(const Model& model, const ForwardOptions& opts)
   weights_.resize(nu * k);
   moe_y_.resize(nu * k * cfg_.n_embd);
   last_logits_.resize(cfg_.n_vocab);
+  attn_.set_gpu_dense(experts_->gpu_dense());  // CUDA_DENSE (null: off)
 }
 
 void Forward::check_tokens(std::span<const int32_t> tokens) const {
@@ -164,8 +165,10 @@ void Forward::output_head(uint32_t n, float* all_logits) {
     rms_norm(h_.data() + size_t{t} * n_embd, w_.output_norm.f32(), x_.data() + size_t{t} * n_embd,
              n_embd, cfg_.norm_eps);
   float* out = all_logits ? all_logits : last_logits_.data();
-  matmul(pool_, w_.output.matrix(), x_.data() + size_t{first} * n_embd, n_embd, n - first, out,
-         cfg_.n_vocab, xq_.data());
+  GpuDense* dense = experts_->gpu_dense();  // CUDA_DENSE: a one-token head on the GPU
+  if (n - first != 1 || !dense || !dense->output(x_.data() + size_t{first} * n_embd, out))
+    matmul(pool_, w_.output.matrix(), x_.data() + size_t{first} * n_embd, n_embd, n - first, out,
+           cfg_.n_vocab, xq_.data());
   if (!all_logits) return;
   std::memcpy(last_logits_.data(), all_logits + size_t{n - 1} * cfg_.n_vocab,
               sizeof(float) * cfg_.n_vocab);

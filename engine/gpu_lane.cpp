@@ -525,4 +525,76 @@ double GpuLane::join(float* y) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+namespace {
+
+int64_t dense_max_cols(const ModelConfig& cfg) {
+  int64_t c = cfg.n_embd;
+  for (uint32_t l = 0; l < cfg.n_layer; ++l)
+    c = std::max<int64_t>(c, int64_t{cfg.n_head(l)} * cfg.head_dim_v);
+  return c;
+}
+
+int64_t dense_max_out(const ModelConfig& cfg) {
+  int64_t o = cfg.n_vocab;
+  for (uint32_t l = 0; l < cfg.n_layer; ++l)
+    o = std::max<int64_t>(o, int64_t{cfg.n_embd_q(l)} + cfg.n_embd_k_gqa(l) + cfg.n_embd_v_gqa(l));
+  return std::max<int64_t>(o, cfg.n_embd);
+}
+
+cuda::DenseMatrix dense_of(const WeightView& w) {
+  const MatrixRef m = w.matrix();
+  return cuda::DenseMatrix{m.type, m.data, m.n_rows, m.n_cols};
+}
+
+}  // namespace
+
+GpuDense::GpuDense(const Model& model, bool emulate, const tiers::NoticeFn& notice)
+    : gemv_(0, emulate, dense_max_cols(model.config()), dense_max_out(model.config())) {
+  const ModelConfig& cfg = model.config();
+  const ModelWeights& w = model.weights();
+  ids_.assign(cfg.n_layer, {-1, -1, -1, -1});
+  call_.reserve(4);
+  size_t cpu = 0;
+  if (!cfg.is_mla())
+    for (uint32_t l = 0; l < cfg.n_layer && l < w.layers.size(); ++l) {
+      const LayerWeights& lw = w.layers[l];
+      const WeightView* views[4] = {&lw.wq, &lw.wk, &lw.wv, &lw.wo};
+      for (int p = 0; p < 4; ++p) {
+        if (!views[p]->present()) continue;
+        ids_[l][p] = gemv_.add(dense_of(*views[p]));
+        cpu += ids_[l][p] < 0;
+      }
+    }
+  if (w.output.present()) output_ = gemv_.add(dense_of(w.output));
+  if (notice)
+    notice(fmt::format("CUDA_DENSE{}: {} dense matrices ({}) on GPU 0 for decode{}{}",
+                       emulate ? " (VRAM_EMULATE: host emulation)" : "", gemv_.n_matrices(),
+                       placement::format_bytes(gemv_.bytes()),
+                       cpu > 0 ? fmt::format("; {} of other types stay on the CPU", cpu) : "",
+                       output_ < 0 ? "; the output head stays on the CPU" : ""));
+}
+
+bool GpuDense::project(uint32_t il, std::span<const Proj> which, const float* x, float* const* ys) {
+  if (il >= ids_.size()) return false;
+  call_.clear();
+  for (Proj p : which) {
+    if (ids_[il][p] < 0) return false;
+    call_.push_back(ids_[il][p]);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  gemv_.gemv(call_, x, ys);
+  seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ++calls_;
+  return true;
+}
+
+bool GpuDense::output(const float* x, float* logits) {
+  if (output_ < 0) return false;
+  const auto t0 = std::chrono::steady_clock::now();
+  gemv_.gemv({&output_, 1}, x, &logits);
+  seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ++calls_;
+  return true;
+}
+
 }  // namespace strata::engine

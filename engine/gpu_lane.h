@@ -15,11 +15,14 @@
 // Tested by tests/test_gpu_lane.cpp (emulated, and on a device when there is one).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "cuda/dense.h"
 #include "engine/model.h"
 #include "engine/moe.h"
 #include "placement/plan.h"
@@ -103,6 +106,37 @@ class GpuLane {
   uint32_t n_embd_ = 0;
   bool in_flight_ = false;
   double lane_seconds_ = 0;
+};
+
+// CUDA_DENSE=1: the attention projections (GQA's q, k, v, o) and the output head computed on
+// GPU 0 during decode (one token) by cuda::DenseGemv — the grouped kernel's canonical-order dots
+// with x quantized as the CPU does, so the numbers are the CPU's to the bit. Matrices are uploaded
+// once at construction from the model's mapping (file layout); types the kernel does not take
+// (F32, F16, BF16, ...) and MLA layers stay on the CPU, as does every chunk of several tokens
+// (prefill). emulate: the host emulation (VRAM_EMULATE). Tested by tests/test_gpu_lane.cpp.
+class GpuDense {
+ public:
+  enum Proj { kQ = 0, kK = 1, kV = 2, kO = 3 };
+  GpuDense(const Model& model, bool emulate, const tiers::NoticeFn& notice);
+
+  // ys[i] = W_which[i] · x for layer il (one token); false, computing nothing, when any of them
+  // is not on the GPU (the caller computes them on the CPU).
+  bool project(uint32_t il, std::span<const Proj> which, const float* x, float* const* ys);
+  // logits = output · x (one token); false when the head is not on the GPU.
+  bool output(const float* x, float* logits);
+
+  uint64_t bytes() const { return gemv_.bytes(); }
+  size_t n_matrices() const { return gemv_.n_matrices(); }
+  uint64_t calls() const { return calls_; }
+  double seconds() const { return seconds_; }  // wall time of the calls (copies included)
+
+ private:
+  cuda::DenseGemv gemv_;
+  std::vector<std::array<int32_t, 4>> ids_;  // [n_layer] per Proj, -1 = on the CPU
+  int32_t output_ = -1;
+  std::vector<int32_t> call_;
+  uint64_t calls_ = 0;
+  double seconds_ = 0;
 };
 
 }  // namespace strata::engine

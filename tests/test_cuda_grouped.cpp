@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/dense.h"
 #include "cuda/expert_math.h"
 #include "cuda/grouped.h"
 #include "cuda/runtime.h"
@@ -577,6 +578,69 @@ TEST(GroupedHost, SwigluOaiIsTheEnginesBitForBit) {
   EXPECT_TRUE(same_bits(got.data(), want.data(), static_cast<int64_t>(g.size())));
 }
 
+// ---- CUDA_DENSE: dense decode GEMVs ----
+
+// Matrices of every type DenseGemv takes, at awkward shapes (a head-sized one too); the reference
+// is the CPU's kernels::gemv after quantize_activation_row.
+struct DenseCase {
+  GgmlType type;
+  int64_t n_rows, n_cols;
+};
+const DenseCase kDenseCases[] = {
+    {GgmlType::Q4_0, 96, 288},   {GgmlType::Q4_0, 1000, 512}, {GgmlType::Q5_0, 33, 96},
+    {GgmlType::Q8_0, 200, 160},  {GgmlType::Q4_K, 77, 512},   {GgmlType::Q6_K, 130, 768},
+    {GgmlType::MXFP4, 64, 2880},
+};
+
+std::vector<float> cpu_gemv(GgmlType t, const std::vector<uint8_t>& w, int64_t rows, int64_t cols,
+                            const std::vector<float>& x) {
+  const GgmlType vdt = kernels::vec_dot_type(t);
+  std::vector<uint8_t> xq(ggml_row_bytes(vdt, cols));
+  kernels::quantize_activation_row(vdt, x.data(), xq.data(), cols);
+  std::vector<float> y(rows);
+  kernels::gemv_kernels(t).gemv(w.data(), ggml_row_bytes(t, cols), xq.data(), y.data(), 0, rows,
+                                cols);
+  return y;
+}
+
+void check_dense(bool emulate) {
+  std::mt19937_64 rng(13);
+  DenseGemv g(0, emulate, 2880, 2000);
+  std::vector<std::vector<uint8_t>> ws;
+  std::vector<int32_t> ids;
+  for (const DenseCase& c : kDenseCases) {
+    ws.push_back(quantized_matrix(c.type, c.n_rows, c.n_cols, rng));
+    ids.push_back(g.add(DenseMatrix{c.type, ws.back().data(), c.n_rows, c.n_cols}));
+    ASSERT_GE(ids.back(), 0) << ggml_type_name(c.type);
+  }
+  EXPECT_EQ(g.add(DenseMatrix{GgmlType::F32, ws[0].data(), 4, 32}), -1);  // stays on the CPU
+  for (size_t i = 0; i < std::size(kDenseCases); ++i) {
+    const DenseCase& c = kDenseCases[i];
+    for (int rep = 0; rep < 2; ++rep) {
+      const std::vector<float> x =
+          rep == 0 ? normal_floats(c.n_cols, 1.0f, rng) : awkward_activations(c.n_cols, rng);
+      const std::vector<float> want = cpu_gemv(c.type, ws[i], c.n_rows, c.n_cols, x);
+      std::vector<float> got(c.n_rows, guard_value());
+      float* y = got.data();
+      g.gemv({&ids[i], 1}, x.data(), &y);
+      EXPECT_TRUE(same_bits(got.data(), want.data(), c.n_rows))
+          << ggml_type_name(c.type) << " " << c.n_rows << "x" << c.n_cols;
+    }
+  }
+  // Several matrices that read one x (q, k, v).
+  const std::vector<float> x = normal_floats(512, 1.0f, rng);
+  const int32_t two[] = {ids[1], ids[4]};
+  std::vector<float> a(1000, guard_value()), b(77, guard_value());
+  float* ys[] = {a.data(), b.data()};
+  g.gemv(two, x.data(), ys);
+  EXPECT_TRUE(same_bits(a.data(), cpu_gemv(GgmlType::Q4_0, ws[1], 1000, 512, x).data(), 1000));
+  EXPECT_TRUE(same_bits(b.data(), cpu_gemv(GgmlType::Q4_K, ws[4], 77, 512, x).data(), 77));
+}
+
+TEST(GroupedHost, DenseGemvEmulatedMatchesCpuGemv) {
+  check_dense(/*emulate=*/true);
+}
+
 TEST(GroupedHost, WithoutADeviceTheExecutorThrowsCleanly) {
   if (cuda_device_count() > 0) return;  // the GroupedDevice tests cover that case
   try {
@@ -743,6 +807,11 @@ TEST(GroupedDevice, FixtureExpertsMatchExpertForwardRef) {
           << v.file << " layer " << layer;
     }
   }
+}
+
+TEST(GroupedDevice, DenseGemvMatchesCpuGemv) {
+  SKIP_WITHOUT_GPU();
+  check_dense(/*emulate=*/false);
 }
 
 TEST(GroupedDevice, PortableMathDeviceEqualsHost) {

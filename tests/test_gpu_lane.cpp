@@ -186,6 +186,9 @@ class GpuLane : public ::testing::Test {
 
   int ssd_mixed = 0;  // third_mixed runs that had SSD homes too
 
+  // CUDA_DENSE decode / chunked replays against the CPU (see the tests).
+  void dense_check(bool emulate);
+
   // In process: all experts in VRAM behind an executor of 3 rows per launch (see the tests).
   void split_check(bool emulate);
 
@@ -257,6 +260,63 @@ TEST_F(GpuLane, BadVramKnobsAreOneLineErrors) {
   }
   // VRAM_GB=0 without a device is fine, and auto is 0 without one.
   EXPECT_EQ(run_strata(dir_.path(), base + "--vram-gb 0").rc, 0);
+}
+
+// CUDA_DENSE=1 (emulated): the attention projections and the output head of one-token passes on
+// the "GPU" give the CPU's bytes, alone and with VRAM expert homes; without a device (and without
+// VRAM_EMULATE) it is a one-line error.
+TEST_F(GpuLane, EmulatedCudaDenseIsBitIdentical) {
+  dense_check(/*emulate=*/true);
+}
+
+TEST_F(GpuLane, DeviceCudaDenseIsBitIdentical) {
+  if (cuda::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda::cuda_describe();
+  dense_check(/*emulate=*/false);
+}
+
+void GpuLane::dense_check(bool emulate) {
+  const std::string emu = emulate ? " --vram-emulate 1" : " --vram-emulate 0";
+  const fs::path synth = dir_ / "synth-tiny.gguf";
+  ASSERT_EQ(run_strata(dir_.path(),
+                       fmt::format("synth --preset tiny --out '{}' --threads 2", synth.string()))
+                .rc,
+            0);
+  std::vector<fs::path> models = {synth};
+  for (const fs::path& m : fixture_models()) {
+    const std::string n = m.filename().string();
+    if (n == "tiny-qwen3moe-Q4_K_M.gguf" || n == "tiny-gpt-oss-MXFP4.gguf" ||
+        n == "tiny-mixtral-Q4_0.gguf")
+      models.push_back(m);
+  }
+  for (const fs::path& m : models) {
+    SCOPED_TRACE(m.filename().string());
+    const Model model = Model::load(m.string());
+    write_streams(dir_ / "streams.txt", model.config().n_vocab, kLengths);
+    const double total = static_cast<double>(engine::expert_sizes(model).total_bytes());
+    if (replay(m, "d_ref", "--vram-gb 0", 1).is_null()) continue;
+    if (replay(m, "d_dense", "--vram-gb 0 --cuda-dense 1" + emu, 1).is_null()) continue;
+    EXPECT_NE(last_.err.find(emulate ? "CUDA_DENSE (VRAM_EMULATE" : "CUDA_DENSE:"),
+              std::string::npos)
+        << last_.err;
+    expect_same("d_dense", "d_ref", "CUDA_DENSE decode");
+    if (replay(m, "d_both", "--vram-gb " + gib(total / 2) + " --cuda-dense 1" + emu, 1).is_null())
+      continue;
+    expect_same("d_both", "d_ref", "CUDA_DENSE + VRAM homes decode");
+    // Chunks of several tokens (prefill) stay on the CPU: same bytes as well.
+    if (replay(m, "c_ref", "--vram-gb 0").is_null()) continue;
+    if (replay(m, "c_dense", "--vram-gb 0 --cuda-dense 1" + emu).is_null()) continue;
+    expect_same("c_dense", "c_ref", "CUDA_DENSE chunked");
+  }
+  if (cuda::cuda_device_count() == 0) {
+    const Result r =
+        run_strata(dir_.path(), fmt::format("replay -m '{}' --tokens '{}' -t 2 --cuda-dense 1",
+                                            synth.string(), (dir_ / "streams.txt").string()));
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.err.find("knob CUDA_DENSE (--cuda-dense): no usable CUDA device"),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
 }
 
 // PROF=2's per-token lines carry the GPU lane's numbers: experts and rows on the GPU, the two
