@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
 # GPU check for a lent CUDA machine (one H200, 16 cores): configure STRATA_CUDA=ON in build-gpu,
 # build, print nvidia-smi, run the `gpu`-labelled tests (a skipped test is a failure here: the GPU
-# must be visible), then the GPU benchmarks (bench/bench_gpu_*), then decode tok/s on the `demo`
-# synth model with VRAM_GB = 0, half, all, whose replay logit dumps must be byte-identical (cmp).
+# must be visible; they include CPU-vs-GPU bit identity of the grouped kernel on the fixtures —
+# gpt-oss's MXFP4 + SwiGLU-OAI + biases too — and of CUDA_DENSE), `strata probe` (H2D and device
+# copy bandwidth), the GPU benchmarks (bench/bench_gpu_*: the grouped kernel's GB/s against the
+# device copy bandwidth), then decode tok/s on the `demo` synth model with VRAM_GB = 0, half, all,
+# and CUDA_DENSE=1 at VRAM_GB 0 and all, whose replay logit dumps must be byte-identical (cmp).
 # Run from the repo root:
-#   bench/gpu_check.sh            # whole run stays under 8 minutes; exit status != 0 on any failure
-# Logs go to build-gpu/gpu_check/ and, when $OUT is set (the device runner), are copied there.
+#   bench/gpu_check.sh [RESULTS_DIR]   # under 8 minutes; exit status != 0 on any failure
+# Logs go to build-gpu/gpu_check/; RESULTS_DIR (default: $OUT when set, as the device runner
+# does) gets results.md — the numbers to paste into bench/RESULTS.md — and a copy of the logs.
 set -uo pipefail
 
 readonly BUDGET_S=470  # under 8 minutes, everything included
 readonly BUILD_DIR="${BUILD_DIR:-build-gpu}"  # override only to test the script elsewhere
 readonly LOG_DIR="$BUILD_DIR/gpu_check"
 readonly JOBS="${JOBS:-16}"
+readonly RESULTS_DIR="${1:-${OUT:-}}"
 START=$(date +%s)
 FAILURES=()
 
@@ -38,6 +43,46 @@ run_logged() {
   tail -n 40 "$LOG_DIR/$name.log"
   return $rc
 }
+# results.md: the machine, the verdicts and every table the run produced, for bench/RESULTS.md.
+write_results() {
+  local r="$LOG_DIR/results.md"
+  {
+    echo "# gpu_check results ($(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null))"
+    echo
+    echo '```'
+    nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,power.limit --format=csv \
+      2>/dev/null || echo "no nvidia-smi"
+    echo "cores: $(nproc); load: $(uptime)"
+    cat "$LOG_DIR/summary.txt" 2>/dev/null
+    echo '```'
+    echo
+    echo "## gpu tests"
+    echo '```'
+    grep -E '^ *[0-9]+/[0-9]+ Test|tests passed|tests failed' "$LOG_DIR/ctest_gpu.log" 2>/dev/null
+    echo '```'
+    echo
+    echo "## strata probe (copy bandwidths)"
+    echo '```'
+    grep -i -E 'gpu|h2d|d2h|device|ram|ssd' "$LOG_DIR/probe.log" 2>/dev/null | head -n 20
+    echo '```'
+    for b in "$LOG_DIR"/bench_gpu_*.log; do
+      [[ -f $b ]] || continue
+      echo
+      echo "## $(basename "$b" .log) (grouped kernel GB/s vs the device copy bandwidth)"
+      echo
+      cat "$b"
+    done
+    if [[ -f "$LOG_DIR/demo_decode.md" ]]; then
+      echo
+      echo "## decode on the demo synth model (strata run, 64 tokens, greedy)"
+      echo
+      cat "$LOG_DIR/demo_decode.md"
+      echo
+      grep -h '^demo:' "$LOG_DIR/demo_verdicts.txt" 2>/dev/null
+    fi
+  } >"$r"
+}
+
 finish() {
   section "summary"
   local elapsed=$(($(date +%s) - START))
@@ -49,8 +94,13 @@ finish() {
       printf 'gpu_check: FAIL: %s\n' "${FAILURES[@]}"
     fi
   } | tee "$LOG_DIR/summary.txt"
-  if [[ -n "${OUT:-}" && -d "${OUT:-}" ]]; then
-    mkdir -p "$OUT/gpu_check" && cp "$LOG_DIR"/*.log "$LOG_DIR/summary.txt" "$OUT/gpu_check/" 2>/dev/null
+  write_results
+  if [[ -n "$RESULTS_DIR" ]]; then
+    mkdir -p "$RESULTS_DIR/gpu_check" &&
+      cp "$LOG_DIR"/*.log "$LOG_DIR"/*.json "$LOG_DIR/summary.txt" "$LOG_DIR/results.md" \
+        "$RESULTS_DIR/gpu_check/" 2>/dev/null
+    cp "$LOG_DIR/results.md" "$RESULTS_DIR/results.md" 2>/dev/null
+    echo "gpu_check: results in $RESULTS_DIR/results.md"
   fi
   ((${#FAILURES[@]} == 0))
   exit $?
@@ -136,7 +186,7 @@ for b in "${BENCHES[@]}"; do
   run_logged "$name" 120 "$b" || failed "$name"
 done
 
-section "decode on the demo synth model: VRAM_GB = 0 / half / all"
+section "decode on the demo synth model: VRAM_GB = 0 / half / all, CUDA_DENSE = 0 / 1"
 # One model, three placements: every expert in RAM (VRAM_GB=0), about half of the expert bytes in
 # VRAM, every expert in VRAM. Decode tok/s from `strata run` (greedy, 64 tokens, PROF JSON), and
 # the logits of two replayed token streams (one token per pass: the decode shape), which must be
@@ -153,16 +203,21 @@ if [[ -x "$STRATA" ]] && run_logged synth_demo 120 "$STRATA" synth --preset demo
        line = line (i ? " " : "") int(rand() * 8000); print line } }' >"$STREAMS"
   TOTAL_BYTES=""
   DEMO_MD="$LOG_DIR/demo_decode.md"
-  printf '| VRAM_GB | experts in VRAM | decode tok/s | GPU lane ms/token | CPU lane ms/token | straggler |\n|---|---|---|---|---|---|\n' >"$DEMO_MD"
-  for tag in 0 half all; do
-    case $tag in
+  printf '| VRAM_GB | CUDA_DENSE | experts in VRAM | decode tok/s | GPU lane ms/token | CPU lane ms/token | straggler |\n|---|---|---|---|---|---|---|\n' >"$DEMO_MD"
+  VERDICTS="$LOG_DIR/demo_verdicts.txt"
+  : >"$VERDICTS"
+  # tag = VRAM_GB setting, with _dense: CUDA_DENSE=1 (attention projections and the head on GPU 0).
+  for tag in 0 half all 0_dense all_dense; do
+    DENSE=0
+    [[ $tag == *_dense ]] && DENSE=1
+    case ${tag%_dense} in
       0) VGB=0 ;;
       half) VGB=$(awk -v b="$TOTAL_BYTES" 'BEGIN { printf "%.6f", b / 2 / 1073741824 }') ;;
       all) VGB=$(awk -v b="$TOTAL_BYTES" 'BEGIN { printf "%.6f", b * 1.05 / 1073741824 + 0.01 }') ;;
     esac
     run_logged "demo_replay_$tag" 120 "$STRATA" replay -m "$DEMO" --tokens "$STREAMS" --ubatch 1 \
       --dump-logits "$LOG_DIR/demo_dump_$tag" --prof-json "$LOG_DIR/demo_replay_$tag.json" \
-      -t "$JOBS" --vram-gb "$VGB" || failed "demo replay VRAM_GB=$tag"
+      -t "$JOBS" --vram-gb "$VGB" --cuda-dense "$DENSE" || failed "demo replay VRAM_GB=$tag"
     if [[ $tag == 0 ]]; then
       # Every routed expert's bytes (all in RAM here): what half and all are measured against.
       B_RAM=$(json_num bytes_ram "$LOG_DIR/demo_replay_0.json")
@@ -171,23 +226,31 @@ if [[ -x "$STRATA" ]] && run_logged synth_demo 120 "$STRATA" synth --preset demo
       echo "demo: routed expert bytes $TOTAL_BYTES"
     fi
     run_logged "demo_run_$tag" 120 "$STRATA" run -m "$DEMO" -p "The quick brown fox" -n 64 \
-      --temp 0 --ignore-eos --no-display-prompt -t "$JOBS" --vram-gb "$VGB" \
+      --temp 0 --ignore-eos --no-display-prompt -t "$JOBS" --vram-gb "$VGB" --cuda-dense "$DENSE" \
       --prof-json "$LOG_DIR/demo_run_$tag.json" || failed "demo run VRAM_GB=$tag"
     J="$LOG_DIR/demo_run_$tag.json"
     TOKS=$(awk -v t="$(json_num decode_tok_s "$J")" 'BEGIN { printf "%.2f", t + 0 }')
-    printf '| %s (%s GiB) | %s | %s | %s | %s | %s |\n' "$tag" "$VGB" "$(json_num experts_vram "$J")" \
+    printf '| %s (%s GiB) | %s | %s | %s | %s | %s | %s |\n' "${tag%_dense}" "$VGB" "$DENSE" \
+      "$(json_num experts_vram "$J")" \
       "$TOKS" "$(json_num gpu_ms_per_token "$J")" "$(json_num cpu_ms_per_token "$J")" \
       "$(grep -o '"straggler": *"[A-Za-z]*"' "$J" | head -n 1 | sed 's/.*: *//; s/"//g')" >>"$DEMO_MD"
   done
   cat "$DEMO_MD"
-  for tag in half all; do
+  for tag in half all 0_dense all_dense; do
+    same=1
     for s in 0 1; do
       if ! cmp "$LOG_DIR/demo_dump_0/stream$s.logits.bin" "$LOG_DIR/demo_dump_$tag/stream$s.logits.bin"; then
         failed "demo logits differ: VRAM_GB=0 vs $tag, stream $s"
+        same=0
       fi
     done
+    if ((same)); then
+      echo "demo: logits byte-identical: VRAM_GB=0 vs $tag" | tee -a "$VERDICTS"
+    else
+      echo "demo: logits DIFFER: VRAM_GB=0 vs $tag" | tee -a "$VERDICTS"
+    fi
   done
-  echo "demo: replay logit dumps compared byte for byte (VRAM_GB 0 vs half vs all)"
+  echo "demo: replay logit dumps compared byte for byte (VRAM_GB 0 vs half vs all, CUDA_DENSE 0 vs 1)"
   cp "$DEMO_MD" "$LOG_DIR/demo_decode.log"
 else
   failed "demo synth model"
