@@ -167,6 +167,7 @@ TierOptions tier_options(const Knobs& knobs) {
   o.direct = knobs.get_bool("DIRECT");
   o.uring = knobs.get_bool("URING");
   o.prefetch = static_cast<int>(knobs.get_int("PREFETCH"));
+  o.repack = knobs.get_bool("REPACK") && kernels::interleave_pays();
   o.repin = static_cast<int>(knobs.get_int("REPIN"));
   o.repin_half_life = knobs.get_float("REPIN_HALF_LIFE");
   o.repin_moves = static_cast<int>(knobs.get_int("REPIN_MOVES"));
@@ -449,6 +450,19 @@ ExpertSource::ExpertSource(const Model& model, const TierOptions& opts)
   so.decompress_threads = opts.decompress_threads > 0
                               ? opts.decompress_threads
                               : std::clamp(int(std::thread::hardware_concurrency()) / 2, 1, 4);
+  if (opts.repack) {
+    so.ram_layouts.resize(cfg.n_layer);
+    for (uint32_t l = 0; l < cfg.n_layer; ++l) {
+      const ExpertStack& st = model.weights().layers[l].experts;
+      if (st.n_expert < 2) continue;
+      const WeightView* views[3] = {&st.gate, &st.up, &st.down};
+      for (int i = 0; i < 3; ++i) {
+        const WeightView& v = *views[i];
+        so.ram_layouts[l][i] = {kernels::interleaved_layout(v.type, v.n_rows(), v.n_cols()),
+                                v.n_rows(), v.n_cols()};
+      }
+    }
+  }
   tiers::StoreHooks hooks;
   hooks.notice = opts.notice;
   hooks.progress = opts.progress;
@@ -490,6 +504,9 @@ void ExpertSource::fetch(uint32_t il, std::span<ExpertJob> jobs) {
     job.slice.gate.data = v.slice[tiers::kGate];
     job.slice.up.data = v.slice[tiers::kUp];
     job.slice.down.data = v.slice[tiers::kDown];
+    job.slice.gate.layout = v.layout[tiers::kGate];
+    job.slice.up.layout = v.layout[tiers::kUp];
+    job.slice.down.layout = v.layout[tiers::kDown];
   }
 }
 

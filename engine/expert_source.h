@@ -78,6 +78,9 @@ struct TierOptions {
   // PREFETCH: after layer L's attention, Forward predicts layers L+1..L+prefetch with their
   // routers and prefetch() starts the reads (decode only; 0 = off).
   int prefetch = 0;
+  // REPACK: RAM-homed experts' Q4_0 matrices are interleaved in their arenas (kernels/interleave.h)
+  // when the CPU's kernels for it pay; the dense weights are interleave_dense()'s job.
+  bool repack = false;
   // REPIN: on every repin-th decode token (0 = off), after each MoE layer's compute (no slot
   // pinned), up to repin_moves SSD experts in all that the layer just used from the RAM cache swap
   // homes with RAM-homed experts (no larger) whose decayed usage (half-life repin_half_life

@@ -42,7 +42,7 @@ void AttentionBlock::head_matmul(kernels::ThreadPool& pool, const WeightView& w,
     for (uint32_t r = 0; r < n_rows; r += kHeadRowBlock)
       head_items_.push_back({h, r, std::min(r + kHeadRowBlock, n_rows)});
   STRATA_ASSERT(head_items_.size() <= head_items_.capacity());
-  const kernels::GemvKernels k = kernels::gemv_kernels(w.type);
+  const kernels::GemvKernels k = kernels::gemv_kernels(w.type, w.layout);
   pool.parallel_for(int64_t(head_items_.size()), {}, [&](int64_t begin, int64_t end, int) {
     for (int64_t i = begin; i < end; ++i) {
       const HeadItem& it = head_items_[i];

@@ -22,6 +22,9 @@ class Model {
   const ModelConfig& config() const { return cfg_; }
   const ModelWeights& weights() const { return weights_; }
   const io::GgufFile& file() const { return *file_; }
+  // REPACK for the dense weights (engine::interleave_dense): only once they are private writable
+  // memory (ExpertSource's tiered path made them resident). Returns the bytes repacked.
+  uint64_t interleave_dense() { return engine::interleave_dense(weights_); }
 
  private:
   // unique_ptr: the views in weights_ point into the file's mapping, which must not move.

@@ -9,6 +9,7 @@
 #include "engine/ops.h"
 #include "io/check.h"
 #include "kernels/gemv.h"
+#include "kernels/interleave.h"
 #include "kernels/quant.h"
 
 namespace strata::engine {
@@ -24,6 +25,21 @@ constexpr uint32_t kMinParallelRows = 8;
 // Below this many activation elements (SiLU-GLU + quantization) a fork/join costs more than the
 // work: a decode step's 8 rows of 768 are done by the caller alone.
 constexpr int64_t kMinParallelElements = 16384;
+
+// A stack's kernels for each layout an expert's matrix may be in: RAM homes repacked (REPACK),
+// cache slots and the mapping as in the file. Looked up once per stage, not per work item.
+struct LayoutKernels {
+  kernels::GemvKernels rows;
+  kernels::GemvKernels packed;
+  explicit LayoutKernels(GgmlType type)
+      : rows(kernels::gemv_kernels(type)),
+        packed(kernels::interleaved_layout(type, 16, 64) != kernels::WeightLayout::kRows
+                   ? kernels::gemv_kernels(type, kernels::interleaved_layout(type, 16, 64))
+                   : rows) {}
+  const kernels::GemvKernels& operator()(const MatrixRef& m) const {
+    return m.layout == kernels::WeightLayout::kRows ? rows : packed;
+  }
+};
 
 template <typename F>
 void for_rows(kernels::ThreadPool& pool, uint32_t n, F&& fn) {
@@ -205,8 +221,8 @@ void CpuExpertExecutor::compute(const ExpertStack& stack, std::span<const Expert
   };
 
   // Stage B: gate and up rows of every job, one parallel region.
-  const kernels::GemvKernels gate_k = kernels::gemv_kernels(stack.gate.type);
-  const kernels::GemvKernels up_k = kernels::gemv_kernels(stack.up.type);
+  const LayoutKernels gate_k(stack.gate.type);
+  const LayoutKernels up_k(stack.up.type);
   plan_items(jobs, n_ff, stack.gate.row_bytes + stack.up.row_bytes);
   pool_.parallel_for(int64_t(items_.size()), cost_, [&](int64_t begin, int64_t end, int) {
     for (int64_t i = begin; i < end; ++i) {
@@ -220,13 +236,13 @@ void CpuExpertExecutor::compute(const ExpertStack& stack, std::span<const Expert
       float* yg = gate_.data() + size_t{job.row_begin} * n_ff;
       float* yu = up_.data() + size_t{job.row_begin} * n_ff;
       if (m == 1) {
-        gate_k.gemv(g.data, g.row_bytes, xg, yg, it.row_begin, it.row_end, n_embd);
-        up_k.gemv(u.data, u.row_bytes, xu, yu, it.row_begin, it.row_end, n_embd);
+        gate_k(g).gemv(g.data, g.row_bytes, xg, yg, it.row_begin, it.row_end, n_embd);
+        up_k(u).gemv(u.data, u.row_bytes, xu, yu, it.row_begin, it.row_end, n_embd);
       } else {
-        gate_k.gemm(g.data, g.row_bytes, xg, xq_stride, yg, n_ff, m, it.row_begin, it.row_end,
-                    n_embd);
-        up_k.gemm(u.data, u.row_bytes, xu, xq_up_stride, yu, n_ff, m, it.row_begin, it.row_end,
-                  n_embd);
+        gate_k(g).gemm(g.data, g.row_bytes, xg, xq_stride, yg, n_ff, m, it.row_begin, it.row_end,
+                       n_embd);
+        up_k(u).gemm(u.data, u.row_bytes, xu, xq_up_stride, yu, n_ff, m, it.row_begin, it.row_end,
+                     n_embd);
       }
       if (stack.gate_bias.present())
         add_bias_rows(stack.gate_bias.f32() + size_t{job.expert} * n_ff, yg, n_ff, m, it.row_begin,
@@ -253,7 +269,7 @@ void CpuExpertExecutor::compute(const ExpertStack& stack, std::span<const Expert
   }
 
   // Stage D: down rows of every job, one parallel region.
-  const kernels::GemvKernels down_k = kernels::gemv_kernels(stack.down.type);
+  const LayoutKernels down_k(stack.down.type);
   plan_items(jobs, n_embd, stack.down.row_bytes);
   pool_.parallel_for(int64_t(items_.size()), cost_, [&](int64_t begin, int64_t end, int) {
     for (int64_t i = begin; i < end; ++i) {
@@ -264,10 +280,10 @@ void CpuExpertExecutor::compute(const ExpertStack& stack, std::span<const Expert
       const std::byte* h = hq_.data() + job.row_begin * hq_stride;
       float* yd = y + size_t{job.row_begin} * n_embd;
       if (m == 1) {
-        down_k.gemv(d.data, d.row_bytes, h, yd, it.row_begin, it.row_end, n_ff);
+        down_k(d).gemv(d.data, d.row_bytes, h, yd, it.row_begin, it.row_end, n_ff);
       } else {
-        down_k.gemm(d.data, d.row_bytes, h, hq_stride, yd, n_embd, m, it.row_begin, it.row_end,
-                    n_ff);
+        down_k(d).gemm(d.data, d.row_bytes, h, hq_stride, yd, n_embd, m, it.row_begin, it.row_end,
+                       n_ff);
       }
       if (stack.down_bias.present())
         add_bias_rows(stack.down_bias.f32() + size_t{job.expert} * n_embd, yd, n_embd, m,

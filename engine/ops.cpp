@@ -177,10 +177,10 @@ void ActivationRows::matmul(const MatrixRef& w, float* y, size_t y_stride) {
   size_t xq_stride = 0;
   const void* xq = prepare(w.type, &xq_stride);
   if (n_tokens_ == 1) {
-    kernels::gemv(&pool_, w.type, w.data, w.row_bytes, xq, y, w.n_rows, w.n_cols);
+    kernels::gemv(&pool_, w.type, w.layout, w.data, w.row_bytes, xq, y, w.n_rows, w.n_cols);
   } else {
-    kernels::gemm(&pool_, w.type, w.data, w.row_bytes, xq, xq_stride, y, y_stride, n_tokens_,
-                  w.n_rows, w.n_cols);
+    kernels::gemm(&pool_, w.type, w.layout, w.data, w.row_bytes, xq, xq_stride, y, y_stride,
+                  n_tokens_, w.n_rows, w.n_cols);
   }
 }
 
@@ -188,7 +188,8 @@ void ActivationRows::matmul_many(std::span<const MatrixRef> w, float* const* y,
                                  const size_t* y_stride) {
   STRATA_ASSERT(w.size() <= kMaxMany, "matmul_many: {} weights > {}", w.size(), kMaxMany);
   bool one_type = true;
-  for (const MatrixRef& m : w) one_type = one_type && m.type == w[0].type;
+  for (const MatrixRef& m : w)
+    one_type = one_type && m.type == w[0].type && m.layout == w[0].layout;
   if (!one_type || pool_.size() == 1 || w.size() < 2) {
     for (size_t i = 0; i < w.size(); ++i) matmul(w[i], y[i], y_stride[i]);
     return;
@@ -204,7 +205,7 @@ void ActivationRows::matmul_many(std::span<const MatrixRef> w, float* const* y,
   }
   size_t xq_stride = 0;
   const void* xq = prepare(w[0].type, &xq_stride);
-  const kernels::GemvKernels k = kernels::gemv_kernels(w[0].type);
+  const kernels::GemvKernels k = kernels::gemv_kernels(w[0].type, w[0].layout);
   const int64_t n_cols = n_cols_;
   const uint32_t n_tokens = n_tokens_;
   pool_.parallel_for(first_group[w.size()], {}, [&](int64_t begin, int64_t end, int) {

@@ -4,7 +4,12 @@
 
 #include <fmt/format.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "engine/names.h"
 #include "io/check.h"
@@ -68,7 +73,7 @@ class Binder {
 };
 
 MatrixRef matrix_of(const WeightView& w, const ByteRange& bytes) {
-  return MatrixRef{w.type, w.ne[1], w.ne[0], w.row_bytes, bytes.data};
+  return MatrixRef{w.type, w.ne[1], w.ne[0], w.row_bytes, bytes.data, bytes.layout};
 }
 
 }  // namespace
@@ -83,7 +88,7 @@ ExpertSlice ExpertStack::expert_slice(uint32_t e) const {
   STRATA_ASSERT(e < n_expert, "expert {} of {}", e, n_expert);
   auto slice = [e](const WeightView& w) {
     const uint64_t per_expert = w.row_bytes * static_cast<uint64_t>(w.ne[1]);
-    return ByteRange{w.file_offset + e * per_expert, per_expert, w.data + e * per_expert};
+    return ByteRange{w.file_offset + e * per_expert, per_expert, w.data + e * per_expert, w.layout};
   };
   return ExpertSlice{slice(gate), slice(up), slice(down)};
 }
@@ -230,6 +235,48 @@ ModelWeights bind_weights(const io::GgufFile& file, const ModelConfig& cfg) {
     }
   }
   return m;
+}
+
+namespace {
+
+uint64_t interleave_view(WeightView& v) {
+  if (!v.present() || v.layout != kernels::WeightLayout::kRows || v.ne[2] != 1 || v.ne[3] != 1)
+    return 0;
+  const kernels::WeightLayout to = kernels::interleaved_layout(v.type, v.n_rows(), v.n_cols());
+  if (to == kernels::WeightLayout::kRows) return 0;
+  STRATA_ASSERT(v.row_bytes * static_cast<uint64_t>(v.n_rows()) == v.n_bytes,
+                "{}: rows are not contiguous", v.name);
+  // make_resident left the private copy read-only: writable while it is rearranged.
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(v.data) / page * page;
+  const auto end = (reinterpret_cast<uintptr_t>(v.data) + v.n_bytes + page - 1) / page * page;
+  auto* pages = reinterpret_cast<void*>(begin);
+  if (mprotect(pages, end - begin, PROT_READ | PROT_WRITE) != 0)
+    fail(ErrorKind::kIo, "REPACK of {}: its weights are not private memory (mprotect: {})", v.name,
+         std::strerror(errno));
+  kernels::interleave_in_place(to, const_cast<std::byte*>(v.data), v.n_rows(), v.n_cols());
+  mprotect(pages, end - begin, PROT_READ);
+  v.layout = to;
+  return v.n_bytes;
+}
+
+}  // namespace
+
+uint64_t interleave_dense(ModelWeights& w) {
+  uint64_t bytes = 0;
+  for (LayerWeights& l : w.layers) {
+    for (WeightView* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.wq_a, &l.wq_b, &l.wkv_a_mqa, &l.wkv_b})
+      bytes += interleave_view(*v);
+    if (l.experts.n_expert == 1 && !l.ffn_gate_inp.present())  // a dense FFN, not routed
+      for (WeightView* v : {&l.experts.gate, &l.experts.up, &l.experts.down})
+        bytes += interleave_view(*v);
+    if (l.shared.n_expert == 1)
+      for (WeightView* v : {&l.shared.gate, &l.shared.up, &l.shared.down})
+        bytes += interleave_view(*v);
+  }
+  // The output head, unless it is the token embedding (read row by row for lookups).
+  if (!w.output_tied) bytes += interleave_view(w.output);
+  return bytes;
 }
 
 }  // namespace strata::engine

@@ -13,6 +13,7 @@
 #include "engine/model_config.h"
 #include "io/ggml_type.h"
 #include "io/gguf.h"
+#include "kernels/interleave.h"
 
 namespace strata::engine {
 
@@ -21,6 +22,9 @@ struct ByteRange {
   uint64_t file_offset = 0;
   uint64_t n_bytes = 0;
   const std::byte* data = nullptr;
+  // How the bytes at data are laid out: the file's, or repacked in RAM (REPACK; the same bytes
+  // rearranged, kernels/interleave.h).
+  kernels::WeightLayout layout = kernels::WeightLayout::kRows;
 };
 
 // One matrix [n_rows, n_cols] of ggml type `type`, rows row_bytes apart: an expert's gate, up or
@@ -31,6 +35,7 @@ struct MatrixRef {
   int64_t n_cols = 0;
   size_t row_bytes = 0;
   const std::byte* data = nullptr;
+  kernels::WeightLayout layout = kernels::WeightLayout::kRows;  // pass to kernels::gemv_kernels
 };
 
 // One tensor: ne[0] is the contiguous (input) dimension, so a 2-D weight with ne {in, out} is
@@ -43,6 +48,8 @@ struct WeightView {
   uint64_t file_offset = 0;
   uint64_t n_bytes = 0;
   size_t row_bytes = 0;  // bytes of one row of ne[0] elements
+  // kRows = as in the file; interleave_dense() repacks resident 2-D matrices (REPACK).
+  kernels::WeightLayout layout = kernels::WeightLayout::kRows;
 
   bool present() const { return data != nullptr; }
   int64_t n_cols() const { return ne[0]; }
@@ -50,11 +57,15 @@ struct WeightView {
   const std::byte* row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }
   const float* f32() const { return reinterpret_cast<const float*>(data); }  // F32 only
   // The first 2-D matrix (ne[0] columns, ne[1] rows).
-  MatrixRef matrix() const { return MatrixRef{type, ne[1], ne[0], row_bytes, data}; }
+  MatrixRef matrix() const { return MatrixRef{type, ne[1], ne[0], row_bytes, data, layout}; }
   // The i2-th 2-D matrix of a 3-D tensor (e.g. one head of attn_k_b).
   MatrixRef matrix(int64_t i2) const {
-    return MatrixRef{type, ne[1], ne[0], row_bytes,
-                     data + static_cast<size_t>(i2) * row_bytes * static_cast<size_t>(ne[1])};
+    return MatrixRef{type,
+                     ne[1],
+                     ne[0],
+                     row_bytes,
+                     data + static_cast<size_t>(i2) * row_bytes * static_cast<size_t>(ne[1]),
+                     layout};
   }
 };
 
@@ -129,6 +140,13 @@ struct ModelWeights {
 // shape is Error(kBadFile) naming the tensor and both shapes; a type no kernel handles is
 // Error(kUnsupported) naming the tensor and type.
 ModelWeights bind_weights(const io::GgufFile& file, const ModelConfig& cfg);
+
+// REPACK for the dense weights: every 2-D matrix that only feeds matmuls (attention and MLA
+// projections, dense FFNs, shared experts, an untied output head) and has an interleaved layout
+// is repacked in place and its view says so. The bytes must be private and writable (the tiered
+// path's make_resident); routed experts are left alone (the tier store repacks its RAM homes).
+// Returns the bytes repacked.
+uint64_t interleave_dense(ModelWeights& w);
 
 std::string shape_string(const std::array<int64_t, 4>& ne, int n_dims);
 

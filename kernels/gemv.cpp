@@ -45,6 +45,7 @@
 
 #include "io/check.h"
 #include "kernels/gemv_internal.h"
+#include "kernels/interleave.h"
 #include "kernels/quant.h"
 #include "kernels/threadpool.h"
 
@@ -146,8 +147,13 @@ constexpr int64_t kRowGroup = 16;
 
 void gemv(ThreadPool* pool, GgmlType type, const void* w, size_t row_stride, const void* xq,
           float* y, int64_t n_rows, int64_t n_cols) {
+  gemv(pool, type, WeightLayout::kRows, w, row_stride, xq, y, n_rows, n_cols);
+}
+
+void gemv(ThreadPool* pool, GgmlType type, WeightLayout layout, const void* w, size_t row_stride,
+          const void* xq, float* y, int64_t n_rows, int64_t n_cols) {
   check_shape(type, n_cols);
-  const GemvFn fn = gemv_kernels(type).gemv;
+  const GemvFn fn = gemv_kernels(type, layout).gemv;
   if (pool == nullptr || pool->size() == 1 || n_rows <= kRowGroup) {
     fn(w, row_stride, xq, y, 0, n_rows, n_cols);
     return;
@@ -161,8 +167,15 @@ void gemv(ThreadPool* pool, GgmlType type, const void* w, size_t row_stride, con
 void gemm(ThreadPool* pool, GgmlType type, const void* w, size_t row_stride, const void* xq,
           size_t xq_stride, float* y, size_t y_stride, int64_t n_tokens, int64_t n_rows,
           int64_t n_cols) {
+  gemm(pool, type, WeightLayout::kRows, w, row_stride, xq, xq_stride, y, y_stride, n_tokens,
+       n_rows, n_cols);
+}
+
+void gemm(ThreadPool* pool, GgmlType type, WeightLayout layout, const void* w, size_t row_stride,
+          const void* xq, size_t xq_stride, float* y, size_t y_stride, int64_t n_tokens,
+          int64_t n_rows, int64_t n_cols) {
   check_shape(type, n_cols);
-  const GemmFn fn = gemv_kernels(type).gemm;
+  const GemmFn fn = gemv_kernels(type, layout).gemm;
   if (pool == nullptr || pool->size() == 1 || n_rows <= kRowGroup) {
     fn(w, row_stride, xq, xq_stride, y, y_stride, n_tokens, 0, n_rows, n_cols);
     return;

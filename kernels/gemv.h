@@ -52,11 +52,18 @@ inline GemvKernels gemv_kernels(GgmlType type) {
 // The ISA whose kernels gemv_kernels(type, isa) returns (isa, or the fallback below it).
 Isa gemv_kernel_isa(GgmlType type, Isa isa);
 
-// Convenience: whole-matrix GEMV/GEMM split over the pool's workers by rows.
+// Convenience: whole-matrix GEMV/GEMM split over the pool's workers by rows (groups of 16, so
+// the interleaved layouts of kernels/interleave.h work too: pass theirs).
+enum class WeightLayout : uint8_t;
 void gemv(ThreadPool* pool, GgmlType type, const void* w, size_t row_stride, const void* xq,
           float* y, int64_t n_rows, int64_t n_cols);
 void gemm(ThreadPool* pool, GgmlType type, const void* w, size_t row_stride, const void* xq,
           size_t xq_stride, float* y, size_t y_stride, int64_t n_tokens, int64_t n_rows,
           int64_t n_cols);
+void gemv(ThreadPool* pool, GgmlType type, WeightLayout layout, const void* w, size_t row_stride,
+          const void* xq, float* y, int64_t n_rows, int64_t n_cols);
+void gemm(ThreadPool* pool, GgmlType type, WeightLayout layout, const void* w, size_t row_stride,
+          const void* xq, size_t xq_stride, float* y, size_t y_stride, int64_t n_tokens,
+          int64_t n_rows, int64_t n_cols);
 
 }  // namespace strata::kernels

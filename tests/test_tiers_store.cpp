@@ -6,6 +6,7 @@
 #include <random>
 
 #include "io/check.h"
+#include "kernels/interleave.h"
 #include "placement/plan.h"
 #include "test_tiers_util.h"
 #include "tiers/expert_store.h"
@@ -159,6 +160,57 @@ TEST(ExpertStore, MixedNodesAndExplicitHomes) {
   run_tokens(store, m, 30, 9);
   EXPECT_GT(store.counters().ram.served, 0u);
   EXPECT_GT(store.counters().ssd.served, 0u);
+}
+
+// REPACK: RAM homes hold their slices interleaved (ram_layouts), cache slots the file's layout;
+// swap_homes interleaves what it moves in and forgets what it moves out.
+TEST(ExpertStore, RamHomesAreInterleavedPerRamLayouts) {
+  constexpr int64_t kRows = 32, kCols = 128;  // Q4_0: 32 rows of 4 blocks = 2304 bytes
+  constexpr uint64_t kSlice = kRows * (kCols / 32) * 18;
+  ExtentTable ext(2, std::vector<ExpertExtents>(4));
+  uint64_t at = 4096;
+  for (int l = 0; l < 2; ++l)
+    for (int i = 0; i < 3; ++i)
+      for (int e = 0; e < 4; ++e, at += kSlice) ext[l][e][i] = {at, kSlice};
+  const TempFile file("store_repack.bin", at + 100, 5);
+  const placement::ExpertSizes sizes = expert_sizes(ext, 2);
+  std::vector<Home> homes;
+  for (int l = 0; l < 2; ++l)
+    for (int e = 0; e < 4; ++e) homes.push_back(e < 2 ? Home::ram() : Home::ssd());
+  const PlacementPlan plan(sizes, homes, 4 * sizes.slot_bytes, {64ull << 20, {}});
+  StoreOptions opt;
+  opt.ram_layouts.assign(2, {});
+  for (auto& layer : opt.ram_layouts)
+    for (auto& sl : layer) sl = {kernels::WeightLayout::kQ4_0x16, kRows, kCols};
+  ExpertStore store(file.path(), ext, plan, opt);
+  EXPECT_EQ(store.repacked_bytes(), 2u * 2u * 3u * kSlice);
+
+  // Each slice as the store must hand it out: the file's bytes, interleaved for a RAM home.
+  auto expect_slices = [&](int l, int e, bool ram) {
+    store.prepare(l, std::vector<int>{e});
+    const ExpertView v = store.get(l, e);
+    EXPECT_EQ(v.home.kind, ram ? HomeKind::kRam : HomeKind::kSsd);
+    for (int i = 0; i < 3; ++i) {
+      std::vector<std::byte> want = pread_range(file.path(), ext[l][e][i].offset, kSlice);
+      if (ram) {
+        std::vector<std::byte> packed(want.size());
+        kernels::interleave(kernels::WeightLayout::kQ4_0x16, want.data(), packed.data(), kRows,
+                            kCols);
+        want = packed;
+      }
+      EXPECT_EQ(v.layout[i], ram ? kernels::WeightLayout::kQ4_0x16 : kernels::WeightLayout::kRows);
+      EXPECT_EQ(std::memcmp(v.slice[i], want.data(), kSlice), 0)
+          << "layer " << l << " expert " << e << " slice " << i;
+    }
+    store.release(l);
+  };
+  for (int l = 0; l < 2; ++l)
+    for (int e = 0; e < 4; ++e) expect_slices(l, e, e < 2);
+  // REPIN: (1, 3), cached now, takes (1, 0)'s RAM home.
+  ASSERT_TRUE(store.swap_homes(1, 3, 1, 0));
+  EXPECT_EQ(store.repacked_bytes(), 2u * 2u * 3u * kSlice);
+  expect_slices(1, 3, true);
+  expect_slices(1, 0, false);
 }
 
 TEST(ExpertStore, SmallCacheEvictsLeastRecentlyUsedAndCountsHits) {

@@ -278,10 +278,8 @@ void ExpertStore::load_ram_homes() {
       const int l = layer_of(k);
       const ExpertExtents& ext = extents_[l][k - layer_begin_[l]];
       Expert& x = experts_[k];
-      for (int i = 0; i < 3; ++i) {
-        std::memcpy(const_cast<std::byte*>(x.ram[i]), staging[s] + x.sub[i] + x.read[i].lead,
-                    ext[i].bytes);
-      }
+      for (int i = 0; i < 3; ++i)
+        copy_to_home(l, x, i, staging[s] + x.sub[i] + x.read[i].lead, ext[i].bytes);
       ++counters_.ram.loads;
       done_bytes += packed_layout(ext)[3];
       free_staging.push_back(s);
@@ -463,6 +461,21 @@ int ExpertStore::prefetch(int layer, std::span<const int> experts) {
   return issued;
 }
 
+void ExpertStore::copy_to_home(int layer, Expert& x, int i, const std::byte* src, uint64_t bytes) {
+  auto* dst = const_cast<std::byte*>(x.ram[i]);  // the arena is ours
+  const auto& layouts = options_.ram_layouts;
+  const StoreOptions::SliceLayout* sl =
+      static_cast<size_t>(layer) < layouts.size() ? &layouts[layer][i] : nullptr;
+  if (sl && sl->layout != kernels::WeightLayout::kRows) {
+    kernels::interleave(sl->layout, src, dst, sl->n_rows, sl->n_cols);
+    if (x.layout[i] == kernels::WeightLayout::kRows) repacked_bytes_ += bytes;
+    x.layout[i] = sl->layout;
+  } else {
+    std::memcpy(dst, src, bytes);
+    x.layout[i] = kernels::WeightLayout::kRows;
+  }
+}
+
 bool ExpertStore::swap_homes(int pl, int pe, int dl, int de) {
   for (const auto& a : active_) STRATA_ASSERT(a.empty(), "REPIN while a layer is active");
   Expert& p = experts_[key(pl, pe)];
@@ -478,12 +491,15 @@ bool ExpertStore::swap_homes(int pl, int pe, int dl, int de) {
   const ExpertView v = view(pl, pe, cache_->data(slot));
   auto* base = const_cast<std::byte*>(d.ram[0]);  // the arena is ours (see load_ram_homes)
   for (int i = 0; i < 3; ++i) {
-    std::memcpy(base + at[i], v.slice[i], v.bytes[i]);
     p.ram[i] = base + at[i];
+    copy_to_home(pl, p, i, v.slice[i], v.bytes[i]);
   }
   p.home = d.home;
   d.home = placement::Home::ssd();
   d.ram = {};
+  for (int i = 0; i < 3; ++i)
+    if (d.layout[i] != kernels::WeightLayout::kRows) repacked_bytes_ -= extents_[dl][de][i].bytes;
+  d.layout = {};
   cache_->drop(slot);
   sync_wasted();
   ++counters_.repin_moves;
@@ -514,6 +530,7 @@ ExpertView ExpertStore::view(int layer, int expert, const std::byte* base) const
   for (int i = 0; i < 3; ++i) {
     v.slice[i] = !base ? x.ram[i] : x.frame ? base + x.zsub[i] : base + x.sub[i] + x.read[i].lead;
     v.bytes[i] = ext[i].bytes;
+    v.layout[i] = !base ? x.layout[i] : kernels::WeightLayout::kRows;
   }
   return v;
 }

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/interleave.h"
 #include "placement/plan.h"
 #include "tiers/expert_cache.h"
 #include "tiers/extents.h"
@@ -52,6 +53,16 @@ struct StoreOptions {
   // prefetch_min_age demand lookups (-1 = half the cache's slots).
   double prefetch_share = 0.5;
   int64_t prefetch_min_age = -1;
+  // REPACK: RAM homes keep slice i of layer l's experts in ram_layouts[l][i].layout (a
+  // [n_rows, n_cols] matrix, interleaved while it is copied in at load and by swap_homes), so the
+  // CPU kernels stream them faster; kRows (or an empty table) = as in the file. Cache slots always
+  // hold the file's layout.
+  struct SliceLayout {
+    kernels::WeightLayout layout = kernels::WeightLayout::kRows;
+    int64_t n_rows = 0;
+    int64_t n_cols = 0;
+  };
+  std::vector<std::array<SliceLayout, 3>> ram_layouts;
 };
 
 struct StoreHooks {
@@ -60,11 +71,14 @@ struct StoreHooks {
   std::function<void(uint64_t bytes_done, uint64_t bytes_total)> progress;  // RAM home loading
 };
 
-// Pointers to one expert's three slices, byte-identical to the file's.
+// Pointers to one expert's three slices: the file's bytes, in the file's layout or (RAM homes
+// under REPACK) interleaved.
 struct ExpertView {
   std::array<const std::byte*, 3> slice{};  // indexed by Slice
   std::array<uint64_t, 3> bytes{};
   placement::Home home;
+  // Each slice's layout: the file's, or StoreOptions::ram_layouts for a RAM home.
+  std::array<kernels::WeightLayout, 3> layout{};
 };
 
 struct TierCounters {
@@ -200,6 +214,8 @@ class ExpertStore {
   const StoreCounters& counters() const { return counters_; }
   void reset_counters();
   uint64_t ram_bytes() const;  // arenas + cache as mapped (<= the plan's RAM budget)
+  // REPACK: slice bytes held interleaved in RAM homes now (StoreOptions::ram_layouts).
+  uint64_t repacked_bytes() const { return repacked_bytes_; }
   bool uring() const { return reader_->uring(); }
   bool compressed() const { return zreader_ != nullptr; }
   bool direct() const { return reader_->direct(); }
@@ -210,21 +226,25 @@ class ExpertStore {
   // Per expert, layer-major: its home and where its bytes are.
   struct Expert {
     placement::Home home;
-    std::array<const std::byte*, 3> ram{};  // RAM homes: packed slices in an arena
-    std::array<AlignedRange, 3> read{};     // the reads (SSD homes and RAM loading)
-    std::array<uint64_t, 3> sub{};          // where each superset starts inside a slot
-    const SidecarEntry* frame = nullptr;    // compressed SSD home: its sidecar frame
-    std::array<uint64_t, 3> zsub{};         // ... and its slices' offsets in a slot
-    uint64_t zframe_at = 0;                 // where the frame is read to inside a slot
+    std::array<const std::byte*, 3> ram{};          // RAM homes: packed slices in an arena
+    std::array<kernels::WeightLayout, 3> layout{};  // RAM homes: each slice's layout there
+    std::array<AlignedRange, 3> read{};             // the reads (SSD homes and RAM loading)
+    std::array<uint64_t, 3> sub{};                  // where each superset starts inside a slot
+    const SidecarEntry* frame = nullptr;            // compressed SSD home: its sidecar frame
+    std::array<uint64_t, 3> zsub{};                 // ... and its slices' offsets in a slot
+    uint64_t zframe_at = 0;                         // where the frame is read to inside a slot
   };
   struct Active {
     int expert;
     int slot;
   };
 
+  uint64_t repacked_bytes_ = 0;
   int64_t key(int layer, int expert) const { return layer_begin_[layer] + expert; }
   void check_inputs();
   void load_ram_homes();
+  // Copies slice i of (layer's) expert x from src into its RAM home, repacked per ram_layouts.
+  void copy_to_home(int layer, Expert& x, int i, const std::byte* src, uint64_t bytes);
   // Pins the expert's slot for this layer (hit or new fill); appends its reads to batch_.
   // Returns the slot or ExpertCache::kNone when every slot is pinned (may_block: after waiting
   // for reads in flight that hold slots).

@@ -370,7 +370,7 @@ int run_chat(ChatOptions o) {
   const engine::Knobs knobs = load_knobs(o.knobs);
   const int threads = static_cast<int>(
       knobs.int_opt("THREADS").value_or(int64_t(kernels::physical_core_cpus().size())));
-  const engine::Model model = engine::Model::load(o.model);
+  engine::Model model = engine::Model::load(o.model);
   const engine::ModelConfig& cfg = model.config();
   const engine::Tokenizer tok = engine::Tokenizer::from_gguf(model.file());
 

@@ -79,7 +79,7 @@ int run_replay(const ReplayOptions& o) {
   const engine::Knobs knobs = load_knobs(o.knobs);
   const int threads = static_cast<int>(
       knobs.int_opt("THREADS").value_or(int64_t(kernels::physical_core_cpus().size())));
-  const engine::Model model = engine::Model::load(o.model);
+  engine::Model model = engine::Model::load(o.model);
   const engine::ModelConfig& cfg = model.config();
   const auto streams = read_streams(o.tokens, cfg.n_vocab);
   size_t longest = 0;

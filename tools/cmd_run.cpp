@@ -44,7 +44,7 @@ int run_run(RunOptions o) {
   const int threads = static_cast<int>(
       knobs.int_opt("THREADS").value_or(int64_t(kernels::physical_core_cpus().size())));
   if (o.n_predict < 0) fail(ErrorKind::kBadValue, "-n must be >= 0");
-  const engine::Model model = engine::Model::load(o.model);
+  engine::Model model = engine::Model::load(o.model);
   const engine::ModelConfig& cfg = model.config();
   const engine::Tokenizer tok = engine::Tokenizer::from_gguf(model.file());
   const std::vector<int32_t> prompt = tok.tokenize(o.prompt, true, true);

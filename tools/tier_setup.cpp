@@ -12,7 +12,7 @@
 
 namespace strata::tools {
 
-TierSetup make_tier_setup(const engine::Model& model, const engine::Knobs& knobs, uint32_t n_ctx,
+TierSetup make_tier_setup(engine::Model& model, const engine::Knobs& knobs, uint32_t n_ctx,
                           bool progress_bar, bool record_usage) {
   TierSetup s;
   const int level = static_cast<int>(knobs.get_int("PROF"));
@@ -27,8 +27,8 @@ TierSetup make_tier_setup(const engine::Model& model, const engine::Knobs& knobs
   const std::string profile =
       (std::filesystem::path(engine::cache_dir(knobs)) / "machine.json").string();
   const placement::MachineProfile machine = std::filesystem::exists(profile)
-                                               ? placement::load_machine_profile(profile)
-                                               : placement::default_machine_profile();
+                                                ? placement::load_machine_profile(profile)
+                                                : placement::default_machine_profile();
   opts.ssd_gbps = machine.ssd_gbps();
   // QD: expert reads in flight; auto = the probe's best queue depth (deeper can be slower).
   const int probed_qd = machine.best_queue_depth();
@@ -52,6 +52,9 @@ TierSetup make_tier_setup(const engine::Model& model, const engine::Knobs& knobs
     throw;
   }
   if (bar) bar->finish();
+  // REPACK: the dense matrices too, now that they are resident (private, writable).
+  uint64_t repacked = 0;
+  if (opts.repack && s.experts->resident_dense_bytes() > 0) repacked = model.interleave_dense();
   s.trace = make_route_trace(model, knobs);  // after the source: a refused run writes no trace
 
   std::string header = "knobs: " + knobs.describe() + "\n";
@@ -67,6 +70,10 @@ TierSetup make_tier_setup(const engine::Model& model, const engine::Knobs& knobs
         s.experts->resident_dense_seconds(), ram.loads, placement::format_bytes(ram.load_bytes),
         ram.load_seconds,
         ram.load_seconds > 0 ? static_cast<double>(ram.load_bytes) / 1e9 / ram.load_seconds : 0.0);
+    if (opts.repack)
+      header += fmt::format("; REPACK: {} of RAM experts and {} of dense weights interleaved",
+                            placement::format_bytes(s.experts->store()->repacked_bytes()),
+                            placement::format_bytes(repacked));
     s.prof->set_store(s.experts->store());
     s.prof->set_plan(plan);
     s.prof->set_gpu(s.experts->gpu_lane());

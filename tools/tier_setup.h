@@ -25,7 +25,7 @@ struct TierSetup {
 // source (dense weights resident, RAM homes loaded). n_ctx: the KV positions the run allocates.
 // progress_bar: draw a bar on stderr while RAM-homed experts load (chat; a terminal only, else
 // one summary line). record_usage: count usage even without USAGE_SAVE (chat's /save-usage).
-TierSetup make_tier_setup(const engine::Model& model, const engine::Knobs& knobs, uint32_t n_ctx,
+TierSetup make_tier_setup(engine::Model& model, const engine::Knobs& knobs, uint32_t n_ctx,
                           bool progress_bar = false, bool record_usage = false);
 
 // PROF >= 1: the report on stderr; PROF_JSON: the JSON file.

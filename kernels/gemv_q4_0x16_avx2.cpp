@@ -1,0 +1,110 @@
+// Q4_0 x Q8_0 GEMV/GEMM over the kQ4_0x16 layout (kernels/interleave.h) with AVX2: a 256-bit
+// register holds one 4-byte code group of 8 rows, so a group is done as two halves of 8 rows
+// (the second half finds the group's lines in L1). Per block and half: 4 loads, the nibbles by
+// and / shift, 8 vpmaddubsw against the activation's 4-byte groups broadcast from memory summed in
+// int16 (at most 8 x 2 x 15 x 128 = 30720, exact) and one vpmaddwd to int32: lane r is row r's
+// exact block sum. Codes are unsigned and -8 * sum(x) is added back. The float steps are the
+// canonical ones of gemv.cpp (8 accumulators acc[b % 8] per lane), so results equal gemv_ref.cpp
+// bit for bit. Tested by tests/test_interleave.cpp.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/gemv_internal.h"
+#include "kernels/interleave_internal.h"
+#include "kernels/quant.h"
+
+namespace strata::kernels::detail {
+namespace {
+
+// Rows 8h..8h+7 of one 16-row group against one activation row.
+void half_dot(const uint8_t* sc, const uint8_t* q, int h, const BlockQ8_0* x, const XPrep* prep,
+              int64_t nb, float* out) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[8];
+  for (int k = 0; k < 8; ++k) acc[k] = _mm256_setzero_ps();
+  auto step = [&](int64_t b, int k) {
+    const uint8_t* qb = q + b * 256 + 32 * h;
+    if (h == 0) prefetch_lines<256, kToL2>(q + b * 256 + kInterleavePrefetch);
+    int32_t xi[8];
+    std::memcpy(xi, x[b].qs, sizeof(xi));
+    __m256i s16 = _mm256_setzero_si256();
+    for (int j = 0; j < 4; ++j) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + 64 * j));
+      const __m256i lo = _mm256_and_si256(v, m4);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(lo, _mm256_set1_epi32(xi[j])));
+      s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(hi, _mm256_set1_epi32(xi[4 + j])));
+    }
+    const __m256i isum =
+        _mm256_add_epi32(_mm256_madd_epi16(s16, ones), _mm256_set1_epi32(prep[b].neg));
+    const __m256 dw =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + b * 32 + 16 * h)));
+    const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(prep[b].dx));
+    acc[k] = _mm256_add_ps(acc[k], _mm256_mul_ps(_mm256_cvtepi32_ps(isum), d));
+  };
+  int64_t b = 0;
+  for (; b + 8 <= nb; b += 8) {
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) step(b + k, k);
+  }
+  for (int k = 0; b + k < nb; ++k) step(b + k, k);
+  const __m256 r =
+      _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6])),
+                    _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7])));
+  _mm256_storeu_ps(out + 8 * h, r);
+}
+
+void prep_x(const BlockQ8_0* x, int64_t nb, XPrep* out) {
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m256i v =
+        _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs)), flip);
+    const __m256i s = _mm256_sad_epu8(v, _mm256_setzero_si256());
+    const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    const int64_t sum = _mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1) - 32 * 128;
+    out[b].neg = static_cast<int32_t>(-8 * sum);
+    out[b].dx = _cvtsh_ss(x[b].d);
+  }
+}
+
+void gemv_q4_0x16(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
+                  int64_t row_end, int64_t n_cols) {
+  const int64_t nb = n_cols / kQK;
+  const auto* x = static_cast<const BlockQ8_0*>(xq);
+  XPrep* prep = prep_buffer(nb, 1);
+  prep_x(x, nb, prep);
+  for_groups(w, row_stride, nb, row_begin, row_end,
+             [&](const uint8_t* sc, const uint8_t* q, int64_t r) {
+               half_dot(sc, q, 0, x, prep, nb, y + r);
+               half_dot(sc, q, 1, x, prep, nb, y + r);
+             });
+}
+
+void gemm_q4_0x16(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
+                  size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
+                  int64_t n_cols) {
+  const int64_t nb = n_cols / kQK;
+  const auto* xbase = static_cast<const uint8_t*>(xq);
+  auto xt = [&](int64_t t) { return reinterpret_cast<const BlockQ8_0*>(xbase + t * xq_stride); };
+  XPrep* prep = prep_buffer(nb, n_tokens);
+  for (int64_t t = 0; t < n_tokens; ++t) prep_x(xt(t), nb, prep + t * nb);
+  // Tokens inner: the group (16 rows) stays in L1/L2 for every token.
+  for_groups(w, row_stride, nb, row_begin, row_end,
+             [&](const uint8_t* sc, const uint8_t* q, int64_t r) {
+               for (int64_t t = 0; t < n_tokens; ++t)
+                 for (int h = 0; h < 2; ++h)
+                   half_dot(sc, q, h, xt(t), prep + t * nb, nb, y + t * y_stride + r);
+             });
+}
+
+}  // namespace
+
+GemvKernels interleaved_kernels_avx2(WeightLayout layout) {
+  if (layout == WeightLayout::kQ4_0x16) return GemvKernels{&gemv_q4_0x16, &gemm_q4_0x16};
+  return GemvKernels{nullptr, nullptr};
+}
+
+}  // namespace strata::kernels::detail

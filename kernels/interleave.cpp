@@ -1,0 +1,184 @@
+// Interleaved weight layouts (kernels/interleave.h): the repack, its inverse, the scalar twins of
+// the interleaved kernels (the canonical order of gemv.cpp written out over the new layout) and the
+// dispatch. Tested by tests/test_interleave.cpp.
+#include "kernels/interleave.h"
+
+#include <cstring>
+#include <vector>
+
+#include "io/check.h"
+#include "kernels/gemv.h"
+#include "kernels/interleave_internal.h"
+#include "kernels/quant.h"
+
+namespace strata::kernels {
+namespace {
+
+constexpr int64_t kGroupRows = 16;
+
+// Offsets inside a kQ4_0x16 group of nb blocks per row.
+size_t scale_at(int64_t nb, int64_t b, int r) {
+  (void)nb;
+  return static_cast<size_t>(b) * 32 + static_cast<size_t>(r) * 2;
+}
+size_t code_at(int64_t nb, int64_t b, int j, int r) {
+  return static_cast<size_t>(nb) * 32 + static_cast<size_t>(b) * 256 + static_cast<size_t>(j) * 64 +
+         static_cast<size_t>(r) * 4;
+}
+
+void check_layout(WeightLayout layout, int64_t n_rows, int64_t n_cols) {
+  STRATA_ASSERT(layout == WeightLayout::kQ4_0x16 &&
+                    interleaved_layout(GgmlType::Q4_0, n_rows, n_cols) == layout,
+                "no interleaved layout {} for a {} x {} matrix", static_cast<int>(layout), n_rows,
+                n_cols);
+}
+
+// One group (16 GGUF rows of nb blocks at src) into the layout at dst, or back.
+void pack_group(const uint8_t* src, uint8_t* dst, int64_t nb) {
+  const size_t row_bytes = static_cast<size_t>(nb) * sizeof(BlockQ4_0);
+  for (int r = 0; r < kGroupRows; ++r)
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = src + r * row_bytes + static_cast<size_t>(b) * sizeof(BlockQ4_0);
+      std::memcpy(dst + scale_at(nb, b, r), blk, 2);
+      for (int j = 0; j < 4; ++j) std::memcpy(dst + code_at(nb, b, j, r), blk + 2 + 4 * j, 4);
+    }
+}
+void unpack_group(const uint8_t* src, uint8_t* dst, int64_t nb) {
+  const size_t row_bytes = static_cast<size_t>(nb) * sizeof(BlockQ4_0);
+  for (int r = 0; r < kGroupRows; ++r)
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* blk = dst + r * row_bytes + static_cast<size_t>(b) * sizeof(BlockQ4_0);
+      std::memcpy(blk, src + scale_at(nb, b, r), 2);
+      for (int j = 0; j < 4; ++j) std::memcpy(blk + 2 + 4 * j, src + code_at(nb, b, j, r), 4);
+    }
+}
+
+}  // namespace
+
+int64_t layout_rows(WeightLayout layout) {
+  return layout == WeightLayout::kRows ? 1 : kGroupRows;
+}
+
+WeightLayout interleaved_layout(GgmlType type, int64_t n_rows, int64_t n_cols) {
+  if (type == GgmlType::Q4_0 && n_rows > 0 && n_rows % kGroupRows == 0 && n_cols > 0 &&
+      n_cols % (2 * kQK) == 0)
+    return WeightLayout::kQ4_0x16;
+  return WeightLayout::kRows;
+}
+
+bool interleave_pays() {
+  return best_isa() != Isa::kRef;
+}
+
+void interleave(WeightLayout layout, const void* src, void* dst, int64_t n_rows, int64_t n_cols) {
+  check_layout(layout, n_rows, n_cols);
+  const int64_t nb = n_cols / kQK;
+  const size_t group = static_cast<size_t>(kGroupRows * nb) * sizeof(BlockQ4_0);
+  for (int64_t g = 0; g < n_rows / kGroupRows; ++g)
+    pack_group(static_cast<const uint8_t*>(src) + g * group, static_cast<uint8_t*>(dst) + g * group,
+               nb);
+}
+
+void deinterleave(WeightLayout layout, const void* src, void* dst, int64_t n_rows, int64_t n_cols) {
+  check_layout(layout, n_rows, n_cols);
+  const int64_t nb = n_cols / kQK;
+  const size_t group = static_cast<size_t>(kGroupRows * nb) * sizeof(BlockQ4_0);
+  for (int64_t g = 0; g < n_rows / kGroupRows; ++g)
+    unpack_group(static_cast<const uint8_t*>(src) + g * group,
+                 static_cast<uint8_t*>(dst) + g * group, nb);
+}
+
+void interleave_in_place(WeightLayout layout, void* data, int64_t n_rows, int64_t n_cols) {
+  check_layout(layout, n_rows, n_cols);
+  const int64_t nb = n_cols / kQK;
+  const size_t group = static_cast<size_t>(kGroupRows * nb) * sizeof(BlockQ4_0);
+  std::vector<uint8_t> tmp(group);
+  for (int64_t g = 0; g < n_rows / kGroupRows; ++g) {
+    uint8_t* p = static_cast<uint8_t*>(data) + g * group;
+    std::memcpy(tmp.data(), p, group);
+    pack_group(tmp.data(), p, nb);
+  }
+}
+
+GemvKernels gemv_kernels(GgmlType type, WeightLayout layout, Isa isa) {
+  if (layout == WeightLayout::kRows) return gemv_kernels(type, isa);
+  STRATA_ASSERT(layout == WeightLayout::kQ4_0x16 && type == GgmlType::Q4_0,
+                "layout {} does not hold {}", static_cast<int>(layout), ggml_type_name(type));
+  for (;;) {
+    if (isa_supported(isa)) {
+      GemvKernels k{nullptr, nullptr};
+      switch (isa) {
+        case Isa::kAvx512:
+          k = detail::interleaved_kernels_avx512(layout);
+          break;
+        case Isa::kAvx2:
+          k = detail::interleaved_kernels_avx2(layout);
+          break;
+        case Isa::kRef:
+          k = detail::interleaved_kernels_ref(layout);
+          break;
+      }
+      if (k.gemv != nullptr) return k;
+    }
+    STRATA_ASSERT(isa != Isa::kRef, "no reference kernel for layout {}", static_cast<int>(layout));
+    isa = isa == Isa::kAvx512 ? Isa::kAvx2 : Isa::kRef;
+  }
+}
+
+namespace detail {
+
+XPrep* prep_buffer(int64_t n_blocks, int64_t n_tokens) {
+  thread_local std::vector<XPrep> buf;
+  const size_t n = static_cast<size_t>(n_blocks * n_tokens);
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+
+namespace {
+
+// The canonical order of gemv.cpp for one row of a kQ4_0x16 group, literally.
+float dot_row_ref(const uint8_t* group, int r, const BlockQ8_0* x, int64_t nb) {
+  float acc[8] = {};
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t isum = 0;
+    for (int j = 0; j < 4; ++j)
+      for (int k = 0; k < 4; ++k) {
+        const uint8_t byte = group[code_at(nb, b, j, r) + k];
+        isum += ((byte & 0x0F) - 8) * x[b].qs[4 * j + k];
+        isum += ((byte >> 4) - 8) * x[b].qs[16 + 4 * j + k];
+      }
+    uint16_t dw = 0;
+    std::memcpy(&dw, group + scale_at(nb, b, r), 2);
+    const float d = fp16_to_f32(dw) * fp16_to_f32(x[b].d);
+    acc[b % 8] = acc[b % 8] + static_cast<float>(isum) * d;
+  }
+  return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
+void gemv_q4_0x16_ref(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
+                      int64_t row_end, int64_t n_cols) {
+  const int64_t nb = n_cols / kQK;
+  const auto* x = static_cast<const BlockQ8_0*>(xq);
+  for_groups(w, row_stride, nb, row_begin, row_end,
+             [&](const uint8_t* sc, const uint8_t*, int64_t r0) {
+               for (int r = 0; r < kGroupRows; ++r) y[r0 + r] = dot_row_ref(sc, r, x, nb);
+             });
+}
+
+void gemm_q4_0x16_ref(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
+                      size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
+                      int64_t n_cols) {
+  for (int64_t t = 0; t < n_tokens; ++t)
+    gemv_q4_0x16_ref(w, row_stride, static_cast<const uint8_t*>(xq) + t * xq_stride,
+                     y + t * y_stride, row_begin, row_end, n_cols);
+}
+
+}  // namespace
+
+GemvKernels interleaved_kernels_ref(WeightLayout layout) {
+  if (layout == WeightLayout::kQ4_0x16) return GemvKernels{&gemv_q4_0x16_ref, &gemm_q4_0x16_ref};
+  return GemvKernels{nullptr, nullptr};
+}
+
+}  // namespace detail
+}  // namespace strata::kernels

@@ -1,0 +1,59 @@
+// Interleaved weight layouts: a load-time repack of a quantized matrix so that the GEMV reads one
+// sequential stream and needs no byte shuffles (bench/RESULTS.md "CPU speed, session 4"). Same
+// bytes as the GGUF layout, rearranged; the kernels that read it (gemv_kernels(type, layout)) keep
+// the canonical order of gemv.cpp, so results are bit-identical to the GGUF layout's.
+//
+// kQ4_0x16 (Q4_0, n_rows % 16 == 0, n_cols % 64 == 0): the matrix is a sequence of groups of 16
+// rows (group g = rows 16g..16g+15, 16 * row_bytes bytes at g * 16 * row_bytes). A group of nb
+// blocks per row is
+//     scales: for b < nb: the 16 rows' fp16 d of block b            (nb * 32 bytes)
+//     codes:  for b < nb, for j < 4: the 16 rows' qs[4j..4j+3]       (nb * 256 bytes)
+// so one 64-byte load holds 4 code bytes (8 elements: 4j..4j+3 in the low nibbles, 16+4j..16+4j+3
+// in the high ones) of all 16 rows: a 16-lane integer dot per load, no horizontal sums, one lane
+// per row. Groups start at multiples of 64 bytes from the matrix (nb even).
+//
+// Tested by tests/test_interleave.cpp (round trip, kernels vs gemv_ref at awkward shapes).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "io/ggml_type.h"
+#include "kernels/gemv.h"
+
+namespace strata::kernels {
+
+enum class WeightLayout : uint8_t {
+  kRows,     // the GGUF's: row after row of ggml blocks
+  kQ4_0x16,  // Q4_0, 16 rows interleaved per group (above)
+};
+
+// Rows per group of a layout (1 for kRows): row ranges handed to its kernels start and end at
+// multiples of it.
+int64_t layout_rows(WeightLayout layout);
+
+// The interleaved layout for a [n_rows, n_cols] matrix of `type`, or kRows when there is none
+// (another type, or a shape it does not cover).
+WeightLayout interleaved_layout(GgmlType type, int64_t n_rows, int64_t n_cols);
+
+// Whether the interleaved kernels of the best ISA are faster than the GGUF layout's on this CPU
+// (true with AVX-512 VNNI or AVX2; the scalar twins exist for tests, not speed).
+bool interleave_pays();
+
+// Kernels for a weight type in a layout (kRows: gemv_kernels(type, isa)). The interleaved ones
+// take row_stride = the GGUF row bytes and row ranges in whole groups (layout_rows); ISA variants
+// fall back as gemv_kernels does.
+GemvKernels gemv_kernels(GgmlType type, WeightLayout layout, Isa isa);
+inline GemvKernels gemv_kernels(GgmlType type, WeightLayout layout) {
+  return gemv_kernels(type, layout, best_isa());
+}
+
+// src (GGUF layout, rows row_bytes apart, contiguous) -> dst (layout); src and dst must not
+// overlap. n_rows * row_bytes bytes each.
+void interleave(WeightLayout layout, const void* src, void* dst, int64_t n_rows, int64_t n_cols);
+// The inverse: dst gets the GGUF layout.
+void deinterleave(WeightLayout layout, const void* src, void* dst, int64_t n_rows, int64_t n_cols);
+// In place, one group at a time through a small stack buffer.
+void interleave_in_place(WeightLayout layout, void* data, int64_t n_rows, int64_t n_cols);
+
+}  // namespace strata::kernels

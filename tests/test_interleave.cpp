@@ -1,0 +1,177 @@
+// Interleaved weight layouts (kernels/interleave.h): the repack round-trips, and the kernels over
+// it equal the GGUF layout's reference kernels bit for bit (every ISA this CPU runs), for GEMV,
+// GEMM (several token counts), partial row ranges and the pool's row split, at awkward shapes
+// with random blocks (zero, negative, subnormal scales; extreme codes).
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/gemv.h"
+#include "kernels/interleave.h"
+#include "kernels/quant.h"
+#include "kernels/threadpool.h"
+
+namespace strata::kernels {
+namespace {
+
+constexpr uint32_t kGuardBits = 0x7FC0DEAD;
+
+uint16_t random_scale(std::mt19937_64& rng) {
+  const int kind = static_cast<int>(rng() % 100);
+  if (kind < 5) return 0x0000;
+  if (kind < 8) return 0x8000;
+  if (kind < 10) return static_cast<uint16_t>((rng() % 0x3FF + 1) | (rng() % 2 ? 0x8000 : 0));
+  std::uniform_real_distribution<float> mag(-8.0f, 2.0f);
+  return f32_to_fp16(std::exp2(mag(rng)) * (rng() % 2 ? -1.0f : 1.0f));
+}
+
+std::vector<uint8_t> random_q4_0(int64_t n_rows, int64_t n_cols, std::mt19937_64& rng) {
+  const int64_t nb = n_cols / kQK;
+  std::vector<uint8_t> w(static_cast<size_t>(n_rows * nb) * sizeof(BlockQ4_0));
+  auto* blocks = reinterpret_cast<BlockQ4_0*>(w.data());
+  for (int64_t i = 0; i < n_rows * nb; ++i) {
+    blocks[i].d = random_scale(rng);
+    for (auto& q : blocks[i].qs) q = static_cast<uint8_t>(rng());
+  }
+  return w;
+}
+
+// Activation rows: mostly from the engine's quantizer; one in four raw random codes in
+// [-128, 127] (the extremes of the int16 bound in the AVX2 kernel).
+std::vector<uint8_t> random_acts(int64_t n_tokens, int64_t n_cols, std::mt19937_64& rng) {
+  const size_t stride = ggml_row_bytes(GgmlType::Q8_0, static_cast<uint64_t>(n_cols));
+  std::vector<uint8_t> x(static_cast<size_t>(n_tokens) * stride);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> f(static_cast<size_t>(n_cols));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    uint8_t* row = x.data() + t * stride;
+    if (rng() % 4 == 0) {
+      auto* b = reinterpret_cast<BlockQ8_0*>(row);
+      for (int64_t i = 0; i < n_cols / kQK; ++i) {
+        b[i].d = random_scale(rng);
+        for (auto& q : b[i].qs) q = static_cast<int8_t>(rng());
+      }
+    } else {
+      for (auto& v : f) v = normal(rng);
+      quantize_activation_row(GgmlType::Q8_0, f.data(), row, n_cols);
+    }
+  }
+  return x;
+}
+
+std::vector<Isa> isas() {
+  std::vector<Isa> v{Isa::kRef};
+  if (isa_supported(Isa::kAvx2)) v.push_back(Isa::kAvx2);
+  if (isa_supported(Isa::kAvx512)) v.push_back(Isa::kAvx512);
+  return v;
+}
+
+void expect_same_bits(const std::vector<float>& want, const std::vector<float>& got,
+                      const char* what) {
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_EQ(std::bit_cast<uint32_t>(want[i]), std::bit_cast<uint32_t>(got[i]))
+        << what << " element " << i << ": " << want[i] << " vs " << got[i];
+}
+
+TEST(Interleave, LayoutCoversQ4_0InWholeGroups) {
+  EXPECT_EQ(interleaved_layout(GgmlType::Q4_0, 768, 2048), WeightLayout::kQ4_0x16);
+  EXPECT_EQ(interleaved_layout(GgmlType::Q4_0, 16, 64), WeightLayout::kQ4_0x16);
+  EXPECT_EQ(interleaved_layout(GgmlType::Q4_0, 24, 64), WeightLayout::kRows);  // rows % 16
+  EXPECT_EQ(interleaved_layout(GgmlType::Q4_0, 16, 96), WeightLayout::kRows);  // odd blocks
+  EXPECT_EQ(interleaved_layout(GgmlType::Q8_0, 768, 2048), WeightLayout::kRows);
+  EXPECT_EQ(interleaved_layout(GgmlType::Q4_K, 768, 2048), WeightLayout::kRows);
+  EXPECT_EQ(layout_rows(WeightLayout::kRows), 1);
+  EXPECT_EQ(layout_rows(WeightLayout::kQ4_0x16), 16);
+}
+
+TEST(Interleave, RoundTripsAndInPlaceEqualsCopy) {
+  std::mt19937_64 rng(7);
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{16, 64}, {48, 832}, {32, 2048}}) {
+    const std::vector<uint8_t> w = random_q4_0(rows, cols, rng);
+    std::vector<uint8_t> packed(w.size()), back(w.size());
+    interleave(WeightLayout::kQ4_0x16, w.data(), packed.data(), rows, cols);
+    EXPECT_NE(packed, w);
+    deinterleave(WeightLayout::kQ4_0x16, packed.data(), back.data(), rows, cols);
+    EXPECT_EQ(back, w) << rows << " x " << cols;
+    std::vector<uint8_t> in_place = w;
+    interleave_in_place(WeightLayout::kQ4_0x16, in_place.data(), rows, cols);
+    EXPECT_EQ(in_place, packed);
+  }
+}
+
+TEST(Interleave, KernelsEqualTheGgufLayoutsBitForBit) {
+  std::mt19937_64 rng(11);
+  const GemvKernels ref = gemv_kernels(GgmlType::Q4_0, Isa::kRef);
+  // n_cols: 2 blocks, 26 (a partial group of 8), 64 (the Qwen3 expert), 24 (its down rows).
+  for (int64_t cols : {64, 832, 2048, 768})
+    for (int64_t rows : {16, 48, 96}) {
+      const int64_t nb = cols / kQK;
+      const size_t row_bytes = static_cast<size_t>(nb) * sizeof(BlockQ4_0);
+      const std::vector<uint8_t> w = random_q4_0(rows, cols, rng);
+      std::vector<uint8_t> packed(w.size());
+      interleave(WeightLayout::kQ4_0x16, w.data(), packed.data(), rows, cols);
+      const int64_t n_tok = 7;
+      const size_t xs = ggml_row_bytes(GgmlType::Q8_0, static_cast<uint64_t>(cols));
+      const std::vector<uint8_t> x = random_acts(n_tok, cols, rng);
+      // Reference: the GGUF layout's scalar kernel, token by token.
+      std::vector<float> want(static_cast<size_t>(n_tok * rows));
+      for (int64_t t = 0; t < n_tok; ++t)
+        ref.gemv(w.data(), row_bytes, x.data() + t * xs, want.data() + t * rows, 0, rows, cols);
+      for (Isa isa : isas()) {
+        SCOPED_TRACE(std::string(isa_name(isa)) + " " + std::to_string(rows) + " x " +
+                     std::to_string(cols));
+        const GemvKernels k = gemv_kernels(GgmlType::Q4_0, WeightLayout::kQ4_0x16, isa);
+        std::vector<float> got(want.size(), std::bit_cast<float>(kGuardBits));
+        for (int64_t t = 0; t < n_tok; ++t)
+          k.gemv(packed.data(), row_bytes, x.data() + t * xs, got.data() + t * rows, 0, rows, cols);
+        expect_same_bits(want, got, "gemv");
+        // A partial row range writes only its rows.
+        std::vector<float> part(static_cast<size_t>(rows), std::bit_cast<float>(kGuardBits));
+        k.gemv(packed.data(), row_bytes, x.data(), part.data(), 16, rows, cols);
+        for (int64_t r = 0; r < rows; ++r) {
+          if (r < 16)
+            EXPECT_EQ(std::bit_cast<uint32_t>(part[r]), kGuardBits) << r;
+          else
+            EXPECT_EQ(std::bit_cast<uint32_t>(part[r]), std::bit_cast<uint32_t>(want[r])) << r;
+        }
+        // GEMM over 1..7 tokens (the 4-token pass, its tail) == GEMV per token.
+        for (int64_t m : {1, 2, 3, 4, 5, 7}) {
+          std::vector<float> g(static_cast<size_t>(m * rows), std::bit_cast<float>(kGuardBits));
+          k.gemm(packed.data(), row_bytes, x.data(), xs, g.data(), static_cast<size_t>(rows), m, 0,
+                 rows, cols);
+          expect_same_bits(std::vector<float>(want.begin(), want.begin() + m * rows), g, "gemm");
+        }
+      }
+    }
+}
+
+TEST(Interleave, PoolSplitEqualsOneCall) {
+  std::mt19937_64 rng(13);
+  const int64_t rows = 256, cols = 2048;
+  const size_t row_bytes = static_cast<size_t>(cols / kQK) * sizeof(BlockQ4_0);
+  const std::vector<uint8_t> w = random_q4_0(rows, cols, rng);
+  std::vector<uint8_t> packed(w.size());
+  interleave(WeightLayout::kQ4_0x16, w.data(), packed.data(), rows, cols);
+  const std::vector<uint8_t> x = random_acts(3, cols, rng);
+  const size_t xs = ggml_row_bytes(GgmlType::Q8_0, static_cast<uint64_t>(cols));
+  std::vector<float> want(static_cast<size_t>(3 * rows));
+  gemm(nullptr, GgmlType::Q4_0, w.data(), row_bytes, x.data(), xs, want.data(), rows, 3, rows,
+       cols);
+  for (int threads : {1, 3}) {
+    ThreadPool pool(threads, false);
+    std::vector<float> y1(static_cast<size_t>(rows)), y3(want.size());
+    gemv(&pool, GgmlType::Q4_0, WeightLayout::kQ4_0x16, packed.data(), row_bytes, x.data(),
+         y1.data(), rows, cols);
+    expect_same_bits(std::vector<float>(want.begin(), want.begin() + rows), y1, "pool gemv");
+    gemm(&pool, GgmlType::Q4_0, WeightLayout::kQ4_0x16, packed.data(), row_bytes, x.data(), xs,
+         y3.data(), rows, 3, rows, cols);
+    expect_same_bits(want, y3, "pool gemm");
+  }
+}
+
+}  // namespace
+}  // namespace strata::kernels
