@@ -213,7 +213,8 @@ if [[ -x "$STRATA" ]] && run_logged synth_demo 120 "$STRATA" synth --preset demo
     case ${tag%_dense} in
       0) VGB=0 ;;
       half) VGB=$(awk -v b="$TOTAL_BYTES" 'BEGIN { printf "%.6f", b / 2 / 1073741824 }') ;;
-      all) VGB=$(awk -v b="$TOTAL_BYTES" 'BEGIN { printf "%.6f", b * 1.05 / 1073741824 + 0.01 }') ;;
+      all) VGB=$(awk -v b="$TOTAL_BYTES" 'BEGIN { printf "%.6f", b * 1.05 / 1073741824 + 0.01 }')
+        VGB_ALL=$VGB ;;
     esac
     run_logged "demo_replay_$tag" 120 "$STRATA" replay -m "$DEMO" --tokens "$STREAMS" --ubatch 1 \
       --dump-logits "$LOG_DIR/demo_dump_$tag" --prof-json "$LOG_DIR/demo_replay_$tag.json" \
@@ -251,6 +252,18 @@ if [[ -x "$STRATA" ]] && run_logged synth_demo 120 "$STRATA" synth --preset demo
     fi
   done
   echo "demo: replay logit dumps compared byte for byte (VRAM_GB 0 vs half vs all, CUDA_DENSE 0 vs 1)"
+  # Prefill: one 512-token stream in chunks of 256 with every expert in VRAM, CUDA_DENSE 0 vs 2
+  # (2 = the projections as cuBLASLt GEMMs; not bit-identical, so only the rate is compared).
+  LONG="$LOG_DIR/demo_long.txt"
+  awk 'BEGIN { srand(11); line = ""; for (i = 0; i < 512; ++i)
+       line = line (i ? " " : "") int(rand() * 8000); print line }' >"$LONG"
+  for d in 0 2; do
+    run_logged "demo_prefill_dense$d" 120 "$STRATA" replay -m "$DEMO" --tokens "$LONG" --ubatch 256 \
+      --prof-json "$LOG_DIR/demo_prefill_dense$d.json" -t "$JOBS" --vram-gb "$VGB_ALL" \
+      --cuda-dense "$d" || failed "demo prefill CUDA_DENSE=$d"
+    echo "demo: prefill (512 tokens, ubatch 256, VRAM_GB all) CUDA_DENSE=$d: $(json_num prefill_tok_s "$LOG_DIR/demo_prefill_dense$d.json") tok/s" |
+      tee -a "$VERDICTS"
+  done
   cp "$DEMO_MD" "$LOG_DIR/demo_decode.log"
 else
   failed "demo synth model"

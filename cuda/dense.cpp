@@ -15,6 +15,10 @@ bool dense_gemv_supported(GgmlType t, int64_t n_cols) {
   return n_cols > 0 && n_cols % block == 0;
 }
 
+bool dense_gemm_supported(GgmlType t) {
+  return t == GgmlType::Q4_0 || t == GgmlType::Q8_0 || t == GgmlType::Q4_K || t == GgmlType::Q6_K;
+}
+
 DenseGemv::DenseGemv(int device, bool emulate, int64_t max_cols, int64_t max_out)
     : emulate_(emulate), max_cols_(max_cols), max_out_(max_out) {
   STRATA_ASSERT(max_cols > 0 && max_out > 0, "dense GEMV: empty limits");
@@ -58,6 +62,23 @@ void DenseGemv::gemv(std::span<const int32_t> ids, const float* x, float* const*
     return;
   }
   dev_->gemv(call_, x, ys);
+}
+
+bool DenseGemv::gemm(std::span<const int32_t> ids, const float* x, uint32_t n_tokens,
+                     float* const* ys) {
+  call_.clear();
+  for (int32_t id : ids) {
+    STRATA_ASSERT(id >= 0 && static_cast<size_t>(id) < mats_.size(), "dense GEMM: id {}", id);
+    STRATA_ASSERT(mats_[id].n_cols == mats_[ids[0]].n_cols, "dense GEMM: one x, several widths");
+    if (!dense_gemm_supported(mats_[id].type)) return false;
+    call_.push_back(mats_[id]);
+  }
+  if (emulate_) {
+    for (size_t i = 0; i < call_.size(); ++i) dense_gemm_emulated(call_[i], x, n_tokens, ys[i]);
+    return true;
+  }
+  dev_->gemm(call_, x, n_tokens, ys);
+  return true;
 }
 
 }  // namespace strata::cuda

@@ -30,9 +30,15 @@ struct DenseMatrix {
 
 // Whether DenseGemv takes matrices of type t with n_cols columns.
 bool dense_gemv_supported(GgmlType t, int64_t n_cols);
+// Whether gemm() takes type t: the types the device dequantizer has (Q4_0, Q8_0, Q4_K, Q6_K).
+bool dense_gemm_supported(GgmlType t);
 
 // y = W·x as the device computes it, on the host (the emulation's arithmetic).
 void dense_gemv_emulated(const DenseMatrix& w, const float* x, float* y);
+// y [n_tokens, n_rows] = x [n_tokens, n_cols] · dequant(W)ᵀ in F32 on the host: what gemm()'s
+// cuBLASLt call computes, up to the order of its sums (the emulation of the plumbing, not of
+// cuBLASLt's bits).
+void dense_gemm_emulated(const DenseMatrix& w, const float* x, uint32_t n_tokens, float* y);
 
 namespace detail {
 // The CUDA side of DenseGemv (cuda/grouped.cpp; cuda/stub.cpp throws without CUDA).
@@ -44,6 +50,11 @@ class DenseDevice {
   virtual const void* upload(const void* host, size_t bytes) = 0;
   // ys[i] = W_i · x for every i (weights given by their device copies), synchronous.
   virtual void gemv(std::span<const DenseMatrix> w, const float* x, float* const* ys) = 0;
+  // ys[i] [n_tokens, W_i rows] = x [n_tokens, n_cols] · dequant(W_i)ᵀ: the weights dequantized to
+  // F32 on the device in row chunks, then cuBLASLt (F32, no TF32). Synchronous. Buffers grow on
+  // the first call with more tokens (prefill only; decode never calls it).
+  virtual void gemm(std::span<const DenseMatrix> w, const float* x, uint32_t n_tokens,
+                    float* const* ys) = 0;
 };
 }  // namespace detail
 
@@ -60,6 +71,10 @@ class DenseGemv {
   int32_t add(const DenseMatrix& m);
   // ys[i] = W_ids[i] · x for matrices of n_cols columns that read the same x (one token).
   void gemv(std::span<const int32_t> ids, const float* x, float* const* ys);
+  // The same for n_tokens rows of x ([n_tokens, n_cols], contiguous; ys[i] [n_tokens, rows_i])
+  // through cuBLASLt on dequantized weights: close to the CPU's numbers, not bit-identical (x is
+  // not quantized). False, computing nothing, when a matrix's type has no device dequantizer.
+  bool gemm(std::span<const int32_t> ids, const float* x, uint32_t n_tokens, float* const* ys);
 
   bool emulated() const { return emulate_; }
   uint64_t bytes() const { return bytes_; }  // matrix bytes resident

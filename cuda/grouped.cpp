@@ -8,8 +8,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "cuda/blaslt.h"
 #include "cuda/cuda_check.h"
 #include "cuda/dense.h"
+#include "cuda/dequant.h"
 #include "cuda/expert_math.h"
 #include "cuda/grouped.h"
 #include "cuda/grouped_launch.h"
@@ -393,6 +395,51 @@ class DenseDeviceImpl final : public detail::DenseDevice {
     }
   }
 
+  void gemm(std::span<const DenseMatrix> w, const float* x, uint32_t n_tokens,
+            float* const* ys) override {
+    if (w.empty() || n_tokens == 0) return;
+    set_device(device_);
+    const auto s = static_cast<cudaStream_t>(stream_.handle());
+    const int64_t n_cols = w[0].n_cols;
+    int64_t max_rows = 0;
+    for (const DenseMatrix& m : w) max_rows = std::max(max_rows, m.n_rows);
+    // Row chunks of at most kChunkElems dequantized weights.
+    constexpr int64_t kChunkElems = int64_t{16} << 20;  // 64 MiB of F32
+    const int64_t chunk = std::max<int64_t>(1, std::min(max_rows, kChunkElems / n_cols));
+    const size_t x_bytes = size_t{n_tokens} * static_cast<size_t>(n_cols) * 4;
+    const size_t y_bytes = size_t{n_tokens} * static_cast<size_t>(max_rows) * 4;
+    const size_t yc_bytes = size_t{n_tokens} * static_cast<size_t>(chunk) * 4;
+    const size_t w_bytes = static_cast<size_t>(chunk * n_cols) * 4;
+    if (!blas_) blas_ = std::make_unique<BlasLt>();
+    if (gx_.bytes() < x_bytes) {
+      gx_ = DeviceBuffer(x_bytes);
+      gx_host_ = PinnedBuffer(x_bytes);
+    }
+    if (gy_host_.bytes() < y_bytes) gy_host_ = PinnedBuffer(y_bytes);
+    if (gyc_.bytes() < yc_bytes) gyc_ = DeviceBuffer(yc_bytes);
+    if (gw_.bytes() < w_bytes) gw_ = DeviceBuffer(w_bytes);
+    std::copy_n(x, size_t{n_tokens} * static_cast<size_t>(n_cols), gx_host_.as<float>());
+    CUDA_CHECK(cudaMemcpyAsync(gx_.data(), gx_host_.data(), x_bytes, cudaMemcpyHostToDevice, s));
+    for (size_t i = 0; i < w.size(); ++i) {
+      const DenseMatrix& m = w[i];
+      const size_t row_bytes = ggml_row_bytes(m.type, n_cols);
+      for (int64_t r0 = 0; r0 < m.n_rows; r0 += chunk) {
+        const int64_t rows = std::min(chunk, m.n_rows - r0);
+        cuda_dequantize(m.type, static_cast<const uint8_t*>(m.data) + r0 * row_bytes,
+                        gw_.as<float>(), rows * n_cols, s);
+        blas_->matmul_f32(gw_.as<float>(), gx_.as<float>(), gyc_.as<float>(), rows, n_cols,
+                          n_tokens, s);
+        // Columns [r0, r0 + rows) of every token's output row.
+        CUDA_CHECK(cudaMemcpy2DAsync(gy_host_.as<float>() + r0, static_cast<size_t>(m.n_rows) * 4,
+                                     gyc_.data(), static_cast<size_t>(rows) * 4,
+                                     static_cast<size_t>(rows) * 4, n_tokens,
+                                     cudaMemcpyDeviceToHost, s));
+      }
+      stream_.synchronize();  // gy_host_ is reused by the next matrix
+      std::copy_n(gy_host_.as<float>(), size_t{n_tokens} * static_cast<size_t>(m.n_rows), ys[i]);
+    }
+  }
+
  private:
   int device_;
   size_t x_bytes_;
@@ -404,6 +451,10 @@ class DenseDeviceImpl final : public detail::DenseDevice {
   DeviceBuffer y_;   // [max_out]
   PinnedBuffer in_host_, y_host_;
   std::vector<DeviceBuffer> mats_;
+  // gemm(): cuBLASLt, x, one chunk of dequantized weights and its outputs, grown on demand.
+  std::unique_ptr<BlasLt> blas_;
+  DeviceBuffer gx_, gw_, gyc_;
+  PinnedBuffer gx_host_, gy_host_;
 };
 
 }  // namespace

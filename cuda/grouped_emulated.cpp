@@ -149,6 +149,21 @@ void dense_gemv_emulated(const DenseMatrix& w, const float* x, float* y) {
   matrix_emulated(w.type, w.data, w.n_rows, w.n_cols, x, y);
 }
 
+void dense_gemm_emulated(const DenseMatrix& w, const float* x, uint32_t n_tokens, float* y) {
+  std::vector<float> row(static_cast<size_t>(w.n_cols));
+  const size_t row_bytes = ggml_row_bytes(w.type, w.n_cols);
+  for (int64_t r = 0; r < w.n_rows; ++r) {
+    kernels::dequantize_row(w.type, static_cast<const uint8_t*>(w.data) + r * row_bytes, row.data(),
+                            w.n_cols);
+    for (uint32_t t = 0; t < n_tokens; ++t) {
+      const float* xt = x + static_cast<int64_t>(t) * w.n_cols;
+      float acc = 0.0f;
+      for (int64_t c = 0; c < w.n_cols; ++c) acc += row[c] * xt[c];
+      y[static_cast<int64_t>(t) * w.n_rows + r] = acc;
+    }
+  }
+}
+
 void grouped_quantize_emulated(GgmlType act, const float* x, void* dst, int64_t n) {
   STRATA_ASSERT(act == GgmlType::Q8_0 || act == GgmlType::Q8_K, "activation type {}",
                 ggml_type_name(act));

@@ -100,7 +100,7 @@ void AttentionBlock::gqa(kernels::ThreadPool& pool, const LayerWeights& l, uint3
   // q, k and v read the same x: one parallel region for the three (or one GPU call, CUDA_DENSE).
   float* const qkv_y[] = {q_.data(), k_.data(), v_.data()};
   static constexpr GpuDense::Proj kQkv[] = {GpuDense::kQ, GpuDense::kK, GpuDense::kV};
-  if (n != 1 || !dense_ || !dense_->project(il, kQkv, x, qkv_y)) {
+  if (!dense_ || !dense_->project(il, kQkv, x, n, qkv_y)) {
     ActivationRows xa(pool, x, n_embd, n, n_embd, xq_.data());
     const MatrixRef qkv[] = {l.wq.matrix(), l.wk.matrix(), l.wv.matrix()};
     const size_t qkv_stride[] = {n_q, n_k, n_v};
@@ -138,7 +138,7 @@ void AttentionBlock::gqa(kernels::ThreadPool& pool, const LayerWeights& l, uint3
 
   const uint32_t n_attn = n_head * cfg_.head_dim_v;
   static constexpr GpuDense::Proj kWo[] = {GpuDense::kO};
-  if (n != 1 || !dense_ || !dense_->project(il, kWo, attn_.data(), &out))
+  if (!dense_ || !dense_->project(il, kWo, attn_.data(), n, &out))
     matmul(pool, l.wo.matrix(), attn_.data(), n_attn, n, out, n_embd, xq_.data());
   if (l.bo.present()) add_bias_rows(l.bo.f32(), out, n_embd, n, 0, n_embd);
 }

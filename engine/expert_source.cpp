@@ -156,7 +156,7 @@ TierOptions tier_options(const Knobs& knobs) {
     o.cache_bytes = static_cast<uint64_t>(std::llround(*gb * kGiB));
   o.vram_gb = knobs.get_string("VRAM_GB");
   o.vram_emulate = knobs.get_bool("VRAM_EMULATE");
-  o.cuda_dense = knobs.get_bool("CUDA_DENSE");
+  o.cuda_dense = static_cast<int>(knobs.get_int("CUDA_DENSE"));
   o.zstd = knobs.get_string("ZSTD");
   const std::string numa = knobs.get_string("NUMA");
   o.numa = numa == "local" ? tiers::NumaMode::kLocal
@@ -333,7 +333,7 @@ ExpertSource::ExpertSource(const Model& model) : model_(model) {}
 
 ExpertSource::ExpertSource(const Model& model, const TierOptions& opts)
     : model_(model), prof_(opts.prof), usage_(opts.usage) {
-  if (opts.cuda_dense && !opts.vram_emulate && cuda::cuda_device_count() == 0)
+  if (opts.cuda_dense > 0 && !opts.vram_emulate && cuda::cuda_device_count() == 0)
     fail(ErrorKind::kUnsupported,
          "knob CUDA_DENSE ({}): no usable CUDA device ({}); VRAM_EMULATE=1 emulates one for tests",
          knob_flag("CUDA_DENSE"), cuda::cuda_describe());
@@ -401,7 +401,9 @@ ExpertSource::ExpertSource(const Model& model, const TierOptions& opts)
     lo.max_rows = std::max<uint32_t>(1, opts.gpu_max_rows);
     lane_ = std::make_unique<GpuLane>(model, plan, lo, opts.notice);
   }
-  if (opts.cuda_dense) dense_ = std::make_unique<GpuDense>(model, opts.vram_emulate, opts.notice);
+  if (opts.cuda_dense > 0)
+    dense_ =
+        std::make_unique<GpuDense>(model, opts.vram_emulate, opts.cuda_dense >= 2, opts.notice);
 
   homes_.resize(cfg.n_layer);
   size_t max_experts = 0;

@@ -43,8 +43,9 @@ struct TierOptions {
   // VRAM_EMULATE: VRAM homes computed by the host emulation (GpuLane), one emulated GPU per
   // VRAM_GB entry; auto VRAM_GB is then 0.
   bool vram_emulate = false;
-  // CUDA_DENSE: attention projections and the output head on GPU 0 during decode (GpuDense).
-  bool cuda_dense = false;
+  // CUDA_DENSE: 1 = attention projections and the output head on GPU 0 during decode (GpuDense),
+  // 2 = also prefill's projections (cuBLASLt, not bit-identical).
+  int cuda_dense = 0;
   uint32_t gpu_max_rows = 4096;  // dispatch rows per GPU launch (GpuLaneOptions::max_rows)
   // ZSTD: "auto" = read SSD experts from the model's sidecar (MODEL.gguf.stz, `strata pack`) when
   // it matches the model and pays (disk GB/s x ratio and decompression GB/s x threads beat the
@@ -194,9 +195,9 @@ class ExpertSource {
   std::unique_ptr<tiers::Sidecar> sidecar_;  // before store_: the store points into it
   std::unique_ptr<tiers::ExpertStore> store_;
   std::optional<placement::PlacementPlan> plan_;
-  std::unique_ptr<GpuLane> lane_;  // VRAM homes; null when the plan has none
+  std::unique_ptr<GpuLane> lane_;    // VRAM homes; null when the plan has none
   std::unique_ptr<GpuDense> dense_;  // CUDA_DENSE; null when off
-  std::vector<int32_t> pf_ids_;    // PREFETCH scratch: the predicted experts not in VRAM
+  std::vector<int32_t> pf_ids_;      // PREFETCH scratch: the predicted experts not in VRAM
   std::vector<std::vector<ExpertHome>> homes_;  // [n_layer][n_expert]; empty = reference path
   Profiler* prof_ = nullptr;
   placement::UsageStats* usage_ = nullptr;

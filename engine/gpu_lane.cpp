@@ -548,8 +548,9 @@ cuda::DenseMatrix dense_of(const WeightView& w) {
 
 }  // namespace
 
-GpuDense::GpuDense(const Model& model, bool emulate, const tiers::NoticeFn& notice)
-    : gemv_(0, emulate, dense_max_cols(model.config()), dense_max_out(model.config())) {
+GpuDense::GpuDense(const Model& model, bool emulate, bool prefill, const tiers::NoticeFn& notice)
+    : gemv_(0, emulate, dense_max_cols(model.config()), dense_max_out(model.config())),
+      prefill_(prefill) {
   const ModelConfig& cfg = model.config();
   const ModelWeights& w = model.weights();
   ids_.assign(cfg.n_layer, {-1, -1, -1, -1});
@@ -567,22 +568,27 @@ GpuDense::GpuDense(const Model& model, bool emulate, const tiers::NoticeFn& noti
     }
   if (w.output.present()) output_ = gemv_.add(dense_of(w.output));
   if (notice)
-    notice(fmt::format("CUDA_DENSE{}: {} dense matrices ({}) on GPU 0 for decode{}{}",
+    notice(fmt::format("CUDA_DENSE{}: {} dense matrices ({}) on GPU 0 for decode{}{}{}",
                        emulate ? " (VRAM_EMULATE: host emulation)" : "", gemv_.n_matrices(),
                        placement::format_bytes(gemv_.bytes()),
+                       prefill ? " and prefill (cuBLASLt GEMMs: not bit-identical)" : "",
                        cpu > 0 ? fmt::format("; {} of other types stay on the CPU", cpu) : "",
                        output_ < 0 ? "; the output head stays on the CPU" : ""));
 }
 
-bool GpuDense::project(uint32_t il, std::span<const Proj> which, const float* x, float* const* ys) {
-  if (il >= ids_.size()) return false;
+bool GpuDense::project(uint32_t il, std::span<const Proj> which, const float* x, uint32_t n_tokens,
+                       float* const* ys) {
+  if (il >= ids_.size() || n_tokens == 0 || (n_tokens > 1 && !prefill_)) return false;
   call_.clear();
   for (Proj p : which) {
     if (ids_[il][p] < 0) return false;
     call_.push_back(ids_[il][p]);
   }
   const auto t0 = std::chrono::steady_clock::now();
-  gemv_.gemv(call_, x, ys);
+  if (n_tokens == 1)
+    gemv_.gemv(call_, x, ys);
+  else if (!gemv_.gemm(call_, x, n_tokens, ys))
+    return false;
   seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ++calls_;
   return true;

@@ -113,15 +113,21 @@ class GpuLane {
 // with x quantized as the CPU does, so the numbers are the CPU's to the bit. Matrices are uploaded
 // once at construction from the model's mapping (file layout); types the kernel does not take
 // (F32, F16, BF16, ...) and MLA layers stay on the CPU, as does every chunk of several tokens
-// (prefill). emulate: the host emulation (VRAM_EMULATE). Tested by tests/test_gpu_lane.cpp.
+// (prefill) unless `prefill` (CUDA_DENSE=2): then the projections of a chunk run as cuBLASLt GEMMs
+// on weights dequantized on the GPU (close to the CPU's numbers, not bit-identical; the output
+// head of a chunk stays on the CPU). emulate: the host emulation (VRAM_EMULATE). Tested by
+// tests/test_gpu_lane.cpp.
 class GpuDense {
  public:
   enum Proj { kQ = 0, kK = 1, kV = 2, kO = 3 };
-  GpuDense(const Model& model, bool emulate, const tiers::NoticeFn& notice);
+  GpuDense(const Model& model, bool emulate, bool prefill, const tiers::NoticeFn& notice);
 
-  // ys[i] = W_which[i] · x for layer il (one token); false, computing nothing, when any of them
-  // is not on the GPU (the caller computes them on the CPU).
-  bool project(uint32_t il, std::span<const Proj> which, const float* x, float* const* ys);
+  // ys[i] = W_which[i] · x for layer il: n_tokens rows of x ([n, cols] contiguous, ys[i] [n,
+  // rows_i]); one token by the bit-identical GEMV, several by GEMMs when `prefill`. False,
+  // computing nothing, when that is off or any of them is not on the GPU (the caller computes
+  // them on the CPU).
+  bool project(uint32_t il, std::span<const Proj> which, const float* x, uint32_t n_tokens,
+               float* const* ys);
   // logits = output · x (one token); false when the head is not on the GPU.
   bool output(const float* x, float* logits);
 
@@ -135,6 +141,7 @@ class GpuDense {
   std::vector<std::array<int32_t, 4>> ids_;  // [n_layer] per Proj, -1 = on the CPU
   int32_t output_ = -1;
   std::vector<int32_t> call_;
+  bool prefill_ = false;
   uint64_t calls_ = 0;
   double seconds_ = 0;
 };

@@ -641,6 +641,43 @@ TEST(GroupedHost, DenseGemvEmulatedMatchesCpuGemv) {
   check_dense(/*emulate=*/true);
 }
 
+// CUDA_DENSE=2's GEMMs (F32 on dequantized weights): within 1e-5 of sum |w·x| of a double
+// evaluation, for the types with a device dequantizer; other types are refused (CPU).
+void check_dense_gemm(bool emulate) {
+  std::mt19937_64 rng(14);
+  DenseGemv g(0, emulate, 2880, 2000);
+  for (const DenseCase& c : kDenseCases) {
+    const std::vector<uint8_t> w = quantized_matrix(c.type, c.n_rows, c.n_cols, rng);
+    const int32_t id = g.add(DenseMatrix{c.type, w.data(), c.n_rows, c.n_cols});
+    ASSERT_GE(id, 0) << ggml_type_name(c.type);
+    constexpr uint32_t kTokens = 5;
+    const std::vector<float> x = normal_floats(int64_t{kTokens} * c.n_cols, 1.0f, rng);
+    std::vector<float> y(size_t{kTokens} * c.n_rows, guard_value());
+    float* ys = y.data();
+    const bool ok = g.gemm({&id, 1}, x.data(), kTokens, &ys);
+    EXPECT_EQ(ok, dense_gemm_supported(c.type)) << ggml_type_name(c.type);
+    if (!ok) continue;
+    std::vector<float> row(c.n_cols);
+    const size_t row_bytes = ggml_row_bytes(c.type, c.n_cols);
+    for (int64_t r = 0; r < c.n_rows; ++r) {
+      kernels::dequantize_row(c.type, w.data() + r * row_bytes, row.data(), c.n_cols);
+      for (uint32_t t = 0; t < kTokens; ++t) {
+        double want = 0, mag = 0;
+        for (int64_t i = 0; i < c.n_cols; ++i) {
+          want += double(row[i]) * x[t * c.n_cols + i];
+          mag += std::fabs(double(row[i]) * x[t * c.n_cols + i]);
+        }
+        ASSERT_NEAR(y[t * c.n_rows + r], want, 1e-5 * mag + 1e-30)
+            << ggml_type_name(c.type) << " row " << r << " token " << t;
+      }
+    }
+  }
+}
+
+TEST(GroupedHost, DenseGemmEmulatedIsAnF32Product) {
+  check_dense_gemm(/*emulate=*/true);
+}
+
 TEST(GroupedHost, WithoutADeviceTheExecutorThrowsCleanly) {
   if (cuda_device_count() > 0) return;  // the GroupedDevice tests cover that case
   try {
@@ -812,6 +849,11 @@ TEST(GroupedDevice, FixtureExpertsMatchExpertForwardRef) {
 TEST(GroupedDevice, DenseGemvMatchesCpuGemv) {
   SKIP_WITHOUT_GPU();
   check_dense(/*emulate=*/false);
+}
+
+TEST(GroupedDevice, DenseGemmIsAnF32Product) {
+  SKIP_WITHOUT_GPU();
+  check_dense_gemm(/*emulate=*/false);
 }
 
 TEST(GroupedDevice, PortableMathDeviceEqualsHost) {
