@@ -16,8 +16,10 @@ namespace strata::engine {
 namespace {
 
 // Weight rows per work item: small enough to balance a decode step's few experts over the
-// threads, large enough that an item amortizes its call.
-constexpr uint32_t kRowBlock = 16;
+// threads (8 experts x 768 rows = 96 items), large enough that an item amortizes its call (the
+// interleaved kernels prepare the activation once per call). A multiple of 16: the kernels' rows
+// per pass and the interleaved layouts' group.
+constexpr uint32_t kRowBlock = 64;
 
 // Below this many rows a fork/join costs more than the work.
 constexpr uint32_t kMinParallelRows = 8;
