@@ -34,13 +34,16 @@ void check_layout(WeightLayout layout, int64_t n_rows, int64_t n_cols) {
 }
 
 // One group (16 GGUF rows of nb blocks at src) into the layout at dst, or back.
+// Block-major: the destination is written in order (the 16 source rows of a group sit in L1).
 void pack_group(const uint8_t* src, uint8_t* dst, int64_t nb) {
   const size_t row_bytes = static_cast<size_t>(nb) * sizeof(BlockQ4_0);
-  for (int r = 0; r < kGroupRows; ++r)
-    for (int64_t b = 0; b < nb; ++b) {
+  for (int64_t b = 0; b < nb; ++b)
+    for (int r = 0; r < kGroupRows; ++r) {
       const uint8_t* blk = src + r * row_bytes + static_cast<size_t>(b) * sizeof(BlockQ4_0);
+      uint32_t q[4];
+      std::memcpy(q, blk + 2, sizeof(q));
       std::memcpy(dst + scale_at(nb, b, r), blk, 2);
-      for (int j = 0; j < 4; ++j) std::memcpy(dst + code_at(nb, b, j, r), blk + 2 + 4 * j, 4);
+      for (int j = 0; j < 4; ++j) std::memcpy(dst + code_at(nb, b, j, r), &q[j], 4);
     }
 }
 void unpack_group(const uint8_t* src, uint8_t* dst, int64_t nb) {
