@@ -242,8 +242,16 @@ void add_vram_budgets(const Model& model, const TierOptions& opts,
       const cuda::DeviceMemory m = cuda::device_memory(d);
       devices.push_back({m.free, m.total});
     }
-  const uint64_t reserve = uint64_t{opts.gpu_max_rows} * 4 *
-                           (2 * uint64_t{cfg.max_n_ff()} + 2 * uint64_t{cfg.n_embd} + 1) * 2;
+  uint64_t reserve = uint64_t{opts.gpu_max_rows} * 4 *
+                     (2 * uint64_t{cfg.max_n_ff()} + 2 * uint64_t{cfg.n_embd} + 1) * 2;
+  // What else the GPUs hold: every biased layer's expert biases (each device), CUDA_DENSE's
+  // matrices (GPU 0; reserved on every device, conservatively).
+  for (uint32_t l = 0; l < cfg.n_layer && l < model.weights().layers.size(); ++l) {
+    const ExpertStack& st = model.weights().layers[l].experts;
+    for (const WeightView* b : {&st.gate_bias, &st.up_bias, &st.down_bias})
+      if (b->present()) reserve += b->n_bytes;
+  }
+  if (opts.cuda_dense > 0) reserve += gpu_dense_bytes(model);
   std::vector<uint64_t> vram = vram_budgets(opts.vram_gb, opts.vram_emulate, devices, reserve);
   uint64_t total_vram = 0;
   for (uint64_t b : vram) total_vram += b;
@@ -404,6 +412,7 @@ ExpertSource::ExpertSource(const Model& model, const TierOptions& opts)
   if (opts.cuda_dense > 0)
     dense_ =
         std::make_unique<GpuDense>(model, opts.vram_emulate, opts.cuda_dense >= 2, opts.notice);
+  if (prof_) prof_->set_gpu_dense(dense_.get());
 
   homes_.resize(cfg.n_layer);
   size_t max_experts = 0;

@@ -546,7 +546,26 @@ cuda::DenseMatrix dense_of(const WeightView& w) {
   return cuda::DenseMatrix{m.type, m.data, m.n_rows, m.n_cols};
 }
 
+// The matrices GpuDense takes: GQA projections and the output head of a type the kernel has, in
+// the file's layout (REPACK interleaves the CPU's copies only after the upload).
+bool dense_takes(const WeightView& w) {
+  return w.present() && w.layout == kernels::WeightLayout::kRows &&
+         cuda::dense_gemv_supported(w.type, w.n_cols());
+}
+
 }  // namespace
+
+uint64_t gpu_dense_bytes(const Model& model) {
+  const ModelConfig& cfg = model.config();
+  const ModelWeights& w = model.weights();
+  uint64_t bytes = dense_takes(w.output) ? w.output.n_bytes : 0;
+  if (!cfg.is_mla())
+    for (uint32_t l = 0; l < cfg.n_layer && l < w.layers.size(); ++l)
+      for (const WeightView* v :
+           {&w.layers[l].wq, &w.layers[l].wk, &w.layers[l].wv, &w.layers[l].wo})
+        if (dense_takes(*v)) bytes += v->n_bytes;
+  return bytes;
+}
 
 GpuDense::GpuDense(const Model& model, bool emulate, bool prefill, const tiers::NoticeFn& notice)
     : gemv_(0, emulate, dense_max_cols(model.config()), dense_max_out(model.config())),
@@ -562,11 +581,11 @@ GpuDense::GpuDense(const Model& model, bool emulate, bool prefill, const tiers::
       const WeightView* views[4] = {&lw.wq, &lw.wk, &lw.wv, &lw.wo};
       for (int p = 0; p < 4; ++p) {
         if (!views[p]->present()) continue;
-        ids_[l][p] = gemv_.add(dense_of(*views[p]));
+        if (dense_takes(*views[p])) ids_[l][p] = gemv_.add(dense_of(*views[p]));
         cpu += ids_[l][p] < 0;
       }
     }
-  if (w.output.present()) output_ = gemv_.add(dense_of(w.output));
+  if (dense_takes(w.output)) output_ = gemv_.add(dense_of(w.output));
   if (notice)
     notice(fmt::format("CUDA_DENSE{}: {} dense matrices ({}) on GPU 0 for decode{}{}{}",
                        emulate ? " (VRAM_EMULATE: host emulation)" : "", gemv_.n_matrices(),

@@ -117,6 +117,9 @@ class GpuLane {
 // on weights dequantized on the GPU (close to the CPU's numbers, not bit-identical; the output
 // head of a chunk stays on the CPU). emulate: the host emulation (VRAM_EMULATE). Tested by
 // tests/test_gpu_lane.cpp.
+// Device bytes GpuDense would upload for this model (the matrices it takes), for VRAM budgets.
+uint64_t gpu_dense_bytes(const Model& model);
+
 class GpuDense {
  public:
   enum Proj { kQ = 0, kK = 1, kV = 2, kO = 3 };
@@ -133,6 +136,7 @@ class GpuDense {
 
   uint64_t bytes() const { return gemv_.bytes(); }
   size_t n_matrices() const { return gemv_.n_matrices(); }
+  bool emulated() const { return gemv_.emulated(); }
   uint64_t calls() const { return calls_; }
   double seconds() const { return seconds_; }  // wall time of the calls (copies included)
 

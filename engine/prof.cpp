@@ -142,6 +142,7 @@ void Profiler::begin_window() {
   last_ = base_;
   gpu_base_ = gpu_ ? gpu_->stats() : std::vector<GpuDeviceStats>{};
   lane_mark_ = lane_now();
+  set_gpu_dense(dense_);
 }
 
 Profiler::LaneMark Profiler::lane_now() const {
@@ -407,6 +408,16 @@ std::string Profiler::report() const {
                        s.repin_passes, s.repin_moves, vram_moves);
   }
   out += gpu_report();
+  if (dense_) {
+    const uint64_t tokens = c_.prefill_tokens + c_.decode_tokens;
+    const double secs = dense_->seconds() - dense_base_seconds_;
+    out += fmt::format(
+        "prof: cuda_dense: {} matrices ({}) on GPU 0{}; {} calls, {:.3f} s ({:.3f} ms per token, "
+        "copies included)\n",
+        dense_->n_matrices(), placement::format_bytes(dense_->bytes()),
+        dense_->emulated() ? " (host emulation)" : "", dense_->calls() - dense_base_calls_, secs,
+        tokens > 0 ? secs / double(tokens) * 1e3 : 0.0);
+  }
   const Verdict v = verdict();
   out += fmt::format("prof: verdict: {} | knob {}: {}\n", v.bound, v.knob, v.why);
   const tiers::ExpertCache* cache = store_ ? store_->cache() : nullptr;
@@ -505,6 +516,13 @@ std::string Profiler::json() const {
   for (const GpuDeviceStats& g : window_gpu()) vram_moves += g.repin_moves;
   j["repin"] = {{"passes", s.repin_passes}, {"moves", s.repin_moves}, {"vram_moves", vram_moves}};
   j["gpu"] = gpu_json();
+  j["cuda_dense"] = nullptr;
+  if (dense_)
+    j["cuda_dense"] = {{"emulated", dense_->emulated()},
+                       {"matrices", dense_->n_matrices()},
+                       {"bytes", dense_->bytes()},
+                       {"calls", dense_->calls() - dense_base_calls_},
+                       {"seconds", dense_->seconds() - dense_base_seconds_}};
   if (plan()) {
     const placement::PlacementPlan& p = *plan();
     j["plan"] = {{"ram_budget_bytes", p.budgets().ram_bytes},

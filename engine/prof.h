@@ -94,6 +94,12 @@ class Profiler {
     gpu_ = gpu;
     gpu_base_ = gpu ? gpu->stats() : std::vector<GpuDeviceStats>{};
   }
+  // CUDA_DENSE's matrices on the GPU (null: off): its calls and time since begin_window().
+  void set_gpu_dense(const GpuDense* dense) {
+    dense_ = dense;
+    dense_base_calls_ = dense ? dense->calls() : 0;
+    dense_base_seconds_ = dense ? dense->seconds() : 0;
+  }
   // Lines printed above the report (effective knobs, the plan's totals).
   void set_header(std::string header) { header_ = std::move(header); }
   // Probed ceilings for "% of ceiling" (none set: the report says to run `strata probe`).
@@ -128,6 +134,9 @@ class Profiler {
   const placement::PlacementPlan* plan_ = nullptr;
   const GpuLane* gpu_ = nullptr;
   std::vector<GpuDeviceStats> gpu_base_;  // the lane's counters at begin_window()
+  const GpuDense* dense_ = nullptr;
+  uint64_t dense_base_calls_ = 0;
+  double dense_base_seconds_ = 0;
   // The GPU lane's totals at the previous token_line() (its deltas).
   struct LaneMark {
     uint64_t experts = 0, rows = 0, steps = 0, straggler_steps = 0;

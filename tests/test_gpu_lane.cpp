@@ -317,8 +317,16 @@ void GpuLane::dense_check(bool emulate) {
     const Model model = Model::load(m.string());
     write_streams(dir_ / "streams.txt", model.config().n_vocab, kLengths);
     const double total = static_cast<double>(engine::expert_sizes(model).total_bytes());
-    if (replay(m, "d_ref", "--vram-gb 0", 1).is_null()) continue;
-    if (replay(m, "d_dense", "--vram-gb 0 --cuda-dense 1" + emu, 1).is_null()) continue;
+    const nlohmann::json ref = replay(m, "d_ref", "--vram-gb 0", 1);
+    if (ref.is_null()) continue;
+    EXPECT_TRUE(ref["cuda_dense"].is_null());
+    const nlohmann::json dj = replay(m, "d_dense", "--vram-gb 0 --cuda-dense 1" + emu, 1);
+    if (dj.is_null()) continue;
+    EXPECT_EQ(dj["cuda_dense"]["emulated"].get<bool>(), emulate);
+    // The tiny gpt-oss fixture keeps its dense matrices in F32 (CPU); the others are quantized.
+    const bool f32_dense = m.filename().string().find("gpt-oss") != std::string::npos;
+    EXPECT_EQ(dj["cuda_dense"]["matrices"].get<uint64_t>() > 0, !f32_dense);
+    EXPECT_EQ(dj["cuda_dense"]["calls"].get<uint64_t>() > 0, !f32_dense);
     EXPECT_NE(last_.err.find(emulate ? "CUDA_DENSE (VRAM_EMULATE" : "CUDA_DENSE:"),
               std::string::npos)
         << last_.err;
