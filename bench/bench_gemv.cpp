@@ -2,10 +2,16 @@
 // rotated through a pool of weights far larger than the caches (each call reads fresh memory, as
 // a decode step reads each expert once). Reports effective GB/s = weight bytes / time; compare
 // with bench_membw at the same thread count (bench/RESULTS.md).
-// Run: bench_gemv [--gemv_mib=N] [Google Benchmark flags, e.g. --benchmark_filter=Q4_0]
+// Also: gemm_hot/<type>/<isa>/<T>tok — one L2-resident 768 x 2048 matrix (the Qwen3-30B-A3B
+// expert shape) times T tokens, GMAC/s and GB/s of weights per pass on-CPU (1 thread): the
+// kernels' compute ceiling, which the streamed rate can only approach.
+// Run: bench_gemv [--gemv_mib=N] [--gemv_rows=R --gemv_cols=C] [Google Benchmark flags, e.g.
+//      --benchmark_filter=Q4_0]  (R x C: the streamed matrices' shape, default 4096 x 4096;
+//      151936 x 2048 is Qwen3-30B-A3B's output head)
 #include <benchmark/benchmark.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -40,8 +46,8 @@ double max_of(const std::vector<double>& v) {
 using strata::GgmlType;
 using strata::kernels::Isa;
 
-constexpr int64_t kRows = 4096;
-constexpr int64_t kCols = 4096;
+int64_t g_rows = 4096;                     // --gemv_rows
+int64_t g_cols = 4096;                     // --gemv_cols
 size_t g_pool_bytes = size_t{2048} << 20;  // --gemv_mib
 
 constexpr GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K,
@@ -68,17 +74,17 @@ struct WeightPool {
       data = static_cast<uint8_t*>(m);
     }
     type = t;
-    const size_t row_bytes = strata::ggml_row_bytes(t, kCols);
-    matrix_bytes = row_bytes * kRows;
+    const size_t row_bytes = strata::ggml_row_bytes(t, g_cols);
+    matrix_bytes = row_bytes * g_rows;
     n_matrices = static_cast<int64_t>(g_pool_bytes / matrix_bytes);
     if (n_matrices < 2) std::abort();
     std::mt19937 rng(static_cast<uint32_t>(t));
     std::normal_distribution<float> normal(0.0f, 0.02f);
-    std::vector<float> x(kCols);
+    std::vector<float> x(g_cols);
     std::vector<uint8_t> rows(64 * row_bytes);
     for (int r = 0; r < 64; ++r) {
       for (auto& v : x) v = normal(rng);
-      strata::kernels::quantize_row(t, x.data(), rows.data() + r * row_bytes, kCols);
+      strata::kernels::quantize_row(t, x.data(), rows.data() + r * row_bytes, g_cols);
     }
     const size_t used = matrix_bytes * static_cast<size_t>(n_matrices);
     for (size_t off = 0; off < used; off += rows.size())
@@ -86,8 +92,8 @@ struct WeightPool {
     std::normal_distribution<float> act(0.0f, 1.0f);
     for (auto& v : x) v = act(rng);
     const GgmlType at = strata::kernels::vec_dot_type(t);
-    xq.resize(strata::ggml_row_bytes(at, kCols));
-    strata::kernels::quantize_row(at, x.data(), xq.data(), kCols);
+    xq.resize(strata::ggml_row_bytes(at, g_cols));
+    strata::kernels::quantize_row(at, x.data(), xq.data(), g_cols);
     filled = true;
   }
 };
@@ -105,18 +111,20 @@ void BM_Gemv(benchmark::State& state, GgmlType type, Isa isa, int n_threads) {
   }
   WeightPool& weights = pool_for(type);
   const strata::kernels::GemvFn gemv = strata::kernels::gemv_kernels(type, isa).gemv;
-  const size_t row_bytes = strata::ggml_row_bytes(type, kCols);
-  std::vector<float> y(kRows);
+  const size_t row_bytes = strata::ggml_row_bytes(type, g_cols);
+  std::vector<float> y(g_rows);
   strata::kernels::ThreadPool threads(n_threads);
   int64_t m = 0;
   const double cpu0 = thread_cpu_seconds();
   for (auto _ : state) {
     const uint8_t* w = weights.data + static_cast<size_t>(m) * weights.matrix_bytes;
     if (n_threads == 1) {
-      gemv(w, row_bytes, weights.xq.data(), y.data(), 0, kRows, kCols);
+      gemv(w, row_bytes, weights.xq.data(), y.data(), 0, g_rows, g_cols);
     } else {
-      threads.parallel_for(kRows, {}, [&](int64_t begin, int64_t end, int) {
-        gemv(w, row_bytes, weights.xq.data(), y.data(), begin, end, kCols);
+      // Row groups of 16, as kernels::gemv hands them out (the kernels' rows per pass).
+      threads.parallel_for((g_rows + 15) / 16, {}, [&](int64_t begin, int64_t end, int) {
+        gemv(w, row_bytes, weights.xq.data(), y.data(), 16 * begin, std::min(16 * end, g_rows),
+             g_cols);
       });
     }
     benchmark::DoNotOptimize(y.data());
@@ -127,6 +135,45 @@ void BM_Gemv(benchmark::State& state, GgmlType type, Isa isa, int n_threads) {
   const double gb = static_cast<double>(weights.matrix_bytes) * state.iterations() / 1e9;
   state.counters["GB/s"] = benchmark::Counter(gb, benchmark::Counter::kIsRate);
   if (n_threads == 1) state.counters["GB/s_oncpu"] = gb / cpu;
+}
+
+void BM_GemmHot(benchmark::State& state, GgmlType type, Isa isa, int64_t n_tokens) {
+  if (!strata::kernels::isa_supported(isa)) {
+    state.SkipWithError("CPU lacks this ISA");
+    return;
+  }
+  constexpr int64_t kHotRows = 768, kHotCols = 2048;
+  const strata::kernels::GemvKernels k = strata::kernels::gemv_kernels(type, isa);
+  const size_t row_bytes = strata::ggml_row_bytes(type, kHotCols);
+  const GgmlType at = strata::kernels::vec_dot_type(type);
+  const size_t act_bytes = strata::ggml_row_bytes(at, kHotCols);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(kHotCols);
+  std::vector<uint8_t> w(row_bytes * kHotRows), xq(act_bytes * n_tokens);
+  for (int64_t r = 0; r < kHotRows; ++r) {
+    for (auto& v : x) v = 0.02f * normal(rng);
+    strata::kernels::quantize_row(type, x.data(), w.data() + r * row_bytes, kHotCols);
+  }
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (auto& v : x) v = normal(rng);
+    strata::kernels::quantize_row(at, x.data(), xq.data() + t * act_bytes, kHotCols);
+  }
+  std::vector<float> y(kHotRows * n_tokens);
+  const double cpu0 = thread_cpu_seconds();
+  for (auto _ : state) {
+    if (n_tokens == 1)
+      k.gemv(w.data(), row_bytes, xq.data(), y.data(), 0, kHotRows, kHotCols);
+    else
+      k.gemm(w.data(), row_bytes, xq.data(), act_bytes, y.data(), kHotRows, n_tokens, 0, kHotRows,
+             kHotCols);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  const double cpu = thread_cpu_seconds() - cpu0;
+  const double iters = static_cast<double>(state.iterations());
+  state.counters["GMAC/s_oncpu"] = iters * kHotRows * kHotCols * n_tokens / cpu / 1e9;
+  state.counters["GB/s_oncpu"] = iters * static_cast<double>(w.size()) / cpu / 1e9;
 }
 
 // gemv/<type>/<isa>/<threads>t, for 1 thread and every hardware thread.
@@ -144,6 +191,16 @@ void register_all() {
             ->Unit(benchmark::kMicrosecond);
         if (n_cpu == 1) break;
       }
+  for (GgmlType type : kTypes)
+    for (Isa isa : {Isa::kAvx2, Isa::kAvx512})
+      for (int64_t t : {1, 4, 32}) {
+        const std::string name = "gemm_hot/" + std::string(strata::ggml_type_name(type)) + "/" +
+                                 std::string(strata::kernels::isa_name(isa)) + "/" +
+                                 std::to_string(t) + "tok";
+        benchmark::RegisterBenchmark(name.c_str(), BM_GemmHot, type, isa, t)
+            ->ComputeStatistics("max", max_of)
+            ->Unit(benchmark::kMicrosecond);
+      }
 }
 
 }  // namespace
@@ -154,6 +211,10 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--gemv_mib=", 11) == 0)
       g_pool_bytes = static_cast<size_t>(std::strtoull(argv[i] + 11, nullptr, 10)) << 20;
+    else if (std::strncmp(argv[i], "--gemv_rows=", 12) == 0)
+      g_rows = std::strtoll(argv[i] + 12, nullptr, 10);
+    else if (std::strncmp(argv[i], "--gemv_cols=", 12) == 0)
+      g_cols = std::strtoll(argv[i] + 12, nullptr, 10);
     else
       argv[out++] = argv[i];
   }

@@ -268,12 +268,14 @@ std::vector<GemvCase> all_cases() {
 
 INSTANTIATE_TEST_SUITE_P(Kernels, GemvIsa, ::testing::ValuesIn(all_cases()), case_name);
 
-// The multi-row kernels (16/8/2/1-row passes of the AVX-512 VBMI Q4_0 kernel, 4/1 of the others)
+// The multi-row kernels (16/8/2/1-row passes of the AVX-512 VBMI Q4_0 kernel, 16/1 of AVX-512
+// Q4_K, 16/4/1 of the others)
 // at row counts and start rows that exercise every pass and every tail of 8 blocks, with rows
 // packed tightly (the last row ends at the buffer's end, so an over-read would be caught by ASan)
 // and as a GEMM of 7 tokens (passes of 4, 2 and 1).
 TEST(GemvRows, AwkwardShapesBitIdenticalToRef) {
-  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::MXFP4}) {
+  for (GgmlType type :
+       {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::MXFP4, GgmlType::Q4_K}) {
     // avx512 is the VBMI/GFNI Q4_0 kernel where the CPU has them; "avx512-base" the table
     // without them, which such CPUs never get from gemv_kernels.
     for (const char* isa_label : {"avx2", "avx512", "avx512-base"}) {
@@ -285,7 +287,12 @@ TEST(GemvRows, AwkwardShapesBitIdenticalToRef) {
                                    : gemv_kernels(type, isa);
       if (fast.gemv == nullptr) continue;
       const GemvKernels ref = gemv_kernels(type, Isa::kRef);
-      for (int64_t n_cols : {32, 224, 256, 288, 2048, 2080}) {
+      // K-quants: 1, 3, 8, 9 and 17 super-blocks (groups of 8 with every tail).
+      const bool k_quant = ggml_type_info(type).block_size == kQK_K;
+      const std::vector<int64_t> cols = k_quant
+                                            ? std::vector<int64_t>{256, 768, 2048, 2304, 4352}
+                                            : std::vector<int64_t>{32, 224, 256, 288, 2048, 2080};
+      for (int64_t n_cols : cols) {
         for (int64_t n_rows : {2, 7, 8, 9, 15, 16, 17, 24, 33, 47}) {
           SCOPED_TRACE(std::string(ggml_type_name(type)) + " " + std::string(label) + " n_cols " +
                        std::to_string(n_cols) + " n_rows " + std::to_string(n_rows));
@@ -320,6 +327,36 @@ TEST(GemvRows, AwkwardShapesBitIdenticalToRef) {
           }
         }
       }
+    }
+  }
+}
+
+// A GEMM over more tokens than one batch of prepared activations (AVX-512 Q4_K prepares 64 at a
+// time) equals the reference GEMV per token.
+TEST(GemvRows, ManyTokenGemmBitIdenticalToRef) {
+  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_K}) {
+    const Isa isa = best_isa();
+    const GemvKernels fast = gemv_kernels(type, isa);
+    const GemvKernels ref = gemv_kernels(type, Isa::kRef);
+    const int64_t n_rows = 19, n_tokens = 70, n_cols = 2304;
+    std::mt19937_64 rng(uint64_t(type) * 977 + 5);
+    const size_t row_bytes = ggml_row_bytes(type, n_cols);
+    const auto w = random_weights(type, n_rows, n_cols, row_bytes, rng);
+    const size_t act_bytes = ggml_row_bytes(vec_dot_type(type), n_cols);
+    std::vector<uint8_t> xq(act_bytes * n_tokens);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      const auto one = random_acts(type, n_cols, rng);
+      std::memcpy(xq.data() + t * act_bytes, one.data(), act_bytes);
+    }
+    std::vector<float> y_gemm(n_rows * n_tokens, guard_value()), y_ref(n_rows, guard_value());
+    fast.gemm(w.data(), row_bytes, xq.data(), act_bytes, y_gemm.data(), n_rows, n_tokens, 0, n_rows,
+              n_cols);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      ref.gemv(w.data(), row_bytes, xq.data() + t * act_bytes, y_ref.data(), 0, n_rows, n_cols);
+      for (int64_t r = 0; r < n_rows; ++r)
+        ASSERT_EQ(std::bit_cast<uint32_t>(y_gemm[t * n_rows + r]),
+                  std::bit_cast<uint32_t>(y_ref[r]))
+            << ggml_type_name(type) << " token " << t << " row " << r;
     }
   }
 }
