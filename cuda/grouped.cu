@@ -139,7 +139,9 @@ __device__ __forceinline__ float team_row_dot(const uint8_t* w_row, const ActVie
 
 // ---- the stage kernel ----
 
-template <GgmlType T, bool kDown>
+// kAct: the down stage's activation (GroupedActivation), a template parameter so SiLU layers do
+// not carry SwiGLU-OAI's double-precision expf in their registers.
+template <GgmlType T, bool kDown, int kAct>
 __global__ void __launch_bounds__(kStageThreads)
     expert_stage_kernel(const __grid_constant__ StageParams p) {
   using D = Dot<T>;
@@ -188,7 +190,7 @@ __global__ void __launch_bounds__(kStageThreads)
       if constexpr (kDown) {
         const auto elem = [&](int t, int64_t i) {
           const int64_t o = (row_first + t) * p.n_in + i;
-          return glu_elem(p.act, p.gate[o], p.up[o]);
+          return glu_elem(kAct, p.gate[o], p.up[o]);
         };
         quantize_q8_0(elem, nt, p.n_in, acts, p.act_bytes, warp, lane);
       } else {
@@ -208,7 +210,7 @@ __global__ void __launch_bounds__(kStageThreads)
           const float g[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
           const float u[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
 #pragma unroll
-          for (int j = 0; j < 8; ++j) v[j] = glu_elem(p.act, g[j], u[j]);
+          for (int j = 0; j < 8; ++j) v[j] = glu_elem(kAct, g[j], u[j]);
         };
         quantize_q8_k(elem8, nt, p.n_in, acts, p.act_bytes, warp, lane);
       } else {
@@ -243,10 +245,10 @@ __global__ void __launch_bounds__(kStageThreads)
   }
 }
 
-template <GgmlType T, bool kDown>
+template <GgmlType T, bool kDown, int kAct>
 void launch_typed(const StageParams& p, uint32_t grid, uint32_t smem, bool overlap,
                   cudaStream_t stream) {
-  auto* kernel = &expert_stage_kernel<T, kDown>;
+  auto* kernel = &expert_stage_kernel<T, kDown, kAct>;
   if (smem > 48 * 1024)
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(smem)));
@@ -278,10 +280,13 @@ bool launch_stage(GgmlType t, bool down, const StageParams& p, uint32_t grid, ui
                   bool overlap, void* stream) {
   const auto s = static_cast<cudaStream_t>(stream);
   return dispatch_grouped(t, [&](auto tag) {
-    if (down)
-      launch_typed<decltype(tag)::kType, true>(p, grid, smem, overlap, s);
-    else
-      launch_typed<decltype(tag)::kType, false>(p, grid, smem, overlap, s);
+    if (!down) {
+      launch_typed<decltype(tag)::kType, false, 0>(p, grid, smem, overlap, s);
+    } else if (p.act == 0) {
+      launch_typed<decltype(tag)::kType, true, 0>(p, grid, smem, overlap, s);
+    } else {
+      launch_typed<decltype(tag)::kType, true, 1>(p, grid, smem, overlap, s);
+    }
   });
 }
 
