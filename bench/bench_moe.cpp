@@ -26,6 +26,7 @@
 #include "engine/model_config.h"
 #include "engine/moe.h"
 #include "engine/weights.h"
+#include "kernels/gemv.h"
 #include "kernels/quant.h"
 #include "kernels/threadpool.h"
 
@@ -254,9 +255,64 @@ int main(int argc, char** argv) {
       "%d token(s)/step, %d steps x %d rounds\n",
       std::string(strata::ggml_type_name(a.type)).c_str(), a.threads, a.layers,
       static_cast<long long>(kExperts), layer_bytes / 1048576.0, a.k, a.tokens, a.steps, a.rounds);
-  std::vector<double> moe_wall, moe_cpu, pr_wall, pr_cpu;
+  std::vector<double> moe_wall, moe_cpu, pr_wall, pr_cpu, bare_items, bare_whole;
+  const strata::kernels::GemvKernels bare = strata::kernels::gemv_kernels(a.type);
+  std::vector<uint8_t> bare_xq(
+      strata::ggml_row_bytes(strata::kernels::vec_dot_type(a.type), kEmbd));
+  std::vector<uint8_t> bare_hq(strata::ggml_row_bytes(strata::kernels::vec_dot_type(a.type), kFf));
+  std::vector<float> bare_y(2 * kFf + kEmbd);
+  {
+    std::vector<float> v(kEmbd);
+    for (auto& e : v) e = act(rng);
+    strata::kernels::quantize_row(strata::kernels::vec_dot_type(a.type), v.data(), bare_xq.data(),
+                                  kEmbd);
+    strata::kernels::quantize_row(strata::kernels::vec_dot_type(a.type), v.data(), bare_hq.data(),
+                                  kFf);
+  }
+  // The same kind of steps with the bare kernels on the calling thread, no executor: each
+  // routed expert's gate and up in 64-row calls alternating as the executor's items do ("items"),
+  // or one call per matrix ("whole"); activations quantized once outside the timing.
+  constexpr int64_t kItemRows = 64;  // engine/moe.cpp's kRowBlock
+  auto run_bare = [&] {
+    for (int mode = 0; mode < 2 && a.threads == 1 && a.tokens == 1; ++mode) {
+      uint64_t bare_bytes = 0;
+      double bare_cpu = 0;
+      for (int step = 0; step < a.steps; ++step) {
+        for (int l = 0; l < a.layers; ++l) {
+          if (!a.hot) std::shuffle(ids.begin(), ids.end(), rng);
+          std::sort(ids.begin(), ids.begin() + a.k);
+          const ExpertStack& s = stacks[a.hot ? 0 : static_cast<size_t>(l)];
+          const double c0 = thread_cpu_seconds();
+          for (int j = 0; j < a.k; ++j) {
+            const ExpertSlice slice = s.expert_slice(static_cast<uint32_t>(ids[j]));
+            const MatrixRef g = s.gate_matrix(slice), u = s.up_matrix(slice);
+            const MatrixRef dn = s.down_matrix(slice);
+            if (mode == 0) {
+              for (int64_t r = 0; r < kFf; r += kItemRows) {
+                bare.gemv(g.data, g.row_bytes, bare_xq.data(), bare_y.data(), r, r + kItemRows,
+                          kEmbd);
+                bare.gemv(u.data, u.row_bytes, bare_xq.data(), bare_y.data() + kFf, r,
+                          r + kItemRows, kEmbd);
+              }
+              for (int64_t r = 0; r < kEmbd; r += kItemRows)
+                bare.gemv(dn.data, dn.row_bytes, bare_hq.data(), bare_y.data(), r, r + kItemRows,
+                          kFf);
+            } else {
+              bare.gemv(g.data, g.row_bytes, bare_xq.data(), bare_y.data(), 0, kFf, kEmbd);
+              bare.gemv(u.data, u.row_bytes, bare_xq.data(), bare_y.data() + kFf, 0, kFf, kEmbd);
+              bare.gemv(dn.data, dn.row_bytes, bare_hq.data(), bare_y.data(), 0, kEmbd, kFf);
+            }
+          }
+          bare_cpu += thread_cpu_seconds() - c0;
+          bare_bytes += static_cast<uint64_t>(a.k) * 3 * mat_bytes;
+        }
+      }
+      (mode == 0 ? bare_items : bare_whole).push_back(bare_bytes / 1e9 / bare_cpu);
+    }
+  };
   for (int round = 0; round < a.rounds; ++round) {
     const Rate pr = probe(pool, probe_buf, probe_bytes);
+    if (round % 2 == 1) run_bare();  // alternate which goes first
     pr_wall.push_back(pr.wall_gbs);
     pr_cpu.push_back(pr.cpu_gbs);
     uint64_t bytes = 0;
@@ -284,6 +340,8 @@ int main(int argc, char** argv) {
     }
     moe_wall.push_back(bytes / 1e9 / wall);
     moe_cpu.push_back(a.threads == 1 ? bytes / 1e9 / cpu : 0.0);
+    if (round % 2 == 0) run_bare();
+
     std::printf(
         "round %d: probe %.2f GB/s wall, %.2f on-cpu | experts %.2f GB/s wall (%.0f%% of "
         "probe)",
@@ -291,6 +349,10 @@ int main(int argc, char** argv) {
     if (a.threads == 1)
       std::printf(" %.2f GB/s on-cpu (%.0f%% of probe on-cpu)", moe_cpu.back(),
                   100.0 * moe_cpu.back() / pr.cpu_gbs);
+    if (!bare_items.empty())
+      std::printf(" | bare kernels %.2f (items) / %.2f (whole) GB/s on-cpu (%.0f%% / %.0f%%)",
+                  bare_items.back(), bare_whole.back(), 100.0 * bare_items.back() / pr.cpu_gbs,
+                  100.0 * bare_whole.back() / pr.cpu_gbs);
     std::printf(" | %.3f ms/layer\n", 1e3 * wall / (a.steps * a.layers));
   }
   auto best = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
@@ -303,6 +365,10 @@ int main(int argc, char** argv) {
   if (a.threads == 1)
     std::printf("; on-cpu: probe %.2f, experts %.2f GB/s = %.0f%%", best(pr_cpu), best(moe_cpu),
                 100.0 * best(moe_cpu) / best(pr_cpu));
+  if (!bare_items.empty())
+    std::printf("; bare kernels %.2f (items) / %.2f (whole) = %.0f%% / %.0f%%", best(bare_items),
+                best(bare_whole), 100.0 * best(bare_items) / best(pr_cpu),
+                100.0 * best(bare_whole) / best(pr_cpu));
   std::printf("\n");
   for (uint8_t* p : mem) munmap(p, layer_bytes);
   munmap(probe_buf, probe_bytes);
