@@ -141,10 +141,12 @@ void CpuExpertExecutor::plan_items(std::span<const ExpertJob> jobs, int64_t n_we
                                    size_t bytes_per_row) {
   items_.clear();
   cost_.clear();
+  // One thread has nothing to balance: one item per matrix (one kernel call streams it).
+  const int64_t block = pool_.size() == 1 ? n_weight_rows : int64_t{kRowBlock};
   for (uint32_t ji = 0; ji < jobs.size(); ++ji) {
     const uint64_t n_tok = jobs[ji].row_end - jobs[ji].row_begin;
-    for (int64_t r = 0; r < n_weight_rows; r += kRowBlock) {
-      const int64_t r_end = std::min<int64_t>(r + kRowBlock, n_weight_rows);
+    for (int64_t r = 0; r < n_weight_rows; r += block) {
+      const int64_t r_end = std::min<int64_t>(r + block, n_weight_rows);
       items_.push_back(WorkItem{ji, uint32_t(r), uint32_t(r_end)});
       // Weight bytes dominate at few tokens, arithmetic (∝ tokens) at many.
       cost_.push_back(uint64_t(r_end - r) * bytes_per_row * n_tok);
