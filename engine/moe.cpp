@@ -35,8 +35,8 @@ struct LayoutKernels {
   kernels::GemvKernels packed;
   explicit LayoutKernels(GgmlType type)
       : rows(kernels::gemv_kernels(type)),
-        packed(kernels::interleaved_layout(type, 16, 64) != kernels::WeightLayout::kRows
-                   ? kernels::gemv_kernels(type, kernels::interleaved_layout(type, 16, 64))
+        packed(kernels::interleaved_layout(type) != kernels::WeightLayout::kRows
+                   ? kernels::gemv_kernels(type, kernels::interleaved_layout(type))
                    : rows) {}
   const kernels::GemvKernels& operator()(const MatrixRef& m) const {
     return m.layout == kernels::WeightLayout::kRows ? rows : packed;

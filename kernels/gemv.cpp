@@ -167,8 +167,8 @@ void gemv(ThreadPool* pool, GgmlType type, WeightLayout layout, const void* w, s
 void gemm(ThreadPool* pool, GgmlType type, const void* w, size_t row_stride, const void* xq,
           size_t xq_stride, float* y, size_t y_stride, int64_t n_tokens, int64_t n_rows,
           int64_t n_cols) {
-  gemm(pool, type, WeightLayout::kRows, w, row_stride, xq, xq_stride, y, y_stride, n_tokens,
-       n_rows, n_cols);
+  gemm(pool, type, WeightLayout::kRows, w, row_stride, xq, xq_stride, y, y_stride, n_tokens, n_rows,
+       n_cols);
 }
 
 void gemm(ThreadPool* pool, GgmlType type, WeightLayout layout, const void* w, size_t row_stride,

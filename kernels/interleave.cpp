@@ -10,6 +10,7 @@
 #include "kernels/gemv.h"
 #include "kernels/interleave_internal.h"
 #include "kernels/quant.h"
+#include "kernels/quant_internal.h"
 
 namespace strata::kernels {
 namespace {
@@ -24,13 +25,6 @@ size_t scale_at(int64_t nb, int64_t b, int r) {
 size_t code_at(int64_t nb, int64_t b, int j, int r) {
   return static_cast<size_t>(nb) * 32 + static_cast<size_t>(b) * 256 + static_cast<size_t>(j) * 64 +
          static_cast<size_t>(r) * 4;
-}
-
-void check_layout(WeightLayout layout, int64_t n_rows, int64_t n_cols) {
-  STRATA_ASSERT(layout == WeightLayout::kQ4_0x16 &&
-                    interleaved_layout(GgmlType::Q4_0, n_rows, n_cols) == layout,
-                "no interleaved layout {} for a {} x {} matrix", static_cast<int>(layout), n_rows,
-                n_cols);
 }
 
 // One group (16 GGUF rows of nb blocks at src) into the layout at dst, or back.
@@ -56,6 +50,69 @@ void unpack_group(const uint8_t* src, uint8_t* dst, int64_t nb) {
     }
 }
 
+GgmlType layout_type(WeightLayout layout) {
+  return layout == WeightLayout::kQ4_Kx16 ? GgmlType::Q4_K : GgmlType::Q4_0;
+}
+
+// kQ4_Kx16: offsets inside a group's super-block b.
+constexpr size_t kKBlock = kGroupRows * sizeof(BlockQ4_K);  // 2304
+size_t k_d_at(int64_t b, int r) {
+  return static_cast<size_t>(b) * kKBlock + static_cast<size_t>(r) * 2;
+}
+size_t k_dmin_at(int64_t b, int r) {
+  return k_d_at(b, r) + 32;
+}
+size_t k_scales_at(int64_t b, int k, int r) {
+  return static_cast<size_t>(b) * kKBlock + 64 + static_cast<size_t>(k) * 64 +
+         static_cast<size_t>(r) * 4;
+}
+size_t k_qs_at(int64_t b, int i, int r) {
+  return static_cast<size_t>(b) * kKBlock + 256 + static_cast<size_t>(i) * 64 +
+         static_cast<size_t>(r) * 4;
+}
+
+void pack_group_k(const uint8_t* src, uint8_t* dst, int64_t nb) {
+  const size_t row_bytes = static_cast<size_t>(nb) * sizeof(BlockQ4_K);
+  for (int64_t b = 0; b < nb; ++b)
+    for (int r = 0; r < kGroupRows; ++r) {
+      BlockQ4_K blk;
+      std::memcpy(&blk, src + r * row_bytes + static_cast<size_t>(b) * sizeof(BlockQ4_K),
+                  sizeof(blk));
+      std::memcpy(dst + k_d_at(b, r), &blk.d, 2);
+      std::memcpy(dst + k_dmin_at(b, r), &blk.dmin, 2);
+      for (int k = 0; k < 3; ++k) std::memcpy(dst + k_scales_at(b, k, r), blk.scales + 4 * k, 4);
+      for (int i = 0; i < 32; ++i) std::memcpy(dst + k_qs_at(b, i, r), blk.qs + 4 * i, 4);
+    }
+}
+void unpack_group_k(const uint8_t* src, uint8_t* dst, int64_t nb) {
+  const size_t row_bytes = static_cast<size_t>(nb) * sizeof(BlockQ4_K);
+  for (int64_t b = 0; b < nb; ++b)
+    for (int r = 0; r < kGroupRows; ++r) {
+      BlockQ4_K blk;
+      std::memcpy(&blk.d, src + k_d_at(b, r), 2);
+      std::memcpy(&blk.dmin, src + k_dmin_at(b, r), 2);
+      for (int k = 0; k < 3; ++k) std::memcpy(blk.scales + 4 * k, src + k_scales_at(b, k, r), 4);
+      for (int i = 0; i < 32; ++i) std::memcpy(blk.qs + 4 * i, src + k_qs_at(b, i, r), 4);
+      std::memcpy(dst + r * row_bytes + static_cast<size_t>(b) * sizeof(BlockQ4_K), &blk,
+                  sizeof(blk));
+    }
+}
+
+// Blocks per row and bytes per group of a layout's matrix.
+int64_t layout_blocks(WeightLayout layout, int64_t n_cols) {
+  return n_cols / (layout == WeightLayout::kQ4_Kx16 ? kQK_K : kQK);
+}
+size_t group_bytes(WeightLayout layout, int64_t nb) {
+  return static_cast<size_t>(kGroupRows * nb) *
+         (layout == WeightLayout::kQ4_Kx16 ? sizeof(BlockQ4_K) : sizeof(BlockQ4_0));
+}
+void pack_any(WeightLayout layout, const uint8_t* src, uint8_t* dst, int64_t nb) {
+  if (layout == WeightLayout::kQ4_Kx16)
+    pack_group_k(src, dst, nb);
+  else
+    pack_group(src, dst, nb);
+}
+
 }  // namespace
 
 int64_t layout_rows(WeightLayout layout) {
@@ -63,11 +120,26 @@ int64_t layout_rows(WeightLayout layout) {
 }
 
 WeightLayout interleaved_layout(GgmlType type, int64_t n_rows, int64_t n_cols) {
-  if (type == GgmlType::Q4_0 && n_rows > 0 && n_rows % kGroupRows == 0 && n_cols > 0 &&
-      n_cols % (2 * kQK) == 0)
-    return WeightLayout::kQ4_0x16;
+  if (n_rows <= 0 || n_rows % kGroupRows != 0 || n_cols <= 0) return WeightLayout::kRows;
+  if (type == GgmlType::Q4_0 && n_cols % (2 * kQK) == 0) return WeightLayout::kQ4_0x16;
+  if (type == GgmlType::Q4_K && n_cols % kQK_K == 0) return WeightLayout::kQ4_Kx16;
   return WeightLayout::kRows;
 }
+
+WeightLayout interleaved_layout(GgmlType type) {
+  return interleaved_layout(type, kGroupRows, kQK_K);
+}
+
+namespace {
+
+void check_layout(WeightLayout layout, int64_t n_rows, int64_t n_cols) {
+  STRATA_ASSERT(layout != WeightLayout::kRows &&
+                    interleaved_layout(layout_type(layout), n_rows, n_cols) == layout,
+                "no interleaved layout {} for a {} x {} matrix", static_cast<int>(layout), n_rows,
+                n_cols);
+}
+
+}  // namespace
 
 bool interleave_pays() {
   return best_isa() != Isa::kRef;
@@ -75,45 +147,53 @@ bool interleave_pays() {
 
 void interleave(WeightLayout layout, const void* src, void* dst, int64_t n_rows, int64_t n_cols) {
   check_layout(layout, n_rows, n_cols);
-  const int64_t nb = n_cols / kQK;
-  const size_t group = static_cast<size_t>(kGroupRows * nb) * sizeof(BlockQ4_0);
+  const int64_t nb = layout_blocks(layout, n_cols);
+  const size_t group = group_bytes(layout, nb);
   for (int64_t g = 0; g < n_rows / kGroupRows; ++g)
-    pack_group(static_cast<const uint8_t*>(src) + g * group, static_cast<uint8_t*>(dst) + g * group,
-               nb);
+    pack_any(layout, static_cast<const uint8_t*>(src) + g * group,
+             static_cast<uint8_t*>(dst) + g * group, nb);
 }
 
 void deinterleave(WeightLayout layout, const void* src, void* dst, int64_t n_rows, int64_t n_cols) {
   check_layout(layout, n_rows, n_cols);
-  const int64_t nb = n_cols / kQK;
-  const size_t group = static_cast<size_t>(kGroupRows * nb) * sizeof(BlockQ4_0);
-  for (int64_t g = 0; g < n_rows / kGroupRows; ++g)
-    unpack_group(static_cast<const uint8_t*>(src) + g * group,
-                 static_cast<uint8_t*>(dst) + g * group, nb);
+  const int64_t nb = layout_blocks(layout, n_cols);
+  const size_t group = group_bytes(layout, nb);
+  for (int64_t g = 0; g < n_rows / kGroupRows; ++g) {
+    const auto* from = static_cast<const uint8_t*>(src) + g * group;
+    auto* to = static_cast<uint8_t*>(dst) + g * group;
+    if (layout == WeightLayout::kQ4_Kx16)
+      unpack_group_k(from, to, nb);
+    else
+      unpack_group(from, to, nb);
+  }
 }
 
 void interleave_in_place(WeightLayout layout, void* data, int64_t n_rows, int64_t n_cols) {
   check_layout(layout, n_rows, n_cols);
-  const int64_t nb = n_cols / kQK;
-  const size_t group = static_cast<size_t>(kGroupRows * nb) * sizeof(BlockQ4_0);
+  const int64_t nb = layout_blocks(layout, n_cols);
+  const size_t group = group_bytes(layout, nb);
   std::vector<uint8_t> tmp(group);
   for (int64_t g = 0; g < n_rows / kGroupRows; ++g) {
     uint8_t* p = static_cast<uint8_t*>(data) + g * group;
     std::memcpy(tmp.data(), p, group);
-    pack_group(tmp.data(), p, nb);
+    pack_any(layout, tmp.data(), p, nb);
   }
 }
 
 GemvKernels gemv_kernels(GgmlType type, WeightLayout layout, Isa isa) {
   if (layout == WeightLayout::kRows) return gemv_kernels(type, isa);
-  STRATA_ASSERT(layout == WeightLayout::kQ4_0x16 && type == GgmlType::Q4_0,
-                "layout {} does not hold {}", static_cast<int>(layout), ggml_type_name(type));
+  STRATA_ASSERT(layout_type(layout) == type, "layout {} does not hold {}", static_cast<int>(layout),
+                ggml_type_name(type));
   for (;;) {
     if (isa_supported(isa)) {
       GemvKernels k{nullptr, nullptr};
       switch (isa) {
-        case Isa::kAvx512:
-          k = detail::interleaved_kernels_avx512(layout);
+        case Isa::kAvx512: {
+          static const bool gfni = __builtin_cpu_supports("gfni");
+          k = gfni ? detail::interleaved_kernels_avx512_gfni(layout)
+                   : detail::interleaved_kernels_avx512(layout);
           break;
+        }
         case Isa::kAvx2:
           k = detail::interleaved_kernels_avx2(layout);
           break;
@@ -176,10 +256,59 @@ void gemm_q4_0x16_ref(const void* w, size_t row_stride, const void* xq, size_t x
                      y + t * y_stride, row_begin, row_end, n_cols);
 }
 
+// The canonical Q4_K order of gemv.cpp for one row of a kQ4_Kx16 group, literally.
+float dot_row_k_ref(const uint8_t* group, int r, const BlockQ8_K* x, int64_t nb) {
+  float acc[8] = {};
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t scales[12];
+    for (int k = 0; k < 3; ++k) std::memcpy(scales + 4 * k, group + k_scales_at(b, k, r), 4);
+    int32_t sumi = 0, summ = 0;
+    for (int s = 0; s < 8; ++s) {
+      uint8_t sc = 0, mn = 0;
+      q4_k_scale_min(scales, s, &sc, &mn);
+      int32_t isum = 0;
+      for (int l = 0; l < 32; ++l) {
+        // Element 32s + l: qs byte 32 (s / 2) + l, the low nibble for even s.
+        const int q = 32 * (s / 2) + l;
+        const uint8_t byte = group[k_qs_at(b, q / 4, r) + q % 4];
+        isum += (s % 2 ? byte >> 4 : byte & 0x0F) * x[b].qs[32 * s + l];
+      }
+      sumi += sc * isum;
+      summ += mn * (x[b].bsums[2 * s] + x[b].bsums[2 * s + 1]);
+    }
+    uint16_t d = 0, dmin = 0;
+    std::memcpy(&d, group + k_d_at(b, r), 2);
+    std::memcpy(&dmin, group + k_dmin_at(b, r), 2);
+    const float dd = fp16_to_f32(d) * x[b].d;
+    const float dm = fp16_to_f32(dmin) * x[b].d;
+    acc[b % 8] = acc[b % 8] + (dd * static_cast<float>(sumi) - dm * static_cast<float>(summ));
+  }
+  return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
+void gemv_q4_kx16_ref(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
+                      int64_t row_end, int64_t n_cols) {
+  const int64_t nb = n_cols / kQK_K;
+  const auto* x = static_cast<const BlockQ8_K*>(xq);
+  for_groups(w, row_stride, 0, row_begin, row_end,
+             [&](const uint8_t* group, const uint8_t*, int64_t r0) {
+               for (int r = 0; r < kGroupRows; ++r) y[r0 + r] = dot_row_k_ref(group, r, x, nb);
+             });
+}
+
+void gemm_q4_kx16_ref(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
+                      size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
+                      int64_t n_cols) {
+  for (int64_t t = 0; t < n_tokens; ++t)
+    gemv_q4_kx16_ref(w, row_stride, static_cast<const uint8_t*>(xq) + t * xq_stride,
+                     y + t * y_stride, row_begin, row_end, n_cols);
+}
+
 }  // namespace
 
 GemvKernels interleaved_kernels_ref(WeightLayout layout) {
   if (layout == WeightLayout::kQ4_0x16) return GemvKernels{&gemv_q4_0x16_ref, &gemm_q4_0x16_ref};
+  if (layout == WeightLayout::kQ4_Kx16) return GemvKernels{&gemv_q4_kx16_ref, &gemm_q4_kx16_ref};
   return GemvKernels{nullptr, nullptr};
 }
 

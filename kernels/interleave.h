@@ -12,6 +12,14 @@
 // in the high ones) of all 16 rows: a 16-lane integer dot per load, no horizontal sums, one lane
 // per row. Groups start at multiples of 64 bytes from the matrix (nb even).
 //
+// kQ4_Kx16 (Q4_K, n_rows % 16 == 0): groups of 16 rows as above; per super-block b of the group
+// 2304 bytes (a multiple of 64):
+//     +0     the 16 rows' fp16 d, +32 their fp16 dmin
+//     +64    for k < 3: the 16 rows' scale bytes 4k..4k+3 (the packed 6-bit scales and mins)
+//     +256   for i < 32: the 16 rows' qs[4i..4i+3]
+// Q4_K codes are unsigned (the mins are a separate term), so each load is a 16-lane vpdpbusd
+// with no offset; lane r holds row r's sub-block sums, scaled per lane by its 6-bit scales.
+//
 // Tested by tests/test_interleave.cpp (round trip, kernels vs gemv_ref at awkward shapes).
 #pragma once
 
@@ -26,6 +34,7 @@ namespace strata::kernels {
 enum class WeightLayout : uint8_t {
   kRows,     // the GGUF's: row after row of ggml blocks
   kQ4_0x16,  // Q4_0, 16 rows interleaved per group (above)
+  kQ4_Kx16,  // Q4_K, 16 rows interleaved per group (below)
 };
 
 // Rows per group of a layout (1 for kRows): row ranges handed to its kernels start and end at
@@ -35,6 +44,9 @@ int64_t layout_rows(WeightLayout layout);
 // The interleaved layout for a [n_rows, n_cols] matrix of `type`, or kRows when there is none
 // (another type, or a shape it does not cover).
 WeightLayout interleaved_layout(GgmlType type, int64_t n_rows, int64_t n_cols);
+
+// The interleaved layout of a type whatever the shape (kRows: the type has none).
+WeightLayout interleaved_layout(GgmlType type);
 
 // Whether the interleaved kernels of the best ISA are faster than the GGUF layout's on this CPU
 // (true with AVX-512 VNNI or AVX2; the scalar twins exist for tests, not speed).

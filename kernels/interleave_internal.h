@@ -1,5 +1,5 @@
 // Glue between interleave.cpp (layouts, dispatch, scalar twins) and the per-ISA kernels of the
-// interleaved layouts (gemv_q4_0x16_avx2.cpp, gemv_q4_0x16_avx512.cpp). Exercised by
+// interleaved layouts (gemv_interleaved_avx2.cpp, gemv_interleaved_avx512.cpp). Exercised by
 // tests/test_interleave.cpp.
 #pragma once
 
@@ -16,6 +16,7 @@ namespace strata::kernels::detail {
 GemvKernels interleaved_kernels_ref(WeightLayout layout);
 GemvKernels interleaved_kernels_avx2(WeightLayout layout);
 GemvKernels interleaved_kernels_avx512(WeightLayout layout);
+GemvKernels interleaved_kernels_avx512_gfni(WeightLayout layout);  // needs GFNI too
 
 // Per activation block, computed once per call for all the groups it serves: -8 * sum(x) (the
 // unsigned codes' offset, exact) and fp16(d_x).

@@ -5,12 +5,15 @@
 #include <gtest/gtest.h>
 
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/gemv.h"
 #include "kernels/interleave.h"
+#include "kernels/interleave_internal.h"
 #include "kernels/quant.h"
 #include "kernels/threadpool.h"
 
@@ -37,6 +40,37 @@ std::vector<uint8_t> random_q4_0(int64_t n_rows, int64_t n_cols, std::mt19937_64
     for (auto& q : blocks[i].qs) q = static_cast<uint8_t>(rng());
   }
   return w;
+}
+
+std::vector<uint8_t> random_q4_k(int64_t n_rows, int64_t n_cols, std::mt19937_64& rng) {
+  const int64_t nb = n_cols / kQK_K;
+  std::vector<uint8_t> w(static_cast<size_t>(n_rows * nb) * sizeof(BlockQ4_K));
+  for (auto& byte : w) byte = static_cast<uint8_t>(rng());  // codes, scales and mins: any bits
+  auto* blocks = reinterpret_cast<BlockQ4_K*>(w.data());
+  for (int64_t i = 0; i < n_rows * nb; ++i) {
+    blocks[i].d = random_scale(rng);
+    blocks[i].dmin = random_scale(rng);
+  }
+  return w;
+}
+
+std::vector<uint8_t> random_weights(GgmlType t, int64_t n_rows, int64_t n_cols,
+                                    std::mt19937_64& rng) {
+  return t == GgmlType::Q4_K ? random_q4_k(n_rows, n_cols, rng) : random_q4_0(n_rows, n_cols, rng);
+}
+
+// Q8_K activations (the kernels trust their bsums: only the quantizer makes them).
+std::vector<uint8_t> random_acts_k(int64_t n_tokens, int64_t n_cols, std::mt19937_64& rng) {
+  const size_t stride = ggml_row_bytes(GgmlType::Q8_K, static_cast<uint64_t>(n_cols));
+  std::vector<uint8_t> x(static_cast<size_t>(n_tokens) * stride);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> f(static_cast<size_t>(n_cols));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const float scale = std::exp2(static_cast<float>(rng() % 12) - 6.0f);
+    for (auto& v : f) v = normal(rng) * scale;
+    quantize_activation_row(GgmlType::Q8_K, f.data(), x.data() + t * stride, n_cols);
+  }
+  return x;
 }
 
 // Activation rows: mostly from the engine's quantizer; one in four raw random codes in
@@ -69,6 +103,22 @@ std::vector<Isa> isas() {
   return v;
 }
 
+// Every kernel table of a layout this CPU runs: per ISA, and both AVX-512 builds (with and
+// without GFNI) where the CPU has them.
+std::vector<std::pair<std::string, GemvKernels>> variants(WeightLayout layout) {
+  std::vector<std::pair<std::string, GemvKernels>> v;
+  for (Isa isa : isas())
+    v.emplace_back(std::string(isa_name(isa)),
+                   gemv_kernels(layout == WeightLayout::kQ4_Kx16 ? GgmlType::Q4_K : GgmlType::Q4_0,
+                                layout, isa));
+  if (isa_supported(Isa::kAvx512)) {
+    v.emplace_back("avx512-nogfni", detail::interleaved_kernels_avx512(layout));
+    if (__builtin_cpu_supports("gfni"))
+      v.emplace_back("avx512-gfni", detail::interleaved_kernels_avx512_gfni(layout));
+  }
+  return v;
+}
+
 void expect_same_bits(const std::vector<float>& want, const std::vector<float>& got,
                       const char* what) {
   ASSERT_EQ(want.size(), got.size());
@@ -77,54 +127,71 @@ void expect_same_bits(const std::vector<float>& want, const std::vector<float>& 
         << what << " element " << i << ": " << want[i] << " vs " << got[i];
 }
 
-TEST(Interleave, LayoutCoversQ4_0InWholeGroups) {
+TEST(Interleave, LayoutsCoverQ4_0AndQ4_KInWholeGroups) {
   EXPECT_EQ(interleaved_layout(GgmlType::Q4_0, 768, 2048), WeightLayout::kQ4_0x16);
   EXPECT_EQ(interleaved_layout(GgmlType::Q4_0, 16, 64), WeightLayout::kQ4_0x16);
   EXPECT_EQ(interleaved_layout(GgmlType::Q4_0, 24, 64), WeightLayout::kRows);  // rows % 16
   EXPECT_EQ(interleaved_layout(GgmlType::Q4_0, 16, 96), WeightLayout::kRows);  // odd blocks
   EXPECT_EQ(interleaved_layout(GgmlType::Q8_0, 768, 2048), WeightLayout::kRows);
-  EXPECT_EQ(interleaved_layout(GgmlType::Q4_K, 768, 2048), WeightLayout::kRows);
+  EXPECT_EQ(interleaved_layout(GgmlType::Q4_K, 768, 2048), WeightLayout::kQ4_Kx16);
+  EXPECT_EQ(interleaved_layout(GgmlType::Q4_K, 2048, 768), WeightLayout::kQ4_Kx16);
+  EXPECT_EQ(interleaved_layout(GgmlType::Q4_K, 40, 256), WeightLayout::kRows);
+  EXPECT_EQ(interleaved_layout(GgmlType::Q6_K, 768, 2048), WeightLayout::kRows);
+  EXPECT_EQ(interleaved_layout(GgmlType::Q4_0), WeightLayout::kQ4_0x16);
+  EXPECT_EQ(interleaved_layout(GgmlType::Q4_K), WeightLayout::kQ4_Kx16);
+  EXPECT_EQ(interleaved_layout(GgmlType::Q8_0), WeightLayout::kRows);
   EXPECT_EQ(layout_rows(WeightLayout::kRows), 1);
   EXPECT_EQ(layout_rows(WeightLayout::kQ4_0x16), 16);
+  EXPECT_EQ(layout_rows(WeightLayout::kQ4_Kx16), 16);
 }
 
 TEST(Interleave, RoundTripsAndInPlaceEqualsCopy) {
   std::mt19937_64 rng(7);
-  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{16, 64}, {48, 832}, {32, 2048}}) {
-    const std::vector<uint8_t> w = random_q4_0(rows, cols, rng);
-    std::vector<uint8_t> packed(w.size()), back(w.size());
-    interleave(WeightLayout::kQ4_0x16, w.data(), packed.data(), rows, cols);
-    EXPECT_NE(packed, w);
-    deinterleave(WeightLayout::kQ4_0x16, packed.data(), back.data(), rows, cols);
-    EXPECT_EQ(back, w) << rows << " x " << cols;
-    std::vector<uint8_t> in_place = w;
-    interleave_in_place(WeightLayout::kQ4_0x16, in_place.data(), rows, cols);
-    EXPECT_EQ(in_place, packed);
-  }
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_K})
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{16, 256}, {48, 768}, {32, 2048}}) {
+      const WeightLayout layout = interleaved_layout(t, rows, cols);
+      ASSERT_NE(layout, WeightLayout::kRows);
+      const std::vector<uint8_t> w = random_weights(t, rows, cols, rng);
+      std::vector<uint8_t> packed(w.size()), back(w.size());
+      interleave(layout, w.data(), packed.data(), rows, cols);
+      EXPECT_NE(packed, w);
+      deinterleave(layout, packed.data(), back.data(), rows, cols);
+      EXPECT_EQ(back, w) << ggml_type_name(t) << " " << rows << " x " << cols;
+      std::vector<uint8_t> in_place = w;
+      interleave_in_place(layout, in_place.data(), rows, cols);
+      EXPECT_EQ(in_place, packed);
+    }
 }
 
-TEST(Interleave, KernelsEqualTheGgufLayoutsBitForBit) {
+class InterleaveKernels : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(InterleaveKernels, EqualTheGgufLayoutsBitForBit) {
+  const GgmlType type = GetParam();
+  const bool k_quant = type == GgmlType::Q4_K;
   std::mt19937_64 rng(11);
-  const GemvKernels ref = gemv_kernels(GgmlType::Q4_0, Isa::kRef);
-  // n_cols: 2 blocks, 26 (a partial group of 8), 64 (the Qwen3 expert), 24 (its down rows).
-  for (int64_t cols : {64, 832, 2048, 768})
+  const GemvKernels ref = gemv_kernels(type, Isa::kRef);
+  // Q4_0 n_cols: 2 blocks, 26 (a partial group of 8), 64 (the Qwen3 expert), 24 (its down rows);
+  // Q4_K: 1, 3, 8, 9 super-blocks (partial and whole groups of 8).
+  const std::vector<int64_t> col_set = k_quant ? std::vector<int64_t>{256, 768, 2048, 2304}
+                                               : std::vector<int64_t>{64, 832, 2048, 768};
+  for (int64_t cols : col_set)
     for (int64_t rows : {16, 48, 96}) {
-      const int64_t nb = cols / kQK;
-      const size_t row_bytes = static_cast<size_t>(nb) * sizeof(BlockQ4_0);
-      const std::vector<uint8_t> w = random_q4_0(rows, cols, rng);
+      const WeightLayout layout = interleaved_layout(type, rows, cols);
+      const size_t row_bytes = ggml_row_bytes(type, static_cast<uint64_t>(cols));
+      const std::vector<uint8_t> w = random_weights(type, rows, cols, rng);
       std::vector<uint8_t> packed(w.size());
-      interleave(WeightLayout::kQ4_0x16, w.data(), packed.data(), rows, cols);
+      interleave(layout, w.data(), packed.data(), rows, cols);
       const int64_t n_tok = 7;
-      const size_t xs = ggml_row_bytes(GgmlType::Q8_0, static_cast<uint64_t>(cols));
-      const std::vector<uint8_t> x = random_acts(n_tok, cols, rng);
+      const GgmlType vdt = vec_dot_type(type);
+      const size_t xs = ggml_row_bytes(vdt, static_cast<uint64_t>(cols));
+      const std::vector<uint8_t> x =
+          k_quant ? random_acts_k(n_tok, cols, rng) : random_acts(n_tok, cols, rng);
       // Reference: the GGUF layout's scalar kernel, token by token.
       std::vector<float> want(static_cast<size_t>(n_tok * rows));
       for (int64_t t = 0; t < n_tok; ++t)
         ref.gemv(w.data(), row_bytes, x.data() + t * xs, want.data() + t * rows, 0, rows, cols);
-      for (Isa isa : isas()) {
-        SCOPED_TRACE(std::string(isa_name(isa)) + " " + std::to_string(rows) + " x " +
-                     std::to_string(cols));
-        const GemvKernels k = gemv_kernels(GgmlType::Q4_0, WeightLayout::kQ4_0x16, isa);
+      for (const auto& [name, k] : variants(layout)) {
+        SCOPED_TRACE(name + " " + std::to_string(rows) + " x " + std::to_string(cols));
         std::vector<float> got(want.size(), std::bit_cast<float>(kGuardBits));
         for (int64_t t = 0; t < n_tok; ++t)
           k.gemv(packed.data(), row_bytes, x.data() + t * xs, got.data() + t * rows, 0, rows, cols);
@@ -148,6 +215,10 @@ TEST(Interleave, KernelsEqualTheGgufLayoutsBitForBit) {
       }
     }
 }
+
+INSTANTIATE_TEST_SUITE_P(Types, InterleaveKernels,
+                         ::testing::Values(GgmlType::Q4_0, GgmlType::Q4_K),
+                         [](const auto& info) { return std::string(ggml_type_name(info.param)); });
 
 TEST(Interleave, PoolSplitEqualsOneCall) {
   std::mt19937_64 rng(13);

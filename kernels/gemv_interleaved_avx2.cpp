@@ -100,10 +100,102 @@ void gemm_q4_0x16(const void* w, size_t row_stride, const void* xq, size_t xq_st
              });
 }
 
+// ---- kQ4_Kx16: Q4_K x Q8_K, 8 rows (half h of the group) per register ----
+
+inline __m256i k_field(__m256i a, __m256i b, int s, int lo_shift) {
+  // q4_k_scale_min lane-wise: s < 4 from a's byte s; else the low/high nibble of b's byte s - 4
+  // (lo_shift 0 / 4) and the top 2 bits of a's byte s - 4.
+  if (s < 4) return _mm256_and_si256(_mm256_srli_epi32(a, 8 * s), _mm256_set1_epi32(63));
+  const int k = s - 4;
+  const __m256i lo =
+      _mm256_and_si256(_mm256_srli_epi32(b, 8 * k + lo_shift), _mm256_set1_epi32(0x0F));
+  const __m256i hi = _mm256_and_si256(_mm256_srli_epi32(a, 8 * k + 2), _mm256_set1_epi32(0x30));
+  return _mm256_or_si256(lo, hi);
+}
+
+void half_dot_k(const uint8_t* g, int h, const BlockQ8_K* x, int64_t nb, float* out) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[8];
+  for (int k = 0; k < 8; ++k) acc[k] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = g + b * 2304;
+    if (h == 0) prefetch_lines<2304, kToL2>(blk + kInterleavePrefetch);
+    auto load = [&](size_t off) {
+      return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + off + 32 * h));
+    };
+    const __m256i s0 = load(64), s1 = load(128), s2 = load(192);
+    __m256i sumi = _mm256_setzero_si256(), summ = _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+      // Per sub-block int16 sums: at most 8 x 2 x 15 x 128 = 30720, exact.
+      __m256i lo16 = _mm256_setzero_si256(), hi16 = _mm256_setzero_si256();
+      for (int i = 0; i < 8; ++i) {
+        const __m256i v = load(256 + static_cast<size_t>(8 * c + i) * 64);
+        int32_t xl = 0, xh = 0;
+        std::memcpy(&xl, x[b].qs + 64 * c + 4 * i, 4);
+        std::memcpy(&xh, x[b].qs + 64 * c + 32 + 4 * i, 4);
+        lo16 = _mm256_add_epi16(
+            lo16, _mm256_maddubs_epi16(_mm256_and_si256(v, m4), _mm256_set1_epi32(xl)));
+        hi16 = _mm256_add_epi16(hi16,
+                                _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
+                                                     _mm256_set1_epi32(xh)));
+      }
+      sumi = _mm256_add_epi32(
+          sumi,
+          _mm256_add_epi32(
+              _mm256_mullo_epi32(k_field(s0, s2, 2 * c, 0), _mm256_madd_epi16(lo16, ones)),
+              _mm256_mullo_epi32(k_field(s0, s2, 2 * c + 1, 0), _mm256_madd_epi16(hi16, ones))));
+    }
+    for (int s = 0; s < 8; ++s) {
+      const int32_t pair = x[b].bsums[2 * s] + x[b].bsums[2 * s + 1];
+      summ = _mm256_add_epi32(summ,
+                              _mm256_mullo_epi32(k_field(s1, s2, s, 4), _mm256_set1_epi32(pair)));
+    }
+    const __m256 dx = _mm256_set1_ps(x[b].d);
+    const __m256 dd = _mm256_mul_ps(
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * h))), dx);
+    const __m256 dm = _mm256_mul_ps(
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 32 + 16 * h))), dx);
+    const __m256 r = _mm256_sub_ps(_mm256_mul_ps(dd, _mm256_cvtepi32_ps(sumi)),
+                                   _mm256_mul_ps(dm, _mm256_cvtepi32_ps(summ)));
+    acc[b % 8] = _mm256_add_ps(acc[b % 8], r);
+  }
+  const __m256 r =
+      _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6])),
+                    _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7])));
+  _mm256_storeu_ps(out + 8 * h, r);
+}
+
+void gemv_q4_kx16(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
+                  int64_t row_end, int64_t n_cols) {
+  const int64_t nb = n_cols / kQK_K;
+  const auto* x = static_cast<const BlockQ8_K*>(xq);
+  for_groups(w, row_stride, 0, row_begin, row_end,
+             [&](const uint8_t* g, const uint8_t*, int64_t r) {
+               half_dot_k(g, 0, x, nb, y + r);
+               half_dot_k(g, 1, x, nb, y + r);
+             });
+}
+
+void gemm_q4_kx16(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
+                  size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
+                  int64_t n_cols) {
+  const int64_t nb = n_cols / kQK_K;
+  const auto* xbase = static_cast<const uint8_t*>(xq);
+  for_groups(w, row_stride, 0, row_begin, row_end,
+             [&](const uint8_t* g, const uint8_t*, int64_t r) {
+               for (int64_t t = 0; t < n_tokens; ++t)
+                 for (int h = 0; h < 2; ++h)
+                   half_dot_k(g, h, reinterpret_cast<const BlockQ8_K*>(xbase + t * xq_stride), nb,
+                              y + t * y_stride + r);
+             });
+}
+
 }  // namespace
 
 GemvKernels interleaved_kernels_avx2(WeightLayout layout) {
   if (layout == WeightLayout::kQ4_0x16) return GemvKernels{&gemv_q4_0x16, &gemm_q4_0x16};
+  if (layout == WeightLayout::kQ4_Kx16) return GemvKernels{&gemv_q4_kx16, &gemm_q4_kx16};
   return GemvKernels{nullptr, nullptr};
 }
 

@@ -1,0 +1,285 @@
+// Q4_0 x Q8_0 GEMV/GEMM over the kQ4_0x16 layout (kernels/interleave.h) with AVX-512 VNNI: one
+// 512-bit register = one 4-byte code group of 16 rows, so each block of a 16-row group is 4 loads,
+// 4 ands and 4 shifts for the nibbles, and 8 vpdpbusd against the activation's 4-byte groups
+// broadcast from memory; lane r of the result is row r's exact block sum (no horizontal sums).
+// Codes are used unsigned (0..15) and -8 * sum(x) per block is added back (exact). Lane r keeps
+// row r's 8 canonical float accumulators acc[b % 8] in 8 registers, so the float steps are those
+// of gemv.cpp and results equal gemv_ref.cpp (and the GGUF-layout kernels) bit for bit.
+// Tested by tests/test_interleave.cpp; measured by bench/bench_gemv.cpp (--layout) and bench_moe.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "kernels/gemv_internal.h"
+#include "kernels/interleave_internal.h"
+#include "kernels/quant.h"
+
+// GCC 12 reports the _mm512_undefined_*() pass-through operands inside its own cvtph / set1
+// intrinsics as uninitialized (GCC bug 105593); nothing in this file reads them.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// This file is compiled twice: as itself (AVX-512 VNNI) and, through
+// gemv_interleaved_avx512_gfni.cpp, with STRATA_INTERLEAVED_GFNI = 1 and -mgfni, where the high
+// nibbles take one GF(2) affine op instead of a shift and an and: the shift competes with
+// vpdpbusd for port 0 (cache-resident 46 vs 62 GB/s, streamed 91% vs 98-100% of the read probe on
+// the machine in bench/RESULTS.md).
+#ifndef STRATA_INTERLEAVED_GFNI
+#define STRATA_INTERLEAVED_GFNI 0
+#endif
+
+namespace strata::kernels::detail {
+namespace {
+
+// An int32 that may alias the int8 activation codes (read unaligned).
+typedef int32_t Int32Alias __attribute__((may_alias, aligned(1)));
+
+// The high nibble of every byte.
+inline __m512i high_nibbles(__m512i v, __m512i m4) {
+#if STRATA_INTERLEAVED_GFNI
+  (void)m4;
+  // GF(2) affine map = a per-byte shift right by 4.
+  return _mm512_gf2p8affine_epi64_epi8(v, _mm512_set1_epi64(0x1020408000000000), 0);
+#else
+  return _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+#endif
+}
+
+// One 16-row group against T activation rows. sc: the group's scales, q: its codes.
+template <int T>
+void group_dot(const uint8_t* sc, const uint8_t* q, const BlockQ8_0* const* xs,
+               const XPrep* const* preps, int64_t nb, float* const* outs) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  __m512 acc[T][8];
+  for (int t = 0; t < T; ++t)
+    for (int k = 0; k < 8; ++k) acc[t][k] = _mm512_setzero_ps();
+  auto step = [&](int64_t b, int k) {
+    const uint8_t* qb = q + b * 256;
+    // One L2 prefetch per line, kPrefetchFar ahead along the group's single stream (the scales'
+    // stream is 8x thinner and left to the hardware prefetcher).
+    prefetch_lines<256, kToL2>(qb + kInterleavePrefetch);
+    if ((b & 1) == 0) prefetch_lines<64, kToL2>(sc + b * 32 + kInterleavePrefetch / 8);
+    __m512i lo[4], hi[4];
+    for (int j = 0; j < 4; ++j) {
+      const __m512i v = _mm512_loadu_si512(qb + 64 * j);
+      lo[j] = _mm512_and_si512(v, m4);
+      hi[j] = high_nibbles(v, m4);
+    }
+    const __m512 dw =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + b * 32)));
+    for (int t = 0; t < T; ++t) {
+      // The activation's 4-byte groups, broadcast straight from memory.
+      const auto* xi = reinterpret_cast<const Int32Alias*>(xs[t][b].qs);
+      __m512i s0 = _mm512_set1_epi32(preps[t][b].neg);
+      __m512i s1 = _mm512_setzero_si512();
+      for (int j = 0; j < 4; ++j) {
+        s0 = _mm512_dpbusd_epi32(s0, lo[j], _mm512_set1_epi32(xi[j]));
+        s1 = _mm512_dpbusd_epi32(s1, hi[j], _mm512_set1_epi32(xi[4 + j]));
+      }
+      const __m512i isum = _mm512_add_epi32(s0, s1);
+      const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(preps[t][b].dx));
+      acc[t][k] = _mm512_add_ps(acc[t][k], _mm512_mul_ps(_mm512_cvtepi32_ps(isum), d));
+    }
+  };
+  int64_t b = 0;
+  for (; b + 8 <= nb; b += 8) {
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) step(b + k, k);
+  }
+  for (int k = 0; b + k < nb; ++k) step(b + k, k);
+  for (int t = 0; t < T; ++t) {
+    const __m512 r = _mm512_add_ps(
+        _mm512_add_ps(_mm512_add_ps(acc[t][0], acc[t][4]), _mm512_add_ps(acc[t][2], acc[t][6])),
+        _mm512_add_ps(_mm512_add_ps(acc[t][1], acc[t][5]), _mm512_add_ps(acc[t][3], acc[t][7])));
+    _mm512_storeu_ps(outs[t], r);
+  }
+}
+
+// -8 * sum(x) and fp16(d_x) per block of one activation row.
+void prep_x(const BlockQ8_0* x, int64_t nb, XPrep* out) {
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int64_t b = 0; b < nb; ++b) {
+    // sum(x) = sum(x + 128) - 32 * 128, the unsigned sum by vpsadbw.
+    const __m256i v =
+        _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs)), flip);
+    const __m256i s = _mm256_sad_epu8(v, _mm256_setzero_si256());
+    const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    const int64_t sum = _mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1) - 32 * 128;
+    out[b].neg = static_cast<int32_t>(-8 * sum);
+    out[b].dx = _cvtsh_ss(x[b].d);
+  }
+}
+
+void gemv_q4_0x16(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
+                  int64_t row_end, int64_t n_cols) {
+  const int64_t nb = n_cols / kQK;
+  const auto* x = static_cast<const BlockQ8_0*>(xq);
+  XPrep* prep = prep_buffer(nb, 1);
+  prep_x(x, nb, prep);
+  for_groups(w, row_stride, nb, row_begin, row_end,
+             [&](const uint8_t* sc, const uint8_t* q, int64_t r) {
+               float* out = y + r;
+               group_dot<1>(sc, q, &x, &prep, nb, &out);
+             });
+}
+
+void gemm_q4_0x16(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
+                  size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
+                  int64_t n_cols) {
+  const int64_t nb = n_cols / kQK;
+  const auto* xbase = static_cast<const uint8_t*>(xq);
+  auto xt = [&](int64_t t) { return reinterpret_cast<const BlockQ8_0*>(xbase + t * xq_stride); };
+  XPrep* prep = prep_buffer(nb, n_tokens);
+  for (int64_t t = 0; t < n_tokens; ++t) prep_x(xt(t), nb, prep + t * nb);
+  for_groups(w, row_stride, nb, row_begin, row_end,
+             [&](const uint8_t* sc, const uint8_t* q, int64_t r) {
+               int64_t t = 0;
+               for (; t + 4 <= n_tokens; t += 4) {
+                 const BlockQ8_0* xs[4] = {xt(t), xt(t + 1), xt(t + 2), xt(t + 3)};
+                 const XPrep* ps[4] = {prep + t * nb, prep + (t + 1) * nb, prep + (t + 2) * nb,
+                                       prep + (t + 3) * nb};
+                 float* outs[4] = {y + t * y_stride + r, y + (t + 1) * y_stride + r,
+                                   y + (t + 2) * y_stride + r, y + (t + 3) * y_stride + r};
+                 group_dot<4>(sc, q, xs, ps, nb, outs);
+               }
+               for (; t < n_tokens; ++t) {
+                 const BlockQ8_0* x = xt(t);
+                 const XPrep* p = prep + t * nb;
+                 float* out = y + t * y_stride + r;
+                 group_dot<1>(sc, q, &x, &p, nb, &out);
+               }
+             });
+}
+
+// ---- kQ4_Kx16: Q4_K x Q8_K ----
+
+// Scale (or min) s of the 16 rows' packed 6-bit fields, one per lane, from the three scale
+// dwords S0 (bytes 0-3), S1 (4-7), S2 (8-11) of each row (q4_k_scale_min, lane-wise).
+inline __m512i k_scale(__m512i s0, __m512i s2, int s) {
+  const __m512i m6 = _mm512_set1_epi32(63);
+  if (s < 4) return _mm512_and_si512(_mm512_srli_epi32(s0, 8 * s), m6);
+  const int k = s - 4;
+  const __m512i lo = _mm512_and_si512(_mm512_srli_epi32(s2, 8 * k), _mm512_set1_epi32(0x0F));
+  const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(s0, 8 * k + 2), _mm512_set1_epi32(0x30));
+  return _mm512_or_si512(lo, hi);
+}
+inline __m512i k_min(__m512i s1, __m512i s2, int s) {
+  const __m512i m6 = _mm512_set1_epi32(63);
+  if (s < 4) return _mm512_and_si512(_mm512_srli_epi32(s1, 8 * s), m6);
+  const int k = s - 4;
+  const __m512i lo = _mm512_and_si512(_mm512_srli_epi32(s2, 8 * k + 4), _mm512_set1_epi32(0x0F));
+  const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(s1, 8 * k + 2), _mm512_set1_epi32(0x30));
+  return _mm512_or_si512(lo, hi);
+}
+
+// One 16-row group of nb super-blocks against T activation rows.
+template <int T>
+void group_dot_k(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float* const* outs) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  __m512 acc[T][8];
+  for (int t = 0; t < T; ++t)
+    for (int k = 0; k < 8; ++k) acc[t][k] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = g + b * 2304;
+    prefetch_lines<2304, kToL2>(blk + kInterleavePrefetch);
+    const __m512i s0 = _mm512_loadu_si512(blk + 64);
+    const __m512i s1 = _mm512_loadu_si512(blk + 128);
+    const __m512i s2 = _mm512_loadu_si512(blk + 192);
+    __m512i sumi[T], summ[T];
+    for (int t = 0; t < T; ++t) sumi[t] = summ[t] = _mm512_setzero_si512();
+    for (int c = 0; c < 4; ++c) {
+      __m512i lo_sum[T], hi_sum[T];
+      for (int t = 0; t < T; ++t) lo_sum[t] = hi_sum[t] = _mm512_setzero_si512();
+      for (int i = 0; i < 8; ++i) {
+        const __m512i v = _mm512_loadu_si512(blk + 256 + (8 * c + i) * 64);
+        const __m512i lo = _mm512_and_si512(v, m4);
+        const __m512i hi = high_nibbles(v, m4);
+        for (int t = 0; t < T; ++t) {
+          int32_t xl = 0, xh = 0;
+          std::memcpy(&xl, xs[t][b].qs + 64 * c + 4 * i, 4);
+          std::memcpy(&xh, xs[t][b].qs + 64 * c + 32 + 4 * i, 4);
+          lo_sum[t] = _mm512_dpbusd_epi32(lo_sum[t], lo, _mm512_set1_epi32(xl));
+          hi_sum[t] = _mm512_dpbusd_epi32(hi_sum[t], hi, _mm512_set1_epi32(xh));
+        }
+      }
+      const __m512i sc_lo = k_scale(s0, s2, 2 * c), sc_hi = k_scale(s0, s2, 2 * c + 1);
+      for (int t = 0; t < T; ++t)
+        sumi[t] = _mm512_add_epi32(sumi[t], _mm512_add_epi32(_mm512_mullo_epi32(sc_lo, lo_sum[t]),
+                                                             _mm512_mullo_epi32(sc_hi, hi_sum[t])));
+    }
+    for (int s = 0; s < 8; ++s) {
+      const __m512i mn = k_min(s1, s2, s);
+      for (int t = 0; t < T; ++t) {
+        const int32_t pair = xs[t][b].bsums[2 * s] + xs[t][b].bsums[2 * s + 1];
+        summ[t] = _mm512_add_epi32(summ[t], _mm512_mullo_epi32(mn, _mm512_set1_epi32(pair)));
+      }
+    }
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
+    const __m512 dmw =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32)));
+    for (int t = 0; t < T; ++t) {
+      const __m512 dx = _mm512_set1_ps(xs[t][b].d);
+      const __m512 dd = _mm512_mul_ps(dw, dx);
+      const __m512 dm = _mm512_mul_ps(dmw, dx);
+      const __m512 r = _mm512_sub_ps(_mm512_mul_ps(dd, _mm512_cvtepi32_ps(sumi[t])),
+                                     _mm512_mul_ps(dm, _mm512_cvtepi32_ps(summ[t])));
+      acc[t][b % 8] = _mm512_add_ps(acc[t][b % 8], r);
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    const __m512 r = _mm512_add_ps(
+        _mm512_add_ps(_mm512_add_ps(acc[t][0], acc[t][4]), _mm512_add_ps(acc[t][2], acc[t][6])),
+        _mm512_add_ps(_mm512_add_ps(acc[t][1], acc[t][5]), _mm512_add_ps(acc[t][3], acc[t][7])));
+    _mm512_storeu_ps(outs[t], r);
+  }
+}
+
+void gemv_q4_kx16(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
+                  int64_t row_end, int64_t n_cols) {
+  const int64_t nb = n_cols / kQK_K;
+  const auto* x = static_cast<const BlockQ8_K*>(xq);
+  for_groups(w, row_stride, 0, row_begin, row_end,
+             [&](const uint8_t* g, const uint8_t*, int64_t r) {
+               float* out = y + r;
+               group_dot_k<1>(g, &x, nb, &out);
+             });
+}
+
+void gemm_q4_kx16(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
+                  size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
+                  int64_t n_cols) {
+  const int64_t nb = n_cols / kQK_K;
+  const auto* xbase = static_cast<const uint8_t*>(xq);
+  auto xt = [&](int64_t t) { return reinterpret_cast<const BlockQ8_K*>(xbase + t * xq_stride); };
+  for_groups(w, row_stride, 0, row_begin, row_end,
+             [&](const uint8_t* g, const uint8_t*, int64_t r) {
+               int64_t t = 0;
+               for (; t + 2 <= n_tokens; t += 2) {
+                 const BlockQ8_K* xs[2] = {xt(t), xt(t + 1)};
+                 float* outs[2] = {y + t * y_stride + r, y + (t + 1) * y_stride + r};
+                 group_dot_k<2>(g, xs, nb, outs);
+               }
+               for (; t < n_tokens; ++t) {
+                 const BlockQ8_K* x = xt(t);
+                 float* out = y + t * y_stride + r;
+                 group_dot_k<1>(g, &x, nb, &out);
+               }
+             });
+}
+
+}  // namespace
+
+#if STRATA_INTERLEAVED_GFNI
+GemvKernels interleaved_kernels_avx512_gfni(WeightLayout layout) {
+#else
+GemvKernels interleaved_kernels_avx512(WeightLayout layout) {
+#endif
+  if (layout == WeightLayout::kQ4_0x16) return GemvKernels{&gemv_q4_0x16, &gemm_q4_0x16};
+  if (layout == WeightLayout::kQ4_Kx16) return GemvKernels{&gemv_q4_kx16, &gemm_q4_kx16};
+  return GemvKernels{nullptr, nullptr};
+}
+
+}  // namespace strata::kernels::detail
