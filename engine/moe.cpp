@@ -141,8 +141,14 @@ void CpuExpertExecutor::plan_items(std::span<const ExpertJob> jobs, int64_t n_we
                                    size_t bytes_per_row) {
   items_.clear();
   cost_.clear();
-  // One thread has nothing to balance: one item per matrix (one kernel call streams it).
-  const int64_t block = pool_.size() == 1 ? n_weight_rows : int64_t{kRowBlock};
+  // Each matrix in as few items as the threads need: one per thread (rounded up to 16 rows, at
+  // least kRowBlock), so a thread streams long runs and calls the kernel (and prepares its
+  // activation) rarely; one thread gets one item per matrix. Every job is cut into the same
+  // number of items, so equal-cost jobs (decode) split evenly over the threads.
+  const int64_t n_threads = pool_.size();
+  const int64_t per_thread = (n_weight_rows + n_threads - 1) / n_threads;
+  const int64_t block =
+      n_threads == 1 ? n_weight_rows : std::max<int64_t>(kRowBlock, (per_thread + 15) / 16 * 16);
   for (uint32_t ji = 0; ji < jobs.size(); ++ji) {
     const uint64_t n_tok = jobs[ji].row_end - jobs[ji].row_begin;
     for (int64_t r = 0; r < n_weight_rows; r += block) {
