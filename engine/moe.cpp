@@ -15,10 +15,11 @@
 namespace strata::engine {
 namespace {
 
-// Weight rows per work item: small enough to balance a decode step's few experts over the
-// threads (8 experts x 768 rows = 96 items), large enough that an item amortizes its call (the
-// interleaved kernels prepare the activation once per call). A multiple of 16: the kernels' rows
-// per pass and the interleaved layouts' group.
+// Weight rows per work item at least (plan_items makes them one thread's share of a matrix where
+// that is larger): small enough to balance a decode step's few experts over many threads (8
+// experts x 768 rows = 96 items), large enough that an item amortizes its call (the interleaved
+// kernels prepare the activation once per call). A multiple of 16: the kernels' rows per pass and
+// the interleaved layouts' group.
 constexpr uint32_t kRowBlock = 64;
 
 // Below this many rows a fork/join costs more than the work.
