@@ -6,3 +6,6 @@ add_executable(bench_membw bench_membw.cpp)
 target_link_libraries(bench_membw PRIVATE strata_kernels benchmark::benchmark)
 add_executable(bench_moe bench_moe.cpp)
 target_link_libraries(bench_moe PRIVATE strata_engine)
+# REPACK: one expert-shaped GEMV streamed in the file's layout vs interleaved (kernels/interleave.h).
+add_executable(bench_layout bench_layout.cpp)
+target_link_libraries(bench_layout PRIVATE strata_kernels)
