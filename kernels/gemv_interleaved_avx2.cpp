@@ -27,7 +27,7 @@ void half_dot(const uint8_t* sc, const uint8_t* q, int h, const BlockQ8_0* x, co
   for (int k = 0; k < 8; ++k) acc[k] = _mm256_setzero_ps();
   auto step = [&](int64_t b, int k) {
     const uint8_t* qb = q + b * 256 + 32 * h;
-    if (h == 0) prefetch_lines<256, kToL2>(q + b * 256 + kInterleavePrefetch);
+    if (h == 0) prefetch_lines<256, kToL1>(q + b * 256 + kInterleavePrefetch);
     int32_t xi[8];
     std::memcpy(xi, x[b].qs, sizeof(xi));
     __m256i s16 = _mm256_setzero_si256();
@@ -120,7 +120,7 @@ void half_dot_k(const uint8_t* g, int h, const BlockQ8_K* x, int64_t nb, float* 
   for (int k = 0; k < 8; ++k) acc[k] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = g + b * 2304;
-    if (h == 0) prefetch_lines<2304, kToL2>(blk + kInterleavePrefetch);
+    if (h == 0) prefetch_lines<256, kToL1>(blk + kInterleavePrefetch);
     auto load = [&](size_t off) {
       return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + off + 32 * h));
     };
@@ -130,6 +130,7 @@ void half_dot_k(const uint8_t* g, int h, const BlockQ8_K* x, int64_t nb, float* 
       // Per sub-block int16 sums: at most 8 x 2 x 15 x 128 = 30720, exact.
       __m256i lo16 = _mm256_setzero_si256(), hi16 = _mm256_setzero_si256();
       for (int i = 0; i < 8; ++i) {
+        if (h == 0) prefetch_lines<64, kToL1>(blk + 256 + (8 * c + i) * 64 + kInterleavePrefetch);
         const __m256i v = load(256 + static_cast<size_t>(8 * c + i) * 64);
         int32_t xl = 0, xh = 0;
         std::memcpy(&xl, x[b].qs + 64 * c + 4 * i, 4);

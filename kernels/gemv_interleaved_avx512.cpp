@@ -58,9 +58,9 @@ void group_dot(const uint8_t* sc, const uint8_t* q, const BlockQ8_0* const* xs,
     for (int k = 0; k < 8; ++k) acc[t][k] = _mm512_setzero_ps();
   auto step = [&](int64_t b, int k) {
     const uint8_t* qb = q + b * 256;
-    // One L2 prefetch per line, kPrefetchFar ahead along the group's single stream (the scales'
-    // stream is 8x thinner and left to the hardware prefetcher).
-    prefetch_lines<256, kToL2>(qb + kInterleavePrefetch);
+    // One L1 prefetch per line kInterleavePrefetch ahead along the group's code stream, and one
+    // per scale line.
+    prefetch_lines<256, kToL1>(qb + kInterleavePrefetch);
     if ((b & 1) == 0) prefetch_lines<64, kToL2>(sc + b * 32 + kInterleavePrefetch / 8);
     __m512i lo[4], hi[4];
     for (int j = 0; j < 4; ++j) {
@@ -184,7 +184,7 @@ void group_dot_k(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float
     for (int k = 0; k < 8; ++k) acc[t][k] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = g + b * 2304;
-    prefetch_lines<2304, kToL2>(blk + kInterleavePrefetch);
+    prefetch_lines<256, kToL1>(blk + kInterleavePrefetch);
     const __m512i s0 = _mm512_loadu_si512(blk + 64);
     const __m512i s1 = _mm512_loadu_si512(blk + 128);
     const __m512i s2 = _mm512_loadu_si512(blk + 192);
@@ -194,6 +194,7 @@ void group_dot_k(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float
       __m512i lo_sum[T], hi_sum[T];
       for (int t = 0; t < T; ++t) lo_sum[t] = hi_sum[t] = _mm512_setzero_si512();
       for (int i = 0; i < 8; ++i) {
+        prefetch_lines<64, kToL1>(blk + 256 + (8 * c + i) * 64 + kInterleavePrefetch);
         const __m512i v = _mm512_loadu_si512(blk + 256 + (8 * c + i) * 64);
         const __m512i lo = _mm512_and_si512(v, m4);
         const __m512i hi = high_nibbles(v, m4);

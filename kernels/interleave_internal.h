@@ -27,8 +27,9 @@ struct XPrep {
 // This thread's scratch for n_blocks x n_tokens XPrep (grows on first use, then never allocates).
 XPrep* prep_buffer(int64_t n_blocks, int64_t n_tokens);
 
-// One L2 prefetch per line this far ahead along a group's code stream. Measured on Qwen3-30B-A3B
-// expert shapes (bench/RESULTS.md "CPU speed, session 4"): 2 KiB beat none and 4 KiB.
+// One L1 prefetch per line this far ahead along a group's code stream. Measured with bench_layout
+// on Qwen3-30B-A3B expert shapes (bench/RESULTS.md "CPU speed, session 4"): L1 2 KiB 94-98% of
+// the read probe; L1 1 KiB 88-89%, L1 4 KiB 78-80%, L2 2 KiB 86-88%.
 constexpr size_t kInterleavePrefetch = 2048;
 
 namespace {
