@@ -17,6 +17,7 @@
 #include <chrono>
 #include <climits>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -219,6 +220,18 @@ struct ThreadPool::Impl {
   alignas(64) std::atomic<uint32_t> pending{0};     // workers not done with this generation
   std::atomic<uint32_t> caller_waiting{0};          // caller in (or entering) futex_wait
   alignas(64) std::atomic<bool> in_run{false};      // catches a reentrant or concurrent run()
+  // claimed[w]: the last generation whose part w someone (worker w, or the caller stealing it)
+  // took. A part is taken by exactly one thread per generation: whoever moves claimed[w] forward
+  // to it. Only forward: a worker that read generation g and stalled must not claim g once the
+  // caller has taken part w of g + 1 (wrap-safe comparison).
+  std::unique_ptr<std::atomic<uint32_t>[]> claimed;
+
+  bool claim(int w, uint32_t gen) {
+    uint32_t cur = claimed[w].load(std::memory_order_acquire);
+    while (static_cast<int32_t>(gen - cur) > 0)
+      if (claimed[w].compare_exchange_weak(cur, gen, std::memory_order_acq_rel)) return true;
+    return false;
+  }
 
   void worker_main(int index);
   void wait_for_workers();
@@ -239,9 +252,13 @@ void ThreadPool::Impl::worker_main(int index) {
       while (generation.load(std::memory_order_seq_cst) == seen) futex_wait(&generation, seen);
       sleepers.fetch_sub(1, std::memory_order_release);
     }
-    // The caller cannot bump twice without this worker's countdown, so this is seen + 1.
+    // Without stealing the caller cannot bump twice without this worker's countdown, so this is
+    // seen + 1. With it, a generation whose part the caller took may have passed: claim() fails
+    // for it (the caller took it first), and ctx / fn are only read after a claim succeeds, while
+    // the generation claimed cannot end before this worker counts down.
     seen = generation.load(std::memory_order_acquire);
     if (stop) return;
+    if (!claim(index, seen)) continue;
     fn(ctx, index, n_threads);
     if (pending.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
         caller_waiting.load(std::memory_order_seq_cst) != 0)
@@ -275,6 +292,8 @@ ThreadPool::ThreadPool(int n_threads, bool pin) : impl_(new Impl) {
   // Worker w+1 goes to physical core w+1; core 0 is left to the caller, whose affinity we keep.
   const bool do_pin = pin && static_cast<int>(cores.size()) >= n_threads;
 
+  p.claimed.reset(new std::atomic<uint32_t>[n_threads]);
+  for (int w = 0; w < n_threads; ++w) p.claimed[w].store(0, std::memory_order_relaxed);
   p.workers.reserve(n_threads - 1);
   bool all_pinned = do_pin;
   try {
@@ -323,7 +342,7 @@ bool ThreadPool::pinned() const {
   return impl_->pinned;
 }
 
-void ThreadPool::run_impl(void* ctx, void (*fn)(void*, int, int)) {
+void ThreadPool::run_impl(void* ctx, void (*fn)(void*, int, int), bool steal) {
   Impl& p = *impl_;
   if (p.n_threads == 1) {
     fn(ctx, 0, 1);
@@ -336,8 +355,19 @@ void ThreadPool::run_impl(void* ctx, void (*fn)(void*, int, int)) {
   p.pending.store(static_cast<uint32_t>(p.n_threads - 1), std::memory_order_relaxed);
   p.generation.fetch_add(1, std::memory_order_seq_cst);
   if (p.sleepers.load(std::memory_order_seq_cst) != 0) futex_wake_all(&p.generation);
+  const uint32_t gen = p.generation.load(std::memory_order_relaxed);
   try {
     fn(ctx, 0, p.n_threads);
+    // Parts whose workers have not started yet (descheduled, or still waking from sleep) run
+    // here rather than holding the join; each part still runs once with its own index.
+    for (int w = 1; steal && w < p.n_threads; ++w) {
+      if (!p.claim(w, gen)) continue;
+      struct CountDown {
+        std::atomic<uint32_t>& pending;
+        ~CountDown() { pending.fetch_sub(1, std::memory_order_seq_cst); }
+      } done{p.pending};
+      fn(ctx, w, p.n_threads);
+    }
   } catch (...) {
     // Workers still read ctx (the caller's frame): let them finish before unwinding it.
     p.wait_for_workers();

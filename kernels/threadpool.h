@@ -31,17 +31,22 @@ class ThreadPool {
   // is rethrown after the workers finish. Not reentrant: fn must not call run() on the same pool.
   template <typename F>
   void run(F&& fn) {
-    run_impl(&fn, [](void* ctx, int i, int n) { (*static_cast<F*>(ctx))(i, n); });
+    run_impl(
+        &fn, [](void* ctx, int i, int n) { (*static_cast<F*>(ctx))(i, n); }, false);
   }
 
   // Splits [0, n_items) into contiguous ranges of about equal total cost (cost[i] >= 0, e.g.
   // bytes of item i; empty span = equal cost) and calls fn(begin, end, thread_index) for each
-  // non-empty range. The split depends only on n_items, costs and size(), never on timing.
+  // non-empty range. The split depends only on n_items, costs and size(), never on timing; which
+  // OS thread runs a range may: a worker that has not started its range when the caller finishes
+  // its own has that range run by the caller (same begin, end and thread_index), so a worker
+  // descheduled by other load does not hold the join.
   template <typename F>
   void parallel_for(int64_t n_items, std::span<const uint64_t> cost, F&& fn);
 
  private:
-  void run_impl(void* ctx, void (*fn)(void*, int, int));
+  // steal: the caller runs the parts of workers that have not started when it is done with its own.
+  void run_impl(void* ctx, void (*fn)(void*, int, int), bool steal);
   struct Impl;
   Impl* impl_;
 };
@@ -61,9 +66,13 @@ void ThreadPool::parallel_for(int64_t n_items, std::span<const uint64_t> cost, F
   int64_t bounds[kMaxThreads + 1];
   const int n = size() < kMaxThreads ? size() : kMaxThreads;
   split_by_cost(n_items, cost, n, bounds);
-  run([&](int t, int) {
+  auto part = [&](int t, int) {
     if (t < n && bounds[t] < bounds[t + 1]) fn(bounds[t], bounds[t + 1], t);
-  });
+  };
+  run_impl(
+      &part,
+      [](void* ctx, int i, int n_threads) { (*static_cast<decltype(part)*>(ctx))(i, n_threads); },
+      true);
 }
 
 }  // namespace strata::kernels

@@ -255,6 +255,37 @@ TEST(ThreadPool, TenThousandSequentialRunsNoLostWakeups) {
   }
 }
 
+// parallel_for lets the caller run the parts of workers that have not started when it is done
+// with its own (a worker descheduled by other load). Oversubscribed pools (8 threads on fewer
+// cores) make that happen often, and a worker may stall between seeing a run and claiming its
+// part: every part must still run exactly once per run, with its own index and range, across
+// many back-to-back runs mixed with run() (which never steals).
+TEST(ThreadPool, StolenPartsRunExactlyOnce) {
+  HangGuard guard("StolenPartsRunExactlyOnce");
+  for (int n : {2, 3, 8}) {
+    ThreadPool pool(n);
+    std::vector<std::atomic<int>> runs(n);
+    std::atomic<int> wrong{0};
+    int64_t want_runs = 0;
+    for (int iter = 0; iter < 20000; ++iter) {
+      for (auto& r : runs) r.store(0, std::memory_order_relaxed);
+      if (iter % 7 == 6) {
+        pool.run([&](int t, int) { runs[t].fetch_add(1, std::memory_order_relaxed); });
+      } else {
+        pool.parallel_for(n, {}, [&](int64_t begin, int64_t end, int t) {
+          if (begin != t || end != t + 1) wrong.fetch_add(1, std::memory_order_relaxed);
+          runs[t].fetch_add(1, std::memory_order_relaxed);
+        });
+      }
+      for (int t = 0; t < n; ++t)
+        if (runs[t].load(std::memory_order_relaxed) != 1) wrong.fetch_add(1);
+      ++want_runs;
+      if (iter % 2000 == 1999) std::this_thread::sleep_for(std::chrono::microseconds(300));
+    }
+    EXPECT_EQ(wrong.load(), 0) << "threads=" << n << " over " << want_runs << " runs";
+  }
+}
+
 TEST(ThreadPool, UnevenWorkAndSleepingCaller) {
   HangGuard guard("UnevenWorkAndSleepingCaller");
   ThreadPool pool(3);
