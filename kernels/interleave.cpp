@@ -3,6 +3,8 @@
 // dispatch. Tested by tests/test_interleave.cpp.
 #include "kernels/interleave.h"
 
+#include <emmintrin.h>
+
 #include <cstring>
 #include <vector>
 
@@ -29,16 +31,26 @@ size_t code_at(int64_t nb, int64_t b, int j, int r) {
 
 // One group (16 GGUF rows of nb blocks at src) into the layout at dst, or back.
 // Block-major: the destination is written in order (the 16 source rows of a group sit in L1).
+// Per block, 4 rows at a time: their 16 code bytes are 4 dwords each, and a 4 x 4 dword transpose
+// (SSE2, baseline x86-64) gives the 4 rows' dword j for each j in one 16-byte store.
 void pack_group(const uint8_t* src, uint8_t* dst, int64_t nb) {
   const size_t row_bytes = static_cast<size_t>(nb) * sizeof(BlockQ4_0);
-  for (int64_t b = 0; b < nb; ++b)
-    for (int r = 0; r < kGroupRows; ++r) {
-      const uint8_t* blk = src + r * row_bytes + static_cast<size_t>(b) * sizeof(BlockQ4_0);
-      uint32_t q[4];
-      std::memcpy(q, blk + 2, sizeof(q));
-      std::memcpy(dst + scale_at(nb, b, r), blk, 2);
-      for (int j = 0; j < 4; ++j) std::memcpy(dst + code_at(nb, b, j, r), &q[j], 4);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* col = src + static_cast<size_t>(b) * sizeof(BlockQ4_0);
+    for (int r = 0; r < kGroupRows; ++r)
+      std::memcpy(dst + scale_at(nb, b, r), col + r * row_bytes, 2);
+    for (int r = 0; r < kGroupRows; r += 4) {
+      __m128i a[4];
+      for (int i = 0; i < 4; ++i)
+        a[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(col + (r + i) * row_bytes + 2));
+      const __m128i t0 = _mm_unpacklo_epi32(a[0], a[1]), t1 = _mm_unpacklo_epi32(a[2], a[3]);
+      const __m128i t2 = _mm_unpackhi_epi32(a[0], a[1]), t3 = _mm_unpackhi_epi32(a[2], a[3]);
+      const __m128i j[4] = {_mm_unpacklo_epi64(t0, t1), _mm_unpackhi_epi64(t0, t1),
+                            _mm_unpacklo_epi64(t2, t3), _mm_unpackhi_epi64(t2, t3)};
+      for (int k = 0; k < 4; ++k)
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + code_at(nb, b, k, r)), j[k]);
     }
+  }
 }
 void unpack_group(const uint8_t* src, uint8_t* dst, int64_t nb) {
   const size_t row_bytes = static_cast<size_t>(nb) * sizeof(BlockQ4_0);
