@@ -40,9 +40,10 @@ class ThreadPool {
   // non-empty range. The split depends only on n_items, costs and size(), never on timing; which
   // OS thread runs a range may: a worker that has not started its range when the caller finishes
   // its own has that range run by the caller (same begin, end and thread_index), so a worker
-  // descheduled by other load does not hold the join.
+  // descheduled by other load does not hold the join. steal = false keeps each range on its own
+  // OS thread (work whose placement matters, e.g. NUMA first touch).
   template <typename F>
-  void parallel_for(int64_t n_items, std::span<const uint64_t> cost, F&& fn);
+  void parallel_for(int64_t n_items, std::span<const uint64_t> cost, F&& fn, bool steal = true);
 
  private:
   // steal: the caller runs the parts of workers that have not started when it is done with its own.
@@ -61,7 +62,7 @@ std::vector<int> physical_core_cpus();
 void split_by_cost(int64_t n_items, std::span<const uint64_t> cost, int n_threads, int64_t* bounds);
 
 template <typename F>
-void ThreadPool::parallel_for(int64_t n_items, std::span<const uint64_t> cost, F&& fn) {
+void ThreadPool::parallel_for(int64_t n_items, std::span<const uint64_t> cost, F&& fn, bool steal) {
   constexpr int kMaxThreads = 1024;
   int64_t bounds[kMaxThreads + 1];
   const int n = size() < kMaxThreads ? size() : kMaxThreads;
@@ -72,7 +73,7 @@ void ThreadPool::parallel_for(int64_t n_items, std::span<const uint64_t> cost, F
   run_impl(
       &part,
       [](void* ctx, int i, int n_threads) { (*static_cast<decltype(part)*>(ctx))(i, n_threads); },
-      true);
+      steal);
 }
 
 }  // namespace strata::kernels

@@ -286,6 +286,24 @@ TEST(ThreadPool, StolenPartsRunExactlyOnce) {
   }
 }
 
+// steal = false: every range runs on its own worker, even when the caller is done first.
+TEST(ThreadPool, ParallelForWithoutStealingKeepsRangesOnTheirThreads) {
+  HangGuard guard("ParallelForWithoutStealingKeepsRangesOnTheirThreads");
+  ThreadPool pool(3);
+  const std::thread::id me = std::this_thread::get_id();
+  for (int iter = 0; iter < 200; ++iter) {
+    // Workers asleep (past their spin): the caller's tiny part ends before they wake.
+    if (iter % 2 == 0) std::this_thread::sleep_for(std::chrono::microseconds(300));
+    std::thread::id ids[3];
+    pool.parallel_for(
+        3, {}, [&](int64_t begin, int64_t, int) { ids[begin] = std::this_thread::get_id(); },
+        /*steal=*/false);
+    ASSERT_EQ(ids[0], me);
+    ASSERT_NE(ids[1], me);
+    ASSERT_NE(ids[2], me);
+  }
+}
+
 TEST(ThreadPool, UnevenWorkAndSleepingCaller) {
   HangGuard guard("UnevenWorkAndSleepingCaller");
   ThreadPool pool(3);
