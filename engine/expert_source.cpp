@@ -486,11 +486,15 @@ ExpertSource::ExpertSource(const Model& model, const TierOptions& opts)
     hooks.first_touch = [pool = touch_pool.get()](std::span<std::byte> range) {
       constexpr size_t kChunk = size_t{2} << 20;  // one huge page
       const int64_t n = int64_t((range.size() + kChunk - 1) / kChunk);
-      pool->parallel_for(n, {}, [&](int64_t begin, int64_t end, int) {
-        const size_t lo = size_t(begin) * kChunk;
-        const size_t hi = std::min(range.size(), size_t(end) * kChunk);
-        tiers::touch_pages(range.subspan(lo, hi - lo));
-      });
+      // No stealing: each share must be faulted by its own pinned worker (its NUMA node).
+      pool->parallel_for(
+          n, {},
+          [&](int64_t begin, int64_t end, int) {
+            const size_t lo = size_t(begin) * kChunk;
+            const size_t hi = std::min(range.size(), size_t(end) * kChunk);
+            tiers::touch_pages(range.subspan(lo, hi - lo));
+          },
+          /*steal=*/false);
     };
   }
   // The tiers store takes the plan as it is: VRAM homes are never loaded, read or cached there
