@@ -1,10 +1,11 @@
-// REPACK's effect on one kernel: GEMV of expert-shaped matrices streamed from a 1 GiB pool, in the
+// REPACK's effect on one kernel: GEMV of expert-shaped matrices streamed from a 4 GiB pool, in the
 // file's layout and interleaved (kernels/interleave.h), called in row items as the CPU executor
 // calls them, in random matrix order, next to a read-bandwidth probe (512-bit or 256-bit loads)
 // run in the same process between them. On-CPU rates (bytes / thread CPU time, 1 thread): a
 // shared machine distorts them far less than wall time. Also the cache-resident rate of one
 // matrix (the compute ceiling). Results are checked bit-identical before timing.
 // Run: bench_layout [--type Q4_0|Q4_K] [--rows N] [--cols N] [--item N] [--rounds N]
+//                   [--pool-mib N]
 // Results and commands: bench/RESULTS.md ("CPU speed, session 4").
 #include <immintrin.h>
 #include <sys/mman.h>
@@ -92,7 +93,8 @@ int main(int argc, char** argv) {
   }
   const size_t row_bytes = ggml_row_bytes(type, static_cast<uint64_t>(cols));
   const size_t mat = row_bytes * static_cast<size_t>(rows);
-  const size_t pool = size_t{1} << 30;
+  // The pool (and the probe's buffer) must dwarf the last-level cache (this VM reports 480 MiB).
+  const size_t pool = size_t(std::stoll(arg(argc, argv, "--pool-mib", "4096"))) << 20;
   const size_t n_mat = pool / mat;
   uint8_t* file = huge_alloc(n_mat * mat);
   uint8_t* packed = huge_alloc(n_mat * mat);
