@@ -6,7 +6,7 @@
 // busy machine moves both alike. With 1 thread it also reports on-CPU rates (bytes / thread CPU
 // time), which a shared machine distorts far less than wall time.
 // Run: bench_moe [--type Q4_0|Q4_K|Q8_0|MXFP4] [--threads N] [--layers N] [--steps N]
-//                [--rounds N] [--k N] [--tokens N] [--hot] [--huge=0|1]
+//                [--rounds N] [--k N] [--tokens N] [--hot] [--huge=0|1] [--repack=0|1]
 // Results and commands: bench/RESULTS.md ("CPU speed").
 #include <immintrin.h>
 #include <sys/mman.h>
@@ -27,6 +27,7 @@
 #include "engine/moe.h"
 #include "engine/weights.h"
 #include "kernels/gemv.h"
+#include "kernels/interleave.h"
 #include "kernels/quant.h"
 #include "kernels/threadpool.h"
 
@@ -48,6 +49,8 @@ double wall_seconds() {
 // --huge=0: no MADV_HUGEPAGE on the expert layers (4 KiB pages under THP=madvise); the probe
 // buffer always asks for huge pages.
 bool g_huge = true;
+// --repack=1: every expert matrix interleaved as REPACK does for RAM homes (kernels/interleave.h).
+bool g_repack = false;
 
 uint8_t* alloc_huge(size_t bytes, bool huge = true) {
   void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -151,6 +154,8 @@ Args parse(int argc, char** argv) {
       a.tokens = std::atoi(v7);
     } else if (const char* v8 = val("--huge")) {
       g_huge = std::atoi(v8) != 0;
+    } else if (const char* v9 = val("--repack")) {
+      g_repack = std::atoi(v9) != 0;
     } else if (s == "--hot") {
       a.hot = true;
     } else {
@@ -225,6 +230,17 @@ int main(int argc, char** argv) {
     s.gate = view(a.type, kEmbd, kFf, kExperts, p);
     s.up = view(a.type, kEmbd, kFf, kExperts, p + mat_bytes * kExperts);
     s.down = view(a.type, kFf, kEmbd, kExperts, p + 2 * mat_bytes * kExperts);
+    if (g_repack) {
+      for (WeightView* w : {&s.gate, &s.up, &s.down}) {
+        const auto layout = strata::kernels::interleaved_layout(a.type, w->ne[1], w->ne[0]);
+        if (layout == strata::kernels::WeightLayout::kRows) continue;
+        for (int64_t e = 0; e < kExperts; ++e)
+          strata::kernels::interleave_in_place(
+              layout, const_cast<std::byte*>(w->data) + e * w->row_bytes * w->ne[1], w->ne[1],
+              w->ne[0]);
+        w->layout = layout;
+      }
+    }
   }
   const size_t probe_bytes = size_t{1} << 30;
   uint8_t* probe_buf = alloc_huge(probe_bytes);
@@ -256,7 +272,8 @@ int main(int argc, char** argv) {
       std::string(strata::ggml_type_name(a.type)).c_str(), a.threads, a.layers,
       static_cast<long long>(kExperts), layer_bytes / 1048576.0, a.k, a.tokens, a.steps, a.rounds);
   std::vector<double> moe_wall, moe_cpu, pr_wall, pr_cpu, bare_items, bare_whole;
-  const strata::kernels::GemvKernels bare = strata::kernels::gemv_kernels(a.type);
+  const strata::kernels::GemvKernels bare =
+      strata::kernels::gemv_kernels(a.type, stacks[0].gate.layout);
   std::vector<uint8_t> bare_xq(
       strata::ggml_row_bytes(strata::kernels::vec_dot_type(a.type), kEmbd));
   std::vector<uint8_t> bare_hq(strata::ggml_row_bytes(strata::kernels::vec_dot_type(a.type), kFf));
