@@ -13,6 +13,7 @@
 
 #include "kernels/gemv_internal.h"
 #include "kernels/interleave_internal.h"
+#include "kernels/interleave_prep.h"
 #include "kernels/quant.h"
 
 namespace strata::kernels::detail {
@@ -55,19 +56,6 @@ void half_dot(const uint8_t* sc, const uint8_t* q, int h, const BlockQ8_0* x, co
       _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6])),
                     _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7])));
   _mm256_storeu_ps(out + 8 * h, r);
-}
-
-void prep_x(const BlockQ8_0* x, int64_t nb, XPrep* out) {
-  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-  for (int64_t b = 0; b < nb; ++b) {
-    const __m256i v =
-        _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs)), flip);
-    const __m256i s = _mm256_sad_epu8(v, _mm256_setzero_si256());
-    const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-    const int64_t sum = _mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1) - 32 * 128;
-    out[b].neg = static_cast<int32_t>(-8 * sum);
-    out[b].dx = _cvtsh_ss(x[b].d);
-  }
 }
 
 void gemv_q4_0x16(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,

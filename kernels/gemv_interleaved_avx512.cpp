@@ -15,6 +15,7 @@
 
 #include "kernels/gemv_internal.h"
 #include "kernels/interleave_internal.h"
+#include "kernels/interleave_prep.h"
 #include "kernels/quant.h"
 
 // GCC 12 reports the _mm512_undefined_*() pass-through operands inside its own cvtph / set1
@@ -95,21 +96,6 @@ void group_dot(const uint8_t* sc, const uint8_t* q, const BlockQ8_0* const* xs,
         _mm512_add_ps(_mm512_add_ps(acc[t][0], acc[t][4]), _mm512_add_ps(acc[t][2], acc[t][6])),
         _mm512_add_ps(_mm512_add_ps(acc[t][1], acc[t][5]), _mm512_add_ps(acc[t][3], acc[t][7])));
     _mm512_storeu_ps(outs[t], r);
-  }
-}
-
-// -8 * sum(x) and fp16(d_x) per block of one activation row.
-void prep_x(const BlockQ8_0* x, int64_t nb, XPrep* out) {
-  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-  for (int64_t b = 0; b < nb; ++b) {
-    // sum(x) = sum(x + 128) - 32 * 128, the unsigned sum by vpsadbw.
-    const __m256i v =
-        _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs)), flip);
-    const __m256i s = _mm256_sad_epu8(v, _mm256_setzero_si256());
-    const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-    const int64_t sum = _mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1) - 32 * 128;
-    out[b].neg = static_cast<int32_t>(-8 * sum);
-    out[b].dx = _cvtsh_ss(x[b].d);
   }
 }
 
