@@ -35,8 +35,12 @@
 namespace strata::kernels::detail {
 namespace {
 
-// An int32 that may alias the int8 activation codes (read unaligned).
-typedef int32_t Int32Alias __attribute__((may_alias, aligned(1)));
+// Four activation codes at p as one dword in every lane (a broadcast load from memory).
+inline __m512i bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return _mm512_set1_epi32(v);
+}
 
 // The high nibble of every byte.
 inline __m512i high_nibbles(__m512i v, __m512i m4) {
@@ -73,12 +77,12 @@ void group_dot(const uint8_t* sc, const uint8_t* q, const BlockQ8_0* const* xs,
         _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + b * 32)));
     for (int t = 0; t < T; ++t) {
       // The activation's 4-byte groups, broadcast straight from memory.
-      const auto* xi = reinterpret_cast<const Int32Alias*>(xs[t][b].qs);
+      const int8_t* xq = xs[t][b].qs;
       __m512i s0 = _mm512_set1_epi32(preps[t][b].neg);
       __m512i s1 = _mm512_setzero_si512();
       for (int j = 0; j < 4; ++j) {
-        s0 = _mm512_dpbusd_epi32(s0, lo[j], _mm512_set1_epi32(xi[j]));
-        s1 = _mm512_dpbusd_epi32(s1, hi[j], _mm512_set1_epi32(xi[4 + j]));
+        s0 = _mm512_dpbusd_epi32(s0, lo[j], bcast4(xq + 4 * j));
+        s1 = _mm512_dpbusd_epi32(s1, hi[j], bcast4(xq + 16 + 4 * j));
       }
       const __m512i isum = _mm512_add_epi32(s0, s1);
       const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(preps[t][b].dx));
