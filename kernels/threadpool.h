@@ -3,6 +3,7 @@
 // Tested by tests/test_threadpool.cpp.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -36,14 +37,19 @@ class ThreadPool {
   }
 
   // Splits [0, n_items) into contiguous ranges of about equal total cost (cost[i] >= 0, e.g.
-  // bytes of item i; empty span = equal cost) and calls fn(begin, end, thread_index) for each
-  // non-empty range. The split depends only on n_items, costs and size(), never on timing; which
-  // OS thread runs a range may: a worker that has not started its range when the caller finishes
-  // its own has that range run by the caller (same begin, end and thread_index), so a worker
-  // descheduled by other load does not hold the join. steal = false keeps each range on its own
-  // OS thread (work whose placement matters, e.g. NUMA first touch).
+  // bytes of item i; empty span = equal cost), one per thread, and calls fn(begin, end,
+  // thread_index) on sub-ranges covering each item exactly once. Results must not depend on which
+  // thread runs an item or how a range is cut (the callers write each item's output in one place).
+  // steal = true: each thread works through its own range front to back in chunks of about
+  // 1/kChunksPerPart of it, then takes chunks from the back of the other threads' ranges, so a
+  // thread slowed by other load or by its memory does not hold the join; thread_index is always
+  // the index of the thread running the call (per-thread scratch stays private). steal = false:
+  // each range is one call on its own OS thread (work whose placement matters, e.g. NUMA first
+  // touch).
   template <typename F>
   void parallel_for(int64_t n_items, std::span<const uint64_t> cost, F&& fn, bool steal = true);
+
+  static constexpr int kChunksPerPart = 16;
 
  private:
   // steal: the caller runs the parts of workers that have not started when it is done with its own.
@@ -61,19 +67,70 @@ std::vector<int> physical_core_cpus();
 // entries.
 void split_by_cost(int64_t n_items, std::span<const uint64_t> cost, int n_threads, int64_t* bounds);
 
+// One thread's remaining range [front, back) as one word, so the owner taking from the front and
+// thieves taking from the back agree with a single compare-and-swap.
+struct alignas(64) StealRange {
+  std::atomic<uint64_t> word{0};
+  void set(int64_t front, int64_t back) {
+    word.store(uint64_t(front) << 32 | uint64_t(back), std::memory_order_relaxed);
+  }
+  // Claims up to n items from the front (from_back = false) or the back; false when empty.
+  bool take(int64_t n, bool from_back, int64_t* begin, int64_t* end) {
+    uint64_t w = word.load(std::memory_order_relaxed);
+    for (;;) {
+      const int64_t f = int64_t(w >> 32), b = int64_t(w & 0xffffffffu);
+      if (f >= b) return false;
+      const int64_t nf = from_back ? f : (b - f > n ? f + n : b);
+      const int64_t nb = from_back ? (b - f > n ? b - n : f) : b;
+      if (word.compare_exchange_weak(w, uint64_t(nf) << 32 | uint64_t(nb),
+                                     std::memory_order_relaxed)) {
+        *begin = from_back ? nb : f;
+        *end = from_back ? b : nf;
+        return true;
+      }
+    }
+  }
+};
+
 template <typename F>
 void ThreadPool::parallel_for(int64_t n_items, std::span<const uint64_t> cost, F&& fn, bool steal) {
   constexpr int kMaxThreads = 1024;
+  constexpr int kMaxStealThreads = 64;
   int64_t bounds[kMaxThreads + 1];
   const int n = size() < kMaxThreads ? size() : kMaxThreads;
   split_by_cost(n_items, cost, n, bounds);
+  if (!steal || n == 1 || n > kMaxStealThreads || n_items >= (int64_t{1} << 31)) {
+    auto part = [&](int t, int) {
+      if (t < n && bounds[t] < bounds[t + 1]) fn(bounds[t], bounds[t + 1], t);
+    };
+    run_impl(
+        &part,
+        [](void* ctx, int i, int n_threads) { (*static_cast<decltype(part)*>(ctx))(i, n_threads); },
+        steal);
+    return;
+  }
+  StealRange ranges[kMaxStealThreads];
+  int64_t chunk[kMaxStealThreads];
+  for (int t = 0; t < n; ++t) {
+    ranges[t].set(bounds[t], bounds[t + 1]);
+    const int64_t len = bounds[t + 1] - bounds[t];
+    chunk[t] = len / kChunksPerPart > 1 ? len / kChunksPerPart : 1;
+  }
   auto part = [&](int t, int) {
-    if (t < n && bounds[t] < bounds[t + 1]) fn(bounds[t], bounds[t + 1], t);
+    if (t >= n) return;
+    int64_t b = 0, e = 0;
+    while (ranges[t].take(chunk[t], false, &b, &e)) fn(b, e, t);
+    for (int k = 1; k < n; ++k) {
+      const int v = (t + k) % n;
+      while (ranges[v].take(chunk[v], true, &b, &e)) fn(b, e, t);
+    }
   };
+  // The caller may also run a worker's part that has not started (it finds the ranges empty or
+  // takes what is left, under that part's index).
   run_impl(
       &part,
       [](void* ctx, int i, int n_threads) { (*static_cast<decltype(part)*>(ctx))(i, n_threads); },
-      steal);
+      true);
 }
 
 }  // namespace strata::kernels

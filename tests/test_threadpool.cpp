@@ -80,30 +80,48 @@ TEST(ThreadPool, CallerIsThreadZero) {
   EXPECT_NE(ids[1], ids[2]);
 }
 
-// Runs parallel_for and checks each item is visited exactly once, by contiguous ranges that match
-// split_by_cost and are handed to the right thread.
-void check_every_item_once(ThreadPool& pool, int64_t n_items, std::span<const uint64_t> cost) {
+// Runs parallel_for and checks each item is visited exactly once. steal = false: by contiguous
+// ranges that match split_by_cost, each handed to its own thread. steal = true: by non-empty
+// sub-ranges, never two at once under the same thread index (per-thread scratch stays private).
+void check_every_item_once(ThreadPool& pool, int64_t n_items, std::span<const uint64_t> cost,
+                           bool steal) {
   const int n = pool.size();
   std::vector<int64_t> bounds(n + 1);
   split_by_cost(n_items, cost, n, bounds.data());
   std::vector<std::atomic<int>> hits(n_items);
   std::vector<std::atomic<int>> ranges(n);
+  std::vector<std::atomic<int>> active(n);
   std::atomic<int> wrong{0};
-  pool.parallel_for(n_items, cost, [&](int64_t begin, int64_t end, int t) {
-    if (t < 0 || t >= n || begin != bounds[t] || end != bounds[t + 1] || begin >= end)
-      wrong.fetch_add(1);
-    ranges[std::clamp(t, 0, n - 1)].fetch_add(1);
-    for (int64_t i = begin; i < end; ++i) hits[i].fetch_add(1);
-  });
-  EXPECT_EQ(wrong.load(), 0) << "n_items=" << n_items << " threads=" << n;
-  for (int t = 0; t < n; ++t)
-    EXPECT_EQ(ranges[t].load(), bounds[t] < bounds[t + 1] ? 1 : 0) << "thread " << t;
+  pool.parallel_for(
+      n_items, cost,
+      [&](int64_t begin, int64_t end, int t) {
+        if (t < 0 || t >= n || begin >= end) {
+          wrong.fetch_add(1);
+          return;
+        }
+        if (!steal && (begin != bounds[t] || end != bounds[t + 1])) wrong.fetch_add(1);
+        if (active[t].exchange(1) != 0) wrong.fetch_add(1);
+        ranges[t].fetch_add(1);
+        for (int64_t i = begin; i < end; ++i) hits[i].fetch_add(1);
+        active[t].store(0);
+      },
+      steal);
+  EXPECT_EQ(wrong.load(), 0) << "n_items=" << n_items << " threads=" << n << " steal=" << steal;
+  if (!steal) {
+    for (int t = 0; t < n; ++t)
+      EXPECT_EQ(ranges[t].load(), bounds[t] < bounds[t + 1] ? 1 : 0) << "thread " << t;
+  }
   int missed = 0;
   for (int64_t i = 0; i < n_items; ++i) {
     if (hits[i].load() != 1 && ++missed <= 5)
       ADD_FAILURE() << "item " << i << " ran " << hits[i].load() << " times (n_items=" << n_items
-                    << ", threads=" << n << ")";
+                    << ", threads=" << n << ", steal=" << steal << ")";
   }
+}
+
+void check_every_item_once(ThreadPool& pool, int64_t n_items, std::span<const uint64_t> cost) {
+  check_every_item_once(pool, n_items, cost, true);
+  check_every_item_once(pool, n_items, cost, false);
 }
 
 TEST(ThreadPool, ParallelForEveryIndexExactlyOnce) {
@@ -255,34 +273,68 @@ TEST(ThreadPool, TenThousandSequentialRunsNoLostWakeups) {
   }
 }
 
-// parallel_for lets the caller run the parts of workers that have not started when it is done
-// with its own (a worker descheduled by other load). Oversubscribed pools (8 threads on fewer
-// cores) make that happen often, and a worker may stall between seeing a run and claiming its
-// part: every part must still run exactly once per run, with its own index and range, across
-// many back-to-back runs mixed with run() (which never steals).
+// parallel_for lets a thread that is done with its own range take chunks from the back of the
+// others' (and the caller run the parts of workers that have not started). Oversubscribed pools
+// (8 threads on fewer cores) make that happen often, and a worker may stall between seeing a run
+// and claiming its part: every item must still run exactly once per run, never under a thread
+// index that is running something else, across many back-to-back runs mixed with run() (which
+// never steals).
 TEST(ThreadPool, StolenPartsRunExactlyOnce) {
   HangGuard guard("StolenPartsRunExactlyOnce");
   for (int n : {2, 3, 8}) {
     ThreadPool pool(n);
+    const int64_t n_items = 40 * n;
+    std::vector<std::atomic<int>> hits(n_items);
+    std::vector<std::atomic<int>> active(n);
     std::vector<std::atomic<int>> runs(n);
     std::atomic<int> wrong{0};
     int64_t want_runs = 0;
     for (int iter = 0; iter < 20000; ++iter) {
+      for (auto& h : hits) h.store(0, std::memory_order_relaxed);
       for (auto& r : runs) r.store(0, std::memory_order_relaxed);
       if (iter % 7 == 6) {
         pool.run([&](int t, int) { runs[t].fetch_add(1, std::memory_order_relaxed); });
+        for (int t = 0; t < n; ++t)
+          if (runs[t].load(std::memory_order_relaxed) != 1) wrong.fetch_add(1);
       } else {
-        pool.parallel_for(n, {}, [&](int64_t begin, int64_t end, int t) {
-          if (begin != t || end != t + 1) wrong.fetch_add(1, std::memory_order_relaxed);
-          runs[t].fetch_add(1, std::memory_order_relaxed);
+        pool.parallel_for(n_items, {}, [&](int64_t begin, int64_t end, int t) {
+          if (active[t].exchange(1) != 0) wrong.fetch_add(1);
+          for (int64_t i = begin; i < end; ++i) hits[i].fetch_add(1, std::memory_order_relaxed);
+          active[t].store(0);
         });
+        for (int64_t i = 0; i < n_items; ++i)
+          if (hits[i].load(std::memory_order_relaxed) != 1) wrong.fetch_add(1);
       }
-      for (int t = 0; t < n; ++t)
-        if (runs[t].load(std::memory_order_relaxed) != 1) wrong.fetch_add(1);
       ++want_runs;
       if (iter % 2000 == 1999) std::this_thread::sleep_for(std::chrono::microseconds(300));
     }
     EXPECT_EQ(wrong.load(), 0) << "threads=" << n << " over " << want_runs << " runs";
+  }
+}
+
+// A worker that stalls in its first chunk does not hold its whole range: the caller, done with
+// its own, takes the rest of it (or the whole part, if the worker had not started).
+TEST(ThreadPool, SlowWorkersRangeIsFinishedByTheCaller) {
+  HangGuard guard("SlowWorkersRangeIsFinishedByTheCaller");
+  ThreadPool pool(2);
+  const std::thread::id me = std::this_thread::get_id();
+  for (int iter = 0; iter < 20; ++iter) {
+    int64_t bounds[3];
+    split_by_cost(64, {}, 2, bounds);
+    std::vector<std::atomic<int>> hits(64);
+    std::atomic<int> on_caller{0};  // items of range 1 the caller ran
+    std::atomic<bool> slept{false};
+    pool.parallel_for(64, {}, [&](int64_t begin, int64_t end, int) {
+      const bool caller = std::this_thread::get_id() == me;
+      if (!caller && !slept.exchange(true))
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      for (int64_t i = begin; i < end; ++i) {
+        hits[i].fetch_add(1);
+        if (caller && i >= bounds[1]) on_caller.fetch_add(1);
+      }
+    });
+    for (int i = 0; i < 64; ++i) ASSERT_EQ(hits[i].load(), 1) << "item " << i;
+    EXPECT_GT(on_caller.load(), (bounds[2] - bounds[1]) / 2) << "iteration " << iter;
   }
 }
 
