@@ -1,16 +1,22 @@
 // REPACK's effect on one kernel: GEMV of expert-shaped matrices streamed from a 4 GiB pool, in the
 // file's layout and interleaved (kernels/interleave.h), called in row items as the CPU executor
-// calls them, in random matrix order, next to a read-bandwidth probe (512-bit or 256-bit loads)
-// run in the same process between them. On-CPU rates (bytes / thread CPU time, 1 thread): a
-// shared machine distorts them far less than wall time. Also the cache-resident rate of one
-// matrix (the compute ceiling). Results are checked bit-identical before timing.
+// calls them, in random matrix order, next to a read-bandwidth probe run in the same process
+// between them (the faster of a 256-bit loop and a 512-bit loop with an L1 prefetch). With
+// --threads N each thread streams its own share of the matrices (and of the probe buffer) with no
+// joins between calls: the kernels' aggregate rate, without the executor's synchronisation. With
+// 1 thread the rates are on-CPU (bytes / thread CPU time), which a shared machine distorts far
+// less than wall time; with several, wall time. Also the cache-resident rate of one matrix (the
+// compute ceiling). Results are checked bit-identical before timing.
 // Run: bench_layout [--type Q4_0|Q4_K] [--rows N] [--cols N] [--item N] [--rounds N]
-//                   [--pool-mib N]
-// Results and commands: bench/RESULTS.md ("CPU speed, session 4").
+//                   [--pool-mib N] [--threads N]
+// Results and commands: bench/RESULTS.md ("CPU speed, session 4" and "session 5").
+
 #include <immintrin.h>
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +24,7 @@
 #include <ctime>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kernels/gemv.h"
@@ -35,24 +42,33 @@ double cpu_seconds() {
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
 }
 
+// The read probe: 256-bit loads into 4 accumulators, and 512-bit loads into 4 accumulators with an
+// L1 prefetch 1 KiB ahead; each round takes the faster of the two (on this VM a plain 512-bit
+// loop reads ~10% slower than either, which would flatter the kernels' % of probe).
 __attribute__((target("avx512f"))) uint64_t read_avx512(const uint8_t* p, size_t n) {
-  __m512i a = _mm512_setzero_si512(), b = a;
-  for (size_t i = 0; i + 128 <= n; i += 128) {
-    a = _mm512_xor_si512(a, _mm512_load_si512(p + i));
-    b = _mm512_xor_si512(b, _mm512_load_si512(p + i + 64));
+  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i + 256 <= n; i += 256) {
+    for (int l = 0; l < 4; ++l) __builtin_prefetch(p + i + 1024 + 64 * l, 0, 3);
+    a0 = _mm512_xor_si512(a0, _mm512_load_si512(p + i));
+    a1 = _mm512_xor_si512(a1, _mm512_load_si512(p + i + 64));
+    a2 = _mm512_xor_si512(a2, _mm512_load_si512(p + i + 128));
+    a3 = _mm512_xor_si512(a3, _mm512_load_si512(p + i + 192));
   }
   alignas(64) uint64_t o[8];
-  _mm512_store_si512(o, _mm512_xor_si512(a, b));
+  _mm512_store_si512(o, _mm512_xor_si512(_mm512_xor_si512(a0, a1), _mm512_xor_si512(a2, a3)));
   return o[0];
 }
 __attribute__((target("avx2"))) uint64_t read_avx2(const uint8_t* p, size_t n) {
-  __m256i a = _mm256_setzero_si256(), b = a;
-  for (size_t i = 0; i + 64 <= n; i += 64) {
-    a = _mm256_xor_si256(a, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
-    b = _mm256_xor_si256(b, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
+  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i + 128 <= n; i += 128) {
+    a0 = _mm256_xor_si256(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
+    a1 = _mm256_xor_si256(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
+    a2 = _mm256_xor_si256(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
+    a3 = _mm256_xor_si256(a3, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
   }
   alignas(32) uint64_t o[4];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(o), _mm256_xor_si256(a, b));
+  _mm256_store_si256(reinterpret_cast<__m256i*>(o),
+                     _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3)));
   return o[0];
 }
 
@@ -134,28 +150,60 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < n_mat; ++i) order[i] = i;
   std::shuffle(order.begin(), order.end(), rng);
   const bool wide = __builtin_cpu_supports("avx512f");
-  auto stream = [&](const GemvKernels& k, const uint8_t* base, float* y) {
-    const double t0 = cpu_seconds();
-    for (size_t m : order)
-      for (int64_t r = 0; r < rows; r += item)
-        k.gemv(base + m * mat, row_bytes, xq.data(), y, r, std::min(r + item, rows), cols);
-    return static_cast<double>(n_mat * mat) / (cpu_seconds() - t0) / 1e9;
+  const int threads = std::max(1, std::stoi(arg(argc, argv, "--threads", "1")));
+  // fn(t) on threads t = 0..threads-1 (the caller is 0); returns seconds: thread CPU time with one
+  // thread, wall time with several.
+  auto timed = [&](auto&& fn) {
+    const double c0 = cpu_seconds();
+    const auto w0 = std::chrono::steady_clock::now();
+    std::vector<std::thread> workers;
+    for (int t = 1; t < threads; ++t) workers.emplace_back([&fn, t] { fn(t); });
+    fn(0);
+    for (auto& w : workers) w.join();
+    return threads == 1
+               ? cpu_seconds() - c0
+               : std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
   };
-  std::printf("%s %lld x %lld, %zu matrices (%.2f GiB), items of %lld rows, %s probe\n",
+  std::atomic<uint64_t> sink{0};
+  // Each thread reads its own contiguous share of the probe buffer, with the faster probe loop.
+  auto probe_gbs = [&] {
+    const size_t per = pool / static_cast<size_t>(threads) / 256 * 256;
+    double best = 0;
+    for (int wide_loop = 0; wide_loop <= (wide ? 1 : 0); ++wide_loop) {
+      const double s = timed([&](int t) {
+        const uint8_t* p = probe + per * static_cast<size_t>(t);
+        sink ^= wide_loop ? read_avx512(p, per) : read_avx2(p, per);
+      });
+      best = std::max(best, static_cast<double>(per) * threads / s / 1e9);
+    }
+    return best;
+  };
+  // Each thread streams its own share of the shuffled matrices (no joins between calls).
+  std::vector<std::vector<float>> ys(static_cast<size_t>(threads),
+                                     std::vector<float>(static_cast<size_t>(rows)));
+  auto stream = [&](const GemvKernels& k, const uint8_t* base) {
+    const size_t per = n_mat / static_cast<size_t>(threads);
+    const double s = timed([&](int t) {
+      float* y = ys[static_cast<size_t>(t)].data();
+      for (size_t i = per * static_cast<size_t>(t); i < per * static_cast<size_t>(t + 1); ++i)
+        for (int64_t r = 0; r < rows; r += item)
+          k.gemv(base + order[i] * mat, row_bytes, xq.data(), y, r, std::min(r + item, rows), cols);
+    });
+    return static_cast<double>(per * static_cast<size_t>(threads) * mat) / s / 1e9;
+  };
+  std::printf("%s %lld x %lld, %zu matrices (%.2f GiB), items of %lld rows, %d thread(s), %s\n",
               type_name.c_str(), static_cast<long long>(rows), static_cast<long long>(cols), n_mat,
-              static_cast<double>(n_mat * mat) / (1 << 30), static_cast<long long>(item),
-              wide ? "512-bit" : "256-bit");
+              static_cast<double>(n_mat * mat) / (1 << 30), static_cast<long long>(item), threads,
+              threads == 1 ? "on-CPU rates" : "wall-clock rates");
   std::printf("round  probe GB/s  file layout GB/s (%% probe)  interleaved GB/s (%% probe)\n");
   // Warm-up: the first pass over a fresh pool runs slow on some kernels (page tables, THP).
-  uint64_t sink = wide ? read_avx512(probe, pool) : read_avx2(probe, pool);
-  stream(k_file, file, y0.data());
-  stream(k_packed, packed, y1.data());
+  probe_gbs();
+  stream(k_file, file);
+  stream(k_packed, packed);
   for (int rd = 0; rd < rounds; ++rd) {
-    const double t0 = cpu_seconds();
-    sink ^= wide ? read_avx512(probe, pool) : read_avx2(probe, pool);
-    const double pr = static_cast<double>(pool) / (cpu_seconds() - t0) / 1e9;
-    const double a = stream(k_file, file, y0.data());
-    const double b = stream(k_packed, packed, y1.data());
+    const double pr = probe_gbs();
+    const double a = stream(k_file, file);
+    const double b = stream(k_packed, packed);
     std::printf("%5d  %10.2f  %10.2f (%3.0f%%)  %10.2f (%3.0f%%)\n", rd, pr, a, 100 * a / pr, b,
                 100 * b / pr);
   }
@@ -170,5 +218,5 @@ int main(int argc, char** argv) {
   std::printf(
       "cache-resident (one matrix, %d calls): file layout %.1f GB/s, interleaved %.1f GB/s\n", reps,
       reps * static_cast<double>(mat) / ta / 1e9, reps * static_cast<double>(mat) / tb / 1e9);
-  return sink == 42 ? 2 : 0;
+  return sink.load() == 42 ? 2 : 0;
 }
