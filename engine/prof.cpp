@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "io/check.h"
+#include "kernels/threadpool.h"
 #include "placement/machine_profile.h"
 #include "placement/plan.h"
 
@@ -88,7 +89,12 @@ TierCeilings probed_ceilings(const Knobs& knobs) {
   const placement::MachineProfile m = placement::load_machine_profile(path.string());
   if (!m.measured) return {};
   TierCeilings c;
-  c.ram_gb_s = m.ram_gbps();
+  c.threads = static_cast<int>(
+      knobs.int_opt("THREADS").value_or(int64_t(kernels::physical_core_cpus().size())));
+  c.threads = std::max(1, c.threads);
+  c.ram_gb_s = m.ram_gbps_at(c.threads);
+  for (const auto& [t, g] : m.ram_read_gbps)
+    if (g == c.ram_gb_s) c.ram_threads = t;
   c.ssd_gb_s = m.ssd_gbps();
   // The VRAM tier's ceiling: the slowest probed device's copy bandwidth (the grouped kernel's
   // reads are held against it).
@@ -291,13 +297,39 @@ void Profiler::add_prefill(uint64_t tokens, double seconds) {
   c_.prefill_tokens += tokens;
   c_.prefill_seconds += seconds;
   if (store_) last_ = store_->counters();  // token_line() deltas start after the prompt
+  if (store_) expert_ram_mark_ = last_.ram.served_bytes + last_.ssd.served_bytes;
   lane_mark_ = lane_now();
 }
 
-void Profiler::add_decode_token(double seconds) {
+void Profiler::add_decode_token(double seconds, uint64_t n_past) {
   ++c_.decode_tokens;
   c_.decode_seconds += seconds;
   c_.decode_token_seconds.push_back(seconds);
+  c_.decode_kv_bytes += decode_bytes_.kv_per_position * n_past;
+  if (store_) {
+    const tiers::StoreCounters now = store_->counters();
+    const uint64_t served = now.ram.served_bytes + now.ssd.served_bytes;
+    c_.decode_expert_ram_bytes += served - expert_ram_mark_;
+    expert_ram_mark_ = served;
+  }
+}
+
+Roofline Profiler::roofline() const {
+  Roofline r;
+  if (c_.decode_tokens == 0 || decode_bytes_.dense == 0 || c_.decode_seconds <= 0) return r;
+  const double n = double(c_.decode_tokens);
+  r.dense_gb = double(decode_bytes_.dense) / 1e9;
+  r.experts_gb = double(c_.decode_expert_ram_bytes) / 1e9 / n;
+  r.kv_gb = double(c_.decode_kv_bytes) / 1e9 / n;
+  r.gb_per_token = r.dense_gb + r.experts_gb + r.kv_gb;
+  r.tok_s = n / c_.decode_seconds;
+  r.gb_s = r.gb_per_token * r.tok_s;
+  r.probe_gb_s = ceilings_.ram_gb_s;
+  if (r.probe_gb_s > 0) {
+    r.roofline_tok_s = r.probe_gb_s / r.gb_per_token;
+    r.fraction = r.tok_s / r.roofline_tok_s;
+  }
+  return r;
 }
 
 std::string Profiler::token_line(uint64_t index, double seconds) {
@@ -350,6 +382,24 @@ std::string Profiler::report() const {
       c_.decode_tokens, c_.decode_seconds, rate(double(c_.decode_tokens), c_.decode_seconds),
       percentile(d, 50) * 1e3, percentile(d, 90) * 1e3, percentile(d, 99) * 1e3,
       percentile(d, 100) * 1e3);
+  if (const Roofline r = roofline(); r.gb_per_token > 0) {
+    out += fmt::format(
+        "prof: roofline: decode read {:.3f} GB/token from RAM (dense {:.3f}, experts {:.3f}, KV "
+        "{:.3f}) = {:.2f} GB/s",
+        r.gb_per_token, r.dense_gb, r.experts_gb, r.kv_gb, r.gb_s);
+    out += r.probe_gb_s > 0
+               ? fmt::format(
+                     "; RAM read probed {:.1f} GB/s at {} -> roofline {:.2f} tok/s, decode "
+                     "at {:.0f}% of it\n",
+                     r.probe_gb_s,
+                     ceilings_.ram_threads == ceilings_.threads
+                         ? fmt::format("{} thread{}", ceilings_.threads,
+                                       ceilings_.threads == 1 ? "" : "s")
+                         : fmt::format("{} threads (THREADS={})", ceilings_.ram_threads,
+                                       ceilings_.threads),
+                     r.roofline_tok_s, 100 * r.fraction)
+               : std::string("; no probe (run `strata probe`)\n");
+  }
   const TimeShares ts = time_shares();
   out += fmt::format(
       "prof: time: attention {:.1f}%, experts RAM {:.1f}% SSD {:.1f}% VRAM {:.1f}%, I/O wait felt "
@@ -462,6 +512,18 @@ std::string Profiler::json() const {
                     {"ssd_miss", hr.ssd_miss},     {"fast", hr.fast()}};
   const double tokens = double(c_.prefill_tokens + c_.decode_tokens);
   j["ssd_gb_per_token"] = tokens > 0 ? double(s.ssd.load_bytes) / 1e9 / tokens : 0.0;
+  if (const Roofline r = roofline(); r.gb_per_token > 0) {
+    j["roofline"] = {{"gb_per_token", r.gb_per_token},
+                     {"dense_gb", r.dense_gb},
+                     {"experts_gb", r.experts_gb},
+                     {"kv_gb", r.kv_gb},
+                     {"gb_s", r.gb_s},
+                     {"probe_gb_s", r.probe_gb_s},
+                     {"roofline_tok_s", r.roofline_tok_s},
+                     {"fraction", r.fraction}};
+  } else {
+    j["roofline"] = nullptr;
+  }
   j["ceilings_gb_s"] = {
       {"ram", ceilings_.ram_gb_s}, {"ssd", ceilings_.ssd_gb_s}, {"vram", ceilings_.vram_gb_s}};
   const Verdict v = verdict();

@@ -42,19 +42,34 @@ struct ProfCounters {
   double gpu_join_wait_seconds = 0;
   uint64_t lane_layer_steps = 0;
   uint64_t gpu_straggler_steps = 0;
+  // Decode's RAM reads for the roofline: routed expert bytes computed from RAM (RAM homes and the
+  // RAM cache; VRAM experts excluded) and KV bytes (positions attended x bytes per position).
+  uint64_t decode_expert_ram_bytes = 0;
+  uint64_t decode_kv_bytes = 0;
 };
 
 // Measured tier read ceilings (GB/s) from `strata probe`'s machine profile; 0 = not probed.
 struct TierCeilings {
-  double ram_gb_s = 0;
+  double ram_gb_s = 0;  // at the run's THREADS (the probe's nearest thread count below)
+  int threads = 0;      // THREADS
+  int ram_threads = 0;  // the probe's thread count ram_gb_s was measured at
   double ssd_gb_s = 0;
   double vram_gb_s = 0;
   std::vector<double> gpu_d2d_gb_s;  // [device] each probed GPU's device copy bandwidth
 };
 
 // The ceilings in <cache dir>/machine.json (`strata probe`); all 0 when there is no measured
-// profile (a malformed one is an Error naming the file and key).
+// profile (a malformed one is an Error naming the file and key). RAM: the read bandwidth probed
+// at the THREADS knob's thread count (auto: one per physical core).
 TierCeilings probed_ceilings(const Knobs& knobs);
+
+// What one decode token reads from RAM besides its routed experts, for PROF's roofline: every
+// resident weight a token's forward pass reads (attention and router, dense FFNs, shared experts,
+// norms, the output head, one embedding row), and the KV cache bytes per cached position.
+struct DecodeBytes {
+  uint64_t dense = 0;
+  uint64_t kv_per_position = 0;
+};
 
 // The host in one line: "CPU Intel Xeon ..., 2 cores, RAM 15.6 GiB, GPUs 0" from /proc/cpuinfo,
 // /proc/meminfo and /proc/driver/nvidia/gpus (no CUDA link needed).
@@ -72,6 +87,16 @@ struct Verdict {
                       // "balanced"
   std::string knob;   // e.g. "RAM_GB"
   std::string why;    // one sentence with the number
+};
+
+// Decode against the RAM read roofline: GB each decode token read from RAM (resident weights,
+// routed experts computed from RAM, KV), the rate that made, and the probe's tok/s ceiling.
+struct Roofline {
+  double dense_gb = 0, experts_gb = 0, kv_gb = 0, gb_per_token = 0;  // per decode token
+  double tok_s = 0, gb_s = 0;                                        // decode's achieved
+  double probe_gb_s = 0;      // RAM read probed at THREADS (0 = not probed)
+  double roofline_tok_s = 0;  // probe_gb_s / gb_per_token
+  double fraction = 0;        // tok_s / roofline_tok_s
 };
 
 class Profiler {
@@ -110,10 +135,14 @@ class Profiler {
   void begin_window();
 
   TimeShares time_shares() const;
+  Roofline roofline() const;  // all 0 without decode tokens or set_decode_bytes()
   Verdict verdict() const;
 
   void add_prefill(uint64_t tokens, double seconds);
-  void add_decode_token(double seconds);
+  // n_past: the positions the token attended (the KV cache's length after it), for the roofline.
+  void add_decode_token(double seconds, uint64_t n_past = 0);
+  // The roofline's per-token bytes besides the experts (the report omits the line when unset).
+  void set_decode_bytes(const DecodeBytes& b) { decode_bytes_ = b; }
   // PROF=2: "prof: decode token 7: 81.2 ms, ssd 5 experts 13.2 MB, cache 3/8, wait 40.1 ms"
   // (the counters since the previous call); with a GPU lane also ", gpu 96 experts 96 rows,
   // lanes cpu 30.2 gpu 12.1 wait 0.3 ms, straggler CPU (2/48 steps GPU)" (docs/FORMATS.md).
@@ -147,7 +176,9 @@ class Profiler {
   tiers::StoreCounters last_;  // for token_line deltas
   tiers::StoreCounters base_;  // store counters at begin_window()
   TierCeilings ceilings_;
-  std::string machine_;  // machine_summary(), read once at construction when enabled
+  DecodeBytes decode_bytes_;
+  uint64_t expert_ram_mark_ = 0;  // RAM + cache served bytes at the last prefill / decode token
+  std::string machine_;           // machine_summary(), read once at construction when enabled
 
   tiers::StoreCounters window_counters() const;    // store counters since begin_window()
   std::vector<GpuDeviceStats> window_gpu() const;  // GPU lane counters since begin_window()

@@ -262,6 +262,51 @@ uint64_t interleave_view(WeightView& v) {
 
 }  // namespace
 
+uint64_t dense_bytes_per_token(const ModelWeights& w) {
+  uint64_t bytes = 0;
+  const auto add = [&bytes](const WeightView& v) {
+    if (v.present()) bytes += v.n_bytes;
+  };
+  for (const LayerWeights& l : w.layers) {
+    for (const WeightView* v : {&l.attn_norm,
+                                &l.wq,
+                                &l.wk,
+                                &l.wv,
+                                &l.wo,
+                                &l.bq,
+                                &l.bk,
+                                &l.bv,
+                                &l.bo,
+                                &l.attn_sinks,
+                                &l.attn_q_norm,
+                                &l.attn_k_norm,
+                                &l.wq_a,
+                                &l.attn_q_a_norm,
+                                &l.wq_b,
+                                &l.wkv_a_mqa,
+                                &l.attn_kv_a_norm,
+                                &l.ffn_norm,
+                                &l.ffn_gate_inp,
+                                &l.ffn_gate_inp_b,
+                                &l.exp_probs_b})
+      add(*v);
+    if (l.wk_b.present() && l.wv_b.present()) {
+      add(l.wk_b);
+      add(l.wv_b);
+    } else {
+      add(l.wkv_b);
+    }
+    if (l.experts.n_expert == 1 && !l.ffn_gate_inp.present())  // a dense FFN, not routed
+      for (const WeightView* v : {&l.experts.gate, &l.experts.up, &l.experts.down}) add(*v);
+    if (l.shared.n_expert == 1)
+      for (const WeightView* v : {&l.shared.gate, &l.shared.up, &l.shared.down}) add(*v);
+  }
+  add(w.output_norm);
+  add(w.output);
+  if (w.token_embd.present() && !w.output_tied) bytes += w.token_embd.row_bytes;
+  return bytes;
+}
+
 uint64_t interleave_dense(ModelWeights& w) {
   uint64_t bytes = 0;
   for (LayerWeights& l : w.layers) {

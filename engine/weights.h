@@ -148,6 +148,12 @@ ModelWeights bind_weights(const io::GgufFile& file, const ModelConfig& cfg);
 // Returns the bytes repacked.
 uint64_t interleave_dense(ModelWeights& w);
 
+// Bytes of resident weights one decode token reads: every layer's tensors except the routed
+// experts (norms, attention or MLA projections — the absorbed wk_b / wv_b when present, else
+// wkv_b —, router, dense FFN, shared expert, biases), the output norm and head, and one row of
+// the token embedding. PROF's roofline (engine/prof.h DecodeBytes).
+uint64_t dense_bytes_per_token(const ModelWeights& w);
+
 std::string shape_string(const std::array<int64_t, 4>& ne, int n_dims);
 
 }  // namespace strata::engine

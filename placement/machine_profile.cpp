@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
@@ -45,6 +46,12 @@ uint64_t sum_words(const uint64_t* p, size_t n) {
 
 double MachineProfile::ram_gbps() const {
   return best(ram_read_gbps, kDefaultRamGbps);
+}
+double MachineProfile::ram_gbps_at(int threads) const {
+  if (ram_read_gbps.empty()) return kDefaultRamGbps;
+  auto it = ram_read_gbps.upper_bound(threads);  // first key > threads
+  if (it == ram_read_gbps.begin()) return it->second;
+  return std::prev(it)->second;
 }
 double MachineProfile::ssd_gbps() const {
   return best(ssd_read_gbps, kDefaultSsdGbps);

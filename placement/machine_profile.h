@@ -26,8 +26,11 @@ struct MachineProfile {
   std::vector<Gpu> gpus;
   bool measured = false;  // false: the conservative defaults
 
-  double ram_gbps() const;       // the best measured (all threads), else the default
-  double ssd_gbps() const;       // the best queue depth, else the default
+  double ram_gbps() const;  // the best measured (all threads), else the default
+  // Measured at this many threads; else at the most threads measured below it; else the fewest
+  // measured; else the default.
+  double ram_gbps_at(int threads) const;
+  double ssd_gbps() const;  // the best queue depth, else the default
   // The deepest measured queue depth within `share` of the best SSD rate: deeper ones lose (a
   // virtual disk here peaks at QD 4-8 and loses 30% at 32), shallower ones leave the disk idle
   // whenever the compute thread is late; 0 when SSD was not measured.

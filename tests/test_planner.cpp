@@ -95,6 +95,12 @@ TEST(MachineProfile, RoundTripAndErrors) {
   const MachineProfile r = load_machine_profile(path);
   EXPECT_TRUE(r.measured);
   EXPECT_DOUBLE_EQ(r.ram_gbps(), 20.0);
+  EXPECT_DOUBLE_EQ(r.ram_gbps_at(1), 12.5);
+  EXPECT_DOUBLE_EQ(r.ram_gbps_at(2), 20.0);
+  EXPECT_DOUBLE_EQ(r.ram_gbps_at(3), 20.0);  // the most threads measured below
+  MachineProfile three;
+  three.ram_read_gbps = {{2, 20.0}, {4, 30.0}};
+  EXPECT_DOUBLE_EQ(three.ram_gbps_at(1), 20.0);  // below every probe: the fewest threads measured
   EXPECT_DOUBLE_EQ(r.ssd_gbps(), 2.5);
   EXPECT_EQ(r.ssd_read_bytes, 3u << 20);
   EXPECT_TRUE(r.gpus.empty());

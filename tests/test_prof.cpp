@@ -52,6 +52,33 @@ TEST(Prof, SharesSumToOneAndVerdictFollowsTheLargest) {
     EXPECT_NE(r.find(s), std::string::npos) << s << "\n" << r;
 }
 
+TEST(Prof, RooflineIsBytesPerTokenOverTheProbe) {
+  Profiler p(1, "");
+  EXPECT_EQ(p.roofline().gb_per_token, 0.0);  // no decode bytes set: no roofline
+  p.set_decode_bytes({/*dense=*/1'000'000'000, /*kv_per_position=*/1000});
+  TierCeilings c;
+  c.ram_gb_s = 10.0;
+  c.threads = c.ram_threads = 2;
+  p.set_ceilings(c);
+  p.add_prefill(4, 1.0);
+  p.add_decode_token(0.5, 5);
+  p.add_decode_token(0.5, 6);
+  const Roofline r = p.roofline();
+  EXPECT_DOUBLE_EQ(r.dense_gb, 1.0);
+  EXPECT_DOUBLE_EQ(r.experts_gb, 0.0);  // no store: no experts served
+  EXPECT_NEAR(r.kv_gb, 5.5e-6, 1e-15);  // 1000 B x (5 + 6) positions / 2 tokens
+  EXPECT_DOUBLE_EQ(r.tok_s, 2.0);
+  EXPECT_NEAR(r.gb_s, 2 * (1.0 + 5.5e-6), 1e-12);
+  EXPECT_NEAR(r.roofline_tok_s, 10.0 / (1.0 + 5.5e-6), 1e-9);
+  EXPECT_NEAR(r.fraction, 0.2 * (1.0 + 5.5e-6), 1e-12);
+  const std::string rep = p.report();
+  EXPECT_NE(rep.find("prof: roofline: decode read 1.000 GB/token"), std::string::npos) << rep;
+  EXPECT_NE(rep.find("RAM read probed 10.0 GB/s at 2 threads"), std::string::npos) << rep;
+  EXPECT_NE(rep.find("decode at 20% of it"), std::string::npos) << rep;
+  const nlohmann::json j = nlohmann::json::parse(p.json());
+  EXPECT_NEAR(j["roofline"]["fraction"].get<double>(), r.fraction, 1e-12);
+}
+
 TEST(Prof, OvershootingPartsAreScaledNotNegative) {
   Profiler p(1, "");
   p.add_prefill(1, 1.0);

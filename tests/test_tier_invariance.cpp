@@ -17,6 +17,7 @@
 #include "engine/logit_dump.h"
 #include "engine/model.h"
 #include "io/check.h"
+#include "io/gguf.h"
 #include "placement/plan.h"
 #include "tier_test_util.h"
 
@@ -271,6 +272,44 @@ TEST_F(TierInvariance, FixtureModelsAreBitIdenticalAcrossHomesAndKnobs) {
   }
   // qwen3moe (4 variants) and mixtral (2) at least.
   EXPECT_GE(checked, 6);
+}
+
+// PROF's roofline counts what a decode token reads from RAM, checked against the GGUF's own
+// tensor list: every tensor but the routed experts and the token embedding (one row of it), top-k
+// experts of every layer, and KV bytes growing with the position.
+TEST_F(TierInvariance, RooflineCountsTheBytesADecodeTokenReads) {
+  const fs::path model = fs::path(kFixtures) / "tiny-qwen3moe" / "tiny-qwen3moe-Q4_0.gguf";
+  if (!fs::exists(model)) GTEST_SKIP() << "no fixture " << model;
+  const io::GgufFile file = io::GgufFile::open(model.string());
+  const Model m = Model::load(model.string());
+  uint64_t dense = 0, experts = 0;
+  for (const io::GgufTensorInfo& t : file.tensors()) {
+    if (t.name.find("_exps") != std::string::npos)
+      experts += t.n_bytes;
+    else if (t.name.rfind("token_embd", 0) == 0)
+      dense += t.row_bytes();
+    else
+      dense += t.n_bytes;
+  }
+  const uint64_t per_token_experts = experts / m.config().n_expert * m.config().n_expert_used;
+  const fs::path prof = dir_ / "roofline.json";
+  const Result r =
+      run_strata(dir_.path(),
+                 fmt::format("run -m '{}' -p 'Hello there' -n 6 --temp 0 --ignore-eos -t 1 "
+                             "--prof-json '{}'",
+                             model.string(), prof.string()),
+                 "PROF=1");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(slurp(prof))["roofline"];
+  ASSERT_TRUE(j.is_object()) << slurp(prof);
+  EXPECT_NEAR(j["dense_gb"].get<double>() * 1e9, double(dense), 0.5);
+  EXPECT_NEAR(j["experts_gb"].get<double>() * 1e9, double(per_token_experts), 0.5);
+  EXPECT_GT(j["kv_gb"].get<double>(), 0.0);
+  EXPECT_NEAR(
+      j["gb_per_token"].get<double>(),
+      j["dense_gb"].get<double>() + j["experts_gb"].get<double>() + j["kv_gb"].get<double>(),
+      1e-12);
+  EXPECT_NE(r.err.find("prof: roofline: decode read"), std::string::npos) << r.err;
 }
 
 TEST_F(TierInvariance, SynthTinyIsBitIdenticalAcrossHomes) {

@@ -174,7 +174,7 @@ engine::TurnResult reply(engine::ChatSession& s, std::string_view text, int32_t 
       const Clock::time_point now = Clock::now();
       if (have_last) {
         const double dt = std::chrono::duration<double>(now - last).count();
-        prof->add_decode_token(dt);
+        prof->add_decode_token(dt, s.n_past());
         if (prof->level() >= 2)
           fmt::print(stderr, "\n{}\n", prof->token_line(prof->counters().decode_tokens, dt));
       }

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 #include <thread>
@@ -20,6 +21,7 @@
 #include "cuda/runtime.h"
 #include "engine/expert_source.h"
 #include "engine/model.h"
+#include "engine/sysmem.h"
 #include "io/check.h"
 #include "placement/machine_profile.h"
 #include "tiers/io_reader.h"
@@ -37,7 +39,7 @@ struct ProbeOptions {
   std::string model;
   uint64_t ssd_mib = 1024;
   uint64_t read_kib = 0;  // 0: the model's cache slot, else 3 MiB
-  uint64_t ram_mib = 512;
+  uint64_t ram_mib = 0;   // 0: auto (ram_probe_mib)
   KnobOverrides knobs;
 };
 
@@ -107,6 +109,27 @@ double ssd_read_gbps(const std::string& path, uint64_t file_bytes, uint64_t read
   return static_cast<double>(n_reads * read_bytes) / s / 1e9;
 }
 
+// The RAM probe's buffer: 4x the last-level cache and at least 2 GiB, so the reads come from DRAM
+// (a 512 MiB buffer read partly from this VM's 480 MiB L3), at most a quarter of what memory is
+// available, at least 64 MiB.
+uint64_t ram_probe_mib() {
+  uint64_t llc_kib = 0;
+  std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index3/size");
+  std::string size;
+  if (f >> size && !size.empty()) {
+    try {
+      llc_kib = std::stoull(size);
+      if (size.back() == 'M') llc_kib <<= 10;
+    } catch (const std::exception&) {
+      llc_kib = 0;
+    }
+  }
+  uint64_t mib = std::max<uint64_t>(2048, 4 * llc_kib / 1024);
+  const uint64_t avail_mib = engine::memory_info().available() >> 20;
+  if (avail_mib > 0) mib = std::min(mib, avail_mib / 4);
+  return std::max<uint64_t>(mib, 64);
+}
+
 int run_probe(const ProbeOptions& o) {
   const engine::Knobs knobs = load_knobs(o.knobs);
   const fs::path cache = engine::cache_dir(knobs);
@@ -130,8 +153,11 @@ int run_probe(const ProbeOptions& o) {
   std::vector<int> counts;
   for (int t = 1; t < hw; t *= 2) counts.push_back(t);
   counts.push_back(hw);
+  const uint64_t ram_mib = o.ram_mib > 0 ? o.ram_mib : ram_probe_mib();
+  std::printf("RAM read over a %llu MiB buffer, best of 3:\n",
+              static_cast<unsigned long long>(ram_mib));
   for (int t : counts) {
-    p.ram_read_gbps[t] = placement::measure_ram_read_gbps(t, o.ram_mib << 20, 3);
+    p.ram_read_gbps[t] = placement::measure_ram_read_gbps(t, ram_mib << 20, 3);
     std::printf("RAM read, %3d threads: %7.2f GB/s\n", t, p.ram_read_gbps[t]);
   }
 
@@ -201,7 +227,9 @@ void add_probe(CLI::App& app, CommandFn& run) {
                   "Use the size of this model's expert reads (one slice's 4 KiB-aligned superset)");
   cmd->add_option("--ssd-mib", o->ssd_mib, "SSD temp file size in MiB (default 1024)");
   cmd->add_option("--read-kib", o->read_kib, "SSD read size in KiB (default: model's, else 3072)");
-  cmd->add_option("--ram-mib", o->ram_mib, "RAM probe buffer in MiB (default 512)");
+  cmd->add_option("--ram-mib", o->ram_mib,
+                  "RAM probe buffer in MiB (default: 4x the last-level cache, at least 2048, at "
+                  "most a quarter of available memory)");
   add_knob_flags(cmd, o->knobs);
   cmd->callback([&run, o] { run = [o] { return run_probe(*o); }; });
 }

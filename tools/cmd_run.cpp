@@ -98,7 +98,7 @@ int run_run(RunOptions o) {
       const auto t_token = std::chrono::steady_clock::now();
       logits = fwd.decode(id);
       const double token_s = seconds_since(t_token);
-      prof.add_decode_token(token_s);
+      prof.add_decode_token(token_s, fwd.n_past());
       if (prof.level() >= 2)
         std::fprintf(stderr, "%s\n",
                      prof.token_line(prof.counters().decode_tokens, token_s).c_str());

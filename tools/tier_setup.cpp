@@ -19,6 +19,13 @@ TierSetup make_tier_setup(engine::Model& model, const engine::Knobs& knobs, uint
   s.prof = std::make_unique<engine::Profiler>(level, knobs.get_string("PROF_JSON"));
   // "% of ceiling" needs `strata probe`'s measured bandwidths (none: the report says so).
   if (s.prof->enabled()) s.prof->set_ceilings(engine::probed_ceilings(knobs));
+  engine::DecodeBytes per_token;
+  per_token.dense = engine::dense_bytes_per_token(model.weights());
+  const engine::ModelConfig& cfg = model.config();
+  for (uint32_t il = 0; il < cfg.n_layer; ++il)
+    per_token.kv_per_position +=
+        (uint64_t{cfg.kv_k_width(il)} + cfg.kv_v_width(il)) * sizeof(float);
+  s.prof->set_decode_bytes(per_token);
   engine::TierOptions opts = engine::tier_options(knobs);
   opts.n_ctx = n_ctx;
   opts.prof = s.prof.get();
