@@ -63,9 +63,10 @@ void group_dot(const uint8_t* sc, const uint8_t* q, const BlockQ8_0* const* xs,
     for (int k = 0; k < 8; ++k) acc[t][k] = _mm512_setzero_ps();
   auto step = [&](int64_t b, int k) {
     const uint8_t* qb = q + b * 256;
-    // One L1 prefetch per line kInterleavePrefetch ahead along the group's code stream, and one
-    // per scale line.
+    // One L1 prefetch per line kInterleavePrefetch ahead along the group's code stream, one L2
+    // prefetch per line kInterleavePrefetchL2 ahead, and one per scale line.
     prefetch_lines<256, kToL1>(qb + kInterleavePrefetch);
+    prefetch_lines<256, kToL2>(qb + kInterleavePrefetchL2);
     if ((b & 1) == 0) prefetch_lines<64, kToL2>(sc + b * 32 + kInterleavePrefetch / 8);
     __m512i lo[4], hi[4];
     for (int j = 0; j < 4; ++j) {

@@ -31,6 +31,11 @@ XPrep* prep_buffer(int64_t n_blocks, int64_t n_tokens);
 // on Qwen3-30B-A3B expert shapes (bench/RESULTS.md "CPU speed, session 4"): L1 2 KiB 94-98% of
 // the read probe; L1 1 KiB 88-89%, L1 4 KiB 78-80%, L2 2 KiB 86-88%.
 constexpr size_t kInterleavePrefetch = 2048;
+// And (AVX-512 Q4_0) an L2 prefetch per line this far ahead: the same bench_layout in one window
+// (session 5, bench/RESULTS.md) gave 84-91% of the probe with it vs 83-85% without (interleaved
+// / file layout 1.07 vs 1.05, the file layout's kernel unchanged as the control); 4 and 6 KiB
+// ahead measured in between.
+constexpr size_t kInterleavePrefetchL2 = 8192;
 
 namespace {
 
