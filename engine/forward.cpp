@@ -56,6 +56,7 @@ Forward::Forward(const Model& model, const ForwardOptions& opts)
   moe_y_.resize(nu * k * cfg_.n_embd);
   last_logits_.resize(cfg_.n_vocab);
   attn_.set_gpu_dense(experts_->gpu_dense());  // CUDA_DENSE (null: off)
+  shared_.set_gpu_dense(experts_->gpu_dense());
 }
 
 void Forward::check_tokens(std::span<const int32_t> tokens) const {
@@ -128,6 +129,16 @@ void Forward::ffn_block(uint32_t il, uint32_t n, uint32_t pos0, RoutingTrace* tr
     rms_norm(h_.data() + size_t{t} * n_embd, l.ffn_norm.f32(), x_.data() + size_t{t} * n_embd,
              n_embd, cfg_.norm_eps);
 
+  // CUDA_DENSE: a one-token dense FFN on GPU 0 where it is held (the CPU's bits: its one-expert
+  // combine multiplies by weight 1); no routing, dispatch or executor then.
+  GpuDense* dense = n == 1 && !cfg_.is_moe(il) ? experts_->gpu_dense() : nullptr;
+  if (dense && dense->ffn(il, GpuDense::kDenseFfn, x_.data(), tmp_.data())) {
+    experts_->prefetch_ahead(il, h_.data(), xq_.data());  // PREFETCH of the next MoE layers
+    if (l.shared.n_expert > 0) shared_.add(il, l.shared, n, x_.data(), cpu_experts_, tmp_.data());
+    for (size_t i = 0; i < n_embd; ++i) h_[i] += tmp_[i];
+    return;
+  }
+
   Routing r;
   r.n_tokens = n;
   r.n_expert = cfg_.layer_n_expert(il);
@@ -153,7 +164,7 @@ void Forward::ffn_block(uint32_t il, uint32_t n, uint32_t pos0, RoutingTrace* tr
   if (n == 1) experts_->prefetch_ahead(il, h_.data(), xq_.data());  // PREFETCH
   experts_->compute(il, l.experts, dispatch_, cpu_experts_, x_.data(), moe_y_.data());
   combine(pool_, r, dispatch_, moe_y_.data(), n_embd, tmp_.data());
-  if (l.shared.n_expert > 0) shared_.add(l.shared, n, x_.data(), cpu_experts_, tmp_.data());
+  if (l.shared.n_expert > 0) shared_.add(il, l.shared, n, x_.data(), cpu_experts_, tmp_.data());
   for (size_t i = 0; i < size_t{n} * n_embd; ++i) h_[i] += tmp_[i];
 }
 

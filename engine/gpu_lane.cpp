@@ -17,6 +17,7 @@
 #include "cuda/grouped.h"
 #include "cuda/runtime.h"
 #include "cuda/vram_store.h"
+#include "engine/ops.h"
 #include "io/check.h"
 #include "placement/plan.h"
 
@@ -528,7 +529,7 @@ double GpuLane::join(float* y) {
 namespace {
 
 int64_t dense_max_cols(const ModelConfig& cfg) {
-  int64_t c = cfg.n_embd;
+  int64_t c = std::max<int64_t>(cfg.n_embd, cfg.max_n_ff());  // an FFN's down reads n_ff
   for (uint32_t l = 0; l < cfg.n_layer; ++l)
     c = std::max<int64_t>(c, int64_t{cfg.n_head(l)} * cfg.head_dim_v);
   return c;
@@ -538,6 +539,7 @@ int64_t dense_max_out(const ModelConfig& cfg) {
   int64_t o = cfg.n_vocab;
   for (uint32_t l = 0; l < cfg.n_layer; ++l)
     o = std::max<int64_t>(o, int64_t{cfg.n_embd_q(l)} + cfg.n_embd_k_gqa(l) + cfg.n_embd_v_gqa(l));
+  o = std::max<int64_t>(o, 2 * int64_t{cfg.max_n_ff()});  // an FFN's gate and up in one call
   return std::max<int64_t>(o, cfg.n_embd);
 }
 
@@ -553,6 +555,20 @@ bool dense_takes(const WeightView& w) {
          cuda::dense_gemv_supported(w.type, w.n_cols());
 }
 
+// The FFNs that are not routed (a dense FFN, a shared expert): one expert, no biases, all three
+// matrices of a type the kernel takes (else the whole FFN stays on the CPU).
+bool ffn_takes(const ExpertStack& s) {
+  return s.n_expert == 1 && !s.gate_bias.present() && !s.up_bias.present() &&
+         !s.down_bias.present() && dense_takes(s.gate) && dense_takes(s.up) && dense_takes(s.down);
+}
+
+// Layer l's FFN `which` (GpuDense::Ffn), or null when the layer has none.
+const ExpertStack* ffn_stack(const ModelConfig& cfg, const LayerWeights& lw, uint32_t l,
+                             int which) {
+  const ExpertStack* s = which == 0 ? (cfg.is_moe(l) ? nullptr : &lw.experts) : &lw.shared;
+  return s != nullptr && s->n_expert > 0 ? s : nullptr;
+}
+
 }  // namespace
 
 uint64_t gpu_dense_bytes(const Model& model) {
@@ -564,6 +580,10 @@ uint64_t gpu_dense_bytes(const Model& model) {
       for (const WeightView* v :
            {&w.layers[l].wq, &w.layers[l].wk, &w.layers[l].wv, &w.layers[l].wo})
         if (dense_takes(*v)) bytes += v->n_bytes;
+  for (uint32_t l = 0; l < cfg.n_layer && l < w.layers.size(); ++l)
+    for (int f = 0; f < 2; ++f)
+      if (const ExpertStack* s = ffn_stack(cfg, w.layers[l], l, f); s && ffn_takes(*s))
+        bytes += s->gate.n_bytes + s->up.n_bytes + s->down.n_bytes;
   return bytes;
 }
 
@@ -573,8 +593,9 @@ GpuDense::GpuDense(const Model& model, bool emulate, bool prefill, const tiers::
   const ModelConfig& cfg = model.config();
   const ModelWeights& w = model.weights();
   ids_.assign(cfg.n_layer, {-1, -1, -1, -1});
+  ffn_.assign(cfg.n_layer, {});
   call_.reserve(4);
-  size_t cpu = 0;
+  size_t cpu = 0, ffn_cpu = 0;
   if (!cfg.is_mla())
     for (uint32_t l = 0; l < cfg.n_layer && l < w.layers.size(); ++l) {
       const LayerWeights& lw = w.layers[l];
@@ -585,14 +606,37 @@ GpuDense::GpuDense(const Model& model, bool emulate, bool prefill, const tiers::
         cpu += ids_[l][p] < 0;
       }
     }
+  int64_t max_n_ff = 0;
+  for (uint32_t l = 0; l < cfg.n_layer && l < w.layers.size(); ++l)
+    for (int f = 0; f < 2; ++f) {
+      const ExpertStack* s = ffn_stack(cfg, w.layers[l], l, f);
+      if (s == nullptr) continue;
+      if (!ffn_takes(*s)) {
+        ++ffn_cpu;
+        continue;
+      }
+      FfnIds& ids = ffn_[l][f];
+      ids.gate_up[0] = gemv_.add(dense_of(s->gate));
+      ids.gate_up[1] = gemv_.add(dense_of(s->up));
+      ids.down = gemv_.add(dense_of(s->down));
+      ids.n_ff = s->n_ff;
+      ids.activation = s->activation;
+      max_n_ff = std::max(max_n_ff, s->n_ff);
+      ++n_ffns_;
+    }
+  gate_.resize(static_cast<size_t>(max_n_ff));
+  up_.resize(static_cast<size_t>(max_n_ff));
   if (dense_takes(w.output)) output_ = gemv_.add(dense_of(w.output));
   if (notice)
-    notice(fmt::format("CUDA_DENSE{}: {} dense matrices ({}) on GPU 0 for decode{}{}{}",
-                       emulate ? " (VRAM_EMULATE: host emulation)" : "", gemv_.n_matrices(),
-                       placement::format_bytes(gemv_.bytes()),
-                       prefill ? " and prefill (cuBLASLt GEMMs: not bit-identical)" : "",
-                       cpu > 0 ? fmt::format("; {} of other types stay on the CPU", cpu) : "",
-                       output_ < 0 ? "; the output head stays on the CPU" : ""));
+    notice(fmt::format(
+        "CUDA_DENSE{}: {} dense matrices ({}) on GPU 0 for decode{}{}{}{}{}",
+        emulate ? " (VRAM_EMULATE: host emulation)" : "", gemv_.n_matrices(),
+        placement::format_bytes(gemv_.bytes()),
+        n_ffns_ > 0 ? fmt::format(" (with {} dense / shared-expert FFNs)", n_ffns_) : "",
+        prefill ? " and prefill (cuBLASLt GEMMs: not bit-identical)" : "",
+        cpu > 0 ? fmt::format("; {} of other types stay on the CPU", cpu) : "",
+        ffn_cpu > 0 ? fmt::format("; {} FFNs stay on the CPU (types or biases)", ffn_cpu) : "",
+        output_ < 0 ? "; the output head stays on the CPU" : ""));
 }
 
 bool GpuDense::project(uint32_t il, std::span<const Proj> which, const float* x, uint32_t n_tokens,
@@ -610,6 +654,20 @@ bool GpuDense::project(uint32_t il, std::span<const Proj> which, const float* x,
     return false;
   seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ++calls_;
+  return true;
+}
+
+bool GpuDense::ffn(uint32_t il, Ffn which, const float* x, float* y) {
+  if (il >= ffn_.size() || ffn_[il][which].down < 0) return false;
+  const FfnIds& f = ffn_[il][which];
+  const auto t0 = std::chrono::steady_clock::now();
+  float* const gate_up[] = {gate_.data(), up_.data()};
+  gemv_.gemv(f.gate_up, x, gate_up);
+  // The CPU executor's activation call (Stage C of CpuExpertExecutor::compute), in place.
+  glu(f.activation, gate_.data(), up_.data(), gate_.data(), f.n_ff);
+  gemv_.gemv({&f.down, 1}, gate_.data(), &y);
+  seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  calls_ += 2;
   return true;
 }
 

@@ -108,21 +108,27 @@ class GpuLane {
   double lane_seconds_ = 0;
 };
 
-// CUDA_DENSE=1: the attention projections (GQA's q, k, v, o) and the output head computed on
-// GPU 0 during decode (one token) by cuda::DenseGemv — the grouped kernel's canonical-order dots
-// with x quantized as the CPU does, so the numbers are the CPU's to the bit. Matrices are uploaded
+// CUDA_DENSE=1: the attention projections (GQA's q, k, v, o), the dense FFNs (a layer's
+// one-expert FFN), the shared experts and the output head computed on GPU 0 during decode (one
+// token) by cuda::DenseGemv — the grouped kernel's canonical-order dots with x quantized as the CPU
+// does, so the numbers are the CPU's to the bit. An FFN is gate and up in one GEMV call on the same
+// x, the activation (engine glu, the CPU executor's own call) on the host in float, then down as a
+// GEMV on that h (quantized on the device as the CPU executor quantizes it). Matrices are uploaded
 // once at construction from the model's mapping (file layout); types the kernel does not take
-// (F32, F16, BF16, ...) and MLA layers stay on the CPU, as does every chunk of several tokens
-// (prefill) unless `prefill` (CUDA_DENSE=2): then the projections of a chunk run as cuBLASLt GEMMs
-// on weights dequantized on the GPU (close to the CPU's numbers, not bit-identical; the output
-// head of a chunk stays on the CPU). emulate: the host emulation (VRAM_EMULATE). Tested by
-// tests/test_gpu_lane.cpp.
+// (F32, F16, BF16, ...), MLA attention and FFNs with biases or any matrix the kernel does not take
+// stay on the CPU, as does every chunk of several tokens (prefill) unless `prefill` (CUDA_DENSE=2):
+// then the attention projections of a chunk run as cuBLASLt GEMMs on weights dequantized on the GPU
+// (close to the CPU's numbers, not bit-identical; the FFNs and the output head of a chunk stay on
+// the CPU). emulate: the host emulation (VRAM_EMULATE). Tested by tests/test_gpu_lane.cpp.
 // Device bytes GpuDense would upload for this model (the matrices it takes), for VRAM budgets.
 uint64_t gpu_dense_bytes(const Model& model);
 
 class GpuDense {
  public:
   enum Proj { kQ = 0, kK = 1, kV = 2, kO = 3 };
+  // A layer's FFNs that are not routed: its dense FFN (LayerWeights::experts of a layer that is not
+  // MoE) or its shared expert (LayerWeights::shared).
+  enum Ffn { kDenseFfn = 0, kSharedFfn = 1 };
   GpuDense(const Model& model, bool emulate, bool prefill, const tiers::NoticeFn& notice);
 
   // ys[i] = W_which[i] · x for layer il: n_tokens rows of x ([n, cols] contiguous, ys[i] [n,
@@ -131,20 +137,35 @@ class GpuDense {
   // them on the CPU).
   bool project(uint32_t il, std::span<const Proj> which, const float* x, uint32_t n_tokens,
                float* const* ys);
+  // y [n_embd] = layer il's FFN `which` of one token x [n_embd]: gate and up in one GEMV call,
+  // glu(stack activation) on the host, down as a GEMV on it — CpuExpertExecutor's numbers to the
+  // bit (a dense FFN's combine multiplies by weight 1, exact). False, computing nothing, when that
+  // FFN is not on the GPU (the caller computes it on the CPU).
+  bool ffn(uint32_t il, Ffn which, const float* x, float* y);
   // logits = output · x (one token); false when the head is not on the GPU.
   bool output(const float* x, float* logits);
 
   uint64_t bytes() const { return gemv_.bytes(); }
   size_t n_matrices() const { return gemv_.n_matrices(); }
+  size_t n_ffns() const { return n_ffns_; }  // FFNs (dense and shared) on the GPU
   bool emulated() const { return gemv_.emulated(); }
   uint64_t calls() const { return calls_; }
   double seconds() const { return seconds_; }  // wall time of the calls (copies included)
 
  private:
   cuda::DenseGemv gemv_;
+  struct FfnIds {
+    int32_t gate_up[2] = {-1, -1};  // -1: on the CPU
+    int32_t down = -1;
+    int64_t n_ff = 0;
+    FfnActivation activation = FfnActivation::kSiluGlu;
+  };
   std::vector<std::array<int32_t, 4>> ids_;  // [n_layer] per Proj, -1 = on the CPU
+  std::vector<std::array<FfnIds, 2>> ffn_;   // [n_layer] per Ffn
   int32_t output_ = -1;
+  size_t n_ffns_ = 0;
   std::vector<int32_t> call_;
+  std::vector<float> gate_, up_;  // [max n_ff] an FFN's gate / up rows, then h in gate_
   bool prefill_ = false;
   uint64_t calls_ = 0;
   double seconds_ = 0;

@@ -41,10 +41,12 @@ constexpr KnobSpec kKnobs[] = {
      "a GPU. Layers the GPU kernel cannot run "
      "(expert types other than Q4_0/Q5_0/Q8_0/Q4_K/Q6_K/MXFP4) stay off the GPU (one notice)."},
     {"CUDA_DENSE", KnobType::kInt, "0", "", "0..2",
-     "1: in decode, the attention projections (q, k, v, o; not MLA) and the output head on GPU 0, "
-     "uploaded once at load, computed by the GPU's own dequant-GEMV kernels in the CPU kernels' "
-     "canonical order, so the numbers do not change; other weight types stay on the CPU, as does "
-     "prefill. 2: also prefill's projections, as cuBLASLt F32 GEMMs on weights dequantized on the "
+     "1: in decode, the attention projections (q, k, v, o; not MLA), the dense FFN layers, the "
+     "shared experts and the output head on GPU 0, uploaded once at load, computed by the GPU's "
+     "own dequant-GEMV kernels in the CPU kernels' canonical order (an FFN's activation on the "
+     "host), so the numbers do not change; other weight types (and FFNs with biases) stay on the "
+     "CPU, as does prefill. 2: also prefill's attention projections, as cuBLASLt F32 GEMMs on "
+     "weights dequantized on the "
      "GPU (Q4_0/Q8_0/Q4_K/Q6_K): faster long prompts, logits close to but not bit-identical "
      "with the CPU's. Needs a CUDA device (or VRAM_EMULATE=1)."},
     {"VRAM_EMULATE", KnobType::kBool, "0", "", "0|1",

@@ -3,6 +3,7 @@
 
 #include <numeric>
 
+#include "engine/gpu_lane.h"
 #include "io/check.h"
 
 namespace strata::engine {
@@ -13,12 +14,14 @@ SharedExpert::SharedExpert(const ModelConfig& cfg, uint32_t n_ubatch)
   std::iota(row_token_.begin(), row_token_.end(), 0);
 }
 
-void SharedExpert::add(const ExpertStack& shared, uint32_t n, const float* x, ExpertExecutor& cpu,
-                       float* out) {
+void SharedExpert::add(uint32_t il, const ExpertStack& shared, uint32_t n, const float* x,
+                       ExpertExecutor& cpu, float* out) {
   STRATA_ASSERT(shared.n_expert == 1 && n <= row_token_.size(), "shared expert: {} rows of {}", n,
                 row_token_.size());
-  const ExpertJob job{0, 0, n, shared.expert_slice(0)};
-  cpu.compute(shared, {&job, 1}, row_token_.data(), x, y_.data());
+  if (n != 1 || dense_ == nullptr || !dense_->ffn(il, GpuDense::kSharedFfn, x, y_.data())) {
+    const ExpertJob job{0, 0, n, shared.expert_slice(0)};
+    cpu.compute(shared, {&job, 1}, row_token_.data(), x, y_.data());
+  }
   const size_t n_embd = size_t(shared.n_embd);
   for (size_t i = 0; i < n * n_embd; ++i) out[i] += y_[i];
 }

@@ -1,7 +1,9 @@
 // The always-on shared expert of a MoE layer (DeepSeek-V2/V3, GLM-4.5): a resident dense FFN run
 // for every token through the CPU executor as a one-expert MoE with weight 1, added to the routed
-// output the way llama.cpp adds ffn_shexp to ffn_moe_out. It never goes through the tiers.
-// Exercised by tests/test_arch_forward.cpp (tiny-deepseek2, tiny-glm4moe).
+// output the way llama.cpp adds ffn_shexp to ffn_moe_out. It never goes through the tiers. With
+// CUDA_DENSE a one-token pass computes it on GPU 0 (GpuDense::ffn, the same bits) where it is held.
+// Exercised by tests/test_arch_forward.cpp (tiny-deepseek2, tiny-glm4moe) and
+// tests/test_gpu_lane.cpp (CUDA_DENSE).
 #pragma once
 
 #include <cstdint>
@@ -13,13 +15,19 @@
 
 namespace strata::engine {
 
+class GpuDense;
+
 class SharedExpert {
  public:
   SharedExpert(const ModelConfig& cfg, uint32_t n_ubatch);
-  // out[t] += shared(x[t]) for t < n.  x, out: [n, n_embd]
-  void add(const ExpertStack& shared, uint32_t n, const float* x, ExpertExecutor& cpu, float* out);
+  // CUDA_DENSE: one-token passes go to the GPU where it holds layer il's shared expert (null: off).
+  void set_gpu_dense(GpuDense* dense) { dense_ = dense; }
+  // out[t] += shared(x[t]) for t < n, layer il's shared expert.  x, out: [n, n_embd]
+  void add(uint32_t il, const ExpertStack& shared, uint32_t n, const float* x, ExpertExecutor& cpu,
+           float* out);
 
  private:
+  GpuDense* dense_ = nullptr;
   std::vector<int32_t> row_token_;  // [n_ubatch] 0, 1, 2, ...: token t is dispatch row t
   std::vector<float> y_;            // [n_ubatch, n_embd]
 };

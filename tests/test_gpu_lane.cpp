@@ -286,9 +286,11 @@ TEST_F(GpuLane, BadVramKnobsAreOneLineErrors) {
   EXPECT_EQ(run_strata(dir_.path(), base + "--vram-gb 0").rc, 0);
 }
 
-// CUDA_DENSE=1 (emulated): the attention projections and the output head of one-token passes on
-// the "GPU" give the CPU's bytes, alone and with VRAM expert homes; without a device (and without
-// VRAM_EMULATE) it is a one-line error.
+// CUDA_DENSE=1 (emulated): the attention projections, the dense FFN layers, the shared experts and
+// the output head of one-token passes on the "GPU" give the CPU's bytes, alone and with VRAM expert
+// homes (tiny-deepseek2 and tiny-glm4moe have a leading dense FFN layer and a shared expert in
+// every MoE layer: their FFNs must be taken, counted matrix by matrix and call by call); without a
+// device (and without VRAM_EMULATE) it is a one-line error.
 TEST_F(GpuLane, EmulatedCudaDenseIsBitIdentical) {
   dense_check(/*emulate=*/true);
 }
@@ -309,9 +311,22 @@ void GpuLane::dense_check(bool emulate) {
   for (const fs::path& m : fixture_models()) {
     const std::string n = m.filename().string();
     if (n == "tiny-qwen3moe-Q4_K_M.gguf" || n == "tiny-gpt-oss-MXFP4.gguf" ||
-        n == "tiny-mixtral-Q4_0.gguf")
+        n == "tiny-mixtral-Q4_0.gguf" || n == "tiny-deepseek2-Q4_0.gguf" ||
+        n == "tiny-glm4moe-Q4_0.gguf")
       models.push_back(m);
   }
+  // The fixtures with FFNs that are not routed (one dense layer, three shared experts; every
+  // matrix Q4_0): matrices on the GPU (attention + 3 per FFN + the head) and GEMV calls per
+  // one-token pass (q/k/v and o per GQA layer, gate+up and down per FFN, the head). Without the
+  // FFNs they would be 17 and 1 matrices, 9 and 1 calls.
+  struct FfnCase {
+    uint64_t ffns, matrices, calls_per_token;
+  };
+  const std::map<std::string, FfnCase> ffn_cases = {
+      {"tiny-glm4moe-Q4_0.gguf", {4, 16 + 12 + 1, 8 + 8 + 1}},  // GQA
+      {"tiny-deepseek2-Q4_0.gguf", {4, 12 + 1, 8 + 1}},         // MLA: attention on the CPU
+  };
+  int ffn_checked = 0;
   for (const fs::path& m : models) {
     SCOPED_TRACE(m.filename().string());
     const Model model = Model::load(m.string());
@@ -330,6 +345,18 @@ void GpuLane::dense_check(bool emulate) {
     EXPECT_NE(last_.err.find(emulate ? "CUDA_DENSE (VRAM_EMULATE" : "CUDA_DENSE:"),
               std::string::npos)
         << last_.err;
+    // VRAM_GB auto reserves what GpuDense uploads.
+    EXPECT_EQ(dj["cuda_dense"]["bytes"].get<uint64_t>(), engine::gpu_dense_bytes(model));
+    if (const auto c = ffn_cases.find(m.filename().string()); c != ffn_cases.end()) {
+      ++ffn_checked;
+      EXPECT_EQ(dj["cuda_dense"]["matrices"].get<uint64_t>(), c->second.matrices);
+      uint64_t tokens = 0;
+      for (int len : kLengths) tokens += static_cast<uint64_t>(len);
+      EXPECT_EQ(dj["cuda_dense"]["calls"].get<uint64_t>(), c->second.calls_per_token * tokens);
+      EXPECT_NE(last_.err.find(fmt::format("(with {} dense / shared-expert FFNs)", c->second.ffns)),
+                std::string::npos)
+          << last_.err;
+    }
     expect_same("d_dense", "d_ref", "CUDA_DENSE decode");
     if (replay(m, "d_both", "--vram-gb " + gib(total / 2) + " --cuda-dense 1" + emu, 1).is_null())
       continue;
@@ -346,8 +373,12 @@ void GpuLane::dense_check(bool emulate) {
     // A sanity bound, not an accuracy claim: a projection that moves by a rounding can flip a
     // tiny random MoE's top-k routing, which moves logits far more than the GEMMs do (their own
     // accuracy is test_cuda_grouped's DenseGemm test); wrong strides or rows give errors ~1.
-    expect_close("c_dense2", "c_ref", 0.25);
+    // Not for the FFN fixtures: their prefill FFNs stay on the CPU, and tiny-glm4moe's grouped
+    // sigmoid routing flips far enough to break this bound (deepseek2's MLA has no GEMMs at all).
+    if (ffn_cases.count(m.filename().string()) == 0) expect_close("c_dense2", "c_ref", 0.25);
   }
+  if (!fs::exists(kFixtures)) return;
+  EXPECT_EQ(ffn_checked, 2);
   if (cuda::cuda_device_count() == 0) {
     const Result r =
         run_strata(dir_.path(), fmt::format("replay -m '{}' --tokens '{}' -t 2 --cuda-dense 1",
