@@ -206,7 +206,8 @@ if [[ -x "$STRATA" ]] && run_logged synth_demo 120 "$STRATA" synth --preset demo
   printf '| VRAM_GB | CUDA_DENSE | experts in VRAM | decode tok/s | GPU lane ms/token | CPU lane ms/token | straggler |\n|---|---|---|---|---|---|---|\n' >"$DEMO_MD"
   VERDICTS="$LOG_DIR/demo_verdicts.txt"
   : >"$VERDICTS"
-  # tag = VRAM_GB setting, with _dense: CUDA_DENSE=1 (attention projections and the head on GPU 0).
+  # tag = VRAM_GB setting, with _dense: CUDA_DENSE=1 (attention projections, any dense FFNs and
+  # shared experts, and the head on GPU 0).
   for tag in 0 half all 0_dense all_dense; do
     DENSE=0
     [[ $tag == *_dense ]] && DENSE=1
