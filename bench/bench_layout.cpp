@@ -8,7 +8,7 @@
 // less than wall time; with several, wall time. Also the cache-resident rate of one matrix (the
 // compute ceiling). Results are checked bit-identical before timing.
 // Run: bench_layout [--type Q4_0|Q4_K] [--rows N] [--cols N] [--item N] [--rounds N]
-//                   [--pool-mib N] [--threads N]
+//                   [--pool-mib N] [--threads N] [--isa best|avx2|ref]
 // Results and commands: bench/RESULTS.md ("CPU speed, session 4" and "session 5").
 
 #include <immintrin.h>
@@ -135,8 +135,11 @@ int main(int argc, char** argv) {
   const GgmlType vdt = vec_dot_type(type);
   std::vector<uint8_t> xq(ggml_row_bytes(vdt, static_cast<uint64_t>(cols)));
   quantize_activation_row(vdt, f.data(), xq.data(), cols);
-  const GemvKernels k_file = gemv_kernels(type);
-  const GemvKernels k_packed = gemv_kernels(type, layout);
+  // --isa avx2: the kernels a CPU without AVX-512 runs (the probe keeps its faster loop).
+  const std::string isa_arg = arg(argc, argv, "--isa", "best");
+  const Isa isa = isa_arg == "avx2" ? Isa::kAvx2 : isa_arg == "ref" ? Isa::kRef : best_isa();
+  const GemvKernels k_file = gemv_kernels(type, isa);
+  const GemvKernels k_packed = gemv_kernels(type, layout, isa);
   std::vector<float> y0(static_cast<size_t>(rows)), y1(static_cast<size_t>(rows));
   for (size_t m = 0; m < 8; ++m) {
     k_file.gemv(file + m * mat, row_bytes, xq.data(), y0.data(), 0, rows, cols);
@@ -191,10 +194,12 @@ int main(int argc, char** argv) {
     });
     return static_cast<double>(per * static_cast<size_t>(threads) * mat) / s / 1e9;
   };
-  std::printf("%s %lld x %lld, %zu matrices (%.2f GiB), items of %lld rows, %d thread(s), %s\n",
-              type_name.c_str(), static_cast<long long>(rows), static_cast<long long>(cols), n_mat,
-              static_cast<double>(n_mat * mat) / (1 << 30), static_cast<long long>(item), threads,
-              threads == 1 ? "on-CPU rates" : "wall-clock rates");
+  std::printf(
+      "%s %lld x %lld, %zu matrices (%.2f GiB), items of %lld rows, %d thread(s), %s kernels, %s\n",
+      type_name.c_str(), static_cast<long long>(rows), static_cast<long long>(cols), n_mat,
+      static_cast<double>(n_mat * mat) / (1 << 30), static_cast<long long>(item), threads,
+      std::string(isa_name(gemv_kernel_isa(type, isa))).c_str(),
+      threads == 1 ? "on-CPU rates" : "wall-clock rates");
   std::printf("round  probe GB/s  file layout GB/s (%% probe)  interleaved GB/s (%% probe)\n");
   // Warm-up: the first pass over a fresh pool runs slow on some kernels (page tables, THP).
   probe_gbs();

@@ -469,7 +469,9 @@ ExpertSource::ExpertSource(const Model& model, const TierOptions& opts)
       const WeightView* views[3] = {&st.gate, &st.up, &st.down};
       for (int i = 0; i < 3; ++i) {
         const WeightView& v = *views[i];
-        so.ram_layouts[l][i] = {kernels::interleaved_layout(v.type, v.n_rows(), v.n_cols()),
+        so.ram_layouts[l][i] = {kernels::interleave_pays(v.type)
+                                    ? kernels::interleaved_layout(v.type, v.n_rows(), v.n_cols())
+                                    : kernels::WeightLayout::kRows,
                                 v.n_rows(), v.n_cols()};
       }
     }

@@ -240,7 +240,8 @@ ModelWeights bind_weights(const io::GgufFile& file, const ModelConfig& cfg) {
 namespace {
 
 uint64_t interleave_view(WeightView& v) {
-  if (!v.present() || v.layout != kernels::WeightLayout::kRows || v.ne[2] != 1 || v.ne[3] != 1)
+  if (!v.present() || v.layout != kernels::WeightLayout::kRows || v.ne[2] != 1 || v.ne[3] != 1 ||
+      !kernels::interleave_pays(v.type))
     return 0;
   const kernels::WeightLayout to = kernels::interleaved_layout(v.type, v.n_rows(), v.n_cols());
   if (to == kernels::WeightLayout::kRows) return 0;

@@ -157,6 +157,17 @@ bool interleave_pays() {
   return best_isa() != Isa::kRef;
 }
 
+bool interleave_pays(GgmlType type) {
+  switch (best_isa()) {
+    case Isa::kAvx512:
+      return type == GgmlType::Q4_0 || type == GgmlType::Q4_K;
+    case Isa::kAvx2:
+      return type == GgmlType::Q4_0;
+    default:
+      return false;
+  }
+}
+
 void interleave(WeightLayout layout, const void* src, void* dst, int64_t n_rows, int64_t n_cols) {
   check_layout(layout, n_rows, n_cols);
   const int64_t nb = layout_blocks(layout, n_cols);

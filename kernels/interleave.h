@@ -51,6 +51,10 @@ WeightLayout interleaved_layout(GgmlType type);
 // Whether the interleaved kernels of the best ISA are faster than the GGUF layout's on this CPU
 // (true with AVX-512 VNNI or AVX2; the scalar twins exist for tests, not speed).
 bool interleave_pays();
+// The same for one weight type: Q4_0 with AVX-512 or AVX2; Q4_K with AVX-512 only (with AVX2 its
+// interleaved kernel streamed 73-80% of the read probe against the GGUF layout's 85-91%,
+// bench_layout --isa avx2, bench/RESULTS.md session 5).
+bool interleave_pays(GgmlType type);
 
 // Kernels for a weight type in a layout (kRows: gemv_kernels(type, isa)). The interleaved ones
 // take row_stride = the GGUF row bytes and row ranges in whole groups (layout_rows); ISA variants
