@@ -108,10 +108,7 @@ inline __m256i k_field(__m256i a, __m256i b, int s, int lo_shift) {
   return _mm256_or_si256(lo, hi);
 }
 
-// next: the following group of the call (nullptr for the last), prefetched into L2 across both
-// halves as in half_dot (1152 bytes a step).
-void half_dot_k(const uint8_t* g, int h, const BlockQ8_K* x, int64_t nb, float* out,
-                const uint8_t* next) {
+void half_dot_k(const uint8_t* g, int h, const BlockQ8_K* x, int64_t nb, float* out) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[8];
@@ -119,7 +116,6 @@ void half_dot_k(const uint8_t* g, int h, const BlockQ8_K* x, int64_t nb, float* 
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = g + b * 2304;
     if (h == 0) prefetch_lines<256, kToL1>(blk + kInterleavePrefetch);
-    if (next != nullptr) prefetch_lines<1152, kToL2>(next + (h * nb + b) * 1152);
     auto load = [&](size_t off) {
       return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + off + 32 * h));
     };
@@ -172,9 +168,8 @@ void gemv_q4_kx16(const void* w, size_t row_stride, const void* xq, float* y, in
   const auto* x = static_cast<const BlockQ8_K*>(xq);
   for_groups(w, row_stride, 0, row_begin, row_end,
              [&](const uint8_t* g, const uint8_t*, int64_t r) {
-               const uint8_t* next = r + 16 < row_end ? g + nb * 2304 : nullptr;
-               half_dot_k(g, 0, x, nb, y + r, next);
-               half_dot_k(g, 1, x, nb, y + r, next);
+               half_dot_k(g, 0, x, nb, y + r);
+               half_dot_k(g, 1, x, nb, y + r);
              });
 }
 
@@ -185,11 +180,10 @@ void gemm_q4_kx16(const void* w, size_t row_stride, const void* xq, size_t xq_st
   const auto* xbase = static_cast<const uint8_t*>(xq);
   for_groups(w, row_stride, 0, row_begin, row_end,
              [&](const uint8_t* g, const uint8_t*, int64_t r) {
-               const uint8_t* next = r + 16 < row_end ? g + nb * 2304 : nullptr;
                for (int64_t t = 0; t < n_tokens; ++t)
                  for (int h = 0; h < 2; ++h)
                    half_dot_k(g, h, reinterpret_cast<const BlockQ8_K*>(xbase + t * xq_stride), nb,
-                              y + t * y_stride + r, t == 0 ? next : nullptr);
+                              y + t * y_stride + r);
              });
 }
 
