@@ -78,11 +78,13 @@ constexpr KnobSpec kKnobs[] = {
      "Expert RAM over NUMA nodes: interleave pages over every node, bind each layer's experts to "
      "one node (local, layers alternate), or no policy (off: first touch decides)."},
     {"REPACK", KnobType::kBool, "1", "", "0|1",
-     "Repack Q4_0 weights held in RAM (RAM-homed experts at load and on REPIN, attention and "
+     "Repack Q4_0 and Q4_K weights held in RAM (RAM-homed experts at load and on REPIN, attention "
+     "and "
      "other dense matrices, an untied output head) into 16-row interleaved groups that the CPU "
      "kernels stream with no byte shuffles (kernels/interleave.h; faster expert GEMVs, "
      "bench/RESULTS.md). Same bytes, never changes the numbers; cache slots stay as in the file. "
-     "Only on CPUs with AVX2 or AVX-512; 0 = keep the file's layout."},
+     "Q4_0 on CPUs with AVX2 or AVX-512, Q4_K with AVX-512 only (its AVX2 interleaved kernel is "
+     "slower than the file layout's); 0 = keep the file's layout."},
     {"DIRECT", KnobType::kBool, "1", "", "0|1",
      "Read SSD experts with O_DIRECT (no page cache); 0 = buffered reads. Falls back to buffered, "
      "with one notice, where the file system refuses O_DIRECT."},
