@@ -129,13 +129,14 @@ void Forward::ffn_block(uint32_t il, uint32_t n, uint32_t pos0, RoutingTrace* tr
     rms_norm(h_.data() + size_t{t} * n_embd, l.ffn_norm.f32(), x_.data() + size_t{t} * n_embd,
              n_embd, cfg_.norm_eps);
 
-  // CUDA_DENSE: a one-token dense FFN on GPU 0 where it is held (the CPU's bits: its one-expert
-  // combine multiplies by weight 1); no routing, dispatch or executor then.
-  GpuDense* dense = n == 1 && !cfg_.is_moe(il) ? experts_->gpu_dense() : nullptr;
-  if (dense && dense->ffn(il, GpuDense::kDenseFfn, x_.data(), tmp_.data())) {
-    experts_->prefetch_ahead(il, h_.data(), xq_.data());  // PREFETCH of the next MoE layers
+  // CUDA_DENSE: a dense FFN on GPU 0 where it is held (one token: the CPU's bits, its one-expert
+  // combine multiplies by weight 1; chunks only with CUDA_DENSE=2); no routing, dispatch or
+  // executor then.
+  GpuDense* dense = cfg_.is_moe(il) ? nullptr : experts_->gpu_dense();
+  if (dense && dense->ffn(il, GpuDense::kDenseFfn, x_.data(), n, tmp_.data())) {
+    if (n == 1) experts_->prefetch_ahead(il, h_.data(), xq_.data());  // PREFETCH: next MoE layers
     if (l.shared.n_expert > 0) shared_.add(il, l.shared, n, x_.data(), cpu_experts_, tmp_.data());
-    for (size_t i = 0; i < n_embd; ++i) h_[i] += tmp_[i];
+    for (size_t i = 0; i < size_t{n} * n_embd; ++i) h_[i] += tmp_[i];
     return;
   }
 

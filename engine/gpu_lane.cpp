@@ -621,6 +621,8 @@ GpuDense::GpuDense(const Model& model, bool emulate, bool prefill, const tiers::
       ids.down = gemv_.add(dense_of(s->down));
       ids.n_ff = s->n_ff;
       ids.activation = s->activation;
+      ids.gemm = cuda::dense_gemm_supported(s->gate.type) &&
+                 cuda::dense_gemm_supported(s->up.type) && cuda::dense_gemm_supported(s->down.type);
       max_n_ff = std::max(max_n_ff, s->n_ff);
       ++n_ffns_;
     }
@@ -657,15 +659,28 @@ bool GpuDense::project(uint32_t il, std::span<const Proj> which, const float* x,
   return true;
 }
 
-bool GpuDense::ffn(uint32_t il, Ffn which, const float* x, float* y) {
-  if (il >= ffn_.size() || ffn_[il][which].down < 0) return false;
+bool GpuDense::ffn(uint32_t il, Ffn which, const float* x, uint32_t n_tokens, float* y) {
+  if (il >= ffn_.size() || ffn_[il][which].down < 0 || n_tokens == 0) return false;
   const FfnIds& f = ffn_[il][which];
+  if (n_tokens > 1 && (!prefill_ || !f.gemm)) return false;
   const auto t0 = std::chrono::steady_clock::now();
+  const size_t n_h = size_t{n_tokens} * static_cast<size_t>(f.n_ff);
+  if (gate_.size() < n_h) {  // a prefill chunk (decode never grows them)
+    gate_.resize(n_h);
+    up_.resize(n_h);
+  }
   float* const gate_up[] = {gate_.data(), up_.data()};
-  gemv_.gemv(f.gate_up, x, gate_up);
-  // The CPU executor's activation call (Stage C of CpuExpertExecutor::compute), in place.
-  glu(f.activation, gate_.data(), up_.data(), gate_.data(), f.n_ff);
-  gemv_.gemv({&f.down, 1}, gate_.data(), &y);
+  if (n_tokens == 1)
+    gemv_.gemv(f.gate_up, x, gate_up);
+  else
+    gemv_.gemm(f.gate_up, x, n_tokens, gate_up);  // types checked at construction
+  // The CPU executor's activation call (Stage C of CpuExpertExecutor::compute), in place; it is
+  // elementwise, so a chunk's rows go in one call.
+  glu(f.activation, gate_.data(), up_.data(), gate_.data(), static_cast<int64_t>(n_h));
+  if (n_tokens == 1)
+    gemv_.gemv({&f.down, 1}, gate_.data(), &y);
+  else
+    gemv_.gemm({&f.down, 1}, gate_.data(), n_tokens, &y);
   seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   calls_ += 2;
   return true;

@@ -117,10 +117,11 @@ class GpuLane {
 // once at construction from the model's mapping (file layout); types the kernel does not take
 // (F32, F16, BF16, ...), MLA attention and FFNs with biases or any matrix the kernel does not take
 // stay on the CPU, as does every chunk of several tokens (prefill) unless `prefill` (CUDA_DENSE=2):
-// then the attention projections of a chunk run as cuBLASLt GEMMs on weights dequantized on the GPU
-// (close to the CPU's numbers, not bit-identical; the FFNs and the output head of a chunk stay on
-// the CPU). emulate: the host emulation (VRAM_EMULATE). Tested by tests/test_gpu_lane.cpp.
-// Device bytes GpuDense would upload for this model (the matrices it takes), for VRAM budgets.
+// then the attention projections and the FFNs of a chunk run as cuBLASLt GEMMs on weights
+// dequantized on the GPU (close to the CPU's numbers, not bit-identical; the output head of a chunk
+// stays on the CPU, as does an FFN with a matrix type the dequantizer lacks). emulate: the host
+// emulation (VRAM_EMULATE). Tested by tests/test_gpu_lane.cpp. Device bytes GpuDense would upload
+// for this model (the matrices it takes), for VRAM budgets.
 uint64_t gpu_dense_bytes(const Model& model);
 
 class GpuDense {
@@ -137,11 +138,12 @@ class GpuDense {
   // them on the CPU).
   bool project(uint32_t il, std::span<const Proj> which, const float* x, uint32_t n_tokens,
                float* const* ys);
-  // y [n_embd] = layer il's FFN `which` of one token x [n_embd]: gate and up in one GEMV call,
-  // glu(stack activation) on the host, down as a GEMV on it — CpuExpertExecutor's numbers to the
-  // bit (a dense FFN's combine multiplies by weight 1, exact). False, computing nothing, when that
-  // FFN is not on the GPU (the caller computes it on the CPU).
-  bool ffn(uint32_t il, Ffn which, const float* x, float* y);
+  // y [n_tokens, n_embd] = layer il's FFN `which` of x [n_tokens, n_embd]. One token: gate and up
+  // in one GEMV call, glu(stack activation) on the host, down as a GEMV on it — CpuExpertExecutor's
+  // numbers to the bit (a dense FFN's combine multiplies by weight 1, exact). Several when
+  // `prefill`: the same through GEMMs (not bit-identical). False, computing nothing, when that FFN
+  // is not on the GPU or the chunk is not taken (the caller computes it on the CPU).
+  bool ffn(uint32_t il, Ffn which, const float* x, uint32_t n_tokens, float* y);
   // logits = output · x (one token); false when the head is not on the GPU.
   bool output(const float* x, float* logits);
 
@@ -159,13 +161,15 @@ class GpuDense {
     int32_t down = -1;
     int64_t n_ff = 0;
     FfnActivation activation = FfnActivation::kSiluGlu;
+    bool gemm = false;  // all three types have a device dequantizer (prefill)
   };
   std::vector<std::array<int32_t, 4>> ids_;  // [n_layer] per Proj, -1 = on the CPU
   std::vector<std::array<FfnIds, 2>> ffn_;   // [n_layer] per Ffn
   int32_t output_ = -1;
   size_t n_ffns_ = 0;
   std::vector<int32_t> call_;
-  std::vector<float> gate_, up_;  // [max n_ff] an FFN's gate / up rows, then h in gate_
+  // An FFN's gate / up rows, then h in gate_: [max n_ff] (decode), grown by a prefill chunk.
+  std::vector<float> gate_, up_;
   bool prefill_ = false;
   uint64_t calls_ = 0;
   double seconds_ = 0;

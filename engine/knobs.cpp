@@ -45,8 +45,8 @@ constexpr KnobSpec kKnobs[] = {
      "shared experts and the output head on GPU 0, uploaded once at load, computed by the GPU's "
      "own dequant-GEMV kernels in the CPU kernels' canonical order (an FFN's activation on the "
      "host), so the numbers do not change; other weight types (and FFNs with biases) stay on the "
-     "CPU, as does prefill. 2: also prefill's attention projections, as cuBLASLt F32 GEMMs on "
-     "weights dequantized on the "
+     "CPU, as does prefill. 2: also prefill's attention projections and those FFNs, as cuBLASLt "
+     "F32 GEMMs on weights dequantized on the "
      "GPU (Q4_0/Q8_0/Q4_K/Q6_K): faster long prompts, logits close to but not bit-identical "
      "with the CPU's. Needs a CUDA device (or VRAM_EMULATE=1)."},
     {"VRAM_EMULATE", KnobType::kBool, "0", "", "0|1",

@@ -18,7 +18,7 @@ void SharedExpert::add(uint32_t il, const ExpertStack& shared, uint32_t n, const
                        ExpertExecutor& cpu, float* out) {
   STRATA_ASSERT(shared.n_expert == 1 && n <= row_token_.size(), "shared expert: {} rows of {}", n,
                 row_token_.size());
-  if (n != 1 || dense_ == nullptr || !dense_->ffn(il, GpuDense::kSharedFfn, x, y_.data())) {
+  if (dense_ == nullptr || !dense_->ffn(il, GpuDense::kSharedFfn, x, n, y_.data())) {
     const ExpertJob job{0, 0, n, shared.expert_slice(0)};
     cpu.compute(shared, {&job, 1}, row_token_.data(), x, y_.data());
   }

@@ -1,7 +1,8 @@
 // The always-on shared expert of a MoE layer (DeepSeek-V2/V3, GLM-4.5): a resident dense FFN run
 // for every token through the CPU executor as a one-expert MoE with weight 1, added to the routed
 // output the way llama.cpp adds ffn_shexp to ffn_moe_out. It never goes through the tiers. With
-// CUDA_DENSE a one-token pass computes it on GPU 0 (GpuDense::ffn, the same bits) where it is held.
+// CUDA_DENSE a one-token pass computes it on GPU 0 (GpuDense::ffn, the same bits) where it is held
+// (CUDA_DENSE=2: chunks too, through GEMMs).
 // Exercised by tests/test_arch_forward.cpp (tiny-deepseek2, tiny-glm4moe) and
 // tests/test_gpu_lane.cpp (CUDA_DENSE).
 #pragma once
@@ -20,7 +21,8 @@ class GpuDense;
 class SharedExpert {
  public:
   SharedExpert(const ModelConfig& cfg, uint32_t n_ubatch);
-  // CUDA_DENSE: one-token passes go to the GPU where it holds layer il's shared expert (null: off).
+  // CUDA_DENSE: passes go to the GPU where it holds layer il's shared expert and takes the chunk
+  // (GpuDense::ffn; null: off).
   void set_gpu_dense(GpuDense* dense) { dense_ = dense; }
   // out[t] += shared(x[t]) for t < n, layer il's shared expert.  x, out: [n, n_embd]
   void add(uint32_t il, const ExpertStack& shared, uint32_t n, const float* x, ExpertExecutor& cpu,

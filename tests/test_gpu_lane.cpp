@@ -90,6 +90,38 @@ class GpuLane : public ::testing::Test {
     }
   }
 
+  // Per position, the largest |logit - ref| within rel * (largest |ref| logit) at `frac` of the
+  // positions at least: for models whose grouped sigmoid routing a rounding flips at a few
+  // positions (tiny-deepseek2, tiny-glm4moe), where a bound on every position says nothing.
+  void expect_mostly_close(const std::string& tag, const std::string& ref, double rel,
+                           double frac) {
+    for (size_t s = 0; s < kLengths.size(); ++s) {
+      const std::string name = fmt::format("stream{}.logits.bin", s);
+      const std::string a = slurp(dir_ / tag / name), b = slurp(dir_ / ref / name);
+      ASSERT_EQ(a.size(), b.size()) << tag << "/" << name;
+      const size_t n_pos = static_cast<size_t>(kLengths[s]);
+      const size_t head = 16 + 4 * n_pos;
+      ASSERT_GT(a.size(), head);
+      const size_t n = (a.size() - head) / 4, n_vocab = n / n_pos;
+      std::vector<float> x(n), y(n);
+      std::memcpy(x.data(), a.data() + head, 4 * n);
+      std::memcpy(y.data(), b.data() + head, 4 * n);
+      float scale = 0;
+      for (float v : y) scale = std::max(scale, std::fabs(v));
+      size_t close = 0;
+      for (size_t p = 0; p < n_pos; ++p) {
+        float worst = 0;
+        for (size_t i = p * n_vocab; i < (p + 1) * n_vocab; ++i) {
+          ASSERT_TRUE(std::isfinite(x[i])) << tag << " logit " << i;
+          worst = std::max(worst, std::fabs(x[i] - y[i]));
+        }
+        close += worst <= rel * scale;
+      }
+      EXPECT_GE(static_cast<double>(close), frac * static_cast<double>(n_pos))
+          << tag << " stream " << s << ": " << close << " of " << n_pos << " positions close";
+    }
+  }
+
   // VRAM budgets 0 / half / a third (with RAM and SSD) / two GPUs / all, chunked and decode
   // shape, against VRAM 0 with every expert in RAM. emulate: VRAM_EMULATE=1.
   // Returns false when the engine does not load the model.
@@ -316,16 +348,19 @@ void GpuLane::dense_check(bool emulate) {
       models.push_back(m);
   }
   // The fixtures with FFNs that are not routed (one dense layer, three shared experts; every
-  // matrix Q4_0): matrices on the GPU (attention + 3 per FFN + the head) and GEMV calls per
-  // one-token pass (q/k/v and o per GQA layer, gate+up and down per FFN, the head). Without the
-  // FFNs they would be 17 and 1 matrices, 9 and 1 calls.
+  // matrix Q4_0): matrices on the GPU (attention + 3 per FFN + the head), GEMV calls per
+  // one-token pass (q/k/v and o per GQA layer, gate+up and down per FFN, the head) and CUDA_DENSE=2
+  // GEMM calls per chunk (the same but the head). Without the FFNs they would be 17 and 1
+  // matrices, 9 and 1 calls, 8 and 0 per chunk.
   struct FfnCase {
-    uint64_t ffns, matrices, calls_per_token;
+    uint64_t ffns, matrices, calls_per_token, calls_per_chunk;
   };
   const std::map<std::string, FfnCase> ffn_cases = {
-      {"tiny-glm4moe-Q4_0.gguf", {4, 16 + 12 + 1, 8 + 8 + 1}},  // GQA
-      {"tiny-deepseek2-Q4_0.gguf", {4, 12 + 1, 8 + 1}},         // MLA: attention on the CPU
+      {"tiny-glm4moe-Q4_0.gguf", {4, 16 + 12 + 1, 8 + 8 + 1, 8 + 8}},  // GQA
+      {"tiny-deepseek2-Q4_0.gguf", {4, 12 + 1, 8 + 1, 8}},             // MLA: attention on the CPU
   };
+  uint64_t n_chunks = 0;  // chunks of kUbatch tokens the streams make
+  for (int len : kLengths) n_chunks += static_cast<uint64_t>((len + kUbatch - 1) / kUbatch);
   int ffn_checked = 0;
   for (const fs::path& m : models) {
     SCOPED_TRACE(m.filename().string());
@@ -363,19 +398,28 @@ void GpuLane::dense_check(bool emulate) {
     expect_same("d_both", "d_ref", "CUDA_DENSE + VRAM homes decode");
     // Chunks of several tokens (prefill) stay on the CPU: same bytes as well.
     if (replay(m, "c_ref", "--vram-gb 0").is_null()) continue;
-    if (replay(m, "c_dense", "--vram-gb 0 --cuda-dense 1" + emu).is_null()) continue;
+    const nlohmann::json cj = replay(m, "c_dense", "--vram-gb 0 --cuda-dense 1" + emu);
+    if (cj.is_null()) continue;
     expect_same("c_dense", "c_ref", "CUDA_DENSE chunked");
+    EXPECT_EQ(cj["cuda_dense"]["calls"].get<uint64_t>(), 0u);
     // CUDA_DENSE=2: one-token passes still bit-identical; chunks through the GEMMs close.
     if (replay(m, "d_dense2", "--vram-gb 0 --cuda-dense 2" + emu, 1).is_null()) continue;
     expect_same("d_dense2", "d_ref", "CUDA_DENSE=2 decode");
-    if (replay(m, "c_dense2", "--vram-gb 0 --cuda-dense 2" + emu).is_null()) continue;
+    const nlohmann::json c2 = replay(m, "c_dense2", "--vram-gb 0 --cuda-dense 2" + emu);
+    if (c2.is_null()) continue;
     EXPECT_NE(last_.err.find("and prefill (cuBLASLt"), std::string::npos) << last_.err;
+    if (const auto c = ffn_cases.find(m.filename().string()); c != ffn_cases.end()) {
+      EXPECT_EQ(c2["cuda_dense"]["calls"].get<uint64_t>(), c->second.calls_per_chunk * n_chunks);
+    }
     // A sanity bound, not an accuracy claim: a projection that moves by a rounding can flip a
     // tiny random MoE's top-k routing, which moves logits far more than the GEMMs do (their own
     // accuracy is test_cuda_grouped's DenseGemm test); wrong strides or rows give errors ~1.
-    // Not for the FFN fixtures: their prefill FFNs stay on the CPU, and tiny-glm4moe's grouped
-    // sigmoid routing flips far enough to break this bound (deepseek2's MLA has no GEMMs at all).
-    if (ffn_cases.count(m.filename().string()) == 0) expect_close("c_dense2", "c_ref", 0.25);
+    // The FFN fixtures (the FFNs' GEMMs too; routing flips carry on through the KV cache): half
+    // the positions within 10% (most are at 1-2%; wrong strides or rows give ~100%).
+    if (ffn_cases.count(m.filename().string()) == 0)
+      expect_close("c_dense2", "c_ref", 0.25);
+    else
+      expect_mostly_close("c_dense2", "c_ref", 0.1, 0.5);
   }
   if (!fs::exists(kFixtures)) return;
   EXPECT_EQ(ffn_checked, 2);
