@@ -156,16 +156,22 @@ class ForwardRefTest : public ::testing::TestWithParam<Variant> {
     }
   }
 
-  // Decode, chunked prefill (7 tokens: gpt-oss's window of 16 straddles chunks) and any thread
-  // count compute every element with the same kernel calls in the same order, so they agree with
-  // the one-batch prefill to the bit (DESIGN invariant 1).
+  // Decode (1, 2 and 3 threads), chunked prefill (7 tokens: gpt-oss's window of 16 straddles
+  // chunks) and any thread count compute every element with the same kernel calls in the same
+  // order, so they agree with the one-batch prefill to the bit (DESIGN invariant 1).
   void check_paths_bit_identical() {
     const std::vector<int32_t> ids = stream_ids(1);
     const Run base = run_stream(ids, 512, 2, false);
     const Run decode = run_stream(ids, 512, 1, true);
     const Run chunked = run_stream(ids, 7, 3, false);
     const Run one_thread = run_stream(ids, 512, 1, false);
+    // Decode at 2 and 3 threads too: the executor's rows split over threads, work stolen at the
+    // joins.
+    const Run decode2 = run_stream(ids, 512, 2, true);
+    const Run decode3 = run_stream(ids, 512, 3, true);
     EXPECT_TRUE(base.logits == decode.logits) << "decode path differs from prefill";
+    EXPECT_TRUE(base.logits == decode2.logits) << "2-thread decode differs from prefill";
+    EXPECT_TRUE(base.logits == decode3.logits) << "3-thread decode differs from prefill";
     EXPECT_TRUE(base.logits == chunked.logits) << "chunked prefill differs from one batch";
     EXPECT_TRUE(base.logits == one_thread.logits) << "1 thread differs from 2 threads";
     EXPECT_TRUE(base.trace.same_as(decode.trace)) << "decode routing differs from prefill";
