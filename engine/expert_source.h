@@ -43,8 +43,8 @@ struct TierOptions {
   // VRAM_EMULATE: VRAM homes computed by the host emulation (GpuLane), one emulated GPU per
   // VRAM_GB entry; auto VRAM_GB is then 0.
   bool vram_emulate = false;
-  // CUDA_DENSE: 1 = attention projections and the output head on GPU 0 during decode (GpuDense),
-  // 2 = also prefill's projections (cuBLASLt, not bit-identical).
+  // CUDA_DENSE: 1 = attention projections, dense FFNs, shared experts and the output head on GPU 0
+  // during decode (GpuDense, bit-identical), 2 = also prefill's (cuBLASLt, not bit-identical).
   int cuda_dense = 0;
   uint32_t gpu_max_rows = 4096;  // dispatch rows per GPU launch (GpuLaneOptions::max_rows)
   // ZSTD: "auto" = read SSD experts from the model's sidecar (MODEL.gguf.stz, `strata pack`) when
