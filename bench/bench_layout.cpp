@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/read_probe.h"
 #include "kernels/gemv.h"
 #include "kernels/interleave.h"
 #include "kernels/quant.h"
@@ -35,41 +36,13 @@ namespace {
 
 using namespace strata;
 using namespace strata::kernels;
+using strata::bench::read_avx2;
+using strata::bench::read_avx512;
 
 double cpu_seconds() {
   timespec t;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
-}
-
-// The read probe: 256-bit loads into 4 accumulators, and 512-bit loads into 4 accumulators with an
-// L1 prefetch 1 KiB ahead; each round takes the faster of the two (on this VM a plain 512-bit
-// loop reads ~10% slower than either, which would flatter the kernels' % of probe).
-__attribute__((target("avx512f"))) uint64_t read_avx512(const uint8_t* p, size_t n) {
-  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
-  for (size_t i = 0; i + 256 <= n; i += 256) {
-    for (int l = 0; l < 4; ++l) __builtin_prefetch(p + i + 1024 + 64 * l, 0, 3);
-    a0 = _mm512_xor_si512(a0, _mm512_load_si512(p + i));
-    a1 = _mm512_xor_si512(a1, _mm512_load_si512(p + i + 64));
-    a2 = _mm512_xor_si512(a2, _mm512_load_si512(p + i + 128));
-    a3 = _mm512_xor_si512(a3, _mm512_load_si512(p + i + 192));
-  }
-  alignas(64) uint64_t o[8];
-  _mm512_store_si512(o, _mm512_xor_si512(_mm512_xor_si512(a0, a1), _mm512_xor_si512(a2, a3)));
-  return o[0];
-}
-__attribute__((target("avx2"))) uint64_t read_avx2(const uint8_t* p, size_t n) {
-  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-  for (size_t i = 0; i + 128 <= n; i += 128) {
-    a0 = _mm256_xor_si256(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
-    a1 = _mm256_xor_si256(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
-    a2 = _mm256_xor_si256(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
-    a3 = _mm256_xor_si256(a3, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
-  }
-  alignas(32) uint64_t o[4];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(o),
-                     _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3)));
-  return o[0];
 }
 
 uint8_t* huge_alloc(size_t n) {

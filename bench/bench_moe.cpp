@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/read_probe.h"
 #include "engine/model_config.h"
 #include "engine/moe.h"
 #include "engine/weights.h"
@@ -35,6 +36,8 @@ namespace {
 
 using strata::GgmlType;
 using namespace strata::engine;
+using strata::bench::read_avx2;
+using strata::bench::read_avx512;
 
 double thread_cpu_seconds() {
   timespec t;
@@ -60,35 +63,6 @@ uint8_t* alloc_huge(size_t bytes, bool huge = true) {
   }
   if (huge) madvise(m, bytes, MADV_HUGEPAGE);
   return static_cast<uint8_t*>(m);
-}
-
-// Sums [p, p + n) with 512-bit loads, 4 accumulators, an L1 prefetch 1 KiB ahead (n a multiple of
-// 256). The probe takes the faster of this and read_avx2: a plain 512-bit loop reads ~10% slower
-// on the machine of bench/RESULTS.md and would flatter the experts' % of probe.
-__attribute__((target("avx512f"))) uint64_t read_avx512(const uint8_t* p, size_t n) {
-  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
-  for (size_t i = 0; i < n; i += 256) {
-    for (int l = 0; l < 4; ++l) __builtin_prefetch(p + i + 1024 + 64 * l, 0, 3);
-    a0 = _mm512_add_epi64(a0, _mm512_load_si512(p + i));
-    a1 = _mm512_add_epi64(a1, _mm512_load_si512(p + i + 64));
-    a2 = _mm512_add_epi64(a2, _mm512_load_si512(p + i + 128));
-    a3 = _mm512_add_epi64(a3, _mm512_load_si512(p + i + 192));
-  }
-  alignas(64) uint64_t lanes[8];
-  _mm512_store_si512(lanes, _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)));
-  return lanes[0] + lanes[7];
-}
-
-__attribute__((target("avx2"))) uint64_t read_avx2(const uint8_t* p, size_t n) {
-  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-  for (size_t i = 0; i < n; i += 128) {
-    a0 = _mm256_add_epi64(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
-    a1 = _mm256_add_epi64(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
-    a2 = _mm256_add_epi64(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
-    a3 = _mm256_add_epi64(a3, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
-  }
-  const __m256i s = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
-  return static_cast<uint64_t>(_mm256_extract_epi64(s, 0) + _mm256_extract_epi64(s, 3));
 }
 
 struct Rate {
