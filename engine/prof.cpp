@@ -93,8 +93,7 @@ TierCeilings probed_ceilings(const Knobs& knobs) {
       knobs.int_opt("THREADS").value_or(int64_t(kernels::physical_core_cpus().size())));
   c.threads = std::max(1, c.threads);
   c.ram_gb_s = m.ram_gbps_at(c.threads);
-  for (const auto& [t, g] : m.ram_read_gbps)
-    if (g == c.ram_gb_s) c.ram_threads = t;
+  c.ram_threads = m.ram_probe_threads(c.threads);
   c.ssd_gb_s = m.ssd_gbps();
   // The VRAM tier's ceiling: the slowest probed device's copy bandwidth (the grouped kernel's
   // reads are held against it).

@@ -47,11 +47,14 @@ uint64_t sum_words(const uint64_t* p, size_t n) {
 double MachineProfile::ram_gbps() const {
   return best(ram_read_gbps, kDefaultRamGbps);
 }
-double MachineProfile::ram_gbps_at(int threads) const {
-  if (ram_read_gbps.empty()) return kDefaultRamGbps;
+int MachineProfile::ram_probe_threads(int threads) const {
+  if (ram_read_gbps.empty()) return 0;
   auto it = ram_read_gbps.upper_bound(threads);  // first key > threads
-  if (it == ram_read_gbps.begin()) return it->second;
-  return std::prev(it)->second;
+  return it == ram_read_gbps.begin() ? it->first : std::prev(it)->first;
+}
+double MachineProfile::ram_gbps_at(int threads) const {
+  const int t = ram_probe_threads(threads);
+  return t > 0 ? ram_read_gbps.at(t) : kDefaultRamGbps;
 }
 double MachineProfile::ssd_gbps() const {
   return best(ssd_read_gbps, kDefaultSsdGbps);

@@ -30,6 +30,8 @@ struct MachineProfile {
   // Measured at this many threads; else at the most threads measured below it; else the fewest
   // measured; else the default.
   double ram_gbps_at(int threads) const;
+  // The measured thread count ram_gbps_at(threads) reads (0 when nothing was measured).
+  int ram_probe_threads(int threads) const;
   double ssd_gbps() const;  // the best queue depth, else the default
   // The deepest measured queue depth within `share` of the best SSD rate: deeper ones lose (a
   // virtual disk here peaks at QD 4-8 and loses 30% at 32), shallower ones leave the disk idle

@@ -101,6 +101,10 @@ TEST(MachineProfile, RoundTripAndErrors) {
   MachineProfile three;
   three.ram_read_gbps = {{2, 20.0}, {4, 30.0}};
   EXPECT_DOUBLE_EQ(three.ram_gbps_at(1), 20.0);  // below every probe: the fewest threads measured
+  EXPECT_EQ(three.ram_probe_threads(1), 2);
+  EXPECT_EQ(three.ram_probe_threads(3), 2);
+  EXPECT_EQ(three.ram_probe_threads(8), 4);
+  EXPECT_EQ(MachineProfile{}.ram_probe_threads(2), 0);
   EXPECT_DOUBLE_EQ(r.ssd_gbps(), 2.5);
   EXPECT_EQ(r.ssd_read_bytes, 3u << 20);
   EXPECT_TRUE(r.gpus.empty());
