@@ -44,6 +44,19 @@ struct LayoutKernels {
   }
 };
 
+int64_t round_up(int64_t n, int64_t m) {
+  return (n + m - 1) / m * m;
+}
+
+// Rows per gate/up item a multiple of the down activation's block (so the items can do the
+// activation, stage C) when that still gives every thread one item per matrix; else the kernels'
+// 16.
+int64_t glu_item_align(int64_t n_ff, int64_t n_threads, int64_t hq_block) {
+  const int64_t a = std::max<int64_t>(16, hq_block);
+  if (n_threads == 1) return a;
+  return round_up((n_ff + n_threads - 1) / n_threads, a) * (n_threads - 1) < n_ff ? a : 16;
+}
+
 template <typename F>
 void for_rows(kernels::ThreadPool& pool, uint32_t n, F&& fn) {
   if (n < kMinParallelRows) {
@@ -138,18 +151,18 @@ CpuExpertExecutor::CpuExpertExecutor(kernels::ThreadPool& pool, const ModelConfi
   cost_.reserve(max_items);
 }
 
-void CpuExpertExecutor::plan_items(std::span<const ExpertJob> jobs, int64_t n_weight_rows,
-                                   size_t bytes_per_row) {
+int64_t CpuExpertExecutor::plan_items(std::span<const ExpertJob> jobs, int64_t n_weight_rows,
+                                      size_t bytes_per_row, int64_t align) {
   items_.clear();
   cost_.clear();
-  // Each matrix in as few items as the threads need: one per thread (rounded up to 16 rows, at
+  // Each matrix in as few items as the threads need: one per thread (rounded up to align rows, at
   // least kRowBlock), so a thread streams long runs and calls the kernel (and prepares its
   // activation) rarely; one thread gets one item per matrix. Every job is cut into the same
   // number of items, so equal-cost jobs (decode) split evenly over the threads.
   const int64_t n_threads = pool_.size();
   const int64_t per_thread = (n_weight_rows + n_threads - 1) / n_threads;
   const int64_t block =
-      n_threads == 1 ? n_weight_rows : std::max<int64_t>(kRowBlock, (per_thread + 15) / 16 * 16);
+      n_threads == 1 ? n_weight_rows : std::max<int64_t>(kRowBlock, round_up(per_thread, align));
   for (uint32_t ji = 0; ji < jobs.size(); ++ji) {
     const uint64_t n_tok = jobs[ji].row_end - jobs[ji].row_begin;
     for (int64_t r = 0; r < n_weight_rows; r += block) {
@@ -160,6 +173,7 @@ void CpuExpertExecutor::plan_items(std::span<const ExpertJob> jobs, int64_t n_we
     }
   }
   STRATA_ASSERT(items_.size() <= items_.capacity());
+  return block;
 }
 
 void CpuExpertExecutor::compute(const ExpertStack& stack, std::span<const ExpertJob> jobs,
@@ -231,10 +245,19 @@ void CpuExpertExecutor::compute(const ExpertStack& stack, std::span<const Expert
                                                      : xq_up + j.row_begin * xq_up_stride;
   };
 
-  // Stage B: gate and up rows of every job, one parallel region.
+  // Stage B: gate and up rows of every job, one parallel region. Each item also does stage C
+  // (below) for its rows when its rows are whole blocks of the down activation's type: the GLU is
+  // elementwise and each block is quantized on its own, so the bytes are those of whole rows, and
+  // the decode step loses a serial step between two joins. Items are aligned to the block when
+  // that still gives each thread one item per matrix (Q8_K's 256 rows: 768 = 512 + 256 at 2
+  // threads, not at 4).
   const LayoutKernels gate_k(stack.gate.type);
   const LayoutKernels up_k(stack.up.type);
-  plan_items(jobs, n_ff, stack.gate.row_bytes + stack.up.row_bytes);
+  const int64_t hq_block = ggml_type_info(down_vdt).block_size;
+  const int64_t gu_align = glu_item_align(n_ff, pool_.size(), hq_block);
+  const int64_t gu_block =
+      plan_items(jobs, n_ff, stack.gate.row_bytes + stack.up.row_bytes, gu_align);
+  const bool fused_glu = gu_block % hq_block == 0 && n_ff % hq_block == 0;
   pool_.parallel_for(int64_t(items_.size()), cost_, [&](int64_t begin, int64_t end, int) {
     for (int64_t i = begin; i < end; ++i) {
       const WorkItem& it = items_[i];
@@ -261,11 +284,20 @@ void CpuExpertExecutor::compute(const ExpertStack& stack, std::span<const Expert
       if (stack.up_bias.present())
         add_bias_rows(stack.up_bias.f32() + size_t{job.expert} * n_ff, yu, n_ff, m, it.row_begin,
                       it.row_end);
+      if (!fused_glu) continue;
+      const int64_t n_el = it.row_end - it.row_begin;
+      const size_t hq_offset = ggml_row_bytes(down_vdt, it.row_begin);
+      for (uint32_t r = job.row_begin; r < job.row_end; ++r) {
+        float* h = gate_.data() + size_t{r} * n_ff + it.row_begin;
+        glu(stack.activation, h, up_.data() + size_t{r} * n_ff + it.row_begin, h, n_el);
+        kernels::quantize_activation_row(down_vdt, h, hq_.data() + r * hq_stride + hq_offset, n_el);
+      }
     }
   });
 
-  // Stage C: the activation (silu(gate) ⊙ up, or SwiGLU-OAI), quantized for down. A decode
-  // step's few rows are less work than a fork/join: the caller does them alone.
+  // Stage C, unless stage B's items did it: the activation (silu(gate) ⊙ up, or SwiGLU-OAI),
+  // quantized for down. A decode step's few rows are less work than a fork/join: the caller does
+  // them alone.
   const auto glu_rows = [&](int64_t begin, int64_t end, int) {
     for (int64_t r = row0 + begin; r < row0 + end; ++r) {
       float* h = gate_.data() + r * n_ff;
@@ -273,7 +305,9 @@ void CpuExpertExecutor::compute(const ExpertStack& stack, std::span<const Expert
       kernels::quantize_activation_row(down_vdt, h, hq_.data() + r * hq_stride, n_ff);
     }
   };
-  if (int64_t{n_rows - row0} * n_ff < kMinParallelElements) {
+  if (fused_glu) {
+    // done by stage B's items
+  } else if (int64_t{n_rows - row0} * n_ff < kMinParallelElements) {
     glu_rows(0, n_rows - row0, 0);
   } else {
     pool_.parallel_for(n_rows - row0, {}, glu_rows);

@@ -75,11 +75,13 @@ class ExpertExecutor {
                        const int32_t* row_token, const float* x, float* y) = 0;
 };
 
-// Runs experts on the CPU pool: one parallel region for all jobs' gate+up rows, one for the
-// activation (the caller alone for a decode step's few rows), one for all down rows; work split
-// by weight bytes. x is quantized once per token when rows repeat tokens (decode). Each output
-// element is computed by the same kernel call whatever the split, so thread count never changes the
-// numbers.
+// Runs experts on the CPU pool: one parallel region for all jobs' gate+up rows, one for all down
+// rows; work split by weight bytes. The activation (GLU, quantized for down) is done by each
+// gate+up item on its own rows when the items end on the down activation's block boundaries
+// (Q8_0: always; Q8_K where whole 256-row blocks still give every thread one item per matrix),
+// else between the two regions (by the caller alone for a decode step's few rows). x is quantized
+// once per token when rows repeat tokens (decode). Each output element is computed by the same
+// kernel call whatever the split, so thread count never changes the numbers.
 class CpuExpertExecutor final : public ExpertExecutor {
  public:
   // Scratch for up to max_rows dispatch rows of this model's layers.
@@ -93,7 +95,10 @@ class CpuExpertExecutor final : public ExpertExecutor {
     uint32_t row_begin;  // weight rows [row_begin, row_end)
     uint32_t row_end;
   };
-  void plan_items(std::span<const ExpertJob> jobs, int64_t n_weight_rows, size_t bytes_per_row);
+  // Cuts every job's n_weight_rows into items (one per thread, multiples of align rows, at least
+  // kRowBlock) and returns the rows per item.
+  int64_t plan_items(std::span<const ExpertJob> jobs, int64_t n_weight_rows, size_t bytes_per_row,
+                     int64_t align = 16);
 
   kernels::ThreadPool& pool_;
   uint32_t max_rows_;

@@ -73,6 +73,20 @@ void expf_avx2(const float* x, float* out, int64_t n) {
   for (; i < n; ++i) out[i] = portable_expf(x[i]);
 }
 
+void swiglu_row_avx2(const float* gate, const float* up, float* out, int64_t n) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    // portable_swiglu: (g / (1 + e^-g)) * u, each step rounded on its own (IEEE div, add, mul).
+    const __m256 e = exp8(_mm256_xor_ps(g, sign));
+    const __m256 s = _mm256_div_ps(g, _mm256_add_ps(one, e));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(s, _mm256_loadu_ps(up + i)));
+  }
+  for (; i < n; ++i) out[i] = portable_swiglu(gate[i], up[i]);
+}
+
 void attention_row_avx2(const AttentionRow& a, float* sc, float* out) {
   const uint32_t n = a.n_kv, dk = a.head_dim_k, dv = a.head_dim_v;
   const uint32_t dk8 = dk & ~7u;

@@ -46,4 +46,8 @@ bool attention_avx2_supported();
 // out[i] = portable_expf(x[i]) with AVX2 (tests compare it with the scalar function).
 void expf_avx2(const float* x, float* out, int64_t n);
 
+// out[i] = portable_swiglu(gate[i], up[i]) with AVX2, bit for bit (swiglu_row uses it where the
+// CPU has AVX2; tests compare the two). out may alias gate or up.
+void swiglu_row_avx2(const float* gate, const float* up, float* out, int64_t n);
+
 }  // namespace strata::kernels

@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "kernels/attention_core.h"
 #include "kernels/gemv.h"
 #include "kernels/portable_math.h"
 #include "kernels/quant.h"
@@ -12,6 +13,7 @@
 namespace strata::kernels {
 
 void swiglu_row(const float* gate, const float* up, float* out, int64_t n) {
+  if (attention_avx2_supported()) return swiglu_row_avx2(gate, up, out, n);
   for (int64_t i = 0; i < n; ++i) out[i] = portable_swiglu(gate[i], up[i]);
 }
 

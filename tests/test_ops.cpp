@@ -18,6 +18,7 @@
 #include "engine/ops.h"
 #include "io/check.h"
 #include "kernels/attention_core.h"
+#include "kernels/expert_ref.h"
 #include "kernels/portable_math.h"
 #include "kernels/quant.h"
 #include "kernels/threadpool.h"
@@ -311,6 +312,78 @@ TEST(Ops, MatmulManyMatchesMatmul) {
   }
 }
 
+// The CPU executor's y rows equal expert_forward_ref (quantize, gate/up, SwiGLU, quantize, down
+// for each row on its own) byte for byte, whatever the thread count and tokens: covers the
+// activation done inside the gate/up items (Q8_0's 32-row blocks; Q8_K's 256 where aligned items
+// still give each thread one per matrix: 1-3 threads) and between the regions (Q8_K at 4 and 7
+// threads), one-token decode steps (activation quantized per token) and several-token GEMM jobs.
+TEST(Ops, CpuExecutorMatchesExpertRef) {
+  const int64_t n_embd = 256, n_ff = 768;
+  const uint32_t n_expert = 6, k = 2;
+  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K}) {
+    std::vector<std::vector<uint8_t>> bytes(3);
+    ExpertStack stack;
+    stack.n_expert = n_expert;
+    stack.n_embd = n_embd;
+    stack.n_ff = n_ff;
+    WeightView* views[3] = {&stack.gate, &stack.up, &stack.down};
+    for (int m = 0; m < 3; ++m) {
+      const int64_t cols = m == 2 ? n_ff : n_embd, rows = m == 2 ? n_embd : n_ff;
+      const size_t rb = ggml_row_bytes(type, uint64_t(cols));
+      bytes[m].resize(rb * size_t(rows) * n_expert);
+      for (int64_t r = 0; r < rows * n_expert; ++r) {
+        const auto src = random_vec(size_t(cols), uint32_t(1000 * m + r), 0.05f);
+        kernels::quantize_row(type, src.data(), bytes[m].data() + size_t(r) * rb, cols);
+      }
+      WeightView& v = *views[m];
+      v.type = type;
+      v.ne = {cols, rows, n_expert, 1};
+      v.data = reinterpret_cast<const std::byte*>(bytes[m].data());
+      v.n_bytes = bytes[m].size();
+      v.row_bytes = rb;
+    }
+    ModelConfig cfg;
+    cfg.n_embd = uint32_t(n_embd);
+    cfg.n_layer = 1;
+    cfg.n_expert = n_expert;
+    cfg.n_expert_used = k;
+    cfg.n_ff_exp = uint32_t(n_ff);
+    cfg.n_ff_arr = {0};
+    cfg.is_moe_arr = {1};
+    for (uint32_t n_tok : {1u, 4u}) {
+      const auto x = random_vec(size_t(n_tok * n_embd), 77 + n_tok);
+      std::vector<float> probs(n_tok * n_expert);
+      std::vector<int32_t> topk(n_tok * k);
+      std::vector<float> weights(n_tok * k, 0.5f);
+      for (uint32_t t = 0; t < n_tok; ++t) {  // with 4 tokens experts 0, 3 and 5 get two each
+        topk[t * k] = int32_t(t % 2 ? 0 : 3);
+        topk[t * k + 1] = int32_t(t % 2 ? 5 : 1 + t / 2);
+      }
+      Routing r{n_tok, n_expert, k, probs.data(), topk.data(), weights.data()};
+      Dispatch d(n_tok * k, n_expert);
+      dispatch(r, stack, d);
+      const auto& jobs = d.jobs[size_t(ExpertHome::kRam)];
+      // Each dispatch row computed alone by the reference.
+      std::vector<float> want(n_tok * k * n_embd);
+      for (const ExpertJob& j : jobs) {
+        const ExpertSlice sl = stack.expert_slice(j.expert);
+        const kernels::ExpertMatrices em{type, type, type, sl.gate.data, sl.up.data, sl.down.data};
+        for (uint32_t row = j.row_begin; row < j.row_end; ++row)
+          kernels::expert_forward_ref(em, n_embd, n_ff, x.data() + d.row_token[row] * n_embd, 1,
+                                      want.data() + size_t(row) * n_embd);
+      }
+      for (int threads : {1, 2, 3, 4, 7}) {
+        kernels::ThreadPool pool(threads);
+        CpuExpertExecutor exec(pool, cfg, n_tok * k);
+        std::vector<float> got(want.size(), -3.0f);
+        exec.compute(stack, jobs, d.row_token.data(), x.data(), got.data());
+        EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
+            << ggml_type_name(type) << " tokens " << n_tok << " threads " << threads;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 // ---- attention core (kernels/attention_core.h) ----
@@ -369,6 +442,43 @@ TEST(AttentionCore, Avx2EqualsPortableBitForBit) {
           }
         }
       }
+    }
+  }
+}
+
+// The AVX2 SwiGLU (swiglu_row's path on AVX2 CPUs) is portable_swiglu on each element, bit for
+// bit: gates over the float range and the exp's branch edges, mixed-sign ups, NaN and infinities,
+// lengths with a scalar tail, and out aliasing gate.
+TEST(AttentionCore, Avx2SwigluEqualsPortableSwiglu) {
+  if (!kernels::attention_avx2_supported()) GTEST_SKIP() << "CPU lacks AVX2";
+  std::vector<float> g, u;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  for (float f = -120.0f; f <= 120.0f; f += 0.0173f) {
+    g.push_back(f);
+    u.push_back(nd(rng));
+  }
+  for (float f : {0.0f, -0.0f, 88.72f, 89.01f, -87.34f, -88.73f, -89.01f, 103.9f, 104.1f, 1e30f,
+                  -1e30f, INFINITY, -INFINITY, NAN, 1e-30f, -1e-30f, 1e-40f}) {
+    g.push_back(f);
+    u.push_back(nd(rng));
+  }
+  g.push_back(1.0f);
+  u.push_back(NAN);
+  g.push_back(2.0f);
+  u.push_back(INFINITY);
+  for (const size_t n : {g.size(), size_t{7}, size_t{13}}) {
+    std::vector<float> out(n), alias(g.begin(), g.begin() + n);
+    kernels::swiglu_row_avx2(g.data(), u.data(), out.data(), int64_t(n));
+    kernels::swiglu_row_avx2(alias.data(), u.data(), alias.data(), int64_t(n));
+    for (size_t i = 0; i < n; ++i) {
+      const float want = kernels::portable_swiglu(g[i], u[i]);
+      uint32_t a, b, c;
+      std::memcpy(&a, &out[i], 4);
+      std::memcpy(&b, &want, 4);
+      std::memcpy(&c, &alias[i], 4);
+      ASSERT_EQ(a, b) << "g = " << g[i] << " u = " << u[i] << " got " << out[i] << " want " << want;
+      ASSERT_EQ(c, b) << "aliased, g = " << g[i];
     }
   }
 }
