@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include "placement/plan.h"
 #include "test_tiers_util.h"
@@ -62,6 +64,14 @@ TEST_P(Prefetch, ReadsStartEarlyAndGetUsesThem) {
   EXPECT_GE(c.prefetch_head_start_seconds, 0.0);
   // A misprediction: prefetched, never used, then evicted by demand (counted as wasted).
   EXPECT_EQ(store.prefetch(2, std::vector<int>{7}), 1);
+  // Its read landed before the demand below: a slot still filling is pinned, and demand would
+  // evict around it (on a loaded machine the read can outlast layer 0's demand reads).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (store.cache()->pinned_slots() > 0 && std::chrono::steady_clock::now() < deadline) {
+    store.prefetch(2, std::vector<int>{});  // reaps completions, issues nothing
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(store.cache()->pinned_slots(), 0) << "the prefetch read never completed";
   for (int l = 0; l < kLayers; ++l) {
     const std::vector<int> all{0, 1, 2, 3};
     store.prepare(l, all);
