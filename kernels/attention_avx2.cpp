@@ -87,6 +87,42 @@ void swiglu_row_avx2(const float* gate, const float* up, float* out, int64_t n) 
   for (; i < n; ++i) out[i] = portable_swiglu(gate[i], up[i]);
 }
 
+void softmax_scores_avx2(float* sc, uint32_t n, bool has_sink, float sink) {
+  uint32_t j;
+  // Max (exact in any order), exp, and the 8 double lane sums (lane j % 8).
+  const uint32_t n8 = n & ~7u;
+  __m256 mv = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  for (j = 0; j < n8; j += 8) mv = _mm256_max_ps(_mm256_loadu_ps(sc + j), mv);
+  alignas(32) float ml[8];
+  _mm256_store_ps(ml, mv);
+  float m = -std::numeric_limits<float>::infinity();
+  for (int l = 0; l < 8; ++l) m = std::max(m, ml[l]);
+  for (j = n8; j < n; ++j) m = std::max(m, sc[j]);
+  if (has_sink) m = std::max(m, sink);
+  const __m256 mb = _mm256_set1_ps(m);
+  __m256d b_lo = _mm256_setzero_pd(), b_hi = _mm256_setzero_pd();
+  for (j = 0; j < n8; j += 8) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(sc + j), mb));
+    _mm256_storeu_ps(sc + j, e);
+    b_lo = _mm256_add_pd(b_lo, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+    b_hi = _mm256_add_pd(b_hi, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+  }
+  alignas(32) double b[8];
+  _mm256_store_pd(b, b_lo);
+  _mm256_store_pd(b + 4, b_hi);
+  for (j = n8; j < n; ++j) {
+    sc[j] = portable_expf(sc[j] - m);
+    b[j % 8] = b[j % 8] + static_cast<double>(sc[j]);
+  }
+  double sum = ((b[0] + b[1]) + (b[2] + b[3])) + ((b[4] + b[5]) + (b[6] + b[7]));
+  if (has_sink) sum = sum + static_cast<double>(portable_expf(sink - m));
+  const float inv = static_cast<float>(1.0 / sum);
+  const __m256 invv = _mm256_set1_ps(inv);
+  for (j = 0; j < n8; j += 8)
+    _mm256_storeu_ps(sc + j, _mm256_mul_ps(_mm256_loadu_ps(sc + j), invv));
+  for (j = n8; j < n; ++j) sc[j] = sc[j] * inv;
+}
+
 void attention_row_avx2(const AttentionRow& a, float* sc, float* out) {
   const uint32_t n = a.n_kv, dk = a.head_dim_k, dv = a.head_dim_v;
   const uint32_t dk8 = dk & ~7u;
@@ -117,38 +153,7 @@ void attention_row_avx2(const AttentionRow& a, float* sc, float* out) {
       s = _mm256_add_ps(s, _mm256_mul_ps(_mm256_loadu_ps(a.q + i), _mm256_loadu_ps(kj + i)));
     sc[j] = fold8(dot_tail(s, a.q, kj, dk8, dk)) * a.scale;
   }
-  // Max (exact in any order), exp, and the 8 double lane sums (lane j % 8).
-  const uint32_t n8 = n & ~7u;
-  __m256 mv = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
-  for (j = 0; j < n8; j += 8) mv = _mm256_max_ps(_mm256_loadu_ps(sc + j), mv);
-  alignas(32) float ml[8];
-  _mm256_store_ps(ml, mv);
-  float m = -std::numeric_limits<float>::infinity();
-  for (int l = 0; l < 8; ++l) m = std::max(m, ml[l]);
-  for (j = n8; j < n; ++j) m = std::max(m, sc[j]);
-  if (a.has_sink) m = std::max(m, a.sink);
-  const __m256 mb = _mm256_set1_ps(m);
-  __m256d b_lo = _mm256_setzero_pd(), b_hi = _mm256_setzero_pd();
-  for (j = 0; j < n8; j += 8) {
-    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(sc + j), mb));
-    _mm256_storeu_ps(sc + j, e);
-    b_lo = _mm256_add_pd(b_lo, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
-    b_hi = _mm256_add_pd(b_hi, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
-  }
-  alignas(32) double b[8];
-  _mm256_store_pd(b, b_lo);
-  _mm256_store_pd(b + 4, b_hi);
-  for (j = n8; j < n; ++j) {
-    sc[j] = portable_expf(sc[j] - m);
-    b[j % 8] = b[j % 8] + static_cast<double>(sc[j]);
-  }
-  double sum = ((b[0] + b[1]) + (b[2] + b[3])) + ((b[4] + b[5]) + (b[6] + b[7]));
-  if (a.has_sink) sum = sum + static_cast<double>(portable_expf(a.sink - m));
-  const float inv = static_cast<float>(1.0 / sum);
-  const __m256 invv = _mm256_set1_ps(inv);
-  for (j = 0; j < n8; j += 8)
-    _mm256_storeu_ps(sc + j, _mm256_mul_ps(_mm256_loadu_ps(sc + j), invv));
-  for (j = n8; j < n; ++j) sc[j] = sc[j] * inv;
+  softmax_scores_avx2(sc, n, a.has_sink, a.sink);
   // Weighted sum of V: 64 outputs in registers across all keys, then 8, then the scalar rest.
   uint32_t d = 0;
   for (; d + 64 <= dv; d += 64) {

@@ -1,11 +1,12 @@
 // attention_row: the portable variant (the definition of the order in attention_core.h) and the
-// dispatch to the AVX2 one. Tested by tests/test_ops.cpp.
+// dispatch to the AVX2 one and to the AVX-512 pair. Tested by tests/test_ops.cpp.
 #include "kernels/attention_core.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "io/check.h"
 #include "kernels/portable_math.h"
 
 namespace strata::kernels {
@@ -61,6 +62,29 @@ void attention_row(const AttentionRow& a, float* scores, float* out) {
     attention_row_avx2(a, scores, out);
   } else {
     attention_row_portable(a, scores, out);
+  }
+}
+
+bool attention_pair_one_pass(uint32_t head_dim_k, uint32_t head_dim_v) {
+  static const bool ok = [] {
+    __builtin_cpu_init();
+    return attention_avx2_supported() && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512dq");
+  }();
+  return ok && head_dim_k % 8 == 0 && head_dim_v % 8 == 0 && head_dim_k <= kAttentionPairMaxDim;
+}
+
+void attention_row_pair(const AttentionRow& a, const AttentionRow& b, float* scores, float* out_a,
+                        float* out_b) {
+  STRATA_ASSERT(a.k == b.k && a.v == b.v && a.k_stride == b.k_stride && a.v_stride == b.v_stride &&
+                    a.n_kv == b.n_kv && a.head_dim_k == b.head_dim_k &&
+                    a.head_dim_v == b.head_dim_v,
+                "attention_row_pair: the two heads do not share their K and V rows");
+  if (attention_pair_one_pass(a.head_dim_k, a.head_dim_v)) {
+    attention_row_pair_avx512(a, b, scores, out_a, out_b);
+  } else {
+    attention_row(a, scores, out_a);
+    attention_row(b, scores, out_b);
   }
 }
 

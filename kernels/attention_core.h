@@ -38,10 +38,26 @@ struct AttentionRow {
 // out[0 .. head_dim_v) for one row; scores is scratch of n_kv floats.
 void attention_row(const AttentionRow& a, float* scores, float* out);
 
-// The variants, for tests: portable and AVX2 (only on CPUs with AVX2).
+// Two heads of one query row that read the same K and V rows (two heads of a GQA group): the same
+// bits as attention_row(a, ..., out_a) and attention_row(b, ..., out_b). a and b must agree on
+// everything but q and the sink. scores: scratch of 2 * n_kv floats. With AVX-512 (and head dims
+// that are multiples of 8, at most kAttentionPairMaxDim) both heads go through one pass that
+// loads each K and V row once; otherwise it is the two calls.
+void attention_row_pair(const AttentionRow& a, const AttentionRow& b, float* scores, float* out_a,
+                        float* out_b);
+constexpr uint32_t kAttentionPairMaxDim = 1024;
+// Whether attention_row_pair takes the one-pass AVX-512 kernel for these head dims.
+bool attention_pair_one_pass(uint32_t head_dim_k, uint32_t head_dim_v);
+
+// The variants, for tests: portable and AVX2 (only on CPUs with AVX2), the AVX-512 pair (only where
+// attention_pair_one_pass).
 void attention_row_portable(const AttentionRow& a, float* scores, float* out);
 void attention_row_avx2(const AttentionRow& a, float* scores, float* out);
 bool attention_avx2_supported();
+void attention_row_pair_avx512(const AttentionRow& a, const AttentionRow& b, float* scores,
+                               float* out_a, float* out_b);
+// attention_row_avx2's softmax of n scores in place (the order in this header's comment).
+void softmax_scores_avx2(float* scores, uint32_t n, bool has_sink, float sink);
 
 // out[i] = portable_expf(x[i]) with AVX2 (tests compare it with the scalar function).
 void expf_avx2(const float* x, float* out, int64_t n);

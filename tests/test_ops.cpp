@@ -446,6 +446,63 @@ TEST(AttentionCore, Avx2EqualsPortableBitForBit) {
   }
 }
 
+// The AVX-512 pair (two heads of a GQA group in one pass) gives each head the bits of its own
+// attention_row (AVX2 and portable): head dims the pair takes (multiples of 8, MLA's 576 / 512),
+// key counts around the 4-key and 8-lane blocks, strided K/V, V inside the K row, per-head sinks
+// and scales, exp underflow; and attention_row_pair's fallback (odd dims) is the two calls.
+TEST(AttentionCore, PairEqualsTwoRowsBitForBit) {
+  if (!kernels::attention_avx2_supported()) GTEST_SKIP() << "CPU lacks AVX2";
+  const bool one_pass = kernels::attention_pair_one_pass(128, 128);
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const uint32_t dims[][2] = {{8, 8},     {64, 64}, {128, 128}, {72, 136},
+                              {576, 512}, {7, 7},   {131, 64}};
+  for (const auto& dd : dims) {
+    const uint32_t dk = dd[0], dv = dd[1];
+    for (uint32_t n_kv : {1u, 3u, 4u, 5u, 8u, 9u, 33u, 200u}) {
+      for (int variant = 0; variant < 3; ++variant) {  // plain, sinks + spread, V in K
+        const bool v_in_k = variant == 2 && dv <= dk;
+        const float spread = variant == 1 ? 40.0f : 1.0f;
+        const size_t k_stride = dk + 8, v_stride = dv + 3;
+        std::vector<float> q(2 * dk), k(n_kv * k_stride), v(n_kv * v_stride);
+        for (auto& f : q) f = normal(rng) * spread;
+        for (auto& f : k) f = normal(rng);
+        for (auto& f : v) f = normal(rng);
+        kernels::AttentionRow a;
+        a.q = q.data();
+        a.k = k.data();
+        a.k_stride = k_stride;
+        a.v = v_in_k ? k.data() : v.data();
+        a.v_stride = v_in_k ? k_stride : v_stride;
+        a.n_kv = n_kv;
+        a.head_dim_k = dk;
+        a.head_dim_v = dv;
+        a.scale = 0.088f;
+        a.has_sink = variant == 1;
+        a.sink = 0.7f;
+        kernels::AttentionRow b = a;
+        b.q = q.data() + dk;
+        b.sink = -1.3f;
+        std::vector<float> sc(2 * n_kv), pa(dv), pb(dv), wa(dv), wb(dv), ra(dv), rb(dv);
+        kernels::attention_row_pair(a, b, sc.data(), pa.data(), pb.data());
+        kernels::attention_row_avx2(a, sc.data(), wa.data());
+        kernels::attention_row_avx2(b, sc.data(), wb.data());
+        kernels::attention_row_portable(a, sc.data(), ra.data());
+        kernels::attention_row_portable(b, sc.data(), rb.data());
+        const auto where = [&] {
+          return fmt::format("dk {} dv {} n_kv {} variant {} one pass {}", dk, dv, n_kv, variant,
+                             kernels::attention_pair_one_pass(dk, dv));
+        };
+        ASSERT_EQ(0, std::memcmp(pa.data(), wa.data(), dv * 4)) << where();
+        ASSERT_EQ(0, std::memcmp(pb.data(), wb.data(), dv * 4)) << where();
+        ASSERT_EQ(0, std::memcmp(pa.data(), ra.data(), dv * 4)) << where();
+        ASSERT_EQ(0, std::memcmp(pb.data(), rb.data(), dv * 4)) << where();
+      }
+    }
+  }
+  if (!one_pass) GTEST_SKIP() << "CPU lacks AVX-512: only the two-call fallback was checked";
+}
+
 // The AVX2 SwiGLU (swiglu_row's path on AVX2 CPUs) is portable_swiglu on each element, bit for
 // bit: gates over the float range and the exp's branch edges, mixed-sign ups, NaN and infinities,
 // lengths with a scalar tail, and out aliasing gate.
