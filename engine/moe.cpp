@@ -305,12 +305,12 @@ void CpuExpertExecutor::compute(const ExpertStack& stack, std::span<const Expert
       kernels::quantize_activation_row(down_vdt, h, hq_.data() + r * hq_stride, n_ff);
     }
   };
-  if (fused_glu) {
-    // done by stage B's items
-  } else if (int64_t{n_rows - row0} * n_ff < kMinParallelElements) {
-    glu_rows(0, n_rows - row0, 0);
-  } else {
-    pool_.parallel_for(n_rows - row0, {}, glu_rows);
+  if (!fused_glu) {
+    if (int64_t{n_rows - row0} * n_ff < kMinParallelElements) {
+      glu_rows(0, n_rows - row0, 0);
+    } else {
+      pool_.parallel_for(n_rows - row0, {}, glu_rows);
+    }
   }
 
   // Stage D: down rows of every job, one parallel region.
