@@ -221,12 +221,24 @@ std::vector<uint64_t> vram_budgets(const std::string& vram_gb, bool emulate,
       return out;
     }
     for (size_t i = 0; i < n; ++i) out.push_back(bytes(gb[0] / static_cast<double>(n)));
-    return out;
+  } else {
+    if (gb.size() != n)
+      fail(ErrorKind::kBadValue, "knob VRAM_GB ({}): {} per-GPU values for {} usable GPU(s) ({})",
+           knob_flag("VRAM_GB"), gb.size(), n, cuda::cuda_describe());
+    for (double g : gb) out.push_back(bytes(g));
   }
-  if (gb.size() != n)
-    fail(ErrorKind::kBadValue, "knob VRAM_GB ({}): {} per-GPU values for {} usable GPU(s) ({})",
-         knob_flag("VRAM_GB"), gb.size(), n, cuda::cuda_describe());
-  for (double g : gb) out.push_back(bytes(g));
+  // An explicit budget must fit beside what the GPU holds anyway (else the upload would fail
+  // halfway through the load).
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t room = devices[i].free > reserve_bytes ? devices[i].free - reserve_bytes : 0;
+    if (out[i] > room)
+      fail(ErrorKind::kBadValue,
+           "knob VRAM_GB ({}): {:.2f} GiB of experts for GPU {} but it has {:.2f} GiB free, less "
+           "{:.2f} GiB for the executor's buffers, expert biases and CUDA_DENSE's matrices: at "
+           "most {:.2f} GiB there (unset VRAM_GB for the automatic budget)",
+           knob_flag("VRAM_GB"), double(out[i]) / kGiB, i, double(devices[i].free) / kGiB,
+           double(reserve_bytes) / kGiB, double(room) / kGiB);
+  }
   return out;
 }
 

@@ -38,7 +38,8 @@ constexpr KnobSpec kKnobs[] = {
      "order), several GPUs balanced by expected routed rows; each MoE layer's GPU experts run as "
      "one launch per GPU while the CPU computes the rest. Auto: each GPU's free memory less 1 GiB "
      "+ 5% headroom, the executor's buffers, expert biases and CUDA_DENSE's matrices; 0 without "
-     "a GPU. Layers the GPU kernel cannot run "
+     "a GPU. An explicit value above a GPU's free memory less those buffers is an error naming "
+     "the most that fits. Layers the GPU kernel cannot run "
      "(expert types other than Q4_0/Q5_0/Q8_0/Q4_K/Q6_K/MXFP4) stay off the GPU (one notice)."},
     {"CUDA_DENSE", KnobType::kInt, "0", "", "0..2",
      "1: in decode, the attention projections (q, k, v, o; not MLA), the dense FFN layers, the "

@@ -318,6 +318,7 @@ Roofline Profiler::roofline() const {
   if (c_.decode_tokens == 0 || decode_bytes_.dense == 0 || c_.decode_seconds <= 0) return r;
   const double n = double(c_.decode_tokens);
   r.dense_gb = double(decode_bytes_.dense) / 1e9;
+  r.vram_dense_gb = double(decode_bytes_.vram_dense) / 1e9;
   r.experts_gb = double(c_.decode_expert_ram_bytes) / 1e9 / n;
   r.kv_gb = double(c_.decode_kv_bytes) / 1e9 / n;
   r.gb_per_token = r.dense_gb + r.experts_gb + r.kv_gb;
@@ -386,6 +387,9 @@ std::string Profiler::report() const {
         "prof: roofline: decode read {:.3f} GB/token from RAM (dense {:.3f}, experts {:.3f}, KV "
         "{:.3f}) = {:.2f} GB/s",
         r.gb_per_token, r.dense_gb, r.experts_gb, r.kv_gb, r.gb_s);
+    if (r.vram_dense_gb > 0)
+      out += fmt::format(" (CUDA_DENSE: another {:.3f} GB/token of dense weights read on GPU 0)",
+                         r.vram_dense_gb);
     out += r.probe_gb_s > 0
                ? fmt::format(
                      "; RAM read probed {:.1f} GB/s at {} -> roofline {:.2f} tok/s, decode "
@@ -516,6 +520,7 @@ std::string Profiler::json() const {
                      {"dense_gb", r.dense_gb},
                      {"experts_gb", r.experts_gb},
                      {"kv_gb", r.kv_gb},
+                     {"vram_dense_gb", r.vram_dense_gb},
                      {"gb_s", r.gb_s},
                      {"probe_gb_s", r.probe_gb_s},
                      {"roofline_tok_s", r.roofline_tok_s},

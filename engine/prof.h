@@ -69,6 +69,9 @@ TierCeilings probed_ceilings(const Knobs& knobs);
 struct DecodeBytes {
   uint64_t dense = 0;
   uint64_t kv_per_position = 0;
+  // CUDA_DENSE: the resident weights a decode token reads from GPU 0's memory instead (not in
+  // `dense`, not in the RAM roofline; reported beside it).
+  uint64_t vram_dense = 0;
 };
 
 // The host in one line: "CPU Intel Xeon ..., 2 cores, RAM 15.6 GiB, GPUs 0" from /proc/cpuinfo,
@@ -93,10 +96,11 @@ struct Verdict {
 // routed experts computed from RAM, KV), the rate that made, and the probe's tok/s ceiling.
 struct Roofline {
   double dense_gb = 0, experts_gb = 0, kv_gb = 0, gb_per_token = 0;  // per decode token
-  double tok_s = 0, gb_s = 0;                                        // decode's achieved
-  double probe_gb_s = 0;      // RAM read probed at THREADS (0 = not probed)
-  double roofline_tok_s = 0;  // probe_gb_s / gb_per_token
-  double fraction = 0;        // tok_s / roofline_tok_s
+  double vram_dense_gb = 0;    // CUDA_DENSE's weights read on the GPU per token (not in the above)
+  double tok_s = 0, gb_s = 0;  // decode's achieved
+  double probe_gb_s = 0;       // RAM read probed at THREADS (0 = not probed)
+  double roofline_tok_s = 0;   // probe_gb_s / gb_per_token
+  double fraction = 0;         // tok_s / roofline_tok_s
 };
 
 class Profiler {

@@ -541,6 +541,18 @@ TEST(VramBudgets, TotalsListsAutoAndErrors) {
   for (const char* bad : {"x", "-1", "1,", ",1", "1;2", "nan", "inf", "1,2,3"})
     EXPECT_THROW(vram_budgets(bad, false, two, 0), Error) << bad;
   EXPECT_THROW(vram_budgets("4", false, {}, 0), Error);  // VRAM asked for, no device
+  // An explicit budget larger than a device's free memory less the reserve is refused, naming
+  // the most that fits; at the limit it is taken.
+  EXPECT_THROW(vram_budgets("81", false, {two[0]}, 0), Error);
+  EXPECT_THROW(vram_budgets("80,100", false, two, kGiB), Error);
+  EXPECT_EQ(vram_budgets("79,99", false, two, kGiB), (std::vector<uint64_t>{79 * kGiB, 99 * kGiB}));
+  EXPECT_THROW(vram_budgets("200", false, two, 0), Error);  // 100 + 100: GPU 0 has 80 free
+  try {
+    vram_budgets("90", false, {two[0]}, kGiB);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("at most 79.00 GiB"), std::string::npos) << e.what();
+  }
 }
 
 // The same on a real device (bench/gpu_check.sh runs it on the lent GPU).

@@ -14,6 +14,7 @@
 
 #include "engine/expert_source.h"
 #include "engine/forward.h"
+#include "engine/gpu_lane.h"
 #include "engine/logit_dump.h"
 #include "engine/model.h"
 #include "io/check.h"
@@ -310,6 +311,25 @@ TEST_F(TierInvariance, RooflineCountsTheBytesADecodeTokenReads) {
       j["dense_gb"].get<double>() + j["experts_gb"].get<double>() + j["kv_gb"].get<double>(),
       1e-12);
   EXPECT_NE(r.err.find("prof: roofline: decode read"), std::string::npos) << r.err;
+
+  // CUDA_DENSE (emulated GPU 0): the matrices it holds are read from VRAM, not RAM, so they leave
+  // the RAM roofline and are reported beside it; experts with VRAM homes leave it too.
+  const uint64_t on_gpu = engine::gpu_dense_bytes(m);
+  ASSERT_GT(on_gpu, 0u);
+  ASSERT_LT(on_gpu, dense);
+  const Result g = run_strata(dir_.path(),
+                              fmt::format("run -m '{}' -p 'Hello there' -n 6 --temp 0 --ignore-eos "
+                                          "-t 1 --prof-json '{}'",
+                                          model.string(), prof.string()),
+                              "PROF=1 CUDA_DENSE=1 VRAM_EMULATE=1 VRAM_GB=64");
+  ASSERT_EQ(g.rc, 0) << g.err;
+  const nlohmann::json jg = nlohmann::json::parse(slurp(prof))["roofline"];
+  ASSERT_TRUE(jg.is_object()) << slurp(prof);
+  EXPECT_NEAR(jg["dense_gb"].get<double>() * 1e9, double(dense - on_gpu), 0.5);
+  EXPECT_NEAR(jg["vram_dense_gb"].get<double>() * 1e9, double(on_gpu), 0.5);
+  EXPECT_EQ(jg["experts_gb"].get<double>(), 0.0);  // VRAM_GB=64: every expert on the GPU
+  EXPECT_EQ(j["vram_dense_gb"].get<double>(), 0.0);
+  EXPECT_NE(g.err.find("dense weights read on GPU 0"), std::string::npos) << g.err;
 }
 
 TEST_F(TierInvariance, SynthTinyIsBitIdenticalAcrossHomes) {

@@ -3,9 +3,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
+#include "engine/gpu_lane.h"
 #include "placement/machine_profile.h"
 #include "placement/plan.h"
 #include "tools/progress.h"
@@ -59,6 +61,13 @@ TierSetup make_tier_setup(engine::Model& model, const engine::Knobs& knobs, uint
     throw;
   }
   if (bar) bar->finish();
+  // CUDA_DENSE: the matrices GPU 0 holds are read from VRAM, not RAM, by every decode token.
+  if (s.experts->gpu_dense() != nullptr) {
+    const uint64_t on_gpu = std::min(engine::gpu_dense_bytes(model), per_token.dense);
+    per_token.dense -= on_gpu;
+    per_token.vram_dense = on_gpu;
+    s.prof->set_decode_bytes(per_token);
+  }
   // REPACK: the dense matrices too, now that they are resident (private, writable).
   uint64_t repacked = 0;
   if (opts.repack && s.experts->resident_dense_bytes() > 0) repacked = model.interleave_dense();
