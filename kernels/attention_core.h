@@ -59,6 +59,16 @@ void attention_row_pair_avx512(const AttentionRow& a, const AttentionRow& b, flo
 // attention_row_avx2's softmax of n scores in place (the order in this header's comment).
 void softmax_scores_avx2(float* scores, uint32_t n, bool has_sink, float sink);
 
+// The AVX2 and AVX-512 passes prefetch key and value rows this many keys ahead. A head's rows are
+// strided (the KV heads of a position are adjacent), which the hardware prefetchers follow
+// poorly, and at decode a layer's KV comes from DRAM: the weights streamed since the last token
+// evicted it. Prefetches never change a value.
+constexpr uint32_t kAttentionPrefetchKeys = 32;
+template <int kLevel>
+inline void prefetch_floats(const float* p, uint32_t n) {
+  for (uint32_t i = 0; i < n; i += 16) __builtin_prefetch(p + i, 0, kLevel);
+}
+
 // out[i] = portable_expf(x[i]) with AVX2 (tests compare it with the scalar function).
 void expf_avx2(const float* x, float* out, int64_t n);
 
