@@ -36,6 +36,11 @@ constexpr size_t kInterleavePrefetch = 2048;
 // / file layout 1.07 vs 1.05, the file layout's kernel unchanged as the control); 4 and 6 KiB
 // ahead measured in between.
 constexpr size_t kInterleavePrefetchL2 = 8192;
+// The AVX-512 Q4_0 GEMV's two-group pass reads two streams at once, so each is prefetched half as
+// far: L1 1 KiB and L2 4 KiB ahead (session 7, bench/RESULTS.md: 1 KiB / 2-4 KiB best of 1 KiB-2
+// KiB x 0-8 KiB in a one-buffer harness, 88-90% of the read loop vs 78-80% for one group per pass).
+constexpr size_t kInterleavePairPrefetch = 1024;
+constexpr size_t kInterleavePairPrefetchL2 = 4096;
 
 namespace {
 
