@@ -133,12 +133,7 @@ void attention_row_avx2(const AttentionRow& a, float* sc, float* out) {
     const float* k1 = k0 + a.k_stride;
     const float* k2 = k1 + a.k_stride;
     const float* k3 = k2 + a.k_stride;
-    // Keys ahead into L1, their value rows into L2 for the weighted sum.
-    for (uint32_t r = j + kAttentionPrefetchKeys; r < j + kAttentionPrefetchKeys + 4 && r < n;
-         ++r) {
-      prefetch_floats<3>(a.k + r * a.k_stride, dk);
-      prefetch_floats<2>(a.v + r * a.v_stride, dv);
-    }
+    prefetch_keys_ahead(a, j);
     __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
     for (uint32_t i = 0; i < dk8; i += 8) {
       const __m256 q = _mm256_loadu_ps(a.q + i);
@@ -167,8 +162,7 @@ void attention_row_avx2(const AttentionRow& a, float* sc, float* out) {
     for (int r = 0; r < 8; ++r) o[r] = _mm256_setzero_ps();
     const float* vj = a.v + d;
     for (j = 0; j < n; ++j, vj += a.v_stride) {
-      if (j + kAttentionPrefetchKeys < n)
-        prefetch_floats<3>(vj + kAttentionPrefetchKeys * a.v_stride, 64);
+      prefetch_values_ahead(a, vj, j);
       const __m256 p = _mm256_broadcast_ss(sc + j);
       for (int r = 0; r < 8; ++r)
         o[r] = _mm256_add_ps(o[r], _mm256_mul_ps(p, _mm256_loadu_ps(vj + 8 * r)));

@@ -51,12 +51,7 @@ void attention_row_pair_avx512(const AttentionRow& a, const AttentionRow& b, flo
     const float* k1 = k0 + a.k_stride;
     const float* k2 = k1 + a.k_stride;
     const float* k3 = k2 + a.k_stride;
-    // Keys ahead into L1, their value rows into L2 for the weighted sum.
-    for (uint32_t r = j + kAttentionPrefetchKeys; r < j + kAttentionPrefetchKeys + 4 && r < n;
-         ++r) {
-      prefetch_floats<3>(a.k + r * a.k_stride, dk);
-      prefetch_floats<2>(a.v + r * a.v_stride, dv);
-    }
+    prefetch_keys_ahead(a, j);
     __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
     for (uint32_t i = 0; i < dk; i += 8) {
       const __m512 q = qq[i / 8];
@@ -86,8 +81,7 @@ void attention_row_pair_avx512(const AttentionRow& a, const AttentionRow& b, flo
     for (int r = 0; r < 8; ++r) o[r] = _mm512_setzero_ps();
     const float* vj = a.v + d;
     for (j = 0; j < n; ++j, vj += a.v_stride) {
-      if (j + kAttentionPrefetchKeys < n)
-        prefetch_floats<3>(vj + kAttentionPrefetchKeys * a.v_stride, 64);
+      prefetch_values_ahead(a, vj, j);
       const __m512 p = halves(_mm256_set1_ps(sa[j]), _mm256_set1_ps(sb[j]));
       for (int r = 0; r < 8; ++r) o[r] = _mm512_add_ps(o[r], _mm512_mul_ps(p, both(vj + 8 * r)));
     }

@@ -68,6 +68,21 @@ template <int kLevel>
 inline void prefetch_floats(const float* p, uint32_t n) {
   for (uint32_t i = 0; i < n; i += 16) __builtin_prefetch(p + i, 0, kLevel);
 }
+// The scores loop at keys j..j+3: keys kAttentionPrefetchKeys ahead into L1, their value rows
+// into L2 for the weighted sum.
+inline void prefetch_keys_ahead(const AttentionRow& a, uint32_t j) {
+  for (uint32_t r = j + kAttentionPrefetchKeys; r < j + kAttentionPrefetchKeys + 4 && r < a.n_kv;
+       ++r) {
+    prefetch_floats<3>(a.k + r * a.k_stride, a.head_dim_k);
+    prefetch_floats<2>(a.v + r * a.v_stride, a.head_dim_v);
+  }
+}
+// The weighted sum at key j, whose 64 value floats from d are at vj: the same floats of the key
+// kAttentionPrefetchKeys ahead into L1.
+inline void prefetch_values_ahead(const AttentionRow& a, const float* vj, uint32_t j) {
+  if (j + kAttentionPrefetchKeys < a.n_kv)
+    prefetch_floats<3>(vj + kAttentionPrefetchKeys * a.v_stride, 64);
+}
 
 // out[i] = portable_expf(x[i]) with AVX2 (tests compare it with the scalar function).
 void expf_avx2(const float* x, float* out, int64_t n);

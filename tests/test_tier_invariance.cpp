@@ -294,12 +294,15 @@ TEST_F(TierInvariance, RooflineCountsTheBytesADecodeTokenReads) {
   }
   const uint64_t per_token_experts = experts / m.config().n_expert * m.config().n_expert_used;
   const fs::path prof = dir_ / "roofline.json";
-  const Result r =
-      run_strata(dir_.path(),
-                 fmt::format("run -m '{}' -p 'Hello there' -n 6 --temp 0 --ignore-eos -t 1 "
-                             "--prof-json '{}'",
-                             model.string(), prof.string()),
-                 "PROF=1");
+  // Six tokens with PROF, the report's JSON in `prof`.
+  const auto run = [&](const std::string& env) {
+    return run_strata(dir_.path(),
+                      fmt::format("run -m '{}' -p 'Hello there' -n 6 --temp 0 --ignore-eos -t 1 "
+                                  "--prof-json '{}'",
+                                  model.string(), prof.string()),
+                      env);
+  };
+  const Result r = run("PROF=1");
   ASSERT_EQ(r.rc, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(slurp(prof))["roofline"];
   ASSERT_TRUE(j.is_object()) << slurp(prof);
@@ -317,11 +320,7 @@ TEST_F(TierInvariance, RooflineCountsTheBytesADecodeTokenReads) {
   const uint64_t on_gpu = engine::gpu_dense_bytes(m);
   ASSERT_GT(on_gpu, 0u);
   ASSERT_LT(on_gpu, dense);
-  const Result g = run_strata(dir_.path(),
-                              fmt::format("run -m '{}' -p 'Hello there' -n 6 --temp 0 --ignore-eos "
-                                          "-t 1 --prof-json '{}'",
-                                          model.string(), prof.string()),
-                              "PROF=1 CUDA_DENSE=1 VRAM_EMULATE=1 VRAM_GB=64");
+  const Result g = run("PROF=1 CUDA_DENSE=1 VRAM_EMULATE=1 VRAM_GB=64");
   ASSERT_EQ(g.rc, 0) << g.err;
   const nlohmann::json jg = nlohmann::json::parse(slurp(prof))["roofline"];
   ASSERT_TRUE(jg.is_object()) << slurp(prof);

@@ -27,7 +27,6 @@ TierSetup make_tier_setup(engine::Model& model, const engine::Knobs& knobs, uint
   for (uint32_t il = 0; il < cfg.n_layer; ++il)
     per_token.kv_per_position +=
         (uint64_t{cfg.kv_k_width(il)} + cfg.kv_v_width(il)) * sizeof(float);
-  s.prof->set_decode_bytes(per_token);
   engine::TierOptions opts = engine::tier_options(knobs);
   opts.n_ctx = n_ctx;
   opts.prof = s.prof.get();
@@ -63,11 +62,10 @@ TierSetup make_tier_setup(engine::Model& model, const engine::Knobs& knobs, uint
   if (bar) bar->finish();
   // CUDA_DENSE: the matrices GPU 0 holds are read from VRAM, not RAM, by every decode token.
   if (s.experts->gpu_dense() != nullptr) {
-    const uint64_t on_gpu = std::min(engine::gpu_dense_bytes(model), per_token.dense);
-    per_token.dense -= on_gpu;
-    per_token.vram_dense = on_gpu;
-    s.prof->set_decode_bytes(per_token);
+    per_token.vram_dense = std::min(engine::gpu_dense_bytes(model), per_token.dense);
+    per_token.dense -= per_token.vram_dense;
   }
+  s.prof->set_decode_bytes(per_token);
   // REPACK: the dense matrices too, now that they are resident (private, writable).
   uint64_t repacked = 0;
   if (opts.repack && s.experts->resident_dense_bytes() > 0) repacked = model.interleave_dense();
