@@ -168,6 +168,7 @@ TierOptions tier_options(const Knobs& knobs) {
   o.uring = knobs.get_bool("URING");
   o.prefetch = static_cast<int>(knobs.get_int("PREFETCH"));
   o.repack = knobs.get_bool("REPACK") && kernels::interleave_pays();
+  o.dense_arena = knobs.get_bool("DENSE_ARENA");
   o.repin = static_cast<int>(knobs.get_int("REPIN"));
   o.repin_half_life = knobs.get_float("REPIN_HALF_LIFE");
   o.repin_moves = static_cast<int>(knobs.get_int("REPIN_MOVES"));
@@ -189,10 +190,11 @@ std::vector<uint64_t> vram_budgets(const std::string& vram_gb, bool emulate,
     const std::string item = vram_gb.substr(at, comma - at);
     char* end = nullptr;
     const double v = std::strtod(item.c_str(), &end);
-    if (item.empty() || end != item.c_str() + item.size() || !(v >= 0) || !std::isfinite(v))
+    // At most 1 PiB (RAM_GB's bound too): larger values would overflow the byte count.
+    if (item.empty() || end != item.c_str() + item.size() || !(v >= 0) || !(v <= 1048576))
       fail(ErrorKind::kBadValue,
-           "knob VRAM_GB ({}): bad value '{}': '{}' is not a number of GiB >= 0 (allowed: one "
-           "total, or one per GPU like 24,24)",
+           "knob VRAM_GB ({}): bad value '{}': '{}' is not a number of GiB in 0..1048576 "
+           "(allowed: one total, or one per GPU like 24,24)",
            knob_flag("VRAM_GB"), vram_gb, item);
     gb.push_back(v);
     at = comma + 1;

@@ -82,6 +82,9 @@ struct TierOptions {
   // REPACK: RAM-homed experts' Q4_0 matrices are interleaved in their arenas (kernels/interleave.h)
   // when the CPU's kernels for it pay; the dense weights are interleave_dense()'s job.
   bool repack = false;
+  // DENSE_ARENA: the caller moves the dense tensors into a huge-page arena after construction
+  // (Model::arrange_dense; tools/tier_setup.cpp). Not used by ExpertSource itself.
+  bool dense_arena = false;
   // REPIN: on every repin-th decode token (0 = off), after each MoE layer's compute (no slot
   // pinned), up to repin_moves SSD experts in all that the layer just used from the RAM cache swap
   // homes with RAM-homed experts (no larger) whose decayed usage (half-life repin_half_life

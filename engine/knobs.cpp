@@ -23,12 +23,12 @@ constexpr KnobSpec kKnobs[] = {
     {"CACHE_DIR", KnobType::kString, "", "path", "",
      "Where generated models and machine profiles go. Auto: $XDG_CACHE_HOME/strata, else "
      "~/.cache/strata."},
-    {"RAM_GB", KnobType::kFloat, "", "GiB", "0..",
+    {"RAM_GB", KnobType::kFloat, "", "GiB", "0..1048576",
      "RAM for routed experts: their RAM homes plus the cache for SSD-streamed experts. Experts "
      "that do not fit stream from the model file on SSD. Auto: what MemAvailable (and the memory "
      "cgroup limit) leave after the dense weights, the KV cache and headroom, at most every "
      "expert. Below the model's minimum (two layers' top-k in the cache) is an error."},
-    {"CACHE_GB", KnobType::kFloat, "", "GiB", "0..",
+    {"CACHE_GB", KnobType::kFloat, "", "GiB", "0..1048576",
      "Part of RAM_GB given to the LRU cache of SSD-streamed experts instead of fixed RAM homes: "
      "a bigger cache follows skewed routing without a usage profile, fixed homes are never "
      "re-read. Auto: the minimum (two layers' top-k experts). Unused when every expert fits."},
@@ -86,6 +86,13 @@ constexpr KnobSpec kKnobs[] = {
      "bench/RESULTS.md). Same bytes, never changes the numbers; cache slots stay as in the file. "
      "Q4_0 on CPUs with AVX2 or AVX-512, Q4_K with AVX-512 only (its AVX2 interleaved kernel is "
      "slower than the file layout's); 0 = keep the file's layout."},
+    {"DENSE_ARENA", KnobType::kBool, "1", "", "0|1",
+     "Move the dense tensors a decode token reads (attention projections, norms, routers, dense "
+     "FFNs, shared experts, the output head) into one 2 MiB-aligned huge-page arena, in the order "
+     "a token reads them, interleaving them on the way with REPACK; their resident pages in the "
+     "file's address range are given back. Their pages there lie between the experts' and mostly "
+     "miss huge pages, which halved the projections' read rate (bench/RESULTS.md). Same bytes, "
+     "never changes the numbers; 0 = keep them in place."},
     {"DIRECT", KnobType::kBool, "1", "", "0|1",
      "Read SSD experts with O_DIRECT (no page cache); 0 = buffered reads. Falls back to buffered, "
      "with one notice, where the file system refuses O_DIRECT."},

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "engine/dense_arena.h"
 #include "engine/model_config.h"
 #include "engine/weights.h"
 #include "io/gguf.h"
@@ -25,12 +26,18 @@ class Model {
   // REPACK for the dense weights (engine::interleave_dense): only once they are private writable
   // memory (ExpertSource's tiered path made them resident). Returns the bytes repacked.
   uint64_t interleave_dense() { return engine::interleave_dense(weights_); }
+  // DENSE_ARENA (engine::arrange_dense): the decode path's dense tensors moved into one huge-page
+  // arena the model owns, interleaved on the way when `interleave` (REPACK). Same precondition.
+  DenseArrangement arrange_dense(bool interleave, tiers::NumaMode numa) {
+    return engine::arrange_dense(weights_, interleave, numa, dense_arena_);
+  }
 
  private:
   // unique_ptr: the views in weights_ point into the file's mapping, which must not move.
   std::unique_ptr<io::GgufFile> file_;
   ModelConfig cfg_;
   ModelWeights weights_;
+  tiers::RamArena dense_arena_;  // DENSE_ARENA: where arrange_dense() put the dense tensors
 };
 
 }  // namespace strata::engine

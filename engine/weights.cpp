@@ -308,20 +308,24 @@ uint64_t dense_bytes_per_token(const ModelWeights& w) {
   return bytes;
 }
 
-uint64_t interleave_dense(ModelWeights& w) {
-  uint64_t bytes = 0;
+std::vector<WeightView*> repack_views(ModelWeights& w) {
+  std::vector<WeightView*> out;
   for (LayerWeights& l : w.layers) {
     for (WeightView* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.wq_a, &l.wq_b, &l.wkv_a_mqa, &l.wkv_b})
-      bytes += interleave_view(*v);
+      out.push_back(v);
     if (l.experts.n_expert == 1 && !l.ffn_gate_inp.present())  // a dense FFN, not routed
-      for (WeightView* v : {&l.experts.gate, &l.experts.up, &l.experts.down})
-        bytes += interleave_view(*v);
+      for (WeightView* v : {&l.experts.gate, &l.experts.up, &l.experts.down}) out.push_back(v);
     if (l.shared.n_expert == 1)
-      for (WeightView* v : {&l.shared.gate, &l.shared.up, &l.shared.down})
-        bytes += interleave_view(*v);
+      for (WeightView* v : {&l.shared.gate, &l.shared.up, &l.shared.down}) out.push_back(v);
   }
   // The output head, unless it is the token embedding (read row by row for lookups).
-  if (!w.output_tied) bytes += interleave_view(w.output);
+  if (!w.output_tied) out.push_back(&w.output);
+  return out;
+}
+
+uint64_t interleave_dense(ModelWeights& w) {
+  uint64_t bytes = 0;
+  for (WeightView* v : repack_views(w)) bytes += interleave_view(*v);
   return bytes;
 }
 

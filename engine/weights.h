@@ -147,6 +147,9 @@ ModelWeights bind_weights(const io::GgufFile& file, const ModelConfig& cfg);
 // path's make_resident); routed experts are left alone (the tier store repacks its RAM homes).
 // Returns the bytes repacked.
 uint64_t interleave_dense(ModelWeights& w);
+// The matrices interleave_dense() considers (each is interleaved only where
+// kernels::interleave_pays its type and the shape allows); DENSE_ARENA uses the same list.
+std::vector<WeightView*> repack_views(ModelWeights& w);
 
 // Bytes of resident weights one decode token reads: every layer's tensors except the routed
 // experts (norms, attention or MLA projections — the absorbed wk_b / wv_b when present, else

@@ -540,6 +540,12 @@ TEST(VramBudgets, TotalsListsAutoAndErrors) {
   EXPECT_EQ(vram_budgets("", false, {{kGiB, 80 * kGiB}}, 0), (std::vector<uint64_t>{0}));
   for (const char* bad : {"x", "-1", "1,", ",1", "1;2", "nan", "inf", "1,2,3"})
     EXPECT_THROW(vram_budgets(bad, false, two, 0), Error) << bad;
+  // Beyond 1 PiB the byte count would overflow: refused, emulated or not.
+  for (const bool emulate : {false, true}) {
+    EXPECT_THROW(vram_budgets("1e99", emulate, two, 0), Error);
+    EXPECT_THROW(vram_budgets("1,1048577", emulate, two, 0), Error);
+  }
+  EXPECT_EQ(vram_budgets("1048576", true, {}, 0), (std::vector<uint64_t>{1048576 * kGiB}));
   EXPECT_THROW(vram_budgets("4", false, {}, 0), Error);  // VRAM asked for, no device
   // An explicit budget larger than a device's free memory less the reserve is refused, naming
   // the most that fits; at the limit it is taken.

@@ -41,6 +41,11 @@ TEST(Knobs, BadValuesNameTheKnobAndRange) {
   EXPECT_NE(error_of({{"THREADS", "two"}}).find("not an integer"), std::string::npos);
   EXPECT_NE(error_of({{"THREADS", "3x"}}).find("not an integer"), std::string::npos);
   EXPECT_NE(error_of({{"NO_SUCH_KNOB", "1"}}).find("unknown knob"), std::string::npos);
+  // GiB budgets stop at 1 PiB (the byte count would overflow past it).
+  for (const char* k : {"RAM_GB", "CACHE_GB"}) {
+    EXPECT_NE(error_of({{k, "1e99"}}).find("0..1048576"), std::string::npos) << k;
+    EXPECT_NO_THROW(Knobs::from_values({{k, "1048576"}})) << k;
+  }
 }
 
 TEST(Knobs, EnvThenFlag) {

@@ -250,7 +250,7 @@ class TierInvariance : public ::testing::Test {
     // The knobs also come from the environment. Every other run here keeps RAM homes and dense
     // matrices interleaved (REPACK=1, the default); this one the file's layout.
     const nlohmann::json j =
-        replay(path, "env", "", "THREADS=1 URING=0 QD=2 REPACK=0 RAM_GB=" + min_gb);
+        replay(path, "env", "", "THREADS=1 URING=0 QD=2 REPACK=0 DENSE_ARENA=0 RAM_GB=" + min_gb);
     if (!j.is_null()) {
       expect_identical("env", ref, fmt::format("{} env knobs", path.filename().string()));
       EXPECT_FALSE(j["io"]["uring"].get<bool>());

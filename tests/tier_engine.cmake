@@ -9,3 +9,5 @@ add_dependencies(test_tier_faults strata)
 strata_add_test(test_tier_zstd LABEL tier SOURCES test_tier_zstd.cpp
                 LIBS strata_engine nlohmann_json::nlohmann_json)
 add_dependencies(test_tier_zstd strata)
+# DENSE_ARENA: the decode path's dense tensors in one huge-page arena, logits unchanged.
+strata_add_test(test_dense_arena LABEL unit SOURCES test_dense_arena.cpp LIBS strata_engine)

@@ -66,9 +66,18 @@ TierSetup make_tier_setup(engine::Model& model, const engine::Knobs& knobs, uint
     per_token.dense -= per_token.vram_dense;
   }
   s.prof->set_decode_bytes(per_token);
-  // REPACK: the dense matrices too, now that they are resident (private, writable).
+  // DENSE_ARENA and REPACK: the dense tensors into one huge-page arena (interleaved on the way),
+  // or REPACK alone in place, now that they are resident (private, writable).
   uint64_t repacked = 0;
-  if (opts.repack && s.experts->resident_dense_bytes() > 0) repacked = model.interleave_dense();
+  engine::DenseArrangement arranged;
+  if (s.experts->resident_dense_bytes() > 0) {
+    if (opts.dense_arena) {
+      arranged = model.arrange_dense(opts.repack, opts.numa);
+      repacked = arranged.repacked_bytes;
+    } else if (opts.repack) {
+      repacked = model.interleave_dense();
+    }
+  }
   s.trace = make_route_trace(model, knobs);  // after the source: a refused run writes no trace
 
   std::string header = "knobs: " + knobs.describe() + "\n";
@@ -88,6 +97,12 @@ TierSetup make_tier_setup(engine::Model& model, const engine::Knobs& knobs, uint
       header += fmt::format("; REPACK: {} of RAM experts and {} of dense weights interleaved",
                             placement::format_bytes(s.experts->store()->repacked_bytes()),
                             placement::format_bytes(repacked));
+    if (arranged.moved_bytes > 0)
+      header += fmt::format(
+          "; DENSE_ARENA: {} of dense tensors in a 2 MiB-aligned arena, {} of "
+          "it on huge pages",
+          placement::format_bytes(arranged.moved_bytes),
+          placement::format_bytes(arranged.huge_bytes));
     s.prof->set_store(s.experts->store());
     s.prof->set_plan(plan);
     s.prof->set_gpu(s.experts->gpu_lane());

@@ -1,0 +1,159 @@
+// DENSE_ARENA (see dense_arena.h). Exercised by tests/test_dense_arena.cpp.
+#include "engine/dense_arena.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+#include "io/check.h"
+#include "kernels/interleave.h"
+
+namespace strata::engine {
+namespace {
+
+// Big matrices start on a page (the kernels' streams and the huge pages line up the same way every
+// run); small tensors (norms, biases) on a cache line.
+constexpr uint64_t kPageAlign = 4096;
+constexpr uint64_t kLineAlign = 64;
+constexpr uint64_t kBigTensor = 64 * 1024;
+
+uint64_t align_for(uint64_t n_bytes) {
+  return n_bytes >= kBigTensor ? kPageAlign : kLineAlign;
+}
+
+uint64_t round_up(uint64_t v, uint64_t a) {
+  return (v + a - 1) / a * a;
+}
+
+// The layout a view gets in the arena: REPACK's (interleave_dense's choice), where it pays and
+// the shape allows.
+kernels::WeightLayout target_layout(const WeightView& v, bool repack) {
+  if (!repack || v.layout != kernels::WeightLayout::kRows || v.ne[2] != 1 || v.ne[3] != 1 ||
+      !kernels::interleave_pays(v.type))
+    return v.layout;
+  return kernels::interleaved_layout(v.type, v.n_rows(), v.n_cols());
+}
+
+}  // namespace
+
+std::vector<WeightView*> decode_dense_views(ModelWeights& w) {
+  std::vector<WeightView*> out;
+  const auto add = [&out](WeightView& v) {
+    if (!v.present()) return;
+    for (const WeightView* seen : out)
+      if (seen->data == v.data) return;  // one tensor bound twice (a tied view)
+    out.push_back(&v);
+  };
+  for (LayerWeights& l : w.layers) {
+    for (WeightView* v : {&l.attn_norm,
+                          &l.wq_a,
+                          &l.attn_q_a_norm,
+                          &l.wq_b,
+                          &l.wq,
+                          &l.wk,
+                          &l.wv,
+                          &l.bq,
+                          &l.bk,
+                          &l.bv,
+                          &l.attn_q_norm,
+                          &l.attn_k_norm,
+                          &l.wkv_a_mqa,
+                          &l.attn_kv_a_norm,
+                          &l.wk_b,
+                          &l.wv_b,
+                          &l.attn_sinks,
+                          &l.wo,
+                          &l.bo,
+                          &l.ffn_norm,
+                          &l.ffn_gate_inp,
+                          &l.ffn_gate_inp_b,
+                          &l.exp_probs_b})
+      add(*v);
+    // MLA reads the absorbed wk_b / wv_b when the file has them, else the decompressed wkv_b.
+    if (!l.wk_b.present() || !l.wv_b.present()) add(l.wkv_b);
+    if (l.experts.n_expert == 1 && !l.ffn_gate_inp.present())  // a dense FFN, not routed
+      for (WeightView* v : {&l.experts.gate, &l.experts.up, &l.experts.down, &l.experts.gate_bias,
+                            &l.experts.up_bias, &l.experts.down_bias})
+        add(*v);
+    if (l.shared.n_expert == 1)
+      for (WeightView* v : {&l.shared.gate, &l.shared.up, &l.shared.down}) add(*v);
+  }
+  add(w.output_norm);
+  if (!w.output_tied) add(w.output);
+  return out;
+}
+
+DenseArrangement arrange_dense(ModelWeights& w, bool interleave, tiers::NumaMode numa,
+                               tiers::RamArena& arena) {
+  DenseArrangement r;
+  const std::vector<WeightView*> views = decode_dense_views(w);
+  std::vector<WeightView*> repackable;
+  if (interleave) repackable = repack_views(w);
+  const auto is_repackable = [&repackable](const WeightView* v) {
+    return std::find(repackable.begin(), repackable.end(), v) != repackable.end();
+  };
+  uint64_t total = 0;
+  for (const WeightView* v : views) total = round_up(total, align_for(v->n_bytes)) + v->n_bytes;
+  if (total == 0) return r;
+  // No separate first touch: the copies below write every page (NUMA policy, if any, is set).
+  arena = tiers::RamArena(
+      total, tiers::RamArena::kAnyNode, numa, [](std::span<std::byte>) {}, nullptr);
+
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  uint64_t at = 0;
+  for (WeightView* v : views) {
+    at = round_up(at, align_for(v->n_bytes));
+    std::byte* dst = arena.data() + at;
+    const kernels::WeightLayout to = target_layout(*v, is_repackable(v));
+    if (to != v->layout) {
+      STRATA_ASSERT(v->row_bytes * static_cast<uint64_t>(v->n_rows()) == v->n_bytes,
+                    "{}: rows are not contiguous", v->name);
+      kernels::interleave(to, v->data, dst, v->n_rows(), v->n_cols());
+      r.repacked_bytes += v->n_bytes;
+    } else {
+      std::memcpy(dst, v->data, v->n_bytes);
+    }
+    // The resident copy's whole pages inside this tensor are not read again.
+    const auto b = (reinterpret_cast<uintptr_t>(v->data) + page - 1) / page * page;
+    const auto e = (reinterpret_cast<uintptr_t>(v->data) + v->n_bytes) / page * page;
+    if (e > b && madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED) == 0)
+      r.freed_bytes += e - b;
+    v->data = dst;
+    v->layout = to;
+    r.moved_bytes += v->n_bytes;
+    at += v->n_bytes;
+  }
+  // Whole arena at once: a protection change inside it would split its huge pages.
+  if (mprotect(arena.data(), arena.size(), PROT_READ) != 0)
+    fail_sys("mprotect", "dense weight arena");
+  r.huge_bytes = huge_page_bytes(arena.data(), arena.size());
+  return r;
+}
+
+uint64_t huge_page_bytes(const void* p, uint64_t n) {
+  std::FILE* f = std::fopen("/proc/self/smaps", "r");
+  if (!f) return 0;
+  const auto lo = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t hi = lo + n;
+  uint64_t total = 0;
+  bool inside = false;
+  char line[512];
+  while (std::fgets(line, sizeof line, f)) {
+    uintptr_t a = 0, b = 0;
+    if (std::sscanf(line, "%" SCNxPTR "-%" SCNxPTR " ", &a, &b) == 2) {  // a mapping's first line
+      inside = a < hi && b > lo;
+      continue;
+    }
+    unsigned long long kb = 0;
+    if (inside && std::sscanf(line, "AnonHugePages: %llu kB", &kb) == 1) total += kb * 1024;
+  }
+  std::fclose(f);
+  return total < n ? total : n;
+}
+
+}  // namespace strata::engine

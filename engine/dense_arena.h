@@ -1,0 +1,40 @@
+// DENSE_ARENA: the dense weights a decode token reads, moved out of the file's address range into
+// one 2 MiB-aligned huge-page arena, laid out in the order a token reads them (and interleaved on
+// the way, REPACK). Exercised by tests/test_dense_arena.cpp.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/weights.h"
+#include "tiers/ram_arena.h"
+
+namespace strata::engine {
+
+// Every dense tensor a decode token reads, in the order it reads them: per layer the attention
+// norm and projections (GQA or MLA) with their biases and norms, the FFN norm, the router, a dense
+// FFN and the shared expert; then the output norm and an untied head. Routed experts and the token
+// embedding (read one row per token) are not in it; neither are absent optional tensors.
+std::vector<WeightView*> decode_dense_views(ModelWeights& w);
+
+struct DenseArrangement {
+  uint64_t moved_bytes = 0;     // tensor bytes copied into the arena
+  uint64_t repacked_bytes = 0;  // of those, interleaved on the way (REPACK)
+  uint64_t huge_bytes = 0;      // arena bytes the kernel backs with huge pages (/proc/self/smaps)
+  uint64_t freed_bytes = 0;     // resident copies given back (whole pages of moved tensors)
+};
+
+// Moves decode_dense_views(w) into `arena` (allocated here, 2 MiB-aligned, MADV_HUGEPAGE, NUMA
+// policy `numa`) and points the views there; interleave: Q4_0/Q4_K matrices are written in the
+// interleaved layout (kernels::interleave_pays) instead of copied. The old bytes must be private
+// anonymous memory (ExpertSource's make_resident): each tensor's whole pages there are released
+// with MADV_DONTNEED once copied. The arena is read-only afterwards. Same bytes (or the same bytes
+// rearranged): the numbers never change.
+DenseArrangement arrange_dense(ModelWeights& w, bool interleave, tiers::NumaMode numa,
+                               tiers::RamArena& arena);
+
+// Bytes of [p, p + n) that the kernel maps with transparent huge pages (AnonHugePages of the
+// overlapping mappings in /proc/self/smaps, clipped to the range); 0 when smaps cannot be read.
+uint64_t huge_page_bytes(const void* p, uint64_t n);
+
+}  // namespace strata::engine
