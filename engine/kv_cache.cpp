@@ -4,18 +4,26 @@
 namespace strata::engine {
 
 KvCache::KvCache(const ModelConfig& cfg, uint32_t n_ctx) : n_ctx_(n_ctx) {
+  // Each layer's K and V start on a cache line.
+  const auto floats = [n_ctx](uint32_t width) { return (size_t{n_ctx} * width + 15) / 16 * 16; };
+  size_t total = 0;
   for (uint32_t il = 0; il < cfg.n_layer; ++il) {
     k_width_.push_back(cfg.kv_k_width(il));
     v_width_.push_back(cfg.kv_v_width(il));
-    k_.emplace_back(size_t{n_ctx} * k_width_.back(), 0.0f);
-    v_.emplace_back(size_t{n_ctx} * v_width_.back(), 0.0f);
+    total += floats(k_width_.back()) + floats(v_width_.back());
+    n_bytes_ += (size_t{n_ctx} * k_width_.back() + size_t{n_ctx} * v_width_.back()) * sizeof(float);
   }
-}
-
-uint64_t KvCache::n_bytes() const {
-  uint64_t n = 0;
-  for (size_t il = 0; il < k_.size(); ++il) n += (k_[il].size() + v_[il].size()) * sizeof(float);
-  return n;
+  // No first touch: positions fault their pages in as they fill (zeros until then).
+  arena_ = tiers::RamArena(
+      total * sizeof(float), tiers::RamArena::kAnyNode, tiers::NumaMode::kOff,
+      [](std::span<std::byte>) {}, nullptr);
+  auto* at = reinterpret_cast<float*>(arena_.data());
+  for (uint32_t il = 0; il < cfg.n_layer; ++il) {
+    k_.push_back(at);
+    at += floats(k_width_[il]);
+    v_.push_back(at);
+    at += floats(v_width_[il]);
+  }
 }
 
 }  // namespace strata::engine
