@@ -41,53 +41,6 @@ kernels::WeightLayout target_layout(const WeightView& v, bool repack) {
 
 }  // namespace
 
-std::vector<WeightView*> decode_dense_views(ModelWeights& w) {
-  std::vector<WeightView*> out;
-  const auto add = [&out](WeightView& v) {
-    if (!v.present()) return;
-    for (const WeightView* seen : out)
-      if (seen->data == v.data) return;  // one tensor bound twice (a tied view)
-    out.push_back(&v);
-  };
-  for (LayerWeights& l : w.layers) {
-    for (WeightView* v : {&l.attn_norm,
-                          &l.wq_a,
-                          &l.attn_q_a_norm,
-                          &l.wq_b,
-                          &l.wq,
-                          &l.wk,
-                          &l.wv,
-                          &l.bq,
-                          &l.bk,
-                          &l.bv,
-                          &l.attn_q_norm,
-                          &l.attn_k_norm,
-                          &l.wkv_a_mqa,
-                          &l.attn_kv_a_norm,
-                          &l.wk_b,
-                          &l.wv_b,
-                          &l.attn_sinks,
-                          &l.wo,
-                          &l.bo,
-                          &l.ffn_norm,
-                          &l.ffn_gate_inp,
-                          &l.ffn_gate_inp_b,
-                          &l.exp_probs_b})
-      add(*v);
-    // MLA reads the absorbed wk_b / wv_b when the file has them, else the decompressed wkv_b.
-    if (!l.wk_b.present() || !l.wv_b.present()) add(l.wkv_b);
-    if (l.experts.n_expert == 1 && !l.ffn_gate_inp.present())  // a dense FFN, not routed
-      for (WeightView* v : {&l.experts.gate, &l.experts.up, &l.experts.down, &l.experts.gate_bias,
-                            &l.experts.up_bias, &l.experts.down_bias})
-        add(*v);
-    if (l.shared.n_expert == 1)
-      for (WeightView* v : {&l.shared.gate, &l.shared.up, &l.shared.down}) add(*v);
-  }
-  add(w.output_norm);
-  if (!w.output_tied) add(w.output);
-  return out;
-}
-
 DenseArrangement arrange_dense(ModelWeights& w, bool interleave, tiers::NumaMode numa,
                                tiers::RamArena& arena) {
   DenseArrangement r;

@@ -11,12 +11,6 @@
 
 namespace strata::engine {
 
-// Every dense tensor a decode token reads, in the order it reads them: per layer the attention
-// norm and projections (GQA or MLA) with their biases and norms, the FFN norm, the router, a dense
-// FFN and the shared expert; then the output norm and an untied head. Routed experts and the token
-// embedding (read one row per token) are not in it; neither are absent optional tensors.
-std::vector<WeightView*> decode_dense_views(ModelWeights& w);
-
 struct DenseArrangement {
   uint64_t moved_bytes = 0;     // tensor bytes copied into the arena
   uint64_t repacked_bytes = 0;  // of those, interleaved on the way (REPACK)

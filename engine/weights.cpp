@@ -239,6 +239,54 @@ ModelWeights bind_weights(const io::GgufFile& file, const ModelConfig& cfg) {
 
 namespace {
 
+template <typename Weights, typename View>
+std::vector<View*> collect_decode_dense(Weights& w) {
+  std::vector<View*> out;
+  const auto add = [&out](View& v) {
+    if (!v.present()) return;
+    for (const View* seen : out)
+      if (seen->data == v.data) return;  // one tensor bound twice (a tied view)
+    out.push_back(&v);
+  };
+  for (auto& l : w.layers) {
+    for (View* v : {&l.attn_norm,
+                    &l.wq_a,
+                    &l.attn_q_a_norm,
+                    &l.wq_b,
+                    &l.wq,
+                    &l.wk,
+                    &l.wv,
+                    &l.bq,
+                    &l.bk,
+                    &l.bv,
+                    &l.attn_q_norm,
+                    &l.attn_k_norm,
+                    &l.wkv_a_mqa,
+                    &l.attn_kv_a_norm,
+                    &l.wk_b,
+                    &l.wv_b,
+                    &l.attn_sinks,
+                    &l.wo,
+                    &l.bo,
+                    &l.ffn_norm,
+                    &l.ffn_gate_inp,
+                    &l.ffn_gate_inp_b,
+                    &l.exp_probs_b})
+      add(*v);
+    // MLA reads the absorbed wk_b / wv_b when the file has them, else the decompressed wkv_b.
+    if (!l.wk_b.present() || !l.wv_b.present()) add(l.wkv_b);
+    if (l.experts.n_expert == 1 && !l.ffn_gate_inp.present())  // a dense FFN, not routed
+      for (View* v : {&l.experts.gate, &l.experts.up, &l.experts.down, &l.experts.gate_bias,
+                      &l.experts.up_bias, &l.experts.down_bias})
+        add(*v);
+    if (l.shared.n_expert == 1)
+      for (View* v : {&l.shared.gate, &l.shared.up, &l.shared.down}) add(*v);
+  }
+  add(w.output_norm);
+  if (!w.output_tied) add(w.output);
+  return out;
+}
+
 uint64_t interleave_view(WeightView& v) {
   if (!v.present() || v.layout != kernels::WeightLayout::kRows || v.ne[2] != 1 || v.ne[3] != 1 ||
       !kernels::interleave_pays(v.type))
@@ -265,47 +313,18 @@ uint64_t interleave_view(WeightView& v) {
 
 uint64_t dense_bytes_per_token(const ModelWeights& w) {
   uint64_t bytes = 0;
-  const auto add = [&bytes](const WeightView& v) {
-    if (v.present()) bytes += v.n_bytes;
-  };
-  for (const LayerWeights& l : w.layers) {
-    for (const WeightView* v : {&l.attn_norm,
-                                &l.wq,
-                                &l.wk,
-                                &l.wv,
-                                &l.wo,
-                                &l.bq,
-                                &l.bk,
-                                &l.bv,
-                                &l.bo,
-                                &l.attn_sinks,
-                                &l.attn_q_norm,
-                                &l.attn_k_norm,
-                                &l.wq_a,
-                                &l.attn_q_a_norm,
-                                &l.wq_b,
-                                &l.wkv_a_mqa,
-                                &l.attn_kv_a_norm,
-                                &l.ffn_norm,
-                                &l.ffn_gate_inp,
-                                &l.ffn_gate_inp_b,
-                                &l.exp_probs_b})
-      add(*v);
-    if (l.wk_b.present() && l.wv_b.present()) {
-      add(l.wk_b);
-      add(l.wv_b);
-    } else {
-      add(l.wkv_b);
-    }
-    if (l.experts.n_expert == 1 && !l.ffn_gate_inp.present())  // a dense FFN, not routed
-      for (const WeightView* v : {&l.experts.gate, &l.experts.up, &l.experts.down}) add(*v);
-    if (l.shared.n_expert == 1)
-      for (const WeightView* v : {&l.shared.gate, &l.shared.up, &l.shared.down}) add(*v);
-  }
-  add(w.output_norm);
-  add(w.output);
-  if (w.token_embd.present() && !w.output_tied) bytes += w.token_embd.row_bytes;
+  for (const WeightView* v : decode_dense_views(w)) bytes += v->n_bytes;
+  // A tied head reads the whole embedding; otherwise a token reads one row of it.
+  if (w.output_tied) return bytes + w.output.n_bytes;
+  if (w.token_embd.present()) bytes += w.token_embd.row_bytes;
   return bytes;
+}
+
+std::vector<WeightView*> decode_dense_views(ModelWeights& w) {
+  return collect_decode_dense<ModelWeights, WeightView>(w);
+}
+std::vector<const WeightView*> decode_dense_views(const ModelWeights& w) {
+  return collect_decode_dense<const ModelWeights, const WeightView>(w);
 }
 
 std::vector<WeightView*> repack_views(ModelWeights& w) {

@@ -157,6 +157,15 @@ std::vector<WeightView*> repack_views(ModelWeights& w);
 // the token embedding. PROF's roofline (engine/prof.h DecodeBytes).
 uint64_t dense_bytes_per_token(const ModelWeights& w);
 
+// Every dense tensor a decode token reads, in the order it reads them: per layer the attention
+// norm and projections (GQA or MLA: the absorbed wk_b / wv_b when present, else wkv_b) with their
+// biases and norms, the FFN norm, the router, a dense FFN and the shared expert; then the output
+// norm and an untied head. Routed experts and the token embedding (one row per token; a tied
+// head's matrix) are not in it; neither are absent optional tensors. dense_bytes_per_token is
+// their bytes plus the embedding's share; DENSE_ARENA moves them (engine/dense_arena.h).
+std::vector<WeightView*> decode_dense_views(ModelWeights& w);
+std::vector<const WeightView*> decode_dense_views(const ModelWeights& w);
+
 std::string shape_string(const std::array<int64_t, 4>& ne, int n_dims);
 
 }  // namespace strata::engine
