@@ -1,6 +1,7 @@
 // DENSE_ARENA (see dense_arena.h). Exercised by tests/test_dense_arena.cpp.
 #include "engine/dense_arena.h"
 
+#include <fmt/format.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -86,6 +87,29 @@ DenseArrangement arrange_dense(ModelWeights& w, bool interleave, tiers::NumaMode
     fail_sys("mprotect", "dense weight arena");
   r.huge_bytes = huge_page_bytes(arena.data(), arena.size());
   return r;
+}
+
+std::string thp_mode() {
+  std::FILE* f = std::fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+  if (!f) return "unknown";
+  char line[256] = {};
+  const bool ok = std::fgets(line, sizeof line, f) != nullptr;
+  std::fclose(f);
+  const char* open = ok ? std::strchr(line, '[') : nullptr;
+  const char* close = open ? std::strchr(open, ']') : nullptr;
+  if (!close) return "unknown";
+  return std::string(open + 1, close);
+}
+
+std::string dense_huge_page_notice(const DenseArrangement& a, const std::string& thp) {
+  constexpr uint64_t kMinBytes = 64ull << 20;
+  if (a.moved_bytes < kMinBytes || a.huge_bytes * 2 >= a.moved_bytes) return {};
+  return fmt::format(
+      "DENSE_ARENA: only {:.0f} of {:.0f} MiB of dense weights are on huge pages (transparent "
+      "huge pages: {}); decode may read them up to 2x slower. As root: echo madvise > "
+      "/sys/kernel/mm/transparent_hugepage/enabled",
+      static_cast<double>(a.huge_bytes) / (1 << 20), static_cast<double>(a.moved_bytes) / (1 << 20),
+      thp);
 }
 
 uint64_t huge_page_bytes(const void* p, uint64_t n) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "engine/weights.h"
@@ -26,6 +27,15 @@ struct DenseArrangement {
 // rearranged): the numbers never change.
 DenseArrangement arrange_dense(ModelWeights& w, bool interleave, tiers::NumaMode numa,
                                tiers::RamArena& arena);
+
+// The system's transparent huge page mode (/sys/kernel/mm/transparent_hugepage/enabled: the
+// bracketed word, "always", "madvise" or "never"); "unknown" when it cannot be read.
+std::string thp_mode();
+
+// The one-line notice for a DENSE_ARENA that did not get huge pages (fewer than half its bytes on
+// them, for arenas of at least 64 MiB: small models do not matter), naming the THP mode and the
+// fix; empty when there is nothing to say.
+std::string dense_huge_page_notice(const DenseArrangement& a, const std::string& thp);
 
 // Bytes of [p, p + n) that the kernel maps with transparent huge pages (AnonHugePages of the
 // overlapping mappings in /proc/self/smaps, clipped to the range); 0 when smaps cannot be read.

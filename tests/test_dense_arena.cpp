@@ -138,5 +138,26 @@ TEST(DenseArenaSmaps, HugePageBytesIsClippedAndZeroOffThp) {
   EXPECT_LE(engine::huge_page_bytes(arena.data(), 4096), 4096u);
 }
 
+// The notice for an arena that missed huge pages: said for big arenas mostly off THP, naming the
+// mode and the fix; silent for small models and for arenas that got them.
+TEST(DenseArenaSmaps, HugePageNoticeOnlyWhenABigArenaMissedThem) {
+  constexpr uint64_t kMiB = 1ull << 20;
+  engine::DenseArrangement a;
+  a.moved_bytes = 778 * kMiB;
+  a.huge_bytes = 0;
+  const std::string n = engine::dense_huge_page_notice(a, "never");
+  EXPECT_NE(n.find("0 of 778 MiB"), std::string::npos) << n;
+  EXPECT_NE(n.find("never"), std::string::npos) << n;
+  EXPECT_NE(n.find("echo madvise"), std::string::npos) << n;
+  a.huge_bytes = 400 * kMiB;  // more than half: fine
+  EXPECT_EQ(engine::dense_huge_page_notice(a, "madvise"), "");
+  a.moved_bytes = 33 * kMiB;  // a small model: not worth a line
+  a.huge_bytes = 0;
+  EXPECT_EQ(engine::dense_huge_page_notice(a, "never"), "");
+  const std::string mode = engine::thp_mode();
+  EXPECT_TRUE(mode == "always" || mode == "madvise" || mode == "never" || mode == "unknown")
+      << mode;
+}
+
 }  // namespace
 }  // namespace strata

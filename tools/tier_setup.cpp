@@ -74,6 +74,8 @@ TierSetup make_tier_setup(engine::Model& model, const engine::Knobs& knobs, uint
     if (opts.dense_arena) {
       arranged = model.arrange_dense(opts.repack, opts.numa);
       repacked = arranged.repacked_bytes;
+      const std::string why = engine::dense_huge_page_notice(arranged, engine::thp_mode());
+      if (!why.empty() && opts.notice) opts.notice(why);
     } else if (opts.repack) {
       repacked = model.interleave_dense();
     }
