@@ -10,6 +10,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 #include "io/check.h"
 #include "kernels/interleave.h"
@@ -55,14 +56,15 @@ DenseArrangement arrange_dense(ModelWeights& w, bool interleave, tiers::NumaMode
   for (const WeightView* v : views) total = round_up(total, align_for(v->n_bytes)) + v->n_bytes;
   if (total == 0) return r;
   // No separate first touch: the copies below write every page (NUMA policy, if any, is set).
-  arena = tiers::RamArena(
+  // A fresh arena, swapped in at the end: views may point into `arena` (a second call).
+  tiers::RamArena fresh(
       total, tiers::RamArena::kAnyNode, numa, [](std::span<std::byte>) {}, nullptr);
 
   const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   uint64_t at = 0;
   for (WeightView* v : views) {
     at = round_up(at, align_for(v->n_bytes));
-    std::byte* dst = arena.data() + at;
+    std::byte* dst = fresh.data() + at;
     const kernels::WeightLayout to = target_layout(*v, is_repackable(v));
     if (to != v->layout) {
       STRATA_ASSERT(v->row_bytes * static_cast<uint64_t>(v->n_rows()) == v->n_bytes,
@@ -83,9 +85,10 @@ DenseArrangement arrange_dense(ModelWeights& w, bool interleave, tiers::NumaMode
     at += v->n_bytes;
   }
   // Whole arena at once: a protection change inside it would split its huge pages.
-  if (mprotect(arena.data(), arena.size(), PROT_READ) != 0)
+  if (mprotect(fresh.data(), fresh.size(), PROT_READ) != 0)
     fail_sys("mprotect", "dense weight arena");
-  r.huge_bytes = huge_page_bytes(arena.data(), arena.size());
+  r.huge_bytes = huge_page_bytes(fresh.data(), fresh.size());
+  arena = std::move(fresh);
   return r;
 }
 

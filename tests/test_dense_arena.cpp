@@ -111,6 +111,14 @@ TEST_P(DenseArena, MovesEveryDecodeTensorAndKeepsTheLogits) {
     ASSERT_EQ(got.size(), ref.size());
     EXPECT_EQ(std::memcmp(got.data(), ref.data(), ref.size() * sizeof(float)), 0)
         << "DENSE_ARENA changed the logits";
+
+    // A second arrangement moves them again out of the first arena (nothing left to repack).
+    const engine::DenseArrangement again = model.arrange_dense(repack, tiers::NumaMode::kOff);
+    EXPECT_EQ(again.moved_bytes, a.moved_bytes);
+    EXPECT_EQ(again.repacked_bytes, 0u);
+    const std::vector<float> got2 = logits(model, &src, ids);
+    EXPECT_EQ(std::memcmp(got2.data(), ref.data(), ref.size() * sizeof(float)), 0)
+        << "a second DENSE_ARENA changed the logits";
   }
 }
 
