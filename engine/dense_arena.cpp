@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -30,15 +29,6 @@ uint64_t align_for(uint64_t n_bytes) {
 
 uint64_t round_up(uint64_t v, uint64_t a) {
   return (v + a - 1) / a * a;
-}
-
-// The layout a view gets in the arena: REPACK's (interleave_dense's choice), where it pays and
-// the shape allows.
-kernels::WeightLayout target_layout(const WeightView& v, bool repack) {
-  if (!repack || v.layout != kernels::WeightLayout::kRows || v.ne[2] != 1 || v.ne[3] != 1 ||
-      !kernels::interleave_pays(v.type))
-    return v.layout;
-  return kernels::interleaved_layout(v.type, v.n_rows(), v.n_cols());
 }
 
 }  // namespace
@@ -65,7 +55,7 @@ DenseArrangement arrange_dense(ModelWeights& w, bool interleave, tiers::NumaMode
   for (WeightView* v : views) {
     at = round_up(at, align_for(v->n_bytes));
     std::byte* dst = fresh.data() + at;
-    const kernels::WeightLayout to = target_layout(*v, is_repackable(v));
+    const kernels::WeightLayout to = is_repackable(v) ? repack_layout(*v) : v->layout;
     if (to != v->layout) {
       STRATA_ASSERT(v->row_bytes * static_cast<uint64_t>(v->n_rows()) == v->n_bytes,
                     "{}: rows are not contiguous", v->name);

@@ -288,11 +288,8 @@ std::vector<View*> collect_decode_dense(Weights& w) {
 }
 
 uint64_t interleave_view(WeightView& v) {
-  if (!v.present() || v.layout != kernels::WeightLayout::kRows || v.ne[2] != 1 || v.ne[3] != 1 ||
-      !kernels::interleave_pays(v.type))
-    return 0;
-  const kernels::WeightLayout to = kernels::interleaved_layout(v.type, v.n_rows(), v.n_cols());
-  if (to == kernels::WeightLayout::kRows) return 0;
+  const kernels::WeightLayout to = repack_layout(v);
+  if (to == v.layout) return 0;
   STRATA_ASSERT(v.row_bytes * static_cast<uint64_t>(v.n_rows()) == v.n_bytes,
                 "{}: rows are not contiguous", v.name);
   // make_resident left the private copy read-only: writable while it is rearranged.
@@ -325,6 +322,13 @@ std::vector<WeightView*> decode_dense_views(ModelWeights& w) {
 }
 std::vector<const WeightView*> decode_dense_views(const ModelWeights& w) {
   return collect_decode_dense<const ModelWeights, const WeightView>(w);
+}
+
+kernels::WeightLayout repack_layout(const WeightView& v) {
+  if (!v.present() || v.layout != kernels::WeightLayout::kRows || v.ne[2] != 1 || v.ne[3] != 1 ||
+      !kernels::interleave_pays(v.type))
+    return v.layout;
+  return kernels::interleaved_layout(v.type, v.n_rows(), v.n_cols());
 }
 
 std::vector<WeightView*> repack_views(ModelWeights& w) {

@@ -150,6 +150,10 @@ uint64_t interleave_dense(ModelWeights& w);
 // The matrices interleave_dense() considers (each is interleaved only where
 // kernels::interleave_pays its type and the shape allows); DENSE_ARENA uses the same list.
 std::vector<WeightView*> repack_views(ModelWeights& w);
+// The layout REPACK gives one of those views: interleaved where kernels::interleave_pays its type
+// and it is a 2-D matrix in the file's layout whose shape an interleaved layout takes; else its
+// own.
+kernels::WeightLayout repack_layout(const WeightView& v);
 
 // Bytes of resident weights one decode token reads: every layer's tensors except the routed
 // experts (norms, attention or MLA projections — the absorbed wk_b / wv_b when present, else
