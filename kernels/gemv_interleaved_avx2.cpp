@@ -23,15 +23,24 @@ namespace {
 // same call (nullptr for the last): it is prefetched into L2 across both halves, 144 bytes a step,
 // so memory keeps streaming while the second half computes from L1 (with only the L1 prefetch in
 // the first half, the two halves' memory and compute took turns).
-void half_dot(const uint8_t* sc, const uint8_t* q, int h, const BlockQ8_0* x, const XPrep* prep,
-              int64_t nb, float* out, const uint8_t* next) {
+void half_dot(const uint8_t* g, int h, const BlockQ8_0* x, const XPrep* prep, int64_t nb,
+              float* out, const uint8_t* next) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[8];
   for (int k = 0; k < 8; ++k) acc[k] = _mm256_setzero_ps();
+  // Block b = b8 + k with b8 a multiple of 8: offsets within the 4 chunks from b8 are constants
+  // (from pointers that already hold the half's offset, so no offset needs a register).
+  const uint8_t* gq = g + 32 * h;  // half h's code bytes
+  const uint8_t* gs = g + 16 * h;  // its scales
   auto step = [&](int64_t b, int k) {
-    const uint8_t* qb = q + b * 256 + 32 * h;
-    if (h == 0) prefetch_lines<256, kToL1>(q + b * 256 + kInterleavePrefetch);
+    const size_t chunk = static_cast<size_t>((b - k) >> 1) * kQ4_0x16Chunk;
+    const uint8_t* qb = gq + chunk + q4_0x16_code_offset(k);
+    // Block k's share of its chunk's lines (5 with the scales, then 4), kInterleavePrefetch ahead.
+    if (h == 0 && (k & 1) == 0)
+      prefetch_lines<320, kToL1>(g + chunk + q4_0x16_scale_offset(k) + kInterleavePrefetch);
+    if (h == 0 && (k & 1) == 1)
+      prefetch_lines<256, kToL1>(g + chunk + q4_0x16_code_offset(k) + kInterleavePrefetch);
     if (next != nullptr) prefetch_lines<192, kToL2>(next + (h * nb + b) * 144);
     int32_t xi[8];
     std::memcpy(xi, x[b].qs, sizeof(xi));
@@ -45,8 +54,8 @@ void half_dot(const uint8_t* sc, const uint8_t* q, int h, const BlockQ8_0* x, co
     }
     const __m256i isum =
         _mm256_add_epi32(_mm256_madd_epi16(s16, ones), _mm256_set1_epi32(prep[b].neg));
-    const __m256 dw =
-        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + b * 32 + 16 * h)));
+    const __m256 dw = _mm256_cvtph_ps(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(gs + chunk + q4_0x16_scale_offset(k))));
     const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(prep[b].dx));
     acc[k] = _mm256_add_ps(acc[k], _mm256_mul_ps(_mm256_cvtepi32_ps(isum), d));
   };
@@ -68,12 +77,12 @@ void gemv_q4_0x16(const void* w, size_t row_stride, const void* xq, float* y, in
   const auto* x = static_cast<const BlockQ8_0*>(xq);
   XPrep* prep = prep_buffer(nb, 1);
   prep_x(x, nb, prep);
-  for_groups(w, row_stride, nb, row_begin, row_end,
-             [&](const uint8_t* sc, const uint8_t* q, int64_t r) {
-               const uint8_t* next = r + 16 < row_end ? q + nb * 256 : nullptr;
-               half_dot(sc, q, 0, x, prep, nb, y + r, next);
-               half_dot(sc, q, 1, x, prep, nb, y + r, next);
-             });
+  const size_t group_bytes = 16 * row_stride;
+  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
+    const uint8_t* next = r + 16 < row_end ? g + group_bytes : nullptr;
+    half_dot(g, 0, x, prep, nb, y + r, next);
+    half_dot(g, 1, x, prep, nb, y + r, next);
+  });
 }
 
 void gemm_q4_0x16(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
@@ -85,14 +94,13 @@ void gemm_q4_0x16(const void* w, size_t row_stride, const void* xq, size_t xq_st
   XPrep* prep = prep_buffer(nb, n_tokens);
   for (int64_t t = 0; t < n_tokens; ++t) prep_x(xt(t), nb, prep + t * nb);
   // Tokens inner: the group (16 rows) stays in L1/L2 for every token.
-  for_groups(w, row_stride, nb, row_begin, row_end,
-             [&](const uint8_t* sc, const uint8_t* q, int64_t r) {
-               const uint8_t* next = r + 16 < row_end ? q + nb * 256 : nullptr;
-               for (int64_t t = 0; t < n_tokens; ++t)
-                 for (int h = 0; h < 2; ++h)
-                   half_dot(sc, q, h, xt(t), prep + t * nb, nb, y + t * y_stride + r,
-                            t == 0 ? next : nullptr);
-             });
+  const size_t group_bytes = 16 * row_stride;
+  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
+    const uint8_t* next = r + 16 < row_end ? g + group_bytes : nullptr;
+    for (int64_t t = 0; t < n_tokens; ++t)
+      for (int h = 0; h < 2; ++h)
+        half_dot(g, h, xt(t), prep + t * nb, nb, y + t * y_stride + r, t == 0 ? next : nullptr);
+  });
 }
 
 // ---- kQ4_Kx16: Q4_K x Q8_K, 8 rows (half h of the group) per register ----
@@ -166,11 +174,10 @@ void gemv_q4_kx16(const void* w, size_t row_stride, const void* xq, float* y, in
                   int64_t row_end, int64_t n_cols) {
   const int64_t nb = n_cols / kQK_K;
   const auto* x = static_cast<const BlockQ8_K*>(xq);
-  for_groups(w, row_stride, 0, row_begin, row_end,
-             [&](const uint8_t* g, const uint8_t*, int64_t r) {
-               half_dot_k(g, 0, x, nb, y + r);
-               half_dot_k(g, 1, x, nb, y + r);
-             });
+  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
+    half_dot_k(g, 0, x, nb, y + r);
+    half_dot_k(g, 1, x, nb, y + r);
+  });
 }
 
 void gemm_q4_kx16(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
@@ -178,13 +185,12 @@ void gemm_q4_kx16(const void* w, size_t row_stride, const void* xq, size_t xq_st
                   int64_t n_cols) {
   const int64_t nb = n_cols / kQK_K;
   const auto* xbase = static_cast<const uint8_t*>(xq);
-  for_groups(w, row_stride, 0, row_begin, row_end,
-             [&](const uint8_t* g, const uint8_t*, int64_t r) {
-               for (int64_t t = 0; t < n_tokens; ++t)
-                 for (int h = 0; h < 2; ++h)
-                   half_dot_k(g, h, reinterpret_cast<const BlockQ8_K*>(xbase + t * xq_stride), nb,
-                              y + t * y_stride + r);
-             });
+  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
+    for (int64_t t = 0; t < n_tokens; ++t)
+      for (int h = 0; h < 2; ++h)
+        half_dot_k(g, h, reinterpret_cast<const BlockQ8_K*>(xbase + t * xq_stride), nb,
+                   y + t * y_stride + r);
+  });
 }
 
 }  // namespace

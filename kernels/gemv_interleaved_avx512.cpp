@@ -1,7 +1,8 @@
 // Q4_0 x Q8_0 GEMV/GEMM over the kQ4_0x16 layout (kernels/interleave.h) with AVX-512 VNNI: one
 // 512-bit register = one 4-byte code group of 16 rows, so each block of a 16-row group is 4 loads,
 // 4 ands and 4 shifts for the nibbles, and 8 vpdpbusd against the activation's 4-byte groups
-// broadcast from memory; lane r of the result is row r's exact block sum (no horizontal sums).
+// broadcast from memory; lane r of the result is row r's exact block sum (no horizontal sums). A
+// group is one sequential stream (scales inline, one chunk per two blocks).
 // Codes are used unsigned (0..15) and -8 * sum(x) per block is added back (exact). Lane r keeps
 // row r's 8 canonical float accumulators acc[b % 8] in 8 registers, so the float steps are those
 // of gemv.cpp and results equal gemv_ref.cpp (and the GGUF-layout kernels) bit for bit.
@@ -53,29 +54,29 @@ inline __m512i high_nibbles(__m512i v, __m512i m4) {
 #endif
 }
 
-// One 16-row group against T activation rows. sc: the group's scales, q: its codes.
+// One 16-row group g against T activation rows: one stream of 576-byte chunks (two blocks' scales,
+// then their codes), one L1 prefetch of a chunk kQ4_0x16Prefetch ahead every other block.
 template <int T>
-void group_dot(const uint8_t* sc, const uint8_t* q, const BlockQ8_0* const* xs,
-               const XPrep* const* preps, int64_t nb, float* const* outs) {
+void group_dot(const uint8_t* g, const BlockQ8_0* const* xs, const XPrep* const* preps, int64_t nb,
+               float* const* outs) {
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   __m512 acc[T][8];
   for (int t = 0; t < T; ++t)
     for (int k = 0; k < 8; ++k) acc[t][k] = _mm512_setzero_ps();
+  // Block b = b8 + k with b8 a multiple of 8: offsets within the 4 chunks from b8 are constants.
   auto step = [&](int64_t b, int k) {
-    const uint8_t* qb = q + b * 256;
-    // One L1 prefetch per line kInterleavePrefetch ahead along the group's code stream, one L2
-    // prefetch per line kInterleavePrefetchL2 ahead, and one per scale line.
-    prefetch_lines<256, kToL1>(qb + kInterleavePrefetch);
-    prefetch_lines<256, kToL2>(qb + kInterleavePrefetchL2);
-    if ((b & 1) == 0) prefetch_lines<64, kToL2>(sc + b * 32 + kInterleavePrefetch / 8);
+    const uint8_t* g8 = g + static_cast<size_t>((b - k) >> 1) * kQ4_0x16Chunk;
+    const uint8_t* qb = g8 + q4_0x16_code_offset(k);
+    if ((k & 1) == 0)
+      prefetch_lines<kQ4_0x16Chunk, kToL1>(g8 + q4_0x16_scale_offset(k) + kQ4_0x16Prefetch);
     __m512i lo[4], hi[4];
     for (int j = 0; j < 4; ++j) {
       const __m512i v = _mm512_loadu_si512(qb + 64 * j);
       lo[j] = _mm512_and_si512(v, m4);
       hi[j] = high_nibbles(v, m4);
     }
-    const __m512 dw =
-        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + b * 32)));
+    const __m512 dw = _mm512_cvtph_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g8 + q4_0x16_scale_offset(k))));
     for (int t = 0; t < T; ++t) {
       // The activation's 4-byte groups, broadcast straight from memory.
       const int8_t* xq = xs[t][b].qs;
@@ -104,84 +105,20 @@ void group_dot(const uint8_t* sc, const uint8_t* q, const BlockQ8_0* const* xs,
   }
 }
 
-// Two adjacent 16-row groups against one activation row in one pass (GEMV): each activation
-// broadcast feeds both groups' vpdpbusd and the two groups' independent chains fill the pipeline,
-// so the core computes ~45% faster cache-resident and keeps more of the stream in flight. Each
-// group's lanes do exactly group_dot<1>'s steps, so the bits are the same.
-void group_dot_pair(const uint8_t* sc0, const uint8_t* q0, const uint8_t* sc1, const uint8_t* q1,
-                    const BlockQ8_0* x, const XPrep* prep, int64_t nb, float* out0, float* out1) {
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
-  __m512 acc0[8], acc1[8];
-  for (int k = 0; k < 8; ++k) acc0[k] = acc1[k] = _mm512_setzero_ps();
-  auto step = [&](int64_t b, int k) {
-    const uint8_t* qa = q0 + b * 256;
-    const uint8_t* qb = q1 + b * 256;
-    prefetch_lines<256, kToL1>(qa + kInterleavePairPrefetch);
-    prefetch_lines<256, kToL1>(qb + kInterleavePairPrefetch);
-    prefetch_lines<256, kToL2>(qa + kInterleavePairPrefetchL2);
-    prefetch_lines<256, kToL2>(qb + kInterleavePairPrefetchL2);
-    if ((b & 1) == 0) {
-      prefetch_lines<64, kToL2>(sc0 + b * 32 + kInterleavePairPrefetch / 8);
-      prefetch_lines<64, kToL2>(sc1 + b * 32 + kInterleavePairPrefetch / 8);
-    }
-    const int8_t* xb = x[b].qs;
-    __m512i s0 = _mm512_set1_epi32(prep[b].neg), s1 = _mm512_setzero_si512();
-    __m512i t0 = s0, t1 = s1;
-    for (int j = 0; j < 4; ++j) {
-      const __m512i xl = bcast4(xb + 4 * j), xh = bcast4(xb + 16 + 4 * j);
-      const __m512i va = _mm512_loadu_si512(qa + 64 * j);
-      const __m512i vb = _mm512_loadu_si512(qb + 64 * j);
-      s0 = _mm512_dpbusd_epi32(s0, _mm512_and_si512(va, m4), xl);
-      s1 = _mm512_dpbusd_epi32(s1, high_nibbles(va, m4), xh);
-      t0 = _mm512_dpbusd_epi32(t0, _mm512_and_si512(vb, m4), xl);
-      t1 = _mm512_dpbusd_epi32(t1, high_nibbles(vb, m4), xh);
-    }
-    const __m512 dx = _mm512_set1_ps(prep[b].dx);
-    const __m512 d0 = _mm512_mul_ps(
-        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc0 + b * 32))), dx);
-    const __m512 d1 = _mm512_mul_ps(
-        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc1 + b * 32))), dx);
-    acc0[k] =
-        _mm512_add_ps(acc0[k], _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), d0));
-    acc1[k] =
-        _mm512_add_ps(acc1[k], _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(t0, t1)), d1));
-  };
-  int64_t b = 0;
-  for (; b + 8 <= nb; b += 8) {
-#pragma GCC unroll 8
-    for (int k = 0; k < 8; ++k) step(b + k, k);
-  }
-  for (int k = 0; b + k < nb; ++k) step(b + k, k);
-  const auto fold = [](const __m512* acc) {
-    return _mm512_add_ps(
-        _mm512_add_ps(_mm512_add_ps(acc[0], acc[4]), _mm512_add_ps(acc[2], acc[6])),
-        _mm512_add_ps(_mm512_add_ps(acc[1], acc[5]), _mm512_add_ps(acc[3], acc[7])));
-  };
-  _mm512_storeu_ps(out0, fold(acc0));
-  _mm512_storeu_ps(out1, fold(acc1));
-}
-
+// One group at a time: consecutive groups are adjacent, so a row range is one sequential stream
+// and the prefetch runs on into the next group. (Two groups per pass, each activation broadcast
+// feeding both, computed ~45% faster cache-resident but read four streams in the old split layout
+// and two in this one; streamed, one group per pass does better: bench/RESULTS.md session 9.)
 void gemv_q4_0x16(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
                   int64_t row_end, int64_t n_cols) {
-  STRATA_ASSERT(row_begin % 16 == 0 && row_end % 16 == 0,
-                "interleaved rows [{}, {}) are not whole groups of 16", row_begin, row_end);
   const int64_t nb = n_cols / kQK;
   const auto* x = static_cast<const BlockQ8_0*>(xq);
   XPrep* prep = prep_buffer(nb, 1);
   prep_x(x, nb, prep);
-  const auto* base = static_cast<const uint8_t*>(w);
-  const auto group = [&](int64_t r) { return base + static_cast<size_t>(r) * row_stride; };
-  int64_t r = row_begin;
-  for (; r + 32 <= row_end; r += 32) {
-    const uint8_t* g0 = group(r);
-    const uint8_t* g1 = group(r + 16);
-    group_dot_pair(g0, g0 + nb * 32, g1, g1 + nb * 32, x, prep, nb, y + r, y + r + 16);
-  }
-  if (r < row_end) {  // an odd group
-    const uint8_t* g = group(r);
+  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
     float* out = y + r;
-    group_dot<1>(g, g + nb * 32, &x, &prep, nb, &out);
-  }
+    group_dot<1>(g, &x, &prep, nb, &out);
+  });
 }
 
 void gemm_q4_0x16(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
@@ -192,24 +129,23 @@ void gemm_q4_0x16(const void* w, size_t row_stride, const void* xq, size_t xq_st
   auto xt = [&](int64_t t) { return reinterpret_cast<const BlockQ8_0*>(xbase + t * xq_stride); };
   XPrep* prep = prep_buffer(nb, n_tokens);
   for (int64_t t = 0; t < n_tokens; ++t) prep_x(xt(t), nb, prep + t * nb);
-  for_groups(w, row_stride, nb, row_begin, row_end,
-             [&](const uint8_t* sc, const uint8_t* q, int64_t r) {
-               int64_t t = 0;
-               for (; t + 4 <= n_tokens; t += 4) {
-                 const BlockQ8_0* xs[4] = {xt(t), xt(t + 1), xt(t + 2), xt(t + 3)};
-                 const XPrep* ps[4] = {prep + t * nb, prep + (t + 1) * nb, prep + (t + 2) * nb,
-                                       prep + (t + 3) * nb};
-                 float* outs[4] = {y + t * y_stride + r, y + (t + 1) * y_stride + r,
-                                   y + (t + 2) * y_stride + r, y + (t + 3) * y_stride + r};
-                 group_dot<4>(sc, q, xs, ps, nb, outs);
-               }
-               for (; t < n_tokens; ++t) {
-                 const BlockQ8_0* x = xt(t);
-                 const XPrep* p = prep + t * nb;
-                 float* out = y + t * y_stride + r;
-                 group_dot<1>(sc, q, &x, &p, nb, &out);
-               }
-             });
+  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
+    int64_t t = 0;
+    for (; t + 4 <= n_tokens; t += 4) {
+      const BlockQ8_0* xs[4] = {xt(t), xt(t + 1), xt(t + 2), xt(t + 3)};
+      const XPrep* ps[4] = {prep + t * nb, prep + (t + 1) * nb, prep + (t + 2) * nb,
+                            prep + (t + 3) * nb};
+      float* outs[4] = {y + t * y_stride + r, y + (t + 1) * y_stride + r,
+                        y + (t + 2) * y_stride + r, y + (t + 3) * y_stride + r};
+      group_dot<4>(g, xs, ps, nb, outs);
+    }
+    for (; t < n_tokens; ++t) {
+      const BlockQ8_0* x = xt(t);
+      const XPrep* p = prep + t * nb;
+      float* out = y + t * y_stride + r;
+      group_dot<1>(g, &x, &p, nb, &out);
+    }
+  });
 }
 
 // ---- kQ4_Kx16: Q4_K x Q8_K ----
@@ -300,11 +236,10 @@ void gemv_q4_kx16(const void* w, size_t row_stride, const void* xq, float* y, in
                   int64_t row_end, int64_t n_cols) {
   const int64_t nb = n_cols / kQK_K;
   const auto* x = static_cast<const BlockQ8_K*>(xq);
-  for_groups(w, row_stride, 0, row_begin, row_end,
-             [&](const uint8_t* g, const uint8_t*, int64_t r) {
-               float* out = y + r;
-               group_dot_k<1>(g, &x, nb, &out);
-             });
+  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
+    float* out = y + r;
+    group_dot_k<1>(g, &x, nb, &out);
+  });
 }
 
 void gemm_q4_kx16(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
@@ -313,20 +248,19 @@ void gemm_q4_kx16(const void* w, size_t row_stride, const void* xq, size_t xq_st
   const int64_t nb = n_cols / kQK_K;
   const auto* xbase = static_cast<const uint8_t*>(xq);
   auto xt = [&](int64_t t) { return reinterpret_cast<const BlockQ8_K*>(xbase + t * xq_stride); };
-  for_groups(w, row_stride, 0, row_begin, row_end,
-             [&](const uint8_t* g, const uint8_t*, int64_t r) {
-               int64_t t = 0;
-               for (; t + 2 <= n_tokens; t += 2) {
-                 const BlockQ8_K* xs[2] = {xt(t), xt(t + 1)};
-                 float* outs[2] = {y + t * y_stride + r, y + (t + 1) * y_stride + r};
-                 group_dot_k<2>(g, xs, nb, outs);
-               }
-               for (; t < n_tokens; ++t) {
-                 const BlockQ8_K* x = xt(t);
-                 float* out = y + t * y_stride + r;
-                 group_dot_k<1>(g, &x, nb, &out);
-               }
-             });
+  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
+    int64_t t = 0;
+    for (; t + 2 <= n_tokens; t += 2) {
+      const BlockQ8_K* xs[2] = {xt(t), xt(t + 1)};
+      float* outs[2] = {y + t * y_stride + r, y + (t + 1) * y_stride + r};
+      group_dot_k<2>(g, xs, nb, outs);
+    }
+    for (; t < n_tokens; ++t) {
+      const BlockQ8_K* x = xt(t);
+      float* out = y + t * y_stride + r;
+      group_dot_k<1>(g, &x, nb, &out);
+    }
+  });
 }
 
 }  // namespace

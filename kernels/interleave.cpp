@@ -19,26 +19,23 @@ namespace {
 
 constexpr int64_t kGroupRows = 16;
 
-// Offsets inside a kQ4_0x16 group of nb blocks per row.
-size_t scale_at(int64_t nb, int64_t b, int r) {
-  (void)nb;
-  return static_cast<size_t>(b) * 32 + static_cast<size_t>(r) * 2;
+// Offsets inside a kQ4_0x16 group: row r's scale of block b, its code dword j.
+size_t scale_at(int64_t b, int r) {
+  return detail::q4_0x16_scale_offset(b) + static_cast<size_t>(r) * 2;
 }
-size_t code_at(int64_t nb, int64_t b, int j, int r) {
-  return static_cast<size_t>(nb) * 32 + static_cast<size_t>(b) * 256 + static_cast<size_t>(j) * 64 +
-         static_cast<size_t>(r) * 4;
+size_t code_at(int64_t b, int j, int r) {
+  return detail::q4_0x16_code_offset(b) + static_cast<size_t>(j) * 64 + static_cast<size_t>(r) * 4;
 }
 
 // One group (16 GGUF rows of nb blocks at src) into the layout at dst, or back.
-// Block-major: the destination is written in order (the 16 source rows of a group sit in L1).
+// Block-major: the destination is written chunk by chunk (the 16 source rows sit in L1).
 // Per block, 4 rows at a time: their 16 code bytes are 4 dwords each, and a 4 x 4 dword transpose
 // (SSE2, baseline x86-64) gives the 4 rows' dword j for each j in one 16-byte store.
 void pack_group(const uint8_t* src, uint8_t* dst, int64_t nb) {
   const size_t row_bytes = static_cast<size_t>(nb) * sizeof(BlockQ4_0);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* col = src + static_cast<size_t>(b) * sizeof(BlockQ4_0);
-    for (int r = 0; r < kGroupRows; ++r)
-      std::memcpy(dst + scale_at(nb, b, r), col + r * row_bytes, 2);
+    for (int r = 0; r < kGroupRows; ++r) std::memcpy(dst + scale_at(b, r), col + r * row_bytes, 2);
     for (int r = 0; r < kGroupRows; r += 4) {
       __m128i a[4];
       for (int i = 0; i < 4; ++i)
@@ -48,7 +45,7 @@ void pack_group(const uint8_t* src, uint8_t* dst, int64_t nb) {
       const __m128i j[4] = {_mm_unpacklo_epi64(t0, t1), _mm_unpackhi_epi64(t0, t1),
                             _mm_unpacklo_epi64(t2, t3), _mm_unpackhi_epi64(t2, t3)};
       for (int k = 0; k < 4; ++k)
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + code_at(nb, b, k, r)), j[k]);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + code_at(b, k, r)), j[k]);
     }
   }
 }
@@ -57,8 +54,8 @@ void unpack_group(const uint8_t* src, uint8_t* dst, int64_t nb) {
   for (int r = 0; r < kGroupRows; ++r)
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* blk = dst + r * row_bytes + static_cast<size_t>(b) * sizeof(BlockQ4_0);
-      std::memcpy(blk, src + scale_at(nb, b, r), 2);
-      for (int j = 0; j < 4; ++j) std::memcpy(blk + 2 + 4 * j, src + code_at(nb, b, j, r), 4);
+      std::memcpy(blk, src + scale_at(b, r), 2);
+      for (int j = 0; j < 4; ++j) std::memcpy(blk + 2 + 4 * j, src + code_at(b, j, r), 4);
     }
 }
 
@@ -249,12 +246,12 @@ float dot_row_ref(const uint8_t* group, int r, const BlockQ8_0* x, int64_t nb) {
     int32_t isum = 0;
     for (int j = 0; j < 4; ++j)
       for (int k = 0; k < 4; ++k) {
-        const uint8_t byte = group[code_at(nb, b, j, r) + k];
+        const uint8_t byte = group[code_at(b, j, r) + k];
         isum += ((byte & 0x0F) - 8) * x[b].qs[4 * j + k];
         isum += ((byte >> 4) - 8) * x[b].qs[16 + 4 * j + k];
       }
     uint16_t dw = 0;
-    std::memcpy(&dw, group + scale_at(nb, b, r), 2);
+    std::memcpy(&dw, group + scale_at(b, r), 2);
     const float d = fp16_to_f32(dw) * fp16_to_f32(x[b].d);
     acc[b % 8] = acc[b % 8] + static_cast<float>(isum) * d;
   }
@@ -265,10 +262,9 @@ void gemv_q4_0x16_ref(const void* w, size_t row_stride, const void* xq, float* y
                       int64_t row_end, int64_t n_cols) {
   const int64_t nb = n_cols / kQK;
   const auto* x = static_cast<const BlockQ8_0*>(xq);
-  for_groups(w, row_stride, nb, row_begin, row_end,
-             [&](const uint8_t* sc, const uint8_t*, int64_t r0) {
-               for (int r = 0; r < kGroupRows; ++r) y[r0 + r] = dot_row_ref(sc, r, x, nb);
-             });
+  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* group, int64_t r0) {
+    for (int r = 0; r < kGroupRows; ++r) y[r0 + r] = dot_row_ref(group, r, x, nb);
+  });
 }
 
 void gemm_q4_0x16_ref(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
@@ -313,10 +309,9 @@ void gemv_q4_kx16_ref(const void* w, size_t row_stride, const void* xq, float* y
                       int64_t row_end, int64_t n_cols) {
   const int64_t nb = n_cols / kQK_K;
   const auto* x = static_cast<const BlockQ8_K*>(xq);
-  for_groups(w, row_stride, 0, row_begin, row_end,
-             [&](const uint8_t* group, const uint8_t*, int64_t r0) {
-               for (int r = 0; r < kGroupRows; ++r) y[r0 + r] = dot_row_k_ref(group, r, x, nb);
-             });
+  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* group, int64_t r0) {
+    for (int r = 0; r < kGroupRows; ++r) y[r0 + r] = dot_row_k_ref(group, r, x, nb);
+  });
 }
 
 void gemm_q4_kx16_ref(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,

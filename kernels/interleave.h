@@ -5,12 +5,16 @@
 //
 // kQ4_0x16 (Q4_0, n_rows % 16 == 0, n_cols % 64 == 0): the matrix is a sequence of groups of 16
 // rows (group g = rows 16g..16g+15, 16 * row_bytes bytes at g * 16 * row_bytes). A group of nb
-// blocks per row is
-//     scales: for b < nb: the 16 rows' fp16 d of block b            (nb * 32 bytes)
-//     codes:  for b < nb, for j < 4: the 16 rows' qs[4j..4j+3]       (nb * 256 bytes)
+// blocks per row (nb even) is nb / 2 chunks of 576 bytes, chunk c holding blocks 2c and 2c + 1:
+//     +0     the 16 rows' fp16 d of block 2c, +32 those of block 2c + 1
+//     +64    for j < 4: the 16 rows' qs[4j..4j+3] of block 2c     (256 bytes)
+//     +320   the same for block 2c + 1                             (256 bytes)
 // so one 64-byte load holds 4 code bytes (8 elements: 4j..4j+3 in the low nibbles, 16+4j..16+4j+3
 // in the high ones) of all 16 rows: a 16-lane integer dot per load, no horizontal sums, one lane
-// per row. Groups start at multiples of 64 bytes from the matrix (nb even).
+// per row. A group, and a run of groups, is read as one sequential stream (scales inline: with
+// the scales in a region of their own, one stream per group, the AVX-512 GEMV streamed 62-72% of
+// the read probe instead of 81-85%, bench/RESULTS.md session 9). Groups start at multiples of 64
+// bytes from the matrix.
 //
 // kQ4_Kx16 (Q4_K, n_rows % 16 == 0): groups of 16 rows as above; per super-block b of the group
 // 2304 bytes (a multiple of 64):

@@ -27,34 +27,42 @@ struct XPrep {
 // This thread's scratch for n_blocks x n_tokens XPrep (grows on first use, then never allocates).
 XPrep* prep_buffer(int64_t n_blocks, int64_t n_tokens);
 
-// One L1 prefetch per line this far ahead along a group's code stream. Measured with bench_layout
-// on Qwen3-30B-A3B expert shapes (bench/RESULTS.md "CPU speed, session 4"): L1 2 KiB 94-98% of
-// the read probe; L1 1 KiB 88-89%, L1 4 KiB 78-80%, L2 2 KiB 86-88%.
+// kQ4_0x16 (kernels/interleave.h): a group is a sequence of 576-byte chunks, one per pair of blocks
+// (2b, 2b + 1): the pair's scales (2 x 32 bytes), then their codes (2 x 256 bytes).
+constexpr size_t kQ4_0x16Chunk = 576;
+// Where block b's 16 fp16 scales and its 256 code bytes start inside a group.
+inline size_t q4_0x16_scale_offset(int64_t b) {
+  return static_cast<size_t>(b >> 1) * kQ4_0x16Chunk + static_cast<size_t>(b & 1) * 32;
+}
+inline size_t q4_0x16_code_offset(int64_t b) {
+  return static_cast<size_t>(b >> 1) * kQ4_0x16Chunk + 64 + static_cast<size_t>(b & 1) * 256;
+}
+
+// One L1 prefetch per line this far ahead along a group's byte stream (the Q4_K kernels and the
+// AVX2 Q4_0 kernel). Measured with bench_layout on Qwen3-30B-A3B expert shapes (bench/RESULTS.md
+// "CPU speed, session 4"): L1 2 KiB 94-98% of the read probe; L1 1 KiB 88-89%, L1 4 KiB 78-80%,
+// L2 2 KiB 86-88%.
 constexpr size_t kInterleavePrefetch = 2048;
-// And (AVX-512 Q4_0) an L2 prefetch per line this far ahead: the same bench_layout in one window
-// (session 5, bench/RESULTS.md) gave 84-91% of the probe with it vs 83-85% without (interleaved
-// / file layout 1.07 vs 1.05, the file layout's kernel unchanged as the control); 4 and 6 KiB
-// ahead measured in between.
-constexpr size_t kInterleavePrefetchL2 = 8192;
-// The AVX-512 Q4_0 GEMV's two-group pass reads two streams at once, so each is prefetched half as
-// far: L1 1 KiB and L2 4 KiB ahead (session 7, bench/RESULTS.md: 1 KiB / 2-4 KiB best of 1 KiB-2
-// KiB x 0-8 KiB in a one-buffer harness, 88-90% of the read loop vs 78-80% for one group per pass).
-constexpr size_t kInterleavePairPrefetch = 1024;
-constexpr size_t kInterleavePairPrefetchL2 = 4096;
+// The AVX-512 Q4_0 GEMV prefetches one chunk (9 lines) into L1 every other block, 8 chunks
+// (4.5 KiB) ahead. Session 9 (bench/RESULTS.md), Zen 5, one-stream layout, a harness alternating
+// variants in one process: 2.25 KiB 78%, 3.4 KiB 76%, 4.5 KiB 81-83%, 6.75 KiB 79-82%, 9 KiB
+// 61-77%, 13.5 KiB 63-68% of the read probe (items of 64 rows, 2 threads / 1 thread); an added L2
+// prefetch 6-9 KiB ahead cost 15-20 points. The old two-stream layout (scales, then codes) with a
+// two-group pass peaked at 62-65% there.
+constexpr size_t kQ4_0x16Prefetch = 8 * kQ4_0x16Chunk;
 
 namespace {
 
-// fn(scales, codes, first_row) for every 16-row group of [row_begin, row_end) of a kQ4_0x16
-// matrix whose GGUF rows are row_stride bytes (the group is 16 * row_stride bytes).
+// fn(group, first_row) for every 16-row group of [row_begin, row_end) of an interleaved matrix
+// whose GGUF rows are row_stride bytes (the group is 16 * row_stride bytes).
 template <typename Fn>
-inline void for_groups(const void* w, size_t row_stride, int64_t nb, int64_t row_begin,
-                       int64_t row_end, Fn&& fn) {
+inline void for_groups(const void* w, size_t row_stride, int64_t row_begin, int64_t row_end,
+                       Fn&& fn) {
   STRATA_ASSERT(row_begin % 16 == 0 && row_end % 16 == 0,
                 "interleaved rows [{}, {}) are not whole groups of 16", row_begin, row_end);
   const auto* base = static_cast<const uint8_t*>(w);
   for (int64_t r = row_begin; r < row_end; r += 16) {
-    const uint8_t* sc = base + static_cast<size_t>(r) * row_stride;
-    fn(sc, sc + nb * 32, r);
+    fn(base + static_cast<size_t>(r) * row_stride, r);
   }
 }
 
