@@ -87,7 +87,9 @@ void quantize_row(GgmlType t, const float* src, void* dst, int64_t n);
 // (127/amax)) (its AVX2 quantize_row_q8_0), which differs from the reference quantizer (x · (1/d),
 // rounded half away from zero) in the last code of some blocks; every other type is quantize_row().
 // The engine, kernels/expert_ref and the CUDA grouped kernel all quantize activations with this one
-// function.
+// function. Q8_0 and Q8_K go through AVX2 twins where the CPU has AVX2 (same bytes as the scalar
+// code: quantize_activation_row_ref, tested against it).
 void quantize_activation_row(GgmlType t, const float* src, void* dst, int64_t n);
+void quantize_activation_row_ref(GgmlType t, const float* src, void* dst, int64_t n);
 
 }  // namespace strata::kernels

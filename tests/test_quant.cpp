@@ -401,3 +401,43 @@ TEST(QuantActivation, Q8_0RoundsHalfToEvenWithInverseOfAmax) {
   strata::kernels::quantize_row(strata::GgmlType::Q8_K, y, &b, 256);
   EXPECT_EQ(std::memcmp(&a, &b, sizeof(a)), 0);
 }
+
+// quantize_activation_row (AVX2 twins where the CPU has AVX2) against the scalar twin, byte for
+// byte: random rows of awkward lengths and scales, plus blocks that are all zero, blocks whose
+// scaled values land exactly on .5 (round half to even), blocks whose largest magnitude appears
+// with both signs (Q8_K keeps the first one's sign), and denormal and huge values.
+TEST(QuantActivation, MatchesTheScalarTwinByteForByte) {
+  using strata::GgmlType;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q8_K}) {
+    const int64_t block = t == GgmlType::Q8_0 ? strata::kernels::kQK : strata::kernels::kQK_K;
+    const size_t block_bytes = t == GgmlType::Q8_0 ? sizeof(strata::kernels::BlockQ8_0)
+                                                   : sizeof(strata::kernels::BlockQ8_K);
+    for (int64_t nb : {1, 2, 3, 7, 16, 33, 64, 129}) {
+      for (int pattern = 0; pattern < 6; ++pattern) {
+        const int64_t n = nb * block;
+        std::vector<float> x(static_cast<size_t>(n));
+        const float scale = std::pow(10.0f, float(pattern) - 2.0f);  // 0.01 .. 1000
+        for (float& v : x) v = normal(rng) * scale;
+        if (pattern == 1) std::fill(x.begin(), x.begin() + block, 0.0f);  // a zero block
+        if (pattern == 2) {  // amax 127: scale 1, so k + 0.5 are exact ties
+          for (int64_t i = 0; i < n; ++i) x[size_t(i)] = float(int(i % 200) - 100) + 0.5f;
+          for (int64_t b = 0; b < nb; ++b) x[size_t(b * block)] = 127.0f;
+        }
+        if (pattern == 3)  // the largest magnitude with both signs, negative first
+          for (int64_t b = 0; b < nb; ++b) {
+            x[size_t(b * block + 5)] = -50.0f * scale;
+            x[size_t(b * block + block - 3)] = 50.0f * scale;
+          }
+        if (pattern == 4) x[size_t(n / 2)] = 1e-40f;  // a denormal
+        if (pattern == 5) x[size_t(n - 1)] = -3e37f;  // a huge value: the rest rounds to 0
+        std::vector<uint8_t> got(size_t(nb) * block_bytes, 0xAB), want(got.size(), 0xCD);
+        strata::kernels::quantize_activation_row(t, x.data(), got.data(), n);
+        strata::kernels::quantize_activation_row_ref(t, x.data(), want.data(), n);
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size()), 0)
+            << strata::ggml_type_name(t) << " nb " << nb << " pattern " << pattern;
+      }
+    }
+  }
+}
