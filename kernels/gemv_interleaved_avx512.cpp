@@ -178,7 +178,7 @@ void group_dot_k(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float
     for (int k = 0; k < 8; ++k) acc[t][k] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = g + b * 2304;
-    prefetch_lines<256, kToL1>(blk + kInterleavePrefetch);
+    prefetch_lines<256, kToL1>(blk + kQ4_Kx16Prefetch);
     const __m512i s0 = _mm512_loadu_si512(blk + 64);
     const __m512i s1 = _mm512_loadu_si512(blk + 128);
     const __m512i s2 = _mm512_loadu_si512(blk + 192);
@@ -188,7 +188,7 @@ void group_dot_k(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float
       __m512i lo_sum[T], hi_sum[T];
       for (int t = 0; t < T; ++t) lo_sum[t] = hi_sum[t] = _mm512_setzero_si512();
       for (int i = 0; i < 8; ++i) {
-        prefetch_lines<64, kToL1>(blk + 256 + (8 * c + i) * 64 + kInterleavePrefetch);
+        prefetch_lines<64, kToL1>(blk + 256 + (8 * c + i) * 64 + kQ4_Kx16Prefetch);
         const __m512i v = _mm512_loadu_si512(blk + 256 + (8 * c + i) * 64);
         const __m512i lo = _mm512_and_si512(v, m4);
         const __m512i hi = high_nibbles(v, m4);
