@@ -16,8 +16,6 @@ namespace {
 
 using detail::e8m0_to_f32_half;
 using detail::kMxfp4Values;
-using detail::quant_q8_0_activation;
-using detail::quant_q8_k;
 
 uint32_t f32_bits(float f) {
   uint32_t u;
@@ -117,10 +115,6 @@ void quant_q8_0(const float* x, BlockQ8_0* y, int64_t nb) {
   }
 }
 
-}  // namespace
-
-namespace detail {
-
 // llama.cpp's x86 (AVX2) activation quantizer: id = 127/amax, round half to even. (The scalar
 // twin of quant_avx2.cpp's.)
 void quant_q8_0_activation(const float* x, BlockQ8_0* y, int64_t nb) {
@@ -133,10 +127,6 @@ void quant_q8_0_activation(const float* x, BlockQ8_0* y, int64_t nb) {
     for (int j = 0; j < kQK; ++j) y[i].qs[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));
   }
 }
-
-}  // namespace detail
-
-namespace {
 
 // The value with the largest magnitude (the first one on ties), sign kept.
 float signed_absmax(const float* x, int n) {
@@ -209,10 +199,6 @@ void quant_mxfp4(const float* x, BlockMXFP4* y, int64_t nb) {
   }
 }
 
-}  // namespace
-
-namespace detail {
-
 void quant_q8_k(const float* x, BlockQ8_K* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += kQK_K) {
     const float max = signed_absmax(x, kQK_K);
@@ -234,10 +220,6 @@ void quant_q8_k(const float* x, BlockQ8_K* y, int64_t nb) {
     y[i].d = 1 / iscale;
   }
 }
-
-}  // namespace detail
-
-namespace {
 
 // ggml's make_qx_quants with rmse_type 1 and no importance weights (w = x²): a symmetric scale
 // for n values onto codes [-nmax, nmax-1], refined over 18 trial scales. Returns the scale and
@@ -625,14 +607,11 @@ void quantize_activation_row_ref(GgmlType t, const float* src, void* dst, int64_
 
 void quantize_activation_row(GgmlType t, const float* src, void* dst, int64_t n) {
   static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
-  if (avx2 && t == GgmlType::Q8_0) {
-    STRATA_ASSERT(n % kQK == 0, "{} activations are not whole Q8_0 blocks", n);
+  // A length that is not whole blocks goes on to the scalar code, which reports it.
+  if (avx2 && t == GgmlType::Q8_0 && n % kQK == 0)
     return detail::quant_q8_0_activation_avx2(src, static_cast<BlockQ8_0*>(dst), n / kQK);
-  }
-  if (avx2 && t == GgmlType::Q8_K) {
-    STRATA_ASSERT(n % kQK_K == 0, "{} activations are not whole Q8_K blocks", n);
+  if (avx2 && t == GgmlType::Q8_K && n % kQK_K == 0)
     return detail::quant_q8_k_avx2(src, static_cast<BlockQ8_K*>(dst), n / kQK_K);
-  }
   quantize_activation_row_ref(t, src, dst, n);
 }
 

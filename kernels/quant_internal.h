@@ -78,9 +78,7 @@ inline int mxfp4_value(const BlockMXFP4& b, int j) {
 
 }  // namespace
 
-// The scalar activation quantizers (quant.cpp) and their AVX2 twins (quant_avx2.cpp, same bytes).
-void quant_q8_0_activation(const float* x, BlockQ8_0* y, int64_t nb);
-void quant_q8_k(const float* x, BlockQ8_K* y, int64_t nb);
+// AVX2 twins (quant_avx2.cpp) of quant.cpp's activation quantizers, same bytes.
 void quant_q8_0_activation_avx2(const float* x, BlockQ8_0* y, int64_t nb);
 void quant_q8_k_avx2(const float* x, BlockQ8_K* y, int64_t nb);
 
