@@ -99,6 +99,13 @@ class CpuExpertExecutor final : public ExpertExecutor {
   // kRowBlock) and returns the rows per item.
   int64_t plan_items(std::span<const ExpertJob> jobs, int64_t n_weight_rows, size_t bytes_per_row,
                      int64_t align = 16);
+  // Items each job was cut into by the last plan_items.
+  int64_t items_per_job() const { return items_per_job_; }
+  // Calls fn(item) once per run of consecutive items in [begin, end) of one job whose rows join
+  // up, as one item: a thread holding both halves of an expert's matrix streams it in one kernel
+  // call (and gate runs on into up in a RAM home: one stream, not four).
+  template <typename F>
+  void for_item_runs(int64_t begin, int64_t end, F&& fn) const;
 
   kernels::ThreadPool& pool_;
   uint32_t max_rows_;
@@ -113,6 +120,7 @@ class CpuExpertExecutor final : public ExpertExecutor {
   std::vector<std::byte> hq_;    // [max_rows, max_n_ff] activation rows quantized for down
   std::vector<WorkItem> items_;  // capacity planned for all experts × row blocks
   std::vector<uint64_t> cost_;
+  int64_t items_per_job_ = 1;
 };
 
 // Stage 4. out[t] = Σ_j weights[t, j] · y[slot_row[t, j]], summed in slot order j = 0..k-1 (so the

@@ -14,8 +14,16 @@
 namespace strata::engine {
 
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
+  // Eight double partial sums (element i into sum i % 8), folded in a fixed order: the same bits
+  // on every ISA, and a decode step's norms (2 × n_embd plus the q/k heads per layer, on the
+  // caller between parallel regions) no longer wait on one add chain.
+  double part[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) part[j] += static_cast<double>(x[i + j] * x[i + j]);
+  for (int j = 0; i + j < n; ++j) part[j] += static_cast<double>(x[i + j] * x[i + j]);
+  const double sum =
+      ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
   const float mean = static_cast<float>(sum / static_cast<double>(n));
   const float scale = 1.0f / std::sqrt(mean + eps);
   if (w) {
@@ -34,27 +42,30 @@ void rope_cache(int64_t pos, int64_t n_rot, float freq_base, float* cs) {
 
 void rope_apply(RopeType type, float* x, int64_t n_head, int64_t head_dim, int64_t n_rot,
                 const float* cs) {
+  // One loop per pairing with the type outside it, so each vectorizes (the same float steps as
+  // one pair at a time: no FMA, -ffp-contract=off).
   const int64_t half = n_rot / 2;
   for (int64_t h = 0; h < n_head; ++h) {
     float* v = x + h * head_dim;
-    for (int64_t i = 0; i < half; ++i) {
-      const float c = cs[2 * i + 0];
-      const float s = cs[2 * i + 1];
-      switch (type) {
-        case RopeType::kNorm: {
-          const float x0 = v[2 * i];
-          const float x1 = v[2 * i + 1];
-          v[2 * i] = x0 * c - x1 * s;
-          v[2 * i + 1] = x0 * s + x1 * c;
-          break;
-        }
-        case RopeType::kNeox: {
-          const float x0 = v[i];
-          const float x1 = v[i + half];
-          v[i] = x0 * c - x1 * s;
-          v[i + half] = x0 * s + x1 * c;
-          break;
-        }
+    if (type == RopeType::kNorm) {
+#pragma GCC ivdep
+      for (int64_t i = 0; i < half; ++i) {
+        const float c = cs[2 * i + 0];
+        const float s = cs[2 * i + 1];
+        const float x0 = v[2 * i];
+        const float x1 = v[2 * i + 1];
+        v[2 * i] = x0 * c - x1 * s;
+        v[2 * i + 1] = x0 * s + x1 * c;
+      }
+    } else {
+#pragma GCC ivdep
+      for (int64_t i = 0; i < half; ++i) {
+        const float c = cs[2 * i + 0];
+        const float s = cs[2 * i + 1];
+        const float x0 = v[i];
+        const float x1 = v[i + half];
+        v[i] = x0 * c - x1 * s;
+        v[i + half] = x0 * s + x1 * c;
       }
     }
   }

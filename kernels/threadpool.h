@@ -45,9 +45,12 @@ class ThreadPool {
   // thread slowed by other load or by its memory does not hold the join; thread_index is always
   // the index of the thread running the call (per-thread scratch stays private). steal = false:
   // each range is one call on its own OS thread (work whose placement matters, e.g. NUMA first
-  // touch).
+  // touch). owner_chunk (steal = true): a thread takes at least this many items from the front of
+  // its own range per call, capped at a quarter of that range so thieves still find work (callers
+  // that join adjacent items into one longer kernel call); thieves take 1/kChunksPerPart.
   template <typename F>
-  void parallel_for(int64_t n_items, std::span<const uint64_t> cost, F&& fn, bool steal = true);
+  void parallel_for(int64_t n_items, std::span<const uint64_t> cost, F&& fn, bool steal = true,
+                    int64_t owner_chunk = 1);
 
   static constexpr int kChunksPerPart = 16;
 
@@ -93,7 +96,8 @@ struct alignas(64) StealRange {
 };
 
 template <typename F>
-void ThreadPool::parallel_for(int64_t n_items, std::span<const uint64_t> cost, F&& fn, bool steal) {
+void ThreadPool::parallel_for(int64_t n_items, std::span<const uint64_t> cost, F&& fn, bool steal,
+                              int64_t owner_chunk) {
   constexpr int kMaxThreads = 1024;
   constexpr int kMaxStealThreads = 64;
   int64_t bounds[kMaxThreads + 1];
@@ -110,16 +114,19 @@ void ThreadPool::parallel_for(int64_t n_items, std::span<const uint64_t> cost, F
     return;
   }
   StealRange ranges[kMaxStealThreads];
-  int64_t chunk[kMaxStealThreads];
+  int64_t chunk[kMaxStealThreads];  // what a thief takes from thread t's range
+  int64_t own[kMaxStealThreads];    // what thread t takes from its own
   for (int t = 0; t < n; ++t) {
     ranges[t].set(bounds[t], bounds[t + 1]);
     const int64_t len = bounds[t + 1] - bounds[t];
     chunk[t] = len / kChunksPerPart > 1 ? len / kChunksPerPart : 1;
+    own[t] = owner_chunk < len / 4 ? owner_chunk : len / 4;
+    if (own[t] < chunk[t]) own[t] = chunk[t];
   }
   auto part = [&](int t, int) {
     if (t >= n) return;
     int64_t b = 0, e = 0;
-    while (ranges[t].take(chunk[t], false, &b, &e)) fn(b, e, t);
+    while (ranges[t].take(own[t], false, &b, &e)) fn(b, e, t);
     for (int k = 1; k < n; ++k) {
       const int v = (t + k) % n;
       while (ranges[v].take(chunk[v], true, &b, &e)) fn(b, e, t);

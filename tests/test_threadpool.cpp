@@ -82,9 +82,10 @@ TEST(ThreadPool, CallerIsThreadZero) {
 
 // Runs parallel_for and checks each item is visited exactly once. steal = false: by contiguous
 // ranges that match split_by_cost, each handed to its own thread. steal = true: by non-empty
-// sub-ranges, never two at once under the same thread index (per-thread scratch stays private).
+// sub-ranges, never two at once under the same thread index (per-thread scratch stays private),
+// with owners taking owner_chunk items at a time.
 void check_every_item_once(ThreadPool& pool, int64_t n_items, std::span<const uint64_t> cost,
-                           bool steal) {
+                           bool steal, int64_t owner_chunk = 1) {
   const int n = pool.size();
   std::vector<int64_t> bounds(n + 1);
   split_by_cost(n_items, cost, n, bounds.data());
@@ -105,8 +106,9 @@ void check_every_item_once(ThreadPool& pool, int64_t n_items, std::span<const ui
         for (int64_t i = begin; i < end; ++i) hits[i].fetch_add(1);
         active[t].store(0);
       },
-      steal);
-  EXPECT_EQ(wrong.load(), 0) << "n_items=" << n_items << " threads=" << n << " steal=" << steal;
+      steal, owner_chunk);
+  EXPECT_EQ(wrong.load(), 0) << "n_items=" << n_items << " threads=" << n << " steal=" << steal
+                             << " owner_chunk=" << owner_chunk;
   if (!steal) {
     for (int t = 0; t < n; ++t)
       EXPECT_EQ(ranges[t].load(), bounds[t] < bounds[t + 1] ? 1 : 0) << "thread " << t;
@@ -122,6 +124,9 @@ void check_every_item_once(ThreadPool& pool, int64_t n_items, std::span<const ui
 void check_every_item_once(ThreadPool& pool, int64_t n_items, std::span<const uint64_t> cost) {
   check_every_item_once(pool, n_items, cost, true);
   check_every_item_once(pool, n_items, cost, false);
+  // Owners taking several items per call (the expert executor: both halves of a matrix).
+  check_every_item_once(pool, n_items, cost, true, 2);
+  check_every_item_once(pool, n_items, cost, true, 7);
 }
 
 TEST(ThreadPool, ParallelForEveryIndexExactlyOnce) {
