@@ -103,6 +103,8 @@ void AttentionBlock::gqa(kernels::ThreadPool& pool, const LayerWeights& l, uint3
   if (!dense_ || !dense_->project(il, kQkv, x, n, qkv_y)) {
     ActivationRows xa(pool, x, n_embd, n, n_embd, xq_.data());
     const MatrixRef qkv[] = {l.wq.matrix(), l.wk.matrix(), l.wv.matrix()};
+    const MatrixRef wo[] = {l.wo.matrix()};
+    idle_read_rows(pool, wo);  // while waiting at the join and through RoPE: o's first rows
     const size_t qkv_stride[] = {n_q, n_k, n_v};
     xa.matmul_many(qkv, qkv_y, qkv_stride);
   }
@@ -134,10 +136,18 @@ void AttentionBlock::gqa(kernels::ThreadPool& pool, const LayerWeights& l, uint3
   AttentionShape shape{n_head, n_head_kv, hd_k, cfg_.head_dim_v, cfg_.kq_scale};
   shape.n_swa = cfg_.is_swa(il) ? cfg_.n_swa : 0;
   shape.sinks = l.attn_sinks.present() ? l.attn_sinks.f32() : nullptr;
+  if (!dense_) {
+    const MatrixRef wo[] = {l.wo.matrix()};
+    idle_read_rows(pool, wo);
+  }
   attention(pool, shape, kv, il, pos0, n, q_.data(), attn_.data(), scratch_);
 
   const uint32_t n_attn = n_head * cfg_.head_dim_v;
   static constexpr GpuDense::Proj kWo[] = {GpuDense::kO};
+  if (l.ffn_gate_inp.present()) {  // the router's rows, the next region after o
+    const MatrixRef router[] = {l.ffn_gate_inp.matrix()};
+    idle_read_rows(pool, router);
+  }
   if (!dense_ || !dense_->project(il, kWo, attn_.data(), n, &out))
     matmul(pool, l.wo.matrix(), attn_.data(), n_attn, n, out, n_embd, xq_.data());
   if (l.bo.present()) add_bias_rows(l.bo.f32(), out, n_embd, n, 0, n_embd);

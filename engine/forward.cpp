@@ -163,6 +163,18 @@ void Forward::ffn_block(uint32_t il, uint32_t n, uint32_t pos0, RoutingTrace* tr
   dispatch(r, l.experts, dispatch_, experts_->layer_homes(il));
   experts_->start(il, dispatch_);  // this layer's SSD reads go out first
   if (n == 1) experts_->prefetch_ahead(il, h_.data(), xq_.data());  // PREFETCH
+  // The next parallel region's matrices, for the threads to start on while they wait: the next
+  // layer's q, k and v, or the output head (not with shared experts, whose regions come first,
+  // nor when CUDA_DENSE holds them).
+  const bool next_on_cpu = l.shared.n_expert == 0 && experts_->gpu_dense() == nullptr;
+  if (next_on_cpu && il + 1 < cfg_.n_layer && w_.layers[il + 1].wq.present()) {
+    const LayerWeights& nl = w_.layers[il + 1];
+    const MatrixRef qkv[] = {nl.wq.matrix(), nl.wk.matrix(), nl.wv.matrix()};
+    cpu_experts_.set_reads_after(qkv);
+  } else if (next_on_cpu && il + 1 == cfg_.n_layer) {
+    const MatrixRef head[] = {w_.output.matrix()};
+    cpu_experts_.set_reads_after(head);
+  }
   experts_->compute(il, l.experts, dispatch_, cpu_experts_, x_.data(), moe_y_.data());
   combine(pool_, r, dispatch_, moe_y_.data(), n_embd, tmp_.data());
   if (l.shared.n_expert > 0) shared_.add(il, l.shared, n, x_.data(), cpu_experts_, tmp_.data());

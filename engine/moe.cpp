@@ -177,6 +177,31 @@ int64_t CpuExpertExecutor::plan_items(std::span<const ExpertJob> jobs, int64_t n
   return block;
 }
 
+void CpuExpertExecutor::set_reads_after(std::span<const MatrixRef> ws) {
+  n_after_ = std::min(ws.size(), after_.size());
+  std::copy_n(ws.begin(), n_after_, after_.begin());
+}
+
+void CpuExpertExecutor::idle_read_down(const ExpertStack& stack, std::span<const ExpertJob> jobs) {
+  constexpr int kMaxThreads = 64;
+  const int n = pool_.size();
+  if (n == 1 || n > kMaxThreads) return;
+  // Stage D splits its items as stage B's (the same jobs, the same cut per job): thread t starts
+  // on the down rows of the job and part where its stage-B range starts.
+  int64_t bounds[kMaxThreads + 1];
+  kernels::split_by_cost(int64_t(items_.size()), cost_, n, bounds);
+  kernels::ThreadPool::IdleRead reads[kMaxThreads];
+  const int64_t per_job = items_per_job_;
+  for (int t = 0; t < n; ++t) {
+    if (bounds[t] >= bounds[t + 1]) continue;
+    const int64_t item = bounds[t];
+    const MatrixRef d = stack.down_matrix(jobs[items_[item].job].slice);
+    const int64_t row = d.n_rows * (item % per_job) / per_job / 16 * 16;
+    reads[t] = {d.data + size_t(row) * d.row_bytes, size_t(d.n_rows - row) * d.row_bytes};
+  }
+  pool_.set_idle_reads({reads, size_t(n)});
+}
+
 template <typename F>
 void CpuExpertExecutor::for_item_runs(int64_t begin, int64_t end, F&& fn) const {
   for (int64_t i = begin; i < end;) {
@@ -189,7 +214,10 @@ void CpuExpertExecutor::for_item_runs(int64_t begin, int64_t end, F&& fn) const 
 
 void CpuExpertExecutor::compute(const ExpertStack& stack, std::span<const ExpertJob> jobs,
                                 const int32_t* row_token, const float* x, float* y) {
-  if (jobs.empty()) return;
+  if (jobs.empty()) {
+    n_after_ = 0;
+    return;
+  }
   uint32_t row0 = jobs.front().row_begin;  // the jobs' rows: [row0, n_rows)
   uint32_t n_rows = 0;
   for (const ExpertJob& j : jobs) {
@@ -269,6 +297,7 @@ void CpuExpertExecutor::compute(const ExpertStack& stack, std::span<const Expert
   const int64_t gu_block =
       plan_items(jobs, n_ff, stack.gate.row_bytes + stack.up.row_bytes, gu_align);
   const bool fused_glu = gu_block % hq_block == 0 && n_ff % hq_block == 0;
+  idle_read_down(stack, jobs);
   pool_.parallel_for(
       int64_t(items_.size()), cost_,
       [&](int64_t begin, int64_t end, int) {
@@ -330,6 +359,8 @@ void CpuExpertExecutor::compute(const ExpertStack& stack, std::span<const Expert
   // Stage D: down rows of every job, one parallel region.
   const LayoutKernels down_k(stack.down.type);
   plan_items(jobs, n_embd, stack.down.row_bytes);
+  if (n_after_ > 0) idle_read_rows(pool_, {after_.data(), n_after_});
+  n_after_ = 0;
   pool_.parallel_for(
       int64_t(items_.size()), cost_,
       [&](int64_t begin, int64_t end, int) {

@@ -88,6 +88,10 @@ class CpuExpertExecutor final : public ExpertExecutor {
   CpuExpertExecutor(kernels::ThreadPool& pool, const ModelConfig& cfg, uint32_t max_rows);
   void compute(const ExpertStack& stack, std::span<const ExpertJob> jobs, const int32_t* row_token,
                const float* x, float* y) override;
+  // The matrices of the GEMV region after the next compute() (the next layer's q, k, v): stage D's
+  // idle reads (ThreadPool::set_idle_reads), so a thread done with its down rows, and the serial
+  // steps before that region, fetch its first rows. Used by the next compute() only.
+  void set_reads_after(std::span<const MatrixRef> ws);
 
  private:
   struct WorkItem {
@@ -99,6 +103,8 @@ class CpuExpertExecutor final : public ExpertExecutor {
   // kRowBlock) and returns the rows per item.
   int64_t plan_items(std::span<const ExpertJob> jobs, int64_t n_weight_rows, size_t bytes_per_row,
                      int64_t align = 16);
+  // Stage B's idle reads: each thread's first down rows of stage D.
+  void idle_read_down(const ExpertStack& stack, std::span<const ExpertJob> jobs);
   // Items each job was cut into by the last plan_items.
   int64_t items_per_job() const { return items_per_job_; }
   // Calls fn(item) once per run of consecutive items in [begin, end) of one job whose rows join
@@ -121,6 +127,8 @@ class CpuExpertExecutor final : public ExpertExecutor {
   std::vector<WorkItem> items_;  // capacity planned for all experts × row blocks
   std::vector<uint64_t> cost_;
   int64_t items_per_job_ = 1;
+  std::array<MatrixRef, 4> after_{};  // set_reads_after (q, k, v)
+  size_t n_after_ = 0;
 };
 
 // Stage 4. out[t] = Σ_j weights[t, j] · y[slot_row[t, j]], summed in slot order j = 0..k-1 (so the

@@ -33,6 +33,28 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
   }
 }
 
+void idle_read_rows(kernels::ThreadPool& pool, std::span<const MatrixRef> ws) {
+  constexpr int kMaxThreads = 64;
+  const int n = pool.size();
+  if (n == 1 || n > kMaxThreads) return;
+  int64_t total = 0;
+  for (const MatrixRef& w : ws) total += w.n_rows;
+  kernels::ThreadPool::IdleRead reads[kMaxThreads];
+  for (int t = 0; t < n; ++t) {
+    int64_t row = total * t / n / 16 * 16;  // whole 16-row groups (interleaved layouts)
+    for (const MatrixRef& w : ws) {
+      if (row >= w.n_rows) {
+        row -= w.n_rows;
+        continue;
+      }
+      reads[t] = {w.data + static_cast<size_t>(row) * w.row_bytes,
+                  static_cast<size_t>(w.n_rows - row) * w.row_bytes};
+      break;
+    }
+  }
+  pool.set_idle_reads({reads, static_cast<size_t>(n)});
+}
+
 void rope_cache(int64_t pos, int64_t n_rot, float freq_base, float* cs) {
   RopeParams p;
   p.n_rot = n_rot;

@@ -61,6 +61,12 @@ inline size_t activation_row_bytes(int64_t n) {
   return static_cast<size_t>(n) * sizeof(float);
 }
 
+// Names, for each thread of pool, the first bytes of its share of the next GEMV region over the
+// rows of ws (in order, as one region splits them: equal rows per thread), as the pool's idle
+// reads for the next parallel region (ThreadPool::set_idle_reads): what each thread may fetch
+// while it waits at that region's join and through the serial steps after it. Only a hint.
+void idle_read_rows(kernels::ThreadPool& pool, std::span<const MatrixRef> ws);
+
 // Quantizes each of n_tokens rows of x to vec_dot_type(w_type) (ggml's activation formats), rows
 // xq_stride bytes apart. Parallel over rows when there are several.
 void quantize_rows(kernels::ThreadPool& pool, GgmlType w_type, const float* x, size_t x_stride,

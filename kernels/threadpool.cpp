@@ -28,6 +28,20 @@
 namespace strata::kernels {
 namespace {
 
+// Prefetches [data, data + bytes) into L2 one 4 KiB step at a time, returning early (the rest
+// unread) as soon as stop() is true; returns the bytes left.
+template <typename Stop>
+size_t idle_read(const char*& data, size_t bytes, Stop stop) {
+  constexpr size_t kStep = 4096;
+  while (bytes > 0 && !stop()) {
+    const size_t n = bytes < kStep ? bytes : kStep;
+    for (size_t off = 0; off < n; off += 64) _mm_prefetch(data + off, _MM_HINT_T1);
+    data += n;
+    bytes -= n;
+  }
+  return bytes;
+}
+
 // How long an idle thread spins (pause loop) before it sleeps: long enough to catch the next
 // fork of a decode step without a syscall, short enough not to steal a core from the host.
 constexpr int64_t kSpinNs = 100'000;
@@ -219,7 +233,10 @@ struct ThreadPool::Impl {
   alignas(64) std::atomic<uint32_t> sleepers{0};    // workers in (or entering) futex_wait
   alignas(64) std::atomic<uint32_t> pending{0};     // workers not done with this generation
   std::atomic<uint32_t> caller_waiting{0};          // caller in (or entering) futex_wait
-  alignas(64) std::atomic<bool> in_run{false};      // catches a reentrant or concurrent run()
+  // set_idle_reads for the next run, one per thread; a worker copies its own before it counts
+  // down, so the caller may overwrite them once the join is done.
+  std::unique_ptr<IdleRead[]> idle;
+  alignas(64) std::atomic<bool> in_run{false};  // catches a reentrant or concurrent run()
   // claimed[w]: the last generation whose part w someone (worker w, or the caller stealing it)
   // took. A part is taken by exactly one thread per generation: whoever moves claimed[w] forward
   // to it. Only forward: a worker that read generation g and stalled must not claim g once the
@@ -244,9 +261,12 @@ struct ThreadPool::Impl {
 // re-checks the word atomically, so a sleeper is always either not asleep or woken.
 void ThreadPool::Impl::worker_main(int index) {
   uint32_t seen = 0;
+  const char* ahead = nullptr;  // this thread's idle read of the last run, what is left of it
+  size_t ahead_bytes = 0;
   for (;;) {
-    const bool spun =
-        spin_until([&] { return generation.load(std::memory_order_acquire) != seen; }, spin_ns);
+    const auto new_work = [&] { return generation.load(std::memory_order_acquire) != seen; };
+    if (ahead_bytes > 0) ahead_bytes = idle_read(ahead, ahead_bytes, new_work);
+    const bool spun = spin_until(new_work, spin_ns);
     if (!spun) {
       sleepers.fetch_add(1, std::memory_order_seq_cst);
       while (generation.load(std::memory_order_seq_cst) == seen) futex_wait(&generation, seen);
@@ -260,6 +280,8 @@ void ThreadPool::Impl::worker_main(int index) {
     if (stop) return;
     if (!claim(index, seen)) continue;
     fn(ctx, index, n_threads);
+    ahead = static_cast<const char*>(idle[index].data);
+    ahead_bytes = idle[index].bytes;
     if (pending.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
         caller_waiting.load(std::memory_order_seq_cst) != 0)
       futex_wake_all(&pending);
@@ -267,7 +289,12 @@ void ThreadPool::Impl::worker_main(int index) {
 }
 
 void ThreadPool::Impl::wait_for_workers() {
-  if (spin_until([&] { return pending.load(std::memory_order_acquire) == 0; }, spin_ns)) return;
+  const auto done = [&] { return pending.load(std::memory_order_acquire) == 0; };
+  if (idle[0].bytes > 0) {
+    const char* p = static_cast<const char*>(idle[0].data);
+    idle_read(p, idle[0].bytes, done);
+  }
+  if (spin_until(done, spin_ns)) return;
   caller_waiting.store(1, std::memory_order_seq_cst);
   for (;;) {
     const uint32_t left = pending.load(std::memory_order_seq_cst);
@@ -292,6 +319,7 @@ ThreadPool::ThreadPool(int n_threads, bool pin) : impl_(new Impl) {
   // Worker w+1 goes to physical core w+1; core 0 is left to the caller, whose affinity we keep.
   const bool do_pin = pin && static_cast<int>(cores.size()) >= n_threads;
 
+  p.idle.reset(new IdleRead[n_threads]);
   p.claimed.reset(new std::atomic<uint32_t>[n_threads]);
   for (int w = 0; w < n_threads; ++w) p.claimed[w].store(0, std::memory_order_relaxed);
   p.workers.reserve(n_threads - 1);
@@ -371,11 +399,23 @@ void ThreadPool::run_impl(void* ctx, void (*fn)(void*, int, int), bool steal) {
   } catch (...) {
     // Workers still read ctx (the caller's frame): let them finish before unwinding it.
     p.wait_for_workers();
+    for (int t = 0; t < p.n_threads; ++t) p.idle[t] = {};
     p.in_run.store(false, std::memory_order_release);
     throw;
   }
   p.wait_for_workers();
+  // The hints were for this run (every worker that ran a part copied its own before counting
+  // down).
+  for (int t = 0; t < p.n_threads; ++t) p.idle[t] = {};
   p.in_run.store(false, std::memory_order_release);
+}
+
+void ThreadPool::set_idle_reads(std::span<const IdleRead> per_thread) {
+  Impl& p = *impl_;
+  if (p.n_threads == 1) return;
+  const size_t n = std::min(per_thread.size(), static_cast<size_t>(p.n_threads));
+  for (size_t t = 0; t < n; ++t)
+    p.idle[t] = {per_thread[t].data, std::min(per_thread[t].bytes, kIdleReadMax)};
 }
 
 }  // namespace strata::kernels

@@ -54,6 +54,20 @@ class ThreadPool {
 
   static constexpr int kChunksPerPart = 16;
 
+  // Bytes a thread reads ahead into its L2 while it is idle after its part of the next run: the
+  // caller while it waits at that run's join, a worker from the join until the fork after it. So
+  // the bandwidth a join or the caller's serial steps leave unused fetches the start of the
+  // thread's next work (the engine names it: the next matrix's rows that thread will take). Only
+  // prefetches (never loads, so a range may be freed or unmapped while a worker is still reading
+  // ahead through it): never changes a result. Applies to the next run()/parallel_for only;
+  // entries beyond size() are ignored, bytes are capped at kIdleReadMax.
+  struct IdleRead {
+    const void* data = nullptr;
+    size_t bytes = 0;
+  };
+  void set_idle_reads(std::span<const IdleRead> per_thread);
+  static constexpr size_t kIdleReadMax = size_t{256} << 10;
+
  private:
   // steal: the caller runs the parts of workers that have not started when it is done with its own.
   void run_impl(void* ctx, void (*fn)(void*, int, int), bool steal);

@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <stdexcept>
@@ -275,6 +276,34 @@ TEST(ThreadPool, TenThousandSequentialRunsNoLostWakeups) {
       if (iter % 1000 == 999) std::this_thread::sleep_for(std::chrono::microseconds(300));
     }
     EXPECT_EQ(sum.load(), want) << "threads=" << n;
+  }
+}
+
+// Idle reads (prefetch hints for the time a thread waits) never change what runs: every run with
+// hints set, some naming more threads than the pool has, some for a run that does not steal,
+// still visits every item once, and the hints' buffer may be freed right after the run that used
+// them while a worker is still reading ahead through it (prefetches never fault).
+TEST(ThreadPool, IdleReadsChangeNothing) {
+  HangGuard guard("IdleReadsChangeNothing");
+  for (int n : kThreadCounts) {
+    ThreadPool pool(n);
+    for (int iter = 0; iter < 200; ++iter) {
+      auto buffer = std::make_unique<std::vector<char>>(size_t(1) << 20, char(iter));
+      std::vector<ThreadPool::IdleRead> reads;
+      for (int t = 0; t < n + 2; ++t)
+        reads.push_back({buffer->data() + size_t(t) * 4096 * 16, size_t(iter % 7) * 40000});
+      pool.set_idle_reads(reads);
+      std::vector<uint64_t> cost(33, 1);
+      check_every_item_once(pool, 33, cost, iter % 3 != 0, iter % 4 + 1);
+      buffer.reset();
+      if (iter % 50 == 49) std::this_thread::sleep_for(std::chrono::microseconds(300));
+    }
+    // Hints larger than kIdleReadMax are capped (this buffer is just that large).
+    std::vector<char> big(ThreadPool::kIdleReadMax, 1);
+    const ThreadPool::IdleRead huge[] = {{big.data(), size_t(1) << 40},
+                                         {big.data(), size_t(1) << 40}};
+    pool.set_idle_reads(huge);
+    check_every_item_once(pool, 100, {}, true);
   }
 }
 
