@@ -203,13 +203,18 @@ void CpuExpertExecutor::idle_read_down(const ExpertStack& stack, std::span<const
 }
 
 template <typename F>
-void CpuExpertExecutor::for_item_runs(int64_t begin, int64_t end, F&& fn) const {
-  for (int64_t i = begin; i < end;) {
-    WorkItem run = items_[i++];
-    while (i < end && items_[i].job == run.job && items_[i].row_begin == run.row_end)
-      run.row_end = items_[i++].row_end;
-    fn(run);
-  }
+void CpuExpertExecutor::run_items(F&& fn) {
+  pool_.parallel_for(
+      int64_t(items_.size()), cost_,
+      [&](int64_t begin, int64_t end, int) {
+        for (int64_t i = begin; i < end;) {
+          WorkItem run = items_[i++];
+          while (i < end && items_[i].job == run.job && items_[i].row_begin == run.row_end)
+            run.row_end = items_[i++].row_end;
+          fn(run);
+        }
+      },
+      true, items_per_job_);
 }
 
 void CpuExpertExecutor::compute(const ExpertStack& stack, std::span<const ExpertJob> jobs,
@@ -298,45 +303,39 @@ void CpuExpertExecutor::compute(const ExpertStack& stack, std::span<const Expert
       plan_items(jobs, n_ff, stack.gate.row_bytes + stack.up.row_bytes, gu_align);
   const bool fused_glu = gu_block % hq_block == 0 && n_ff % hq_block == 0;
   idle_read_down(stack, jobs);
-  pool_.parallel_for(
-      int64_t(items_.size()), cost_,
-      [&](int64_t begin, int64_t end, int) {
-        for_item_runs(begin, end, [&](const WorkItem& it) {
-          const ExpertJob& job = jobs[it.job];
-          const MatrixRef g = stack.gate_matrix(job.slice);
-          const MatrixRef u = stack.up_matrix(job.slice);
-          const uint32_t m = job.row_end - job.row_begin;
-          const std::byte* xg = x_gate(job);
-          const std::byte* xu = x_up(job);
-          float* yg = gate_.data() + size_t{job.row_begin} * n_ff;
-          float* yu = up_.data() + size_t{job.row_begin} * n_ff;
-          if (m == 1) {
-            gate_k(g).gemv(g.data, g.row_bytes, xg, yg, it.row_begin, it.row_end, n_embd);
-            up_k(u).gemv(u.data, u.row_bytes, xu, yu, it.row_begin, it.row_end, n_embd);
-          } else {
-            gate_k(g).gemm(g.data, g.row_bytes, xg, xq_stride, yg, n_ff, m, it.row_begin,
-                           it.row_end, n_embd);
-            up_k(u).gemm(u.data, u.row_bytes, xu, xq_up_stride, yu, n_ff, m, it.row_begin,
-                         it.row_end, n_embd);
-          }
-          if (stack.gate_bias.present())
-            add_bias_rows(stack.gate_bias.f32() + size_t{job.expert} * n_ff, yg, n_ff, m,
-                          it.row_begin, it.row_end);
-          if (stack.up_bias.present())
-            add_bias_rows(stack.up_bias.f32() + size_t{job.expert} * n_ff, yu, n_ff, m,
-                          it.row_begin, it.row_end);
-          if (!fused_glu) return;
-          const int64_t n_el = it.row_end - it.row_begin;
-          const size_t hq_offset = ggml_row_bytes(down_vdt, it.row_begin);
-          for (uint32_t r = job.row_begin; r < job.row_end; ++r) {
-            float* h = gate_.data() + size_t{r} * n_ff + it.row_begin;
-            glu(stack.activation, h, up_.data() + size_t{r} * n_ff + it.row_begin, h, n_el);
-            kernels::quantize_activation_row(down_vdt, h, hq_.data() + r * hq_stride + hq_offset,
-                                             n_el);
-          }
-        });
-      },
-      true, items_per_job());
+  run_items([&](const WorkItem& it) {
+    const ExpertJob& job = jobs[it.job];
+    const MatrixRef g = stack.gate_matrix(job.slice);
+    const MatrixRef u = stack.up_matrix(job.slice);
+    const uint32_t m = job.row_end - job.row_begin;
+    const std::byte* xg = x_gate(job);
+    const std::byte* xu = x_up(job);
+    float* yg = gate_.data() + size_t{job.row_begin} * n_ff;
+    float* yu = up_.data() + size_t{job.row_begin} * n_ff;
+    if (m == 1) {
+      gate_k(g).gemv(g.data, g.row_bytes, xg, yg, it.row_begin, it.row_end, n_embd);
+      up_k(u).gemv(u.data, u.row_bytes, xu, yu, it.row_begin, it.row_end, n_embd);
+    } else {
+      gate_k(g).gemm(g.data, g.row_bytes, xg, xq_stride, yg, n_ff, m, it.row_begin, it.row_end,
+                     n_embd);
+      up_k(u).gemm(u.data, u.row_bytes, xu, xq_up_stride, yu, n_ff, m, it.row_begin, it.row_end,
+                   n_embd);
+    }
+    if (stack.gate_bias.present())
+      add_bias_rows(stack.gate_bias.f32() + size_t{job.expert} * n_ff, yg, n_ff, m, it.row_begin,
+                    it.row_end);
+    if (stack.up_bias.present())
+      add_bias_rows(stack.up_bias.f32() + size_t{job.expert} * n_ff, yu, n_ff, m, it.row_begin,
+                    it.row_end);
+    if (!fused_glu) return;
+    const int64_t n_el = it.row_end - it.row_begin;
+    const size_t hq_offset = ggml_row_bytes(down_vdt, it.row_begin);
+    for (uint32_t r = job.row_begin; r < job.row_end; ++r) {
+      float* h = gate_.data() + size_t{r} * n_ff + it.row_begin;
+      glu(stack.activation, h, up_.data() + size_t{r} * n_ff + it.row_begin, h, n_el);
+      kernels::quantize_activation_row(down_vdt, h, hq_.data() + r * hq_stride + hq_offset, n_el);
+    }
+  });
 
   // Stage C, unless stage B's items did it: the activation (silu(gate) ⊙ up, or SwiGLU-OAI),
   // quantized for down. A decode step's few rows are less work than a fork/join: the caller does
@@ -361,27 +360,22 @@ void CpuExpertExecutor::compute(const ExpertStack& stack, std::span<const Expert
   plan_items(jobs, n_embd, stack.down.row_bytes);
   if (n_after_ > 0) idle_read_rows(pool_, {after_.data(), n_after_});
   n_after_ = 0;
-  pool_.parallel_for(
-      int64_t(items_.size()), cost_,
-      [&](int64_t begin, int64_t end, int) {
-        for_item_runs(begin, end, [&](const WorkItem& it) {
-          const ExpertJob& job = jobs[it.job];
-          const MatrixRef d = stack.down_matrix(job.slice);
-          const uint32_t m = job.row_end - job.row_begin;
-          const std::byte* h = hq_.data() + job.row_begin * hq_stride;
-          float* yd = y + size_t{job.row_begin} * n_embd;
-          if (m == 1) {
-            down_k(d).gemv(d.data, d.row_bytes, h, yd, it.row_begin, it.row_end, n_ff);
-          } else {
-            down_k(d).gemm(d.data, d.row_bytes, h, hq_stride, yd, n_embd, m, it.row_begin,
-                           it.row_end, n_ff);
-          }
-          if (stack.down_bias.present())
-            add_bias_rows(stack.down_bias.f32() + size_t{job.expert} * n_embd, yd, n_embd, m,
-                          it.row_begin, it.row_end);
-        });
-      },
-      true, items_per_job());
+  run_items([&](const WorkItem& it) {
+    const ExpertJob& job = jobs[it.job];
+    const MatrixRef d = stack.down_matrix(job.slice);
+    const uint32_t m = job.row_end - job.row_begin;
+    const std::byte* h = hq_.data() + job.row_begin * hq_stride;
+    float* yd = y + size_t{job.row_begin} * n_embd;
+    if (m == 1) {
+      down_k(d).gemv(d.data, d.row_bytes, h, yd, it.row_begin, it.row_end, n_ff);
+    } else {
+      down_k(d).gemm(d.data, d.row_bytes, h, hq_stride, yd, n_embd, m, it.row_begin, it.row_end,
+                     n_ff);
+    }
+    if (stack.down_bias.present())
+      add_bias_rows(stack.down_bias.f32() + size_t{job.expert} * n_embd, yd, n_embd, m,
+                    it.row_begin, it.row_end);
+  });
 }
 
 void combine(kernels::ThreadPool& pool, const Routing& r, const Dispatch& d, const float* y,

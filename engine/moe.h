@@ -105,13 +105,12 @@ class CpuExpertExecutor final : public ExpertExecutor {
                      int64_t align = 16);
   // Stage B's idle reads: each thread's first down rows of stage D.
   void idle_read_down(const ExpertStack& stack, std::span<const ExpertJob> jobs);
-  // Items each job was cut into by the last plan_items.
-  int64_t items_per_job() const { return items_per_job_; }
-  // Calls fn(item) once per run of consecutive items in [begin, end) of one job whose rows join
-  // up, as one item: a thread holding both halves of an expert's matrix streams it in one kernel
-  // call (and gate runs on into up in a RAM home: one stream, not four).
+  // One parallel region over the planned items: fn(item) once per run of consecutive items of one
+  // job whose rows join up, taken as one item. Owners take a job's items together, so a thread
+  // holding both halves of an expert's matrix streams it in one kernel call (and gate runs on into
+  // up in a RAM home: one stream, not four); thieves take single items.
   template <typename F>
-  void for_item_runs(int64_t begin, int64_t end, F&& fn) const;
+  void run_items(F&& fn);
 
   kernels::ThreadPool& pool_;
   uint32_t max_rows_;
