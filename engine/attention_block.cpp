@@ -99,12 +99,12 @@ void AttentionBlock::gqa(kernels::ThreadPool& pool, const LayerWeights& l, uint3
 
   // q, k and v read the same x: one parallel region for the three (or one GPU call, CUDA_DENSE).
   float* const qkv_y[] = {q_.data(), k_.data(), v_.data()};
+  const MatrixRef wo[] = {l.wo.matrix()};  // idle reads: o's first rows
   static constexpr GpuDense::Proj kQkv[] = {GpuDense::kQ, GpuDense::kK, GpuDense::kV};
   if (!dense_ || !dense_->project(il, kQkv, x, n, qkv_y)) {
     ActivationRows xa(pool, x, n_embd, n, n_embd, xq_.data());
     const MatrixRef qkv[] = {l.wq.matrix(), l.wk.matrix(), l.wv.matrix()};
-    const MatrixRef wo[] = {l.wo.matrix()};
-    idle_read_rows(pool, wo);  // while waiting at the join and through RoPE: o's first rows
+    idle_read_rows(pool, wo);  // while waiting at the join and through RoPE
     const size_t qkv_stride[] = {n_q, n_k, n_v};
     xa.matmul_many(qkv, qkv_y, qkv_stride);
   }
@@ -136,10 +136,7 @@ void AttentionBlock::gqa(kernels::ThreadPool& pool, const LayerWeights& l, uint3
   AttentionShape shape{n_head, n_head_kv, hd_k, cfg_.head_dim_v, cfg_.kq_scale};
   shape.n_swa = cfg_.is_swa(il) ? cfg_.n_swa : 0;
   shape.sinks = l.attn_sinks.present() ? l.attn_sinks.f32() : nullptr;
-  if (!dense_) {
-    const MatrixRef wo[] = {l.wo.matrix()};
-    idle_read_rows(pool, wo);
-  }
+  if (!dense_) idle_read_rows(pool, wo);
   attention(pool, shape, kv, il, pos0, n, q_.data(), attn_.data(), scratch_);
 
   const uint32_t n_attn = n_head * cfg_.head_dim_v;

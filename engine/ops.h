@@ -14,9 +14,8 @@
 namespace strata::engine {
 
 // y[i] = x[i] / sqrt(mean(x²) + eps) * w[i]; the sum of squares is accumulated in double (eight
-// partial sums, element i into i % 8, folded in a fixed order) and the
-// scale applied before the weight, as ggml_rms_norm followed by ggml_mul. w may be nullptr (no
-// weight). y may alias x.
+// partial sums, element i into i % 8, folded in a fixed order) and the scale applied before the
+// weight, as ggml_rms_norm followed by ggml_mul. w may be nullptr (no weight). y may alias x.
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
 
 // cos/sin of every rotated pair at position pos: cs[2i] = cos θ_i, cs[2i+1] = sin θ_i for

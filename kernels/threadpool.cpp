@@ -252,6 +252,7 @@ struct ThreadPool::Impl {
 
   void worker_main(int index);
   void wait_for_workers();
+  void finish_run();  // the join, then the run's idle reads dropped and in_run cleared
   void stop_and_join();
 };
 
@@ -398,16 +399,18 @@ void ThreadPool::run_impl(void* ctx, void (*fn)(void*, int, int), bool steal) {
     }
   } catch (...) {
     // Workers still read ctx (the caller's frame): let them finish before unwinding it.
-    p.wait_for_workers();
-    for (int t = 0; t < p.n_threads; ++t) p.idle[t] = {};
-    p.in_run.store(false, std::memory_order_release);
+    p.finish_run();
     throw;
   }
-  p.wait_for_workers();
-  // The hints were for this run (every worker that ran a part copied its own before counting
+  p.finish_run();
+}
+
+void ThreadPool::Impl::finish_run() {
+  wait_for_workers();
+  // The idle reads were for this run (every worker that ran a part copied its own before counting
   // down).
-  for (int t = 0; t < p.n_threads; ++t) p.idle[t] = {};
-  p.in_run.store(false, std::memory_order_release);
+  for (int t = 0; t < n_threads; ++t) idle[t] = {};
+  in_run.store(false, std::memory_order_release);
 }
 
 void ThreadPool::set_idle_reads(std::span<const IdleRead> per_thread) {
