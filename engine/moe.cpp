@@ -15,12 +15,16 @@
 namespace strata::engine {
 namespace {
 
-// Weight rows per work item at least (plan_items makes them one thread's share of a matrix where
-// that is larger): small enough to balance a decode step's few experts over many threads (8
-// experts x 768 rows = 96 items), large enough that an item amortizes its call (the interleaved
-// kernels prepare the activation once per call). A multiple of 16: the kernels' rows per pass and
-// the interleaved layouts' group.
+// Weight rows per work item at least (plan_items makes them a quarter of one thread's share of a
+// matrix where that is larger): small enough to balance a decode step's few experts over many
+// threads (8 experts x 768 rows = 96 items), large enough that an item amortizes its call (the
+// interleaved kernels prepare the activation once per call). A multiple of 16: the kernels' rows
+// per pass and the interleaved layouts' group.
 constexpr uint32_t kRowBlock = 64;
+// Items per thread per matrix. One (whole halves) left a thread done first waiting at the join
+// for the other's last half-expert, 6-7% of each expert region's thread time at 2 threads; four
+// took that to ~2% (bench/RESULTS.md session 11).
+constexpr int64_t kItemsPerThread = 4;
 
 // Below this many rows a fork/join costs more than the work.
 constexpr uint32_t kMinParallelRows = 8;
@@ -155,12 +159,15 @@ int64_t CpuExpertExecutor::plan_items(std::span<const ExpertJob> jobs, int64_t n
                                       size_t bytes_per_row, int64_t align) {
   items_.clear();
   cost_.clear();
-  // Each matrix in as few items as the threads need: one per thread (rounded up to align rows, at
-  // least kRowBlock), so a thread streams long runs and calls the kernel (and prepares its
-  // activation) rarely; one thread gets one item per matrix. Every job is cut into the same
-  // number of items, so equal-cost jobs (decode) split evenly over the threads.
+  // Each matrix in kItemsPerThread items per thread (rounded up to align rows, at least
+  // kRowBlock); one thread gets one item per matrix. An owner takes a job's items together while
+  // much of its range is left, so it still streams whole matrices in one kernel call, and single
+  // items at the end, so the other thread can take the last ones instead of waiting at the join
+  // (ThreadPool::parallel_for's guided owner claims). Every job is cut into the same number of
+  // items, so equal-cost jobs (decode) split evenly over the threads.
   const int64_t n_threads = pool_.size();
-  const int64_t per_thread = (n_weight_rows + n_threads - 1) / n_threads;
+  const int64_t per_thread =
+      (n_weight_rows + n_threads * kItemsPerThread - 1) / (n_threads * kItemsPerThread);
   const int64_t block =
       n_threads == 1 ? n_weight_rows : std::max<int64_t>(kRowBlock, round_up(per_thread, align));
   for (uint32_t ji = 0; ji < jobs.size(); ++ji) {

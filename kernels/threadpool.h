@@ -3,6 +3,7 @@
 // Tested by tests/test_threadpool.cpp.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -45,9 +46,11 @@ class ThreadPool {
   // thread slowed by other load or by its memory does not hold the join; thread_index is always
   // the index of the thread running the call (per-thread scratch stays private). steal = false:
   // each range is one call on its own OS thread (work whose placement matters, e.g. NUMA first
-  // touch). owner_chunk (steal = true): a thread takes at least this many items from the front of
-  // its own range per call, capped at a quarter of that range so thieves still find work (callers
-  // that join adjacent items into one longer kernel call); thieves take 1/kChunksPerPart.
+  // touch). owner_chunk (steal = true): a thread takes up to this many items from the front of its
+  // own range per call (callers that join adjacent items into one longer kernel call), but no more
+  // than a quarter of what is left there (guided), so its last calls are short and a thread done
+  // early finds work to take instead of waiting at the join for the other's last long call;
+  // thieves take 1/kChunksPerPart of the range.
   template <typename F>
   void parallel_for(int64_t n_items, std::span<const uint64_t> cost, F&& fn, bool steal = true,
                     int64_t owner_chunk = 1);
@@ -87,16 +90,20 @@ void split_by_cost(int64_t n_items, std::span<const uint64_t> cost, int n_thread
 // One thread's remaining range [front, back) as one word, so the owner taking from the front and
 // thieves taking from the back agree with a single compare-and-swap.
 struct alignas(64) StealRange {
+  static constexpr int64_t kGuidedDiv = 4;
   std::atomic<uint64_t> word{0};
   void set(int64_t front, int64_t back) {
     word.store(uint64_t(front) << 32 | uint64_t(back), std::memory_order_relaxed);
   }
   // Claims up to n items from the front (from_back = false) or the back; false when empty.
-  bool take(int64_t n, bool from_back, int64_t* begin, int64_t* end) {
+  // min_n > 0 (guided): takes a quarter of what is left, between min_n and n items.
+  bool take(int64_t n, bool from_back, int64_t* begin, int64_t* end, int64_t min_n = 0) {
     uint64_t w = word.load(std::memory_order_relaxed);
+    const int64_t max_n = n;
     for (;;) {
       const int64_t f = int64_t(w >> 32), b = int64_t(w & 0xffffffffu);
       if (f >= b) return false;
+      if (min_n > 0) n = std::clamp((b - f) / kGuidedDiv, min_n, max_n);
       const int64_t nf = from_back ? f : (b - f > n ? f + n : b);
       const int64_t nb = from_back ? (b - f > n ? b - n : f) : b;
       if (word.compare_exchange_weak(w, uint64_t(nf) << 32 | uint64_t(nb),
@@ -134,13 +141,12 @@ void ThreadPool::parallel_for(int64_t n_items, std::span<const uint64_t> cost, F
     ranges[t].set(bounds[t], bounds[t + 1]);
     const int64_t len = bounds[t + 1] - bounds[t];
     chunk[t] = len / kChunksPerPart > 1 ? len / kChunksPerPart : 1;
-    own[t] = owner_chunk < len / 4 ? owner_chunk : len / 4;
-    if (own[t] < chunk[t]) own[t] = chunk[t];
+    own[t] = owner_chunk > chunk[t] ? owner_chunk : chunk[t];
   }
   auto part = [&](int t, int) {
     if (t >= n) return;
     int64_t b = 0, e = 0;
-    while (ranges[t].take(own[t], false, &b, &e)) fn(b, e, t);
+    while (ranges[t].take(own[t], false, &b, &e, chunk[t])) fn(b, e, t);
     for (int k = 1; k < n; ++k) {
       const int v = (t + k) % n;
       while (ranges[v].take(chunk[v], true, &b, &e)) fn(b, e, t);

@@ -130,6 +130,38 @@ void check_every_item_once(ThreadPool& pool, int64_t n_items, std::span<const ui
   check_every_item_once(pool, n_items, cost, true, 7);
 }
 
+// The owner's guided claims: a quarter of what is left, between the thieves' chunk and
+// owner_chunk, so the last claims of a range are short (a thread done early finds work to take
+// instead of waiting for the other's last long call); thieves still take fixed chunks.
+TEST(ThreadPool, StealRangeGuidedClaimsShrinkTowardTheEnd) {
+  StealRange r;
+  r.set(0, 32);
+  std::vector<int64_t> sizes;
+  int64_t b = 0, e = 0, next = 0;
+  while (r.take(8, false, &b, &e, 2)) {
+    EXPECT_EQ(b, next);
+    next = e;
+    sizes.push_back(e - b);
+  }
+  EXPECT_EQ(next, 32);
+  EXPECT_EQ(sizes, (std::vector<int64_t>{8, 6, 4, 3, 2, 2, 2, 2, 2, 1}));
+  // Without min_n the owner takes n each time; thieves take from the back.
+  r.set(10, 20);
+  ASSERT_TRUE(r.take(4, false, &b, &e));
+  EXPECT_EQ(b, 10);
+  EXPECT_EQ(e, 14);
+  ASSERT_TRUE(r.take(4, true, &b, &e));
+  EXPECT_EQ(b, 16);
+  EXPECT_EQ(e, 20);
+  ASSERT_TRUE(r.take(4, false, &b, &e, 1));  // 2 left: a quarter rounds to 0, min 1
+  EXPECT_EQ(b, 14);
+  EXPECT_EQ(e, 15);
+  ASSERT_TRUE(r.take(4, true, &b, &e));
+  EXPECT_EQ(b, 15);
+  EXPECT_EQ(e, 16);
+  EXPECT_FALSE(r.take(4, false, &b, &e));
+}
+
 TEST(ThreadPool, ParallelForEveryIndexExactlyOnce) {
   HangGuard guard("ParallelForEveryIndexExactlyOnce");
   std::mt19937_64 rng(42);
