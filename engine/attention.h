@@ -28,7 +28,7 @@ struct AttentionShape {
 struct AttentionScratch {
   AttentionScratch(int n_threads, uint32_t n_ctx, uint32_t n_ubatch, uint32_t max_n_head);
   uint32_t n_ctx;
-  std::vector<float> scores;   // [n_threads, 2 * n_ctx] (two heads per item)
+  std::vector<float> scores;   // [n_threads, kAttentionGroupMax * n_ctx] (heads per item)
   std::vector<uint64_t> cost;  // [n_ubatch * max_n_head]
 };
 

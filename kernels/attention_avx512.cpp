@@ -4,6 +4,8 @@
 // broadcast to both halves, so each lane does exactly what attention_row_avx2 does for its head
 // (the order in attention_core.h) with half the instructions and half the loads. Tested by
 // tests/test_ops.cpp (bit for bit against attention_row_avx2 and the portable variant).
+// attention_rows_group_avx512: up to 8 heads of a group in one pass (scores as head pairs, the
+// weighted sum with one lane per output dimension), each K and V row loaded once for all of them.
 #include <immintrin.h>
 
 #include "kernels/attention_core.h"
@@ -34,7 +36,125 @@ inline __m512 halves(__m256 a, __m256 b) {
   return _mm512_insertf32x8(_mm512_castps256_ps512(a), b, 1);
 }
 
+// Four keys' scores of two heads from their pair registers a..d (keys j..j+3; low half head a's
+// 8 lanes, high half head b's), each folded exactly as dot8 does, ((l0 + l1) + (l2 + l3)) +
+// ((l4 + l5) + (l6 + l7)), then times its head's scale: head a's four in 128-bit chunk 0 of the
+// result, head b's in chunk 2. (Adjacent lanes, then pairs of those, then the two quads: the
+// shuffles only move floats, and each add is one of dot8's in its order.)
+inline __m512 fold4_pairs(__m512 a, __m512 b, __m512 c, __m512 d, __m512 scale) {
+  const __m512 ab = _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x88), _mm512_shuffle_ps(a, b, 0xDD));
+  const __m512 cd = _mm512_add_ps(_mm512_shuffle_ps(c, d, 0x88), _mm512_shuffle_ps(c, d, 0xDD));
+  const __m512 q = _mm512_add_ps(_mm512_shuffle_ps(ab, cd, 0x88), _mm512_shuffle_ps(ab, cd, 0xDD));
+  const __m512 f = _mm512_add_ps(q, _mm512_shuffle_f32x4(q, q, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm512_mul_ps(f, scale);
+}
+
+// Scores of 2P heads (P pairs) against every key, each K row loaded once for all of them.
+template <int P>
+void group_scores(const AttentionRow* rows, float* sc) {
+  const AttentionRow& a = rows[0];
+  const uint32_t n = a.n_kv, dk = a.head_dim_k;
+  // q of head pair p, 8 lanes at i: qq[p * (dk / 8) + i / 8] (L1-resident).
+  __m512 qq[P * kAttentionPairMaxDim / 8];
+  __m512 scale[P];
+  const uint32_t nc = dk / 8;
+  for (int p = 0; p < P; ++p) {
+    for (uint32_t i = 0; i < dk; i += 8)
+      qq[p * nc + i / 8] =
+          halves(_mm256_loadu_ps(rows[2 * p].q + i), _mm256_loadu_ps(rows[2 * p + 1].q + i));
+    scale[p] = halves(_mm256_set1_ps(rows[2 * p].scale), _mm256_set1_ps(rows[2 * p + 1].scale));
+  }
+  uint32_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const float* k0 = a.k + j * a.k_stride;
+    const float* k1 = k0 + a.k_stride;
+    const float* k2 = k1 + a.k_stride;
+    const float* k3 = k2 + a.k_stride;
+    prefetch_keys_ahead(a, j);
+    __m512 s[P][4];
+    for (int p = 0; p < P; ++p)
+      for (int r = 0; r < 4; ++r) s[p][r] = _mm512_setzero_ps();
+    for (uint32_t c = 0; c < nc; ++c) {
+      const __m512 x0 = both(k0 + 8 * c), x1 = both(k1 + 8 * c);
+      const __m512 x2 = both(k2 + 8 * c), x3 = both(k3 + 8 * c);
+      for (int p = 0; p < P; ++p) {
+        const __m512 q = qq[p * nc + c];
+        s[p][0] = _mm512_add_ps(s[p][0], _mm512_mul_ps(q, x0));
+        s[p][1] = _mm512_add_ps(s[p][1], _mm512_mul_ps(q, x1));
+        s[p][2] = _mm512_add_ps(s[p][2], _mm512_mul_ps(q, x2));
+        s[p][3] = _mm512_add_ps(s[p][3], _mm512_mul_ps(q, x3));
+      }
+    }
+    for (int p = 0; p < P; ++p) {
+      const __m512 f = fold4_pairs(s[p][0], s[p][1], s[p][2], s[p][3], scale[p]);
+      _mm_storeu_ps(sc + size_t(2 * p) * n + j, _mm512_castps512_ps128(f));
+      _mm_storeu_ps(sc + size_t(2 * p + 1) * n + j, _mm512_extractf32x4_ps(f, 2));
+    }
+  }
+  for (; j < n; ++j) {
+    const float* kj = a.k + j * a.k_stride;
+    for (int p = 0; p < P; ++p) {
+      __m512 s = _mm512_setzero_ps();
+      for (uint32_t c = 0; c < nc; ++c)
+        s = _mm512_add_ps(s, _mm512_mul_ps(qq[p * nc + c], both(kj + 8 * c)));
+      fold_pair(s, rows[2 * p].scale, rows[2 * p + 1].scale, sc + size_t(2 * p) * n + j,
+                sc + size_t(2 * p + 1) * n + j);
+    }
+  }
+}
+
+// out_h[d] = out_h[d] + p_h[j] * v_j[d] for every key j in order, H heads at once: each lane is
+// one output dimension of one head, and each V row's W * 16 floats at d are loaded once for all
+// H heads.
+template <int H, int W>
+void group_values(const AttentionRow& a, const float* sc, float* const* outs, uint32_t d) {
+  const uint32_t n = a.n_kv;
+  __m512 o[H][W];
+  for (int h = 0; h < H; ++h)
+    for (int w = 0; w < W; ++w) o[h][w] = _mm512_setzero_ps();
+  const float* vj = a.v + d;
+  for (uint32_t j = 0; j < n; ++j, vj += a.v_stride) {
+    if (j + kAttentionPrefetchKeys < n)
+      prefetch_floats<3>(vj + kAttentionPrefetchKeys * a.v_stride, 16 * W);
+    __m512 v[W];
+    for (int w = 0; w < W; ++w) v[w] = _mm512_loadu_ps(vj + 16 * w);
+    for (int h = 0; h < H; ++h) {
+      const __m512 p = _mm512_set1_ps(sc[size_t(h) * n + j]);
+      for (int w = 0; w < W; ++w) o[h][w] = _mm512_add_ps(o[h][w], _mm512_mul_ps(p, v[w]));
+    }
+  }
+  for (int h = 0; h < H; ++h)
+    for (int w = 0; w < W; ++w) _mm512_storeu_ps(outs[h] + d + 16 * w, o[h][w]);
+}
+
+template <int H>
+void group_pass(const AttentionRow* rows, float* sc, float* const* outs) {
+  const AttentionRow& a = rows[0];
+  group_scores<H / 2>(rows, sc);
+  for (int h = 0; h < H; ++h)
+    softmax_scores_avx2(sc + size_t(h) * a.n_kv, a.n_kv, rows[h].has_sink, rows[h].sink);
+  uint32_t d = 0;
+  for (; d + 32 <= a.head_dim_v; d += 32) group_values<H, 2>(a, sc, outs, d);
+  for (; d < a.head_dim_v; d += 16) group_values<H, 1>(a, sc, outs, d);
+}
+
 }  // namespace
+
+void attention_rows_group_avx512(const AttentionRow* rows, uint32_t n_heads, float* scores,
+                                 float* const* outs) {
+  switch (n_heads) {
+    case 2:
+      return group_pass<2>(rows, scores, outs);
+    case 4:
+      return group_pass<4>(rows, scores, outs);
+    case 6:
+      return group_pass<6>(rows, scores, outs);
+    case 8:
+      return group_pass<8>(rows, scores, outs);
+    default:
+      break;
+  }
+}
 
 void attention_row_pair_avx512(const AttentionRow& a, const AttentionRow& b, float* sc,
                                float* out_a, float* out_b) {

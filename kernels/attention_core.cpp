@@ -88,4 +88,29 @@ void attention_row_pair(const AttentionRow& a, const AttentionRow& b, float* sco
   }
 }
 
+bool attention_group_one_pass(uint32_t n_heads, uint32_t head_dim_k, uint32_t head_dim_v) {
+  return n_heads % 2 == 0 && n_heads >= 2 && n_heads <= kAttentionGroupMax &&
+         attention_pair_one_pass(head_dim_k, head_dim_v) && head_dim_v % 16 == 0;
+}
+
+void attention_rows_group(const AttentionRow* rows, uint32_t n_heads, float* scores,
+                          float* const* outs) {
+  const AttentionRow& a = rows[0];
+  for (uint32_t h = 1; h < n_heads; ++h) {
+    const AttentionRow& b = rows[h];
+    STRATA_ASSERT(a.k == b.k && a.v == b.v && a.k_stride == b.k_stride &&
+                      a.v_stride == b.v_stride && a.n_kv == b.n_kv &&
+                      a.head_dim_k == b.head_dim_k && a.head_dim_v == b.head_dim_v,
+                  "attention_rows_group: the heads do not share their K and V rows");
+  }
+  if (attention_group_one_pass(n_heads, a.head_dim_k, a.head_dim_v)) {
+    attention_rows_group_avx512(rows, n_heads, scores, outs);
+    return;
+  }
+  uint32_t h = 0;
+  for (; h + 2 <= n_heads; h += 2)
+    attention_row_pair(rows[h], rows[h + 1], scores, outs[h], outs[h + 1]);
+  if (h < n_heads) attention_row(rows[h], scores, outs[h]);
+}
+
 }  // namespace strata::kernels

@@ -49,6 +49,19 @@ constexpr uint32_t kAttentionPairMaxDim = 1024;
 // Whether attention_row_pair takes the one-pass AVX-512 kernel for these head dims.
 bool attention_pair_one_pass(uint32_t head_dim_k, uint32_t head_dim_v);
 
+// Several heads of one query row that read the same K and V rows (heads of a GQA group; rows[h]
+// agree on everything but q, the scale and the sink): the same bits as attention_row on each.
+// scores: scratch of n_heads * n_kv floats. With AVX-512 (see attention_group_one_pass) all heads
+// go through one pass that loads each K and V row once, so a layer's KV is read from memory once
+// per group instead of once per head pair; otherwise pairs (attention_row_pair) and a single row.
+void attention_rows_group(const AttentionRow* rows, uint32_t n_heads, float* scores,
+                          float* const* outs);
+constexpr uint32_t kAttentionGroupMax = 8;
+// Whether attention_rows_group takes the one-pass kernel for n_heads heads of these dims: an even
+// n_heads <= kAttentionGroupMax, head_dim_k a multiple of 8 (at most kAttentionPairMaxDim),
+// head_dim_v a multiple of 16, AVX-512.
+bool attention_group_one_pass(uint32_t n_heads, uint32_t head_dim_k, uint32_t head_dim_v);
+
 // The variants, for tests: portable and AVX2 (only on CPUs with AVX2), the AVX-512 pair (only where
 // attention_pair_one_pass).
 void attention_row_portable(const AttentionRow& a, float* scores, float* out);
@@ -56,6 +69,8 @@ void attention_row_avx2(const AttentionRow& a, float* scores, float* out);
 bool attention_avx2_supported();
 void attention_row_pair_avx512(const AttentionRow& a, const AttentionRow& b, float* scores,
                                float* out_a, float* out_b);
+void attention_rows_group_avx512(const AttentionRow* rows, uint32_t n_heads, float* scores,
+                                 float* const* outs);
 // attention_row_avx2's softmax of n scores in place (the order in this header's comment).
 void softmax_scores_avx2(float* scores, uint32_t n, bool has_sink, float sink);
 

@@ -503,6 +503,66 @@ TEST(AttentionCore, PairEqualsTwoRowsBitForBit) {
   if (!one_pass) GTEST_SKIP() << "CPU lacks AVX-512: only the two-call fallback was checked";
 }
 
+// attention_rows_group (up to 8 heads of a GQA group in one pass) gives each head the bits of its
+// own attention_row, AVX2 and portable: group sizes the one-pass kernel takes (2, 4, 6, 8) and the
+// fallback's (3: a pair and a row), head dims it takes (multiples of 8 / 16) and those it leaves
+// to the pairs, key counts around the 4-key blocks and the prefetch distance, strided K/V, V
+// inside the K row, per-head sinks, exp underflow.
+TEST(AttentionCore, GroupEqualsRowsBitForBit) {
+  if (!kernels::attention_avx2_supported()) GTEST_SKIP() << "CPU lacks AVX2";
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const uint32_t dims[][2] = {{64, 64}, {128, 128}, {8, 16}, {72, 136}, {576, 512}, {128, 48}};
+  for (uint32_t n_heads : {2u, 3u, 4u, 6u, 8u}) {
+    for (const auto& dd : dims) {
+      const uint32_t dk = dd[0], dv = dd[1];
+      for (uint32_t n_kv : {1u, 3u, 4u, 7u, 33u, 37u, 130u}) {
+        for (int variant = 0; variant < 3; ++variant) {  // plain, sinks + spread, V in K
+          const bool v_in_k = variant == 2 && dv <= dk;
+          const float spread = variant == 1 ? 40.0f : 1.0f;
+          const size_t k_stride = dk * 3 + 8, v_stride = dv + 5;
+          std::vector<float> q(n_heads * dk), k(n_kv * k_stride), v(n_kv * v_stride);
+          for (auto& f : q) f = normal(rng) * spread;
+          for (auto& f : k) f = normal(rng);
+          for (auto& f : v) f = normal(rng);
+          std::vector<kernels::AttentionRow> rows(n_heads);
+          for (uint32_t h = 0; h < n_heads; ++h) {
+            kernels::AttentionRow& a = rows[h];
+            a.q = q.data() + h * dk;
+            a.k = k.data() + 8;
+            a.k_stride = k_stride;
+            a.v = v_in_k ? k.data() + 8 : v.data();
+            a.v_stride = v_in_k ? k_stride : v_stride;
+            a.n_kv = n_kv;
+            a.head_dim_k = dk;
+            a.head_dim_v = dv;
+            a.scale = 0.088f;
+            a.has_sink = variant == 1;
+            a.sink = 0.7f - 0.3f * float(h);
+          }
+          std::vector<float> sc(n_heads * n_kv), got(n_heads * dv), want(dv), ref(dv);
+          std::vector<float*> outs(n_heads);
+          for (uint32_t h = 0; h < n_heads; ++h) outs[h] = got.data() + h * dv;
+          kernels::attention_rows_group(rows.data(), n_heads, sc.data(), outs.data());
+          for (uint32_t h = 0; h < n_heads; ++h) {
+            kernels::attention_row_avx2(rows[h], sc.data(), want.data());
+            kernels::attention_row_portable(rows[h], sc.data(), ref.data());
+            const auto where = [&] {
+              return fmt::format("heads {} head {} dk {} dv {} n_kv {} variant {} one pass {}",
+                                 n_heads, h, dk, dv, n_kv, variant,
+                                 kernels::attention_group_one_pass(n_heads, dk, dv));
+            };
+            ASSERT_EQ(0, std::memcmp(outs[h], want.data(), dv * 4)) << where();
+            ASSERT_EQ(0, std::memcmp(outs[h], ref.data(), dv * 4)) << where();
+          }
+        }
+      }
+    }
+  }
+  if (!kernels::attention_group_one_pass(8, 128, 128))
+    GTEST_SKIP() << "CPU lacks AVX-512: only the pair / row fallback was checked";
+}
+
 // The AVX2 SwiGLU (swiglu_row's path on AVX2 CPUs) is portable_swiglu on each element, bit for
 // bit: gates over the float range and the exp's branch edges, mixed-sign ups, NaN and infinities,
 // lengths with a scalar tail, and out aliasing gate.
