@@ -23,6 +23,9 @@ void attention(kernels::ThreadPool& pool, const AttentionShape& s, const KvCache
                AttentionScratch& scratch) {
   STRATA_ASSERT(pos0 + n_tokens <= kv.n_ctx(), "pos {} + {} > n_ctx {}", pos0, n_tokens,
                 kv.n_ctx());
+  STRATA_ASSERT(kv.n_kv_head(il) == s.n_head_kv && kv.head_dim_k(il) == s.head_dim_k &&
+                    (s.v_in_k || kv.head_dim_v(il) == s.head_dim_v),
+                "attention: layer {} shape does not match its KV cache", il);
   STRATA_ASSERT(size_t(n_tokens) * s.n_head <= scratch.cost.size());
   STRATA_ASSERT(scratch.scores.size() >=
                 size_t(pool.size()) * kernels::kAttentionGroupMax * kv.n_ctx());
@@ -63,14 +66,14 @@ void attention(kernels::ThreadPool& pool, const AttentionShape& s, const KvCache
           const uint32_t n_kv = pos + 1 - j0;
           kernels::AttentionRow row;
           row.q = q + t * q_stride + size_t{h} * s.head_dim_k;
-          row.k = kv.k(il, j0) + size_t{g} * s.head_dim_k;
-          row.k_stride = size_t(kv.k(il, 1) - kv.k(il, 0));
+          row.k = kv.k(il, g, j0);
+          row.k_stride = kv.head_dim_k(il);
           if (s.v_in_k) {
             row.v = row.k;
             row.v_stride = row.k_stride;
           } else {
-            row.v = kv.v(il, j0) + size_t{g} * s.head_dim_v;
-            row.v_stride = size_t(kv.v(il, 1) - kv.v(il, 0));
+            row.v = kv.v(il, g, j0);
+            row.v_stride = kv.head_dim_v(il);
           }
           row.n_kv = n_kv;
           row.head_dim_k = s.head_dim_k;

@@ -129,8 +129,7 @@ void AttentionBlock::gqa(kernels::ThreadPool& pool, const LayerWeights& l, uint3
     const float* cs = rope_cs(il, t);
     rope_apply(cfg_.rope_type, q, n_head, hd_k, cfg_.n_rot, cs);
     rope_apply(cfg_.rope_type, k, n_head_kv, hd_k, cfg_.n_rot, cs);
-    std::memcpy(kv.k(il, pos0 + t), k, sizeof(float) * n_k);
-    std::memcpy(kv.v(il, pos0 + t), v, sizeof(float) * n_v);
+    kv.store(il, pos0 + t, k, v);
   }
 
   AttentionShape shape{n_head, n_head_kv, hd_k, cfg_.head_dim_v, cfg_.kq_scale};

@@ -1,6 +1,10 @@
 // F32 KV cache storage (see kv_cache.h). Exercised by tests/test_model_forward.cpp.
 #include "engine/kv_cache.h"
 
+#include <cstring>
+
+#include "io/check.h"
+
 namespace strata::engine {
 
 KvCache::KvCache(const ModelConfig& cfg, uint32_t n_ctx) : n_ctx_(n_ctx) {
@@ -8,10 +12,15 @@ KvCache::KvCache(const ModelConfig& cfg, uint32_t n_ctx) : n_ctx_(n_ctx) {
   const auto floats = [n_ctx](uint32_t width) { return (size_t{n_ctx} * width + 15) / 16 * 16; };
   size_t total = 0;
   for (uint32_t il = 0; il < cfg.n_layer; ++il) {
-    k_width_.push_back(cfg.kv_k_width(il));
-    v_width_.push_back(cfg.kv_v_width(il));
-    total += floats(k_width_.back()) + floats(v_width_.back());
-    n_bytes_ += (size_t{n_ctx} * k_width_.back() + size_t{n_ctx} * v_width_.back()) * sizeof(float);
+    const uint32_t kw = cfg.kv_k_width(il), vw = cfg.kv_v_width(il);
+    const uint32_t nh = cfg.n_head_kv(il);
+    STRATA_ASSERT(nh > 0 && kw % nh == 0 && vw % nh == 0,
+                  "layer {}: KV widths {} / {} are not {} heads", il, kw, vw, nh);
+    n_head_.push_back(nh);
+    k_dim_.push_back(kw / nh);
+    v_dim_.push_back(vw / nh);
+    total += floats(kw) + floats(vw);
+    n_bytes_ += (size_t{n_ctx} * kw + size_t{n_ctx} * vw) * sizeof(float);
   }
   // No first touch: positions fault their pages in as they fill (zeros until then).
   arena_ = tiers::RamArena(
@@ -20,9 +29,17 @@ KvCache::KvCache(const ModelConfig& cfg, uint32_t n_ctx) : n_ctx_(n_ctx) {
   auto* at = reinterpret_cast<float*>(arena_.data());
   for (uint32_t il = 0; il < cfg.n_layer; ++il) {
     k_.push_back(at);
-    at += floats(k_width_[il]);
+    at += floats(n_head_[il] * k_dim_[il]);
     v_.push_back(at);
-    at += floats(v_width_[il]);
+    at += floats(n_head_[il] * v_dim_[il]);
+  }
+}
+
+void KvCache::store(uint32_t il, uint32_t pos, const float* k_row, const float* v_row) {
+  for (uint32_t g = 0; g < n_head_[il]; ++g) {
+    std::memcpy(k(il, g, pos), k_row + size_t{g} * k_dim_[il], sizeof(float) * k_dim_[il]);
+    if (v_dim_[il] > 0)
+      std::memcpy(v(il, g, pos), v_row + size_t{g} * v_dim_[il], sizeof(float) * v_dim_[il]);
   }
 }
 

@@ -1,10 +1,13 @@
-// The attention KV cache: F32 K and V per layer, one row per position (llama.cpp's references were
-// made with an F32 cache, so no rounding enters here). MLA layers keep only K = [c ; k_pe] (V is
-// read from it: cfg.kv_v_width() is 0). All layers live in one 2 MiB-aligned huge-page arena
-// (tiers::RamArena, no NUMA policy): a head's rows are strided by the whole K or V row, so on 4 KiB
-// pages a long context's attention took a TLB miss every few positions. Pages are faulted in as
-// positions fill (anonymous memory reads as zeros until then). Exercised by
-// tests/test_model_forward.cpp and tests/test_arch_forward.cpp.
+// The attention KV cache: F32 K and V per layer (llama.cpp's references were made with an F32
+// cache, so no rounding enters here), group-major: each KV head (GQA group) of a layer keeps its
+// positions' rows contiguous, [head][position][head_dim], so the attention core, which reads one
+// group's rows for all of its query heads, streams them instead of taking a head_dim slice every
+// n_kv_head * head_dim floats (at 2K positions that strided read was most of a decode token). MLA
+// layers keep one head, K = [c ; k_pe] (V is read from it: cfg.kv_v_width() is 0). All layers live
+// in one 2 MiB-aligned huge-page arena (tiers::RamArena, no NUMA policy): on 4 KiB pages a long
+// context's attention took a TLB miss every few positions. Pages are faulted in as positions fill
+// (anonymous memory reads as zeros until then). Exercised by tests/test_model_forward.cpp,
+// tests/test_arch_forward.cpp and tests/test_arch_ops.cpp.
 #pragma once
 
 #include <cstdint>
@@ -20,23 +23,37 @@ class KvCache {
   KvCache(const ModelConfig& cfg, uint32_t n_ctx);
 
   uint32_t n_ctx() const { return n_ctx_; }
-  // Row of position pos in layer il: [kv_k_width] for K, [kv_v_width] for V.
-  float* k(uint32_t il, uint32_t pos) { return k_[il] + size_t{pos} * k_width_[il]; }
-  float* v(uint32_t il, uint32_t pos) { return v_[il] + size_t{pos} * v_width_[il]; }
-  const float* k(uint32_t il, uint32_t pos) const { return k_[il] + size_t{pos} * k_width_[il]; }
-  const float* v(uint32_t il, uint32_t pos) const { return v_[il] + size_t{pos} * v_width_[il]; }
-  uint32_t k_width(uint32_t il) const { return k_width_[il]; }
-  uint32_t v_width(uint32_t il) const { return v_width_[il]; }
+  // KV head g's row at position pos in layer il: head_dim_k(il) floats of K, head_dim_v(il) of V;
+  // the row of position pos + 1 follows it.
+  float* k(uint32_t il, uint32_t g, uint32_t pos) {
+    return k_[il] + (size_t{g} * n_ctx_ + pos) * k_dim_[il];
+  }
+  float* v(uint32_t il, uint32_t g, uint32_t pos) {
+    return v_[il] + (size_t{g} * n_ctx_ + pos) * v_dim_[il];
+  }
+  const float* k(uint32_t il, uint32_t g, uint32_t pos) const {
+    return k_[il] + (size_t{g} * n_ctx_ + pos) * k_dim_[il];
+  }
+  const float* v(uint32_t il, uint32_t g, uint32_t pos) const {
+    return v_[il] + (size_t{g} * n_ctx_ + pos) * v_dim_[il];
+  }
+  // Stores position pos of layer il from whole rows as the projections give them: k_row is
+  // [n_kv_head(il), head_dim_k(il)], v_row [n_kv_head(il), head_dim_v(il)] (nullptr for MLA).
+  void store(uint32_t il, uint32_t pos, const float* k_row, const float* v_row);
+  uint32_t n_kv_head(uint32_t il) const { return n_head_[il]; }
+  uint32_t head_dim_k(uint32_t il) const { return k_dim_[il]; }
+  uint32_t head_dim_v(uint32_t il) const { return v_dim_[il]; }
   uint64_t n_bytes() const { return n_bytes_; }
 
  private:
   uint32_t n_ctx_;
   uint64_t n_bytes_ = 0;
-  std::vector<uint32_t> k_width_;
-  std::vector<uint32_t> v_width_;
-  tiers::RamArena arena_;  // every layer's K then V rows
-  std::vector<float*> k_;  // per layer [n_ctx, k_width] in arena_
-  std::vector<float*> v_;  // per layer [n_ctx, v_width] in arena_
+  std::vector<uint32_t> n_head_;  // KV heads per layer
+  std::vector<uint32_t> k_dim_;   // floats per head and position
+  std::vector<uint32_t> v_dim_;   // 0 for MLA
+  tiers::RamArena arena_;         // every layer's K then V rows
+  std::vector<float*> k_;         // per layer [n_kv_head, n_ctx, head_dim_k] in arena_
+  std::vector<float*> v_;         // per layer [n_kv_head, n_ctx, head_dim_v] in arena_
 };
 
 }  // namespace strata::engine

@@ -96,7 +96,7 @@ void AttentionBlock::mla(kernels::ThreadPool& pool, const LayerWeights& l, uint3
     rope_apply(cfg_.rope_type, q + nope, n_head, hd, n_rot, cs);
     rope_apply(cfg_.rope_type, kvr + n_lat, 1, n_rot, n_rot, cs);
     rms_norm(kvr, l.attn_kv_a_norm.f32(), kvr, n_lat, cfg_.norm_eps);
-    if (cfg_.is_mla()) std::memcpy(kv.k(il, pos0 + t), kvr, sizeof(float) * n_row);
+    if (cfg_.is_mla()) kv.store(il, pos0 + t, kvr, nullptr);
   }
   if (!cfg_.is_mla()) {
     mla_decompressed(pool, l, il, n, pos0, kv, out);
@@ -141,13 +141,12 @@ void AttentionBlock::mla_decompressed(kernels::ThreadPool& pool, const LayerWeig
   for (uint32_t t = 0; t < n; ++t) {
     const float* kvb = v_.data() + t * kvb_stride;
     const float* k_pe = k_.data() + size_t{t} * n_row + n_lat;
-    float* krow = kv.k(il, pos0 + t);
-    float* vrow = kv.v(il, pos0 + t);
     for (uint32_t h = 0; h < n_head; ++h) {
       const float* src = kvb + size_t{h} * (nope + hd_v);
-      std::memcpy(krow + size_t{h} * hd, src, sizeof(float) * nope);
-      std::memcpy(krow + size_t{h} * hd + nope, k_pe, sizeof(float) * n_rot);
-      std::memcpy(vrow + size_t{h} * hd_v, src + nope, sizeof(float) * hd_v);
+      float* kh = kv.k(il, h, pos0 + t);
+      std::memcpy(kh, src, sizeof(float) * nope);
+      std::memcpy(kh + nope, k_pe, sizeof(float) * n_rot);
+      std::memcpy(kv.v(il, h, pos0 + t), src + nope, sizeof(float) * hd_v);
     }
   }
   const AttentionShape shape{n_head, n_head, hd, hd_v, cfg_.kq_scale};

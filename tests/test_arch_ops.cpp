@@ -175,11 +175,15 @@ TEST(ArchOps, AttentionSlidingWindowAndSinks) {
   KvCache kv(c, n_ctx);
   std::mt19937 rng(7);
   std::normal_distribution<float> nd;
-  for (uint32_t p = 0; p < n_ctx; ++p)
+  for (uint32_t p = 0; p < n_ctx; ++p) {
+    float kr[16], vr[16];
     for (uint32_t i = 0; i < 16; ++i) {
-      kv.k(0, p)[i] = nd(rng);
-      kv.v(0, p)[i] = nd(rng);
+      kr[i] = nd(rng);
+      vr[i] = nd(rng);
     }
+    kv.store(0, p, kr, vr);
+    ASSERT_EQ(kv.k(0, 1, p)[3], kr[8 + 3]);  // head 1's row: the row's second 8 floats
+  }
   std::vector<float> q(size_t(n_ctx) * 32), out(q.size());
   for (float& v : q) v = nd(rng);
   const std::vector<float> sinks = {0.0f, 1.5f, -2.0f, 0.3f};
@@ -197,7 +201,7 @@ TEST(ArchOps, AttentionSlidingWindowAndSinks) {
       double m = sinks[h];
       for (uint32_t j = j0; j <= t; ++j) {
         double d = 0;
-        for (int i = 0; i < 8; ++i) d += double(q[t * 32 + h * 8 + i]) * kv.k(0, j)[g * 8 + i];
+        for (int i = 0; i < 8; ++i) d += double(q[t * 32 + h * 8 + i]) * kv.k(0, g, j)[i];
         sc.push_back(d * 0.35);
         m = std::max(m, sc.back());
       }
@@ -205,8 +209,7 @@ TEST(ArchOps, AttentionSlidingWindowAndSinks) {
       for (double v : sc) z += std::exp(v - m);
       for (int i = 0; i < 8; ++i) {
         double o = 0;
-        for (uint32_t j = j0; j <= t; ++j)
-          o += std::exp(sc[j - j0] - m) / z * kv.v(0, j)[g * 8 + i];
+        for (uint32_t j = j0; j <= t; ++j) o += std::exp(sc[j - j0] - m) / z * kv.v(0, g, j)[i];
         EXPECT_NEAR(out[t * 32 + h * 8 + i], o, 1e-5) << "t " << t << " h " << h << " i " << i;
       }
     }
