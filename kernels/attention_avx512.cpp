@@ -158,40 +158,12 @@ void attention_rows_group_avx512(const AttentionRow* rows, uint32_t n_heads, flo
 
 void attention_row_pair_avx512(const AttentionRow& a, const AttentionRow& b, float* sc,
                                float* out_a, float* out_b) {
-  const uint32_t n = a.n_kv, dk = a.head_dim_k, dv = a.head_dim_v;
+  const uint32_t n = a.n_kv, dv = a.head_dim_v;
   float* sa = sc;
   float* sb = sc + n;
-  // Scores, 4 keys at a time; q of both heads re-paired per 8 lanes from an L1-resident buffer.
-  __m512 qq[kAttentionPairMaxDim / 8];
-  for (uint32_t i = 0; i < dk; i += 8)
-    qq[i / 8] = halves(_mm256_loadu_ps(a.q + i), _mm256_loadu_ps(b.q + i));
-  uint32_t j = 0;
-  for (; j + 4 <= n; j += 4) {
-    const float* k0 = a.k + j * a.k_stride;
-    const float* k1 = k0 + a.k_stride;
-    const float* k2 = k1 + a.k_stride;
-    const float* k3 = k2 + a.k_stride;
-    prefetch_keys_ahead(a, j);
-    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-    for (uint32_t i = 0; i < dk; i += 8) {
-      const __m512 q = qq[i / 8];
-      s0 = _mm512_add_ps(s0, _mm512_mul_ps(q, both(k0 + i)));
-      s1 = _mm512_add_ps(s1, _mm512_mul_ps(q, both(k1 + i)));
-      s2 = _mm512_add_ps(s2, _mm512_mul_ps(q, both(k2 + i)));
-      s3 = _mm512_add_ps(s3, _mm512_mul_ps(q, both(k3 + i)));
-    }
-    fold_pair(s0, a.scale, b.scale, sa + j, sb + j);
-    fold_pair(s1, a.scale, b.scale, sa + j + 1, sb + j + 1);
-    fold_pair(s2, a.scale, b.scale, sa + j + 2, sb + j + 2);
-    fold_pair(s3, a.scale, b.scale, sa + j + 3, sb + j + 3);
-  }
-  for (; j < n; ++j) {
-    const float* kj = a.k + j * a.k_stride;
-    __m512 s = _mm512_setzero_ps();
-    for (uint32_t i = 0; i < dk; i += 8)
-      s = _mm512_add_ps(s, _mm512_mul_ps(qq[i / 8], both(kj + i)));
-    fold_pair(s, a.scale, b.scale, sa + j, sb + j);
-  }
+  // Scores: the group pass's, one pair.
+  const AttentionRow rows[2] = {a, b};
+  group_scores<1>(rows, sc);
   softmax_scores_avx2(sa, n, a.has_sink, a.sink);
   softmax_scores_avx2(sb, n, b.has_sink, b.sink);
   // Weighted sum of V: 64 outputs of each head in registers across all keys, then 8.
@@ -200,7 +172,7 @@ void attention_row_pair_avx512(const AttentionRow& a, const AttentionRow& b, flo
     __m512 o[8];
     for (int r = 0; r < 8; ++r) o[r] = _mm512_setzero_ps();
     const float* vj = a.v + d;
-    for (j = 0; j < n; ++j, vj += a.v_stride) {
+    for (uint32_t j = 0; j < n; ++j, vj += a.v_stride) {
       prefetch_values_ahead(a, vj, j);
       const __m512 p = halves(_mm256_set1_ps(sa[j]), _mm256_set1_ps(sb[j]));
       for (int r = 0; r < 8; ++r) o[r] = _mm512_add_ps(o[r], _mm512_mul_ps(p, both(vj + 8 * r)));
@@ -213,7 +185,7 @@ void attention_row_pair_avx512(const AttentionRow& a, const AttentionRow& b, flo
   for (; d < dv; d += 8) {
     __m512 o = _mm512_setzero_ps();
     const float* vj = a.v + d;
-    for (j = 0; j < n; ++j, vj += a.v_stride)
+    for (uint32_t j = 0; j < n; ++j, vj += a.v_stride)
       o = _mm512_add_ps(
           o, _mm512_mul_ps(halves(_mm256_set1_ps(sa[j]), _mm256_set1_ps(sb[j])), both(vj)));
     _mm256_storeu_ps(out_a + d, _mm512_castps512_ps256(o));
