@@ -99,15 +99,17 @@ int run_replay(const ReplayOptions& o) {
   fo.experts = tiers.experts.get();
   fo.prof = tiers.prof.get();
   fo.route_trace = tiers.trace.get();
+  // Ctrl-C: stop after the current chunk; USAGE_SAVE etc. still saved. Installed before the
+  // forward pass is set up (REPACK, arenas), so a Ctrl-C during that also ends with the saves.
+  const SigintStop sigint;
   engine::Forward fwd(model, fo);
-  const SigintStop sigint;  // Ctrl-C: stop after the current chunk; USAGE_SAVE etc. still saved
 
   std::vector<float> logits;
   engine::RoutingTrace trace;
   size_t n_tokens = 0;
   double seconds = 0;
   bool interrupted = false;
-  for (size_t s = 0; s < streams.size() && !sigint.requested(); ++s) {
+  for (size_t s = 0; s < streams.size(); ++s) {  // a Ctrl-C ends it below, naming the stream
     const auto& ids = streams[s];
     fwd.reset();
     logits.resize(ids.size() * cfg.n_vocab);
