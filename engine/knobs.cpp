@@ -79,13 +79,13 @@ constexpr KnobSpec kKnobs[] = {
      "Expert RAM over NUMA nodes: interleave pages over every node, bind each layer's experts to "
      "one node (local, layers alternate), or no policy (off: first touch decides)."},
     {"REPACK", KnobType::kBool, "1", "", "0|1",
-     "Repack Q4_0 and Q4_K weights held in RAM (RAM-homed experts at load and on REPIN, attention "
-     "and "
-     "other dense matrices, an untied output head) into 16-row interleaved groups that the CPU "
+     "Repack Q4_0, Q4_K and Q6_K weights held in RAM (RAM-homed experts at load and on REPIN, "
+     "attention and other dense matrices, an untied output head) into 16-row interleaved groups "
+     "that the CPU "
      "kernels stream with no byte shuffles (kernels/interleave.h; faster expert GEMVs, "
      "bench/RESULTS.md). Same bytes, never changes the numbers; cache slots stay as in the file. "
-     "Q4_0 on CPUs with AVX2 or AVX-512, Q4_K with AVX-512 only (its AVX2 interleaved kernel is "
-     "slower than the file layout's); 0 = keep the file's layout."},
+     "Q4_0 on CPUs with AVX2 or AVX-512, Q4_K and Q6_K with AVX-512 only (AVX2 keeps the file "
+     "layout for them); 0 = keep the file's layout."},
     {"DENSE_ARENA", KnobType::kBool, "1", "", "0|1",
      "Move the dense tensors a decode token reads (attention projections, norms, routers, dense "
      "FFNs, shared experts, the output head) into one 2 MiB-aligned huge-page arena, in the order "

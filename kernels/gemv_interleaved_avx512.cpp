@@ -232,19 +232,99 @@ void group_dot_k(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float
   }
 }
 
-void gemv_q4_kx16(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
-                  int64_t row_end, int64_t n_cols) {
+// ---- kQ6_Kx16: Q6_K x Q8_K ----
+
+// One 16-row group of nb super-blocks against T activation rows. Per 4-byte column i of a
+// 128-element half h, three loads (ql dwords i and 8 + i, qh dword i) give the 6-bit codes of four
+// element runs (l, l + 32, l + 64, l + 96); each run's 16-element group is summed by 4 vpdpbusd
+// and scaled per lane, with the -32 offset taken off through the activation's bsums first.
+template <int T>
+void group_dot_q6(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float* const* outs) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i m30 = _mm512_set1_epi8(0x30);
+  __m512 acc[T][8];
+  for (int t = 0; t < T; ++t)
+    for (int k = 0; k < 8; ++k) acc[t][k] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const Q6KParts p = q6_kx16_parts(b);
+    // The scales and d lines (5 at the super-block's start or end), then one per code load.
+    prefetch_lines<320, kToL1>(g + b * kQ6_Kx16Block + kQ6_Kx16Prefetch);
+    const uint8_t* ql = g + p.ql;
+    const uint8_t* qh = g + p.qh;
+    __m512i sumi[T];
+    for (int t = 0; t < T; ++t) sumi[t] = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h)
+      for (int q = 0; q < 2; ++q) {
+        __m512i s[T][4];
+        for (int t = 0; t < T; ++t)
+          for (int k = 0; k < 4; ++k) s[t][k] = _mm512_setzero_si512();
+        for (int ii = 0; ii < 4; ++ii) {
+          const int i = 4 * q + ii;
+          const uint8_t* pa = ql + (16 * h + i) * 64;
+          const uint8_t* pb = ql + (16 * h + 8 + i) * 64;
+          const uint8_t* ph = qh + (8 * h + i) * 64;
+          prefetch_lines<64, kToL1>(pa + kQ6_Kx16Prefetch);
+          prefetch_lines<64, kToL1>(pb + kQ6_Kx16Prefetch);
+          prefetch_lines<64, kToL1>(ph + kQ6_Kx16Prefetch);
+          const __m512i a = _mm512_loadu_si512(pa);
+          const __m512i c = _mm512_loadu_si512(pb);
+          const __m512i hb = _mm512_loadu_si512(ph);
+          const __m512i codes[4] = {
+              _mm512_or_si512(_mm512_and_si512(a, m4),
+                              _mm512_and_si512(_mm512_slli_epi16(hb, 4), m30)),
+              _mm512_or_si512(_mm512_and_si512(c, m4),
+                              _mm512_and_si512(_mm512_slli_epi16(hb, 2), m30)),
+              _mm512_or_si512(high_nibbles(a, m4), _mm512_and_si512(hb, m30)),
+              _mm512_or_si512(high_nibbles(c, m4),
+                              _mm512_and_si512(_mm512_srli_epi16(hb, 2), m30))};
+          for (int t = 0; t < T; ++t) {
+            const int8_t* xq = xs[t][b].qs + 128 * h + 4 * i;
+            for (int k = 0; k < 4; ++k)
+              s[t][k] = _mm512_dpbusd_epi32(s[t][k], codes[k], bcast4(xq + 32 * k));
+          }
+        }
+        for (int k = 0; k < 4; ++k) {
+          const int grp = 8 * h + 2 * k + q;  // the 16-element group of run k
+          const __m512i sc = _mm512_cvtepi8_epi32(
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(g + p.scales + 16 * grp)));
+          for (int t = 0; t < T; ++t) {
+            const __m512i centred =
+                _mm512_sub_epi32(s[t][k], _mm512_set1_epi32(32 * xs[t][b].bsums[grp]));
+            sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(sc, centred));
+          }
+        }
+      }
+    const __m512 dw =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + p.d)));
+    for (int t = 0; t < T; ++t) {
+      const __m512 dd = _mm512_mul_ps(dw, _mm512_set1_ps(xs[t][b].d));
+      acc[t][b % 8] = _mm512_add_ps(acc[t][b % 8], _mm512_mul_ps(dd, _mm512_cvtepi32_ps(sumi[t])));
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    const __m512 r = _mm512_add_ps(
+        _mm512_add_ps(_mm512_add_ps(acc[t][0], acc[t][4]), _mm512_add_ps(acc[t][2], acc[t][6])),
+        _mm512_add_ps(_mm512_add_ps(acc[t][1], acc[t][5]), _mm512_add_ps(acc[t][3], acc[t][7])));
+    _mm512_storeu_ps(outs[t], r);
+  }
+}
+
+// GEMV / GEMM over the super-block layouts from their group pass Dot<T> (two tokens per pass).
+template <template <int> class Dot>
+void gemv_kx16(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
+               int64_t row_end, int64_t n_cols) {
   const int64_t nb = n_cols / kQK_K;
   const auto* x = static_cast<const BlockQ8_K*>(xq);
   for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
     float* out = y + r;
-    group_dot_k<1>(g, &x, nb, &out);
+    Dot<1>::run(g, &x, nb, &out);
   });
 }
 
-void gemm_q4_kx16(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
-                  size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
-                  int64_t n_cols) {
+template <template <int> class Dot>
+void gemm_kx16(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
+               size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
+               int64_t n_cols) {
   const int64_t nb = n_cols / kQK_K;
   const auto* xbase = static_cast<const uint8_t*>(xq);
   auto xt = [&](int64_t t) { return reinterpret_cast<const BlockQ8_K*>(xbase + t * xq_stride); };
@@ -253,15 +333,28 @@ void gemm_q4_kx16(const void* w, size_t row_stride, const void* xq, size_t xq_st
     for (; t + 2 <= n_tokens; t += 2) {
       const BlockQ8_K* xs[2] = {xt(t), xt(t + 1)};
       float* outs[2] = {y + t * y_stride + r, y + (t + 1) * y_stride + r};
-      group_dot_k<2>(g, xs, nb, outs);
+      Dot<2>::run(g, xs, nb, outs);
     }
     for (; t < n_tokens; ++t) {
       const BlockQ8_K* x = xt(t);
       float* out = y + t * y_stride + r;
-      group_dot_k<1>(g, &x, nb, &out);
+      Dot<1>::run(g, &x, nb, &out);
     }
   });
 }
+
+template <int T>
+struct Q4KDot {
+  static void run(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float* const* outs) {
+    group_dot_k<T>(g, xs, nb, outs);
+  }
+};
+template <int T>
+struct Q6KDot {
+  static void run(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float* const* outs) {
+    group_dot_q6<T>(g, xs, nb, outs);
+  }
+};
 
 }  // namespace
 
@@ -271,7 +364,8 @@ GemvKernels interleaved_kernels_avx512_gfni(WeightLayout layout) {
 GemvKernels interleaved_kernels_avx512(WeightLayout layout) {
 #endif
   if (layout == WeightLayout::kQ4_0x16) return GemvKernels{&gemv_q4_0x16, &gemm_q4_0x16};
-  if (layout == WeightLayout::kQ4_Kx16) return GemvKernels{&gemv_q4_kx16, &gemm_q4_kx16};
+  if (layout == WeightLayout::kQ4_Kx16) return GemvKernels{&gemv_kx16<Q4KDot>, &gemm_kx16<Q4KDot>};
+  if (layout == WeightLayout::kQ6_Kx16) return GemvKernels{&gemv_kx16<Q6KDot>, &gemm_kx16<Q6KDot>};
   return GemvKernels{nullptr, nullptr};
 }
 

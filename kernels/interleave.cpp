@@ -60,7 +60,14 @@ void unpack_group(const uint8_t* src, uint8_t* dst, int64_t nb) {
 }
 
 GgmlType layout_type(WeightLayout layout) {
-  return layout == WeightLayout::kQ4_Kx16 ? GgmlType::Q4_K : GgmlType::Q4_0;
+  switch (layout) {
+    case WeightLayout::kQ4_Kx16:
+      return GgmlType::Q4_K;
+    case WeightLayout::kQ6_Kx16:
+      return GgmlType::Q6_K;
+    default:
+      return GgmlType::Q4_0;
+  }
 }
 
 // kQ4_Kx16: offsets inside a group's super-block b.
@@ -107,19 +114,73 @@ void unpack_group_k(const uint8_t* src, uint8_t* dst, int64_t nb) {
     }
 }
 
+// kQ6_Kx16: row r's bytes of each part of a group's super-block b (interleave_internal.h).
+size_t q6_scale_at(int64_t b, int g, int r) {
+  return detail::q6_kx16_parts(b).scales + static_cast<size_t>(g) * 16 + static_cast<size_t>(r);
+}
+size_t q6_ql_at(int64_t b, int i, int r) {
+  return detail::q6_kx16_parts(b).ql + static_cast<size_t>(i) * 64 + static_cast<size_t>(r) * 4;
+}
+size_t q6_qh_at(int64_t b, int i, int r) {
+  return detail::q6_kx16_parts(b).qh + static_cast<size_t>(i) * 64 + static_cast<size_t>(r) * 4;
+}
+size_t q6_d_at(int64_t b, int r) {
+  return detail::q6_kx16_parts(b).d + static_cast<size_t>(r) * 2;
+}
+
+void pack_group_q6(const uint8_t* src, uint8_t* dst, int64_t nb) {
+  const size_t row_bytes = static_cast<size_t>(nb) * sizeof(BlockQ6_K);
+  for (int64_t b = 0; b < nb; ++b)
+    for (int r = 0; r < kGroupRows; ++r) {
+      BlockQ6_K blk;
+      std::memcpy(&blk, src + r * row_bytes + static_cast<size_t>(b) * sizeof(BlockQ6_K),
+                  sizeof(blk));
+      for (int g = 0; g < 16; ++g) std::memcpy(dst + q6_scale_at(b, g, r), blk.scales + g, 1);
+      for (int i = 0; i < 32; ++i) std::memcpy(dst + q6_ql_at(b, i, r), blk.ql + 4 * i, 4);
+      for (int i = 0; i < 16; ++i) std::memcpy(dst + q6_qh_at(b, i, r), blk.qh + 4 * i, 4);
+      std::memcpy(dst + q6_d_at(b, r), &blk.d, 2);
+    }
+}
+void unpack_group_q6(const uint8_t* src, uint8_t* dst, int64_t nb) {
+  const size_t row_bytes = static_cast<size_t>(nb) * sizeof(BlockQ6_K);
+  for (int64_t b = 0; b < nb; ++b)
+    for (int r = 0; r < kGroupRows; ++r) {
+      BlockQ6_K blk;
+      for (int g = 0; g < 16; ++g) std::memcpy(blk.scales + g, src + q6_scale_at(b, g, r), 1);
+      for (int i = 0; i < 32; ++i) std::memcpy(blk.ql + 4 * i, src + q6_ql_at(b, i, r), 4);
+      for (int i = 0; i < 16; ++i) std::memcpy(blk.qh + 4 * i, src + q6_qh_at(b, i, r), 4);
+      std::memcpy(&blk.d, src + q6_d_at(b, r), 2);
+      std::memcpy(dst + r * row_bytes + static_cast<size_t>(b) * sizeof(BlockQ6_K), &blk,
+                  sizeof(blk));
+    }
+}
+
 // Blocks per row and bytes per group of a layout's matrix.
 int64_t layout_blocks(WeightLayout layout, int64_t n_cols) {
-  return n_cols / (layout == WeightLayout::kQ4_Kx16 ? kQK_K : kQK);
+  return n_cols / (layout == WeightLayout::kQ4_0x16 ? kQK : kQK_K);
 }
 size_t group_bytes(WeightLayout layout, int64_t nb) {
-  return static_cast<size_t>(kGroupRows * nb) *
-         (layout == WeightLayout::kQ4_Kx16 ? sizeof(BlockQ4_K) : sizeof(BlockQ4_0));
+  return static_cast<size_t>(kGroupRows * nb) * ggml_type_info(layout_type(layout)).type_size;
 }
 void pack_any(WeightLayout layout, const uint8_t* src, uint8_t* dst, int64_t nb) {
-  if (layout == WeightLayout::kQ4_Kx16)
-    pack_group_k(src, dst, nb);
-  else
-    pack_group(src, dst, nb);
+  switch (layout) {
+    case WeightLayout::kQ4_Kx16:
+      return pack_group_k(src, dst, nb);
+    case WeightLayout::kQ6_Kx16:
+      return pack_group_q6(src, dst, nb);
+    default:
+      return pack_group(src, dst, nb);
+  }
+}
+void unpack_any(WeightLayout layout, const uint8_t* src, uint8_t* dst, int64_t nb) {
+  switch (layout) {
+    case WeightLayout::kQ4_Kx16:
+      return unpack_group_k(src, dst, nb);
+    case WeightLayout::kQ6_Kx16:
+      return unpack_group_q6(src, dst, nb);
+    default:
+      return unpack_group(src, dst, nb);
+  }
 }
 
 }  // namespace
@@ -132,6 +193,7 @@ WeightLayout interleaved_layout(GgmlType type, int64_t n_rows, int64_t n_cols) {
   if (n_rows <= 0 || n_rows % kGroupRows != 0 || n_cols <= 0) return WeightLayout::kRows;
   if (type == GgmlType::Q4_0 && n_cols % (2 * kQK) == 0) return WeightLayout::kQ4_0x16;
   if (type == GgmlType::Q4_K && n_cols % kQK_K == 0) return WeightLayout::kQ4_Kx16;
+  if (type == GgmlType::Q6_K && n_cols % kQK_K == 0) return WeightLayout::kQ6_Kx16;
   return WeightLayout::kRows;
 }
 
@@ -157,7 +219,7 @@ bool interleave_pays() {
 bool interleave_pays(GgmlType type) {
   switch (best_isa()) {
     case Isa::kAvx512:
-      return type == GgmlType::Q4_0 || type == GgmlType::Q4_K;
+      return type == GgmlType::Q4_0 || type == GgmlType::Q4_K || type == GgmlType::Q6_K;
     case Isa::kAvx2:
       return type == GgmlType::Q4_0;
     default:
@@ -181,10 +243,7 @@ void deinterleave(WeightLayout layout, const void* src, void* dst, int64_t n_row
   for (int64_t g = 0; g < n_rows / kGroupRows; ++g) {
     const auto* from = static_cast<const uint8_t*>(src) + g * group;
     auto* to = static_cast<uint8_t*>(dst) + g * group;
-    if (layout == WeightLayout::kQ4_Kx16)
-      unpack_group_k(from, to, nb);
-    else
-      unpack_group(from, to, nb);
+    unpack_any(layout, from, to, nb);
   }
 }
 
@@ -258,23 +317,6 @@ float dot_row_ref(const uint8_t* group, int r, const BlockQ8_0* x, int64_t nb) {
   return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
 }
 
-void gemv_q4_0x16_ref(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
-                      int64_t row_end, int64_t n_cols) {
-  const int64_t nb = n_cols / kQK;
-  const auto* x = static_cast<const BlockQ8_0*>(xq);
-  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* group, int64_t r0) {
-    for (int r = 0; r < kGroupRows; ++r) y[r0 + r] = dot_row_ref(group, r, x, nb);
-  });
-}
-
-void gemm_q4_0x16_ref(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
-                      size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
-                      int64_t n_cols) {
-  for (int64_t t = 0; t < n_tokens; ++t)
-    gemv_q4_0x16_ref(w, row_stride, static_cast<const uint8_t*>(xq) + t * xq_stride,
-                     y + t * y_stride, row_begin, row_end, n_cols);
-}
-
 // The canonical Q4_K order of gemv.cpp for one row of a kQ4_Kx16 group, literally.
 float dot_row_k_ref(const uint8_t* group, int r, const BlockQ8_K* x, int64_t nb) {
   float acc[8] = {};
@@ -305,28 +347,63 @@ float dot_row_k_ref(const uint8_t* group, int r, const BlockQ8_K* x, int64_t nb)
   return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
 }
 
-void gemv_q4_kx16_ref(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
-                      int64_t row_end, int64_t n_cols) {
-  const int64_t nb = n_cols / kQK_K;
-  const auto* x = static_cast<const BlockQ8_K*>(xq);
+// The canonical Q6_K order of gemv.cpp for one row of a kQ6_Kx16 group, literally.
+float dot_row_q6_ref(const uint8_t* group, int r, const BlockQ8_K* x, int64_t nb) {
+  float acc[8] = {};
+  for (int64_t b = 0; b < nb; ++b) {
+    BlockQ6_K blk;  // row r's super-block gathered back, read through q6_k_value
+    for (int i = 0; i < 32; ++i) std::memcpy(blk.ql + 4 * i, group + q6_ql_at(b, i, r), 4);
+    for (int i = 0; i < 16; ++i) std::memcpy(blk.qh + 4 * i, group + q6_qh_at(b, i, r), 4);
+    int32_t sumi = 0;
+    for (int g = 0; g < 16; ++g) {
+      int32_t isum = 0;
+      for (int l = 0; l < 16; ++l) isum += q6_k_value(blk, 16 * g + l) * x[b].qs[16 * g + l];
+      sumi += static_cast<int8_t>(group[q6_scale_at(b, g, r)]) * isum;
+    }
+    uint16_t d = 0;
+    std::memcpy(&d, group + q6_d_at(b, r), 2);
+    const float dd = fp16_to_f32(d) * x[b].d;
+    acc[b % 8] = acc[b % 8] + dd * static_cast<float>(sumi);
+  }
+  return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
+// GEMV / GEMM over whole 16-row groups from a row twin: y[r] = Row(group, r, x, nb), token by
+// token.
+template <typename XBlock, int64_t kElems,
+          float (*Row)(const uint8_t*, int, const XBlock*, int64_t)>
+void gemv_x16_ref(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
+                  int64_t row_end, int64_t n_cols) {
+  const int64_t nb = n_cols / kElems;
+  const auto* x = static_cast<const XBlock*>(xq);
   for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* group, int64_t r0) {
-    for (int r = 0; r < kGroupRows; ++r) y[r0 + r] = dot_row_k_ref(group, r, x, nb);
+    for (int r = 0; r < kGroupRows; ++r) y[r0 + r] = Row(group, r, x, nb);
   });
 }
 
-void gemm_q4_kx16_ref(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
-                      size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
-                      int64_t n_cols) {
+template <typename XBlock, int64_t kElems,
+          float (*Row)(const uint8_t*, int, const XBlock*, int64_t)>
+void gemm_x16_ref(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
+                  size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
+                  int64_t n_cols) {
   for (int64_t t = 0; t < n_tokens; ++t)
-    gemv_q4_kx16_ref(w, row_stride, static_cast<const uint8_t*>(xq) + t * xq_stride,
-                     y + t * y_stride, row_begin, row_end, n_cols);
+    gemv_x16_ref<XBlock, kElems, Row>(w, row_stride,
+                                      static_cast<const uint8_t*>(xq) + t * xq_stride,
+                                      y + t * y_stride, row_begin, row_end, n_cols);
+}
+
+template <typename XBlock, int64_t kElems,
+          float (*Row)(const uint8_t*, int, const XBlock*, int64_t)>
+GemvKernels x16_ref() {
+  return GemvKernels{&gemv_x16_ref<XBlock, kElems, Row>, &gemm_x16_ref<XBlock, kElems, Row>};
 }
 
 }  // namespace
 
 GemvKernels interleaved_kernels_ref(WeightLayout layout) {
-  if (layout == WeightLayout::kQ4_0x16) return GemvKernels{&gemv_q4_0x16_ref, &gemm_q4_0x16_ref};
-  if (layout == WeightLayout::kQ4_Kx16) return GemvKernels{&gemv_q4_kx16_ref, &gemm_q4_kx16_ref};
+  if (layout == WeightLayout::kQ6_Kx16) return x16_ref<BlockQ8_K, kQK_K, &dot_row_q6_ref>();
+  if (layout == WeightLayout::kQ4_0x16) return x16_ref<BlockQ8_0, kQK, &dot_row_ref>();
+  if (layout == WeightLayout::kQ4_Kx16) return x16_ref<BlockQ8_K, kQK_K, &dot_row_k_ref>();
   return GemvKernels{nullptr, nullptr};
 }
 

@@ -24,6 +24,16 @@
 // Q4_K codes are unsigned (the mins are a separate term), so each load is a 16-lane vpdpbusd
 // with no offset; lane r holds row r's sub-block sums, scaled per lane by its 6-bit scales.
 //
+// kQ6_Kx16 (Q6_K, n_rows % 16 == 0): groups of 16 rows as above; per super-block b of the group
+// 3360 bytes (16 x 210, 52.5 lines), laid out so that every 64-byte load is aligned when b's
+// chunk starts on a line (even b; odd b start half a line in, so their d comes first):
+//     even b: +0 scales, +256 ql, +2304 qh, +3328 d;   odd b: +0 d, +32 scales, +288 ql, +2336 qh
+//     scales: for g < 16, the 16 rows' int8 scale g (16 bytes each)
+//     ql:     for i < 32, the 16 rows' ql[4i..4i+3]       qh: for i < 16, the 16 rows' qh[4i..4i+3]
+//     d:      the 16 rows' fp16 d
+// Each code load is a 16-lane vpdpbusd of unsigned 6-bit codes (0..63) after the 2 high bits are
+// ORed in; the -32 offset is 32 * sum_g sc_g * bsums_g, per lane.
+//
 // Tested by tests/test_interleave.cpp (round trip, kernels vs gemv_ref at awkward shapes).
 #pragma once
 
@@ -39,6 +49,7 @@ enum class WeightLayout : uint8_t {
   kRows,     // the GGUF's: row after row of ggml blocks
   kQ4_0x16,  // Q4_0, 16 rows interleaved per group (above)
   kQ4_Kx16,  // Q4_K, 16 rows interleaved per group (below)
+  kQ6_Kx16,  // Q6_K, 16 rows interleaved per group (below)
 };
 
 // Rows per group of a layout (1 for kRows): row ranges handed to its kernels start and end at
@@ -55,9 +66,10 @@ WeightLayout interleaved_layout(GgmlType type);
 // Whether the interleaved kernels of the best ISA are faster than the GGUF layout's on this CPU
 // (true with AVX-512 VNNI or AVX2; the scalar twins exist for tests, not speed).
 bool interleave_pays();
-// The same for one weight type: Q4_0 with AVX-512 or AVX2; Q4_K with AVX-512 only (with AVX2 its
-// interleaved kernel streamed 73-80% of the read probe against the GGUF layout's 85-91%,
-// bench_layout --isa avx2, bench/RESULTS.md session 5).
+// The same for one weight type: Q4_0 with AVX-512 or AVX2; Q4_K and Q6_K with AVX-512 only (with
+// AVX2 the interleaved Q4_K kernel streamed 73-80% of the read probe against the GGUF layout's
+// 85-91%, bench_layout --isa avx2, bench/RESULTS.md session 5; Q6_K has no AVX2 interleaved
+// kernel).
 bool interleave_pays(GgmlType type);
 
 // Kernels for a weight type in a layout (kRows: gemv_kernels(type, isa)). The interleaved ones

@@ -55,6 +55,19 @@ constexpr size_t kQ4_0x16Prefetch = 8 * kQ4_0x16Chunk;
 // at 3 KiB.
 constexpr size_t kQ4_Kx16Prefetch = 2 * 2304;
 
+// kQ6_Kx16 (kernels/interleave.h): super-block b of a group is 3360 bytes at 3360 b; its parts.
+constexpr size_t kQ6_Kx16Block = 3360;
+struct Q6KParts {
+  size_t scales, ql, qh, d;
+};
+inline Q6KParts q6_kx16_parts(int64_t b) {
+  const size_t at = static_cast<size_t>(b) * kQ6_Kx16Block;
+  if (b & 1) return {at + 32, at + 288, at + 2336, at};
+  return {at, at + 256, at + 2304, at + 3328};
+}
+// The AVX-512 Q6_K kernel's L1 prefetch per line, this far ahead (two super-blocks, as Q4_K's).
+constexpr size_t kQ6_Kx16Prefetch = 2 * kQ6_Kx16Block;
+
 namespace {
 
 // fn(group, first_row) for every 16-row group of [row_begin, row_end) of an interleaved matrix

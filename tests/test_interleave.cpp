@@ -54,9 +54,28 @@ std::vector<uint8_t> random_q4_k(int64_t n_rows, int64_t n_cols, std::mt19937_64
   return w;
 }
 
+std::vector<uint8_t> random_q6_k(int64_t n_rows, int64_t n_cols, std::mt19937_64& rng) {
+  const int64_t nb = n_cols / kQK_K;
+  std::vector<uint8_t> w(static_cast<size_t>(n_rows * nb) * sizeof(BlockQ6_K));
+  for (auto& byte : w) byte = static_cast<uint8_t>(rng());  // codes and int8 scales: any bits
+  auto* blocks = reinterpret_cast<BlockQ6_K*>(w.data());
+  for (int64_t i = 0; i < n_rows * nb; ++i) {
+    blocks[i].d = random_scale(rng);
+    if (i % 5 == 0) blocks[i].scales[i % 16] = static_cast<int8_t>(-128);  // the extremes
+    if (i % 7 == 0) std::memset(blocks[i].ql, 0xFF, sizeof(blocks[i].ql));
+  }
+  return w;
+}
+
 std::vector<uint8_t> random_weights(GgmlType t, int64_t n_rows, int64_t n_cols,
                                     std::mt19937_64& rng) {
+  if (t == GgmlType::Q6_K) return random_q6_k(n_rows, n_cols, rng);
   return t == GgmlType::Q4_K ? random_q4_k(n_rows, n_cols, rng) : random_q4_0(n_rows, n_cols, rng);
+}
+
+GgmlType layout_type(WeightLayout layout) {
+  if (layout == WeightLayout::kQ6_Kx16) return GgmlType::Q6_K;
+  return layout == WeightLayout::kQ4_Kx16 ? GgmlType::Q4_K : GgmlType::Q4_0;
 }
 
 // Q8_K activations (the kernels trust their bsums: only the quantizer makes them).
@@ -108,9 +127,7 @@ std::vector<Isa> isas() {
 std::vector<std::pair<std::string, GemvKernels>> variants(WeightLayout layout) {
   std::vector<std::pair<std::string, GemvKernels>> v;
   for (Isa isa : isas())
-    v.emplace_back(std::string(isa_name(isa)),
-                   gemv_kernels(layout == WeightLayout::kQ4_Kx16 ? GgmlType::Q4_K : GgmlType::Q4_0,
-                                layout, isa));
+    v.emplace_back(std::string(isa_name(isa)), gemv_kernels(layout_type(layout), layout, isa));
   if (isa_supported(Isa::kAvx512)) {
     v.emplace_back("avx512-nogfni", detail::interleaved_kernels_avx512(layout));
     if (__builtin_cpu_supports("gfni"))
@@ -127,7 +144,7 @@ void expect_same_bits(const std::vector<float>& want, const std::vector<float>& 
         << what << " element " << i << ": " << want[i] << " vs " << got[i];
 }
 
-TEST(Interleave, LayoutsCoverQ4_0AndQ4_KInWholeGroups) {
+TEST(Interleave, LayoutsCoverQ4_0Q4_KAndQ6_KInWholeGroups) {
   EXPECT_EQ(interleaved_layout(GgmlType::Q4_0, 768, 2048), WeightLayout::kQ4_0x16);
   EXPECT_EQ(interleaved_layout(GgmlType::Q4_0, 16, 64), WeightLayout::kQ4_0x16);
   EXPECT_EQ(interleaved_layout(GgmlType::Q4_0, 24, 64), WeightLayout::kRows);  // rows % 16
@@ -136,18 +153,22 @@ TEST(Interleave, LayoutsCoverQ4_0AndQ4_KInWholeGroups) {
   EXPECT_EQ(interleaved_layout(GgmlType::Q4_K, 768, 2048), WeightLayout::kQ4_Kx16);
   EXPECT_EQ(interleaved_layout(GgmlType::Q4_K, 2048, 768), WeightLayout::kQ4_Kx16);
   EXPECT_EQ(interleaved_layout(GgmlType::Q4_K, 40, 256), WeightLayout::kRows);
-  EXPECT_EQ(interleaved_layout(GgmlType::Q6_K, 768, 2048), WeightLayout::kRows);
+  EXPECT_EQ(interleaved_layout(GgmlType::Q6_K, 151936, 2048), WeightLayout::kQ6_Kx16);
+  EXPECT_EQ(interleaved_layout(GgmlType::Q6_K, 2048, 768), WeightLayout::kQ6_Kx16);
+  EXPECT_EQ(interleaved_layout(GgmlType::Q6_K, 40, 256), WeightLayout::kRows);
+  EXPECT_EQ(interleaved_layout(GgmlType::Q6_K), WeightLayout::kQ6_Kx16);
   EXPECT_EQ(interleaved_layout(GgmlType::Q4_0), WeightLayout::kQ4_0x16);
   EXPECT_EQ(interleaved_layout(GgmlType::Q4_K), WeightLayout::kQ4_Kx16);
   EXPECT_EQ(interleaved_layout(GgmlType::Q8_0), WeightLayout::kRows);
   EXPECT_EQ(layout_rows(WeightLayout::kRows), 1);
   EXPECT_EQ(layout_rows(WeightLayout::kQ4_0x16), 16);
   EXPECT_EQ(layout_rows(WeightLayout::kQ4_Kx16), 16);
+  EXPECT_EQ(layout_rows(WeightLayout::kQ6_Kx16), 16);
 }
 
 TEST(Interleave, RoundTripsAndInPlaceEqualsCopy) {
   std::mt19937_64 rng(7);
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_K})
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K})
     for (auto [rows, cols] : {std::pair<int64_t, int64_t>{16, 256}, {48, 768}, {32, 2048}}) {
       const WeightLayout layout = interleaved_layout(t, rows, cols);
       ASSERT_NE(layout, WeightLayout::kRows);
@@ -167,11 +188,12 @@ class InterleaveKernels : public ::testing::TestWithParam<GgmlType> {};
 
 TEST_P(InterleaveKernels, EqualTheGgufLayoutsBitForBit) {
   const GgmlType type = GetParam();
-  const bool k_quant = type == GgmlType::Q4_K;
+  const bool k_quant = type == GgmlType::Q4_K || type == GgmlType::Q6_K;
   std::mt19937_64 rng(11);
   const GemvKernels ref = gemv_kernels(type, Isa::kRef);
   // Q4_0 n_cols: 2 blocks, 26 (a partial group of 8), 64 (the Qwen3 expert), 24 (its down rows);
-  // Q4_K: 1, 3, 8, 9 super-blocks (partial and whole groups of 8).
+  // Q4_K, Q6_K: 1, 3, 8, 9 super-blocks (partial and whole groups of 8; odd counts start the
+  // next group half a line in for Q6_K).
   const std::vector<int64_t> col_set = k_quant ? std::vector<int64_t>{256, 768, 2048, 2304}
                                                : std::vector<int64_t>{64, 832, 2048, 768};
   for (int64_t cols : col_set)
@@ -217,7 +239,7 @@ TEST_P(InterleaveKernels, EqualTheGgufLayoutsBitForBit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, InterleaveKernels,
-                         ::testing::Values(GgmlType::Q4_0, GgmlType::Q4_K),
+                         ::testing::Values(GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K),
                          [](const auto& info) { return std::string(ggml_type_name(info.param)); });
 
 TEST(Interleave, PoolSplitEqualsOneCall) {
