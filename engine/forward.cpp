@@ -182,6 +182,7 @@ void Forward::ffn_block(uint32_t il, uint32_t n, uint32_t pos0, RoutingTrace* tr
 }
 
 void Forward::output_head(uint32_t n, float* all_logits) {
+  const ScopedTimer timer(prof_, prof_ ? prof_->counters().head_seconds : unused_seconds_);
   const uint32_t n_embd = cfg_.n_embd;
   // Only the rows whose logits are wanted go through the head.
   const uint32_t first = all_logits ? 0 : n - 1;

@@ -226,14 +226,15 @@ TimeShares Profiler::time_shares() const {
   t.expert_vram = c_.compute_seconds[size_t(ExpertHome::kVram)];
   t.io_wait = s.io_wait_seconds;
   t.router = c_.router_seconds;
+  t.head = c_.head_seconds;
   t.sampling = c_.sampling_seconds;
-  const double known =
-      t.attention + t.expert_ram + t.expert_ssd + t.expert_vram + t.io_wait + t.router + t.sampling;
+  const double known = t.attention + t.expert_ram + t.expert_ssd + t.expert_vram + t.io_wait +
+                       t.router + t.head + t.sampling;
   // The parts are timed inside the run, so they fit; rounding (or a sampler timed outside the
   // decode clock) can overshoot a little: then scale them down instead of a negative "other".
   const double base = std::max(total, known);
   for (double* v : {&t.attention, &t.expert_ram, &t.expert_ssd, &t.expert_vram, &t.io_wait,
-                    &t.router, &t.sampling})
+                    &t.router, &t.head, &t.sampling})
     *v /= base;
   t.other = std::max(0.0, 1.0 - known / base);
   return t;
@@ -406,9 +407,9 @@ std::string Profiler::report() const {
   const TimeShares ts = time_shares();
   out += fmt::format(
       "prof: time: attention {:.1f}%, experts RAM {:.1f}% SSD {:.1f}% VRAM {:.1f}%, I/O wait felt "
-      "{:.1f}%, router {:.1f}%, sampling {:.1f}%, other {:.1f}%{}\n",
+      "{:.1f}%, router {:.1f}%, output head {:.1f}%, sampling {:.1f}%, other {:.1f}%{}\n",
       100 * ts.attention, 100 * ts.expert_ram, 100 * ts.expert_ssd, 100 * ts.expert_vram,
-      100 * ts.io_wait, 100 * ts.router, 100 * ts.sampling, 100 * ts.other,
+      100 * ts.io_wait, 100 * ts.router, 100 * ts.head, 100 * ts.sampling, 100 * ts.other,
       c_.attention_seconds + c_.router_seconds == 0
           ? " (attention and router not timed yet: in other)"
           : "");
@@ -505,10 +506,15 @@ std::string Profiler::json() const {
                             {"p99", percentile(d, 99) * 1e3},
                             {"max", percentile(d, 100) * 1e3}};
   const TimeShares ts = time_shares();
-  j["time_shares"] = {{"attention", ts.attention},   {"expert_ram", ts.expert_ram},
-                      {"expert_ssd", ts.expert_ssd}, {"expert_vram", ts.expert_vram},
-                      {"io_wait", ts.io_wait},       {"router", ts.router},
-                      {"sampling", ts.sampling},     {"other", ts.other}};
+  j["time_shares"] = {{"attention", ts.attention},
+                      {"expert_ram", ts.expert_ram},
+                      {"expert_ssd", ts.expert_ssd},
+                      {"expert_vram", ts.expert_vram},
+                      {"io_wait", ts.io_wait},
+                      {"router", ts.router},
+                      {"head", ts.head},
+                      {"sampling", ts.sampling},
+                      {"other", ts.other}};
   const HitRates hr = hit_rates(s, c_.experts_computed[size_t(ExpertHome::kVram)]);
   j["hit_rates"] = {{"expert_uses", hr.uses},      {"vram", hr.vram},
                     {"ram_pinned", hr.ram_pinned}, {"ram_cache", hr.ram_cache},

@@ -31,6 +31,7 @@ struct ProfCounters {
   // Filled where a caller times them (0 = not timed in this build; the time stays in "other").
   double attention_seconds = 0;
   double router_seconds = 0;
+  double head_seconds = 0;  // final norm + output head (the rows whose logits are wanted)
   double sampling_seconds = 0;
   double prefetch_seconds = 0;  // PREFETCH: routers of the layers ahead + issuing their reads
   // The two lanes of MoE layer steps that had GPU experts (VRAM homes), summed over those steps:
@@ -81,7 +82,7 @@ std::string machine_summary();
 // Shares of the run's wall time (prefill + decode), each in [0, 1], summing to 1 (other = rest).
 struct TimeShares {
   double attention = 0, expert_ram = 0, expert_ssd = 0, expert_vram = 0, io_wait = 0, router = 0,
-         sampling = 0, other = 0;
+         head = 0, sampling = 0, other = 0;
 };
 
 // The bound of a run and the knob most likely to help, with the number behind it.

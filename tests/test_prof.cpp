@@ -11,7 +11,7 @@ namespace strata::engine {
 namespace {
 
 double sum(const TimeShares& t) {
-  return t.attention + t.expert_ram + t.expert_ssd + t.expert_vram + t.io_wait + t.router +
+  return t.attention + t.expert_ram + t.expert_ssd + t.expert_vram + t.io_wait + t.router + t.head +
          t.sampling + t.other;
 }
 
@@ -21,8 +21,10 @@ TEST(Prof, SharesSumToOneAndVerdictFollowsTheLargest) {
   for (int i = 1; i <= 10; ++i) p.add_decode_token(0.1 * i);  // 5.5 s of decode
   p.counters().compute_seconds[size_t(ExpertHome::kRam)] = 4.0;
   p.counters().sampling_seconds = 0.5;
+  p.counters().head_seconds = 0.25;
   const TimeShares t = p.time_shares();
   EXPECT_NEAR(sum(t), 1.0, 1e-9);
+  EXPECT_NEAR(t.head, 0.25 / 6.5, 1e-9);
   EXPECT_NEAR(t.expert_ram, 4.0 / 6.5, 1e-9);
   EXPECT_NEAR(t.sampling, 0.5 / 6.5, 1e-9);
   EXPECT_EQ(p.verdict().bound, "RAM-bandwidth-bound");
