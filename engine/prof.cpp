@@ -329,6 +329,8 @@ Roofline Profiler::roofline() const {
   if (r.probe_gb_s > 0) {
     r.roofline_tok_s = r.probe_gb_s / r.gb_per_token;
     r.fraction = r.tok_s / r.roofline_tok_s;
+    const double p50 = percentile(c_.decode_token_seconds, 50);
+    if (p50 > 0) r.fraction_p50 = 1.0 / p50 / r.roofline_tok_s;
   }
   return r;
 }
@@ -394,14 +396,14 @@ std::string Profiler::report() const {
     out += r.probe_gb_s > 0
                ? fmt::format(
                      "; RAM read probed {:.1f} GB/s at {} -> roofline {:.2f} tok/s, decode "
-                     "at {:.0f}% of it\n",
+                     "at {:.0f}% of it (the median token at {:.0f}%)\n",
                      r.probe_gb_s,
                      ceilings_.ram_threads == ceilings_.threads
                          ? fmt::format("{} thread{}", ceilings_.threads,
                                        ceilings_.threads == 1 ? "" : "s")
                          : fmt::format("{} threads (THREADS={})", ceilings_.ram_threads,
                                        ceilings_.threads),
-                     r.roofline_tok_s, 100 * r.fraction)
+                     r.roofline_tok_s, 100 * r.fraction, 100 * r.fraction_p50)
                : std::string("; no probe (run `strata probe`)\n");
   }
   const TimeShares ts = time_shares();
@@ -522,15 +524,11 @@ std::string Profiler::json() const {
   const double tokens = double(c_.prefill_tokens + c_.decode_tokens);
   j["ssd_gb_per_token"] = tokens > 0 ? double(s.ssd.load_bytes) / 1e9 / tokens : 0.0;
   if (const Roofline r = roofline(); r.gb_per_token > 0) {
-    j["roofline"] = {{"gb_per_token", r.gb_per_token},
-                     {"dense_gb", r.dense_gb},
-                     {"experts_gb", r.experts_gb},
-                     {"kv_gb", r.kv_gb},
-                     {"vram_dense_gb", r.vram_dense_gb},
-                     {"gb_s", r.gb_s},
-                     {"probe_gb_s", r.probe_gb_s},
-                     {"roofline_tok_s", r.roofline_tok_s},
-                     {"fraction", r.fraction}};
+    j["roofline"] = {{"gb_per_token", r.gb_per_token},   {"dense_gb", r.dense_gb},
+                     {"experts_gb", r.experts_gb},       {"kv_gb", r.kv_gb},
+                     {"vram_dense_gb", r.vram_dense_gb}, {"gb_s", r.gb_s},
+                     {"probe_gb_s", r.probe_gb_s},       {"roofline_tok_s", r.roofline_tok_s},
+                     {"fraction", r.fraction},           {"fraction_p50", r.fraction_p50}};
   } else {
     j["roofline"] = nullptr;
   }

@@ -102,6 +102,9 @@ struct Roofline {
   double probe_gb_s = 0;       // RAM read probed at THREADS (0 = not probed)
   double roofline_tok_s = 0;   // probe_gb_s / gb_per_token
   double fraction = 0;         // tok_s / roofline_tok_s
+  // The median token's: (1 / p50 latency) / roofline_tok_s, with the mean bytes per token. On a
+  // shared host it shows what undisturbed tokens reach; `fraction` is the one that counts.
+  double fraction_p50 = 0;
 };
 
 class Profiler {

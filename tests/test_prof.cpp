@@ -65,20 +65,23 @@ TEST(Prof, RooflineIsBytesPerTokenOverTheProbe) {
   p.add_prefill(4, 1.0);
   p.add_decode_token(0.5, 5);
   p.add_decode_token(0.5, 6);
+  p.add_decode_token(1.0, 7);  // a slow token: the mean drops, the median does not
   const Roofline r = p.roofline();
   EXPECT_DOUBLE_EQ(r.dense_gb, 1.0);
   EXPECT_DOUBLE_EQ(r.experts_gb, 0.0);  // no store: no experts served
-  EXPECT_NEAR(r.kv_gb, 5.5e-6, 1e-15);  // 1000 B x (5 + 6) positions / 2 tokens
-  EXPECT_DOUBLE_EQ(r.tok_s, 2.0);
-  EXPECT_NEAR(r.gb_s, 2 * (1.0 + 5.5e-6), 1e-12);
-  EXPECT_NEAR(r.roofline_tok_s, 10.0 / (1.0 + 5.5e-6), 1e-9);
-  EXPECT_NEAR(r.fraction, 0.2 * (1.0 + 5.5e-6), 1e-12);
+  EXPECT_NEAR(r.kv_gb, 6e-6, 1e-15);    // 1000 B x (5 + 6 + 7) positions / 3 tokens
+  EXPECT_DOUBLE_EQ(r.tok_s, 1.5);
+  EXPECT_NEAR(r.gb_s, 1.5 * (1.0 + 6e-6), 1e-12);
+  EXPECT_NEAR(r.roofline_tok_s, 10.0 / (1.0 + 6e-6), 1e-9);
+  EXPECT_NEAR(r.fraction, 0.15 * (1.0 + 6e-6), 1e-12);
+  EXPECT_NEAR(r.fraction_p50, 0.2 * (1.0 + 6e-6), 1e-12);
   const std::string rep = p.report();
   EXPECT_NE(rep.find("prof: roofline: decode read 1.000 GB/token"), std::string::npos) << rep;
   EXPECT_NE(rep.find("RAM read probed 10.0 GB/s at 2 threads"), std::string::npos) << rep;
-  EXPECT_NE(rep.find("decode at 20% of it"), std::string::npos) << rep;
+  EXPECT_NE(rep.find("decode at 15% of it (the median token at 20%)"), std::string::npos) << rep;
   const nlohmann::json j = nlohmann::json::parse(p.json());
   EXPECT_NEAR(j["roofline"]["fraction"].get<double>(), r.fraction, 1e-12);
+  EXPECT_NEAR(j["roofline"]["fraction_p50"].get<double>(), r.fraction_p50, 1e-12);
 }
 
 TEST(Prof, OvershootingPartsAreScaledNotNegative) {
