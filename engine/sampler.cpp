@@ -30,6 +30,13 @@ void Sampler::accept(int32_t token) {
 }
 
 int32_t Sampler::sample(std::span<const float> logits) {
+  // Greedy with nothing to penalize: the first best logit, without building the candidates (a
+  // 150K-token vocabulary's copy took ~0.25 ms a token).
+  if (p_.temperature <= 0.0f && (p_.repeat_penalty == 1.0f || recent_.empty())) {
+    const int32_t token = argmax(logits);
+    accept(token);
+    return token;
+  }
   const auto n = static_cast<int32_t>(logits.size());
   cand_.resize(logits.size());
   for (int32_t i = 0; i < n; ++i) cand_[i] = {i, logits[i], 0.0f};

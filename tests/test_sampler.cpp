@@ -88,6 +88,9 @@ TEST(Sampler, RepeatPenaltyDiscouragesRecentTokens) {
   p.temperature = 0.0f;
   p.repeat_penalty = 1.5f;
   Sampler s(p);
-  s.accept(0);
+  EXPECT_EQ(s.sample(l), 0);  // nothing recent yet (the greedy shortcut); 0 is now recent
   EXPECT_EQ(s.sample(l), 1);  // 2.0/1.5 < 1.9
+  Sampler s2(p);
+  s2.accept(0);
+  EXPECT_EQ(s2.sample(l), 1);
 }
