@@ -55,7 +55,8 @@ inline __m512i high_nibbles(__m512i v, __m512i m4) {
 }
 
 // One 16-row group g against T activation rows: one stream of 576-byte chunks (two blocks' scales,
-// then their codes), one L1 prefetch of a chunk kQ4_0x16Prefetch ahead every other block.
+// then their codes), one L1 prefetch (non-temporal) of a chunk kQ4_0x16Prefetch ahead every other
+// block.
 template <int T>
 void group_dot(const uint8_t* g, const BlockQ8_0* const* xs, const XPrep* const* preps, int64_t nb,
                float* const* outs) {
@@ -68,7 +69,7 @@ void group_dot(const uint8_t* g, const BlockQ8_0* const* xs, const XPrep* const*
     const uint8_t* g8 = g + static_cast<size_t>((b - k) >> 1) * kQ4_0x16Chunk;
     const uint8_t* qb = g8 + q4_0x16_code_offset(k);
     if ((k & 1) == 0)
-      prefetch_lines<kQ4_0x16Chunk, kToL1>(g8 + q4_0x16_scale_offset(k) + kQ4_0x16Prefetch);
+      prefetch_lines<kQ4_0x16Chunk, kToL1Nta>(g8 + q4_0x16_scale_offset(k) + kQ4_0x16Prefetch);
     __m512i lo[4], hi[4];
     for (int j = 0; j < 4; ++j) {
       const __m512i v = _mm512_loadu_si512(qb + 64 * j);

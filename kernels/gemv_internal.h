@@ -35,9 +35,15 @@ namespace {
 constexpr size_t kPrefetchBytes = 2048;
 constexpr size_t kPrefetchFar = 4096;
 
-// Cache levels for prefetch_lines (__builtin_prefetch locality: 3 = prefetcht0, 2 = prefetcht1).
+// Cache levels for prefetch_lines (__builtin_prefetch locality: 3 = prefetcht0, 2 = prefetcht1,
+// 0 = prefetchnta).
 constexpr int kToL1 = 3;
 constexpr int kToL2 = 2;
+// prefetchnta: into L1 with a non-temporal hint. The AVX-512 Q4_0 interleaved GEMV streams its
+// weights with it: per-token paired A/B on the 30B synthetic (Zen 5, bench/RESULTS.md session 12)
+// 2.1% faster per token (median of 13 runs; plausibly fewer evictions of read-once lines into the
+// L2 and the victim L3, not verified). The Q4_K kernel with it was 1-7% slower: it keeps kToL1.
+constexpr int kToL1Nta = 0;
 
 // One prefetch per cache line of the kBytes at p.
 template <size_t kBytes, int kLevel>
