@@ -128,6 +128,22 @@ size_t q6_d_at(int64_t b, int r) {
   return detail::q6_kx16_parts(b).d + static_cast<size_t>(r) * 2;
 }
 
+// Row r's super-block b of a kQ6_Kx16 group: written into the layout, and gathered back.
+void q6_scatter(const BlockQ6_K& blk, uint8_t* group, int64_t b, int r) {
+  for (int g = 0; g < 16; ++g) std::memcpy(group + q6_scale_at(b, g, r), blk.scales + g, 1);
+  for (int i = 0; i < 32; ++i) std::memcpy(group + q6_ql_at(b, i, r), blk.ql + 4 * i, 4);
+  for (int i = 0; i < 16; ++i) std::memcpy(group + q6_qh_at(b, i, r), blk.qh + 4 * i, 4);
+  std::memcpy(group + q6_d_at(b, r), &blk.d, 2);
+}
+BlockQ6_K q6_gather(const uint8_t* group, int64_t b, int r) {
+  BlockQ6_K blk;
+  for (int g = 0; g < 16; ++g) std::memcpy(blk.scales + g, group + q6_scale_at(b, g, r), 1);
+  for (int i = 0; i < 32; ++i) std::memcpy(blk.ql + 4 * i, group + q6_ql_at(b, i, r), 4);
+  for (int i = 0; i < 16; ++i) std::memcpy(blk.qh + 4 * i, group + q6_qh_at(b, i, r), 4);
+  std::memcpy(&blk.d, group + q6_d_at(b, r), 2);
+  return blk;
+}
+
 void pack_group_q6(const uint8_t* src, uint8_t* dst, int64_t nb) {
   const size_t row_bytes = static_cast<size_t>(nb) * sizeof(BlockQ6_K);
   for (int64_t b = 0; b < nb; ++b)
@@ -135,21 +151,14 @@ void pack_group_q6(const uint8_t* src, uint8_t* dst, int64_t nb) {
       BlockQ6_K blk;
       std::memcpy(&blk, src + r * row_bytes + static_cast<size_t>(b) * sizeof(BlockQ6_K),
                   sizeof(blk));
-      for (int g = 0; g < 16; ++g) std::memcpy(dst + q6_scale_at(b, g, r), blk.scales + g, 1);
-      for (int i = 0; i < 32; ++i) std::memcpy(dst + q6_ql_at(b, i, r), blk.ql + 4 * i, 4);
-      for (int i = 0; i < 16; ++i) std::memcpy(dst + q6_qh_at(b, i, r), blk.qh + 4 * i, 4);
-      std::memcpy(dst + q6_d_at(b, r), &blk.d, 2);
+      q6_scatter(blk, dst, b, r);
     }
 }
 void unpack_group_q6(const uint8_t* src, uint8_t* dst, int64_t nb) {
   const size_t row_bytes = static_cast<size_t>(nb) * sizeof(BlockQ6_K);
   for (int64_t b = 0; b < nb; ++b)
     for (int r = 0; r < kGroupRows; ++r) {
-      BlockQ6_K blk;
-      for (int g = 0; g < 16; ++g) std::memcpy(blk.scales + g, src + q6_scale_at(b, g, r), 1);
-      for (int i = 0; i < 32; ++i) std::memcpy(blk.ql + 4 * i, src + q6_ql_at(b, i, r), 4);
-      for (int i = 0; i < 16; ++i) std::memcpy(blk.qh + 4 * i, src + q6_qh_at(b, i, r), 4);
-      std::memcpy(&blk.d, src + q6_d_at(b, r), 2);
+      const BlockQ6_K blk = q6_gather(src, b, r);
       std::memcpy(dst + r * row_bytes + static_cast<size_t>(b) * sizeof(BlockQ6_K), &blk,
                   sizeof(blk));
     }
@@ -351,18 +360,14 @@ float dot_row_k_ref(const uint8_t* group, int r, const BlockQ8_K* x, int64_t nb)
 float dot_row_q6_ref(const uint8_t* group, int r, const BlockQ8_K* x, int64_t nb) {
   float acc[8] = {};
   for (int64_t b = 0; b < nb; ++b) {
-    BlockQ6_K blk;  // row r's super-block gathered back, read through q6_k_value
-    for (int i = 0; i < 32; ++i) std::memcpy(blk.ql + 4 * i, group + q6_ql_at(b, i, r), 4);
-    for (int i = 0; i < 16; ++i) std::memcpy(blk.qh + 4 * i, group + q6_qh_at(b, i, r), 4);
+    const BlockQ6_K blk = q6_gather(group, b, r);
     int32_t sumi = 0;
     for (int g = 0; g < 16; ++g) {
       int32_t isum = 0;
       for (int l = 0; l < 16; ++l) isum += q6_k_value(blk, 16 * g + l) * x[b].qs[16 * g + l];
-      sumi += static_cast<int8_t>(group[q6_scale_at(b, g, r)]) * isum;
+      sumi += blk.scales[g] * isum;
     }
-    uint16_t d = 0;
-    std::memcpy(&d, group + q6_d_at(b, r), 2);
-    const float dd = fp16_to_f32(d) * x[b].d;
+    const float dd = fp16_to_f32(blk.d) * x[b].d;
     acc[b % 8] = acc[b % 8] + dd * static_cast<float>(sumi);
   }
   return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
