@@ -40,6 +40,7 @@ class Sampler {
   std::mt19937_64 rng_;
   std::deque<int32_t> recent_;
   std::vector<Candidate> cand_;  // scratch, reused
+  std::vector<float> pen_;       // the penalized logits, when the penalty applies
 };
 
 // argmax, first maximum wins (llama.cpp's greedy).
