@@ -214,7 +214,7 @@ double Profiler::achieved_gb_s(const tiers::TierCounters& t, size_t home) const 
 
 TimeShares Profiler::time_shares() const {
   const tiers::StoreCounters s = window_counters();
-  const double total = c_.prefill_seconds + c_.decode_seconds;
+  const double total = c_.prefill_seconds + c_.decode_seconds + c_.sampling_outside_seconds;
   TimeShares t;
   if (total <= 0) {
     t.other = 1;
@@ -230,8 +230,8 @@ TimeShares Profiler::time_shares() const {
   t.sampling = c_.sampling_seconds;
   const double known = t.attention + t.expert_ram + t.expert_ssd + t.expert_vram + t.io_wait +
                        t.router + t.head + t.sampling;
-  // The parts are timed inside the run, so they fit; rounding (or a sampler timed outside the
-  // decode clock) can overshoot a little: then scale them down instead of a negative "other".
+  // The parts are timed inside the run, so they fit; rounding can overshoot a little: then scale
+  // them down instead of a negative "other".
   const double base = std::max(total, known);
   for (double* v : {&t.attention, &t.expert_ram, &t.expert_ssd, &t.expert_vram, &t.io_wait,
                     &t.router, &t.head, &t.sampling})

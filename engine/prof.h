@@ -33,6 +33,10 @@ struct ProfCounters {
   double router_seconds = 0;
   double head_seconds = 0;  // final norm + output head (the rows whose logits are wanted)
   double sampling_seconds = 0;
+  // Of sampling_seconds, what a caller timed outside the prefill and decode clocks (`strata run`
+  // times each decode step without its sampler; chat's token latency includes it): added to the
+  // time the shares divide.
+  double sampling_outside_seconds = 0;
   double prefetch_seconds = 0;  // PREFETCH: routers of the layers ahead + issuing their reads
   // The two lanes of MoE layer steps that had GPU experts (VRAM homes), summed over those steps:
   // the CPU lane (its RAM/SSD experts, I/O wait included, between the GPU launch and the join),

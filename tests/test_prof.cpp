@@ -88,10 +88,24 @@ TEST(Prof, OvershootingPartsAreScaledNotNegative) {
   Profiler p(1, "");
   p.add_prefill(1, 1.0);
   p.counters().compute_seconds[size_t(ExpertHome::kSsd)] = 0.9;
-  p.counters().sampling_seconds = 0.3;  // timed outside the run's clock
+  p.counters().sampling_seconds = 0.3;  // not inside the clock, but not said to be outside
   const TimeShares t = p.time_shares();
   EXPECT_NEAR(sum(t), 1.0, 1e-9);
   EXPECT_EQ(t.other, 0.0);
+}
+
+// `strata run` times its sampler outside the decode clock: the shares divide the time of both.
+TEST(Prof, SamplingOutsideTheClockAddsToTheTotal) {
+  Profiler p(1, "");
+  p.add_prefill(1, 1.0);
+  p.counters().compute_seconds[size_t(ExpertHome::kRam)] = 0.9;
+  p.counters().sampling_seconds = 0.5;
+  p.counters().sampling_outside_seconds = 0.5;
+  const TimeShares t = p.time_shares();
+  EXPECT_NEAR(sum(t), 1.0, 1e-9);
+  EXPECT_NEAR(t.expert_ram, 0.9 / 1.5, 1e-9);
+  EXPECT_NEAR(t.sampling, 0.5 / 1.5, 1e-9);
+  EXPECT_NEAR(t.other, 0.1 / 1.5, 1e-9);
 }
 
 TEST(Prof, NothingRunIsBalancedAndAllOther) {

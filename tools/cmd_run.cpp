@@ -87,8 +87,13 @@ int run_run(RunOptions o) {
   for (; generated < o.n_predict && !sigint.requested(); ++generated) {
     int32_t id = 0;
     {
-      const engine::ScopedTimer t(&prof, prof.counters().sampling_seconds);
-      id = sampler.sample(logits);
+      const double before = prof.counters().sampling_seconds;
+      {
+        const engine::ScopedTimer t(&prof, prof.counters().sampling_seconds);
+        id = sampler.sample(logits);
+      }
+      // Outside the decode clock (add_decode_token times fwd.decode alone).
+      prof.counters().sampling_outside_seconds += prof.counters().sampling_seconds - before;
     }
     if (!o.ignore_eos && tok.vocab().is_eog(id)) break;
     const std::string piece = tok.token_to_piece(id, false);
