@@ -83,17 +83,24 @@ double ceiling_of(const TierCeilings& c, size_t home) {
 }  // namespace
 
 TierCeilings probed_ceilings(const Knobs& knobs) {
-  const std::filesystem::path path = std::filesystem::path(cache_dir(knobs)) / "machine.json";
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return {};
-  const placement::MachineProfile m = placement::load_machine_profile(path.string());
-  if (!m.measured) return {};
   TierCeilings c;
   c.threads = static_cast<int>(
       knobs.int_opt("THREADS").value_or(int64_t(kernels::physical_core_cpus().size())));
   c.threads = std::max(1, c.threads);
-  c.ram_gb_s = m.ram_gbps_at(c.threads);
-  c.ram_threads = m.ram_probe_threads(c.threads);
+  if (const int64_t mib = knobs.int_opt("PROF_PROBE").value_or(0); mib > 0) {
+    c.ram_gb_s = placement::measure_ram_read_gbps(c.threads, uint64_t(mib) << 20, 3);
+    c.ram_threads = c.threads;
+    c.ram_now = true;
+  }
+  const std::filesystem::path path = std::filesystem::path(cache_dir(knobs)) / "machine.json";
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return c;
+  const placement::MachineProfile m = placement::load_machine_profile(path.string());
+  if (!m.measured) return c;
+  if (!c.ram_now) {
+    c.ram_gb_s = m.ram_gbps_at(c.threads);
+    c.ram_threads = m.ram_probe_threads(c.threads);
+  }
   c.ssd_gb_s = m.ssd_gbps();
   // The VRAM tier's ceiling: the slowest probed device's copy bandwidth (the grouped kernel's
   // reads are held against it).
@@ -395,7 +402,7 @@ std::string Profiler::report() const {
                          r.vram_dense_gb);
     out += r.probe_gb_s > 0
                ? fmt::format(
-                     "; RAM read probed {:.1f} GB/s at {} -> roofline {:.2f} tok/s, decode "
+                     "; RAM read probed {:.1f} GB/s at {}{} -> roofline {:.2f} tok/s, decode "
                      "at {:.0f}% of it (the median token at {:.0f}%)\n",
                      r.probe_gb_s,
                      ceilings_.ram_threads == ceilings_.threads
@@ -403,7 +410,8 @@ std::string Profiler::report() const {
                                        ceilings_.threads == 1 ? "" : "s")
                          : fmt::format("{} threads (THREADS={})", ceilings_.ram_threads,
                                        ceilings_.threads),
-                     r.roofline_tok_s, 100 * r.fraction, 100 * r.fraction_p50)
+                     ceilings_.ram_now ? " as the run started" : "", r.roofline_tok_s,
+                     100 * r.fraction, 100 * r.fraction_p50)
                : std::string("; no probe (run `strata probe`)\n");
   }
   const TimeShares ts = time_shares();
@@ -532,8 +540,10 @@ std::string Profiler::json() const {
   } else {
     j["roofline"] = nullptr;
   }
-  j["ceilings_gb_s"] = {
-      {"ram", ceilings_.ram_gb_s}, {"ssd", ceilings_.ssd_gb_s}, {"vram", ceilings_.vram_gb_s}};
+  j["ceilings_gb_s"] = {{"ram", ceilings_.ram_gb_s},
+                        {"ssd", ceilings_.ssd_gb_s},
+                        {"vram", ceilings_.vram_gb_s},
+                        {"ram_now", ceilings_.ram_now}};
   const Verdict v = verdict();
   j["verdict"] = {{"bound", v.bound}, {"knob", v.knob}, {"why", v.why}};
   j["machine"] = machine_;

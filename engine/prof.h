@@ -55,9 +55,10 @@ struct ProfCounters {
 
 // Measured tier read ceilings (GB/s) from `strata probe`'s machine profile; 0 = not probed.
 struct TierCeilings {
-  double ram_gb_s = 0;  // at the run's THREADS (the probe's nearest thread count below)
-  int threads = 0;      // THREADS
-  int ram_threads = 0;  // the probe's thread count ram_gb_s was measured at
+  double ram_gb_s = 0;   // at the run's THREADS (the probe's nearest thread count below)
+  int threads = 0;       // THREADS
+  int ram_threads = 0;   // the probe's thread count ram_gb_s was measured at
+  bool ram_now = false;  // ram_gb_s measured as this run started (PROF_PROBE), not machine.json's
   double ssd_gb_s = 0;
   double vram_gb_s = 0;
   std::vector<double> gpu_d2d_gb_s;  // [device] each probed GPU's device copy bandwidth
@@ -65,7 +66,8 @@ struct TierCeilings {
 
 // The ceilings in <cache dir>/machine.json (`strata probe`); all 0 when there is no measured
 // profile (a malformed one is an Error naming the file and key). RAM: the read bandwidth probed
-// at the THREADS knob's thread count (auto: one per physical core).
+// at the THREADS knob's thread count (auto: one per physical core), or with PROF_PROBE > 0 measured
+// now over that many MiB (ram_now).
 TierCeilings probed_ceilings(const Knobs& knobs);
 
 // What one decode token reads from RAM besides its routed experts, for PROF's roofline: every

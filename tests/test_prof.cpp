@@ -82,6 +82,15 @@ TEST(Prof, RooflineIsBytesPerTokenOverTheProbe) {
   const nlohmann::json j = nlohmann::json::parse(p.json());
   EXPECT_NEAR(j["roofline"]["fraction"].get<double>(), r.fraction, 1e-12);
   EXPECT_NEAR(j["roofline"]["fraction_p50"].get<double>(), r.fraction_p50, 1e-12);
+  EXPECT_FALSE(j["ceilings_gb_s"]["ram_now"].get<bool>());
+
+  // PROF_PROBE: the ceiling was measured as the run started, and the report says so.
+  c.ram_now = true;
+  p.set_ceilings(c);
+  EXPECT_NE(p.report().find("RAM read probed 10.0 GB/s at 2 threads as the run started"),
+            std::string::npos)
+      << p.report();
+  EXPECT_TRUE(nlohmann::json::parse(p.json())["ceilings_gb_s"]["ram_now"].get<bool>());
 }
 
 TEST(Prof, OvershootingPartsAreScaledNotNegative) {

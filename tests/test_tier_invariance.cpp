@@ -315,6 +315,16 @@ TEST_F(TierInvariance, RooflineCountsTheBytesADecodeTokenReads) {
       1e-12);
   EXPECT_NE(r.err.find("prof: roofline: decode read"), std::string::npos) << r.err;
 
+  // PROF_PROBE: RAM read measured as the run starts (real threads over a real buffer) is the
+  // ceiling the roofline and the RAM tier are held against.
+  const Result now = run("PROF=1 PROF_PROBE=64");
+  ASSERT_EQ(now.rc, 0) << now.err;
+  const nlohmann::json jn = nlohmann::json::parse(slurp(prof));
+  EXPECT_TRUE(jn["ceilings_gb_s"]["ram_now"].get<bool>()) << slurp(prof);
+  EXPECT_GT(jn["ceilings_gb_s"]["ram"].get<double>(), 0.0);
+  EXPECT_EQ(jn["roofline"]["probe_gb_s"].get<double>(), jn["ceilings_gb_s"]["ram"].get<double>());
+  EXPECT_NE(now.err.find("as the run started -> roofline"), std::string::npos) << now.err;
+
   // CUDA_DENSE (emulated GPU 0): the matrices it holds are read from VRAM, not RAM, so they leave
   // the RAM roofline and are reported beside it; experts with VRAM homes leave it too.
   const uint64_t on_gpu = engine::gpu_dense_bytes(m);
