@@ -8,9 +8,10 @@
 # THREAD_COUNTS ("2"; several: "2 1"; not THREADS, which is strata's own knob), ROUNDS (1),
 # N_DECODE (128: strata's decode tokens; llama-bench runs tg32 twice), PREFILL (1: also strata's
 # ~520-token prompt and llama-bench pp512).
-# Each round prints a read probe, strata's decode tok/s with its PROF roofline share, llama-bench's
-# tg32 (mean ± sd) and the ratio; then the prefill pair. llama-bench is not part of strata: build
-# it from llama.cpp (CPU only, GGML_NATIVE=ON) outside this repository.
+# Each round prints strata's decode tok/s with its PROF roofline share (against a 2 GiB read
+# probe taken as that run starts, PROF_PROBE, printed too; machine.json is left alone),
+# llama-bench's tg32 (mean ± sd) and the ratio; then the prefill pair. llama-bench is not part of
+# strata: build it from llama.cpp (CPU only, GGML_NATIVE=ON) outside this repository.
 set -euo pipefail
 BUILD=${1:-build}
 STRATA="$BUILD/tools/strata"
@@ -32,14 +33,15 @@ for _ in $(seq 1 9); do
   PROMPT+="per second the expert matrices stream from memory on a shared machine. "
 done
 
-strata_decode() {  # model threads -> "tok/s roofline%"
+strata_decode() {  # model threads -> "tok/s roofline% probe-GB/s"
   local out
-  out=$(VRAM_GB=0 PROF=1 "$STRATA" run -m "$1" -p "Hello" -n "$N_DECODE" --temp 0 -t "$2" \
-        --ram-gb 24 --ignore-eos 2>&1 >/dev/null)
-  local tps pct
+  out=$(VRAM_GB=0 PROF=1 PROF_PROBE=2048 "$STRATA" run -m "$1" -p "Hello" -n "$N_DECODE" \
+        --temp 0 -t "$2" --ram-gb 24 --ignore-eos 2>&1 >/dev/null)
+  local tps pct probe
   tps=$(sed -n 's/^run: .*decode [0-9]* tokens in [0-9.]* s (\([0-9.]*\) tok\/s).*/\1/p' <<<"$out")
   pct=$(sed -n 's/^prof: roofline: .*decode at \([0-9]*\)% of it.*/\1/p' <<<"$out")
-  echo "${tps:-?} ${pct:-?}"
+  probe=$(sed -n 's/^prof: roofline: .*RAM read probed \([0-9.]*\) GB\/s.*/\1/p' <<<"$out")
+  echo "${tps:-?} ${pct:-?} ${probe:-?}"
 }
 strata_prefill() {  # model threads -> "tokens tok/s"
   local out
@@ -55,10 +57,7 @@ echo "vs_llama: $(date -u +%FT%TZ), $(grep -m1 'model name' /proc/cpuinfo | cut 
 for r in $(seq 1 "$ROUNDS"); do
   for m in $MODELS; do
     for t in $THREAD_COUNTS; do
-      probe_out=$("$STRATA" probe --ram-mib 2048 2>&1) ||
-        { echo "vs_llama: strata probe failed: $(tail -n 1 <<<"$probe_out")" >&2; exit 1; }
-      probe=$(sed -n "s/^RAM read, *$t threads: *\([0-9.]*\) GB\/s/\1/p" <<<"$probe_out")
-      read -r s_tps s_pct < <(strata_decode "$m" "$t")
+      read -r s_tps s_pct probe < <(strata_decode "$m" "$t")
       l_tg=$(llama "$m" "$t" "-p 0 -n 32")
       ratio=$(awk -v a="$s_tps" -v b="${l_tg%%±*}" 'BEGIN{if (b > 0) printf "%.2f", a / b; else print "?"}')
       echo "round $r $(basename "$m") t=$t: probe ${probe:-?} GB/s | strata decode $s_tps tok/s (${s_pct}% of roofline) | llama tg32 $l_tg | ${ratio}x"
