@@ -107,8 +107,9 @@ constexpr KnobSpec kKnobs[] = {
      "Profile: 0 off, 1 = tier/cache/I/O/tok/s report on stderr at the end, 2 = also one line "
      "per decoded token."},
     {"PROF_PROBE", KnobType::kInt, "0", "MiB", "0..65536",
-     "With PROF: measure the RAM read bandwidth at THREADS over a buffer of this many MiB (best "
-     "of 3, about a second at 2048) as the run starts, and hold the roofline and the RAM tier's "
+     "With PROF: measure the RAM read bandwidth at THREADS over a buffer of this many MiB (the "
+     "best pass of a second's worth, under 2 s at 2048) as the run starts, and hold the roofline "
+     "and the RAM tier's "
      "rate against it instead of machine.json's (a shared host's bandwidth swings minute to "
      "minute). 0 = machine.json's probe."},
     {"PROF_JSON", KnobType::kString, "", "path", "",

@@ -88,7 +88,7 @@ TierCeilings probed_ceilings(const Knobs& knobs) {
       knobs.int_opt("THREADS").value_or(int64_t(kernels::physical_core_cpus().size())));
   c.threads = std::max(1, c.threads);
   if (const int64_t mib = knobs.int_opt("PROF_PROBE").value_or(0); mib > 0) {
-    c.ram_gb_s = placement::measure_ram_read_gbps(c.threads, uint64_t(mib) << 20, 3);
+    c.ram_gb_s = placement::measure_ram_read_gbps(c.threads, uint64_t(mib) << 20, 3, 1.0);
     c.ram_threads = c.threads;
     c.ram_now = true;
   }

@@ -164,7 +164,8 @@ MachineProfile machine_profile_or_defaults(const std::string& path) {
   return load_machine_profile(path);
 }
 
-double measure_ram_read_gbps(int n_threads, uint64_t buffer_bytes, int repeats) {
+double measure_ram_read_gbps(int n_threads, uint64_t buffer_bytes, int repeats,
+                             double min_seconds) {
   n_threads = std::max(1, n_threads);
   const uint64_t chunk = (buffer_bytes / static_cast<uint64_t>(n_threads)) & ~uint64_t{4095};
   const uint64_t total = chunk * static_cast<uint64_t>(n_threads);
@@ -187,11 +188,14 @@ double measure_ram_read_gbps(int n_threads, uint64_t buffer_bytes, int repeats) 
   };
   run(true);
   double best_s = 1e30;
-  for (int r = 0; r < std::max(1, repeats); ++r) {
+  double spent_s = 0;
+  constexpr int kMaxPasses = 10000;
+  for (int r = 0; r < kMaxPasses && (r < std::max(1, repeats) || spent_s < min_seconds); ++r) {
     const auto t0 = std::chrono::steady_clock::now();
     run(false);
-    best_s = std::min(best_s,
-                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best_s = std::min(best_s, s);
+    spent_s += s;
   }
   munmap(m, total);
   return static_cast<double>(total) / best_s / 1e9 + 0 * static_cast<double>(sink.load());

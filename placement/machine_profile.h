@@ -51,7 +51,10 @@ MachineProfile load_machine_profile(const std::string& path);
 MachineProfile machine_profile_or_defaults(const std::string& path);
 
 // Measurements used by `strata probe`.
-// RAM read bandwidth (GB/s) streaming buffer_bytes with n_threads threads, best of repeats.
-double measure_ram_read_gbps(int n_threads, uint64_t buffer_bytes, int repeats);
+// RAM read bandwidth (GB/s) streaming buffer_bytes with n_threads threads: the best of repeats
+// passes, and of more while the passes so far took under min_seconds (a shared host's bus dips
+// for tenths of a second; a longer window finds its rate between the dips).
+double measure_ram_read_gbps(int n_threads, uint64_t buffer_bytes, int repeats,
+                             double min_seconds = 0);
 
 }  // namespace strata::placement
