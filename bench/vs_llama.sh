@@ -49,6 +49,9 @@ strata_prefill() {  # model threads -> "tokens tok/s"
         --no-display-prompt 2>&1 >/dev/null)
   sed -n 's/^run: prefill \([0-9]*\) tokens in [0-9.]* s (\([0-9.]*\) tok\/s).*/\1 \2/p' <<<"$out"
 }
+ratio() {  # strata-tok/s "llama-mean ± sd" -> strata / llama
+  awk -v a="$1" -v b="${2%%±*}" 'BEGIN{if (b > 0) printf "%.2f", a / b; else print "?"}'
+}
 llama() {  # model threads test-args -> "mean ± sd"
   "$LLAMA_BENCH" -m "$1" -t "$2" $3 -r 2 2>/dev/null | awk -F'|' '/ (tg|pp)[0-9]+ /{gsub(/ /,"",$8); print $8}'
 }
@@ -59,13 +62,11 @@ for r in $(seq 1 "$ROUNDS"); do
     for t in $THREAD_COUNTS; do
       read -r s_tps s_pct probe < <(strata_decode "$m" "$t")
       l_tg=$(llama "$m" "$t" "-p 0 -n 32")
-      ratio=$(awk -v a="$s_tps" -v b="${l_tg%%±*}" 'BEGIN{if (b > 0) printf "%.2f", a / b; else print "?"}')
-      echo "round $r $(basename "$m") t=$t: probe ${probe:-?} GB/s | strata decode $s_tps tok/s (${s_pct}% of roofline) | llama tg32 $l_tg | ${ratio}x"
+      echo "round $r $(basename "$m") t=$t: probe ${probe:-?} GB/s | strata decode $s_tps tok/s (${s_pct}% of roofline) | llama tg32 $l_tg | $(ratio "$s_tps" "$l_tg")x"
       if [[ "$PREFILL" == 1 ]]; then
         read -r s_n s_pp < <(strata_prefill "$m" "$t")
         l_pp=$(llama "$m" "$t" "-p 512 -n 0")
-        ratio=$(awk -v a="$s_pp" -v b="${l_pp%%±*}" 'BEGIN{if (b > 0) printf "%.2f", a / b; else print "?"}')
-        echo "round $r $(basename "$m") t=$t: strata prefill $s_n tokens $s_pp tok/s | llama pp512 $l_pp | ${ratio}x"
+        echo "round $r $(basename "$m") t=$t: strata prefill $s_n tokens $s_pp tok/s | llama pp512 $l_pp | $(ratio "$s_pp" "$l_pp")x"
       fi
     done
   done

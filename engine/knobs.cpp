@@ -108,10 +108,10 @@ constexpr KnobSpec kKnobs[] = {
      "per decoded token."},
     {"PROF_PROBE", KnobType::kInt, "0", "MiB", "0..65536",
      "With PROF: measure the RAM read bandwidth at THREADS over a buffer of this many MiB (the "
-     "best pass of a second's worth, under 2 s at 2048) as the run starts, and hold the roofline "
-     "and the RAM tier's "
-     "rate against it instead of machine.json's (a shared host's bandwidth swings minute to "
-     "minute). 0 = machine.json's probe."},
+     "best pass of a second's worth, under 2 s at 2048; use well over the CPU's caches) as the "
+     "run starts, and hold the roofline and the RAM tier's rate against it instead of "
+     "machine.json's (a shared host's bandwidth swings minute to minute). 0 = machine.json's "
+     "probe."},
     {"PROF_JSON", KnobType::kString, "", "path", "",
      "Write the PROF counters as JSON to this file at the end (written to a temp file, then "
      "renamed; schema in docs/FORMATS.md). Works at any PROF level."},

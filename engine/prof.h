@@ -53,7 +53,8 @@ struct ProfCounters {
   uint64_t decode_kv_bytes = 0;
 };
 
-// Measured tier read ceilings (GB/s) from `strata probe`'s machine profile; 0 = not probed.
+// Measured tier read ceilings (GB/s) from `strata probe`'s machine profile (RAM: or PROF_PROBE's
+// measurement as the run starts); 0 = not probed.
 struct TierCeilings {
   double ram_gb_s = 0;   // at the run's THREADS (the probe's nearest thread count below)
   int threads = 0;       // THREADS
@@ -64,10 +65,10 @@ struct TierCeilings {
   std::vector<double> gpu_d2d_gb_s;  // [device] each probed GPU's device copy bandwidth
 };
 
-// The ceilings in <cache dir>/machine.json (`strata probe`); all 0 when there is no measured
-// profile (a malformed one is an Error naming the file and key). RAM: the read bandwidth probed
-// at the THREADS knob's thread count (auto: one per physical core), or with PROF_PROBE > 0 measured
-// now over that many MiB (ram_now).
+// The ceilings in <cache dir>/machine.json (`strata probe`); 0 when there is no measured profile
+// (a malformed one is an Error naming the file and key). RAM: the read bandwidth probed at the
+// THREADS knob's thread count (auto: one per physical core), or with PROF_PROBE > 0 measured now
+// over that many MiB (ram_now), with or without a profile.
 TierCeilings probed_ceilings(const Knobs& knobs);
 
 // What one decode token reads from RAM besides its routed experts, for PROF's roofline: every
