@@ -9,7 +9,9 @@
 # N_DECODE (128: strata's decode tokens; llama-bench runs tg32 twice), PREFILL (1: also strata's
 # ~520-token prompt and llama-bench pp512).
 # Each round prints strata's decode tok/s with its PROF roofline share (against a 2 GiB read
-# probe taken as that run starts, PROF_PROBE, printed too; machine.json is left alone),
+# probe taken as that run starts, PROF_PROBE, printed too; machine.json is left alone) and the
+# median shares per window of 8 tokens against passes of that probe taken around each window
+# (PROF_PROBE_EVERY=8: the roofline's and the expert GEMVs'),
 # llama-bench's tg32 (mean ± sd) and the ratio; then the prefill pair. llama-bench is not part of
 # strata: build it from llama.cpp (CPU only, GGML_NATIVE=ON) outside this repository.
 set -euo pipefail
@@ -33,15 +35,17 @@ for _ in $(seq 1 9); do
   PROMPT+="per second the expert matrices stream from memory on a shared machine. "
 done
 
-strata_decode() {  # model threads -> "tok/s roofline% probe-GB/s"
+strata_decode() {  # model threads -> "tok/s roofline% probe-GB/s window-roofline% window-experts%"
   local out
-  out=$(VRAM_GB=0 PROF=1 PROF_PROBE=2048 "$STRATA" run -m "$1" -p "Hello" -n "$N_DECODE" \
-        --temp 0 -t "$2" --ram-gb 24 --ignore-eos 2>&1 >/dev/null)
-  local tps pct probe
+  out=$(VRAM_GB=0 PROF=1 PROF_PROBE=2048 PROF_PROBE_EVERY=8 "$STRATA" run -m "$1" -p "Hello" \
+        -n "$N_DECODE" --temp 0 -t "$2" --ram-gb 24 --ignore-eos 2>&1 >/dev/null)
+  local tps pct probe wpct wexp
   tps=$(sed -n 's/^run: .*decode [0-9]* tokens in [0-9.]* s (\([0-9.]*\) tok\/s).*/\1/p' <<<"$out")
   pct=$(sed -n 's/^prof: roofline: .*decode at \([0-9]*\)% of it.*/\1/p' <<<"$out")
   probe=$(sed -n 's/^prof: roofline: .*RAM read probed \([0-9.]*\) GB\/s.*/\1/p' <<<"$out")
-  echo "${tps:-?} ${pct:-?} ${probe:-?}"
+  wpct=$(sed -n 's/^prof: in-run probe: .*decode at \([0-9]*\)% of the roofline.*/\1/p' <<<"$out")
+  wexp=$(sed -n 's/^prof: in-run probe: .*experts streamed at \([0-9]*\)% of the probe.*/\1/p' <<<"$out")
+  echo "${tps:-?} ${pct:-?} ${probe:-?} ${wpct:-?} ${wexp:-?}"
 }
 strata_prefill() {  # model threads -> "tokens tok/s"
   local out
@@ -60,9 +64,9 @@ echo "vs_llama: $(date -u +%FT%TZ), $(grep -m1 'model name' /proc/cpuinfo | cut 
 for r in $(seq 1 "$ROUNDS"); do
   for m in $MODELS; do
     for t in $THREAD_COUNTS; do
-      read -r s_tps s_pct probe < <(strata_decode "$m" "$t")
+      read -r s_tps s_pct probe w_pct w_exp < <(strata_decode "$m" "$t")
       l_tg=$(llama "$m" "$t" "-p 0 -n 32")
-      echo "round $r $(basename "$m") t=$t: probe ${probe:-?} GB/s | strata decode $s_tps tok/s (${s_pct}% of roofline) | llama tg32 $l_tg | $(ratio "$s_tps" "$l_tg")x"
+      echo "round $r $(basename "$m") t=$t: probe ${probe:-?} GB/s | strata decode $s_tps tok/s (${s_pct}% of roofline; per window ${w_pct}%, experts ${w_exp}% of the probe) | llama tg32 $l_tg | $(ratio "$s_tps" "$l_tg")x"
       if [[ "$PREFILL" == 1 ]]; then
         read -r s_n s_pp < <(strata_prefill "$m" "$t")
         l_pp=$(llama "$m" "$t" "-p 512 -n 0")

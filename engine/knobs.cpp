@@ -112,6 +112,13 @@ constexpr KnobSpec kKnobs[] = {
      "run starts, and hold the roofline and the RAM tier's rate against it instead of "
      "machine.json's (a shared host's bandwidth swings minute to minute). 0 = machine.json's "
      "probe."},
+    {"PROF_PROBE_EVERY", KnobType::kInt, "0", "tokens", "0..1000000",
+     "With PROF and PROF_PROBE (`strata run` only; other commands ignore it): also one pass over "
+     "the PROF_PROBE buffer after "
+     "the prompt and after every this many decode tokens, outside the decode clock, and the "
+     "roofline and the experts' rate per window between two passes held against the mean of "
+     "those two: a ceiling taken in the same seconds as the tokens it judges. Each pass adds "
+     "PROF_PROBE MiB of reads to the run's wall time (~40 ms at 2048 MiB and 50 GB/s). 0 = off."},
     {"PROF_JSON", KnobType::kString, "", "path", "",
      "Write the PROF counters as JSON to this file at the end (written to a temp file, then "
      "renamed; schema in docs/FORMATS.md). Works at any PROF level."},

@@ -150,6 +150,9 @@ void Profiler::begin_window() {
   const std::vector<double>::size_type capacity = c_.decode_token_seconds.capacity();
   c_ = ProfCounters{};
   c_.decode_token_seconds.reserve(capacity);
+  probe_passes_.clear();
+  probe_windows_.clear();
+  probe_marked_ = false;
   base_ = store_ ? store_->counters() : tiers::StoreCounters{};
   last_ = base_;
   gpu_base_ = gpu_ ? gpu_->stats() : std::vector<GpuDeviceStats>{};
@@ -321,6 +324,78 @@ void Profiler::add_decode_token(double seconds, uint64_t n_past) {
   }
 }
 
+void Profiler::set_run_probe(std::unique_ptr<placement::RamReadProbe> probe, int every) {
+  probe_ = std::move(probe);
+  probe_every_ = probe_ ? std::max(1, every) : 0;
+  probe_passes_.clear();
+  probe_windows_.clear();
+  probe_marked_ = false;
+}
+
+double Profiler::probe_tick() {
+  if (!probe_ || (probe_marked_ &&
+                  c_.decode_tokens - probe_mark_.tokens < static_cast<uint64_t>(probe_every_)))
+    return 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  const double gbs = probe_->pass();
+  const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  c_.probe_seconds += spent;
+  probe_passes_.push_back(gbs);
+  ProbeMark now;
+  now.tokens = c_.decode_tokens;
+  now.expert_bytes = c_.decode_expert_ram_bytes;
+  now.kv_bytes = c_.decode_kv_bytes;
+  now.decode_seconds = c_.decode_seconds;
+  now.expert_seconds =
+      c_.compute_seconds[size_t(ExpertHome::kRam)] + c_.compute_seconds[size_t(ExpertHome::kSsd)];
+  now.gb_s = gbs;
+  if (probe_marked_ && now.tokens > probe_mark_.tokens &&
+      now.decode_seconds > probe_mark_.decode_seconds) {
+    const ProbeMark& m = probe_mark_;
+    ProbeWindow w;
+    w.tokens = now.tokens - m.tokens;
+    w.probe_gb_s = 0.5 * (m.gb_s + gbs);
+    const double bytes = double(decode_bytes_.dense) * double(w.tokens) +
+                         double(now.expert_bytes - m.expert_bytes) +
+                         double(now.kv_bytes - m.kv_bytes);
+    w.read_gb_s = bytes / (now.decode_seconds - m.decode_seconds) / 1e9;
+    if (now.expert_seconds > m.expert_seconds)
+      w.expert_gb_s =
+          double(now.expert_bytes - m.expert_bytes) / (now.expert_seconds - m.expert_seconds) / 1e9;
+    probe_windows_.push_back(w);
+  }
+  probe_mark_ = now;
+  probe_marked_ = true;
+  return spent;
+}
+
+RunProbe Profiler::run_probe() const {
+  RunProbe r;
+  if (!probe_) return r;
+  r.every = probe_every_;
+  r.bytes = probe_->bytes();
+  r.passes = probe_passes_.size();
+  r.seconds = c_.probe_seconds;
+  if (!probe_passes_.empty()) {
+    r.min_gb_s = *std::min_element(probe_passes_.begin(), probe_passes_.end());
+    r.max_gb_s = *std::max_element(probe_passes_.begin(), probe_passes_.end());
+    r.median_gb_s = percentile(probe_passes_, 50);
+  }
+  r.windows = probe_windows_.size();
+  std::vector<double> roof, experts;
+  for (const ProbeWindow& w : probe_windows_) {
+    if (decode_bytes_.dense > 0) roof.push_back(w.read_gb_s / w.probe_gb_s);
+    if (w.expert_gb_s > 0) experts.push_back(w.expert_gb_s / w.probe_gb_s);
+  }
+  r.roofline_p25 = percentile(roof, 25);
+  r.roofline_p50 = percentile(roof, 50);
+  r.roofline_p75 = percentile(roof, 75);
+  r.experts_p25 = percentile(experts, 25);
+  r.experts_p50 = percentile(experts, 50);
+  r.experts_p75 = percentile(experts, 75);
+  return r;
+}
+
 Roofline Profiler::roofline() const {
   Roofline r;
   if (c_.decode_tokens == 0 || decode_bytes_.dense == 0 || c_.decode_seconds <= 0) return r;
@@ -413,6 +488,27 @@ std::string Profiler::report() const {
                      ceilings_.ram_now ? " as the run started" : "", r.roofline_tok_s,
                      100 * r.fraction, 100 * r.fraction_p50)
                : std::string("; no probe (run `strata probe`)\n");
+  }
+  if (const RunProbe p = run_probe(); p.passes > 0) {
+    out += fmt::format(
+        "prof: in-run probe: {} passes of {:.0f} MiB at {} thread{}, one after the prompt and "
+        "after every {} decode tokens ({:.2f} s, outside the decode clock): {:.1f}-{:.1f} GB/s, "
+        "median {:.1f}",
+        p.passes, double(p.bytes) / double(1 << 20), probe_->threads(),
+        probe_->threads() == 1 ? "" : "s", p.every, p.seconds, p.min_gb_s, p.max_gb_s,
+        p.median_gb_s);
+    if (p.windows > 0) {
+      out += fmt::format(
+          "; per window between two passes (median of {}, quartiles): decode at {:.0f}% of the "
+          "roofline ({:.0f}-{:.0f}%)",
+          p.windows, 100 * p.roofline_p50, 100 * p.roofline_p25, 100 * p.roofline_p75);
+      if (p.experts_p50 > 0)
+        out += fmt::format(", experts streamed at {:.0f}% of the probe ({:.0f}-{:.0f}%)",
+                           100 * p.experts_p50, 100 * p.experts_p25, 100 * p.experts_p75);
+    } else {
+      out += "; no window yet (fewer decode tokens than PROF_PROBE_EVERY)";
+    }
+    out += "\n";
   }
   const TimeShares ts = time_shares();
   out += fmt::format(
@@ -539,6 +635,21 @@ std::string Profiler::json() const {
                      {"fraction", r.fraction},           {"fraction_p50", r.fraction_p50}};
   } else {
     j["roofline"] = nullptr;
+  }
+  if (const RunProbe p = run_probe(); p.passes > 0) {
+    j["run_probe"] = {
+        {"every", p.every},
+        {"bytes", p.bytes},
+        {"passes", p.passes},
+        {"seconds", p.seconds},
+        {"gb_s", {{"min", p.min_gb_s}, {"median", p.median_gb_s}, {"max", p.max_gb_s}}},
+        {"windows", p.windows},
+        {"roofline_fraction",
+         {{"p25", p.roofline_p25}, {"p50", p.roofline_p50}, {"p75", p.roofline_p75}}},
+        {"experts_fraction",
+         {{"p25", p.experts_p25}, {"p50", p.experts_p50}, {"p75", p.experts_p75}}}};
+  } else {
+    j["run_probe"] = nullptr;
   }
   j["ceilings_gb_s"] = {{"ram", ceilings_.ram_gb_s},
                         {"ssd", ceilings_.ssd_gb_s},

@@ -9,6 +9,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "engine/gpu_lane.h"
 #include "engine/knobs.h"
 #include "engine/moe.h"
+#include "placement/machine_profile.h"
 #include "tiers/expert_store.h"
 
 namespace strata::engine {
@@ -51,6 +53,28 @@ struct ProfCounters {
   // RAM cache; VRAM experts excluded) and KV bytes (positions attended x bytes per position).
   uint64_t decode_expert_ram_bytes = 0;
   uint64_t decode_kv_bytes = 0;
+  double probe_seconds = 0;  // PROF_PROBE_EVERY's passes (outside every clock above)
+};
+
+// PROF_PROBE_EVERY: the decode tokens between two in-run probe passes, and each ratio held against
+// the mean of the two passes.
+struct ProbeWindow {
+  uint64_t tokens = 0;
+  double probe_gb_s = 0;   // the mean of the passes that bracket the window
+  double read_gb_s = 0;    // decode's RAM reads (dense + experts + KV) per second of decode
+  double expert_gb_s = 0;  // CPU expert bytes per second of expert compute (0: no expert compute)
+};
+
+// The in-run probe's summary: passes, their spread, and the medians over windows.
+struct RunProbe {
+  int every = 0;       // PROF_PROBE_EVERY (0: off)
+  uint64_t bytes = 0;  // one pass
+  size_t passes = 0;
+  double seconds = 0;  // spent in passes
+  double min_gb_s = 0, median_gb_s = 0, max_gb_s = 0;
+  size_t windows = 0;
+  double roofline_p25 = 0, roofline_p50 = 0, roofline_p75 = 0;  // read_gb_s / probe_gb_s
+  double experts_p25 = 0, experts_p50 = 0, experts_p75 = 0;     // expert_gb_s / probe_gb_s
 };
 
 // Measured tier read ceilings (GB/s) from `strata probe`'s machine profile (RAM: or PROF_PROBE's
@@ -156,6 +180,13 @@ class Profiler {
   void add_prefill(uint64_t tokens, double seconds);
   // n_past: the positions the token attended (the KV cache's length after it), for the roofline.
   void add_decode_token(double seconds, uint64_t n_past = 0);
+  // PROF_PROBE_EVERY: hold probe (its buffer allocated and touched) for the run, and take a pass
+  // every `every` decode tokens. The caller calls probe_tick() after add_prefill() (the first
+  // pass) and after each add_decode_token(), outside its clocks; it returns the seconds it spent
+  // (0 when no pass was due), also summed in counters().probe_seconds.
+  void set_run_probe(std::unique_ptr<placement::RamReadProbe> probe, int every);
+  double probe_tick();
+  RunProbe run_probe() const;
   // The roofline's per-token bytes besides the experts (the report omits the line when unset).
   void set_decode_bytes(const DecodeBytes& b) { decode_bytes_ = b; }
   // PROF=2: "prof: decode token 7: 81.2 ms, ssd 5 experts 13.2 MB, cache 3/8, wait 40.1 ms"
@@ -193,7 +224,18 @@ class Profiler {
   TierCeilings ceilings_;
   DecodeBytes decode_bytes_;
   uint64_t expert_ram_mark_ = 0;  // RAM + cache served bytes at the last prefill / decode token
-  std::string machine_;           // machine_summary(), read once at construction when enabled
+  // PROF_PROBE_EVERY: the probe, its passes' rates, and the counters at the last pass.
+  std::unique_ptr<placement::RamReadProbe> probe_;
+  int probe_every_ = 0;
+  std::vector<double> probe_passes_;
+  std::vector<ProbeWindow> probe_windows_;
+  struct ProbeMark {
+    uint64_t tokens = 0, expert_bytes = 0, kv_bytes = 0;
+    double decode_seconds = 0, expert_seconds = 0, gb_s = 0;
+  };
+  ProbeMark probe_mark_;
+  bool probe_marked_ = false;
+  std::string machine_;  // machine_summary(), read once at construction when enabled
 
   tiers::StoreCounters window_counters() const;    // store counters since begin_window()
   std::vector<GpuDeviceStats> window_gpu() const;  // GPU lane counters since begin_window()

@@ -50,6 +50,30 @@ MachineProfile load_machine_profile(const std::string& path);
 // The profile at path, or the defaults with a one-line notice on stderr when there is none.
 MachineProfile machine_profile_or_defaults(const std::string& path);
 
+// A RAM read-bandwidth probe that keeps its buffer: buffer_bytes (rounded down to whole pages per
+// thread) mapped on huge pages where the kernel allows and touched once by the thread that will
+// read it; each pass() streams all of it with n_threads threads (one contiguous share each) and
+// returns GB/s. PROF_PROBE_EVERY takes a pass between decode tokens with one held for the run.
+// Error(kOutOfMemory) when the buffer cannot be mapped.
+class RamReadProbe {
+ public:
+  RamReadProbe(int n_threads, uint64_t buffer_bytes);
+  ~RamReadProbe();
+  RamReadProbe(const RamReadProbe&) = delete;
+  RamReadProbe& operator=(const RamReadProbe&) = delete;
+
+  double pass();  // GB/s of one pass
+  uint64_t bytes() const { return total_; }
+  int threads() const { return n_threads_; }
+
+ private:
+  void run(bool touch);
+  int n_threads_;
+  uint64_t chunk_ = 0, total_ = 0;
+  uint64_t* base_ = nullptr;
+  uint64_t sink_ = 0;
+};
+
 // Measurements used by `strata probe`.
 // RAM read bandwidth (GB/s) streaming buffer_bytes with n_threads threads: the best of repeats
 // passes, and of more while the passes so far took under min_seconds (a shared host's bus dips

@@ -168,5 +168,22 @@ TEST(MachineProfile, MeasuresRam) {
   EXPECT_GT(measure_ram_read_gbps(2, 16 << 20, 1, 0.05), 0.1);  // passes until 50 ms are measured
 }
 
+// The probe PROF_PROBE_EVERY holds for a run: whole pages per thread, a rate per pass, and a
+// buffer too small for one page per thread refused with a clear error.
+TEST(MachineProfile, RamReadProbeKeepsItsBuffer) {
+  RamReadProbe p(3, (8 << 20) + 100);
+  EXPECT_EQ(p.threads(), 3);
+  EXPECT_EQ(p.bytes(), uint64_t(((8 << 20) + 100) / 3 & ~4095) * 3);
+  EXPECT_GT(p.pass(), 0.1);
+  EXPECT_GT(p.pass(), 0.1);
+  try {
+    RamReadProbe tiny(2, 4096);
+    ADD_FAILURE() << "a 4096-byte buffer over 2 threads was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadValue);
+    EXPECT_NE(std::string(e.what()).find("under a page per thread"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace strata::placement

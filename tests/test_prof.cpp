@@ -3,6 +3,8 @@
 // and has the new ones, begin_window() starts a fresh report, PROF=0 counts nothing.
 #include <gtest/gtest.h>
 
+#include <memory>
+
 #include <nlohmann/json.hpp>
 
 #include "engine/prof.h"
@@ -91,6 +93,69 @@ TEST(Prof, RooflineIsBytesPerTokenOverTheProbe) {
             std::string::npos)
       << p.report();
   EXPECT_TRUE(nlohmann::json::parse(p.json())["ceilings_gb_s"]["ram_now"].get<bool>());
+}
+
+// PROF_PROBE_EVERY: a real pass (real threads, a real buffer) after the prompt and after every N
+// decode tokens; each window between two passes is held against the mean of those two.
+TEST(Prof, InRunProbeHoldsEachWindowAgainstItsOwnPasses) {
+  Profiler p(1, "");
+  p.set_decode_bytes({/*dense=*/1'000'000'000, /*kv_per_position=*/0});
+  EXPECT_EQ(p.probe_tick(), 0.0);  // no probe: nothing, and nothing reported
+  EXPECT_EQ(p.run_probe().passes, 0u);
+  EXPECT_TRUE(nlohmann::json::parse(p.json())["run_probe"].is_null());
+  EXPECT_EQ(p.report().find("in-run probe"), std::string::npos);
+
+  p.set_run_probe(std::make_unique<placement::RamReadProbe>(2, 8 << 20), 4);
+  p.add_prefill(4, 1.0);
+  EXPECT_GT(p.probe_tick(), 0.0);  // the first pass, after the prompt
+  EXPECT_NE(p.report().find("no window yet"), std::string::npos) << p.report();
+  for (int t = 0; t < 4; ++t) {
+    p.add_decode_token(0.5, 5 + t);
+    p.counters().decode_expert_ram_bytes += 500'000'000;  // what a store would have served
+    p.counters().compute_seconds[size_t(ExpertHome::kRam)] += 0.25;
+    const double spent = p.probe_tick();
+    if (t < 3) {
+      EXPECT_EQ(spent, 0.0) << t;
+    } else {
+      EXPECT_GT(spent, 0.0);
+    }
+  }
+  const RunProbe r = p.run_probe();
+  EXPECT_EQ(r.every, 4);
+  EXPECT_EQ(r.bytes, uint64_t{8 << 20});
+  EXPECT_EQ(r.passes, 2u);
+  EXPECT_EQ(r.windows, 1u);
+  EXPECT_DOUBLE_EQ(r.seconds, p.counters().probe_seconds);
+  ASSERT_GT(r.min_gb_s, 0.0);
+  EXPECT_LE(r.min_gb_s, r.median_gb_s);
+  EXPECT_LE(r.median_gb_s, r.max_gb_s);
+  // The window: 4 tokens read 4 GB of dense weights and 2 GB of experts in 2 s of decode (3 GB/s);
+  // the experts' 2 GB took 1 s of expert compute (2 GB/s). Both over the mean of the two passes.
+  const double probe = 0.5 * (r.min_gb_s + r.max_gb_s);
+  EXPECT_NEAR(r.roofline_p50, 3.0 / probe, 1e-9 * r.roofline_p50);
+  EXPECT_NEAR(r.experts_p50, 2.0 / probe, 1e-9 * r.experts_p50);
+  EXPECT_DOUBLE_EQ(r.roofline_p25, r.roofline_p50);  // one window: every quartile is it
+  EXPECT_DOUBLE_EQ(r.experts_p75, r.experts_p50);
+  const std::string rep = p.report();
+  EXPECT_NE(rep.find("prof: in-run probe: 2 passes of 8 MiB at 2 threads, one after the prompt "
+                     "and after every 4 decode tokens"),
+            std::string::npos)
+      << rep;
+  EXPECT_NE(rep.find("per window between two passes (median of 1, quartiles): decode at"),
+            std::string::npos)
+      << rep;
+  EXPECT_NE(rep.find("experts streamed at"), std::string::npos) << rep;
+  const nlohmann::json j = nlohmann::json::parse(p.json())["run_probe"];
+  EXPECT_EQ(j["passes"].get<size_t>(), 2u);
+  EXPECT_EQ(j["windows"].get<size_t>(), 1u);
+  EXPECT_EQ(j["every"].get<int>(), 4);
+  EXPECT_DOUBLE_EQ(j["experts_fraction"]["p50"].get<double>(), r.experts_p50);
+  EXPECT_DOUBLE_EQ(j["roofline_fraction"]["p50"].get<double>(), r.roofline_p50);
+  EXPECT_DOUBLE_EQ(j["gb_s"]["median"].get<double>(), r.median_gb_s);
+
+  p.begin_window();  // a new window starts over
+  EXPECT_EQ(p.run_probe().passes, 0u);
+  EXPECT_EQ(p.run_probe().windows, 0u);
 }
 
 TEST(Prof, OvershootingPartsAreScaledNotNegative) {

@@ -324,6 +324,22 @@ TEST_F(TierInvariance, RooflineCountsTheBytesADecodeTokenReads) {
   EXPECT_GT(jn["ceilings_gb_s"]["ram"].get<double>(), 0.0);
   EXPECT_EQ(jn["roofline"]["probe_gb_s"].get<double>(), jn["ceilings_gb_s"]["ram"].get<double>());
   EXPECT_NE(now.err.find("as the run started -> roofline"), std::string::npos) << now.err;
+  EXPECT_TRUE(jn["run_probe"].is_null());
+
+  // PROF_PROBE_EVERY=2 over 5 decode tokens: passes after the prompt and after tokens 2 and 4.
+  const Result every = run("PROF=1 PROF_PROBE=64 PROF_PROBE_EVERY=2");
+  ASSERT_EQ(every.rc, 0) << every.err;
+  const nlohmann::json je = nlohmann::json::parse(slurp(prof))["run_probe"];
+  ASSERT_TRUE(je.is_object()) << slurp(prof);
+  EXPECT_EQ(je["passes"].get<int>(), 3);
+  EXPECT_EQ(je["windows"].get<int>(), 2);
+  EXPECT_GT(je["roofline_fraction"]["p50"].get<double>(), 0.0);
+  EXPECT_GT(je["experts_fraction"]["p50"].get<double>(), 0.0);
+  EXPECT_NE(every.err.find("prof: in-run probe: 3 passes of 64 MiB at 1 thread"), std::string::npos)
+      << every.err;
+  const Result bare = run("PROF=1 PROF_PROBE_EVERY=2");  // no buffer size: a clear error
+  EXPECT_NE(bare.rc, 0);
+  EXPECT_NE(bare.err.find("PROF_PROBE_EVERY=2 needs PROF_PROBE"), std::string::npos) << bare.err;
 
   // CUDA_DENSE (emulated GPU 0): the matrices it holds are read from VRAM, not RAM, so they leave
   // the RAM roofline and are reported beside it; experts with VRAM homes leave it too.

@@ -5,6 +5,7 @@
 // Exercised by tests/test_model_replay.cpp (greedy run vs the fixture's reference continuation).
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "engine/tokenizer.h"
 #include "io/check.h"
 #include "kernels/threadpool.h"
+#include "placement/machine_profile.h"
 #include "tools/cli.h"
 #include "tools/knob_flags.h"
 #include "tools/tier_setup.h"
@@ -44,6 +46,12 @@ int run_run(RunOptions o) {
   const int threads = static_cast<int>(
       knobs.int_opt("THREADS").value_or(int64_t(kernels::physical_core_cpus().size())));
   if (o.n_predict < 0) fail(ErrorKind::kBadValue, "-n must be >= 0");
+  const int probe_every = static_cast<int>(knobs.get_int("PROF_PROBE_EVERY"));
+  const int64_t probe_mib = knobs.get_int("PROF_PROBE");
+  if (probe_every > 0 && probe_mib == 0)
+    fail(ErrorKind::kBadValue,
+         "PROF_PROBE_EVERY={} needs PROF_PROBE, the MiB each pass reads (e.g. PROF_PROBE=2048)",
+         probe_every);
   engine::Model model = engine::Model::load(o.model);
   const engine::ModelConfig& cfg = model.config();
   const engine::Tokenizer tok = engine::Tokenizer::from_gguf(model.file());
@@ -63,6 +71,9 @@ int run_run(RunOptions o) {
   fo.n_threads = threads;
   const TierSetup tiers = make_tier_setup(model, knobs, fo.n_ctx);
   engine::Profiler& prof = *tiers.prof;
+  if (prof.enabled() && probe_every > 0)
+    prof.set_run_probe(
+        std::make_unique<placement::RamReadProbe>(threads, uint64_t(probe_mib) << 20), probe_every);
   fo.experts = tiers.experts.get();
   fo.prof = &prof;
   fo.route_trace = tiers.trace.get();
@@ -81,8 +92,10 @@ int run_run(RunOptions o) {
   std::span<const float> logits = fwd.prefill(prompt);
   const double prefill_s = seconds_since(t0);
   prof.add_prefill(prompt.size(), prefill_s);
+  prof.probe_tick();  // PROF_PROBE_EVERY's first pass (else nothing)
 
   t0 = std::chrono::steady_clock::now();
+  const double probe_s0 = prof.counters().probe_seconds;
   int generated = 0;
   for (; generated < o.n_predict && !sigint.requested(); ++generated) {
     int32_t id = 0;
@@ -104,12 +117,14 @@ int run_run(RunOptions o) {
       logits = fwd.decode(id);
       const double token_s = seconds_since(t_token);
       prof.add_decode_token(token_s, fwd.n_past());
+      prof.probe_tick();
       if (prof.level() >= 2)
         std::fprintf(stderr, "%s\n",
                      prof.token_line(prof.counters().decode_tokens, token_s).c_str());
     }
   }
-  const double decode_s = seconds_since(t0);
+  // Without PROF_PROBE_EVERY's passes (outside the decode, like the prompt's).
+  const double decode_s = seconds_since(t0) - (prof.counters().probe_seconds - probe_s0);
   std::fputc('\n', stdout);
   std::fprintf(stderr,
                "run: prefill %zu tokens in %.3f s (%.1f tok/s) | decode %d tokens in %.3f s "
