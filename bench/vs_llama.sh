@@ -38,7 +38,7 @@ done
 strata_decode() {  # model threads -> "tok/s roofline% probe-GB/s window-roofline% window-experts%"
   local out
   out=$(VRAM_GB=0 PROF=1 PROF_PROBE=2048 PROF_PROBE_EVERY=8 "$STRATA" run -m "$1" -p "Hello" \
-        -n "$N_DECODE" --temp 0 -t "$2" --ram-gb 24 --ignore-eos 2>&1 >/dev/null)
+        -n "$N_DECODE" --temp 0 -t "$2" --ram-gb 24 --ignore-eos 2>&1 >/dev/null) || true
   local tps pct probe wpct wexp
   tps=$(sed -n 's/^run: .*decode [0-9]* tokens in [0-9.]* s (\([0-9.]*\) tok\/s).*/\1/p' <<<"$out")
   pct=$(sed -n 's/^prof: roofline: .*decode at \([0-9]*\)% of it.*/\1/p' <<<"$out")
@@ -47,17 +47,21 @@ strata_decode() {  # model threads -> "tok/s roofline% probe-GB/s window-rooflin
   wexp=$(sed -n 's/^prof: in-run probe: .*experts streamed at \([0-9]*\)% of the probe.*/\1/p' <<<"$out")
   echo "${tps:-?} ${pct:-?} ${probe:-?} ${wpct:-?} ${wexp:-?}"
 }
-strata_prefill() {  # model threads -> "tokens tok/s"
-  local out
+strata_prefill() {  # model threads -> "tokens tok/s" ("? ?" when the run failed)
+  local out r
   out=$(VRAM_GB=0 "$STRATA" run -m "$1" -p "$PROMPT" -n 1 --temp 0 -t "$2" --ram-gb 24 \
-        --no-display-prompt 2>&1 >/dev/null)
-  sed -n 's/^run: prefill \([0-9]*\) tokens in [0-9.]* s (\([0-9.]*\) tok\/s).*/\1 \2/p' <<<"$out"
+        --no-display-prompt 2>&1 >/dev/null) || true
+  r=$(sed -n 's/^run: prefill \([0-9]*\) tokens in [0-9.]* s (\([0-9.]*\) tok\/s).*/\1 \2/p' <<<"$out")
+  echo "${r:-? ?}"
 }
 ratio() {  # strata-tok/s "llama-mean ± sd" -> strata / llama
-  awk -v a="$1" -v b="${2%%±*}" 'BEGIN{if (b > 0) printf "%.2f", a / b; else print "?"}'
+  awk -v a="$1" -v b="${2%%±*}" 'BEGIN{if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "?"}'
 }
-llama() {  # model threads test-args -> "mean ± sd"
-  "$LLAMA_BENCH" -m "$1" -t "$2" $3 -r 2 2>/dev/null | awk -F'|' '/ (tg|pp)[0-9]+ /{gsub(/ /,"",$8); print $8}'
+llama() {  # model threads test-args -> "mean ± sd" ("?" when llama-bench failed)
+  local r
+  r=$({ "$LLAMA_BENCH" -m "$1" -t "$2" $3 -r 2 2>/dev/null || true; } |
+      awk -F'|' '/ (tg|pp)[0-9]+ /{gsub(/ /,"",$8); print $8}')
+  echo "${r:-?}"
 }
 
 echo "vs_llama: $(date -u +%FT%TZ), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cpus"
