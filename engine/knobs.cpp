@@ -84,8 +84,8 @@ constexpr KnobSpec kKnobs[] = {
      "that the CPU "
      "kernels stream with no byte shuffles (kernels/interleave.h; faster expert GEMVs, "
      "bench/RESULTS.md). Same bytes, never changes the numbers; cache slots stay as in the file. "
-     "Q4_0 on CPUs with AVX2 or AVX-512, Q4_K and Q6_K with AVX-512 only (AVX2 keeps the file "
-     "layout for them); 0 = keep the file's layout."},
+     "Q4_0 and Q4_K on CPUs with AVX2 or AVX-512, Q6_K with AVX-512 only (AVX2 keeps the file "
+     "layout for it); 0 = keep the file's layout."},
     {"DENSE_ARENA", KnobType::kBool, "1", "", "0|1",
      "Move the dense tensors a decode token reads (attention projections, norms, routers, dense "
      "FFNs, shared experts, the output head) into one 2 MiB-aligned huge-page arena, in the order "

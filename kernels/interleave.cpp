@@ -230,7 +230,7 @@ bool interleave_pays(GgmlType type) {
     case Isa::kAvx512:
       return type == GgmlType::Q4_0 || type == GgmlType::Q4_K || type == GgmlType::Q6_K;
     case Isa::kAvx2:
-      return type == GgmlType::Q4_0;
+      return type == GgmlType::Q4_0 || type == GgmlType::Q4_K;
     default:
       return false;
   }

@@ -66,10 +66,10 @@ WeightLayout interleaved_layout(GgmlType type);
 // Whether the interleaved kernels of the best ISA are faster than the GGUF layout's on this CPU
 // (true with AVX-512 VNNI or AVX2; the scalar twins exist for tests, not speed).
 bool interleave_pays();
-// The same for one weight type: Q4_0 with AVX-512 or AVX2; Q4_K and Q6_K with AVX-512 only (with
-// AVX2 the interleaved Q4_K kernel streamed 73-80% of the read probe against the GGUF layout's
-// 85-91%, bench_layout --isa avx2, bench/RESULTS.md session 5; Q6_K has no AVX2 interleaved
-// kernel).
+// The same for one weight type: Q4_0 and Q4_K with AVX-512 or AVX2; Q6_K with AVX-512 only (no
+// AVX2 interleaved kernel). On an AVX2-only Zen 3 the GGUF layout's Q4_K row kernel is
+// compute-bound (~7 GB/s a core); the interleaved one, with its next-group L2 prefetch, streams
+// 94-110% of the in-run probe in the 30B against 67-87% (bench/RESULTS.md session 16).
 bool interleave_pays(GgmlType type);
 
 // Kernels for a weight type in a layout (kRows: gemv_kernels(type, isa)). The interleaved ones
