@@ -8,7 +8,7 @@
 // less than wall time; with several, wall time. Also the cache-resident rate of one matrix (the
 // compute ceiling). Results are checked bit-identical before timing.
 // Run: bench_layout [--type Q4_0|Q4_K|Q6_K] [--rows N] [--cols N] [--item N] [--rounds N]
-//                   [--pool-mib N] [--threads N] [--isa best|avx2|ref]
+//                   [--pool-mib N] [--threads N] [--isa best|avx2|ref] [--q4-0-layout auto|x16]
 // Results and commands: bench/RESULTS.md ("CPU speed, session 4" and "session 5").
 
 #include <immintrin.h>
@@ -75,7 +75,12 @@ int main(int argc, char** argv) {
   const int64_t cols = std::stoll(arg(argc, argv, "--cols", "2048"));
   const int64_t item = std::stoll(arg(argc, argv, "--item", "64"));
   const int rounds = std::stoi(arg(argc, argv, "--rounds", "5"));
-  const WeightLayout layout = interleaved_layout(type, rows, cols);
+  // --isa avx2 (below) reads Q4_0 as kQ4_0x16, as an AVX2 CPU does; --q4-0-layout x16 makes an
+  // AVX-512 CPU do so too (kQ4_0x32's pairs against single groups).
+  const bool x16 = arg(argc, argv, "--isa", "best") == "avx2" ||
+                   arg(argc, argv, "--q4-0-layout", "auto") == "x16";
+  WeightLayout layout = interleaved_layout(type, rows, cols);
+  if (layout == WeightLayout::kQ4_0x32 && x16) layout = WeightLayout::kQ4_0x16;
   if (layout == WeightLayout::kRows || item % 16 != 0) {
     std::fprintf(stderr, "bench_layout: no interleaved layout for %s %lld x %lld (item %lld)\n",
                  type_name.c_str(), static_cast<long long>(rows), static_cast<long long>(cols),

@@ -81,7 +81,7 @@ constexpr KnobSpec kKnobs[] = {
     {"REPACK", KnobType::kBool, "1", "", "0|1",
      "Repack Q4_0, Q4_K and Q6_K weights held in RAM (RAM-homed experts at load and on REPIN, "
      "attention and other dense matrices, an untied output head) into 16-row interleaved groups "
-     "that the CPU "
+     "(Q4_0 on AVX-512: pairs of them woven into one stream) that the CPU "
      "kernels stream with no byte shuffles (kernels/interleave.h; faster expert GEMVs, "
      "bench/RESULTS.md). Same bytes, never changes the numbers; cache slots stay as in the file. "
      "Q4_0 and Q4_K on CPUs with AVX2 or AVX-512, Q6_K with AVX-512 only (AVX2 keeps the file "

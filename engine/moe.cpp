@@ -35,16 +35,24 @@ constexpr int64_t kMinParallelElements = 16384;
 
 // A stack's kernels for each layout an expert's matrix may be in: RAM homes repacked (REPACK),
 // cache slots and the mapping as in the file. Looked up once per stage, not per work item.
+// (A type's matrices may be in more than one interleaved layout: Q4_0 ones of 32k rows in
+// kQ4_0x32 on AVX-512 hosts, the others in kQ4_0x16.)
 struct LayoutKernels {
   kernels::GemvKernels rows;
-  kernels::GemvKernels packed;
-  explicit LayoutKernels(GgmlType type)
-      : rows(kernels::gemv_kernels(type)),
-        packed(kernels::interleaved_layout(type) != kernels::WeightLayout::kRows
-                   ? kernels::gemv_kernels(type, kernels::interleaved_layout(type))
-                   : rows) {}
+  kernels::GemvKernels packed[2];  // Q4_0: kQ4_0x16, kQ4_0x32; else the type's one layout
+  kernels::WeightLayout layouts[2] = {kernels::WeightLayout::kRows, kernels::WeightLayout::kRows};
+  explicit LayoutKernels(GgmlType type) : rows(kernels::gemv_kernels(type)), packed{rows, rows} {
+    layouts[0] = kernels::interleaved_layout(type);
+    if (type == GgmlType::Q4_0) layouts[1] = kernels::WeightLayout::kQ4_0x32;
+    for (int i = 0; i < 2; ++i)
+      if (layouts[i] != kernels::WeightLayout::kRows)
+        packed[i] = kernels::gemv_kernels(type, layouts[i]);
+  }
   const kernels::GemvKernels& operator()(const MatrixRef& m) const {
-    return m.layout == kernels::WeightLayout::kRows ? rows : packed;
+    if (m.layout == kernels::WeightLayout::kRows) return rows;
+    STRATA_ASSERT(m.layout == layouts[0] || m.layout == layouts[1],
+                  "no kernels for a matrix in layout {}", static_cast<int>(m.layout));
+    return m.layout == layouts[0] ? packed[0] : packed[1];
   }
 };
 

@@ -1,4 +1,5 @@
-// Q4_0 x Q8_0 GEMV/GEMM over the kQ4_0x16 layout (kernels/interleave.h) with AVX-512 VNNI: one
+// Q4_0 x Q8_0 GEMV/GEMM over the kQ4_0x16 and kQ4_0x32 layouts (kernels/interleave.h) with
+// AVX-512 VNNI: one
 // 512-bit register = one 4-byte code group of 16 rows, so each block of a 16-row group is 4 loads,
 // 4 ands and 4 shifts for the nibbles, and 8 vpdpbusd against the activation's 4-byte groups
 // broadcast from memory; lane r of the result is row r's exact block sum (no horizontal sums). A
@@ -54,10 +55,10 @@ inline __m512i high_nibbles(__m512i v, __m512i m4) {
 #endif
 }
 
-// One 16-row group g against T activation rows: one stream of 576-byte chunks (two blocks' scales,
-// then their codes), one L1 prefetch (non-temporal) of a chunk kQ4_0x16Prefetch ahead every other
-// block.
-template <int T>
+// One 16-row group g against T activation rows: a stream of 576-byte chunks (two blocks' scales,
+// then their codes) kStride bytes apart (kQ4_0x16Chunk; kQ4_0x32Stride for one group of a pair),
+// one L1 prefetch (non-temporal) of a chunk 8 chunks ahead every other block.
+template <int T, size_t kStride>
 void group_dot(const uint8_t* g, const BlockQ8_0* const* xs, const XPrep* const* preps, int64_t nb,
                float* const* outs) {
   const __m512i m4 = _mm512_set1_epi8(0x0F);
@@ -66,18 +67,19 @@ void group_dot(const uint8_t* g, const BlockQ8_0* const* xs, const XPrep* const*
     for (int k = 0; k < 8; ++k) acc[t][k] = _mm512_setzero_ps();
   // Block b = b8 + k with b8 a multiple of 8: offsets within the 4 chunks from b8 are constants.
   auto step = [&](int64_t b, int k) {
-    const uint8_t* g8 = g + static_cast<size_t>((b - k) >> 1) * kQ4_0x16Chunk;
-    const uint8_t* qb = g8 + q4_0x16_code_offset(k);
+    const uint8_t* g8 = g + static_cast<size_t>((b - k) >> 1) * kStride;
+    const uint8_t* qb = g8 + q4_0x16_code_offset(k, kStride);
     if ((k & 1) == 0)
-      prefetch_lines<kQ4_0x16Chunk, kToL1Nta>(g8 + q4_0x16_scale_offset(k) + kQ4_0x16Prefetch);
+      prefetch_lines<kQ4_0x16Chunk, kToL1Nta>(g8 + q4_0x16_scale_offset(k, kStride) +
+                                              kQ4_0x16Prefetch / kQ4_0x16Chunk * kStride);
     __m512i lo[4], hi[4];
     for (int j = 0; j < 4; ++j) {
       const __m512i v = _mm512_loadu_si512(qb + 64 * j);
       lo[j] = _mm512_and_si512(v, m4);
       hi[j] = high_nibbles(v, m4);
     }
-    const __m512 dw = _mm512_cvtph_ps(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g8 + q4_0x16_scale_offset(k))));
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(
+        reinterpret_cast<const __m256i*>(g8 + q4_0x16_scale_offset(k, kStride))));
     for (int t = 0; t < T; ++t) {
       // The activation's 4-byte groups, broadcast straight from memory.
       const int8_t* xq = xs[t][b].qs;
@@ -106,6 +108,66 @@ void group_dot(const uint8_t* g, const BlockQ8_0* const* xs, const XPrep* const*
   }
 }
 
+// Both groups of a kQ4_0x32 pair against one activation row in one pass over the pair's one
+// stream: per block, the 4 code lines of each group and 8 activation broadcasts feeding both (16
+// vpdpbusd), one L1 prefetch (non-temporal) of a chunk pair kQ4_0x32Prefetch ahead every other
+// block. Each group's float steps are group_dot's, so the results are the same bits. Per core
+// this streams 1.12-1.14x faster than a group at a time (bench/RESULTS.md session 17): every load
+// of the activation and its XPrep serves 32 rows, and the pass carries twice the independent
+// work between the stream's lines.
+void pair_dot(const uint8_t* p, const BlockQ8_0* x, const XPrep* prep, int64_t nb, float* out) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  __m512 acc0[8], acc1[8];
+  for (int k = 0; k < 8; ++k) acc0[k] = acc1[k] = _mm512_setzero_ps();
+  auto step = [&](int64_t b, int k) {
+    const uint8_t* g8 = p + static_cast<size_t>((b - k) >> 1) * kQ4_0x32Stride;
+    const uint8_t* h8 = g8 + kQ4_0x16Chunk;  // the second group's chunks
+    if ((k & 1) == 0)
+      prefetch_lines<kQ4_0x32Stride, kToL1Nta>(g8 + q4_0x16_scale_offset(k, kQ4_0x32Stride) +
+                                               kQ4_0x32Prefetch);
+    const uint8_t* qa = g8 + q4_0x16_code_offset(k, kQ4_0x32Stride);
+    const uint8_t* qb = h8 + q4_0x16_code_offset(k, kQ4_0x32Stride);
+    const int8_t* xq = x[b].qs;
+    __m512i a0 = _mm512_set1_epi32(prep[b].neg), a1 = _mm512_setzero_si512();
+    __m512i b0 = a0, b1 = a1;
+    for (int j = 0; j < 4; ++j) {
+      const __m512i va = _mm512_loadu_si512(qa + 64 * j);
+      const __m512i vb = _mm512_loadu_si512(qb + 64 * j);
+      const __m512i xl = bcast4(xq + 4 * j), xh = bcast4(xq + 16 + 4 * j);
+      a0 = _mm512_dpbusd_epi32(a0, _mm512_and_si512(va, m4), xl);
+      a1 = _mm512_dpbusd_epi32(a1, high_nibbles(va, m4), xh);
+      b0 = _mm512_dpbusd_epi32(b0, _mm512_and_si512(vb, m4), xl);
+      b1 = _mm512_dpbusd_epi32(b1, high_nibbles(vb, m4), xh);
+    }
+    const __m512 dx = _mm512_set1_ps(prep[b].dx);
+    const __m512 da = _mm512_mul_ps(
+        _mm512_cvtph_ps(_mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(g8 + q4_0x16_scale_offset(k, kQ4_0x32Stride)))),
+        dx);
+    const __m512 db = _mm512_mul_ps(
+        _mm512_cvtph_ps(_mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(h8 + q4_0x16_scale_offset(k, kQ4_0x32Stride)))),
+        dx);
+    acc0[k] =
+        _mm512_add_ps(acc0[k], _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1)), da));
+    acc1[k] =
+        _mm512_add_ps(acc1[k], _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(b0, b1)), db));
+  };
+  int64_t b = 0;
+  for (; b + 8 <= nb; b += 8) {
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) step(b + k, k);
+  }
+  for (int k = 0; b + k < nb; ++k) step(b + k, k);
+  auto sum = [](const __m512* acc) {
+    return _mm512_add_ps(
+        _mm512_add_ps(_mm512_add_ps(acc[0], acc[4]), _mm512_add_ps(acc[2], acc[6])),
+        _mm512_add_ps(_mm512_add_ps(acc[1], acc[5]), _mm512_add_ps(acc[3], acc[7])));
+  };
+  _mm512_storeu_ps(out, sum(acc0));
+  _mm512_storeu_ps(out + 16, sum(acc1));
+}
+
 // One group at a time: consecutive groups are adjacent, so a row range is one sequential stream
 // and the prefetch runs on into the next group. (Two groups per pass, each activation broadcast
 // feeding both, computed ~45% faster cache-resident but read four streams in the old split layout
@@ -118,35 +180,71 @@ void gemv_q4_0x16(const void* w, size_t row_stride, const void* xq, float* y, in
   prep_x(x, nb, prep);
   for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
     float* out = y + r;
-    group_dot<1>(g, &x, &prep, nb, &out);
+    group_dot<1, kQ4_0x16Chunk>(g, &x, &prep, nb, &out);
   });
 }
 
-void gemm_q4_0x16(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
-                  size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
-                  int64_t n_cols) {
+// kQ4_0x32: a pair at a time where the range holds it whole, else the lone group.
+void gemv_q4_0x32(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
+                  int64_t row_end, int64_t n_cols) {
+  const int64_t nb = n_cols / kQK;
+  const auto* x = static_cast<const BlockQ8_0*>(xq);
+  XPrep* prep = prep_buffer(nb, 1);
+  prep_x(x, nb, prep);
+  for_pairs(
+      w, row_stride, row_begin, row_end,
+      [&](const uint8_t* p, int64_t r) { pair_dot(p, x, prep, nb, y + r); },
+      [&](const uint8_t* g, int64_t r) {
+        float* out = y + r;
+        group_dot<1, kQ4_0x32Stride>(g, &x, &prep, nb, &out);
+      });
+}
+
+// GEMM: 4 tokens per pass over a group (the group stays in L1 / L2 for the rest), group by group
+// (kQ4_0x32: each group of a pair on its own, its chunks kQ4_0x32Stride apart).
+template <WeightLayout kLayout>
+void gemm_q4_0(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
+               size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
+               int64_t n_cols) {
+  constexpr size_t kStride = kLayout == WeightLayout::kQ4_0x32 ? kQ4_0x32Stride : kQ4_0x16Chunk;
   const int64_t nb = n_cols / kQK;
   const auto* xbase = static_cast<const uint8_t*>(xq);
   auto xt = [&](int64_t t) { return reinterpret_cast<const BlockQ8_0*>(xbase + t * xq_stride); };
   XPrep* prep = prep_buffer(nb, n_tokens);
   for (int64_t t = 0; t < n_tokens; ++t) prep_x(xt(t), nb, prep + t * nb);
-  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
+  // n_groups (1, or 2 for a whole kQ4_0x32 pair) groups from g on, their first row r: each batch
+  // of 4 tokens over every group in turn, so the pair is streamed once and stays in L1 for the
+  // rest.
+  auto groups = [&](const uint8_t* g, int64_t r, int n_groups) {
     int64_t t = 0;
     for (; t + 4 <= n_tokens; t += 4) {
       const BlockQ8_0* xs[4] = {xt(t), xt(t + 1), xt(t + 2), xt(t + 3)};
       const XPrep* ps[4] = {prep + t * nb, prep + (t + 1) * nb, prep + (t + 2) * nb,
                             prep + (t + 3) * nb};
-      float* outs[4] = {y + t * y_stride + r, y + (t + 1) * y_stride + r,
-                        y + (t + 2) * y_stride + r, y + (t + 3) * y_stride + r};
-      group_dot<4>(g, xs, ps, nb, outs);
+      for (int i = 0; i < n_groups; ++i) {
+        const int64_t ri = r + 16 * i;
+        float* outs[4] = {y + t * y_stride + ri, y + (t + 1) * y_stride + ri,
+                          y + (t + 2) * y_stride + ri, y + (t + 3) * y_stride + ri};
+        group_dot<4, kStride>(g + i * kQ4_0x16Chunk, xs, ps, nb, outs);
+      }
     }
     for (; t < n_tokens; ++t) {
       const BlockQ8_0* x = xt(t);
       const XPrep* p = prep + t * nb;
-      float* out = y + t * y_stride + r;
-      group_dot<1>(g, &x, &p, nb, &out);
+      for (int i = 0; i < n_groups; ++i) {
+        float* out = y + t * y_stride + r + 16 * i;
+        group_dot<1, kStride>(g + i * kQ4_0x16Chunk, &x, &p, nb, &out);
+      }
     }
-  });
+  };
+  if constexpr (kLayout == WeightLayout::kQ4_0x32) {
+    for_pairs(
+        w, row_stride, row_begin, row_end, [&](const uint8_t* p, int64_t r) { groups(p, r, 2); },
+        [&](const uint8_t* g, int64_t r) { groups(g, r, 1); });
+  } else {
+    for_groups(w, row_stride, row_begin, row_end,
+               [&](const uint8_t* g, int64_t r) { groups(g, r, 1); });
+  }
 }
 
 // ---- kQ4_Kx16: Q4_K x Q8_K ----
@@ -364,7 +462,10 @@ GemvKernels interleaved_kernels_avx512_gfni(WeightLayout layout) {
 #else
 GemvKernels interleaved_kernels_avx512(WeightLayout layout) {
 #endif
-  if (layout == WeightLayout::kQ4_0x16) return GemvKernels{&gemv_q4_0x16, &gemm_q4_0x16};
+  if (layout == WeightLayout::kQ4_0x16)
+    return GemvKernels{&gemv_q4_0x16, &gemm_q4_0<WeightLayout::kQ4_0x16>};
+  if (layout == WeightLayout::kQ4_0x32)
+    return GemvKernels{&gemv_q4_0x32, &gemm_q4_0<WeightLayout::kQ4_0x32>};
   if (layout == WeightLayout::kQ4_Kx16) return GemvKernels{&gemv_kx16<Q4KDot>, &gemm_kx16<Q4KDot>};
   if (layout == WeightLayout::kQ6_Kx16) return GemvKernels{&gemv_kx16<Q6KDot>, &gemm_kx16<Q6KDot>};
   return GemvKernels{nullptr, nullptr};

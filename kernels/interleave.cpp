@@ -19,23 +19,26 @@ namespace {
 
 constexpr int64_t kGroupRows = 16;
 
-// Offsets inside a kQ4_0x16 group: row r's scale of block b, its code dword j.
-size_t scale_at(int64_t b, int r) {
-  return detail::q4_0x16_scale_offset(b) + static_cast<size_t>(r) * 2;
+// Offsets inside a kQ4_0x16 group whose chunks are `stride` apart (kQ4_0x16Chunk; kQ4_0x32Stride
+// in a kQ4_0x32 pair): row r's scale of block b, its code dword j.
+size_t scale_at(int64_t b, int r, size_t stride) {
+  return detail::q4_0x16_scale_offset(b, stride) + static_cast<size_t>(r) * 2;
 }
-size_t code_at(int64_t b, int j, int r) {
-  return detail::q4_0x16_code_offset(b) + static_cast<size_t>(j) * 64 + static_cast<size_t>(r) * 4;
+size_t code_at(int64_t b, int j, int r, size_t stride) {
+  return detail::q4_0x16_code_offset(b, stride) + static_cast<size_t>(j) * 64 +
+         static_cast<size_t>(r) * 4;
 }
 
 // One group (16 GGUF rows of nb blocks at src) into the layout at dst, or back.
 // Block-major: the destination is written chunk by chunk (the 16 source rows sit in L1).
 // Per block, 4 rows at a time: their 16 code bytes are 4 dwords each, and a 4 x 4 dword transpose
 // (SSE2, baseline x86-64) gives the 4 rows' dword j for each j in one 16-byte store.
-void pack_group(const uint8_t* src, uint8_t* dst, int64_t nb) {
+void pack_group(const uint8_t* src, uint8_t* dst, int64_t nb, size_t stride) {
   const size_t row_bytes = static_cast<size_t>(nb) * sizeof(BlockQ4_0);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* col = src + static_cast<size_t>(b) * sizeof(BlockQ4_0);
-    for (int r = 0; r < kGroupRows; ++r) std::memcpy(dst + scale_at(b, r), col + r * row_bytes, 2);
+    for (int r = 0; r < kGroupRows; ++r)
+      std::memcpy(dst + scale_at(b, r, stride), col + r * row_bytes, 2);
     for (int r = 0; r < kGroupRows; r += 4) {
       __m128i a[4];
       for (int i = 0; i < 4; ++i)
@@ -45,17 +48,17 @@ void pack_group(const uint8_t* src, uint8_t* dst, int64_t nb) {
       const __m128i j[4] = {_mm_unpacklo_epi64(t0, t1), _mm_unpackhi_epi64(t0, t1),
                             _mm_unpacklo_epi64(t2, t3), _mm_unpackhi_epi64(t2, t3)};
       for (int k = 0; k < 4; ++k)
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + code_at(b, k, r)), j[k]);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + code_at(b, k, r, stride)), j[k]);
     }
   }
 }
-void unpack_group(const uint8_t* src, uint8_t* dst, int64_t nb) {
+void unpack_group(const uint8_t* src, uint8_t* dst, int64_t nb, size_t stride) {
   const size_t row_bytes = static_cast<size_t>(nb) * sizeof(BlockQ4_0);
   for (int r = 0; r < kGroupRows; ++r)
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* blk = dst + r * row_bytes + static_cast<size_t>(b) * sizeof(BlockQ4_0);
-      std::memcpy(blk, src + scale_at(b, r), 2);
-      for (int j = 0; j < 4; ++j) std::memcpy(blk + 2 + 4 * j, src + code_at(b, j, r), 4);
+      std::memcpy(blk, src + scale_at(b, r, stride), 2);
+      for (int j = 0; j < 4; ++j) std::memcpy(blk + 2 + 4 * j, src + code_at(b, j, r, stride), 4);
     }
 }
 
@@ -166,7 +169,16 @@ void unpack_group_q6(const uint8_t* src, uint8_t* dst, int64_t nb) {
 
 // Blocks per row and bytes per group of a layout's matrix.
 int64_t layout_blocks(WeightLayout layout, int64_t n_cols) {
-  return n_cols / (layout == WeightLayout::kQ4_0x16 ? kQK : kQK_K);
+  return n_cols / (layout_type(layout) == GgmlType::Q4_0 ? kQK : kQK_K);
+}
+// Where group g (rows 16g..16g+15) starts in a layout's matrix of `group`-byte groups, and how far
+// apart its chunks are (kQ4_0x32 weaves pairs of groups; the others hold groups back to back).
+size_t group_at(WeightLayout layout, int64_t g, size_t group) {
+  if (layout != WeightLayout::kQ4_0x32) return static_cast<size_t>(g) * group;
+  return static_cast<size_t>(g & ~int64_t{1}) * group + ((g & 1) != 0 ? detail::kQ4_0x16Chunk : 0);
+}
+size_t chunk_stride(WeightLayout layout) {
+  return layout == WeightLayout::kQ4_0x32 ? detail::kQ4_0x32Stride : detail::kQ4_0x16Chunk;
 }
 size_t group_bytes(WeightLayout layout, int64_t nb) {
   return static_cast<size_t>(kGroupRows * nb) * ggml_type_info(layout_type(layout)).type_size;
@@ -178,7 +190,7 @@ void pack_any(WeightLayout layout, const uint8_t* src, uint8_t* dst, int64_t nb)
     case WeightLayout::kQ6_Kx16:
       return pack_group_q6(src, dst, nb);
     default:
-      return pack_group(src, dst, nb);
+      return pack_group(src, dst, nb, chunk_stride(layout));
   }
 }
 void unpack_any(WeightLayout layout, const uint8_t* src, uint8_t* dst, int64_t nb) {
@@ -188,7 +200,7 @@ void unpack_any(WeightLayout layout, const uint8_t* src, uint8_t* dst, int64_t n
     case WeightLayout::kQ6_Kx16:
       return unpack_group_q6(src, dst, nb);
     default:
-      return unpack_group(src, dst, nb);
+      return unpack_group(src, dst, nb, chunk_stride(layout));
   }
 }
 
@@ -200,7 +212,9 @@ int64_t layout_rows(WeightLayout layout) {
 
 WeightLayout interleaved_layout(GgmlType type, int64_t n_rows, int64_t n_cols) {
   if (n_rows <= 0 || n_rows % kGroupRows != 0 || n_cols <= 0) return WeightLayout::kRows;
-  if (type == GgmlType::Q4_0 && n_cols % (2 * kQK) == 0) return WeightLayout::kQ4_0x16;
+  if (type == GgmlType::Q4_0 && n_cols % (2 * kQK) == 0)
+    return best_isa() == Isa::kAvx512 && n_rows % 32 == 0 ? WeightLayout::kQ4_0x32
+                                                          : WeightLayout::kQ4_0x16;
   if (type == GgmlType::Q4_K && n_cols % kQK_K == 0) return WeightLayout::kQ4_Kx16;
   if (type == GgmlType::Q6_K && n_cols % kQK_K == 0) return WeightLayout::kQ6_Kx16;
   return WeightLayout::kRows;
@@ -212,9 +226,28 @@ WeightLayout interleaved_layout(GgmlType type) {
 
 namespace {
 
+// Whether a [n_rows, n_cols] matrix can be held in `layout`.
+bool layout_fits(WeightLayout layout, int64_t n_rows, int64_t n_cols) {
+  if (n_rows <= 0 || n_cols <= 0) return false;
+  switch (layout) {
+    case WeightLayout::kQ4_0x16:
+      return n_rows % kGroupRows == 0 && n_cols % (2 * kQK) == 0;
+    case WeightLayout::kQ4_0x32:
+      return n_rows % (2 * kGroupRows) == 0 && n_cols % (2 * kQK) == 0;
+    case WeightLayout::kQ4_Kx16:
+    case WeightLayout::kQ6_Kx16:
+      return n_rows % kGroupRows == 0 && n_cols % kQK_K == 0;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+namespace {
+
 void check_layout(WeightLayout layout, int64_t n_rows, int64_t n_cols) {
-  STRATA_ASSERT(layout != WeightLayout::kRows &&
-                    interleaved_layout(layout_type(layout), n_rows, n_cols) == layout,
+  STRATA_ASSERT(layout_fits(layout, n_rows, n_cols),
                 "no interleaved layout {} for a {} x {} matrix", static_cast<int>(layout), n_rows,
                 n_cols);
 }
@@ -242,7 +275,7 @@ void interleave(WeightLayout layout, const void* src, void* dst, int64_t n_rows,
   const size_t group = group_bytes(layout, nb);
   for (int64_t g = 0; g < n_rows / kGroupRows; ++g)
     pack_any(layout, static_cast<const uint8_t*>(src) + g * group,
-             static_cast<uint8_t*>(dst) + g * group, nb);
+             static_cast<uint8_t*>(dst) + group_at(layout, g, group), nb);
 }
 
 void deinterleave(WeightLayout layout, const void* src, void* dst, int64_t n_rows, int64_t n_cols) {
@@ -250,7 +283,7 @@ void deinterleave(WeightLayout layout, const void* src, void* dst, int64_t n_row
   const int64_t nb = layout_blocks(layout, n_cols);
   const size_t group = group_bytes(layout, nb);
   for (int64_t g = 0; g < n_rows / kGroupRows; ++g) {
-    const auto* from = static_cast<const uint8_t*>(src) + g * group;
+    const auto* from = static_cast<const uint8_t*>(src) + group_at(layout, g, group);
     auto* to = static_cast<uint8_t*>(dst) + g * group;
     unpack_any(layout, from, to, nb);
   }
@@ -260,11 +293,14 @@ void interleave_in_place(WeightLayout layout, void* data, int64_t n_rows, int64_
   check_layout(layout, n_rows, n_cols);
   const int64_t nb = layout_blocks(layout, n_cols);
   const size_t group = group_bytes(layout, nb);
-  std::vector<uint8_t> tmp(group);
-  for (int64_t g = 0; g < n_rows / kGroupRows; ++g) {
+  // The groups a unit of the layout weaves together (kQ4_0x32: a pair) go through tmp together.
+  const int64_t unit = layout == WeightLayout::kQ4_0x32 ? 2 : 1;
+  std::vector<uint8_t> tmp(static_cast<size_t>(unit) * group);
+  for (int64_t g = 0; g < n_rows / kGroupRows; g += unit) {
     uint8_t* p = static_cast<uint8_t*>(data) + g * group;
-    std::memcpy(tmp.data(), p, group);
-    pack_any(layout, tmp.data(), p, nb);
+    std::memcpy(tmp.data(), p, tmp.size());
+    for (int64_t i = 0; i < unit; ++i)
+      pack_any(layout, tmp.data() + i * group, p + group_at(layout, i, group), nb);
   }
 }
 
@@ -307,19 +343,21 @@ XPrep* prep_buffer(int64_t n_blocks, int64_t n_tokens) {
 
 namespace {
 
-// The canonical order of gemv.cpp for one row of a kQ4_0x16 group, literally.
+// The canonical order of gemv.cpp for one row of a kQ4_0x16 group whose chunks are kStride apart,
+// literally.
+template <size_t kStride>
 float dot_row_ref(const uint8_t* group, int r, const BlockQ8_0* x, int64_t nb) {
   float acc[8] = {};
   for (int64_t b = 0; b < nb; ++b) {
     int32_t isum = 0;
     for (int j = 0; j < 4; ++j)
       for (int k = 0; k < 4; ++k) {
-        const uint8_t byte = group[code_at(b, j, r) + k];
+        const uint8_t byte = group[code_at(b, j, r, kStride) + k];
         isum += ((byte & 0x0F) - 8) * x[b].qs[4 * j + k];
         isum += ((byte >> 4) - 8) * x[b].qs[16 + 4 * j + k];
       }
     uint16_t dw = 0;
-    std::memcpy(&dw, group + scale_at(b, r), 2);
+    std::memcpy(&dw, group + scale_at(b, r, kStride), 2);
     const float d = fp16_to_f32(dw) * fp16_to_f32(x[b].d);
     acc[b % 8] = acc[b % 8] + static_cast<float>(isum) * d;
   }
@@ -403,11 +441,33 @@ GemvKernels x16_ref() {
   return GemvKernels{&gemv_x16_ref<XBlock, kElems, Row>, &gemm_x16_ref<XBlock, kElems, Row>};
 }
 
+// kQ4_0x32: each 16-row group of the range on its own, its chunks kQ4_0x32Stride apart.
+void gemv_q4_0x32_ref(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
+                      int64_t row_end, int64_t n_cols) {
+  const int64_t nb = n_cols / kQK;
+  const auto* x = static_cast<const BlockQ8_0*>(xq);
+  STRATA_ASSERT(row_begin % 16 == 0 && row_end % 16 == 0,
+                "interleaved rows [{}, {}) are not whole groups of 16", row_begin, row_end);
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += kGroupRows) {
+    const uint8_t* group = q4_0x32_group(static_cast<const uint8_t*>(w), row_stride, r0);
+    for (int r = 0; r < kGroupRows; ++r) y[r0 + r] = dot_row_ref<kQ4_0x32Stride>(group, r, x, nb);
+  }
+}
+void gemm_q4_0x32_ref(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
+                      size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
+                      int64_t n_cols) {
+  for (int64_t t = 0; t < n_tokens; ++t)
+    gemv_q4_0x32_ref(w, row_stride, static_cast<const uint8_t*>(xq) + t * xq_stride,
+                     y + t * y_stride, row_begin, row_end, n_cols);
+}
+
 }  // namespace
 
 GemvKernels interleaved_kernels_ref(WeightLayout layout) {
   if (layout == WeightLayout::kQ6_Kx16) return x16_ref<BlockQ8_K, kQK_K, &dot_row_q6_ref>();
-  if (layout == WeightLayout::kQ4_0x16) return x16_ref<BlockQ8_0, kQK, &dot_row_ref>();
+  if (layout == WeightLayout::kQ4_0x16)
+    return x16_ref<BlockQ8_0, kQK, &dot_row_ref<kQ4_0x16Chunk>>();
+  if (layout == WeightLayout::kQ4_0x32) return GemvKernels{&gemv_q4_0x32_ref, &gemm_q4_0x32_ref};
   if (layout == WeightLayout::kQ4_Kx16) return x16_ref<BlockQ8_K, kQK_K, &dot_row_k_ref>();
   return GemvKernels{nullptr, nullptr};
 }

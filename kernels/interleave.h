@@ -16,6 +16,14 @@
 // the read probe instead of 81-85%, bench/RESULTS.md session 9). Groups start at multiples of 64
 // bytes from the matrix.
 //
+// kQ4_0x32 (Q4_0, n_rows % 32 == 0, n_cols % 64 == 0; chosen on AVX-512 hosts): the groups of
+// kQ4_0x16 in pairs (rows 32p..32p+31, at 32p * row_bytes), woven chunk by chunk: chunk c of the
+// pair's first group at 1152 c, the second's at 1152 c + 576. The AVX-512 GEMV computes both
+// groups in one pass over one stream, each activation broadcast feeding both: per core it streams
+// 1.12-1.14x faster than a group at a time on Zen 5 (bench/RESULTS.md session 17). Either group
+// alone reads as a kQ4_0x16 group whose chunks are 1152 bytes apart, so row ranges still start
+// and end at multiples of 16.
+//
 // kQ4_Kx16 (Q4_K, n_rows % 16 == 0): groups of 16 rows as above; per super-block b of the group
 // 2304 bytes (a multiple of 64):
 //     +0     the 16 rows' fp16 d, +32 their fp16 dmin
@@ -50,17 +58,19 @@ enum class WeightLayout : uint8_t {
   kQ4_0x16,  // Q4_0, 16 rows interleaved per group (above)
   kQ4_Kx16,  // Q4_K, 16 rows interleaved per group (below)
   kQ6_Kx16,  // Q6_K, 16 rows interleaved per group (below)
+  kQ4_0x32,  // Q4_0, kQ4_0x16's groups woven in pairs (above)
 };
 
 // Rows per group of a layout (1 for kRows): row ranges handed to its kernels start and end at
 // multiples of it.
 int64_t layout_rows(WeightLayout layout);
 
-// The interleaved layout for a [n_rows, n_cols] matrix of `type`, or kRows when there is none
-// (another type, or a shape it does not cover).
+// The interleaved layout for a [n_rows, n_cols] matrix of `type` on this CPU, or kRows when there
+// is none (another type, or a shape it does not cover). Q4_0: kQ4_0x32 where the best ISA is
+// AVX-512 and n_rows % 32 == 0, else kQ4_0x16.
 WeightLayout interleaved_layout(GgmlType type, int64_t n_rows, int64_t n_cols);
 
-// The interleaved layout of a type whatever the shape (kRows: the type has none).
+// The interleaved layout of a type for a matrix of 16 rows (kRows: the type has none).
 WeightLayout interleaved_layout(GgmlType type);
 
 // Whether the interleaved kernels of the best ISA are faster than the GGUF layout's on this CPU
@@ -85,7 +95,7 @@ inline GemvKernels gemv_kernels(GgmlType type, WeightLayout layout) {
 void interleave(WeightLayout layout, const void* src, void* dst, int64_t n_rows, int64_t n_cols);
 // The inverse: dst gets the GGUF layout.
 void deinterleave(WeightLayout layout, const void* src, void* dst, int64_t n_rows, int64_t n_cols);
-// In place, one group at a time through a small stack buffer.
+// In place, one group (kQ4_0x32: one pair) at a time through a small buffer.
 void interleave_in_place(WeightLayout layout, void* data, int64_t n_rows, int64_t n_cols);
 
 }  // namespace strata::kernels

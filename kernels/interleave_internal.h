@@ -30,12 +30,20 @@ XPrep* prep_buffer(int64_t n_blocks, int64_t n_tokens);
 // kQ4_0x16 (kernels/interleave.h): a group is a sequence of 576-byte chunks, one per pair of blocks
 // (2b, 2b + 1): the pair's scales (2 x 32 bytes), then their codes (2 x 256 bytes).
 constexpr size_t kQ4_0x16Chunk = 576;
-// Where block b's 16 fp16 scales and its 256 code bytes start inside a group.
-inline size_t q4_0x16_scale_offset(int64_t b) {
-  return static_cast<size_t>(b >> 1) * kQ4_0x16Chunk + static_cast<size_t>(b & 1) * 32;
+// kQ4_0x32: a pair of such groups woven chunk by chunk, so each group's chunks are this far apart.
+constexpr size_t kQ4_0x32Stride = 2 * kQ4_0x16Chunk;
+// Where block b's 16 fp16 scales and its 256 code bytes start inside a group whose chunks are
+// `stride` bytes apart (kQ4_0x16Chunk, or kQ4_0x32Stride for either group of a kQ4_0x32 pair).
+inline size_t q4_0x16_scale_offset(int64_t b, size_t stride = kQ4_0x16Chunk) {
+  return static_cast<size_t>(b >> 1) * stride + static_cast<size_t>(b & 1) * 32;
 }
-inline size_t q4_0x16_code_offset(int64_t b) {
-  return static_cast<size_t>(b >> 1) * kQ4_0x16Chunk + 64 + static_cast<size_t>(b & 1) * 256;
+inline size_t q4_0x16_code_offset(int64_t b, size_t stride = kQ4_0x16Chunk) {
+  return static_cast<size_t>(b >> 1) * stride + 64 + static_cast<size_t>(b & 1) * 256;
+}
+// The first chunk of the 16-row group at row r (a multiple of 16) of a kQ4_0x32 matrix.
+inline const uint8_t* q4_0x32_group(const uint8_t* base, size_t row_stride, int64_t r) {
+  return base + static_cast<size_t>(r & ~int64_t{31}) * row_stride +
+         ((r & 16) != 0 ? kQ4_0x16Chunk : 0);
 }
 
 // One L1 prefetch per line this far ahead along a group's byte stream (the Q4_K kernels and the
@@ -50,6 +58,12 @@ constexpr size_t kInterleavePrefetch = 2048;
 // prefetch 6-9 KiB ahead cost 15-20 points. The old two-stream layout (scales, then codes) with a
 // two-group pass peaked at 62-65% there.
 constexpr size_t kQ4_0x16Prefetch = 8 * kQ4_0x16Chunk;
+// The AVX-512 two-group pass over a kQ4_0x32 pair prefetches one chunk pair (18 lines) into L1
+// every other block, 8 chunk pairs (9 KiB) ahead. Session 17 (bench/RESULTS.md), Zen 5, one thread:
+// scratch copies of the two passes (median ratios over alternated rounds): 9 KiB ahead 1.34-1.44x
+// the one-group pass, 4.5 KiB 1.31-1.36x (the one-group copy ran slower than the library's own;
+// the library's two passes differ by 1.12-1.14x).
+constexpr size_t kQ4_0x32Prefetch = 8 * kQ4_0x32Stride;
 // The AVX-512 Q4_K kernel's L1 prefetch per line: two 2304-byte super-blocks ahead. Session 9,
 // Zen 5, bench_layout alternated 4x: 90-91% of the read probe (median) vs 82-83% at 2 KiB and 84%
 // at 3 KiB.
@@ -80,6 +94,26 @@ inline void for_groups(const void* w, size_t row_stride, int64_t row_begin, int6
   const auto* base = static_cast<const uint8_t*>(w);
   for (int64_t r = row_begin; r < row_end; r += 16) {
     fn(base + static_cast<size_t>(r) * row_stride, r);
+  }
+}
+
+// kQ4_0x32 (kernels/interleave.h): pair(first_chunk, first_row) for every whole pair of groups in
+// [row_begin, row_end), group(first_chunk, first_row) for a group whose pair the range splits
+// (its chunks kQ4_0x32Stride apart).
+template <typename PairFn, typename GroupFn>
+inline void for_pairs(const void* w, size_t row_stride, int64_t row_begin, int64_t row_end,
+                      PairFn&& pair, GroupFn&& group) {
+  STRATA_ASSERT(row_begin % 16 == 0 && row_end % 16 == 0,
+                "interleaved rows [{}, {}) are not whole groups of 16", row_begin, row_end);
+  const auto* base = static_cast<const uint8_t*>(w);
+  for (int64_t r = row_begin; r < row_end;) {
+    if (r % 32 == 0 && r + 32 <= row_end) {
+      pair(base + static_cast<size_t>(r) * row_stride, r);
+      r += 32;
+    } else {
+      group(q4_0x32_group(base, row_stride, r), r);
+      r += 16;
+    }
   }
 }
 

@@ -145,8 +145,13 @@ void expect_same_bits(const std::vector<float>& want, const std::vector<float>& 
 }
 
 TEST(Interleave, LayoutsCoverQ4_0Q4_KAndQ6_KInWholeGroups) {
-  EXPECT_EQ(interleaved_layout(GgmlType::Q4_0, 768, 2048), WeightLayout::kQ4_0x16);
+  // Q4_0: pairs of groups where the best ISA is AVX-512 and the rows make whole pairs.
+  const WeightLayout q4_0_pairs =
+      best_isa() == Isa::kAvx512 ? WeightLayout::kQ4_0x32 : WeightLayout::kQ4_0x16;
+  EXPECT_EQ(interleaved_layout(GgmlType::Q4_0, 768, 2048), q4_0_pairs);
+  EXPECT_EQ(interleaved_layout(GgmlType::Q4_0, 32, 64), q4_0_pairs);
   EXPECT_EQ(interleaved_layout(GgmlType::Q4_0, 16, 64), WeightLayout::kQ4_0x16);
+  EXPECT_EQ(interleaved_layout(GgmlType::Q4_0, 48, 64), WeightLayout::kQ4_0x16);
   EXPECT_EQ(interleaved_layout(GgmlType::Q4_0, 24, 64), WeightLayout::kRows);  // rows % 16
   EXPECT_EQ(interleaved_layout(GgmlType::Q4_0, 16, 96), WeightLayout::kRows);  // odd blocks
   EXPECT_EQ(interleaved_layout(GgmlType::Q8_0, 768, 2048), WeightLayout::kRows);
@@ -162,16 +167,18 @@ TEST(Interleave, LayoutsCoverQ4_0Q4_KAndQ6_KInWholeGroups) {
   EXPECT_EQ(interleaved_layout(GgmlType::Q8_0), WeightLayout::kRows);
   EXPECT_EQ(layout_rows(WeightLayout::kRows), 1);
   EXPECT_EQ(layout_rows(WeightLayout::kQ4_0x16), 16);
+  EXPECT_EQ(layout_rows(WeightLayout::kQ4_0x32), 16);
   EXPECT_EQ(layout_rows(WeightLayout::kQ4_Kx16), 16);
   EXPECT_EQ(layout_rows(WeightLayout::kQ6_Kx16), 16);
 }
 
 TEST(Interleave, RoundTripsAndInPlaceEqualsCopy) {
   std::mt19937_64 rng(7);
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K})
+  for (WeightLayout layout : {WeightLayout::kQ4_0x16, WeightLayout::kQ4_0x32,
+                              WeightLayout::kQ4_Kx16, WeightLayout::kQ6_Kx16})
     for (auto [rows, cols] : {std::pair<int64_t, int64_t>{16, 256}, {48, 768}, {32, 2048}}) {
-      const WeightLayout layout = interleaved_layout(t, rows, cols);
-      ASSERT_NE(layout, WeightLayout::kRows);
+      if (layout == WeightLayout::kQ4_0x32) rows = 2 * rows;  // whole pairs of groups
+      const GgmlType t = layout_type(layout);
       const std::vector<uint8_t> w = random_weights(t, rows, cols, rng);
       std::vector<uint8_t> packed(w.size()), back(w.size());
       interleave(layout, w.data(), packed.data(), rows, cols);
@@ -196,46 +203,64 @@ TEST_P(InterleaveKernels, EqualTheGgufLayoutsBitForBit) {
   // next group half a line in for Q6_K).
   const std::vector<int64_t> col_set = k_quant ? std::vector<int64_t>{256, 768, 2048, 2304}
                                                : std::vector<int64_t>{64, 832, 2048, 768};
-  for (int64_t cols : col_set)
-    for (int64_t rows : {16, 48, 96}) {
-      const WeightLayout layout = interleaved_layout(type, rows, cols);
-      const size_t row_bytes = ggml_row_bytes(type, static_cast<uint64_t>(cols));
-      const std::vector<uint8_t> w = random_weights(type, rows, cols, rng);
-      std::vector<uint8_t> packed(w.size());
-      interleave(layout, w.data(), packed.data(), rows, cols);
-      const int64_t n_tok = 7;
-      const GgmlType vdt = vec_dot_type(type);
-      const size_t xs = ggml_row_bytes(vdt, static_cast<uint64_t>(cols));
-      const std::vector<uint8_t> x =
-          k_quant ? random_acts_k(n_tok, cols, rng) : random_acts(n_tok, cols, rng);
-      // Reference: the GGUF layout's scalar kernel, token by token.
-      std::vector<float> want(static_cast<size_t>(n_tok * rows));
-      for (int64_t t = 0; t < n_tok; ++t)
-        ref.gemv(w.data(), row_bytes, x.data() + t * xs, want.data() + t * rows, 0, rows, cols);
-      for (const auto& [name, k] : variants(layout)) {
-        SCOPED_TRACE(name + " " + std::to_string(rows) + " x " + std::to_string(cols));
-        std::vector<float> got(want.size(), std::bit_cast<float>(kGuardBits));
+  // Q4_0 in both its layouts, whatever this CPU would choose; kQ4_0x32 in whole pairs of groups
+  // (the row ranges below still split pairs: a lone group's path).
+  const std::vector<WeightLayout> layouts =
+      type == GgmlType::Q4_0
+          ? std::vector<WeightLayout>{WeightLayout::kQ4_0x16, WeightLayout::kQ4_0x32}
+          : std::vector<WeightLayout>{interleaved_layout(type)};
+  for (WeightLayout layout : layouts)
+    for (int64_t cols : col_set)
+      for (int64_t rows : layout == WeightLayout::kQ4_0x32 ? std::vector<int64_t>{32, 64, 96}
+                                                           : std::vector<int64_t>{16, 48, 96}) {
+        const size_t row_bytes = ggml_row_bytes(type, static_cast<uint64_t>(cols));
+        const std::vector<uint8_t> w = random_weights(type, rows, cols, rng);
+        std::vector<uint8_t> packed(w.size());
+        interleave(layout, w.data(), packed.data(), rows, cols);
+        const int64_t n_tok = 7;
+        const GgmlType vdt = vec_dot_type(type);
+        const size_t xs = ggml_row_bytes(vdt, static_cast<uint64_t>(cols));
+        const std::vector<uint8_t> x =
+            k_quant ? random_acts_k(n_tok, cols, rng) : random_acts(n_tok, cols, rng);
+        // Reference: the GGUF layout's scalar kernel, token by token.
+        std::vector<float> want(static_cast<size_t>(n_tok * rows));
         for (int64_t t = 0; t < n_tok; ++t)
-          k.gemv(packed.data(), row_bytes, x.data() + t * xs, got.data() + t * rows, 0, rows, cols);
-        expect_same_bits(want, got, "gemv");
-        // A partial row range writes only its rows.
-        std::vector<float> part(static_cast<size_t>(rows), std::bit_cast<float>(kGuardBits));
-        k.gemv(packed.data(), row_bytes, x.data(), part.data(), 16, rows, cols);
-        for (int64_t r = 0; r < rows; ++r) {
-          if (r < 16)
-            EXPECT_EQ(std::bit_cast<uint32_t>(part[r]), kGuardBits) << r;
-          else
-            EXPECT_EQ(std::bit_cast<uint32_t>(part[r]), std::bit_cast<uint32_t>(want[r])) << r;
-        }
-        // GEMM over 1..7 tokens (the 4-token pass, its tail) == GEMV per token.
-        for (int64_t m : {1, 2, 3, 4, 5, 7}) {
-          std::vector<float> g(static_cast<size_t>(m * rows), std::bit_cast<float>(kGuardBits));
-          k.gemm(packed.data(), row_bytes, x.data(), xs, g.data(), static_cast<size_t>(rows), m, 0,
-                 rows, cols);
-          expect_same_bits(std::vector<float>(want.begin(), want.begin() + m * rows), g, "gemm");
+          ref.gemv(w.data(), row_bytes, x.data() + t * xs, want.data() + t * rows, 0, rows, cols);
+        for (const auto& [name, k] : variants(layout)) {
+          SCOPED_TRACE(name + " layout " + std::to_string(static_cast<int>(layout)) + " " +
+                       std::to_string(rows) + " x " + std::to_string(cols));
+          std::vector<float> got(want.size(), std::bit_cast<float>(kGuardBits));
+          for (int64_t t = 0; t < n_tok; ++t)
+            k.gemv(packed.data(), row_bytes, x.data() + t * xs, got.data() + t * rows, 0, rows,
+                   cols);
+          expect_same_bits(want, got, "gemv");
+          // A partial row range writes only its rows.
+          std::vector<float> part(static_cast<size_t>(rows), std::bit_cast<float>(kGuardBits));
+          k.gemv(packed.data(), row_bytes, x.data(), part.data(), 16, rows, cols);
+          for (int64_t r = 0; r < rows; ++r) {
+            if (r < 16)
+              EXPECT_EQ(std::bit_cast<uint32_t>(part[r]), kGuardBits) << r;
+            else
+              EXPECT_EQ(std::bit_cast<uint32_t>(part[r]), std::bit_cast<uint32_t>(want[r])) << r;
+          }
+          // So does one that ends a group early (inside a pair of kQ4_0x32).
+          std::fill(part.begin(), part.end(), std::bit_cast<float>(kGuardBits));
+          k.gemv(packed.data(), row_bytes, x.data(), part.data(), 0, rows - 16, cols);
+          for (int64_t r = 0; r < rows; ++r) {
+            if (r >= rows - 16)
+              EXPECT_EQ(std::bit_cast<uint32_t>(part[r]), kGuardBits) << r;
+            else
+              EXPECT_EQ(std::bit_cast<uint32_t>(part[r]), std::bit_cast<uint32_t>(want[r])) << r;
+          }
+          // GEMM over 1..7 tokens (the 4-token pass, its tail) == GEMV per token.
+          for (int64_t m : {1, 2, 3, 4, 5, 7}) {
+            std::vector<float> g(static_cast<size_t>(m * rows), std::bit_cast<float>(kGuardBits));
+            k.gemm(packed.data(), row_bytes, x.data(), xs, g.data(), static_cast<size_t>(rows), m,
+                   0, rows, cols);
+            expect_same_bits(std::vector<float>(want.begin(), want.begin() + m * rows), g, "gemm");
+          }
         }
       }
-    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, InterleaveKernels,
@@ -247,22 +272,26 @@ TEST(Interleave, PoolSplitEqualsOneCall) {
   const int64_t rows = 256, cols = 2048;
   const size_t row_bytes = static_cast<size_t>(cols / kQK) * sizeof(BlockQ4_0);
   const std::vector<uint8_t> w = random_q4_0(rows, cols, rng);
-  std::vector<uint8_t> packed(w.size());
-  interleave(WeightLayout::kQ4_0x16, w.data(), packed.data(), rows, cols);
   const std::vector<uint8_t> x = random_acts(3, cols, rng);
   const size_t xs = ggml_row_bytes(GgmlType::Q8_0, static_cast<uint64_t>(cols));
   std::vector<float> want(static_cast<size_t>(3 * rows));
   gemm(nullptr, GgmlType::Q4_0, w.data(), row_bytes, x.data(), xs, want.data(), rows, 3, rows,
        cols);
-  for (int threads : {1, 3}) {
-    ThreadPool pool(threads, false);
-    std::vector<float> y1(static_cast<size_t>(rows)), y3(want.size());
-    gemv(&pool, GgmlType::Q4_0, WeightLayout::kQ4_0x16, packed.data(), row_bytes, x.data(),
-         y1.data(), rows, cols);
-    expect_same_bits(std::vector<float>(want.begin(), want.begin() + rows), y1, "pool gemv");
-    gemm(&pool, GgmlType::Q4_0, WeightLayout::kQ4_0x16, packed.data(), row_bytes, x.data(), xs,
-         y3.data(), rows, 3, rows, cols);
-    expect_same_bits(want, y3, "pool gemm");
+  // 3 threads split 256 rows at multiples of 16 that are not all multiples of 32 (kQ4_0x32's
+  // lone groups).
+  for (WeightLayout layout : {WeightLayout::kQ4_0x16, WeightLayout::kQ4_0x32}) {
+    std::vector<uint8_t> packed(w.size());
+    interleave(layout, w.data(), packed.data(), rows, cols);
+    for (int threads : {1, 3}) {
+      ThreadPool pool(threads, false);
+      std::vector<float> y1(static_cast<size_t>(rows)), y3(want.size());
+      gemv(&pool, GgmlType::Q4_0, layout, packed.data(), row_bytes, x.data(), y1.data(), rows,
+           cols);
+      expect_same_bits(std::vector<float>(want.begin(), want.begin() + rows), y1, "pool gemv");
+      gemm(&pool, GgmlType::Q4_0, layout, packed.data(), row_bytes, x.data(), xs, y3.data(), rows,
+           3, rows, cols);
+      expect_same_bits(want, y3, "pool gemm");
+    }
   }
 }
 
