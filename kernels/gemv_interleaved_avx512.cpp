@@ -168,36 +168,31 @@ void pair_dot(const uint8_t* p, const BlockQ8_0* x, const XPrep* prep, int64_t n
   _mm512_storeu_ps(out + 16, sum(acc1));
 }
 
-// One group at a time: consecutive groups are adjacent, so a row range is one sequential stream
-// and the prefetch runs on into the next group. (Two groups per pass, each activation broadcast
-// feeding both, computed ~45% faster cache-resident but read four streams in the old split layout
-// and two in this one; streamed, one group per pass does better: bench/RESULTS.md session 9.)
-void gemv_q4_0x16(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
-                  int64_t row_end, int64_t n_cols) {
+// GEMV. kQ4_0x16: one group at a time; consecutive groups are adjacent, so a row range is one
+// sequential stream and the prefetch runs on into the next group (two adjacent groups per pass
+// read two streams and did worse: bench/RESULTS.md session 9). kQ4_0x32: a pair at a time where
+// the range holds it whole (one stream), else the lone group.
+template <WeightLayout kLayout>
+void gemv_q4_0(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
+               int64_t row_end, int64_t n_cols) {
   const int64_t nb = n_cols / kQK;
   const auto* x = static_cast<const BlockQ8_0*>(xq);
   XPrep* prep = prep_buffer(nb, 1);
   prep_x(x, nb, prep);
-  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
-    float* out = y + r;
-    group_dot<1, kQ4_0x16Chunk>(g, &x, &prep, nb, &out);
-  });
-}
-
-// kQ4_0x32: a pair at a time where the range holds it whole, else the lone group.
-void gemv_q4_0x32(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
-                  int64_t row_end, int64_t n_cols) {
-  const int64_t nb = n_cols / kQK;
-  const auto* x = static_cast<const BlockQ8_0*>(xq);
-  XPrep* prep = prep_buffer(nb, 1);
-  prep_x(x, nb, prep);
-  for_pairs(
-      w, row_stride, row_begin, row_end,
-      [&](const uint8_t* p, int64_t r) { pair_dot(p, x, prep, nb, y + r); },
-      [&](const uint8_t* g, int64_t r) {
-        float* out = y + r;
-        group_dot<1, kQ4_0x32Stride>(g, &x, &prep, nb, &out);
-      });
+  if constexpr (kLayout == WeightLayout::kQ4_0x32) {
+    for_pairs(
+        w, row_stride, row_begin, row_end,
+        [&](const uint8_t* p, int64_t r) { pair_dot(p, x, prep, nb, y + r); },
+        [&](const uint8_t* g, int64_t r) {
+          float* out = y + r;
+          group_dot<1, kQ4_0x32Stride>(g, &x, &prep, nb, &out);
+        });
+  } else {
+    for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
+      float* out = y + r;
+      group_dot<1, kQ4_0x16Chunk>(g, &x, &prep, nb, &out);
+    });
+  }
 }
 
 // GEMM: 4 tokens per pass over a group (the group stays in L1 / L2 for the rest), group by group
@@ -463,9 +458,9 @@ GemvKernels interleaved_kernels_avx512_gfni(WeightLayout layout) {
 GemvKernels interleaved_kernels_avx512(WeightLayout layout) {
 #endif
   if (layout == WeightLayout::kQ4_0x16)
-    return GemvKernels{&gemv_q4_0x16, &gemm_q4_0<WeightLayout::kQ4_0x16>};
+    return GemvKernels{&gemv_q4_0<WeightLayout::kQ4_0x16>, &gemm_q4_0<WeightLayout::kQ4_0x16>};
   if (layout == WeightLayout::kQ4_0x32)
-    return GemvKernels{&gemv_q4_0x32, &gemm_q4_0<WeightLayout::kQ4_0x32>};
+    return GemvKernels{&gemv_q4_0<WeightLayout::kQ4_0x32>, &gemm_q4_0<WeightLayout::kQ4_0x32>};
   if (layout == WeightLayout::kQ4_Kx16) return GemvKernels{&gemv_kx16<Q4KDot>, &gemm_kx16<Q4KDot>};
   if (layout == WeightLayout::kQ6_Kx16) return GemvKernels{&gemv_kx16<Q6KDot>, &gemm_kx16<Q6KDot>};
   return GemvKernels{nullptr, nullptr};
