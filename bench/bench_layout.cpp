@@ -8,7 +8,8 @@
 // less than wall time; with several, wall time. Also the cache-resident rate of one matrix (the
 // compute ceiling). Results are checked bit-identical before timing.
 // Run: bench_layout [--type Q4_0|Q4_K|Q6_K] [--rows N] [--cols N] [--item N] [--rounds N]
-//                   [--pool-mib N] [--threads N] [--isa best|avx2|ref] [--q4-0-layout auto|x16]
+//                   [--pool-mib N] [--threads N] [--isa best|avx2|ref]
+//                   [--q4-0-layout auto|x16|both]
 // Results and commands: bench/RESULTS.md ("CPU speed, session 4" and "session 5").
 
 #include <immintrin.h>
@@ -76,11 +77,22 @@ int main(int argc, char** argv) {
   const int64_t item = std::stoll(arg(argc, argv, "--item", "64"));
   const int rounds = std::stoi(arg(argc, argv, "--rounds", "5"));
   // --isa avx2 (below) reads Q4_0 as kQ4_0x16, as an AVX2 CPU does; --q4-0-layout x16 makes an
-  // AVX-512 CPU do so too (kQ4_0x32's pairs against single groups).
-  const bool x16 = arg(argc, argv, "--isa", "best") == "avx2" ||
-                   arg(argc, argv, "--q4-0-layout", "auto") == "x16";
+  // AVX-512 CPU do so too (kQ4_0x32's pairs against single groups); --q4-0-layout both puts
+  // kQ4_0x16 in the first column instead of the file layout, against kQ4_0x32.
+  const std::string q4_0_layout = arg(argc, argv, "--q4-0-layout", "auto");
+  const bool x16 = arg(argc, argv, "--isa", "best") == "avx2" || q4_0_layout == "x16";
   WeightLayout layout = interleaved_layout(type, rows, cols);
   if (layout == WeightLayout::kQ4_0x32 && x16) layout = WeightLayout::kQ4_0x16;
+  const bool both = q4_0_layout == "both";
+  if (both && layout != WeightLayout::kQ4_0x32) {
+    std::fprintf(stderr,
+                 "bench_layout: --q4-0-layout both needs a Q4_0 matrix of 32k rows and an "
+                 "AVX-512 CPU (kQ4_0x32)\n");
+    return 1;
+  }
+  const WeightLayout base_layout = both ? WeightLayout::kQ4_0x16 : WeightLayout::kRows;
+  const char* base_name = both ? "kQ4_0x16" : "file layout";
+  const char* packed_name = both ? "kQ4_0x32" : "interleaved";
   if (layout == WeightLayout::kRows || item % 16 != 0) {
     std::fprintf(stderr, "bench_layout: no interleaved layout for %s %lld x %lld (item %lld)\n",
                  type_name.c_str(), static_cast<long long>(rows), static_cast<long long>(cols),
@@ -111,6 +123,13 @@ int main(int argc, char** argv) {
     }
     interleave(layout, file + m * mat, packed + m * mat, rows, cols);
   }
+  if (base_layout != WeightLayout::kRows) {  // the first column's pool in its layout too
+    std::vector<uint8_t> tmp(mat);
+    for (size_t m = 0; m < n_mat; ++m) {
+      interleave(base_layout, file + m * mat, tmp.data(), rows, cols);
+      std::memcpy(file + m * mat, tmp.data(), mat);
+    }
+  }
   for (float& v : f) v = normal(rng);
   const GgmlType vdt = vec_dot_type(type);
   std::vector<uint8_t> xq(ggml_row_bytes(vdt, static_cast<uint64_t>(cols)));
@@ -118,14 +137,15 @@ int main(int argc, char** argv) {
   // --isa avx2: the kernels a CPU without AVX-512 runs (the probe keeps its faster loop).
   const std::string isa_arg = arg(argc, argv, "--isa", "best");
   const Isa isa = isa_arg == "avx2" ? Isa::kAvx2 : isa_arg == "ref" ? Isa::kRef : best_isa();
-  const GemvKernels k_file = gemv_kernels(type, isa);
+  const GemvKernels k_file = gemv_kernels(type, base_layout, isa);
   const GemvKernels k_packed = gemv_kernels(type, layout, isa);
   std::vector<float> y0(static_cast<size_t>(rows)), y1(static_cast<size_t>(rows));
   for (size_t m = 0; m < 8; ++m) {
     k_file.gemv(file + m * mat, row_bytes, xq.data(), y0.data(), 0, rows, cols);
     k_packed.gemv(packed + m * mat, row_bytes, xq.data(), y1.data(), 0, rows, cols);
     if (std::memcmp(y0.data(), y1.data(), y0.size() * sizeof(float)) != 0) {
-      std::fprintf(stderr, "bench_layout: interleaved result differs from the file layout's\n");
+      std::fprintf(stderr, "bench_layout: %s result differs from the %s's\n", packed_name,
+                   base_name);
       return 1;
     }
   }
@@ -180,18 +200,34 @@ int main(int argc, char** argv) {
       static_cast<double>(n_mat * mat) / (1 << 30), static_cast<long long>(item), threads,
       std::string(isa_name(gemv_kernel_isa(type, isa))).c_str(),
       threads == 1 ? "on-CPU rates" : "wall-clock rates");
-  std::printf("round  probe GB/s  file layout GB/s (%% probe)  interleaved GB/s (%% probe)\n");
+  std::printf("round  probe GB/s  %s GB/s (%% probe)  %s GB/s (%% probe)  ratio\n", base_name,
+              packed_name);
   // Warm-up: the first pass over a fresh pool runs slow on some kernels (page tables, THP).
   probe_gbs();
   stream(k_file, file);
   stream(k_packed, packed);
+  // The two kernels in alternating order (odd rounds second one first); the ratio of each round's
+  // pair is the steadier number on a shared host.
+  std::vector<double> ratios;
   for (int rd = 0; rd < rounds; ++rd) {
     const double pr = probe_gbs();
-    const double a = stream(k_file, file);
-    const double b = stream(k_packed, packed);
-    std::printf("%5d  %10.2f  %10.2f (%3.0f%%)  %10.2f (%3.0f%%)\n", rd, pr, a, 100 * a / pr, b,
-                100 * b / pr);
+    double a = 0, b = 0;
+    if (rd % 2 == 0) {
+      a = stream(k_file, file);
+      b = stream(k_packed, packed);
+    } else {
+      b = stream(k_packed, packed);
+      a = stream(k_file, file);
+    }
+    ratios.push_back(b / a);
+    std::printf("%5d  %10.2f  %10.2f (%3.0f%%)  %10.2f (%3.0f%%)  %.3f\n", rd, pr, a, 100 * a / pr,
+                b, 100 * b / pr, b / a);
   }
+  std::sort(ratios.begin(), ratios.end());
+  if (!ratios.empty())
+    std::printf("%s / %s per round: median %.3f, quartiles %.3f-%.3f\n", packed_name, base_name,
+                ratios[ratios.size() / 2], ratios[ratios.size() / 4],
+                ratios[(3 * ratios.size()) / 4]);
   const int reps = 1000;
   double t0 = cpu_seconds();
   for (int i = 0; i < reps; ++i) k_file.gemv(file, row_bytes, xq.data(), y0.data(), 0, rows, cols);
@@ -200,8 +236,8 @@ int main(int argc, char** argv) {
   for (int i = 0; i < reps; ++i)
     k_packed.gemv(packed, row_bytes, xq.data(), y1.data(), 0, rows, cols);
   const double tb = cpu_seconds() - t0;
-  std::printf(
-      "cache-resident (one matrix, %d calls): file layout %.1f GB/s, interleaved %.1f GB/s\n", reps,
-      reps * static_cast<double>(mat) / ta / 1e9, reps * static_cast<double>(mat) / tb / 1e9);
+  std::printf("cache-resident (one matrix, %d calls): %s %.1f GB/s, %s %.1f GB/s\n", reps,
+              base_name, reps * static_cast<double>(mat) / ta / 1e9, packed_name,
+              reps * static_cast<double>(mat) / tb / 1e9);
   return sink.load() == 42 ? 2 : 0;
 }

@@ -112,7 +112,7 @@ void group_dot(const uint8_t* g, const BlockQ8_0* const* xs, const XPrep* const*
 // stream: per block, the 4 code lines of each group and 8 activation broadcasts feeding both (16
 // vpdpbusd), one L1 prefetch (non-temporal) of a chunk pair kQ4_0x32Prefetch ahead every other
 // block. Each group's float steps are group_dot's, so the results are the same bits. Per core
-// this streams 1.12-1.14x faster than a group at a time (bench/RESULTS.md session 17): every load
+// this streams 1.02-1.16x faster than a group at a time (bench/RESULTS.md session 17): every load
 // of the activation and its XPrep serves 32 rows, and the pass carries twice the independent
 // work between the stream's lines.
 void pair_dot(const uint8_t* p, const BlockQ8_0* x, const XPrep* prep, int64_t nb, float* out) {

@@ -19,10 +19,10 @@
 // kQ4_0x32 (Q4_0, n_rows % 32 == 0, n_cols % 64 == 0; chosen on AVX-512 hosts): the groups of
 // kQ4_0x16 in pairs (rows 32p..32p+31, at 32p * row_bytes), woven chunk by chunk: chunk c of the
 // pair's first group at 1152 c, the second's at 1152 c + 576. The AVX-512 GEMV computes both
-// groups in one pass over one stream, each activation broadcast feeding both: per core it streams
-// 1.12-1.14x faster than a group at a time on Zen 5 (bench/RESULTS.md session 17). Either group
-// alone reads as a kQ4_0x16 group whose chunks are 1152 bytes apart, so row ranges still start
-// and end at multiples of 16.
+// groups in one pass over one stream, each activation broadcast feeding both: on Zen 5 it streams
+// 1.02-1.16x faster than a group at a time (median per-round ratios; bench/RESULTS.md session 17).
+// Either group alone reads as a kQ4_0x16 group whose chunks are 1152 bytes apart, so row ranges
+// still start and end at multiples of 16.
 //
 // kQ4_Kx16 (Q4_K, n_rows % 16 == 0): groups of 16 rows as above; per super-block b of the group
 // 2304 bytes (a multiple of 64):
