@@ -1,9 +1,8 @@
 // Q4_0 x Q8_0 GEMV/GEMM over the kQ4_0x16 and kQ4_0x32 layouts (kernels/interleave.h) with
-// AVX-512 VNNI: one
-// 512-bit register = one 4-byte code group of 16 rows, so each block of a 16-row group is 4 loads,
-// 4 ands and 4 shifts for the nibbles, and 8 vpdpbusd against the activation's 4-byte groups
-// broadcast from memory; lane r of the result is row r's exact block sum (no horizontal sums). A
-// group is one sequential stream (scales inline, one chunk per two blocks).
+// AVX-512 VNNI: one 512-bit register = one 4-byte code group of 16 rows, so each block of a 16-row
+// group is 4 loads, 4 ands and 4 shifts for the nibbles, and 8 vpdpbusd against the activation's
+// 4-byte groups broadcast from memory; lane r of the result is row r's exact block sum (no
+// horizontal sums). A group is one sequential stream (scales inline, one chunk per two blocks).
 // Codes are used unsigned (0..15) and -8 * sum(x) per block is added back (exact). Lane r keeps
 // row r's 8 canonical float accumulators acc[b % 8] in 8 registers, so the float steps are those
 // of gemv.cpp and results equal gemv_ref.cpp (and the GGUF-layout kernels) bit for bit.

@@ -242,10 +242,6 @@ bool layout_fits(WeightLayout layout, int64_t n_rows, int64_t n_cols) {
   }
 }
 
-}  // namespace
-
-namespace {
-
 void check_layout(WeightLayout layout, int64_t n_rows, int64_t n_cols) {
   STRATA_ASSERT(layout_fits(layout, n_rows, n_cols),
                 "no interleaved layout {} for a {} x {} matrix", static_cast<int>(layout), n_rows,
