@@ -86,6 +86,12 @@ constexpr KnobSpec kKnobs[] = {
      "bench/RESULTS.md). Same bytes, never changes the numbers; cache slots stay as in the file. "
      "Q4_0 and Q4_K on CPUs with AVX2 or AVX-512, Q6_K with AVX-512 only (AVX2 keeps the file "
      "layout for it); 0 = keep the file's layout."},
+    {"ISA", KnobType::kEnum, "auto", "", "auto|avx512|avx2|ref",
+     "Highest CPU instruction set the kernels use (GEMV/GEMM, the layouts REPACK picks, the "
+     "activation quantizers, attention). auto: the best this CPU has (AVX-512 needs F, BW, VL, "
+     "DQ and VNNI). avx2 runs an AVX-512 host as an AVX2-only one would, to compare kernels or "
+     "size an AVX2 machine; ref is the scalar reference kernels (slow). Every level computes the "
+     "same bits, so the numbers never change. A level this CPU lacks is an error."},
     {"DENSE_ARENA", KnobType::kBool, "1", "", "0|1",
      "Move the dense tensors a decode token reads (attention projections, norms, routers, dense "
      "FFNs, shared experts, the output head) into one 2 MiB-aligned huge-page arena, in the order "

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "io/check.h"
+#include "kernels/gemv.h"
 #include "kernels/portable_math.h"
 
 namespace strata::kernels {
@@ -54,7 +55,7 @@ bool attention_avx2_supported() {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") != 0;
   }();
-  return ok;
+  return ok && isa_cap() >= Isa::kAvx2;
 }
 
 void attention_row(const AttentionRow& a, float* scores, float* out) {
@@ -68,10 +69,11 @@ void attention_row(const AttentionRow& a, float* scores, float* out) {
 bool attention_pair_one_pass(uint32_t head_dim_k, uint32_t head_dim_v) {
   static const bool ok = [] {
     __builtin_cpu_init();
-    return attention_avx2_supported() && __builtin_cpu_supports("avx512f") &&
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512f") &&
            __builtin_cpu_supports("avx512dq");
   }();
-  return ok && head_dim_k % 8 == 0 && head_dim_v % 8 == 0 && head_dim_k <= kAttentionPairMaxDim;
+  return ok && isa_cap() >= Isa::kAvx512 && head_dim_k % 8 == 0 && head_dim_v % 8 == 0 &&
+         head_dim_k <= kAttentionPairMaxDim;
 }
 
 void attention_row_pair(const AttentionRow& a, const AttentionRow& b, float* scores, float* out_a,

@@ -42,6 +42,7 @@
 #include "kernels/gemv.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "io/check.h"
 #include "kernels/gemv_internal.h"
@@ -52,7 +53,10 @@
 namespace strata::kernels {
 namespace {
 
+std::atomic<Isa> g_isa_cap{Isa::kAvx512};
+
 bool cpu_has(Isa isa) {
+  if (isa > g_isa_cap.load(std::memory_order_relaxed)) return false;
   __builtin_cpu_init();  // idempotent; makes the checks valid even during static initialization
   switch (isa) {
     case Isa::kRef:
@@ -108,10 +112,16 @@ void check_shape(GgmlType type, int64_t n_cols) {
 }  // namespace
 
 Isa best_isa() {
-  static const Isa best = cpu_has(Isa::kAvx512) ? Isa::kAvx512
-                          : cpu_has(Isa::kAvx2) ? Isa::kAvx2
-                                                : Isa::kRef;
-  return best;
+  // cpu_has consults the cap, so this is not cached: the CPUID checks are loads of a global.
+  return cpu_has(Isa::kAvx512) ? Isa::kAvx512 : cpu_has(Isa::kAvx2) ? Isa::kAvx2 : Isa::kRef;
+}
+
+void set_isa_cap(Isa cap) {
+  g_isa_cap.store(cap, std::memory_order_relaxed);
+}
+
+Isa isa_cap() {
+  return g_isa_cap.load(std::memory_order_relaxed);
 }
 
 std::string_view isa_name(Isa isa) {

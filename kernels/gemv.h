@@ -38,10 +38,17 @@ struct GemvKernels {
   GemmFn gemm;
 };
 
-// The best ISA this CPU supports, decided once from CPUID.
+// The best ISA this CPU supports (decided once from CPUID), at most the cap below.
 Isa best_isa();
+// Caps every CPU kernel dispatch in strata (GEMV/GEMM, the interleaved layouts REPACK picks,
+// the activation quantizers, the attention core) at an ISA: the ISA knob, set by the CLI before
+// any model loads, so one binary can run an AVX-512 host's data through the AVX2 kernels. Every
+// ISA computes the same bits (invariant 1), so a cap changes speed, never the numbers. Set it
+// before weights are repacked: the layouts follow best_isa(). Default: no cap (kAvx512).
+void set_isa_cap(Isa cap);
+Isa isa_cap();
 std::string_view isa_name(Isa isa);
-// Whether this CPU (and OS) can run an ISA's kernels.
+// Whether this CPU (and OS) can run an ISA's kernels, and the cap allows it.
 bool isa_supported(Isa isa);
 // Kernels for a weight type and ISA. ISA variants that are not compiled or not supported by the
 // CPU fall back to the best available one below them.

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "io/check.h"
+#include "kernels/gemv.h"
 #include "kernels/quant_internal.h"
 
 namespace strata::kernels {
@@ -606,7 +607,8 @@ void quantize_activation_row_ref(GgmlType t, const float* src, void* dst, int64_
 }
 
 void quantize_activation_row(GgmlType t, const float* src, void* dst, int64_t n) {
-  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  static const bool cpu_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  const bool avx2 = cpu_avx2 && isa_cap() >= Isa::kAvx2;
   // A length that is not whole blocks goes on to the scalar code, which reports it.
   if (avx2 && t == GgmlType::Q8_0 && n % kQK == 0)
     return detail::quant_q8_0_activation_avx2(src, static_cast<BlockQ8_0*>(dst), n / kQK);

@@ -401,6 +401,24 @@ TEST(GemvDispatch, BestIsaIsSupportedAndUnsupportedTypesThrow) {
   EXPECT_THROW(gemv_kernels(GgmlType::Q2_K, Isa::kRef), Error);
 }
 
+// The ISA knob's cap: best_isa() and every dispatch stay at or below it, and lifting it restores
+// the CPU's best.
+TEST(GemvDispatch, IsaCapLimitsTheDispatch) {
+  const Isa best = best_isa();
+  for (const Isa cap : {Isa::kRef, Isa::kAvx2}) {
+    set_isa_cap(cap);
+    EXPECT_LE(best_isa(), cap);
+    EXPECT_FALSE(isa_supported(Isa::kAvx512));
+    EXPECT_LE(gemv_kernel_isa(GgmlType::Q4_0, Isa::kAvx512), cap);
+    if (cap == Isa::kRef) {
+      EXPECT_FALSE(isa_supported(Isa::kAvx2));
+    }
+  }
+  set_isa_cap(Isa::kAvx512);
+  EXPECT_EQ(best_isa(), best);
+  EXPECT_EQ(isa_cap(), Isa::kAvx512);
+}
+
 // ---- the canonical order, written out independently ----
 
 // Q8_0 weights with block scales spanning 2^-14..2^15, so that summing the block results in any

@@ -1,8 +1,8 @@
 // Invariant 1 through the tiers, end to end: `strata replay` logit dumps are byte-identical
 // whatever RAM_GB (every expert in RAM, about half, the minimum: almost every expert streamed),
-// THREADS, URING, DIRECT, QD and REPACK, for every fixture model the engine loads and a `strata
-// synth --preset tiny` model — and identical to the reference path (experts read through the
-// mapping, no tiers). The PROF JSON has the documented keys, SSD bytes > 0 at the minimum and 0
+// THREADS, URING, DIRECT, QD, REPACK and ISA, for every fixture model the engine loads and a
+// `strata synth --preset tiny` model — and identical to the reference path (experts read through
+// the mapping, no tiers). The PROF JSON has the documented keys, SSD bytes > 0 at the minimum and 0
 // with all in RAM. In the decode shape (one token per pass), PREFETCH 1 and 2 and REPIN on/off
 // (with and without a bigger cache) give the same bytes too, also through the zstd sidecar;
 // prefetch issues reads that get used, REPIN moves experts without the hit rate collapsing.
@@ -168,6 +168,10 @@ class TierInvariance : public ::testing::Test {
         {"direct0", "-t 2 --direct 0 --ram-gb " + min_gb},
         {"numa_off", "-t 2 --numa off --ram-gb " + min_gb},
         {"cache", "-t 2 --ram-gb " + ram_gb(half) + " --cache-gb " + ram_gb(half / 2)},
+        // Every expert in RAM, repacked for the capped ISA (ISA knob): AVX2's layouts and
+        // kernels on an AVX-512 host, and the scalar reference kernels (no REPACK).
+        {"isa_avx2", "-t 2 --isa avx2 --ram-gb " + ram_gb(all)},
+        {"isa_ref", "-t 2 --isa ref --ram-gb " + ram_gb(all)},
     };
     for (const auto& [tag, flags] : runs) {
       const nlohmann::json j = replay(path, tag, flags);

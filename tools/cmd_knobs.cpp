@@ -3,14 +3,33 @@
 #include <cstdio>
 
 #include "engine/knobs.h"
+#include "io/check.h"
+#include "kernels/gemv.h"
 #include "tools/cli.h"
 #include "tools/knob_flags.h"
 
 namespace strata::tools {
 
+namespace {
+
+// ISA: caps the CPU kernels before any model loads (REPACK's layouts follow the cap).
+void apply_isa(const engine::Knobs& k) {
+  using kernels::Isa;
+  const std::string v = k.get_string("ISA");
+  if (v == "auto") return kernels::set_isa_cap(Isa::kAvx512);
+  const Isa cap = v == "avx512" ? Isa::kAvx512 : v == "avx2" ? Isa::kAvx2 : Isa::kRef;
+  if (!kernels::isa_supported(cap))
+    fail(ErrorKind::kUnsupported, "ISA={}: this CPU cannot run the {} kernels (best here: {})", v,
+         v, kernels::isa_name(kernels::best_isa()));
+  kernels::set_isa_cap(cap);
+}
+
+}  // namespace
+
 engine::Knobs load_knobs(const KnobOverrides& cli) {
   engine::Knobs k = engine::Knobs::load(cli);
   for (const auto& w : k.warnings()) std::fprintf(stderr, "strata: warning: %s\n", w.c_str());
+  apply_isa(k);
   return k;
 }
 

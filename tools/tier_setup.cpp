@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "engine/gpu_lane.h"
+#include "kernels/gemv.h"
 #include "placement/machine_profile.h"
 #include "placement/plan.h"
 #include "tools/progress.h"
@@ -83,6 +84,7 @@ TierSetup make_tier_setup(engine::Model& model, const engine::Knobs& knobs, uint
   s.trace = make_route_trace(model, knobs);  // after the source: a refused run writes no trace
 
   std::string header = "knobs: " + knobs.describe() + "\n";
+  header += fmt::format("cpu kernels: {}\n", kernels::isa_name(kernels::best_isa()));
   if (const placement::PlacementPlan* plan = s.experts->plan()) {
     header += plan->describe();
     if (const tiers::Sidecar* sc = s.experts->sidecar())
