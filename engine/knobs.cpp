@@ -89,8 +89,9 @@ constexpr KnobSpec kKnobs[] = {
     {"ISA", KnobType::kEnum, "auto", "", "auto|avx512|avx2|ref",
      "Highest CPU instruction set the kernels use (GEMV/GEMM, the layouts REPACK picks, the "
      "activation quantizers, attention). auto: the best this CPU has (AVX-512 needs F, BW, VL, "
-     "DQ and VNNI). avx2 runs an AVX-512 host as an AVX2-only one would, to compare kernels or "
-     "size an AVX2 machine; ref is the scalar reference kernels (slow). Every level computes the "
+     "DQ and VNNI). avx2 runs an AVX-512 host as an AVX2-only one would (with AVX-VNNI where the "
+     "CPU has it, as Intel's client cores since Alder Lake do), to compare kernels or size an "
+     "AVX2 machine; ref is the scalar reference kernels (slow). Every level computes the "
      "same bits, so the numbers never change. A level this CPU lacks is an error."},
     {"DENSE_ARENA", KnobType::kBool, "1", "", "0|1",
      "Move the dense tensors a decode token reads (attention projections, norms, routers, dense "

@@ -314,9 +314,14 @@ GemvKernels gemv_kernels(GgmlType type, WeightLayout layout, Isa isa) {
                    : detail::interleaved_kernels_avx512(layout);
           break;
         }
-        case Isa::kAvx2:
-          k = detail::interleaved_kernels_avx2(layout);
+        case Isa::kAvx2: {
+          // AVX-VNNI is an AVX2-generation extension (Alder Lake's cores have it without
+          // AVX-512), so the AVX2 level uses it wherever the CPU has it, also under ISA=avx2.
+          static const bool vnni = __builtin_cpu_supports("avxvnni");
+          k = vnni ? detail::interleaved_kernels_avxvnni(layout)
+                   : detail::interleaved_kernels_avx2(layout);
           break;
+        }
         case Isa::kRef:
           k = detail::interleaved_kernels_ref(layout);
           break;

@@ -15,6 +15,8 @@ namespace strata::kernels::detail {
 // {nullptr, nullptr} when the file has no kernel for the layout.
 GemvKernels interleaved_kernels_ref(WeightLayout layout);
 GemvKernels interleaved_kernels_avx2(WeightLayout layout);
+// AVX2 plus AVX-VNNI: the AVX2 table with a one-pass kQ4_0x16 GEMV (gemv_interleaved_avxvnni.cpp).
+GemvKernels interleaved_kernels_avxvnni(WeightLayout layout);
 GemvKernels interleaved_kernels_avx512(WeightLayout layout);
 GemvKernels interleaved_kernels_avx512_gfni(WeightLayout layout);  // needs GFNI too
 

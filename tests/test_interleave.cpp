@@ -122,12 +122,17 @@ std::vector<Isa> isas() {
   return v;
 }
 
-// Every kernel table of a layout this CPU runs: per ISA, and both AVX-512 builds (with and
-// without GFNI) where the CPU has them.
+// Every kernel table of a layout this CPU runs: per ISA, both AVX2 builds (with and without
+// AVX-VNNI) and both AVX-512 builds (with and without GFNI) where the CPU has them.
 std::vector<std::pair<std::string, GemvKernels>> variants(WeightLayout layout) {
   std::vector<std::pair<std::string, GemvKernels>> v;
   for (Isa isa : isas())
     v.emplace_back(std::string(isa_name(isa)), gemv_kernels(layout_type(layout), layout, isa));
+  if (isa_supported(Isa::kAvx2) && detail::interleaved_kernels_avx2(layout).gemv != nullptr) {
+    v.emplace_back("avx2-novnni", detail::interleaved_kernels_avx2(layout));
+    if (__builtin_cpu_supports("avxvnni"))
+      v.emplace_back("avx2-vnni", detail::interleaved_kernels_avxvnni(layout));
+  }
   if (isa_supported(Isa::kAvx512)) {
     v.emplace_back("avx512-nogfni", detail::interleaved_kernels_avx512(layout));
     if (__builtin_cpu_supports("gfni"))
