@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "io/check.h"
+#include "kernels/gemv.h"
 #include "kernels/threadpool.h"
 #include "placement/machine_profile.h"
 #include "placement/plan.h"
@@ -658,6 +659,7 @@ std::string Profiler::json() const {
   const Verdict v = verdict();
   j["verdict"] = {{"bound", v.bound}, {"knob", v.knob}, {"why", v.why}};
   j["machine"] = machine_;
+  j["cpu_kernels"] = std::string(kernels::isa_name(kernels::best_isa()));
   j["prefetch"] = nullptr;  // no prefetcher in this build
   json tiers_j = json::object();
   for (size_t h = 0; h < kNumHomes; ++h) {

@@ -19,6 +19,7 @@
 #include "engine/model.h"
 #include "io/check.h"
 #include "io/gguf.h"
+#include "kernels/gemv.h"
 #include "placement/plan.h"
 #include "tier_test_util.h"
 
@@ -185,6 +186,12 @@ class TierInvariance : public ::testing::Test {
       }
       if (std::string(tag) == "cache") {
         EXPECT_GE(j["plan"]["cache_bytes"].get<uint64_t>(), half / 2);
+      }
+      if (std::string(tag) == "isa_avx2" && kernels::isa_supported(kernels::Isa::kAvx2)) {
+        EXPECT_EQ(j["cpu_kernels"].get<std::string>(), "avx2");
+      }
+      if (std::string(tag) == "isa_ref") {
+        EXPECT_EQ(j["cpu_kernels"].get<std::string>(), "ref");
       }
     }
     // One token per forward pass (the decode shape) with every expert in the LRU cache, where
