@@ -55,8 +55,8 @@ namespace {
 
 std::atomic<Isa> g_isa_cap{Isa::kAvx512};
 
-bool cpu_has(Isa isa) {
-  if (isa > g_isa_cap.load(std::memory_order_relaxed)) return false;
+// What the CPU itself can run, without the cap.
+bool cpu_supports(Isa isa) {
   __builtin_cpu_init();  // idempotent; makes the checks valid even during static initialization
   switch (isa) {
     case Isa::kRef:
@@ -65,11 +65,15 @@ bool cpu_has(Isa isa) {
       return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
              __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
     case Isa::kAvx512:
-      return cpu_has(Isa::kAvx2) && __builtin_cpu_supports("avx512f") &&
+      return cpu_supports(Isa::kAvx2) && __builtin_cpu_supports("avx512f") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
   }
   return false;
+}
+
+bool cpu_has(Isa isa) {
+  return isa <= g_isa_cap.load(std::memory_order_relaxed) && cpu_supports(isa);
 }
 
 GemvKernels table_entry(GgmlType type, Isa isa) {
@@ -112,8 +116,10 @@ void check_shape(GgmlType type, int64_t n_cols) {
 }  // namespace
 
 Isa best_isa() {
-  // cpu_has consults the cap, so this is not cached: the CPUID checks are loads of a global.
-  return cpu_has(Isa::kAvx512) ? Isa::kAvx512 : cpu_has(Isa::kAvx2) ? Isa::kAvx2 : Isa::kRef;
+  static const Isa cpu_best = cpu_supports(Isa::kAvx512) ? Isa::kAvx512
+                              : cpu_supports(Isa::kAvx2) ? Isa::kAvx2
+                                                         : Isa::kRef;
+  return std::min(cpu_best, g_isa_cap.load(std::memory_order_relaxed));
 }
 
 void set_isa_cap(Isa cap) {

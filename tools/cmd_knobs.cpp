@@ -16,7 +16,8 @@ namespace {
 void apply_isa(const engine::Knobs& k) {
   using kernels::Isa;
   const std::string v = k.get_string("ISA");
-  if (v == "auto") return kernels::set_isa_cap(Isa::kAvx512);
+  kernels::set_isa_cap(Isa::kAvx512);  // no cap: the check below asks the CPU, not an old cap
+  if (v == "auto") return;
   const Isa cap = v == "avx512" ? Isa::kAvx512 : v == "avx2" ? Isa::kAvx2 : Isa::kRef;
   if (!kernels::isa_supported(cap))
     fail(ErrorKind::kUnsupported, "ISA={}: this CPU cannot run the {} kernels (best here: {})", v,
