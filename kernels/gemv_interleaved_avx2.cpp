@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/gemv_internal.h"
 #include "kernels/interleave_internal.h"
@@ -105,15 +106,24 @@ void gemm_q4_0x16(const void* w, size_t row_stride, const void* xq, size_t xq_st
 
 // ---- kQ4_Kx16: Q4_K x Q8_K, 8 rows (half h of the group) per register ----
 
-inline __m256i k_field(__m256i a, __m256i b, int s, int lo_shift) {
-  // q4_k_scale_min lane-wise: s < 4 from a's byte s; else the low/high nibble of b's byte s - 4
-  // (lo_shift 0 / 4) and the top 2 bits of a's byte s - 4.
-  if (s < 4) return _mm256_and_si256(_mm256_srli_epi32(a, 8 * s), _mm256_set1_epi32(63));
-  const int k = s - 4;
-  const __m256i lo =
-      _mm256_and_si256(_mm256_srli_epi32(b, 8 * k + lo_shift), _mm256_set1_epi32(0x0F));
-  const __m256i hi = _mm256_and_si256(_mm256_srli_epi32(a, 8 * k + 2), _mm256_set1_epi32(0x30));
-  return _mm256_or_si256(lo, hi);
+// Byte j of every dword (j <= 3), zero-extended into both int16 halves of the dword: a 6-bit
+// scale as the pair vpmaddwd needs to weight a row's two int16 partial sums.
+template <int j>
+inline __m256i dup_byte(__m256i v) {
+  constexpr char z = -128;
+  return _mm256_shuffle_epi8(v, _mm256_setr_epi8(j, z, j, z, 4 + j, z, 4 + j, z, 8 + j, z, 8 + j, z,
+                                                 12 + j, z, 12 + j, z, j, z, j, z, 4 + j, z, 4 + j,
+                                                 z, 8 + j, z, 8 + j, z, 12 + j, z, 12 + j, z));
+}
+
+// Bytes j and j + 1 of every dword, zero-extended into its two int16 halves.
+template <int j>
+inline __m256i pair_bytes(__m256i v) {
+  constexpr char z = -128;
+  return _mm256_shuffle_epi8(
+      v, _mm256_setr_epi8(j, z, j + 1, z, 4 + j, z, 5 + j, z, 8 + j, z, 9 + j, z, 12 + j, z, 13 + j,
+                          z, j, z, j + 1, z, 4 + j, z, 5 + j, z, 8 + j, z, 9 + j, z, 12 + j, z,
+                          13 + j, z));
 }
 
 // Rows 8h..8h+7 of one 16-row group against one activation row. next: as in half_dot, the
@@ -121,10 +131,14 @@ inline __m256i k_field(__m256i a, __m256i b, int s, int lo_shift) {
 // 64-element step). Without it, on an AVX2-only Zen 3, this kernel computed 16-17 GB/s from cache
 // but streamed no faster than the GGUF layout's row kernel (~7 GB/s a core, compute-bound); with
 // it the 30B's Q4_K experts stream at 94-110% of the in-run probe (bench/RESULTS.md session 16).
+// The 6-bit scales and mins are unpacked once per block into bytes (lane r, byte j: row r's
+// scale j or 4 + j) and applied by vpmaddwd to the int16 sums, a byte pair at a time for the
+// mins: no 32-bit multiplies (bench/RESULTS.md session 19: 1.3x from cache, 1.05-1.15x streaming).
 void half_dot_k(const uint8_t* g, int h, const BlockQ8_K* x, int64_t nb, float* out,
                 const uint8_t* next) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i m6 = _mm256_set1_epi8(0x3F);
+  const __m256i m30 = _mm256_set1_epi8(0x30);
   __m256 acc[8];
   for (int k = 0; k < 8; ++k) acc[k] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -133,35 +147,54 @@ void half_dot_k(const uint8_t* g, int h, const BlockQ8_K* x, int64_t nb, float* 
     auto load = [&](size_t off) {
       return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + off + 32 * h));
     };
+    auto bcast = [](const int8_t* p) {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return _mm256_set1_epi32(v);
+    };
+    // The dwords S0 (scale bytes 0-3 of each row), S1 (4-7), S2 (8-11): q4_k_scale_min lane-wise.
     const __m256i s0 = load(64), s1 = load(128), s2 = load(192);
-    __m256i sumi = _mm256_setzero_si256(), summ = _mm256_setzero_si256();
-    for (int c = 0; c < 4; ++c) {
-      // Per sub-block int16 sums: at most 8 x 2 x 15 x 128 = 30720, exact.
+    const __m256i sc_lo = _mm256_and_si256(s0, m6);  // scales 0-3
+    const __m256i sc_hi =
+        _mm256_or_si256(_mm256_and_si256(s2, m4), _mm256_and_si256(_mm256_srli_epi32(s0, 2), m30));
+    const int8_t* xq = x[b].qs;
+    __m256i sumi = _mm256_setzero_si256();
+    auto pair = [&](auto c_const, __m256i sc) {
+      constexpr int c = decltype(c_const)::value;
+      // Sub-blocks 2c (low nibbles) and 2c + 1 (high): int16 sums of at most
+      // 8 x 2 x 15 x 128 = 30720, exact.
       __m256i lo16 = _mm256_setzero_si256(), hi16 = _mm256_setzero_si256();
       if (next != nullptr) prefetch_lines<320, kToL2>(next + ((h * nb + b) * 4 + c) * 288);
       for (int i = 0; i < 8; ++i) {
         if (h == 0) prefetch_lines<64, kToL1>(blk + 256 + (8 * c + i) * 64 + kInterleavePrefetch);
         const __m256i v = load(256 + static_cast<size_t>(8 * c + i) * 64);
-        int32_t xl = 0, xh = 0;
-        std::memcpy(&xl, x[b].qs + 64 * c + 4 * i, 4);
-        std::memcpy(&xh, x[b].qs + 64 * c + 32 + 4 * i, 4);
         lo16 = _mm256_add_epi16(
-            lo16, _mm256_maddubs_epi16(_mm256_and_si256(v, m4), _mm256_set1_epi32(xl)));
+            lo16, _mm256_maddubs_epi16(_mm256_and_si256(v, m4), bcast(xq + 64 * c + 4 * i)));
         hi16 = _mm256_add_epi16(hi16,
                                 _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
-                                                     _mm256_set1_epi32(xh)));
+                                                     bcast(xq + 64 * c + 32 + 4 * i)));
       }
-      sumi = _mm256_add_epi32(
-          sumi,
-          _mm256_add_epi32(
-              _mm256_mullo_epi32(k_field(s0, s2, 2 * c, 0), _mm256_madd_epi16(lo16, ones)),
-              _mm256_mullo_epi32(k_field(s0, s2, 2 * c + 1, 0), _mm256_madd_epi16(hi16, ones))));
-    }
-    for (int s = 0; s < 8; ++s) {
-      const int32_t pair = x[b].bsums[2 * s] + x[b].bsums[2 * s + 1];
-      summ = _mm256_add_epi32(summ,
-                              _mm256_mullo_epi32(k_field(s1, s2, s, 4), _mm256_set1_epi32(pair)));
-    }
+      constexpr int j = (2 * c) % 4;
+      sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_madd_epi16(lo16, dup_byte<j>(sc)),
+                                                     _mm256_madd_epi16(hi16, dup_byte<j + 1>(sc))));
+    };
+    pair(std::integral_constant<int, 0>{}, sc_lo);
+    pair(std::integral_constant<int, 1>{}, sc_lo);
+    pair(std::integral_constant<int, 2>{}, sc_hi);
+    pair(std::integral_constant<int, 3>{}, sc_hi);
+    // Mins: sum over sub-blocks s of min_s x (bsums[2s] + bsums[2s + 1]), two sub-blocks per
+    // vpmaddwd (the pair sums, at most 2 x 16 x 128 = 4096 in magnitude, are int16).
+    const __m256i mn_lo = _mm256_and_si256(s1, m6);  // mins 0-3
+    const __m256i mn_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(s2, 4), m4),
+                                          _mm256_and_si256(_mm256_srli_epi32(s1, 2), m30));
+    const __m256i bp = _mm256_broadcastsi128_si256(
+        _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].bsums)),
+                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].bsums + 8))));
+    const __m256i summ = _mm256_add_epi32(
+        _mm256_add_epi32(_mm256_madd_epi16(pair_bytes<0>(mn_lo), _mm256_shuffle_epi32(bp, 0x00)),
+                         _mm256_madd_epi16(pair_bytes<2>(mn_lo), _mm256_shuffle_epi32(bp, 0x55))),
+        _mm256_add_epi32(_mm256_madd_epi16(pair_bytes<0>(mn_hi), _mm256_shuffle_epi32(bp, 0xAA)),
+                         _mm256_madd_epi16(pair_bytes<2>(mn_hi), _mm256_shuffle_epi32(bp, 0xFF))));
     const __m256 dx = _mm256_set1_ps(x[b].d);
     const __m256 dd = _mm256_mul_ps(
         _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * h))), dx);

@@ -50,6 +50,10 @@ std::vector<uint8_t> random_q4_k(int64_t n_rows, int64_t n_cols, std::mt19937_64
   for (int64_t i = 0; i < n_rows * nb; ++i) {
     blocks[i].d = random_scale(rng);
     blocks[i].dmin = random_scale(rng);
+    if (i % 7 == 0) {  // the extremes: every code 15, every scale and min 63
+      std::memset(blocks[i].qs, 0xFF, sizeof(blocks[i].qs));
+      std::memset(blocks[i].scales, 0xFF, sizeof(blocks[i].scales));
+    }
   }
   return w;
 }
@@ -78,16 +82,33 @@ GgmlType layout_type(WeightLayout layout) {
   return layout == WeightLayout::kQ4_Kx16 ? GgmlType::Q4_K : GgmlType::Q4_0;
 }
 
-// Q8_K activations (the kernels trust their bsums: only the quantizer makes them).
+// Q8_K activations: mostly from the engine's quantizer; row 1 all -128 (the extremes of the AVX2
+// kernel's int16 sums) and one in four raw random codes, with the bsums they imply (the kernels
+// trust the bsums, as only the quantizer makes them).
 std::vector<uint8_t> random_acts_k(int64_t n_tokens, int64_t n_cols, std::mt19937_64& rng) {
   const size_t stride = ggml_row_bytes(GgmlType::Q8_K, static_cast<uint64_t>(n_cols));
   std::vector<uint8_t> x(static_cast<size_t>(n_tokens) * stride);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> f(static_cast<size_t>(n_cols));
   for (int64_t t = 0; t < n_tokens; ++t) {
+    uint8_t* row = x.data() + t * stride;
+    const bool extreme = t == 1;
+    if (extreme || rng() % 4 == 0) {
+      auto* b = reinterpret_cast<BlockQ8_K*>(row);
+      for (int64_t i = 0; i < n_cols / kQK_K; ++i) {
+        b[i].d = std::exp2(static_cast<float>(rng() % 12) - 6.0f);
+        for (auto& q : b[i].qs) q = static_cast<int8_t>(extreme ? -128 : static_cast<int>(rng()));
+        for (int g = 0; g < kQK_K / 16; ++g) {
+          int sum = 0;
+          for (int k = 0; k < 16; ++k) sum += b[i].qs[16 * g + k];
+          b[i].bsums[g] = static_cast<int16_t>(sum);
+        }
+      }
+      continue;
+    }
     const float scale = std::exp2(static_cast<float>(rng() % 12) - 6.0f);
     for (auto& v : f) v = normal(rng) * scale;
-    quantize_activation_row(GgmlType::Q8_K, f.data(), x.data() + t * stride, n_cols);
+    quantize_activation_row(GgmlType::Q8_K, f.data(), row, n_cols);
   }
   return x;
 }
