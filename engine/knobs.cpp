@@ -120,7 +120,8 @@ constexpr KnobSpec kKnobs[] = {
      "machine.json's (a shared host's bandwidth swings minute to minute). 0 = machine.json's "
      "probe."},
     {"PROF_PROBE_EVERY", KnobType::kInt, "0", "tokens", "0..1000000",
-     "With PROF and PROF_PROBE (`strata run` only; other commands ignore it): also one pass over "
+     "With PROF and PROF_PROBE (`strata run`, and each `strata chat` reply; other commands ignore "
+     "it): also one pass over "
      "the PROF_PROBE buffer after "
      "the prompt and after every this many decode tokens, outside the decode clock, and the "
      "roofline and the experts' rate per window between two passes held against the mean of "

@@ -1,10 +1,11 @@
 // End to end through the built `strata chat` on tiny-qwen3moe Q8_0: one-shot `-p`, interactive
 // mode fed from a pipe (two messages, /commands, EOF with and without a final newline), a full
-// context, and the template errors.
+// context, the template errors, and PROF_PROBE_EVERY's passes within a reply.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdlib>
 #include <filesystem>
@@ -132,6 +133,32 @@ TEST_F(ChatCli, ExplicitTemplateOverridesTheModels) {
   const Result r = chat("--chat-template llama2 -p 'Hello!' -n 4");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.err.find("template llama2"), std::string::npos) << r.err;
+}
+
+// PROF_PROBE_EVERY in a reply: real passes (real threads over a real buffer) after the first
+// piece and after every 2 decoded tokens, windows between them; without PROF_PROBE, an error.
+TEST_F(ChatCli, ProfProbeEveryTakesPassesInTheReply) {
+  const fs::path json = dir_ / "prof.json";
+  const Result r =
+      chat(fmt::format("-p 'Hello!' -n 9 --prof 1 --prof-probe 64 "
+                       "--prof-probe-every 2 --prof-json '{}'",
+                       json.string()));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(slurp(json));
+  const int64_t tokens = j["decode_tokens"].get<int64_t>();
+  ASSERT_GE(tokens, 2) << r.err;  // the reply decoded at least one window's worth
+  const nlohmann::json p = j["run_probe"];
+  ASSERT_TRUE(p.is_object()) << slurp(json);
+  EXPECT_EQ(p["every"].get<int>(), 2);
+  EXPECT_EQ(p["passes"].get<int64_t>(), 1 + tokens / 2);
+  EXPECT_EQ(p["windows"].get<int64_t>(), tokens / 2);
+  EXPECT_GT(p["gb_s"]["median"].get<double>(), 0.0);
+  EXPECT_NE(r.err.find("prof: in-run probe: "), std::string::npos) << r.err;
+
+  const Result bare = chat("-p 'Hello!' -n 4 --prof 1 --prof-probe-every 2");
+  EXPECT_NE(bare.rc, 0);
+  EXPECT_NE(bare.err.find("PROF_PROBE_EVERY=2 needs PROF_PROBE"), std::string::npos) << bare.err;
+  EXPECT_EQ(bare.out, "");
 }
 
 }  // namespace

@@ -161,7 +161,9 @@ void print_piece(std::string_view piece) {
 
 // Runs one reply with Ctrl-C armed; prints the reply's end and what stopped it. With PROF on, the
 // turn is one profiling window: each decoded token's latency is the time between two streamed
-// pieces (decode of the previous token + sampling), and the report follows the reply.
+// pieces (decode of the previous token + sampling), and the report follows the reply. With
+// PROF_PROBE_EVERY, the probe's passes run after the first piece and after every that many
+// decoded tokens, outside both the token latencies and the turn's decode time.
 engine::TurnResult reply(engine::ChatSession& s, std::string_view text, int32_t n_predict,
                          engine::Profiler* prof = nullptr) {
   using Clock = std::chrono::steady_clock;
@@ -178,7 +180,7 @@ engine::TurnResult reply(engine::ChatSession& s, std::string_view text, int32_t 
         if (prof->level() >= 2)
           fmt::print(stderr, "\n{}\n", prof->token_line(prof->counters().decode_tokens, dt));
       }
-      last = now;
+      last = prof->probe_tick() > 0 ? Clock::now() : now;
       have_last = true;
     }
     print_piece(piece);
@@ -194,6 +196,7 @@ engine::TurnResult reply(engine::ChatSession& s, std::string_view text, int32_t 
   }
   g_generating.store(false);
   if (profiling) {
+    r.stats.decode_s -= prof->counters().probe_seconds;  // this turn's passes (begin_window)
     prof->add_prefill(r.stats.n_prefilled, r.stats.prefill_s);
     prof->counters().sampling_seconds += r.stats.sample_s;
   }
@@ -370,6 +373,7 @@ int run_chat(ChatOptions o) {
   const engine::Knobs knobs = load_knobs(o.knobs);
   const int threads = static_cast<int>(
       knobs.int_opt("THREADS").value_or(int64_t(kernels::physical_core_cpus().size())));
+  probe_every_knob(knobs);  // a bad PROF_PROBE_EVERY fails before the model loads
   engine::Model model = engine::Model::load(o.model);
   const engine::ModelConfig& cfg = model.config();
   const engine::Tokenizer tok = engine::Tokenizer::from_gguf(model.file());
@@ -400,6 +404,7 @@ int run_chat(ChatOptions o) {
   fo.route_trace = tiers.trace.get();
   fo.prof = tiers.prof.get();
   tiers.prof->reserve_decode(fo.n_ctx);
+  arm_run_probe(*tiers.prof, knobs, threads);
   if (tiers.prof->enabled()) tiers.prof->set_ceilings(engine::probed_ceilings(knobs));
   engine::Forward fwd(model, fo);
   const std::string placed = placement_line(*tiers.experts);

@@ -5,7 +5,6 @@
 // Exercised by tests/test_model_replay.cpp (greedy run vs the fixture's reference continuation).
 #include <chrono>
 #include <cstdio>
-#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,7 +15,6 @@
 #include "engine/tokenizer.h"
 #include "io/check.h"
 #include "kernels/threadpool.h"
-#include "placement/machine_profile.h"
 #include "tools/cli.h"
 #include "tools/knob_flags.h"
 #include "tools/tier_setup.h"
@@ -46,12 +44,7 @@ int run_run(RunOptions o) {
   const int threads = static_cast<int>(
       knobs.int_opt("THREADS").value_or(int64_t(kernels::physical_core_cpus().size())));
   if (o.n_predict < 0) fail(ErrorKind::kBadValue, "-n must be >= 0");
-  const int probe_every = static_cast<int>(knobs.get_int("PROF_PROBE_EVERY"));
-  const int64_t probe_mib = knobs.get_int("PROF_PROBE");
-  if (probe_every > 0 && probe_mib == 0)
-    fail(ErrorKind::kBadValue,
-         "PROF_PROBE_EVERY={} needs PROF_PROBE, the MiB each pass reads (e.g. PROF_PROBE=2048)",
-         probe_every);
+  probe_every_knob(knobs);  // a bad PROF_PROBE_EVERY fails before the model loads
   engine::Model model = engine::Model::load(o.model);
   const engine::ModelConfig& cfg = model.config();
   const engine::Tokenizer tok = engine::Tokenizer::from_gguf(model.file());
@@ -71,9 +64,7 @@ int run_run(RunOptions o) {
   fo.n_threads = threads;
   const TierSetup tiers = make_tier_setup(model, knobs, fo.n_ctx);
   engine::Profiler& prof = *tiers.prof;
-  if (prof.enabled() && probe_every > 0)
-    prof.set_run_probe(
-        std::make_unique<placement::RamReadProbe>(threads, uint64_t(probe_mib) << 20), probe_every);
+  arm_run_probe(prof, knobs, threads);
   fo.experts = tiers.experts.get();
   fo.prof = &prof;
   fo.route_trace = tiers.trace.get();

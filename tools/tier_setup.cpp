@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 
 #include "engine/gpu_lane.h"
+#include "io/check.h"
 #include "kernels/gemv.h"
 #include "placement/machine_profile.h"
 #include "placement/plan.h"
@@ -115,6 +117,23 @@ TierSetup make_tier_setup(engine::Model& model, const engine::Knobs& knobs, uint
   }
   s.prof->set_header(header);
   return s;
+}
+
+int probe_every_knob(const engine::Knobs& knobs) {
+  const int every = static_cast<int>(knobs.get_int("PROF_PROBE_EVERY"));
+  if (every > 0 && knobs.get_int("PROF_PROBE") == 0)
+    fail(ErrorKind::kBadValue,
+         "PROF_PROBE_EVERY={} needs PROF_PROBE, the MiB each pass reads (e.g. PROF_PROBE=2048)",
+         every);
+  return every;
+}
+
+void arm_run_probe(engine::Profiler& prof, const engine::Knobs& knobs, int threads) {
+  const int every = probe_every_knob(knobs);
+  if (!prof.enabled() || every == 0) return;
+  prof.set_run_probe(std::make_unique<placement::RamReadProbe>(
+                         threads, uint64_t(knobs.get_int("PROF_PROBE")) << 20),
+                     every);
 }
 
 void finish_prof(const engine::Profiler& prof) {

@@ -1,6 +1,6 @@
-// CLI glue shared by the commands that run a model (replay, run): the tiered ExpertSource and the
-// Profiler from the knobs, the plan line printed before the experts load, and the PROF output at
-// the end. Exercised by tests/test_tier_invariance.cpp and tests/test_tier_faults.cpp.
+// CLI glue shared by the commands that run a model (replay, run, chat): the tiered ExpertSource and
+// the Profiler from the knobs, the plan line printed before the experts load, and the PROF output
+// at the end. Exercised by tests/test_tier_invariance.cpp and tests/test_tier_faults.cpp.
 #pragma once
 
 #include <memory>
@@ -27,6 +27,14 @@ struct TierSetup {
 // one summary line). record_usage: count usage even without USAGE_SAVE (chat's /save-usage).
 TierSetup make_tier_setup(engine::Model& model, const engine::Knobs& knobs, uint32_t n_ctx,
                           bool progress_bar = false, bool record_usage = false);
+
+// PROF_PROBE_EVERY (run, chat): 0 when off; a one-line error when it is set without PROF_PROBE
+// (the MiB each pass reads). Call before the model loads.
+int probe_every_knob(const engine::Knobs& knobs);
+
+// PROF_PROBE_EVERY > 0 with PROF on: the profiler holds a RamReadProbe of PROF_PROBE MiB at
+// `threads` for the run (Profiler::probe_tick takes its passes).
+void arm_run_probe(engine::Profiler& prof, const engine::Knobs& knobs, int threads);
 
 // PROF >= 1: the report on stderr; PROF_JSON: the JSON file.
 void finish_prof(const engine::Profiler& prof);
