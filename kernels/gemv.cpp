@@ -10,7 +10,7 @@
 //
 // 1. The row is cut into blocks b = 0, 1, ..., nb-1:
 //      Q4_0, Q5_0, Q8_0, MXFP4: 32 elements (one ggml block), activations Q8_0;
-//      Q4_K, Q6_K:              256 elements (one super-block), activations Q8_K;
+//      Q4_K, Q5_K, Q6_K:        256 elements (one super-block), activations Q8_K;
 //      F32, F16, BF16:          32 elements, activations of the same type, the last block
 //                               zero-padded when n_cols % 32 != 0.
 // 2. Each block gives one float r_b (integer sums are exact int32; (float)i rounds to nearest):
@@ -19,7 +19,8 @@
 //      MXFP4:          isum = sum_j kv[code_j] * q_x[j] (kv = doubled E2M1, integers in
 //                      [-12, 12]);  r_b = (float)isum * (e8m0_half(e_w) * fp16(d_x)),
 //                      e8m0_half(e) = 2^(e-128)
-//      Q4_K:           sumi = sum_{s<8} sc_s * (sum_{l<32} q4[32s+l] * q8[32s+l])
+//      Q4_K, Q5_K:     sumi = sum_{s<8} sc_s * (sum_{l<32} q[32s+l] * q8[32s+l]), q the 4-bit
+//                      (Q4_K) or 5-bit (Q5_K) unsigned code
 //                      summ = sum_{s<8} m_s * (bsums[2s] + bsums[2s+1])
 //                      dd = fp16(d_w) * d_x;  dm = fp16(dmin_w) * d_x
 //                      r_b = dd * (float)sumi - dm * (float)summ

@@ -112,13 +112,18 @@ inline __m128i q4_k_scales_mins(const uint8_t* s) {
                         static_cast<int>(mn_hi));
 }
 
-float dot_q4_k(const void* w_row, const void* x_row, int64_t n_cols) {
-  const auto* w = static_cast<const BlockQ4_K*>(w_row);
+// Q4_K, Q5_K (Block = BlockQ5_K: the 5th bits from qh, bit 2c / 2c + 1 of qh[l] for the low /
+// high nibbles of qs[32c + l], as 16s; codes up to 31 keep vpmaddubsw's pair sums far from int16).
+template <typename Block>
+float dot_k_min(const void* w_row, const void* x_row, int64_t n_cols) {
+  constexpr bool kQ5 = std::is_same_v<Block, BlockQ5_K>;
+  const auto* w = static_cast<const Block*>(w_row);
   const auto* x = static_cast<const BlockQ8_K*>(x_row);
   const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i m16 = _mm256_set1_epi8(0x10);
   Lanes8 acc;
   for (int64_t b = 0; b < n_cols / kQK_K; ++b) {
-    prefetch_ahead<sizeof(BlockQ4_K)>(w + b);
+    prefetch_ahead<sizeof(Block)>(w + b);
     const __m128i scm = q4_k_scales_mins(w[b].scales);
     const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scm));  // 8 words, twice
     // mins as words [m0,m0,m1,m1,...,m7,m7] against the 16 group sums of the activations
@@ -128,8 +133,17 @@ float dot_q4_k(const void* w_row, const void* x_row, int64_t n_cols) {
     __m256i isum = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
       const __m256i q = load32(w[b].qs + 32 * c);
-      const __m256i lo = _mm256_and_si256(q, m4);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+      __m256i lo = _mm256_and_si256(q, m4);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+      if constexpr (kQ5) {  // 16 where bit 2c (low nibbles) / 2c + 1 (high) of qh[l] is set
+        const __m256i qh = load32(w[b].qh);
+        const __m256i bl = _mm256_set1_epi8(static_cast<char>(1 << (2 * c)));
+        const __m256i bh = _mm256_set1_epi8(static_cast<char>(2 << (2 * c)));
+        lo = _mm256_or_si256(
+            lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bl), bl), m16));
+        hi = _mm256_or_si256(
+            hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bh), bh), m16));
+      }
       const __m256i p0 = _mm256_maddubs_epi16(lo, load32(x[b].qs + 64 * c));
       const __m256i p1 = _mm256_maddubs_epi16(hi, load32(x[b].qs + 64 * c + 32));
       const __m256i s0 = _mm256_shuffle_epi8(sc16, load32(kWordSplat[2 * c].data()));
@@ -262,7 +276,9 @@ GemvKernels gemv_kernels_avx2(GgmlType type) {
     case GgmlType::MXFP4:
       return rows::kernels<BlockMXFP4, /*kVnni=*/false>();
     case GgmlType::Q4_K:
-      return row_kernels<&dot_q4_k>();
+      return row_kernels<&dot_k_min<BlockQ4_K>>();
+    case GgmlType::Q5_K:
+      return row_kernels<&dot_k_min<BlockQ5_K>>();
     case GgmlType::Q6_K:
       return row_kernels<&dot_q6_k>();
     default:

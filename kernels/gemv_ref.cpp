@@ -51,9 +51,11 @@ float mxfp4_scale(const BlockMXFP4& b) {
 
 // ---- K-quant weights x Q8_K activations: one 256-element super-block is one block ----
 
-// r_b = (d_w * d_x) * (float)sum_s(sc_s * isum_s) - (dmin_w * d_x) * (float)sum_s(m_s * xsum_s)
-float dot_q4_k(const void* w_row, const void* x_row, int64_t n_cols) {
-  const auto* w = static_cast<const BlockQ4_K*>(w_row);
+// Q4_K, Q5_K: r_b = (d_w * d_x) * (float)sum_s(sc_s * isum_s)
+//                   - (dmin_w * d_x) * (float)sum_s(m_s * xsum_s)
+template <typename Block, int (*code)(const Block&, int)>
+float dot_k_min(const void* w_row, const void* x_row, int64_t n_cols) {
+  const auto* w = static_cast<const Block*>(w_row);
   const auto* x = static_cast<const BlockQ8_K*>(x_row);
   Lanes8 acc;
   for (int64_t b = 0; b < n_cols / kQK_K; ++b) {
@@ -62,7 +64,7 @@ float dot_q4_k(const void* w_row, const void* x_row, int64_t n_cols) {
       uint8_t sc, mn;
       q4_k_scale_min(w[b].scales, s, &sc, &mn);
       int32_t isum = 0;
-      for (int l = 0; l < 32; ++l) isum += q4_k_code(w[b], 32 * s + l) * x[b].qs[32 * s + l];
+      for (int l = 0; l < 32; ++l) isum += code(w[b], 32 * s + l) * x[b].qs[32 * s + l];
       sumi += sc * isum;
       summ += mn * (x[b].bsums[2 * s] + x[b].bsums[2 * s + 1]);
     }
@@ -148,7 +150,9 @@ GemvKernels gemv_kernels_ref(GgmlType type) {
     case GgmlType::MXFP4:
       return row_kernels<&dot_q8_0_acts<BlockMXFP4, &mxfp4_value, &mxfp4_scale>>();
     case GgmlType::Q4_K:
-      return row_kernels<&dot_q4_k>();
+      return row_kernels<&dot_k_min<BlockQ4_K, &q4_k_code>>();
+    case GgmlType::Q5_K:
+      return row_kernels<&dot_k_min<BlockQ5_K, &q5_k_code>>();
     case GgmlType::Q6_K:
       return row_kernels<&dot_q6_k>();
     default:

@@ -73,7 +73,9 @@ void dequant_mxfp4(const BlockMXFP4* x, float* y, int64_t nb) {
   }
 }
 
-void dequant_q4_k(const BlockQ4_K* x, float* y, int64_t nb) {
+// Q4_K, Q5_K: y = (d * sc_s) * code - dmin * m_s per sub-block s of 32.
+template <typename Block, int (*code)(const Block&, int)>
+void dequant_k_min(const Block* x, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i) {
     const float d = fp16_to_f32(x[i].d);
     const float dmin = fp16_to_f32(x[i].dmin);
@@ -84,7 +86,7 @@ void dequant_q4_k(const BlockQ4_K* x, float* y, int64_t nb) {
       const float ms = dmin * mn;
       for (int l = 0; l < 32; ++l) {
         const int e = 32 * s + l;
-        y[i * kQK_K + e] = ds * detail::q4_k_code(x[i], e) - ms;
+        y[i * kQK_K + e] = ds * code(x[i], e) - ms;
       }
     }
   }
@@ -336,57 +338,79 @@ float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, ui
   return scale;
 }
 
-void quant_q4_k(const float* x, BlockQ4_K* y, int64_t nb) {
-  uint8_t L[kQK_K];
+// The header of a Q4_K / Q5_K super-block as ggml's quantize_row_q{4,5}_K_ref make it: per
+// sub-block of 32 a weighted scale-and-min search over codes 0..nmax (make_qkx2_quants with rmin
+// and nstep), the scales and mins rounded to 6 bits against the block's largest, then the codes
+// re-derived against the scales and mins actually stored (into L, one per element).
+template <typename Block>
+void quant_k_header(const float* x, Block& y, uint8_t* L, int nmax, float rmin, int nstep) {
   uint8_t Laux[32];
   float weights[32];
   float mins[kQK_K / 32];    // [sub-block]
   float scales[kQK_K / 32];  // [sub-block]
+  float max_scale = 0.0f, max_min = 0.0f;
+  for (int j = 0; j < kQK_K / 32; ++j) {
+    const float* xs = x + 32 * j;
+    float sum_x2 = 0.0f;
+    for (int l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
+    const float av_x = std::sqrt(sum_x2 / 32);
+    for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(xs[l]);
+    scales[j] =
+        make_qkx2_quants(32, nmax, xs, weights, L + 32 * j, &mins[j], Laux, rmin, 0.1f, nstep);
+    max_scale = std::max(max_scale, scales[j]);
+    max_min = std::max(max_min, mins[j]);
+  }
+  const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+  const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+  std::memset(y.scales, 0, sizeof(y.scales));
+  for (int j = 0; j < kQK_K / 32; ++j) {
+    const uint8_t ls =
+        std::min<uint8_t>(63, static_cast<uint8_t>(nearest_int(inv_scale * scales[j])));
+    const uint8_t lm = std::min<uint8_t>(63, static_cast<uint8_t>(nearest_int(inv_min * mins[j])));
+    if (j < 4) {
+      y.scales[j] = ls;
+      y.scales[j + 4] = lm;
+    } else {
+      y.scales[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
+      y.scales[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
+      y.scales[j] |= static_cast<uint8_t>((lm >> 4) << 6);
+    }
+  }
+  y.d = f32_to_fp16(max_scale / 63.f);
+  y.dmin = f32_to_fp16(max_min / 63.f);
+  for (int j = 0; j < kQK_K / 32; ++j) {
+    uint8_t sc, mn;
+    detail::q4_k_scale_min(y.scales, j, &sc, &mn);
+    const float d = fp16_to_f32(y.d) * sc;
+    if (d == 0.0f) continue;
+    const float dm = fp16_to_f32(y.dmin) * mn;
+    for (int l = 0; l < 32; ++l)
+      L[32 * j + l] =
+          static_cast<uint8_t>(std::max(0, std::min(nmax, nearest_int((x[32 * j + l] + dm) / d))));
+  }
+}
+
+void quant_q4_k(const float* x, BlockQ4_K* y, int64_t nb) {
+  uint8_t L[kQK_K];
   for (int64_t i = 0; i < nb; ++i, x += kQK_K) {
-    float max_scale = 0.0f, max_min = 0.0f;
-    for (int j = 0; j < kQK_K / 32; ++j) {
-      const float* xs = x + 32 * j;
-      float sum_x2 = 0.0f;
-      for (int l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
-      const float av_x = std::sqrt(sum_x2 / 32);
-      for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(xs[l]);
-      scales[j] = make_qkx2_quants(32, 15, xs, weights, L + 32 * j, &mins[j], Laux, -1.f, 0.1f, 20);
-      max_scale = std::max(max_scale, scales[j]);
-      max_min = std::max(max_min, mins[j]);
-    }
-    const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
-    const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
-    std::memset(y[i].scales, 0, sizeof(y[i].scales));
-    for (int j = 0; j < kQK_K / 32; ++j) {
-      const uint8_t ls =
-          std::min<uint8_t>(63, static_cast<uint8_t>(nearest_int(inv_scale * scales[j])));
-      const uint8_t lm =
-          std::min<uint8_t>(63, static_cast<uint8_t>(nearest_int(inv_min * mins[j])));
-      if (j < 4) {
-        y[i].scales[j] = ls;
-        y[i].scales[j + 4] = lm;
-      } else {
-        y[i].scales[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
-        y[i].scales[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
-        y[i].scales[j] |= static_cast<uint8_t>((lm >> 4) << 6);
-      }
-    }
-    y[i].d = f32_to_fp16(max_scale / 63.f);
-    y[i].dmin = f32_to_fp16(max_min / 63.f);
-    // Re-derive the codes against the rounded 6-bit scales actually stored.
-    for (int j = 0; j < kQK_K / 32; ++j) {
-      uint8_t sc, mn;
-      detail::q4_k_scale_min(y[i].scales, j, &sc, &mn);
-      const float d = fp16_to_f32(y[i].d) * sc;
-      if (d == 0.0f) continue;
-      const float dm = fp16_to_f32(y[i].dmin) * mn;
-      for (int l = 0; l < 32; ++l)
-        L[32 * j + l] =
-            static_cast<uint8_t>(std::max(0, std::min(15, nearest_int((x[32 * j + l] + dm) / d))));
-    }
+    quant_k_header(x, y[i], L, 15, -1.f, 20);
     for (int c = 0; c < kQK_K / 64; ++c)
       for (int l = 0; l < 32; ++l)
         y[i].qs[32 * c + l] = static_cast<uint8_t>(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
+  }
+}
+
+void quant_q5_k(const float* x, BlockQ5_K* y, int64_t nb) {
+  uint8_t L[kQK_K];
+  for (int64_t i = 0; i < nb; ++i, x += kQK_K) {
+    quant_k_header(x, y[i], L, 31, -0.5f, 15);
+    std::memset(y[i].qh, 0, sizeof(y[i].qh));
+    for (int c = 0; c < kQK_K / 64; ++c)
+      for (int l = 0; l < 32; ++l) {
+        const int lo = L[64 * c + l], hi = L[64 * c + 32 + l];
+        y[i].qs[32 * c + l] = static_cast<uint8_t>((lo & 0xF) | ((hi & 0xF) << 4));
+        y[i].qh[l] |= static_cast<uint8_t>(((lo >> 4) << (2 * c)) | ((hi >> 4) << (2 * c + 1)));
+      }
   }
 }
 
@@ -483,6 +507,7 @@ bool gemv_supported(GgmlType w) {
     case GgmlType::Q5_0:
     case GgmlType::Q8_0:
     case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
     case GgmlType::Q6_K:
     case GgmlType::MXFP4:
       return true;
@@ -503,6 +528,7 @@ GgmlType vec_dot_type(GgmlType w) {
     case GgmlType::MXFP4:
       return GgmlType::Q8_0;
     case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
     case GgmlType::Q6_K:
       return GgmlType::Q8_K;
     default:
@@ -542,7 +568,12 @@ void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n) {
       return dequant_mxfp4(static_cast<const BlockMXFP4*>(src), dst, n / kQK);
     case GgmlType::Q4_K:
       check_blocks(t, n, kQK_K);
-      return dequant_q4_k(static_cast<const BlockQ4_K*>(src), dst, n / kQK_K);
+      return dequant_k_min<BlockQ4_K, &detail::q4_k_code>(static_cast<const BlockQ4_K*>(src), dst,
+                                                          n / kQK_K);
+    case GgmlType::Q5_K:
+      check_blocks(t, n, kQK_K);
+      return dequant_k_min<BlockQ5_K, &detail::q5_k_code>(static_cast<const BlockQ5_K*>(src), dst,
+                                                          n / kQK_K);
     case GgmlType::Q6_K:
       check_blocks(t, n, kQK_K);
       return dequant_q6_k(static_cast<const BlockQ6_K*>(src), dst, n / kQK_K);
@@ -587,6 +618,9 @@ void quantize_row(GgmlType t, const float* src, void* dst, int64_t n) {
     case GgmlType::Q4_K:
       check_blocks(t, n, kQK_K);
       return quant_q4_k(src, static_cast<BlockQ4_K*>(dst), n / kQK_K);
+    case GgmlType::Q5_K:
+      check_blocks(t, n, kQK_K);
+      return quant_q5_k(src, static_cast<BlockQ5_K*>(dst), n / kQK_K);
     case GgmlType::Q6_K:
       check_blocks(t, n, kQK_K);
       return quant_q6_k(src, static_cast<BlockQ6_K*>(dst), n / kQK_K);

@@ -47,6 +47,14 @@ inline int q4_k_code(const BlockQ4_K& b, int e) {
   return (e % 64) < 32 ? (byte & 0xF) : (byte >> 4);
 }
 
+// Q5_K element e as its 5-bit code: Q4_K's nibble, plus 16 when bit e / 32 of qh[e % 32] is set.
+inline int q5_k_code(const BlockQ5_K& b, int e) {
+  const int c = e / 64, l = e % 32;
+  const uint8_t byte = b.qs[32 * c + l];
+  const int low = (e % 64) < 32 ? (byte & 0xF) : (byte >> 4);
+  return low | (((b.qh[l] >> (e / 32)) & 1) << 4);
+}
+
 // Q6_K element e as a signed value in [-32, 31]: per 128-element half h, ql[64h + l] holds the
 // low nibbles of elements l (low) and l + 64 (high), ql[64h + 32 + l] of l + 32 and l + 96, and
 // qh[32h + l] the 2 high bits of l, l + 32, l + 64, l + 96 (bits 0-1, 2-3, 4-5, 6-7).

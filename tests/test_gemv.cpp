@@ -73,6 +73,7 @@ std::vector<uint8_t> random_weights(GgmlType t, int64_t n_rows, int64_t n_cols, 
           put16(blk, random_fp16_scale(rng));
           break;
         case GgmlType::Q4_K:
+        case GgmlType::Q5_K:
           put16(blk, random_fp16_scale(rng));
           put16(blk + 2, random_fp16_scale(rng));
           break;
@@ -109,7 +110,7 @@ std::vector<uint8_t> random_acts(GgmlType t, int64_t n_cols, std::mt19937_64& rn
 }
 
 // Double dot of the dequantized row and activations, and the magnitude bound sum |w_i x_i| (for
-// Q4_K: sum (|d sc q| + |dmin m|)|x_i|, since the kernel's float steps see both terms).
+// Q4_K, Q5_K: sum (|d sc q| + |dmin m|)|x_i|, since the kernel's float steps see both terms).
 struct Reference {
   double dot = 0;
   double magnitude = 0;
@@ -119,12 +120,13 @@ Reference reference_dot(GgmlType t, const uint8_t* w_row, const uint8_t* xq, int
   std::vector<float> w(n_cols), x(n_cols), w_mag(n_cols);
   dequantize_row(t, w_row, w.data(), n_cols);
   dequantize_row(vec_dot_type(t), xq, x.data(), n_cols);
-  if (t == GgmlType::Q4_K) {
-    std::vector<BlockQ4_K> mag(n_cols / kQK_K);
-    std::memcpy(mag.data(), w_row, mag.size() * sizeof(BlockQ4_K));
-    for (auto& b : mag) {
-      b.d &= 0x7FFF;
-      b.dmin |= 0x8000;  // d*sc*q - (-|dmin|)*m = |d sc q| + |dmin m|
+  if (t == GgmlType::Q4_K || t == GgmlType::Q5_K) {
+    // d and dmin lead both blocks: d*sc*q - (-|dmin|)*m = |d sc q| + |dmin m|
+    std::vector<uint8_t> mag(w_row, w_row + ggml_row_bytes(t, n_cols));
+    const size_t block = ggml_type_info(t).type_size;
+    for (size_t at = 0; at < mag.size(); at += block) {
+      mag[at + 1] &= 0x7F;
+      mag[at + 3] |= 0x80;
     }
     dequantize_row(t, mag.data(), w_mag.data(), n_cols);
   } else {
@@ -260,8 +262,9 @@ TEST_P(GemvIsa, GemmEqualsGemvPerToken) {
 
 std::vector<GemvCase> all_cases() {
   std::vector<GemvCase> cases;
-  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q5_0,
-                     GgmlType::Q8_0, GgmlType::MXFP4, GgmlType::Q4_K, GgmlType::Q6_K})
+  for (GgmlType t :
+       {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q5_0,
+        GgmlType::Q8_0, GgmlType::MXFP4, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
     for (Isa isa : {Isa::kRef, Isa::kAvx2, Isa::kAvx512}) cases.push_back({t, isa});
   return cases;
 }
@@ -274,8 +277,8 @@ INSTANTIATE_TEST_SUITE_P(Kernels, GemvIsa, ::testing::ValuesIn(all_cases()), cas
 // packed tightly (the last row ends at the buffer's end, so an over-read would be caught by ASan)
 // and as a GEMM of 7 tokens (passes of 4, 2 and 1).
 TEST(GemvRows, AwkwardShapesBitIdenticalToRef) {
-  for (GgmlType type :
-       {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::MXFP4, GgmlType::Q4_K}) {
+  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::MXFP4,
+                        GgmlType::Q4_K, GgmlType::Q5_K}) {
     // avx512 is the VBMI/GFNI Q4_0 kernel where the CPU has them; "avx512-base" the table
     // without them, which such CPUs never get from gemv_kernels.
     for (const char* isa_label : {"avx2", "avx512", "avx512-base"}) {

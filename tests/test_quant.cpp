@@ -99,6 +99,7 @@ TEST(VecDotType, MatchesGgml) {
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::MXFP4})
     EXPECT_EQ(vec_dot_type(t), GgmlType::Q8_0);
   EXPECT_EQ(vec_dot_type(GgmlType::Q4_K), GgmlType::Q8_K);
+  EXPECT_EQ(vec_dot_type(GgmlType::Q5_K), GgmlType::Q8_K);
   EXPECT_EQ(vec_dot_type(GgmlType::Q6_K), GgmlType::Q8_K);
   EXPECT_FALSE(gemv_supported(GgmlType::Q2_K));
   EXPECT_THROW(vec_dot_type(GgmlType::Q2_K), Error);
@@ -186,6 +187,29 @@ TEST(KnownAnswer, Q4_K) {
   for (int e = 0; e < 256; ++e) {
     const int s = e / 32;
     EXPECT_EQ(y[e], 1.0f * sc[s] * code(e) - 0.5f * mn[s]) << e;
+  }
+}
+
+// Q5_K: Q4_K's header and nibbles, plus the 5th bit of element 32s + l in bit s of qh[l].
+TEST(KnownAnswer, Q5_K) {
+  const int sc[8] = {63, 1, 40, 4, 17, 33, 50, 2};
+  const int mn[8] = {7, 0, 63, 10, 16, 31, 47, 62};
+  BlockQ5_K b;
+  b.d = 0x3400;     // 0.25
+  b.dmin = 0x3C00;  // 1.0
+  pack_q4_k_scales(sc, mn, b.scales);
+  auto code = [](int e) { return (e * 11 + e / 64) % 32; };
+  std::memset(b.qh, 0, sizeof(b.qh));
+  for (int c = 0; c < 4; ++c)
+    for (int l = 0; l < 32; ++l) {
+      const int lo = code(64 * c + l), hi = code(64 * c + 32 + l);
+      b.qs[32 * c + l] = static_cast<uint8_t>((lo & 15) | ((hi & 15) << 4));
+      b.qh[l] |= static_cast<uint8_t>(((lo >> 4) << (2 * c)) | ((hi >> 4) << (2 * c + 1)));
+    }
+  const auto y = dequant(GgmlType::Q5_K, &b, 256);
+  for (int e = 0; e < 256; ++e) {
+    const int s = e / 32;
+    EXPECT_EQ(y[e], 0.25f * sc[s] * code(e) - 1.0f * mn[s]) << e;
   }
 }
 
@@ -291,8 +315,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(RoundTrip{GgmlType::F32, 0.0}, RoundTrip{GgmlType::F16, 4e-4},
                       RoundTrip{GgmlType::BF16, 3e-3}, RoundTrip{GgmlType::Q8_0, 0.01},
                       RoundTrip{GgmlType::Q8_K, 0.01}, RoundTrip{GgmlType::Q6_K, 0.04},
-                      RoundTrip{GgmlType::Q5_0, 0.06}, RoundTrip{GgmlType::Q4_K, 0.12},
-                      RoundTrip{GgmlType::Q4_0, 0.13}, RoundTrip{GgmlType::MXFP4, 0.2}),
+                      RoundTrip{GgmlType::Q5_0, 0.06}, RoundTrip{GgmlType::Q5_K, 0.06},
+                      RoundTrip{GgmlType::Q4_K, 0.12}, RoundTrip{GgmlType::Q4_0, 0.13},
+                      RoundTrip{GgmlType::MXFP4, 0.2}),
     [](const auto& info) { return std::string(ggml_type_name(info.param.type)); });
 
 // ---- llama.cpp's own quantized tensors ----
