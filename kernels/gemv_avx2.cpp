@@ -209,6 +209,44 @@ float dot_q6_k(const void* w_row, const void* x_row, int64_t n_cols) {
   return acc.fold();
 }
 
+// Q3_K: codes used unsigned, low 2 bits | hmask bit << 2 (0..7), the -4 offset taken off as
+// 4 * sum_g sc_g * bsums_g; the scales' pairs of groups as in dot_q6_k. Half h, step k covers
+// elements 128h + 32k + l: qs[32h + l] bits 2k..2k+1 and hmask[l] bit 4h + k.
+float dot_q3_k(const void* w_row, const void* x_row, int64_t n_cols) {
+  const auto* w = static_cast<const BlockQ3_K*>(w_row);
+  const auto* x = static_cast<const BlockQ8_K*>(x_row);
+  const __m256i m3 = _mm256_set1_epi8(3);
+  const __m256i m4 = _mm256_set1_epi8(4);
+  Lanes8 acc;
+  for (int64_t b = 0; b < n_cols / kQK_K; ++b) {
+    prefetch_ahead<sizeof(BlockQ3_K)>(w + b);
+    alignas(16) int8_t sc[16];
+    q3_k_scales(w[b].scales, sc);
+    const __m128i scl = _mm_load_si128(reinterpret_cast<const __m128i*>(sc));
+    const int32_t offset =
+        hsum_i32(_mm256_madd_epi16(load32(x[b].bsums), _mm256_cvtepi8_epi16(scl)));
+    const __m256i hm = load32(w[b].hmask);
+    __m256i isum = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q = load32(w[b].qs + 32 * h);
+      for (int k = 0; k < 4; ++k) {
+        const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << (4 * h + k)));
+        const __m256i high = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit),
+                                              m4);  // 4 where the bit is set
+        const __m256i u = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m3), high);
+        const __m256i p = _mm256_maddubs_epi16(u, load32(x[b].qs + 128 * h + 32 * k));
+        const __m256i s = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(
+            scl, _mm_load_si128(reinterpret_cast<const __m128i*>(kPairSplat[4 * h + k].data()))));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, s));
+      }
+    }
+    const int32_t sumi = hsum_i32(isum) - 4 * offset;
+    const float d = fp16(w[b].d) * x[b].d;
+    acc.add(b, d * static_cast<float>(sumi));
+  }
+  return acc.fold();
+}
+
 // ---- F32 / F16 / BF16 ----
 
 inline __m256 load8(const float* p) {
@@ -279,6 +317,8 @@ GemvKernels gemv_kernels_avx2(GgmlType type) {
       return row_kernels<&dot_k_min<BlockQ4_K>>();
     case GgmlType::Q5_K:
       return row_kernels<&dot_k_min<BlockQ5_K>>();
+    case GgmlType::Q3_K:
+      return row_kernels<&dot_q3_k>();
     case GgmlType::Q6_K:
       return row_kernels<&dot_q6_k>();
     default:

@@ -75,17 +75,27 @@ float dot_k_min(const void* w_row, const void* x_row, int64_t n_cols) {
   return acc.fold();
 }
 
-// r_b = (d_w * d_x) * (float)sum_g(sc_g * isum_g), groups of 16, values in [-32, 31]
-float dot_q6_k(const void* w_row, const void* x_row, int64_t n_cols) {
-  const auto* w = static_cast<const BlockQ6_K*>(w_row);
+// Q3_K, Q6_K: r_b = (d_w * d_x) * (float)sum_g(sc_g * isum_g), groups of 16, signed values
+// (Q3_K in [-4, 3], Q6_K in [-32, 31]) and signed scales.
+void q3_k_group_scales(const BlockQ3_K& b, int8_t* out) {
+  q3_k_scales(b.scales, out);
+}
+void q6_k_group_scales(const BlockQ6_K& b, int8_t* out) {
+  std::memcpy(out, b.scales, 16);
+}
+template <typename Block, int (*value)(const Block&, int), void (*scales)(const Block&, int8_t*)>
+float dot_k_sym(const void* w_row, const void* x_row, int64_t n_cols) {
+  const auto* w = static_cast<const Block*>(w_row);
   const auto* x = static_cast<const BlockQ8_K*>(x_row);
   Lanes8 acc;
   for (int64_t b = 0; b < n_cols / kQK_K; ++b) {
+    int8_t sc[16];
+    scales(w[b], sc);
     int32_t sumi = 0;
     for (int g = 0; g < kQK_K / 16; ++g) {
       int32_t isum = 0;
-      for (int l = 0; l < 16; ++l) isum += q6_k_value(w[b], 16 * g + l) * x[b].qs[16 * g + l];
-      sumi += w[b].scales[g] * isum;
+      for (int l = 0; l < 16; ++l) isum += value(w[b], 16 * g + l) * x[b].qs[16 * g + l];
+      sumi += sc[g] * isum;
     }
     const float d = fp16_to_f32(w[b].d) * x[b].d;
     acc.add(b, d * static_cast<float>(sumi));
@@ -153,8 +163,10 @@ GemvKernels gemv_kernels_ref(GgmlType type) {
       return row_kernels<&dot_k_min<BlockQ4_K, &q4_k_code>>();
     case GgmlType::Q5_K:
       return row_kernels<&dot_k_min<BlockQ5_K, &q5_k_code>>();
+    case GgmlType::Q3_K:
+      return row_kernels<&dot_k_sym<BlockQ3_K, &q3_k_value, &q3_k_group_scales>>();
     case GgmlType::Q6_K:
-      return row_kernels<&dot_q6_k>();
+      return row_kernels<&dot_k_sym<BlockQ6_K, &q6_k_value, &q6_k_group_scales>>();
     default:
       return GemvKernels{nullptr, nullptr};
   }

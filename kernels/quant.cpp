@@ -92,6 +92,15 @@ void dequant_k_min(const Block* x, float* y, int64_t nb) {
   }
 }
 
+void dequant_q3_k(const BlockQ3_K* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = fp16_to_f32(x[i].d);
+    int8_t sc[16];
+    detail::q3_k_scales(x[i].scales, sc);
+    for (int e = 0; e < kQK_K; ++e) y[i * kQK_K + e] = d * sc[e / 16] * detail::q3_k_value(x[i], e);
+  }
+}
+
 void dequant_q6_k(const BlockQ6_K* x, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i) {
     const float d = fp16_to_f32(x[i].d);
@@ -338,6 +347,111 @@ float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, ui
   return scale;
 }
 
+// ggml's make_q3_quants with do_rmse: a symmetric scale for n values onto codes [-nmax, nmax-1]
+// (weights x²), refined by up to 5 passes that move single codes while the weighted fit improves.
+// Returns the scale and writes codes + nmax into L.
+float make_q3_quants(int n, int nmax, const float* x, int8_t* L) {
+  float max = 0.0f, amax = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[i];
+    }
+  }
+  if (amax < kGroupMaxEps) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    return 0.0f;
+  }
+  const float iscale = -nmax / max;
+  float sumlx = 0.0f, suml2 = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const int l = std::max(-nmax, std::min(nmax - 1, nearest_int(iscale * x[i])));
+    L[i] = static_cast<int8_t>(l);
+    const float w = x[i] * x[i];
+    sumlx += w * x[i] * l;
+    suml2 += w * l * l;
+  }
+  for (int itry = 0; itry < 5; ++itry) {
+    int n_changed = 0;
+    for (int i = 0; i < n; ++i) {
+      const float w = x[i] * x[i];
+      float slx = sumlx - w * x[i] * L[i];
+      if (slx > 0) {
+        float sl2 = suml2 - w * L[i] * L[i];
+        const int new_l = std::max(-nmax, std::min(nmax - 1, nearest_int(x[i] * sl2 / slx)));
+        if (new_l != L[i]) {
+          slx += w * x[i] * new_l;
+          sl2 += w * new_l * new_l;
+          if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+            L[i] = static_cast<int8_t>(new_l);
+            sumlx = slx;
+            suml2 = sl2;
+            ++n_changed;
+          }
+        }
+      }
+    }
+    if (n_changed == 0) break;
+  }
+  for (int i = 0; i < n; ++i) L[i] = static_cast<int8_t>(L[i] + nmax);
+  return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+void quant_q3_k(const float* x, BlockQ3_K* y, int64_t nb) {
+  int8_t L[kQK_K];
+  float scales[kQK_K / 16];
+  for (int64_t i = 0; i < nb; ++i, x += kQK_K) {
+    float max_scale = 0.0f, amax = 0.0f;
+    for (int g = 0; g < kQK_K / 16; ++g) {
+      scales[g] = make_q3_quants(16, 4, x + 16 * g, L + 16 * g);
+      const float scale = std::fabs(scales[g]);
+      if (scale > amax) {
+        amax = scale;
+        max_scale = scales[g];
+      }
+    }
+    std::memset(y[i].scales, 0, sizeof(y[i].scales));
+    if (max_scale != 0.0f) {
+      const float iscale = -32.f / max_scale;
+      for (int g = 0; g < kQK_K / 16; ++g) {
+        // ggml keeps the rounded scale in an int8 before clamping (|iscale * scale| <= 32 here).
+        const auto rounded = static_cast<int8_t>(nearest_int(iscale * scales[g]));
+        const int l = std::max(-32, std::min(31, static_cast<int>(rounded))) + 32;
+        if (g < 8)
+          y[i].scales[g] = static_cast<uint8_t>(l & 0xF);
+        else
+          y[i].scales[g - 8] |= static_cast<uint8_t>((l & 0xF) << 4);
+        y[i].scales[g % 4 + 8] |= static_cast<uint8_t>((l >> 4) << (2 * (g / 4)));
+      }
+      y[i].d = f32_to_fp16(1 / iscale);
+    } else {
+      y[i].d = f32_to_fp16(0.0f);
+    }
+    int8_t sc[16];
+    detail::q3_k_scales(y[i].scales, sc);
+    for (int g = 0; g < kQK_K / 16; ++g) {
+      const float d = fp16_to_f32(y[i].d) * sc[g];
+      if (d == 0.0f) continue;
+      for (int l = 0; l < 16; ++l)
+        L[16 * g + l] =
+            static_cast<int8_t>(std::max(-4, std::min(3, nearest_int(x[16 * g + l] / d))) + 4);
+    }
+    // Element e: its third bit in hmask[e % 32] bit e / 32, its low 2 bits in qs.
+    std::memset(y[i].hmask, 0, sizeof(y[i].hmask));
+    for (int e = 0; e < kQK_K; ++e)
+      if (L[e] > 3) {
+        y[i].hmask[e % 32] |= static_cast<uint8_t>(1 << (e / 32));
+        L[e] = static_cast<int8_t>(L[e] - 4);
+      }
+    for (int h = 0; h < kQK_K / 128; ++h)
+      for (int l = 0; l < 32; ++l)
+        y[i].qs[32 * h + l] =
+            static_cast<uint8_t>(L[128 * h + l] | (L[128 * h + l + 32] << 2) |
+                                 (L[128 * h + l + 64] << 4) | (L[128 * h + l + 96] << 6));
+  }
+}
+
 // The header of a Q4_K / Q5_K super-block as ggml's quantize_row_q{4,5}_K_ref make it: per
 // sub-block of 32 a weighted scale-and-min search over codes 0..nmax (make_qkx2_quants with rmin
 // and nstep), the scales and mins rounded to 6 bits against the block's largest, then the codes
@@ -506,6 +620,7 @@ bool gemv_supported(GgmlType w) {
     case GgmlType::Q4_0:
     case GgmlType::Q5_0:
     case GgmlType::Q8_0:
+    case GgmlType::Q3_K:
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
     case GgmlType::Q6_K:
@@ -527,6 +642,7 @@ GgmlType vec_dot_type(GgmlType w) {
     case GgmlType::Q8_0:
     case GgmlType::MXFP4:
       return GgmlType::Q8_0;
+    case GgmlType::Q3_K:
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
     case GgmlType::Q6_K:
@@ -574,6 +690,9 @@ void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n) {
       check_blocks(t, n, kQK_K);
       return dequant_k_min<BlockQ5_K, &detail::q5_k_code>(static_cast<const BlockQ5_K*>(src), dst,
                                                           n / kQK_K);
+    case GgmlType::Q3_K:
+      check_blocks(t, n, kQK_K);
+      return dequant_q3_k(static_cast<const BlockQ3_K*>(src), dst, n / kQK_K);
     case GgmlType::Q6_K:
       check_blocks(t, n, kQK_K);
       return dequant_q6_k(static_cast<const BlockQ6_K*>(src), dst, n / kQK_K);
@@ -621,6 +740,9 @@ void quantize_row(GgmlType t, const float* src, void* dst, int64_t n) {
     case GgmlType::Q5_K:
       check_blocks(t, n, kQK_K);
       return quant_q5_k(src, static_cast<BlockQ5_K*>(dst), n / kQK_K);
+    case GgmlType::Q3_K:
+      check_blocks(t, n, kQK_K);
+      return quant_q3_k(src, static_cast<BlockQ3_K*>(dst), n / kQK_K);
     case GgmlType::Q6_K:
       check_blocks(t, n, kQK_K);
       return quant_q6_k(src, static_cast<BlockQ6_K*>(dst), n / kQK_K);

@@ -39,6 +39,28 @@ inline void q4_k_scale_min(const uint8_t* s, int j, uint8_t* sc, uint8_t* mn) {
   }
 }
 
+// Q3_K's sixteen 6-bit group scales, each less 32 (ggml's dequantize_row_q3_K unpacking): the low
+// nibbles of scale g sit in byte g % 8 (low half for g < 8, high half after), its top 2 bits in
+// byte 8 + g % 4 at bits 2 (g / 4).
+inline void q3_k_scales(const uint8_t* s, int8_t out[16]) {
+  uint32_t a[3];
+  std::memcpy(a, s, sizeof(a));
+  const uint32_t u[4] = {(a[0] & 0x0F0F0F0F) | ((a[2] & 0x03030303) << 4),
+                         (a[1] & 0x0F0F0F0F) | (((a[2] >> 2) & 0x03030303) << 4),
+                         ((a[0] >> 4) & 0x0F0F0F0F) | (((a[2] >> 4) & 0x03030303) << 4),
+                         ((a[1] >> 4) & 0x0F0F0F0F) | (((a[2] >> 6) & 0x03030303) << 4)};
+  uint8_t bytes[16];
+  std::memcpy(bytes, u, sizeof(bytes));
+  for (int g = 0; g < 16; ++g) out[g] = static_cast<int8_t>(bytes[g] - 32);
+}
+
+// Q3_K element e as a signed value in [-4, 3]: the 2-bit code, less 4 where its hmask bit is clear.
+inline int q3_k_value(const BlockQ3_K& b, int e) {
+  const int h = e / 128, j = (e % 128) / 32, l = e % 32;
+  const int low = (b.qs[32 * h + l] >> (2 * j)) & 3;
+  return ((b.hmask[l] >> (e / 32)) & 1) != 0 ? low : low - 4;
+}
+
 // Q4_K element e of a super-block as its 4-bit code: qs[32*c + l] holds element 64c + l in the low
 // nibble and element 64c + 32 + l in the high nibble.
 inline int q4_k_code(const BlockQ4_K& b, int e) {

@@ -10,5 +10,5 @@ strata_add_test(test_model_forward LABEL model SOURCES test_model_forward.cpp
 strata_add_test(test_model_replay LABEL model SOURCES test_model_replay.cpp
                 LIBS strata_engine nlohmann_json::nlohmann_json)
 add_dependencies(test_model_replay strata)
-# A Q5_K model (the F32 fixture requantized) against its dequantized peer, on every ISA.
-strata_add_test(test_q5_k_model LABEL model SOURCES test_q5_k_model.cpp LIBS strata_engine)
+# Q3_K and Q5_K models (the F32 fixture requantized) against their dequantized peers, every ISA.
+strata_add_test(test_kquant_model LABEL model SOURCES test_kquant_model.cpp LIBS strata_engine)

@@ -80,6 +80,9 @@ std::vector<uint8_t> random_weights(GgmlType t, int64_t n_rows, int64_t n_cols, 
         case GgmlType::Q6_K:
           put16(blk + offsetof(BlockQ6_K, d), random_fp16_scale(rng));
           break;
+        case GgmlType::Q3_K:
+          put16(blk + offsetof(BlockQ3_K, d), random_fp16_scale(rng));
+          break;
         case GgmlType::MXFP4: {
           const int kind = static_cast<int>(rng() % 20);
           blk[0] = static_cast<uint8_t>(kind == 0 ? rng() % 3 : 110 + rng() % 30);
@@ -262,9 +265,9 @@ TEST_P(GemvIsa, GemmEqualsGemvPerToken) {
 
 std::vector<GemvCase> all_cases() {
   std::vector<GemvCase> cases;
-  for (GgmlType t :
-       {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q5_0,
-        GgmlType::Q8_0, GgmlType::MXFP4, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q5_0,
+                     GgmlType::Q8_0, GgmlType::MXFP4, GgmlType::Q3_K, GgmlType::Q4_K,
+                     GgmlType::Q5_K, GgmlType::Q6_K})
     for (Isa isa : {Isa::kRef, Isa::kAvx2, Isa::kAvx512}) cases.push_back({t, isa});
   return cases;
 }
@@ -278,7 +281,7 @@ INSTANTIATE_TEST_SUITE_P(Kernels, GemvIsa, ::testing::ValuesIn(all_cases()), cas
 // and as a GEMM of 7 tokens (passes of 4, 2 and 1).
 TEST(GemvRows, AwkwardShapesBitIdenticalToRef) {
   for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::MXFP4,
-                        GgmlType::Q4_K, GgmlType::Q5_K}) {
+                        GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K}) {
     // avx512 is the VBMI/GFNI Q4_0 kernel where the CPU has them; "avx512-base" the table
     // without them, which such CPUs never get from gemv_kernels.
     for (const char* isa_label : {"avx2", "avx512", "avx512-base"}) {

@@ -100,6 +100,7 @@ TEST(VecDotType, MatchesGgml) {
     EXPECT_EQ(vec_dot_type(t), GgmlType::Q8_0);
   EXPECT_EQ(vec_dot_type(GgmlType::Q4_K), GgmlType::Q8_K);
   EXPECT_EQ(vec_dot_type(GgmlType::Q5_K), GgmlType::Q8_K);
+  EXPECT_EQ(vec_dot_type(GgmlType::Q3_K), GgmlType::Q8_K);
   EXPECT_EQ(vec_dot_type(GgmlType::Q6_K), GgmlType::Q8_K);
   EXPECT_FALSE(gemv_supported(GgmlType::Q2_K));
   EXPECT_THROW(vec_dot_type(GgmlType::Q2_K), Error);
@@ -188,6 +189,32 @@ TEST(KnownAnswer, Q4_K) {
     const int s = e / 32;
     EXPECT_EQ(y[e], 1.0f * sc[s] * code(e) - 0.5f * mn[s]) << e;
   }
+}
+
+// Q3_K, written from the format description: sixteen 6-bit scales (value - 32) with their low
+// nibbles in bytes 0-7 (groups 0-7 low halves, 8-15 high halves) and their top 2 bits in bytes
+// 8-11; element 128h + 32j + l's low 2 bits in qs[32h + l] at bits 2j, its third bit in hmask[l]
+// at bit 4h + j; value = low 2 bits + 4 x third bit - 4.
+TEST(KnownAnswer, Q3_K) {
+  BlockQ3_K b;
+  b.d = 0x3800;  // 0.5
+  int sc6[16];
+  for (int g = 0; g < 16; ++g) sc6[g] = (g * 23 + 5) % 64;
+  std::memset(b.scales, 0, sizeof(b.scales));
+  for (int g = 0; g < 16; ++g) {
+    b.scales[g % 8] |= static_cast<uint8_t>((sc6[g] & 15) << (g < 8 ? 0 : 4));
+    b.scales[8 + g % 4] |= static_cast<uint8_t>((sc6[g] >> 4) << (2 * (g / 4)));
+  }
+  auto code = [](int e) { return (e * 5 + e / 16) % 8; };  // 3-bit, value = code - 4
+  std::memset(b.qs, 0, sizeof(b.qs));
+  std::memset(b.hmask, 0, sizeof(b.hmask));
+  for (int e = 0; e < 256; ++e) {
+    const int h = e / 128, j = (e % 128) / 32, l = e % 32;
+    b.qs[32 * h + l] |= static_cast<uint8_t>((code(e) & 3) << (2 * j));
+    b.hmask[l] |= static_cast<uint8_t>((code(e) >> 2) << (4 * h + j));
+  }
+  const auto y = dequant(GgmlType::Q3_K, &b, 256);
+  for (int e = 0; e < 256; ++e) EXPECT_EQ(y[e], 0.5f * (sc6[e / 16] - 32) * (code(e) - 4)) << e;
 }
 
 // Q5_K: Q4_K's header and nibbles, plus the 5th bit of element 32s + l in bit s of qh[l].
@@ -317,7 +344,7 @@ INSTANTIATE_TEST_SUITE_P(
                       RoundTrip{GgmlType::Q8_K, 0.01}, RoundTrip{GgmlType::Q6_K, 0.04},
                       RoundTrip{GgmlType::Q5_0, 0.06}, RoundTrip{GgmlType::Q5_K, 0.06},
                       RoundTrip{GgmlType::Q4_K, 0.12}, RoundTrip{GgmlType::Q4_0, 0.13},
-                      RoundTrip{GgmlType::MXFP4, 0.2}),
+                      RoundTrip{GgmlType::Q3_K, 0.25}, RoundTrip{GgmlType::MXFP4, 0.2}),
     [](const auto& info) { return std::string(ggml_type_name(info.param.type)); });
 
 // ---- llama.cpp's own quantized tensors ----
