@@ -168,83 +168,90 @@ constexpr std::array<std::array<uint8_t, 16>, 8> pair_splat() {
 }
 alignas(16) constexpr auto kPairSplat = pair_splat();
 
-float dot_q6_k(const void* w_row, const void* x_row, int64_t n_cols) {
-  const auto* w = static_cast<const BlockQ6_K*>(w_row);
+// Q3_K, Q6_K: per half h of the super-block, codes(h) gives the 4 vectors of unsigned codes of
+// elements 128h + 32k + l (k = 0..3, l = 0..31); the codes' offset (Q6_K 32, Q3_K 4) comes off as
+// offset * sum_g sc_g * bsums_g; the signed group scales pair up per 32 elements (kPairSplat).
+struct Codes4 {
+  __m256i v[4];
+};
+
+template <typename Block, int kOffset, typename Scales, typename Codes>
+float dot_k_sym(const void* w_row, const void* x_row, int64_t n_cols, Scales scales, Codes codes) {
+  const auto* w = static_cast<const Block*>(w_row);
   const auto* x = static_cast<const BlockQ8_K*>(x_row);
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const __m256i m30 = _mm256_set1_epi8(0x30);
   Lanes8 acc;
   for (int64_t b = 0; b < n_cols / kQK_K; ++b) {
-    prefetch_ahead<sizeof(BlockQ6_K)>(w + b);
-    const __m128i scl = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].scales));
-    // Codes are used unsigned (0..63); the -32 offset is 32 * sum_g sc_g * bsums_g.
+    prefetch_ahead<sizeof(Block)>(w + b);
+    const __m128i scl = scales(w[b]);
     const int32_t offset =
         hsum_i32(_mm256_madd_epi16(load32(x[b].bsums), _mm256_cvtepi8_epi16(scl)));
     __m256i isum = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {
-      const __m256i ql0 = load32(w[b].ql + 64 * h);
-      const __m256i ql1 = load32(w[b].ql + 64 * h + 32);
-      const __m256i qh = load32(w[b].qh + 32 * h);
-      const __m256i q[4] = {
-          _mm256_or_si256(_mm256_and_si256(ql0, m4),
-                          _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
-          _mm256_or_si256(_mm256_and_si256(ql1, m4),
-                          _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                          _mm256_and_si256(qh, m30)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                          _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
-      };
+      const Codes4 q = codes(w[b], h);
       for (int k = 0; k < 4; ++k) {
-        const __m256i p = _mm256_maddubs_epi16(q[k], load32(x[b].qs + 128 * h + 32 * k));
+        const __m256i p = _mm256_maddubs_epi16(q.v[k], load32(x[b].qs + 128 * h + 32 * k));
         const __m256i sc = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(
             scl, _mm_load_si128(reinterpret_cast<const __m128i*>(kPairSplat[4 * h + k].data()))));
         isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, sc));
       }
     }
-    const int32_t sumi = hsum_i32(isum) - 32 * offset;
+    const int32_t sumi = hsum_i32(isum) - kOffset * offset;
     const float d = fp16(w[b].d) * x[b].d;
     acc.add(b, d * static_cast<float>(sumi));
   }
   return acc.fold();
 }
 
-// Q3_K: codes used unsigned, low 2 bits | hmask bit << 2 (0..7), the -4 offset taken off as
-// 4 * sum_g sc_g * bsums_g; the scales' pairs of groups as in dot_q6_k. Half h, step k covers
-// elements 128h + 32k + l: qs[32h + l] bits 2k..2k+1 and hmask[l] bit 4h + k.
+// Q6_K: the 6-bit codes (0..63) from ql's nibbles and qh's bit pairs.
+float dot_q6_k(const void* w_row, const void* x_row, int64_t n_cols) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i m30 = _mm256_set1_epi8(0x30);
+  return dot_k_sym<BlockQ6_K, 32>(
+      w_row, x_row, n_cols,
+      [](const BlockQ6_K& b) {
+        return _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+      },
+      [&](const BlockQ6_K& b, int h) {
+        const __m256i ql0 = load32(b.ql + 64 * h);
+        const __m256i ql1 = load32(b.ql + 64 * h + 32);
+        const __m256i qh = load32(b.qh + 32 * h);
+        return Codes4{{
+            _mm256_or_si256(_mm256_and_si256(ql0, m4),
+                            _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
+            _mm256_or_si256(_mm256_and_si256(ql1, m4),
+                            _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                            _mm256_and_si256(qh, m30)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                            _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
+        }};
+      });
+}
+
+// Q3_K: the 3-bit codes (0..7): qs[32h + l] bits 2k..2k+1, plus 4 where hmask[l] bit 4h + k is
+// set; the scales unpacked to bytes (q3_k_scales).
 float dot_q3_k(const void* w_row, const void* x_row, int64_t n_cols) {
-  const auto* w = static_cast<const BlockQ3_K*>(w_row);
-  const auto* x = static_cast<const BlockQ8_K*>(x_row);
   const __m256i m3 = _mm256_set1_epi8(3);
   const __m256i m4 = _mm256_set1_epi8(4);
-  Lanes8 acc;
-  for (int64_t b = 0; b < n_cols / kQK_K; ++b) {
-    prefetch_ahead<sizeof(BlockQ3_K)>(w + b);
-    alignas(16) int8_t sc[16];
-    q3_k_scales(w[b].scales, sc);
-    const __m128i scl = _mm_load_si128(reinterpret_cast<const __m128i*>(sc));
-    const int32_t offset =
-        hsum_i32(_mm256_madd_epi16(load32(x[b].bsums), _mm256_cvtepi8_epi16(scl)));
-    const __m256i hm = load32(w[b].hmask);
-    __m256i isum = _mm256_setzero_si256();
-    for (int h = 0; h < 2; ++h) {
-      const __m256i q = load32(w[b].qs + 32 * h);
-      for (int k = 0; k < 4; ++k) {
-        const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << (4 * h + k)));
-        const __m256i high = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit),
-                                              m4);  // 4 where the bit is set
-        const __m256i u = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m3), high);
-        const __m256i p = _mm256_maddubs_epi16(u, load32(x[b].qs + 128 * h + 32 * k));
-        const __m256i s = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(
-            scl, _mm_load_si128(reinterpret_cast<const __m128i*>(kPairSplat[4 * h + k].data()))));
-        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, s));
-      }
-    }
-    const int32_t sumi = hsum_i32(isum) - 4 * offset;
-    const float d = fp16(w[b].d) * x[b].d;
-    acc.add(b, d * static_cast<float>(sumi));
-  }
-  return acc.fold();
+  return dot_k_sym<BlockQ3_K, 4>(
+      w_row, x_row, n_cols,
+      [](const BlockQ3_K& b) {
+        alignas(16) int8_t sc[16];
+        q3_k_scales(b.scales, sc);
+        return _mm_load_si128(reinterpret_cast<const __m128i*>(sc));
+      },
+      [&](const BlockQ3_K& b, int h) {
+        const __m256i q = load32(b.qs + 32 * h);
+        const __m256i hm = load32(b.hmask);
+        Codes4 u;
+        for (int k = 0; k < 4; ++k) {
+          const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << (4 * h + k)));
+          const __m256i high =
+              _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit), m4);
+          u.v[k] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m3), high);
+        }
+        return u;
+      });
 }
 
 // ---- F32 / F16 / BF16 ----

@@ -233,22 +233,29 @@ void quant_q8_k(const float* x, BlockQ8_K* y, int64_t nb) {
   }
 }
 
-// ggml's make_qx_quants with rmse_type 1 and no importance weights (w = x²): a symmetric scale
-// for n values onto codes [-nmax, nmax-1], refined over 18 trial scales. Returns the scale and
-// writes codes + nmax into L.
-float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
-  float max = 0.0f, amax = 0.0f;
+// The value of largest magnitude among x[0..n) into *max; false, with L zeroed, when the group is
+// all zero (ggml's GROUP_MAX_EPS).
+bool group_max(int n, const float* x, int8_t* L, float* max) {
+  float amax = 0.0f;
+  *max = 0.0f;
   for (int i = 0; i < n; ++i) {
     const float ax = std::fabs(x[i]);
     if (ax > amax) {
       amax = ax;
-      max = x[i];
+      *max = x[i];
     }
   }
-  if (amax < kGroupMaxEps) {
-    std::memset(L, 0, n);
-    return 0.0f;
-  }
+  if (amax >= kGroupMaxEps) return true;
+  std::memset(L, 0, static_cast<size_t>(n));
+  return false;
+}
+
+// ggml's make_qx_quants with rmse_type 1 and no importance weights (w = x²): a symmetric scale
+// for n values onto codes [-nmax, nmax-1], refined over 18 trial scales. Returns the scale and
+// writes codes + nmax into L.
+float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
+  float max;
+  if (!group_max(n, x, L, &max)) return 0.0f;
   auto clamp = [nmax](int l) { return std::max(-nmax, std::min(nmax - 1, l)); };
   float iscale = -nmax / max;
   float sumlx = 0.0f, suml2 = 0.0f;
@@ -351,18 +358,8 @@ float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, ui
 // (weights x²), refined by up to 5 passes that move single codes while the weighted fit improves.
 // Returns the scale and writes codes + nmax into L.
 float make_q3_quants(int n, int nmax, const float* x, int8_t* L) {
-  float max = 0.0f, amax = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
-  if (amax < kGroupMaxEps) {
-    for (int i = 0; i < n; ++i) L[i] = 0;
-    return 0.0f;
-  }
+  float max;
+  if (!group_max(n, x, L, &max)) return 0.0f;
   const float iscale = -nmax / max;
   float sumlx = 0.0f, suml2 = 0.0f;
   for (int i = 0; i < n; ++i) {
