@@ -131,18 +131,21 @@ float dot_k_min(const void* w_row, const void* x_row, int64_t n_cols) {
         scm, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)));
     const int32_t summ = hsum_i32(_mm256_madd_epi16(load32(x[b].bsums), mn16));
     __m256i isum = _mm256_setzero_si256();
+#pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
       const __m256i q = load32(w[b].qs + 32 * c);
       __m256i lo = _mm256_and_si256(q, m4);
       __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-      if constexpr (kQ5) {  // 16 where bit 2c (low nibbles) / 2c + 1 (high) of qh[l] is set
+      if constexpr (kQ5) {
+        // Bit 2c (low nibbles) / 2c + 1 (high) of qh[l] moved to bit 4: the 16 of a 5-bit code.
+        // Within 16-bit lanes, so bits of the neighbouring byte land outside bit 4 (masked off).
         const __m256i qh = load32(w[b].qh);
-        const __m256i bl = _mm256_set1_epi8(static_cast<char>(1 << (2 * c)));
-        const __m256i bh = _mm256_set1_epi8(static_cast<char>(2 << (2 * c)));
-        lo = _mm256_or_si256(
-            lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bl), bl), m16));
-        hi = _mm256_or_si256(
-            hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bh), bh), m16));
+        const auto to_bit4 = [&](int bit) {
+          return _mm256_and_si256(
+              bit <= 4 ? _mm256_slli_epi16(qh, 4 - bit) : _mm256_srli_epi16(qh, bit - 4), m16);
+        };
+        lo = _mm256_or_si256(lo, to_bit4(2 * c));
+        hi = _mm256_or_si256(hi, to_bit4(2 * c + 1));
       }
       const __m256i p0 = _mm256_maddubs_epi16(lo, load32(x[b].qs + 64 * c));
       const __m256i p1 = _mm256_maddubs_epi16(hi, load32(x[b].qs + 64 * c + 32));
@@ -235,22 +238,31 @@ float dot_q3_k(const void* w_row, const void* x_row, int64_t n_cols) {
   const __m256i m4 = _mm256_set1_epi8(4);
   return dot_k_sym<BlockQ3_K, 4>(
       w_row, x_row, n_cols,
-      [](const BlockQ3_K& b) {
-        alignas(16) int8_t sc[16];
-        q3_k_scales(b.scales, sc);
-        return _mm_load_si128(reinterpret_cast<const __m128i*>(sc));
+      [](const BlockQ3_K& b) {  // q3_k_scales in 32-bit words, no byte stores
+        uint32_t a[3];
+        std::memcpy(a, b.scales, sizeof(a));
+        const __m128i u = _mm_setr_epi32(
+            static_cast<int>((a[0] & 0x0F0F0F0F) | ((a[2] & 0x03030303) << 4)),
+            static_cast<int>((a[1] & 0x0F0F0F0F) | (((a[2] >> 2) & 0x03030303) << 4)),
+            static_cast<int>(((a[0] >> 4) & 0x0F0F0F0F) | (((a[2] >> 4) & 0x03030303) << 4)),
+            static_cast<int>(((a[1] >> 4) & 0x0F0F0F0F) | (((a[2] >> 6) & 0x03030303) << 4)));
+        return _mm_sub_epi8(u, _mm_set1_epi8(32));
       },
       [&](const BlockQ3_K& b, int h) {
         const __m256i q = load32(b.qs + 32 * h);
-        const __m256i hm = load32(b.hmask);
-        Codes4 u;
-        for (int k = 0; k < 4; ++k) {
-          const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << (4 * h + k)));
-          const __m256i high =
-              _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit), m4);
-          u.v[k] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m3), high);
-        }
-        return u;
+        // hmask bits 4h..4h+3 down to bits 0..3 (higher bits leak in above them, unused), then
+        // bit k to bit 2: the 4 of a code whose third bit is set.
+        const __m256i hm = h == 0 ? load32(b.hmask) : _mm256_srli_epi16(load32(b.hmask), 4);
+        return Codes4{{
+            _mm256_or_si256(_mm256_and_si256(q, m3),
+                            _mm256_and_si256(_mm256_slli_epi16(hm, 2), m4)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2), m3),
+                            _mm256_and_si256(_mm256_slli_epi16(hm, 1), m4)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m3),
+                            _mm256_and_si256(hm, m4)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 6), m3),
+                            _mm256_and_si256(_mm256_srli_epi16(hm, 1), m4)),
+        }};
       });
 }
 
