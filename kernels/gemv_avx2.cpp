@@ -238,15 +238,12 @@ float dot_q3_k(const void* w_row, const void* x_row, int64_t n_cols) {
   const __m256i m4 = _mm256_set1_epi8(4);
   return dot_k_sym<BlockQ3_K, 4>(
       w_row, x_row, n_cols,
-      [](const BlockQ3_K& b) {  // q3_k_scales in 32-bit words, no byte stores
-        uint32_t a[3];
-        std::memcpy(a, b.scales, sizeof(a));
-        const __m128i u = _mm_setr_epi32(
-            static_cast<int>((a[0] & 0x0F0F0F0F) | ((a[2] & 0x03030303) << 4)),
-            static_cast<int>((a[1] & 0x0F0F0F0F) | (((a[2] >> 2) & 0x03030303) << 4)),
-            static_cast<int>(((a[0] >> 4) & 0x0F0F0F0F) | (((a[2] >> 4) & 0x03030303) << 4)),
-            static_cast<int>(((a[1] >> 4) & 0x0F0F0F0F) | (((a[2] >> 6) & 0x03030303) << 4)));
-        return _mm_sub_epi8(u, _mm_set1_epi8(32));
+      [](const BlockQ3_K& b) {  // in words: byte stores then a vector load stall forwarding
+        uint32_t u[4];
+        q3_k_scale_words(b.scales, u);
+        return _mm_sub_epi8(_mm_setr_epi32(static_cast<int>(u[0]), static_cast<int>(u[1]),
+                                           static_cast<int>(u[2]), static_cast<int>(u[3])),
+                            _mm_set1_epi8(32));
       },
       [&](const BlockQ3_K& b, int h) {
         const __m256i q = load32(b.qs + 32 * h);

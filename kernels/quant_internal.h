@@ -39,16 +39,22 @@ inline void q4_k_scale_min(const uint8_t* s, int j, uint8_t* sc, uint8_t* mn) {
   }
 }
 
-// Q3_K's sixteen 6-bit group scales, each less 32 (ggml's dequantize_row_q3_K unpacking): the low
-// nibbles of scale g sit in byte g % 8 (low half for g < 8, high half after), its top 2 bits in
-// byte 8 + g % 4 at bits 2 (g / 4).
-inline void q3_k_scales(const uint8_t* s, int8_t out[16]) {
+// Q3_K's sixteen 6-bit group scales as 4 words of 4 bytes, scale g in byte g (before the -32;
+// ggml's dequantize_row_q3_K unpacking): the low nibble of scale g sits in byte g % 8 (low half for
+// g < 8, high half after), its top 2 bits in byte 8 + g % 4 at bits 2 (g / 4).
+inline void q3_k_scale_words(const uint8_t* s, uint32_t u[4]) {
   uint32_t a[3];
   std::memcpy(a, s, sizeof(a));
-  const uint32_t u[4] = {(a[0] & 0x0F0F0F0F) | ((a[2] & 0x03030303) << 4),
-                         (a[1] & 0x0F0F0F0F) | (((a[2] >> 2) & 0x03030303) << 4),
-                         ((a[0] >> 4) & 0x0F0F0F0F) | (((a[2] >> 4) & 0x03030303) << 4),
-                         ((a[1] >> 4) & 0x0F0F0F0F) | (((a[2] >> 6) & 0x03030303) << 4)};
+  u[0] = (a[0] & 0x0F0F0F0F) | ((a[2] & 0x03030303) << 4);
+  u[1] = (a[1] & 0x0F0F0F0F) | (((a[2] >> 2) & 0x03030303) << 4);
+  u[2] = ((a[0] >> 4) & 0x0F0F0F0F) | (((a[2] >> 4) & 0x03030303) << 4);
+  u[3] = ((a[1] >> 4) & 0x0F0F0F0F) | (((a[2] >> 6) & 0x03030303) << 4);
+}
+
+// The sixteen Q3_K group scales, each less 32.
+inline void q3_k_scales(const uint8_t* s, int8_t out[16]) {
+  uint32_t u[4];
+  q3_k_scale_words(s, u);
   uint8_t bytes[16];
   std::memcpy(bytes, u, sizeof(bytes));
   for (int g = 0; g < 16; ++g) out[g] = static_cast<int8_t>(bytes[g] - 32);
