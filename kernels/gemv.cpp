@@ -10,7 +10,7 @@
 //
 // 1. The row is cut into blocks b = 0, 1, ..., nb-1:
 //      Q4_0, Q5_0, Q8_0, MXFP4: 32 elements (one ggml block), activations Q8_0;
-//      Q3_K, Q4_K, Q5_K, Q6_K:  256 elements (one super-block), activations Q8_K;
+//      Q2_K .. Q6_K:            256 elements (one super-block), activations Q8_K;
 //      F32, F16, BF16:          32 elements, activations of the same type, the last block
 //                               zero-padded when n_cols % 32 != 0.
 // 2. Each block gives one float r_b (integer sums are exact int32; (float)i rounds to nearest):
@@ -24,6 +24,9 @@
 //                      summ = sum_{s<8} m_s * (bsums[2s] + bsums[2s+1])
 //                      dd = fp16(d_w) * d_x;  dm = fp16(dmin_w) * d_x
 //                      r_b = dd * (float)sumi - dm * (float)summ
+//      Q2_K:           sumi = sum_{g<16} sc_g * (sum_{l<16} q2[16g+l] * q8[16g+l]), q2 in [0,3]
+//                      summ = sum_{g<16} m_g * bsums[g] (sc_g, m_g: the group's 4-bit fields)
+//                      r_b = dd * (float)sumi - dm * (float)summ, dd and dm as for Q4_K
 //      Q3_K, Q6_K:     sumi = sum_{g<16} sc_g * (sum_{l<16} q[16g+l] * q8[16g+l]), q the signed
 //                      value (Q3_K in [-4,3], Q6_K in [-32,31]), sc_g the signed group scale
 //                      (Q3_K: its 6-bit field - 32);  r_b = (fp16(d_w) * d_x) * (float)sumi

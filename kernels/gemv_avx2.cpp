@@ -263,6 +263,38 @@ float dot_q3_k(const void* w_row, const void* x_row, int64_t n_cols) {
       });
 }
 
+// Q2_K: per half h the 2-bit codes of elements 128h + 32k + l at bits 2k of qs[32h + l]; the
+// 4-bit scales pair up per 32 elements (kPairSplat), the mins weight the bsums.
+float dot_q2_k(const void* w_row, const void* x_row, int64_t n_cols) {
+  const auto* w = static_cast<const BlockQ2_K*>(w_row);
+  const auto* x = static_cast<const BlockQ8_K*>(x_row);
+  const __m256i m3 = _mm256_set1_epi8(3);
+  const __m128i m15 = _mm_set1_epi8(0x0F);
+  Lanes8 acc;
+  for (int64_t b = 0; b < n_cols / kQK_K; ++b) {
+    prefetch_ahead<sizeof(BlockQ2_K)>(w + b);
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].scales));
+    const __m128i scl = _mm_and_si128(raw, m15);
+    const __m128i mns = _mm_and_si128(_mm_srli_epi16(raw, 4), m15);
+    const int32_t summ = hsum_i32(_mm256_madd_epi16(load32(x[b].bsums), _mm256_cvtepu8_epi16(mns)));
+    __m256i isum = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q = load32(w[b].qs + 32 * h);
+      for (int k = 0; k < 4; ++k) {
+        const __m256i u = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m3);
+        const __m256i p = _mm256_maddubs_epi16(u, load32(x[b].qs + 128 * h + 32 * k));
+        const __m256i sc = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(
+            scl, _mm_load_si128(reinterpret_cast<const __m128i*>(kPairSplat[4 * h + k].data()))));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, sc));
+      }
+    }
+    const float dd = fp16(w[b].d) * x[b].d;
+    const float dm = fp16(w[b].dmin) * x[b].d;
+    acc.add(b, dd * static_cast<float>(hsum_i32(isum)) - dm * static_cast<float>(summ));
+  }
+  return acc.fold();
+}
+
 // ---- F32 / F16 / BF16 ----
 
 inline __m256 load8(const float* p) {
@@ -333,6 +365,8 @@ GemvKernels gemv_kernels_avx2(GgmlType type) {
       return row_kernels<&dot_k_min<BlockQ4_K>>();
     case GgmlType::Q5_K:
       return row_kernels<&dot_k_min<BlockQ5_K>>();
+    case GgmlType::Q2_K:
+      return row_kernels<&dot_q2_k>();
     case GgmlType::Q3_K:
       return row_kernels<&dot_q3_k>();
     case GgmlType::Q6_K:

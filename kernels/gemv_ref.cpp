@@ -75,6 +75,27 @@ float dot_k_min(const void* w_row, const void* x_row, int64_t n_cols) {
   return acc.fold();
 }
 
+// Q2_K: r_b = (d_w * d_x) * (float)sum_g(sc_g * isum_g) - (dmin_w * d_x) * (float)sum_g(m_g *
+// bsums_g), groups of 16 with 4-bit scales sc_g and mins m_g, codes 0..3.
+float dot_q2_k(const void* w_row, const void* x_row, int64_t n_cols) {
+  const auto* w = static_cast<const BlockQ2_K*>(w_row);
+  const auto* x = static_cast<const BlockQ8_K*>(x_row);
+  Lanes8 acc;
+  for (int64_t b = 0; b < n_cols / kQK_K; ++b) {
+    int32_t sumi = 0, summ = 0;
+    for (int g = 0; g < kQK_K / 16; ++g) {
+      int32_t isum = 0;
+      for (int l = 0; l < 16; ++l) isum += q2_k_code(w[b], 16 * g + l) * x[b].qs[16 * g + l];
+      sumi += (w[b].scales[g] & 0xF) * isum;
+      summ += (w[b].scales[g] >> 4) * x[b].bsums[g];
+    }
+    const float dd = fp16_to_f32(w[b].d) * x[b].d;
+    const float dm = fp16_to_f32(w[b].dmin) * x[b].d;
+    acc.add(b, dd * static_cast<float>(sumi) - dm * static_cast<float>(summ));
+  }
+  return acc.fold();
+}
+
 // Q3_K, Q6_K: r_b = (d_w * d_x) * (float)sum_g(sc_g * isum_g), groups of 16, signed values
 // (Q3_K in [-4, 3], Q6_K in [-32, 31]) and signed scales.
 void q3_k_group_scales(const BlockQ3_K& b, int8_t* out) {
@@ -163,6 +184,8 @@ GemvKernels gemv_kernels_ref(GgmlType type) {
       return row_kernels<&dot_k_min<BlockQ4_K, &q4_k_code>>();
     case GgmlType::Q5_K:
       return row_kernels<&dot_k_min<BlockQ5_K, &q5_k_code>>();
+    case GgmlType::Q2_K:
+      return row_kernels<&dot_q2_k>();
     case GgmlType::Q3_K:
       return row_kernels<&dot_k_sym<BlockQ3_K, &q3_k_value, &q3_k_group_scales>>();
     case GgmlType::Q6_K:

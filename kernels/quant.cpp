@@ -92,6 +92,19 @@ void dequant_k_min(const Block* x, float* y, int64_t nb) {
   }
 }
 
+void dequant_q2_k(const BlockQ2_K* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = fp16_to_f32(x[i].d);
+    const float dmin = fp16_to_f32(x[i].dmin);
+    for (int g = 0; g < kQK_K / 16; ++g) {
+      const float dl = d * (x[i].scales[g] & 0xF);
+      const float ml = dmin * (x[i].scales[g] >> 4);
+      for (int l = 0; l < 16; ++l)
+        y[i * kQK_K + 16 * g + l] = dl * detail::q2_k_code(x[i], 16 * g + l) - ml;
+    }
+  }
+}
+
 void dequant_q3_k(const BlockQ3_K* x, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i) {
     const float d = fp16_to_f32(x[i].d);
@@ -289,10 +302,11 @@ float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
 }
 
 // ggml's make_qkx2_quants: an asymmetric scale and min for n values onto codes [0, nmax],
-// minimising the weighted squared error over nstep+1 trial scales. Returns the scale, writes the
-// (positive) min to *the_min and the codes to L.
+// minimising the weighted squared error (use_mad: absolute error) over nstep+1 trial scales.
+// Returns the scale, writes the (positive) min to *the_min and the codes to L.
 float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L,
-                       float* the_min, uint8_t* Laux, float rmin, float rdelta, int nstep) {
+                       float* the_min, uint8_t* Laux, float rmin, float rdelta, int nstep,
+                       bool use_mad = false) {
   float min = x[0], max = x[0];
   float sum_w = weights[0];
   float sum_x = sum_w * x[0];
@@ -316,7 +330,7 @@ float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, ui
   for (int i = 0; i < n; ++i) {
     L[i] = static_cast<uint8_t>(clamp(nearest_int(iscale * (x[i] - min))));
     const float diff = scale * L[i] + min - x[i];
-    best_error += weights[i] * (diff * diff);
+    best_error += weights[i] * (use_mad ? std::fabs(diff) : diff * diff);
   }
   for (int is = 0; is <= nstep; ++is) {
     iscale = (rmin + rdelta * is + nmax) / (max - min);
@@ -340,7 +354,7 @@ float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, ui
       float cur_error = 0.0f;
       for (int i = 0; i < n; ++i) {
         const float diff = this_scale * Laux[i] + this_min - x[i];
-        cur_error += weights[i] * (diff * diff);
+        cur_error += weights[i] * (use_mad ? std::fabs(diff) : diff * diff);
       }
       if (cur_error < best_error) {
         std::memcpy(L, Laux, n);
@@ -352,6 +366,61 @@ float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, ui
   }
   *the_min = -min;
   return scale;
+}
+
+// Packs 2-bit codes L (one per element) into a Q2_K / Q3_K qs: qs[32h + l] holds elements
+// 128h + l, + 32, + 64, + 96 at bits 0, 2, 4, 6.
+void pack_2bit(const uint8_t* L, uint8_t* qs) {
+  for (int h = 0; h < kQK_K / 128; ++h)
+    for (int l = 0; l < 32; ++l)
+      qs[32 * h + l] =
+          static_cast<uint8_t>(L[128 * h + l] | (L[128 * h + l + 32] << 2) |
+                               (L[128 * h + l + 64] << 4) | (L[128 * h + l + 96] << 6));
+}
+
+void quant_q2_k(const float* x, BlockQ2_K* y, int64_t nb) {
+  constexpr float kQ4Scale = 15.f;
+  uint8_t L[kQK_K];
+  uint8_t Laux[16];
+  float weights[16];
+  float mins[kQK_K / 16];
+  float scales[kQK_K / 16];
+  for (int64_t i = 0; i < nb; ++i, x += kQK_K) {
+    float max_scale = 0.0f, max_min = 0.0f;
+    for (int g = 0; g < kQK_K / 16; ++g) {
+      for (int l = 0; l < 16; ++l) weights[l] = std::fabs(x[16 * g + l]);
+      scales[g] = make_qkx2_quants(16, 3, x + 16 * g, weights, L + 16 * g, &mins[g], Laux, -0.5f,
+                                   0.1f, 15, /*use_mad=*/true);
+      max_scale = std::max(max_scale, scales[g]);
+      max_min = std::max(max_min, mins[g]);
+    }
+    if (max_scale > 0) {
+      const float iscale = kQ4Scale / max_scale;
+      for (int g = 0; g < kQK_K / 16; ++g)
+        y[i].scales[g] = static_cast<uint8_t>(nearest_int(iscale * scales[g]));
+      y[i].d = f32_to_fp16(max_scale / kQ4Scale);
+    } else {
+      std::memset(y[i].scales, 0, sizeof(y[i].scales));
+      y[i].d = f32_to_fp16(0.0f);
+    }
+    if (max_min > 0) {
+      const float iscale = kQ4Scale / max_min;
+      for (int g = 0; g < kQK_K / 16; ++g)
+        y[i].scales[g] |= static_cast<uint8_t>(nearest_int(iscale * mins[g]) << 4);
+      y[i].dmin = f32_to_fp16(max_min / kQ4Scale);
+    } else {
+      y[i].dmin = f32_to_fp16(0.0f);
+    }
+    for (int g = 0; g < kQK_K / 16; ++g) {
+      const float d = fp16_to_f32(y[i].d) * (y[i].scales[g] & 0xF);
+      if (d == 0.0f) continue;
+      const float dm = fp16_to_f32(y[i].dmin) * (y[i].scales[g] >> 4);
+      for (int l = 0; l < 16; ++l)
+        L[16 * g + l] =
+            static_cast<uint8_t>(std::max(0, std::min(3, nearest_int((x[16 * g + l] + dm) / d))));
+    }
+    pack_2bit(L, y[i].qs);
+  }
 }
 
 // ggml's make_q3_quants with do_rmse: a symmetric scale for n values onto codes [-nmax, nmax-1]
@@ -441,11 +510,7 @@ void quant_q3_k(const float* x, BlockQ3_K* y, int64_t nb) {
         y[i].hmask[e % 32] |= static_cast<uint8_t>(1 << (e / 32));
         L[e] = static_cast<int8_t>(L[e] - 4);
       }
-    for (int h = 0; h < kQK_K / 128; ++h)
-      for (int l = 0; l < 32; ++l)
-        y[i].qs[32 * h + l] =
-            static_cast<uint8_t>(L[128 * h + l] | (L[128 * h + l + 32] << 2) |
-                                 (L[128 * h + l + 64] << 4) | (L[128 * h + l + 96] << 6));
+    pack_2bit(reinterpret_cast<const uint8_t*>(L), y[i].qs);
   }
 }
 
@@ -617,6 +682,7 @@ bool gemv_supported(GgmlType w) {
     case GgmlType::Q4_0:
     case GgmlType::Q5_0:
     case GgmlType::Q8_0:
+    case GgmlType::Q2_K:
     case GgmlType::Q3_K:
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
@@ -639,6 +705,7 @@ GgmlType vec_dot_type(GgmlType w) {
     case GgmlType::Q8_0:
     case GgmlType::MXFP4:
       return GgmlType::Q8_0;
+    case GgmlType::Q2_K:
     case GgmlType::Q3_K:
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
@@ -687,6 +754,9 @@ void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n) {
       check_blocks(t, n, kQK_K);
       return dequant_k_min<BlockQ5_K, &detail::q5_k_code>(static_cast<const BlockQ5_K*>(src), dst,
                                                           n / kQK_K);
+    case GgmlType::Q2_K:
+      check_blocks(t, n, kQK_K);
+      return dequant_q2_k(static_cast<const BlockQ2_K*>(src), dst, n / kQK_K);
     case GgmlType::Q3_K:
       check_blocks(t, n, kQK_K);
       return dequant_q3_k(static_cast<const BlockQ3_K*>(src), dst, n / kQK_K);
@@ -737,6 +807,9 @@ void quantize_row(GgmlType t, const float* src, void* dst, int64_t n) {
     case GgmlType::Q5_K:
       check_blocks(t, n, kQK_K);
       return quant_q5_k(src, static_cast<BlockQ5_K*>(dst), n / kQK_K);
+    case GgmlType::Q2_K:
+      check_blocks(t, n, kQK_K);
+      return quant_q2_k(src, static_cast<BlockQ2_K*>(dst), n / kQK_K);
     case GgmlType::Q3_K:
       check_blocks(t, n, kQK_K);
       return quant_q3_k(src, static_cast<BlockQ3_K*>(dst), n / kQK_K);

@@ -28,6 +28,12 @@ struct BlockQ8_0 {
   uint16_t d;
   int8_t qs[kQK];
 };
+struct BlockQ2_K {
+  uint8_t scales[kQK_K / 16];  // per group of 16: scale (low nibble) and min (high nibble)
+  uint8_t qs[kQK_K / 4];  // 2-bit codes: qs[32h + l] bits 2j..2j+1 are element 128h + 32j + l's
+  uint16_t d;             // super-block scale for the 4-bit scales
+  uint16_t dmin;          // super-block scale for the 4-bit mins
+};
 struct BlockQ3_K {
   uint8_t hmask[kQK_K / 8];  // the 3rd bit: hmask[l] bit j is element 32j + l's
   uint8_t qs[kQK_K / 4];  // the low 2 bits: qs[32h + l] bits 2j..2j+1 are element 128h + 32j + l's
@@ -67,6 +73,7 @@ struct BlockMXFP4 {
 static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ5_0) == 22);
 static_assert(sizeof(BlockQ8_0) == 34);
+static_assert(sizeof(BlockQ2_K) == 84);
 static_assert(sizeof(BlockQ3_K) == 110);
 static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ5_K) == 176);
@@ -84,18 +91,19 @@ uint16_t f32_to_bf16(float f);
 bool gemv_supported(GgmlType w);
 
 // The activation format a weight type is dotted with (ggml's vec_dot_type):
-// F32→F32, F16→F16, BF16→BF16, Q4_0/Q5_0/Q8_0/MXFP4→Q8_0, Q3_K/Q4_K/Q5_K/Q6_K→Q8_K.
+// F32→F32, F16→F16, BF16→BF16, Q4_0/Q5_0/Q8_0/MXFP4→Q8_0, Q2_K..Q6_K→Q8_K.
 GgmlType vec_dot_type(GgmlType w);
 
-// dst[n] = dequantized src (F32, F16, BF16, Q4_0, Q5_0, Q8_0, MXFP4, Q3_K, Q4_K, Q5_K, Q6_K,
+// dst[n] = dequantized src (F32, F16, BF16, Q4_0, Q5_0, Q8_0, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
 // Q8_K). n must be a multiple of the type's block size.
 void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n);
 
 // Quantize n floats into blocks of type t, exactly as llama.cpp's reference quantizers
 // (quantize_row_*_ref) do. Supported: F32, F16, BF16, Q8_0, Q8_K (activations) and
-// Q4_0, Q5_0, Q8_0, Q3_K, Q4_K, Q5_K, Q6_K, MXFP4 (weights, used by `strata synth`). Byte-identical
-// to llama-quantize without an importance matrix (tests/test_quant.cpp checks the fixtures; Q3_K
-// and Q5_K, which no fixture holds, were checked against llama-quantize: RESULTS.md session 19).
+// Q4_0, Q5_0, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, MXFP4 (weights, used by `strata synth`).
+// Byte-identical to llama-quantize without an importance matrix (tests/test_quant.cpp checks the
+// fixtures; Q2_K, Q3_K and Q5_K, which no fixture holds, were checked against llama-quantize:
+// bench/RESULTS.md session 19).
 void quantize_row(GgmlType t, const float* src, void* dst, int64_t n);
 
 // Quantize an activation row for the GEMV kernels, the way llama.cpp's x86 CPU backend does (it

@@ -39,6 +39,13 @@ inline void q4_k_scale_min(const uint8_t* s, int j, uint8_t* sc, uint8_t* mn) {
   }
 }
 
+// Q2_K element e as its 2-bit code (value = d * (scale & 15) * code - dmin * (scale >> 4) of its
+// group of 16, e / 16).
+inline int q2_k_code(const BlockQ2_K& b, int e) {
+  const int h = e / 128, j = (e % 128) / 32, l = e % 32;
+  return (b.qs[32 * h + l] >> (2 * j)) & 3;
+}
+
 // Q3_K's sixteen 6-bit group scales as 4 words of 4 bytes, scale g in byte g (before the -32;
 // ggml's dequantize_row_q3_K unpacking): the low nibble of scale g sits in byte g % 8 (low half for
 // g < 8, high half after), its top 2 bits in byte 8 + g % 4 at bits 2 (g / 4).

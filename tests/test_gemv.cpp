@@ -83,6 +83,10 @@ std::vector<uint8_t> random_weights(GgmlType t, int64_t n_rows, int64_t n_cols, 
         case GgmlType::Q3_K:
           put16(blk + offsetof(BlockQ3_K, d), random_fp16_scale(rng));
           break;
+        case GgmlType::Q2_K:
+          put16(blk + offsetof(BlockQ2_K, d), random_fp16_scale(rng));
+          put16(blk + offsetof(BlockQ2_K, dmin), random_fp16_scale(rng));
+          break;
         case GgmlType::MXFP4: {
           const int kind = static_cast<int>(rng() % 20);
           blk[0] = static_cast<uint8_t>(kind == 0 ? rng() % 3 : 110 + rng() % 30);
@@ -113,7 +117,8 @@ std::vector<uint8_t> random_acts(GgmlType t, int64_t n_cols, std::mt19937_64& rn
 }
 
 // Double dot of the dequantized row and activations, and the magnitude bound sum |w_i x_i| (for
-// Q4_K, Q5_K: sum (|d sc q| + |dmin m|)|x_i|, since the kernel's float steps see both terms).
+// Q2_K, Q4_K, Q5_K: sum (|d sc q| + |dmin m|)|x_i|, since the kernel's float steps see both
+// terms).
 struct Reference {
   double dot = 0;
   double magnitude = 0;
@@ -123,13 +128,15 @@ Reference reference_dot(GgmlType t, const uint8_t* w_row, const uint8_t* xq, int
   std::vector<float> w(n_cols), x(n_cols), w_mag(n_cols);
   dequantize_row(t, w_row, w.data(), n_cols);
   dequantize_row(vec_dot_type(t), xq, x.data(), n_cols);
-  if (t == GgmlType::Q4_K || t == GgmlType::Q5_K) {
-    // d and dmin lead both blocks: d*sc*q - (-|dmin|)*m = |d sc q| + |dmin m|
+  if (t == GgmlType::Q2_K || t == GgmlType::Q4_K || t == GgmlType::Q5_K) {
+    // d*sc*q - (-|dmin|)*m = |d sc q| + |dmin m|: clear d's sign bit, set dmin's (fp16, little
+    // endian: the sign in the second byte; Q4_K and Q5_K lead with d and dmin, Q2_K ends with them)
     std::vector<uint8_t> mag(w_row, w_row + ggml_row_bytes(t, n_cols));
     const size_t block = ggml_type_info(t).type_size;
+    const size_t d_at = t == GgmlType::Q2_K ? offsetof(BlockQ2_K, d) : 0;
     for (size_t at = 0; at < mag.size(); at += block) {
-      mag[at + 1] &= 0x7F;
-      mag[at + 3] |= 0x80;
+      mag[at + d_at + 1] &= 0x7F;
+      mag[at + d_at + 3] |= 0x80;
     }
     dequantize_row(t, mag.data(), w_mag.data(), n_cols);
   } else {
@@ -266,8 +273,8 @@ TEST_P(GemvIsa, GemmEqualsGemvPerToken) {
 std::vector<GemvCase> all_cases() {
   std::vector<GemvCase> cases;
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q5_0,
-                     GgmlType::Q8_0, GgmlType::MXFP4, GgmlType::Q3_K, GgmlType::Q4_K,
-                     GgmlType::Q5_K, GgmlType::Q6_K})
+                     GgmlType::Q8_0, GgmlType::MXFP4, GgmlType::Q2_K, GgmlType::Q3_K,
+                     GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
     for (Isa isa : {Isa::kRef, Isa::kAvx2, Isa::kAvx512}) cases.push_back({t, isa});
   return cases;
 }
@@ -281,7 +288,7 @@ INSTANTIATE_TEST_SUITE_P(Kernels, GemvIsa, ::testing::ValuesIn(all_cases()), cas
 // and as a GEMM of 7 tokens (passes of 4, 2 and 1).
 TEST(GemvRows, AwkwardShapesBitIdenticalToRef) {
   for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::MXFP4,
-                        GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K}) {
+                        GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K}) {
     // avx512 is the VBMI/GFNI Q4_0 kernel where the CPU has them; "avx512-base" the table
     // without them, which such CPUs never get from gemv_kernels.
     for (const char* isa_label : {"avx2", "avx512", "avx512-base"}) {
@@ -404,7 +411,7 @@ TEST(GemvDispatch, BestIsaIsSupportedAndUnsupportedTypesThrow) {
   EXPECT_TRUE(isa_supported(best_isa()));
   EXPECT_TRUE(isa_supported(Isa::kRef));
   EXPECT_EQ(isa_name(Isa::kAvx512), "avx512");
-  EXPECT_THROW(gemv_kernels(GgmlType::Q2_K, Isa::kRef), Error);
+  EXPECT_THROW(gemv_kernels(GgmlType::Q5_1, Isa::kRef), Error);
 }
 
 // The ISA knob's cap: best_isa() and every dispatch stay at or below it, and lifting it restores

@@ -1,4 +1,4 @@
-// Q3_K and Q5_K models end to end (no fixture holds them): tiny-qwen3moe's F32 fixture
+// Q2_K, Q3_K and Q5_K models end to end (no fixture holds them): tiny-qwen3moe's F32 fixture
 // requantized with quantize_row (every matrix whose rows are whole super-blocks, experts,
 // attention, embeddings and head; byte for byte what llama-quantize writes: bench/RESULTS.md
 // session 19) against a peer made of the same weights dequantized back to F32 (the F32 path is
@@ -125,9 +125,11 @@ TEST_P(KquantModel, CloseToItsDequantizedPeerAndTheSameOnEveryIsa) {
   EXPECT_EQ(std::memcmp(one.data(), got.data(), got.size() * sizeof(float)), 0) << "1 thread";
 }
 
-// Measured: Q3_K 2.5%, Q5_K 2.4% (a Q4_K model in the same comparison: 2.8%); 39 of 40 argmax.
+// Measured: Q2_K 2.2%, Q3_K 2.5%, Q5_K 2.4% (a Q4_K model in the same comparison: 2.8%); 39-40
+// of 40 argmax.
 INSTANTIATE_TEST_SUITE_P(Types, KquantModel,
-                         ::testing::Values(KquantCase{GgmlType::Q3_K, 0.03},
+                         ::testing::Values(KquantCase{GgmlType::Q2_K, 0.03},
+                                           KquantCase{GgmlType::Q3_K, 0.03},
                                            KquantCase{GgmlType::Q5_K, 0.03}),
                          [](const auto& info) {
                            return std::string(ggml_type_name(info.param.type));

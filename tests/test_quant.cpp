@@ -101,9 +101,10 @@ TEST(VecDotType, MatchesGgml) {
   EXPECT_EQ(vec_dot_type(GgmlType::Q4_K), GgmlType::Q8_K);
   EXPECT_EQ(vec_dot_type(GgmlType::Q5_K), GgmlType::Q8_K);
   EXPECT_EQ(vec_dot_type(GgmlType::Q3_K), GgmlType::Q8_K);
+  EXPECT_EQ(vec_dot_type(GgmlType::Q2_K), GgmlType::Q8_K);
   EXPECT_EQ(vec_dot_type(GgmlType::Q6_K), GgmlType::Q8_K);
-  EXPECT_FALSE(gemv_supported(GgmlType::Q2_K));
-  EXPECT_THROW(vec_dot_type(GgmlType::Q2_K), Error);
+  EXPECT_FALSE(gemv_supported(GgmlType::Q5_1));
+  EXPECT_THROW(vec_dot_type(GgmlType::Q5_1), Error);
 }
 
 // ---- known answers: blocks built by hand from the format description ----
@@ -188,6 +189,27 @@ TEST(KnownAnswer, Q4_K) {
   for (int e = 0; e < 256; ++e) {
     const int s = e / 32;
     EXPECT_EQ(y[e], 1.0f * sc[s] * code(e) - 0.5f * mn[s]) << e;
+  }
+}
+
+// Q2_K, written from the format description: per group of 16 a 4-bit scale (low nibble) and min
+// (high nibble); element 128h + 32j + l's 2-bit code in qs[32h + l] at bits 2j;
+// value = d * scale * code - dmin * min.
+TEST(KnownAnswer, Q2_K) {
+  BlockQ2_K b;
+  b.d = 0x3800;     // 0.5
+  b.dmin = 0x3400;  // 0.25
+  for (int g = 0; g < 16; ++g) b.scales[g] = static_cast<uint8_t>(((g * 7) % 16) | ((15 - g) << 4));
+  auto code = [](int e) { return (e * 3 + e / 64) % 4; };
+  std::memset(b.qs, 0, sizeof(b.qs));
+  for (int e = 0; e < 256; ++e) {
+    const int h = e / 128, j = (e % 128) / 32, l = e % 32;
+    b.qs[32 * h + l] |= static_cast<uint8_t>(code(e) << (2 * j));
+  }
+  const auto y = dequant(GgmlType::Q2_K, &b, 256);
+  for (int e = 0; e < 256; ++e) {
+    const int g = e / 16;
+    EXPECT_EQ(y[e], 0.5f * ((g * 7) % 16) * code(e) - 0.25f * (15 - g)) << e;
   }
 }
 
@@ -344,7 +366,8 @@ INSTANTIATE_TEST_SUITE_P(
                       RoundTrip{GgmlType::Q8_K, 0.01}, RoundTrip{GgmlType::Q6_K, 0.04},
                       RoundTrip{GgmlType::Q5_0, 0.06}, RoundTrip{GgmlType::Q5_K, 0.06},
                       RoundTrip{GgmlType::Q4_K, 0.12}, RoundTrip{GgmlType::Q4_0, 0.13},
-                      RoundTrip{GgmlType::Q3_K, 0.25}, RoundTrip{GgmlType::MXFP4, 0.2}),
+                      RoundTrip{GgmlType::Q3_K, 0.25}, RoundTrip{GgmlType::Q2_K, 0.45},
+                      RoundTrip{GgmlType::MXFP4, 0.2}),
     [](const auto& info) { return std::string(ggml_type_name(info.param.type)); });
 
 // ---- llama.cpp's own quantized tensors ----
