@@ -9,13 +9,16 @@
 // other * + - is a separately rounded IEEE float op with round-to-nearest-even.
 //
 // 1. The row is cut into blocks b = 0, 1, ..., nb-1:
-//      Q4_0, Q5_0, Q8_0, MXFP4: 32 elements (one ggml block), activations Q8_0;
+//      Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4: 32 elements (one ggml block), activations Q8_0;
 //      Q2_K .. Q6_K:            256 elements (one super-block), activations Q8_K;
 //      F32, F16, BF16:          32 elements, activations of the same type, the last block
 //                               zero-padded when n_cols % 32 != 0.
 // 2. Each block gives one float r_b (integer sums are exact int32; (float)i rounds to nearest):
 //      Q4_0/Q5_0/Q8_0: isum = sum_j q_w[j] * q_x[j], q_w the signed code (Q4_0 nibble-8, Q5_0
 //                      5-bit-16, Q8_0 int8);  r_b = (float)isum * (fp16(d_w) * fp16(d_x))
+//      Q4_1/Q5_1:      isum = sum_j c_w[j] * q_x[j] (c_w the unsigned code), xsum = sum_j q_x[j];
+//                      r_b = (float)isum * (fp16(d_w) * fp16(d_x))
+//                            + fp16(m_w) * (fp16(d_x) * (float)xsum)
 //      MXFP4:          isum = sum_j kv[code_j] * q_x[j] (kv = doubled E2M1, integers in
 //                      [-12, 12]);  r_b = (float)isum * (e8m0_half(e_w) * fp16(d_x)),
 //                      e8m0_half(e) = 2^(e-128)

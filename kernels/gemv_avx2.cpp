@@ -295,6 +295,77 @@ float dot_q2_k(const void* w_row, const void* x_row, int64_t n_cols) {
   return acc.fold();
 }
 
+// ---- Q4_1, Q5_1 x Q8_0: r_b = (float)isum * (d_w * d_x) + m_w * (d_x * (float)xsum) ----
+
+// Lane k = the sum of v[k]'s eight int32 lanes.
+inline __m256i hsum8x8(const __m256i* v) {
+  const __m256i u0 =
+      _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+  const __m256i u1 =
+      _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20),
+                          _mm256_permute2x128_si256(u0, u1, 0x31));
+}
+
+// Eight blocks per step, block b8 + k in lane k, so the lanes are the canonical acc[b % 8]; the
+// blocks after the last whole eight go lane by lane. Codes unsigned (element j of the block in
+// byte j: Q4_1's nibbles, Q5_1's fifth bits from qh as 16s).
+template <typename Block>
+float dot_q_1(const void* w_row, const void* x_row, int64_t n_cols) {
+  constexpr bool kQ5 = std::is_same_v<Block, BlockQ5_1>;
+  const auto* w = static_cast<const Block*>(w_row);
+  const auto* x = static_cast<const BlockQ8_0*>(x_row);
+  const int64_t nb = n_cols / kQK;
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i ones8 = _mm256_set1_epi8(1);
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  const __m256i byte_of_bit = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2,
+                                               2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i bit_of_byte = _mm256_set1_epi64x(0x8040201008040201);
+  const __m256i m16 = _mm256_set1_epi8(0x10);
+  auto block_sums = [&](const Block& wb, const BlockQ8_0& xb, __m256i* is, __m256i* xs) {
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.qs));
+    __m256i codes = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), m4);
+    if constexpr (kQ5) {
+      uint32_t qh;
+      std::memcpy(&qh, wb.qh, sizeof(qh));
+      const __m256i bits = _mm256_and_si256(
+          _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)), byte_of_bit), bit_of_byte);
+      codes = _mm256_or_si256(codes, _mm256_and_si256(_mm256_cmpeq_epi8(bits, bit_of_byte), m16));
+    }
+    const __m256i xv = load32(xb.qs);
+    *is = _mm256_madd_epi16(_mm256_maddubs_epi16(codes, xv), ones16);
+    *xs = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, xv), ones16);
+  };
+  __m256 acc = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 8 <= nb; b += 8) {
+    __m256i is[8], xs[8];
+    alignas(32) float dw[8], mw[8], dx[8];
+    for (int k = 0; k < 8; ++k) {
+      block_sums(w[b + k], x[b + k], &is[k], &xs[k]);
+      dw[k] = fp16(w[b + k].d);
+      mw[k] = fp16(w[b + k].m);
+      dx[k] = fp16(x[b + k].d);
+    }
+    const __m256 vdx = _mm256_load_ps(dx);
+    const __m256 r = _mm256_add_ps(
+        _mm256_mul_ps(_mm256_cvtepi32_ps(hsum8x8(is)), _mm256_mul_ps(_mm256_load_ps(dw), vdx)),
+        _mm256_mul_ps(_mm256_load_ps(mw), _mm256_mul_ps(vdx, _mm256_cvtepi32_ps(hsum8x8(xs)))));
+    acc = _mm256_add_ps(acc, r);
+  }
+  alignas(32) float lane[8];
+  _mm256_store_ps(lane, acc);
+  for (int k = 0; b + k < nb; ++k) {
+    __m256i is, xs;
+    block_sums(w[b + k], x[b + k], &is, &xs);
+    const float dx = fp16(x[b + k].d);
+    lane[k] = lane[k] + (static_cast<float>(hsum_i32(is)) * (fp16(w[b + k].d) * dx) +
+                         fp16(w[b + k].m) * (dx * static_cast<float>(hsum_i32(xs))));
+  }
+  return fold8(_mm256_load_ps(lane));
+}
+
 // ---- F32 / F16 / BF16 ----
 
 inline __m256 load8(const float* p) {
@@ -365,6 +436,10 @@ GemvKernels gemv_kernels_avx2(GgmlType type) {
       return row_kernels<&dot_k_min<BlockQ4_K>>();
     case GgmlType::Q5_K:
       return row_kernels<&dot_k_min<BlockQ5_K>>();
+    case GgmlType::Q4_1:
+      return row_kernels<&dot_q_1<BlockQ4_1>>();
+    case GgmlType::Q5_1:
+      return row_kernels<&dot_q_1<BlockQ5_1>>();
     case GgmlType::Q2_K:
       return row_kernels<&dot_q2_k>();
     case GgmlType::Q3_K:

@@ -38,6 +38,26 @@ float dot_q8_0_acts(const void* w_row, const void* x_row, int64_t n_cols) {
   return acc.fold();
 }
 
+// Q4_1, Q5_1 (element = d_w * code + m_w):
+//   r_b = (float)isum_b * (d_w * d_x) + m_w * (d_x * (float)xsum_b), xsum_b = sum_j q_x[j]
+template <typename Block, int (*Code)(const Block&, int)>
+float dot_q_1(const void* w_row, const void* x_row, int64_t n_cols) {
+  const auto* w = static_cast<const Block*>(w_row);
+  const auto* x = static_cast<const BlockQ8_0*>(x_row);
+  Lanes8 acc;
+  for (int64_t b = 0; b < n_cols / kQK; ++b) {
+    int32_t isum = 0, xsum = 0;
+    for (int j = 0; j < kQK; ++j) {
+      isum += Code(w[b], j) * x[b].qs[j];
+      xsum += x[b].qs[j];
+    }
+    const float dx = fp16_to_f32(x[b].d);
+    acc.add(b, static_cast<float>(isum) * (fp16_to_f32(w[b].d) * dx) +
+                   fp16_to_f32(w[b].m) * (dx * static_cast<float>(xsum)));
+  }
+  return acc.fold();
+}
+
 int q8_0_value(const BlockQ8_0& b, int j) {
   return b.qs[j];
 }
@@ -176,6 +196,10 @@ GemvKernels gemv_kernels_ref(GgmlType type) {
       return row_kernels<&dot_q8_0_acts<BlockQ4_0, &q4_0_value, &fp16_scale<BlockQ4_0>>>();
     case GgmlType::Q5_0:
       return row_kernels<&dot_q8_0_acts<BlockQ5_0, &q5_0_value, &fp16_scale<BlockQ5_0>>>();
+    case GgmlType::Q4_1:
+      return row_kernels<&dot_q_1<BlockQ4_1, &q4_1_code>>();
+    case GgmlType::Q5_1:
+      return row_kernels<&dot_q_1<BlockQ5_1, &q5_1_code>>();
     case GgmlType::Q8_0:
       return row_kernels<&dot_q8_0_acts<BlockQ8_0, &q8_0_value, &fp16_scale<BlockQ8_0>>>();
     case GgmlType::MXFP4:

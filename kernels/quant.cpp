@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "io/check.h"
 #include "kernels/gemv.h"
@@ -56,6 +57,14 @@ void dequant_q5_0(const BlockQ5_0* x, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i) {
     const float d = fp16_to_f32(x[i].d);
     for (int j = 0; j < kQK; ++j) y[i * kQK + j] = detail::q5_0_value(x[i], j) * d;
+  }
+}
+
+template <typename Block, int (*code)(const Block&, int)>
+void dequant_q_1(const Block* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = fp16_to_f32(x[i].d), m = fp16_to_f32(x[i].m);
+    for (int j = 0; j < kQK; ++j) y[i * kQK + j] = d * code(x[i], j) + m;
   }
 }
 
@@ -193,6 +202,39 @@ void quant_q5_0(const float* x, BlockQ5_0* y, int64_t nb) {
       qh |= static_cast<uint32_t>((q1 >> 4) & 1) << (j + 16);
     }
     std::memcpy(y[i].qh, &qh, sizeof(qh));
+  }
+}
+
+// ggml's quantize_row_q{4,5}_1_ref: d = (max - min) / nmax, m = min, codes (x - min) / d + 0.5
+// truncated (Q4_1 through an int8 and clamped to 15).
+template <int kBits, typename Block>
+void quant_q_1(const float* x, Block* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += kQK) {
+    float min = std::numeric_limits<float>::max(), max = -std::numeric_limits<float>::max();
+    for (int j = 0; j < kQK; ++j) {
+      min = std::min(min, x[j]);
+      max = std::max(max, x[j]);
+    }
+    const float d = (max - min) / ((1 << kBits) - 1);
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = f32_to_fp16(d);
+    y[i].m = f32_to_fp16(min);
+    uint32_t qh = 0;
+    for (int j = 0; j < kQK / 2; ++j) {
+      const float x0 = (x[j] - min) * id, x1 = (x[j + 16] - min) * id;
+      int q0, q1;
+      if constexpr (kBits == 4) {
+        q0 = std::min(15, static_cast<int>(static_cast<int8_t>(x0 + 0.5f)));
+        q1 = std::min(15, static_cast<int>(static_cast<int8_t>(x1 + 0.5f)));
+      } else {
+        q0 = static_cast<uint8_t>(x0 + 0.5f);
+        q1 = static_cast<uint8_t>(x1 + 0.5f);
+        qh |= static_cast<uint32_t>((q0 >> 4) & 1) << j;
+        qh |= static_cast<uint32_t>((q1 >> 4) & 1) << (j + 16);
+      }
+      y[i].qs[j] = static_cast<uint8_t>((q0 & 0xF) | ((q1 & 0xF) << 4));
+    }
+    if constexpr (kBits == 5) std::memcpy(y[i].qh, &qh, sizeof(qh));
   }
 }
 
@@ -680,7 +722,9 @@ bool gemv_supported(GgmlType w) {
     case GgmlType::F16:
     case GgmlType::BF16:
     case GgmlType::Q4_0:
+    case GgmlType::Q4_1:
     case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
     case GgmlType::Q8_0:
     case GgmlType::Q2_K:
     case GgmlType::Q3_K:
@@ -701,7 +745,9 @@ GgmlType vec_dot_type(GgmlType w) {
     case GgmlType::BF16:
       return w;
     case GgmlType::Q4_0:
+    case GgmlType::Q4_1:
     case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
     case GgmlType::Q8_0:
     case GgmlType::MXFP4:
       return GgmlType::Q8_0;
@@ -740,6 +786,14 @@ void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n) {
     case GgmlType::Q5_0:
       check_blocks(t, n, kQK);
       return dequant_q5_0(static_cast<const BlockQ5_0*>(src), dst, n / kQK);
+    case GgmlType::Q4_1:
+      check_blocks(t, n, kQK);
+      return dequant_q_1<BlockQ4_1, &detail::q4_1_code>(static_cast<const BlockQ4_1*>(src), dst,
+                                                        n / kQK);
+    case GgmlType::Q5_1:
+      check_blocks(t, n, kQK);
+      return dequant_q_1<BlockQ5_1, &detail::q5_1_code>(static_cast<const BlockQ5_1*>(src), dst,
+                                                        n / kQK);
     case GgmlType::Q8_0:
       check_blocks(t, n, kQK);
       return dequant_q8_0(static_cast<const BlockQ8_0*>(src), dst, n / kQK);
@@ -795,6 +849,12 @@ void quantize_row(GgmlType t, const float* src, void* dst, int64_t n) {
     case GgmlType::Q5_0:
       check_blocks(t, n, kQK);
       return quant_q5_0(src, static_cast<BlockQ5_0*>(dst), n / kQK);
+    case GgmlType::Q4_1:
+      check_blocks(t, n, kQK);
+      return quant_q_1<4>(src, static_cast<BlockQ4_1*>(dst), n / kQK);
+    case GgmlType::Q5_1:
+      check_blocks(t, n, kQK);
+      return quant_q_1<5>(src, static_cast<BlockQ5_1*>(dst), n / kQK);
     case GgmlType::Q8_0:
       check_blocks(t, n, kQK);
       return quant_q8_0(src, static_cast<BlockQ8_0*>(dst), n / kQK);

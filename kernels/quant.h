@@ -24,6 +24,17 @@ struct BlockQ5_0 {
   uint8_t qh[4];  // 5th bit of each of the 32 elements
   uint8_t qs[kQK / 2];
 };
+struct BlockQ4_1 {
+  uint16_t d;           // scale
+  uint16_t m;           // min: element = d * code + m
+  uint8_t qs[kQK / 2];  // as Q4_0's
+};
+struct BlockQ5_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qh[4];  // as Q5_0's
+  uint8_t qs[kQK / 2];
+};
 struct BlockQ8_0 {
   uint16_t d;
   int8_t qs[kQK];
@@ -72,6 +83,8 @@ struct BlockMXFP4 {
 
 static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ5_0) == 22);
+static_assert(sizeof(BlockQ4_1) == 20);
+static_assert(sizeof(BlockQ5_1) == 24);
 static_assert(sizeof(BlockQ8_0) == 34);
 static_assert(sizeof(BlockQ2_K) == 84);
 static_assert(sizeof(BlockQ3_K) == 110);
@@ -91,19 +104,19 @@ uint16_t f32_to_bf16(float f);
 bool gemv_supported(GgmlType w);
 
 // The activation format a weight type is dotted with (ggml's vec_dot_type):
-// F32→F32, F16→F16, BF16→BF16, Q4_0/Q5_0/Q8_0/MXFP4→Q8_0, Q2_K..Q6_K→Q8_K.
+// F32→F32, F16→F16, BF16→BF16, Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/MXFP4→Q8_0, Q2_K..Q6_K→Q8_K.
 GgmlType vec_dot_type(GgmlType w);
 
-// dst[n] = dequantized src (F32, F16, BF16, Q4_0, Q5_0, Q8_0, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
-// Q8_K). n must be a multiple of the type's block size.
+// dst[n] = dequantized src (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4, Q2_K, Q3_K, Q4_K,
+// Q5_K, Q6_K, Q8_K). n must be a multiple of the type's block size.
 void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n);
 
 // Quantize n floats into blocks of type t, exactly as llama.cpp's reference quantizers
 // (quantize_row_*_ref) do. Supported: F32, F16, BF16, Q8_0, Q8_K (activations) and
-// Q4_0, Q5_0, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, MXFP4 (weights, used by `strata synth`).
-// Byte-identical to llama-quantize without an importance matrix (tests/test_quant.cpp checks the
-// fixtures; Q2_K, Q3_K and Q5_K, which no fixture holds, were checked against llama-quantize:
-// bench/RESULTS.md session 19).
+// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, MXFP4 (weights, used by `strata
+// synth`). Byte-identical to llama-quantize without an importance matrix (tests/test_quant.cpp
+// checks the fixtures; Q4_1, Q5_1, Q2_K, Q3_K and Q5_K, which no fixture holds, were checked
+// against llama-quantize: bench/RESULTS.md session 19).
 void quantize_row(GgmlType t, const float* src, void* dst, int64_t n);
 
 // Quantize an activation row for the GEMV kernels, the way llama.cpp's x86 CPU backend does (it

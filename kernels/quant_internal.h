@@ -109,6 +109,17 @@ inline int q5_0_value(const BlockQ5_0& b, int j) {
   return (low | static_cast<int>(((qh >> j) & 1) << 4)) - 16;
 }
 
+// Q4_1 / Q5_1 element j (0..31) as its unsigned code (0..15 / 0..31; element = d * code + m).
+inline int q4_1_code(const BlockQ4_1& b, int j) {
+  return j < 16 ? (b.qs[j] & 0xF) : (b.qs[j - 16] >> 4);
+}
+inline int q5_1_code(const BlockQ5_1& b, int j) {
+  uint32_t qh;
+  std::memcpy(&qh, b.qh, sizeof(qh));
+  const int low = j < 16 ? (b.qs[j] & 0xF) : (b.qs[j - 16] >> 4);
+  return low | static_cast<int>(((qh >> j) & 1) << 4);
+}
+
 // Q4_0 element j (0..31) as a signed value in [-8, 7].
 inline int q4_0_value(const BlockQ4_0& b, int j) {
   return (j < 16 ? (b.qs[j] & 0xF) : (b.qs[j - 16] >> 4)) - 8;

@@ -10,5 +10,5 @@ strata_add_test(test_model_forward LABEL model SOURCES test_model_forward.cpp
 strata_add_test(test_model_replay LABEL model SOURCES test_model_replay.cpp
                 LIBS strata_engine nlohmann_json::nlohmann_json)
 add_dependencies(test_model_replay strata)
-# Q2_K, Q3_K and Q5_K models (the F32 fixture requantized) against dequantized peers, every ISA.
+# Q4_1, Q5_1, Q2_K, Q3_K, Q5_K models (the F32 fixture requantized) vs dequantized peers.
 strata_add_test(test_kquant_model LABEL model SOURCES test_kquant_model.cpp LIBS strata_engine)

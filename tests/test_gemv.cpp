@@ -83,6 +83,11 @@ std::vector<uint8_t> random_weights(GgmlType t, int64_t n_rows, int64_t n_cols, 
         case GgmlType::Q3_K:
           put16(blk + offsetof(BlockQ3_K, d), random_fp16_scale(rng));
           break;
+        case GgmlType::Q4_1:
+        case GgmlType::Q5_1:  // d, then m
+          put16(blk, random_fp16_scale(rng));
+          put16(blk + 2, random_fp16_scale(rng));
+          break;
         case GgmlType::Q2_K:
           put16(blk + offsetof(BlockQ2_K, d), random_fp16_scale(rng));
           put16(blk + offsetof(BlockQ2_K, dmin), random_fp16_scale(rng));
@@ -137,6 +142,14 @@ Reference reference_dot(GgmlType t, const uint8_t* w_row, const uint8_t* xq, int
     for (size_t at = 0; at < mag.size(); at += block) {
       mag[at + d_at + 1] &= 0x7F;
       mag[at + d_at + 3] |= 0x80;
+    }
+    dequantize_row(t, mag.data(), w_mag.data(), n_cols);
+  } else if (t == GgmlType::Q4_1 || t == GgmlType::Q5_1) {
+    // d*q + m with both signs cleared: |d q| + |m|
+    std::vector<uint8_t> mag(w_row, w_row + ggml_row_bytes(t, n_cols));
+    for (size_t at = 0; at < mag.size(); at += ggml_type_info(t).type_size) {
+      mag[at + 1] &= 0x7F;
+      mag[at + 3] &= 0x7F;
     }
     dequantize_row(t, mag.data(), w_mag.data(), n_cols);
   } else {
@@ -272,9 +285,10 @@ TEST_P(GemvIsa, GemmEqualsGemvPerToken) {
 
 std::vector<GemvCase> all_cases() {
   std::vector<GemvCase> cases;
-  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q5_0,
-                     GgmlType::Q8_0, GgmlType::MXFP4, GgmlType::Q2_K, GgmlType::Q3_K,
-                     GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
+  for (GgmlType t :
+       {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
+        GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::MXFP4, GgmlType::Q2_K,
+        GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
     for (Isa isa : {Isa::kRef, Isa::kAvx2, Isa::kAvx512}) cases.push_back({t, isa});
   return cases;
 }
@@ -287,8 +301,9 @@ INSTANTIATE_TEST_SUITE_P(Kernels, GemvIsa, ::testing::ValuesIn(all_cases()), cas
 // packed tightly (the last row ends at the buffer's end, so an over-read would be caught by ASan)
 // and as a GEMM of 7 tokens (passes of 4, 2 and 1).
 TEST(GemvRows, AwkwardShapesBitIdenticalToRef) {
-  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::MXFP4,
-                        GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K}) {
+  for (GgmlType type :
+       {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
+        GgmlType::MXFP4, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K}) {
     // avx512 is the VBMI/GFNI Q4_0 kernel where the CPU has them; "avx512-base" the table
     // without them, which such CPUs never get from gemv_kernels.
     for (const char* isa_label : {"avx2", "avx512", "avx512-base"}) {
@@ -411,7 +426,7 @@ TEST(GemvDispatch, BestIsaIsSupportedAndUnsupportedTypesThrow) {
   EXPECT_TRUE(isa_supported(best_isa()));
   EXPECT_TRUE(isa_supported(Isa::kRef));
   EXPECT_EQ(isa_name(Isa::kAvx512), "avx512");
-  EXPECT_THROW(gemv_kernels(GgmlType::Q5_1, Isa::kRef), Error);
+  EXPECT_THROW(gemv_kernels(GgmlType::IQ4_NL, Isa::kRef), Error);
 }
 
 // The ISA knob's cap: best_isa() and every dispatch stay at or below it, and lifting it restores

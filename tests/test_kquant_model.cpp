@@ -1,10 +1,10 @@
-// Q2_K, Q3_K and Q5_K models end to end (no fixture holds them): tiny-qwen3moe's F32 fixture
-// requantized with quantize_row (every matrix whose rows are whole super-blocks, experts,
-// attention, embeddings and head; byte for byte what llama-quantize writes: bench/RESULTS.md
+// Q4_1, Q5_1, Q2_K, Q3_K and Q5_K models end to end (no fixture holds them): tiny-qwen3moe's F32
+// fixture requantized with quantize_row (every matrix whose rows are whole blocks: experts,
+// attention, embeddings and head; byte for byte what llama-quantize writes, bench/RESULTS.md
 // session 19) against a peer made of the same weights dequantized back to F32 (the F32 path is
 // checked against llama.cpp's references by test_model_forward). The only difference left is the
-// activations' Q8_K rounding, so the logits agree closely; and they are bit-identical across the
-// kernel ISAs and thread counts.
+// activations' Q8_0 / Q8_K rounding, so the logits agree closely; and they are bit-identical across
+// the kernel ISAs and thread counts.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -29,8 +29,9 @@ namespace {
 
 const fs::path kF32 = fs::path(STRATA_FIXTURES_DIR) / "tiny-qwen3moe" / "tiny-qwen3moe-F32.gguf";
 
-bool requantizable(const io::GgufTensorInfo& t) {
-  return t.type == GgmlType::F32 && t.n_dims >= 2 && t.ne[0] % kernels::kQK_K == 0;
+bool requantizable(const io::GgufTensorInfo& t, GgmlType type) {
+  return t.type == GgmlType::F32 && t.n_dims >= 2 &&
+         t.ne[0] % static_cast<uint64_t>(ggml_type_info(type).block_size) == 0;
 }
 
 // The F32 file with its K-quant-able matrices as `type` (dequantized = false), or as F32 holding
@@ -40,12 +41,12 @@ fs::path requantize(GgmlType type, const fs::path& dst, bool dequantized) {
   io::GgufWriter w(in.alignment());
   for (const io::GgufKv& kv : in.metadata()) w.set(kv.key, kv.value);
   for (const io::GgufTensorInfo& t : in.tensors())
-    w.add_tensor(t.name, requantizable(t) && !dequantized ? type : t.type,
+    w.add_tensor(t.name, requantizable(t, type) && !dequantized ? type : t.type,
                  std::vector<uint64_t>(t.ne.begin(), t.ne.begin() + t.n_dims));
   w.write(dst.string(), [&](size_t i, std::span<std::byte> out) {
     const io::GgufTensorInfo& t = in.tensors()[i];
     const auto* src = reinterpret_cast<const float*>(in.tensor_data(t));
-    if (!requantizable(t)) {
+    if (!requantizable(t, type)) {
       std::memcpy(out.data(), src, out.size());
       return;
     }
@@ -107,7 +108,7 @@ TEST_P(KquantModel, CloseToItsDequantizedPeerAndTheSameOnEveryIsa) {
     }
     top1_same += ag == ar;
   }
-  // Q8_K activations against F32 ones: nearly every argmax, and a few % of the logits' rms.
+  // Q8_0 / Q8_K activations against F32 ones: nearly every argmax, a few % of the logits' rms.
   EXPECT_LT(std::sqrt(err2 / ref2), max_rel_rms);
 
   EXPECT_GE(top1_same, ids.size() * 9 / 10) << top1_same << " of " << ids.size();
@@ -125,14 +126,13 @@ TEST_P(KquantModel, CloseToItsDequantizedPeerAndTheSameOnEveryIsa) {
   EXPECT_EQ(std::memcmp(one.data(), got.data(), got.size() * sizeof(float)), 0) << "1 thread";
 }
 
-// Measured: Q2_K 2.2%, Q3_K 2.5%, Q5_K 2.4% (a Q4_K model in the same comparison: 2.8%); 39-40
-// of 40 argmax.
-INSTANTIATE_TEST_SUITE_P(Types, KquantModel,
-                         ::testing::Values(KquantCase{GgmlType::Q2_K, 0.03},
-                                           KquantCase{GgmlType::Q3_K, 0.03},
-                                           KquantCase{GgmlType::Q5_K, 0.03}),
-                         [](const auto& info) {
-                           return std::string(ggml_type_name(info.param.type));
-                         });
+// Measured: Q4_1 1.6%, Q5_1 1.5%, Q2_K 2.2%, Q3_K 2.5%, Q5_K 2.4% (a Q4_K model in the same
+// comparison: 2.8%); 39-40 of 40 argmax.
+INSTANTIATE_TEST_SUITE_P(
+    Types, KquantModel,
+    ::testing::Values(KquantCase{GgmlType::Q4_1, 0.03}, KquantCase{GgmlType::Q5_1, 0.03},
+                      KquantCase{GgmlType::Q2_K, 0.03}, KquantCase{GgmlType::Q3_K, 0.03},
+                      KquantCase{GgmlType::Q5_K, 0.03}),
+    [](const auto& info) { return std::string(ggml_type_name(info.param.type)); });
 
 }  // namespace

@@ -103,8 +103,10 @@ TEST(VecDotType, MatchesGgml) {
   EXPECT_EQ(vec_dot_type(GgmlType::Q3_K), GgmlType::Q8_K);
   EXPECT_EQ(vec_dot_type(GgmlType::Q2_K), GgmlType::Q8_K);
   EXPECT_EQ(vec_dot_type(GgmlType::Q6_K), GgmlType::Q8_K);
-  EXPECT_FALSE(gemv_supported(GgmlType::Q5_1));
-  EXPECT_THROW(vec_dot_type(GgmlType::Q5_1), Error);
+  EXPECT_FALSE(gemv_supported(GgmlType::IQ4_NL));
+  EXPECT_THROW(vec_dot_type(GgmlType::IQ4_NL), Error);
+  EXPECT_EQ(vec_dot_type(GgmlType::Q4_1), GgmlType::Q8_0);
+  EXPECT_EQ(vec_dot_type(GgmlType::Q5_1), GgmlType::Q8_0);
 }
 
 // ---- known answers: blocks built by hand from the format description ----
@@ -189,6 +191,30 @@ TEST(KnownAnswer, Q4_K) {
   for (int e = 0; e < 256; ++e) {
     const int s = e / 32;
     EXPECT_EQ(y[e], 1.0f * sc[s] * code(e) - 0.5f * mn[s]) << e;
+  }
+}
+
+// Q4_1 / Q5_1: element j = d * code + m, the code's low 4 bits in qs[j % 16] (low nibble for
+// j < 16), Q5_1's fifth bit in bit j of qh.
+TEST(KnownAnswer, Q4_1AndQ5_1) {
+  BlockQ4_1 a;
+  BlockQ5_1 b;
+  a.d = b.d = 0x3800;  // 0.5
+  a.m = b.m = 0xBC00;  // -1.0
+  auto code = [](int j) { return (j * 13 + 3) % 32; };
+  uint32_t qh = 0;
+  for (int j = 0; j < 16; ++j) {
+    a.qs[j] = static_cast<uint8_t>((code(j) & 15) | ((code(j + 16) & 15) << 4));
+    b.qs[j] = a.qs[j];
+    qh |= static_cast<uint32_t>(code(j) >> 4) << j | static_cast<uint32_t>(code(j + 16) >> 4)
+                                                         << (j + 16);
+  }
+  std::memcpy(b.qh, &qh, sizeof(qh));
+  const auto y4 = dequant(GgmlType::Q4_1, &a, 32);
+  const auto y5 = dequant(GgmlType::Q5_1, &b, 32);
+  for (int j = 0; j < 32; ++j) {
+    EXPECT_EQ(y4[j], 0.5f * (code(j) & 15) - 1.0f) << j;
+    EXPECT_EQ(y5[j], 0.5f * code(j) - 1.0f) << j;
   }
 }
 
@@ -367,6 +393,7 @@ INSTANTIATE_TEST_SUITE_P(
                       RoundTrip{GgmlType::Q5_0, 0.06}, RoundTrip{GgmlType::Q5_K, 0.06},
                       RoundTrip{GgmlType::Q4_K, 0.12}, RoundTrip{GgmlType::Q4_0, 0.13},
                       RoundTrip{GgmlType::Q3_K, 0.25}, RoundTrip{GgmlType::Q2_K, 0.45},
+                      RoundTrip{GgmlType::Q4_1, 0.12}, RoundTrip{GgmlType::Q5_1, 0.06},
                       RoundTrip{GgmlType::MXFP4, 0.2}),
     [](const auto& info) { return std::string(ggml_type_name(info.param.type)); });
 
