@@ -131,6 +131,8 @@ float dot_k_min(const void* w_row, const void* x_row, int64_t n_cols) {
         scm, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)));
     const int32_t summ = hsum_i32(_mm256_madd_epi16(load32(x[b].bsums), mn16));
     __m256i isum = _mm256_setzero_si256();
+    __m256i qh = _mm256_setzero_si256();
+    if constexpr (kQ5) qh = load32(w[b].qh);
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
       const __m256i q = load32(w[b].qs + 32 * c);
@@ -139,7 +141,6 @@ float dot_k_min(const void* w_row, const void* x_row, int64_t n_cols) {
       if constexpr (kQ5) {
         // Bit 2c (low nibbles) / 2c + 1 (high) of qh[l] moved to bit 4: the 16 of a 5-bit code.
         // Within 16-bit lanes, so bits of the neighbouring byte land outside bit 4 (masked off).
-        const __m256i qh = load32(w[b].qh);
         const auto to_bit4 = [&](int bit) {
           return _mm256_and_si256(
               bit <= 4 ? _mm256_slli_epi16(qh, 4 - bit) : _mm256_srli_epi16(qh, bit - 4), m16);
@@ -171,13 +172,32 @@ constexpr std::array<std::array<uint8_t, 16>, 8> pair_splat() {
 }
 alignas(16) constexpr auto kPairSplat = pair_splat();
 
-// Q3_K, Q6_K: per half h of the super-block, codes(h) gives the 4 vectors of unsigned codes of
-// elements 128h + 32k + l (k = 0..3, l = 0..31); the codes' offset (Q6_K 32, Q3_K 4) comes off as
-// offset * sum_g sc_g * bsums_g; the signed group scales pair up per 32 elements (kPairSplat).
+// The unsigned codes of a super-block's elements 128h + 32k + l, k = 0..3, l = 0..31.
 struct Codes4 {
   __m256i v[4];
 };
 
+// Sum over a super-block's 8 steps of 32 elements of codes(w, h).v[k] x the activations, each
+// int16 pair sum weighted by its group's scale (scl: the 16 group scales as bytes, signed or not).
+template <bool kSignedScales, typename Block, typename Codes>
+inline __m256i group_scaled_sum(const Block& w, const BlockQ8_K& x, __m128i scl, Codes& codes) {
+  __m256i isum = _mm256_setzero_si256();
+  for (int h = 0; h < 2; ++h) {
+    const Codes4 q = codes(w, h);
+    for (int k = 0; k < 4; ++k) {
+      const __m256i p = _mm256_maddubs_epi16(q.v[k], load32(x.qs + 128 * h + 32 * k));
+      const __m128i pair = _mm_shuffle_epi8(
+          scl, _mm_load_si128(reinterpret_cast<const __m128i*>(kPairSplat[4 * h + k].data())));
+      const __m256i sc = kSignedScales ? _mm256_cvtepi8_epi16(pair) : _mm256_cvtepu8_epi16(pair);
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, sc));
+    }
+  }
+  return isum;
+}
+
+// Q3_K, Q6_K: per half h of the super-block, codes(h) gives the 4 vectors of unsigned codes of
+// elements 128h + 32k + l (k = 0..3, l = 0..31); the codes' offset (Q6_K 32, Q3_K 4) comes off as
+// offset * sum_g sc_g * bsums_g; the signed group scales pair up per 32 elements (kPairSplat).
 template <typename Block, int kOffset, typename Scales, typename Codes>
 float dot_k_sym(const void* w_row, const void* x_row, int64_t n_cols, Scales scales, Codes codes) {
   const auto* w = static_cast<const Block*>(w_row);
@@ -188,17 +208,9 @@ float dot_k_sym(const void* w_row, const void* x_row, int64_t n_cols, Scales sca
     const __m128i scl = scales(w[b]);
     const int32_t offset =
         hsum_i32(_mm256_madd_epi16(load32(x[b].bsums), _mm256_cvtepi8_epi16(scl)));
-    __m256i isum = _mm256_setzero_si256();
-    for (int h = 0; h < 2; ++h) {
-      const Codes4 q = codes(w[b], h);
-      for (int k = 0; k < 4; ++k) {
-        const __m256i p = _mm256_maddubs_epi16(q.v[k], load32(x[b].qs + 128 * h + 32 * k));
-        const __m256i sc = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(
-            scl, _mm_load_si128(reinterpret_cast<const __m128i*>(kPairSplat[4 * h + k].data()))));
-        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, sc));
-      }
-    }
-    const int32_t sumi = hsum_i32(isum) - kOffset * offset;
+    const int32_t sumi =
+        hsum_i32(group_scaled_sum</*kSignedScales=*/true>(w[b], x[b], scl, codes)) -
+        kOffset * offset;
     const float d = fp16(w[b].d) * x[b].d;
     acc.add(b, d * static_cast<float>(sumi));
   }
@@ -264,12 +276,18 @@ float dot_q3_k(const void* w_row, const void* x_row, int64_t n_cols) {
 }
 
 // Q2_K: per half h the 2-bit codes of elements 128h + 32k + l at bits 2k of qs[32h + l]; the
-// 4-bit scales pair up per 32 elements (kPairSplat), the mins weight the bsums.
+// 4-bit scales pair up per 32 elements as in dot_k_sym, the 4-bit mins weight the bsums.
 float dot_q2_k(const void* w_row, const void* x_row, int64_t n_cols) {
   const auto* w = static_cast<const BlockQ2_K*>(w_row);
   const auto* x = static_cast<const BlockQ8_K*>(x_row);
   const __m256i m3 = _mm256_set1_epi8(3);
   const __m128i m15 = _mm_set1_epi8(0x0F);
+  auto codes = [&](const BlockQ2_K& wb, int h) {
+    const __m256i q = load32(wb.qs + 32 * h);
+    return Codes4{{_mm256_and_si256(q, m3), _mm256_and_si256(_mm256_srli_epi16(q, 2), m3),
+                   _mm256_and_si256(_mm256_srli_epi16(q, 4), m3),
+                   _mm256_and_si256(_mm256_srli_epi16(q, 6), m3)}};
+  };
   Lanes8 acc;
   for (int64_t b = 0; b < n_cols / kQK_K; ++b) {
     prefetch_ahead<sizeof(BlockQ2_K)>(w + b);
@@ -277,20 +295,11 @@ float dot_q2_k(const void* w_row, const void* x_row, int64_t n_cols) {
     const __m128i scl = _mm_and_si128(raw, m15);
     const __m128i mns = _mm_and_si128(_mm_srli_epi16(raw, 4), m15);
     const int32_t summ = hsum_i32(_mm256_madd_epi16(load32(x[b].bsums), _mm256_cvtepu8_epi16(mns)));
-    __m256i isum = _mm256_setzero_si256();
-    for (int h = 0; h < 2; ++h) {
-      const __m256i q = load32(w[b].qs + 32 * h);
-      for (int k = 0; k < 4; ++k) {
-        const __m256i u = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m3);
-        const __m256i p = _mm256_maddubs_epi16(u, load32(x[b].qs + 128 * h + 32 * k));
-        const __m256i sc = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(
-            scl, _mm_load_si128(reinterpret_cast<const __m128i*>(kPairSplat[4 * h + k].data()))));
-        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, sc));
-      }
-    }
+    const int32_t sumi =
+        hsum_i32(group_scaled_sum</*kSignedScales=*/false>(w[b], x[b], scl, codes));
     const float dd = fp16(w[b].d) * x[b].d;
     const float dm = fp16(w[b].dmin) * x[b].d;
-    acc.add(b, dd * static_cast<float>(hsum_i32(isum)) - dm * static_cast<float>(summ));
+    acc.add(b, dd * static_cast<float>(sumi) - dm * static_cast<float>(summ));
   }
   return acc.fold();
 }

@@ -74,16 +74,12 @@ void half_dot(const uint8_t* g, int h, const BlockQ8_0* x, const XPrep* prep, in
 
 void gemv_q4_0x16(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
                   int64_t row_end, int64_t n_cols) {
-  const int64_t nb = n_cols / kQK;
-  const auto* x = static_cast<const BlockQ8_0*>(xq);
-  XPrep* prep = prep_buffer(nb, 1);
-  prep_x(x, nb, prep);
-  const size_t group_bytes = 16 * row_stride;
-  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
-    const uint8_t* next = r + 16 < row_end ? g + group_bytes : nullptr;
-    half_dot(g, 0, x, prep, nb, y + r, next);
-    half_dot(g, 1, x, prep, nb, y + r, next);
-  });
+  gemv_q4_0x16_groups(w, row_stride, xq, y, row_begin, row_end, n_cols,
+                      [](const uint8_t* g, const BlockQ8_0* x, const XPrep* prep, int64_t nb,
+                         float* out, const uint8_t* next) {
+                        half_dot(g, 0, x, prep, nb, out, next);
+                        half_dot(g, 1, x, prep, nb, out, next);
+                      });
 }
 
 void gemm_q4_0x16(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,

@@ -95,14 +95,10 @@ void group_dot(const uint8_t* g, const BlockQ8_0* x, const XPrep* prep, int64_t 
 
 void gemv_q4_0x16(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
                   int64_t row_end, int64_t n_cols) {
-  const int64_t nb = n_cols / kQK;
-  const auto* x = static_cast<const BlockQ8_0*>(xq);
-  XPrep* prep = prep_buffer(nb, 1);
-  prep_x(x, nb, prep);
-  const size_t group_bytes = 16 * row_stride;
-  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
-    group_dot(g, x, prep, nb, y + r, r + 16 < row_end ? g + group_bytes : nullptr);
-  });
+  gemv_q4_0x16_groups(
+      w, row_stride, xq, y, row_begin, row_end, n_cols,
+      [](const uint8_t* g, const BlockQ8_0* x, const XPrep* prep, int64_t nb, float* out,
+         const uint8_t* next) { group_dot(g, x, prep, nb, out, next); });
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// The Q4_0 interleaved kernels' per-call activation preparation, shared by the AVX2 and AVX-512
+// The Q4_0 interleaved kernels' per-call activation preparation (and the kQ4_0x16 GEMV loop around
+// it), shared by the AVX2, AVX-VNNI and AVX-512
 // files (needs AVX2; each file compiles it with its own flags). Tested by
 // tests/test_interleave.cpp.
 #pragma once
@@ -26,6 +27,22 @@ inline void prep_x(const BlockQ8_0* x, int64_t nb, XPrep* out) {
     out[b].neg = static_cast<int32_t>(-8 * sum);
     out[b].dx = _cvtsh_ss(x[b].d);
   }
+}
+
+// A kQ4_0x16 GEMV: the activation prepared once per call, then group(g, x, prep, nb, y + r, next)
+// for each 16-row group g at row r of [row_begin, row_end); next is the range's following group
+// (for an L2 prefetch), nullptr for the last.
+template <typename Group>
+inline void gemv_q4_0x16_groups(const void* w, size_t row_stride, const void* xq, float* y,
+                                int64_t row_begin, int64_t row_end, int64_t n_cols, Group&& group) {
+  const int64_t nb = n_cols / kQK;
+  const auto* x = static_cast<const BlockQ8_0*>(xq);
+  XPrep* prep = prep_buffer(nb, 1);
+  prep_x(x, nb, prep);
+  const size_t group_bytes = 16 * row_stride;
+  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
+    group(g, x, prep, nb, y + r, r + 16 < row_end ? g + group_bytes : nullptr);
+  });
 }
 
 }  // namespace
