@@ -50,10 +50,10 @@ int64_t g_rows = 4096;                     // --gemv_rows
 int64_t g_cols = 4096;                     // --gemv_cols
 size_t g_pool_bytes = size_t{2048} << 20;  // --gemv_mib
 
-constexpr GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q2_K,  GgmlType::Q3_K,
-                               GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,  GgmlType::Q5_0,
-                               GgmlType::Q4_1, GgmlType::Q5_1, GgmlType::MXFP4, GgmlType::F16,
-                               GgmlType::BF16, GgmlType::F32};
+constexpr GgmlType kTypes[] = {GgmlType::Q4_0,   GgmlType::Q8_0, GgmlType::Q2_K,  GgmlType::Q3_K,
+                               GgmlType::Q4_K,   GgmlType::Q5_K, GgmlType::Q6_K,  GgmlType::Q5_0,
+                               GgmlType::Q4_1,   GgmlType::Q5_1, GgmlType::MXFP4, GgmlType::IQ4_NL,
+                               GgmlType::IQ4_XS, GgmlType::F16,  GgmlType::BF16,  GgmlType::F32};
 
 // The rotating weight pool, filled for one type at a time: 64 distinct quantized rows (from
 // random floats, so every scale is a normal number) tiled over the whole pool.

@@ -9,13 +9,15 @@
 // other * + - is a separately rounded IEEE float op with round-to-nearest-even.
 //
 // 1. The row is cut into blocks b = 0, 1, ..., nb-1:
-//      Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4: 32 elements (one ggml block), activations Q8_0;
-//      Q2_K .. Q6_K:            256 elements (one super-block), activations Q8_K;
+//      Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4, IQ4_NL: 32 elements (one ggml block), activations
+//                               Q8_0;
+//      Q2_K .. Q6_K, IQ4_XS:    256 elements (one super-block), activations Q8_K;
 //      F32, F16, BF16:          32 elements, activations of the same type, the last block
 //                               zero-padded when n_cols % 32 != 0.
 // 2. Each block gives one float r_b (integer sums are exact int32; (float)i rounds to nearest):
-//      Q4_0/Q5_0/Q8_0: isum = sum_j q_w[j] * q_x[j], q_w the signed code (Q4_0 nibble-8, Q5_0
-//                      5-bit-16, Q8_0 int8);  r_b = (float)isum * (fp16(d_w) * fp16(d_x))
+//      Q4_0/Q5_0/Q8_0/IQ4_NL: isum = sum_j q_w[j] * q_x[j], q_w the signed value (Q4_0
+//                      nibble-8, Q5_0 5-bit-16, Q8_0 int8, IQ4_NL kIq4nlValues[nibble]);
+//                      r_b = (float)isum * (fp16(d_w) * fp16(d_x))
 //      Q4_1/Q5_1:      isum = sum_j c_w[j] * q_x[j] (c_w the unsigned code), xsum = sum_j q_x[j];
 //                      r_b = (float)isum * (fp16(d_w) * fp16(d_x))
 //                            + fp16(m_w) * (fp16(d_x) * (float)xsum)
@@ -33,6 +35,9 @@
 //      Q3_K, Q6_K:     sumi = sum_{g<16} sc_g * (sum_{l<16} q[16g+l] * q8[16g+l]), q the signed
 //                      value (Q3_K in [-4,3], Q6_K in [-32,31]), sc_g the signed group scale
 //                      (Q3_K: its 6-bit field - 32);  r_b = (fp16(d_w) * d_x) * (float)sumi
+//      IQ4_XS:         sumi = sum_{s<8} sc_s * (sum_{l<32} v[32s+l] * q8[32s+l]), v the table
+//                      value of the code, sc_s the 6-bit field - 32;
+//                      r_b = (fp16(d_w) * d_x) * (float)sumi
 //      F32/F16/BF16:   not folded: the block gives 8 lane values p_l, l < 8 (values converted
 //                      to float exactly):
 //                        a = w[l]*x[l];      a = fma(w[l+16], x[l+16], a)

@@ -54,21 +54,37 @@ inline __m256i dot_i8(__m256i a, __m256i b) {
   return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 
-// ---- Q8_0 x Q8_0 (Q4_0, Q5_0 and MXFP4 use gemv_rows_internal.h) ----
-// Codes + 128 would overflow maddubs here, so the signs move onto the activations instead.
+// ---- Q8_0, IQ4_NL x Q8_0 (Q4_0, Q5_0 and MXFP4 use gemv_rows_internal.h) ----
+// Signed weight values: codes + 128 would overflow maddubs here, so the signs move onto the
+// activations instead (dot_i8; Q8_0 activations are never -128).
 
 inline __m256i codes(const BlockQ8_0& b) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
 }
 
-float dot_q8_0(const void* w_row, const void* x_row, int64_t n_cols) {
-  const auto* w = static_cast<const BlockQ8_0*>(w_row);
+// The table values of 16 packed IQ4 code bytes in element order: the low nibbles (elements 0-15)
+// in the low 128-bit lane, the high nibbles (16-31) in the high one.
+inline __m256i iq4_values(const uint8_t* qs) {
+  const __m256i table =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  return _mm256_shuffle_epi8(
+      table, _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F)));
+}
+
+inline __m256i codes(const BlockIQ4_NL& b) {
+  return iq4_values(b.qs);
+}
+
+template <typename Block>
+float dot_signed_q8_0(const void* w_row, const void* x_row, int64_t n_cols) {
+  const auto* w = static_cast<const Block*>(w_row);
   const auto* x = static_cast<const BlockQ8_0*>(x_row);
   const int64_t nb = n_cols / kQK;
   __m256 acc = _mm256_setzero_ps();
   int64_t b = 0;
   for (; b + 8 <= nb; b += 8) {
-    prefetch_ahead<8 * sizeof(BlockQ8_0)>(w + b);
+    prefetch_ahead<8 * sizeof(Block)>(w + b);
     __m256i sums[8];
     for (int k = 0; k < 8; ++k) sums[k] = dot_i8(codes(w[b + k]), codes(x[b + k]));
     const __m256 d = _mm256_mul_ps(rows::scales8(w + b), rows::scales8(x + b));
@@ -304,6 +320,53 @@ float dot_q2_k(const void* w_row, const void* x_row, int64_t n_cols) {
   return acc.fold();
 }
 
+// ---- IQ4_XS x Q8_K ----
+
+// Two sub-blocks (64 elements) a step: the 32 code bytes of sub-blocks 2p and 2p + 1 give their
+// low and high nibbles' values, rearranged by lane into each sub-block's values in element order;
+// signs moved onto the activations (Q8_K activations are never -128), each int16 pair sum (at
+// most 2 x 127 x 127, exact) weighted by its sub-block's signed scale by vpmaddwd.
+float dot_iq4_xs(const void* w_row, const void* x_row, int64_t n_cols) {
+  const auto* w = static_cast<const BlockIQ4_XS*>(w_row);
+  const auto* x = static_cast<const BlockQ8_K*>(x_row);
+  const __m256i table =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  Lanes8 acc;
+  for (int64_t b = 0; b < n_cols / kQK_K; ++b) {
+    prefetch_ahead<sizeof(BlockIQ4_XS)>(w + b);
+    alignas(16) int16_t sc[8];
+    uint32_t sl;
+    std::memcpy(&sl, w[b].scales_l, sizeof(sl));
+    const uint32_t sh = w[b].scales_h;
+    for (int s = 0; s < 8; ++s)
+      sc[s] = static_cast<int16_t>((((sl >> (4 * s)) & 0xF) | (((sh >> (2 * s)) & 3) << 4)) - 32);
+    const __m256i sc16 =
+        _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(sc)));
+    const int8_t* xq = x[b].qs;
+    __m256i isum = _mm256_setzero_si256();
+    for (int p = 0; p < 4; ++p) {
+      const __m256i q = load32(w[b].qs + 32 * p);
+      const __m256i vlo = _mm256_shuffle_epi8(table, _mm256_and_si256(q, m4));
+      const __m256i vhi = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+      // Sub-block 2p's values in element order, then 2p + 1's.
+      const __m256i va = _mm256_permute2x128_si256(vlo, vhi, 0x20);
+      const __m256i vb = _mm256_permute2x128_si256(vlo, vhi, 0x31);
+      const __m256i pa =
+          _mm256_maddubs_epi16(_mm256_sign_epi8(va, va), _mm256_sign_epi8(load32(xq + 64 * p), va));
+      const __m256i pb = _mm256_maddubs_epi16(_mm256_sign_epi8(vb, vb),
+                                              _mm256_sign_epi8(load32(xq + 64 * p + 32), vb));
+      const __m256i sa = _mm256_shuffle_epi8(sc16, load32(kWordSplat[2 * p].data()));
+      const __m256i sb = _mm256_shuffle_epi8(sc16, load32(kWordSplat[2 * p + 1].data()));
+      isum = _mm256_add_epi32(
+          isum, _mm256_add_epi32(_mm256_madd_epi16(pa, sa), _mm256_madd_epi16(pb, sb)));
+    }
+    const float d = fp16(w[b].d) * x[b].d;
+    acc.add(b, d * static_cast<float>(hsum_i32(isum)));
+  }
+  return acc.fold();
+}
+
 // ---- Q4_1, Q5_1 x Q8_0: r_b = (float)isum * (d_w * d_x) + m_w * (d_x * (float)xsum) ----
 
 // Lane k = the sum of v[k]'s eight int32 lanes.
@@ -438,7 +501,7 @@ GemvKernels gemv_kernels_avx2(GgmlType type) {
     case GgmlType::Q5_0:
       return rows::kernels<BlockQ5_0, /*kVnni=*/false>();
     case GgmlType::Q8_0:
-      return row_kernels<&dot_q8_0>();
+      return row_kernels<&dot_signed_q8_0<BlockQ8_0>>();
     case GgmlType::MXFP4:
       return rows::kernels<BlockMXFP4, /*kVnni=*/false>();
     case GgmlType::Q4_K:
@@ -455,6 +518,10 @@ GemvKernels gemv_kernels_avx2(GgmlType type) {
       return row_kernels<&dot_q3_k>();
     case GgmlType::Q6_K:
       return row_kernels<&dot_q6_k>();
+    case GgmlType::IQ4_NL:
+      return row_kernels<&dot_signed_q8_0<BlockIQ4_NL>>();
+    case GgmlType::IQ4_XS:
+      return row_kernels<&dot_iq4_xs>();
     default:
       return GemvKernels{nullptr, nullptr};
   }

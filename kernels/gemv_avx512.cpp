@@ -476,6 +476,8 @@ GemvKernels gemv_kernels_avx512_base(GgmlType type) {
       return rows::kernels<BlockQ8_0, /*kVnni=*/true>();
     case GgmlType::MXFP4:
       return rows::kernels<BlockMXFP4, /*kVnni=*/true>();
+    case GgmlType::IQ4_NL:
+      return rows::kernels<BlockIQ4_NL, /*kVnni=*/true>();
     case GgmlType::Q4_K:
       return GemvKernels{&gemv_q4_k, &gemm_q4_k};
     case GgmlType::Q6_K:

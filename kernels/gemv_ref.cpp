@@ -144,6 +144,25 @@ float dot_k_sym(const void* w_row, const void* x_row, int64_t n_cols) {
   return acc.fold();
 }
 
+// IQ4_XS: r_b = (d_w * d_x) * (float)sum_s(sc_s * isum_s), sub-blocks of 32, table values and
+// signed 6-bit scales (the field - 32).
+float dot_iq4_xs(const void* w_row, const void* x_row, int64_t n_cols) {
+  const auto* w = static_cast<const BlockIQ4_XS*>(w_row);
+  const auto* x = static_cast<const BlockQ8_K*>(x_row);
+  Lanes8 acc;
+  for (int64_t b = 0; b < n_cols / kQK_K; ++b) {
+    int32_t sumi = 0;
+    for (int s = 0; s < kQK_K / 32; ++s) {
+      int32_t isum = 0;
+      for (int l = 0; l < 32; ++l) isum += iq4_xs_value(w[b], 32 * s + l) * x[b].qs[32 * s + l];
+      sumi += iq4_xs_scale(w[b], s) * isum;
+    }
+    const float d = fp16_to_f32(w[b].d) * x[b].d;
+    acc.add(b, d * static_cast<float>(sumi));
+  }
+  return acc.fold();
+}
+
 // ---- float weights x float activations of the same type ----
 // Block b = elements [32b, 32b+32), zero-padded past n_cols. For lane l:
 //   a = w[l]*x[l];       a = fma(w[l+16], x[l+16], a)
@@ -198,6 +217,10 @@ GemvKernels gemv_kernels_ref(GgmlType type) {
       return row_kernels<&dot_q8_0_acts<BlockQ5_0, &q5_0_value, &fp16_scale<BlockQ5_0>>>();
     case GgmlType::Q4_1:
       return row_kernels<&dot_q_1<BlockQ4_1, &q4_1_code>>();
+    case GgmlType::IQ4_NL:
+      return row_kernels<&dot_q8_0_acts<BlockIQ4_NL, &iq4_nl_value, &fp16_scale<BlockIQ4_NL>>>();
+    case GgmlType::IQ4_XS:
+      return row_kernels<&dot_iq4_xs>();
     case GgmlType::Q5_1:
       return row_kernels<&dot_q_1<BlockQ5_1, &q5_1_code>>();
     case GgmlType::Q8_0:

@@ -1,5 +1,5 @@
 // Multi-row 256-bit GEMV/GEMM for the 32-element formats with Q8_0 activations (Q4_0, Q5_0,
-// MXFP4, and Q8_0 with VNNI), included by gemv_avx2.cpp (kVnni = false: maddubs) and
+// MXFP4, and Q8_0 and IQ4_NL with VNNI), included by gemv_avx2.cpp (kVnni = false: maddubs) and
 // gemv_avx512.cpp (kVnni = true: 256-bit vpdpbusd). Each chunk of 8 activation blocks is prepared
 // once for up to 16 weight rows; codes are used unsigned (code + offset) and the offset comes back
 // as -offset * sum(x) per block. The integers are exact, the float steps are the canonical ones of
@@ -116,6 +116,24 @@ struct Format<BlockQ5_0> {
     }
     *lo = l;
     *hi = h;
+  }
+};
+
+// IQ4_NL weights as table value + 128 (1..241): only with vpdpbusd, as Q8_0's below.
+template <>
+struct Format<BlockIQ4_NL> {
+  static constexpr int kOffset = 128;
+  static float scale(const BlockIQ4_NL& b) { return fp16(b.d); }
+  static int value(const BlockIQ4_NL& b, int j) { return iq4_nl_value(b, j); }
+  template <bool kVnni>
+  static void codes(const BlockIQ4_NL* w, __m256i* lo, __m256i* hi) {
+    static_assert(kVnni, "IQ4_NL values + 128 overflow maddubs");
+    const __m256i table = _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_loadu_si128(
+                                               reinterpret_cast<const __m128i*>(kIq4nlValues))),
+                                           _mm256_set1_epi8(static_cast<char>(0x80)));
+    const __m256i q = load16x2(w[0].qs, w[1].qs), m4 = _mm256_set1_epi8(0x0F);
+    *lo = _mm256_shuffle_epi8(table, _mm256_and_si256(q, m4));
+    *hi = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
   }
 };
 

@@ -17,6 +17,7 @@ namespace strata::kernels {
 namespace {
 
 using detail::e8m0_to_f32_half;
+using detail::kIq4nlValues;
 using detail::kMxfp4Values;
 
 uint32_t f32_bits(float f) {
@@ -83,6 +84,24 @@ void dequant_mxfp4(const BlockMXFP4* x, float* y, int64_t nb) {
 }
 
 // Q4_K, Q5_K: y = (d * sc_s) * code - dmin * m_s per sub-block s of 32.
+void dequant_iq4_nl(const BlockIQ4_NL* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = fp16_to_f32(x[i].d);
+    for (int j = 0; j < kQK; ++j) y[i * kQK + j] = d * detail::iq4_nl_value(x[i], j);
+  }
+}
+
+void dequant_iq4_xs(const BlockIQ4_XS* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = fp16_to_f32(x[i].d);
+    for (int s = 0; s < 8; ++s) {
+      const float dl = d * detail::iq4_xs_scale(x[i], s);
+      for (int l = 0; l < 32; ++l)
+        y[i * kQK_K + 32 * s + l] = dl * detail::iq4_xs_value(x[i], 32 * s + l);
+    }
+  }
+}
+
 template <typename Block, int (*code)(const Block&, int)>
 void dequant_k_min(const Block* x, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i) {
@@ -557,6 +576,124 @@ void quant_q3_k(const float* x, BlockQ3_K* y, int64_t nb) {
 }
 
 // The header of a Q4_K / Q5_K super-block as ggml's quantize_row_q{4,5}_K_ref make it: per
+// The IQ4 code whose table value is nearest x (ggml's best_index_int8: ties go up).
+int iq4_best_index(float x) {
+  if (x <= kIq4nlValues[0]) return 0;
+  if (x >= kIq4nlValues[15]) return 15;
+  int lo = 0, hi = 15;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (x < kIq4nlValues[mid])
+      hi = mid;
+    else
+      lo = mid;
+  }
+  return x - kIq4nlValues[hi - 1] < kIq4nlValues[hi] - x ? hi - 1 : hi;
+}
+
+// ggml's quantize_row_iq4_nl_impl as llama-quantize runs it (ntry = 7, no importance matrix, so
+// weights x^2): n / 32 sub-blocks, each given the best of 16 trial scales onto the table; with
+// more than one (IQ4_XS) the scales become 6-bit multiples of one fp16 d and the codes are chosen
+// again against them. Writes d, the packed codes and (IQ4_XS) the packed scales.
+void quant_iq4(const float* x, int n, uint16_t* dh, uint8_t* q4, uint16_t* scales_h,
+               uint8_t* scales_l) {
+  constexpr int kTries = 7;
+  const int nsub = n / 32;
+  float scales[kQK_K / 32];
+  uint8_t L[kQK_K];
+  std::memset(q4, 0, static_cast<size_t>(n / 2));
+  *dh = f32_to_fp16(0.0f);
+  float max_scale = 0.0f, amax_scale = 0.0f;
+  for (int ib = 0; ib < nsub; ++ib) {
+    const float* xb = x + 32 * ib;
+    uint8_t* Lb = L + 32 * ib;
+    float weight[32];
+    for (int j = 0; j < 32; ++j) weight[j] = xb[j] * xb[j];
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < 32; ++j) {
+      const float ax = std::fabs(xb[j]);
+      if (ax > amax) {
+        amax = ax;
+        max = xb[j];
+      }
+    }
+    if (amax < kGroupMaxEps) {
+      scales[ib] = 0.0f;
+      continue;
+    }
+    auto fit = [&](float id, float* sumqx, float* sumq2, bool keep) {
+      *sumqx = *sumq2 = 0.0f;
+      for (int j = 0; j < 32; ++j) {
+        const int l = iq4_best_index(id * xb[j]);
+        if (keep) Lb[j] = static_cast<uint8_t>(l);
+        const float q = kIq4nlValues[l];
+        *sumqx += weight[j] * q * xb[j];
+        *sumq2 += weight[j] * q * q;
+      }
+    };
+    float d = -max / kIq4nlValues[0];
+    float sumqx, sumq2;
+    fit(1 / d, &sumqx, &sumq2, true);
+    d = sumq2 > 0 ? sumqx / sumq2 : 0.0f;
+    float best = d * sumqx;
+    for (int itry = -kTries; itry <= kTries; ++itry) {
+      fit(static_cast<float>(itry + kIq4nlValues[0]) / max, &sumqx, &sumq2, false);
+      if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+        d = sumqx / sumq2;
+        best = d * sumqx;
+      }
+    }
+    scales[ib] = d;
+    if (std::fabs(d) > amax_scale) {
+      amax_scale = std::fabs(d);
+      max_scale = d;
+    }
+  }
+  if (nsub > 1) {
+    *scales_h = 0;
+    const float d = -max_scale / 32;
+    *dh = f32_to_fp16(d);
+    const float id = d != 0.0f ? 1 / d : 0.0f;
+    for (int ib = 0; ib < nsub; ++ib) {
+      const int l = std::clamp(nearest_int(id * scales[ib]), -32, 31);
+      const float dl = d * l;
+      const float idl = dl != 0.0f ? 1 / dl : 0.0f;
+      for (int j = 0; j < 32; ++j)
+        L[32 * ib + j] = static_cast<uint8_t>(iq4_best_index(idl * x[32 * ib + j]));
+      const int u = l + 32;
+      if (ib % 2 == 0)
+        scales_l[ib / 2] = static_cast<uint8_t>(u & 0xF);
+      else
+        scales_l[ib / 2] |= static_cast<uint8_t>((u & 0xF) << 4);
+      *scales_h = static_cast<uint16_t>(*scales_h | ((u >> 4) << (2 * ib)));
+    }
+  } else {
+    *dh = f32_to_fp16(scales[0]);
+    const float id = scales[0] != 0.0f ? 1 / scales[0] : 0.0f;
+    for (int j = 0; j < n; ++j) L[j] = static_cast<uint8_t>(iq4_best_index(id * x[j]));
+  }
+  for (int i = 0; i < nsub; ++i)
+    for (int j = 0; j < 16; ++j)
+      q4[16 * i + j] = static_cast<uint8_t>(L[32 * i + j] | (L[32 * i + 16 + j] << 4));
+}
+
+void quant_iq4_nl(const float* x, BlockIQ4_NL* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i) {
+    uint16_t d = 0;
+    quant_iq4(x + i * kQK, kQK, &d, y[i].qs, nullptr, nullptr);
+    y[i].d = d;
+  }
+}
+
+void quant_iq4_xs(const float* x, BlockIQ4_XS* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i) {
+    uint16_t d = 0, scales_h = 0;
+    quant_iq4(x + i * kQK_K, kQK_K, &d, y[i].qs, &scales_h, y[i].scales_l);
+    y[i].d = d;
+    y[i].scales_h = scales_h;
+  }
+}
+
 // sub-block of 32 a weighted scale-and-min search over codes 0..nmax (make_qkx2_quants with rmin
 // and nstep), the scales and mins rounded to 6 bits against the block's largest, then the codes
 // re-derived against the scales and mins actually stored (into L, one per element).
@@ -732,6 +869,8 @@ bool gemv_supported(GgmlType w) {
     case GgmlType::Q5_K:
     case GgmlType::Q6_K:
     case GgmlType::MXFP4:
+    case GgmlType::IQ4_NL:
+    case GgmlType::IQ4_XS:
       return true;
     default:
       return false;
@@ -750,12 +889,14 @@ GgmlType vec_dot_type(GgmlType w) {
     case GgmlType::Q5_1:
     case GgmlType::Q8_0:
     case GgmlType::MXFP4:
+    case GgmlType::IQ4_NL:
       return GgmlType::Q8_0;
     case GgmlType::Q2_K:
     case GgmlType::Q3_K:
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
     case GgmlType::Q6_K:
+    case GgmlType::IQ4_XS:
       return GgmlType::Q8_K;
     default:
       fail(ErrorKind::kUnsupported, "no CPU matmul kernel for weight type {}", ggml_type_name(w));
@@ -800,6 +941,12 @@ void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n) {
     case GgmlType::MXFP4:
       check_blocks(t, n, kQK);
       return dequant_mxfp4(static_cast<const BlockMXFP4*>(src), dst, n / kQK);
+    case GgmlType::IQ4_NL:
+      check_blocks(t, n, kQK);
+      return dequant_iq4_nl(static_cast<const BlockIQ4_NL*>(src), dst, n / kQK);
+    case GgmlType::IQ4_XS:
+      check_blocks(t, n, kQK_K);
+      return dequant_iq4_xs(static_cast<const BlockIQ4_XS*>(src), dst, n / kQK_K);
     case GgmlType::Q4_K:
       check_blocks(t, n, kQK_K);
       return dequant_k_min<BlockQ4_K, &detail::q4_k_code>(static_cast<const BlockQ4_K*>(src), dst,
@@ -861,6 +1008,12 @@ void quantize_row(GgmlType t, const float* src, void* dst, int64_t n) {
     case GgmlType::MXFP4:
       check_blocks(t, n, kQK);
       return quant_mxfp4(src, static_cast<BlockMXFP4*>(dst), n / kQK);
+    case GgmlType::IQ4_NL:
+      check_blocks(t, n, kQK);
+      return quant_iq4_nl(src, static_cast<BlockIQ4_NL*>(dst), n / kQK);
+    case GgmlType::IQ4_XS:
+      check_blocks(t, n, kQK_K);
+      return quant_iq4_xs(src, static_cast<BlockIQ4_XS*>(dst), n / kQK_K);
     case GgmlType::Q4_K:
       check_blocks(t, n, kQK_K);
       return quant_q4_k(src, static_cast<BlockQ4_K*>(dst), n / kQK_K);

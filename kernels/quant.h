@@ -1,7 +1,8 @@
 // Quantized block formats, bit-compatible with llama.cpp's ggml layouts, and the row-level
 // (de)quantizers. Activations for quantized weights are quantized per row the way llama.cpp's CPU
-// backend does (Q8_0 for Q4_0/Q5_0/Q8_0/MXFP4 weights, Q8_K for K-quants) so that dots are exact
-// integer sums per block. Tested by tests/test_quant.cpp (known answers + _ref twins).
+// backend does (Q8_0 for Q4_0/Q5_0/Q8_0/MXFP4/IQ4_NL weights, Q8_K for K-quants and IQ4_XS) so
+// that dots are exact integer sums per block. Tested by tests/test_quant.cpp (known answers + _ref
+// twins).
 #pragma once
 
 #include <cstddef>
@@ -11,7 +12,7 @@
 
 namespace strata::kernels {
 
-constexpr int kQK = 32;     // elements per simple block (Q4_0, Q5_0, Q8_0, MXFP4)
+constexpr int kQK = 32;     // elements per simple block (Q4_0, Q5_0, Q8_0, MXFP4, IQ4_NL)
 constexpr int kQK_K = 256;  // elements per K-quant super-block
 
 #pragma pack(push, 1)
@@ -79,6 +80,18 @@ struct BlockMXFP4 {
   uint8_t e;  // E8M0 shared exponent
   uint8_t qs[kQK / 2];
 };
+// The non-linear 4-bit formats: each 4-bit code indexes a fixed table of 16 int8 values
+// (kIq4nlValues, quant_internal.h), packed as Q4_0's codes.
+struct BlockIQ4_NL {
+  uint16_t d;           // fp16 scale: element = d * kIq4nlValues[code]
+  uint8_t qs[kQK / 2];  // element j in the low nibble of qs[j], element j + 16 in the high one
+};
+struct BlockIQ4_XS {
+  uint16_t d;                    // super-block scale for the 6-bit sub-block scales
+  uint16_t scales_h;             // bits 2s..2s+1: the top 2 bits of sub-block s's scale
+  uint8_t scales_l[kQK_K / 64];  // nibble s % 2 of byte s / 2: its low 4 bits
+  uint8_t qs[kQK_K / 2];         // sub-block s (32 elements) in qs[16s..16s+15], as IQ4_NL's
+};
 #pragma pack(pop)
 
 static_assert(sizeof(BlockQ4_0) == 18);
@@ -93,6 +106,8 @@ static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
 static_assert(sizeof(BlockQ8_K) == 292);
 static_assert(sizeof(BlockMXFP4) == 17);
+static_assert(sizeof(BlockIQ4_NL) == 18);
+static_assert(sizeof(BlockIQ4_XS) == 136);
 
 // IEEE half and bfloat16 conversions (round-to-nearest-even, as ggml).
 float fp16_to_f32(uint16_t h);
@@ -104,19 +119,20 @@ uint16_t f32_to_bf16(float f);
 bool gemv_supported(GgmlType w);
 
 // The activation format a weight type is dotted with (ggml's vec_dot_type):
-// F32→F32, F16→F16, BF16→BF16, Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/MXFP4→Q8_0, Q2_K..Q6_K→Q8_K.
+// F32→F32, F16→F16, BF16→BF16, Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/MXFP4/IQ4_NL→Q8_0,
+// Q2_K..Q6_K/IQ4_XS→Q8_K.
 GgmlType vec_dot_type(GgmlType w);
 
-// dst[n] = dequantized src (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4, Q2_K, Q3_K, Q4_K,
-// Q5_K, Q6_K, Q8_K). n must be a multiple of the type's block size.
+// dst[n] = dequantized src (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4, IQ4_NL, Q2_K,
+// Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, Q8_K). n must be a multiple of the type's block size.
 void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n);
 
 // Quantize n floats into blocks of type t, exactly as llama.cpp's reference quantizers
 // (quantize_row_*_ref) do. Supported: F32, F16, BF16, Q8_0, Q8_K (activations) and
-// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, MXFP4 (weights, used by `strata
-// synth`). Byte-identical to llama-quantize without an importance matrix (tests/test_quant.cpp
-// checks the fixtures; Q4_1, Q5_1, Q2_K, Q3_K and Q5_K, which no fixture holds, were checked
-// against llama-quantize: bench/RESULTS.md session 19).
+// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, MXFP4, IQ4_NL, IQ4_XS (weights, used
+// by `strata synth`). Byte-identical to llama-quantize without an importance matrix
+// (tests/test_quant.cpp checks the fixtures; Q4_1, Q5_1, Q2_K, Q3_K, Q5_K, IQ4_NL and IQ4_XS,
+// which no fixture holds, were checked against llama-quantize: bench/RESULTS.md sessions 19, 20).
 void quantize_row(GgmlType t, const float* src, void* dst, int64_t n);
 
 // Quantize an activation row for the GEMV kernels, the way llama.cpp's x86 CPU backend does (it

@@ -17,6 +17,10 @@ namespace {
 // is therefore 2^(e-128) instead of 2^(e-127).
 constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
+// The code points of IQ4_NL and IQ4_XS (ggml's kvalues_iq4nl), ascending.
+constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                     1,    13,   25,  38,  53,  69,  89,  113};
+
 // 2^(e - 128) for an E8M0 exponent e, built from the bits (ggml's GGML_E8M0_TO_FP32_HALF).
 inline float e8m0_to_f32_half(uint8_t e) {
   const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
@@ -123,6 +127,21 @@ inline int q5_1_code(const BlockQ5_1& b, int j) {
 // Q4_0 element j (0..31) as a signed value in [-8, 7].
 inline int q4_0_value(const BlockQ4_0& b, int j) {
   return (j < 16 ? (b.qs[j] & 0xF) : (b.qs[j - 16] >> 4)) - 8;
+}
+
+// IQ4_NL element j (0..31) as its table value.
+inline int iq4_nl_value(const BlockIQ4_NL& b, int j) {
+  return kIq4nlValues[j < 16 ? (b.qs[j] & 0xF) : (b.qs[j - 16] >> 4)];
+}
+// IQ4_XS element j (0..255) as its table value, and sub-block s's scale (the 6-bit field - 32).
+inline int iq4_xs_value(const BlockIQ4_XS& b, int j) {
+  const int s = j / 32, l = j % 32;
+  return kIq4nlValues[l < 16 ? (b.qs[16 * s + l] & 0xF) : (b.qs[16 * s + l - 16] >> 4)];
+}
+inline int iq4_xs_scale(const BlockIQ4_XS& b, int s) {
+  const int low = (b.scales_l[s / 2] >> (4 * (s % 2))) & 0xF;
+  const int high = (b.scales_h >> (2 * s)) & 3;
+  return (low | (high << 4)) - 32;
 }
 
 // MXFP4 element j (0..31) as its doubled E2M1 value in [-12, 12].

@@ -70,6 +70,8 @@ std::vector<uint8_t> random_weights(GgmlType t, int64_t n_rows, int64_t n_cols, 
         case GgmlType::Q4_0:
         case GgmlType::Q5_0:
         case GgmlType::Q8_0:
+        case GgmlType::IQ4_NL:
+        case GgmlType::IQ4_XS:  // d first; the scale fields stay random bytes
           put16(blk, random_fp16_scale(rng));
           break;
         case GgmlType::Q4_K:
@@ -285,10 +287,10 @@ TEST_P(GemvIsa, GemmEqualsGemvPerToken) {
 
 std::vector<GemvCase> all_cases() {
   std::vector<GemvCase> cases;
-  for (GgmlType t :
-       {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
-        GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::MXFP4, GgmlType::Q2_K,
-        GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
+                     GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::MXFP4,
+                     GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
+                     GgmlType::IQ4_NL, GgmlType::IQ4_XS})
     for (Isa isa : {Isa::kRef, Isa::kAvx2, Isa::kAvx512}) cases.push_back({t, isa});
   return cases;
 }
@@ -301,9 +303,9 @@ INSTANTIATE_TEST_SUITE_P(Kernels, GemvIsa, ::testing::ValuesIn(all_cases()), cas
 // packed tightly (the last row ends at the buffer's end, so an over-read would be caught by ASan)
 // and as a GEMM of 7 tokens (passes of 4, 2 and 1).
 TEST(GemvRows, AwkwardShapesBitIdenticalToRef) {
-  for (GgmlType type :
-       {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
-        GgmlType::MXFP4, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K}) {
+  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
+                        GgmlType::Q8_0, GgmlType::MXFP4, GgmlType::Q2_K, GgmlType::Q3_K,
+                        GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS}) {
     // avx512 is the VBMI/GFNI Q4_0 kernel where the CPU has them; "avx512-base" the table
     // without them, which such CPUs never get from gemv_kernels.
     for (const char* isa_label : {"avx2", "avx512", "avx512-base"}) {
@@ -426,7 +428,7 @@ TEST(GemvDispatch, BestIsaIsSupportedAndUnsupportedTypesThrow) {
   EXPECT_TRUE(isa_supported(best_isa()));
   EXPECT_TRUE(isa_supported(Isa::kRef));
   EXPECT_EQ(isa_name(Isa::kAvx512), "avx512");
-  EXPECT_THROW(gemv_kernels(GgmlType::IQ4_NL, Isa::kRef), Error);
+  EXPECT_THROW(gemv_kernels(GgmlType::IQ2_XXS, Isa::kRef), Error);
 }
 
 // The ISA knob's cap: best_isa() and every dispatch stay at or below it, and lifting it restores

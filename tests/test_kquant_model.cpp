@@ -1,10 +1,10 @@
-// Q4_1, Q5_1, Q2_K, Q3_K and Q5_K models end to end (no fixture holds them): tiny-qwen3moe's F32
-// fixture requantized with quantize_row (every matrix whose rows are whole blocks: experts,
-// attention, embeddings and head; byte for byte what llama-quantize writes, bench/RESULTS.md
-// session 19) against a peer made of the same weights dequantized back to F32 (the F32 path is
-// checked against llama.cpp's references by test_model_forward). The only difference left is the
-// activations' Q8_0 / Q8_K rounding, so the logits agree closely; and they are bit-identical across
-// the kernel ISAs and thread counts.
+// Q4_1, Q5_1, Q2_K, Q3_K, Q5_K, IQ4_NL and IQ4_XS models end to end (no fixture holds them):
+// tiny-qwen3moe's F32 fixture requantized with quantize_row (every matrix whose rows are whole
+// blocks: experts, attention, embeddings and head; byte for byte what llama-quantize writes,
+// bench/RESULTS.md session 19) against a peer made of the same weights dequantized back to F32 (the
+// F32 path is checked against llama.cpp's references by test_model_forward). The only difference
+// left is the activations' Q8_0 / Q8_K rounding, so the logits agree closely; and they are
+// bit-identical across the kernel ISAs and thread counts.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -126,13 +126,14 @@ TEST_P(KquantModel, CloseToItsDequantizedPeerAndTheSameOnEveryIsa) {
   EXPECT_EQ(std::memcmp(one.data(), got.data(), got.size() * sizeof(float)), 0) << "1 thread";
 }
 
-// Measured: Q4_1 1.6%, Q5_1 1.5%, Q2_K 2.2%, Q3_K 2.5%, Q5_K 2.4% (a Q4_K model in the same
-// comparison: 2.8%); 39-40 of 40 argmax.
+// Measured: Q4_1 1.6%, Q5_1 1.5%, Q2_K 2.2%, Q3_K 2.5%, Q5_K 2.4%, IQ4_NL 1.1%, IQ4_XS 2.2% (a
+// Q4_K model in the same comparison: 2.8%); 39-40 of 40 argmax.
 INSTANTIATE_TEST_SUITE_P(
     Types, KquantModel,
     ::testing::Values(KquantCase{GgmlType::Q4_1, 0.03}, KquantCase{GgmlType::Q5_1, 0.03},
                       KquantCase{GgmlType::Q2_K, 0.03}, KquantCase{GgmlType::Q3_K, 0.03},
-                      KquantCase{GgmlType::Q5_K, 0.03}),
+                      KquantCase{GgmlType::Q5_K, 0.03}, KquantCase{GgmlType::IQ4_NL, 0.03},
+                      KquantCase{GgmlType::IQ4_XS, 0.03}),
     [](const auto& info) { return std::string(ggml_type_name(info.param.type)); });
 
 }  // namespace

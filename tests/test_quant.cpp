@@ -103,8 +103,10 @@ TEST(VecDotType, MatchesGgml) {
   EXPECT_EQ(vec_dot_type(GgmlType::Q3_K), GgmlType::Q8_K);
   EXPECT_EQ(vec_dot_type(GgmlType::Q2_K), GgmlType::Q8_K);
   EXPECT_EQ(vec_dot_type(GgmlType::Q6_K), GgmlType::Q8_K);
-  EXPECT_FALSE(gemv_supported(GgmlType::IQ4_NL));
-  EXPECT_THROW(vec_dot_type(GgmlType::IQ4_NL), Error);
+  EXPECT_EQ(vec_dot_type(GgmlType::IQ4_NL), GgmlType::Q8_0);
+  EXPECT_EQ(vec_dot_type(GgmlType::IQ4_XS), GgmlType::Q8_K);
+  EXPECT_FALSE(gemv_supported(GgmlType::IQ2_XXS));
+  EXPECT_THROW(vec_dot_type(GgmlType::IQ2_XXS), Error);
   EXPECT_EQ(vec_dot_type(GgmlType::Q4_1), GgmlType::Q8_0);
   EXPECT_EQ(vec_dot_type(GgmlType::Q5_1), GgmlType::Q8_0);
 }
@@ -216,6 +218,36 @@ TEST(KnownAnswer, Q4_1AndQ5_1) {
     EXPECT_EQ(y4[j], 0.5f * (code(j) & 15) - 1.0f) << j;
     EXPECT_EQ(y5[j], 0.5f * code(j) - 1.0f) << j;
   }
+}
+
+// IQ4_NL / IQ4_XS, written from the format description: each 4-bit code indexes the table below
+// (element j's code in the low nibble of qs[j % 16] for j < 16, the high nibble after); IQ4_XS
+// has 8 sub-blocks of 32 (codes in qs[16s..16s+15]) whose 6-bit scales, minus 32, multiply d:
+// low 4 bits in nibble s % 2 of scales_l[s / 2], top 2 bits at bit 2s of scales_h.
+TEST(KnownAnswer, IQ4_NLAndIQ4_XS) {
+  const int table[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+  auto code = [](int e) { return (e * 7 + e / 32) % 16; };
+  BlockIQ4_NL a;
+  a.d = 0x3800;  // 0.5
+  for (int j = 0; j < 16; ++j) a.qs[j] = static_cast<uint8_t>(code(j) | (code(j + 16) << 4));
+  const auto ya = dequant(GgmlType::IQ4_NL, &a, 32);
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(ya[j], 0.5f * table[code(j)]) << j;
+
+  BlockIQ4_XS b;
+  b.d = 0x3400;  // 0.25
+  const int field[8] = {0, 63, 32, 31, 17, 48, 5, 40};
+  b.scales_h = 0;
+  std::memset(b.scales_l, 0, sizeof(b.scales_l));
+  for (int s = 0; s < 8; ++s) {
+    b.scales_l[s / 2] =
+        static_cast<uint8_t>(b.scales_l[s / 2] | ((field[s] & 15) << (4 * (s % 2))));
+    b.scales_h = static_cast<uint16_t>(b.scales_h | ((field[s] >> 4) << (2 * s)));
+    for (int l = 0; l < 16; ++l)
+      b.qs[16 * s + l] = static_cast<uint8_t>(code(32 * s + l) | (code(32 * s + l + 16) << 4));
+  }
+  const auto yb = dequant(GgmlType::IQ4_XS, &b, 256);
+  for (int e = 0; e < 256; ++e)
+    EXPECT_EQ(yb[e], 0.25f * static_cast<float>(field[e / 32] - 32) * table[code(e)]) << e;
 }
 
 // Q2_K, written from the format description: per group of 16 a 4-bit scale (low nibble) and min
@@ -394,7 +426,8 @@ INSTANTIATE_TEST_SUITE_P(
                       RoundTrip{GgmlType::Q4_K, 0.12}, RoundTrip{GgmlType::Q4_0, 0.13},
                       RoundTrip{GgmlType::Q3_K, 0.25}, RoundTrip{GgmlType::Q2_K, 0.45},
                       RoundTrip{GgmlType::Q4_1, 0.12}, RoundTrip{GgmlType::Q5_1, 0.06},
-                      RoundTrip{GgmlType::MXFP4, 0.2}),
+                      RoundTrip{GgmlType::MXFP4, 0.2}, RoundTrip{GgmlType::IQ4_NL, 0.12},
+                      RoundTrip{GgmlType::IQ4_XS, 0.12}),
     [](const auto& info) { return std::string(ggml_type_name(info.param.type)); });
 
 // ---- llama.cpp's own quantized tensors ----
