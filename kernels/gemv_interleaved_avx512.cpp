@@ -18,6 +18,7 @@
 #include "kernels/interleave_internal.h"
 #include "kernels/interleave_prep.h"
 #include "kernels/quant.h"
+#include "kernels/quant_internal.h"
 
 // GCC 12 reports the _mm512_undefined_*() pass-through operands inside its own cvtph / set1
 // intrinsics as uninitialized (GCC bug 105593); nothing in this file reads them.
@@ -402,6 +403,71 @@ void group_dot_q6(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, floa
   }
 }
 
+// ---- kIQ4_XSx16: IQ4_XS x Q8_K ----
+
+// One 16-row group of nb super-blocks against T activation rows. Per sub-block s, four code loads
+// (rows' qs dwords 4s..4s+3) give the table values + 128 of 8 elements a row each (vpshufb: one
+// table per 128-bit lane); 8 vpdpbusd sum the sub-block per lane; the 128 offset comes off through
+// the activation's bsums and the lane's 6-bit scale (unpacked from the rows' scales_l / scales_h
+// dwords) weights it.
+template <int T>
+void group_dot_iq4(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float* const* outs) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i table = _mm512_xor_si512(
+      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues))),
+      _mm512_set1_epi8(static_cast<char>(0x80)));
+  __m512 acc[T][8];
+  for (int t = 0; t < T; ++t)
+    for (int k = 0; k < 8; ++k) acc[t][k] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = g + b * kIQ4_XSx16Block;
+    prefetch_lines<128, kToL1>(blk + kIQ4_XSx16Prefetch);
+    const __m512i sh =
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32)));
+    const __m512i sl = _mm512_loadu_si512(blk + 64);
+    __m512i sumi[T];
+    for (int t = 0; t < T; ++t) sumi[t] = _mm512_setzero_si512();
+    for (int s = 0; s < 8; ++s) {
+      __m512i sub[T];
+      for (int t = 0; t < T; ++t) sub[t] = _mm512_setzero_si512();
+      for (int ii = 0; ii < 4; ++ii) {
+        const uint8_t* at = blk + 128 + (4 * s + ii) * 64;
+        prefetch_lines<64, kToL1>(at + kIQ4_XSx16Prefetch);
+        const __m512i v = _mm512_loadu_si512(at);
+        const __m512i lo = _mm512_shuffle_epi8(table, _mm512_and_si512(v, m4));
+        const __m512i hi = _mm512_shuffle_epi8(table, high_nibbles(v, m4));
+        for (int t = 0; t < T; ++t) {
+          const int8_t* xq = xs[t][b].qs + 32 * s + 4 * ii;
+          sub[t] = _mm512_dpbusd_epi32(sub[t], lo, bcast4(xq));
+          sub[t] = _mm512_dpbusd_epi32(sub[t], hi, bcast4(xq + 16));
+        }
+      }
+      const __m512i sc = _mm512_sub_epi32(
+          _mm512_or_si512(
+              _mm512_and_si512(_mm512_srli_epi32(sl, 4 * s), _mm512_set1_epi32(0x0F)),
+              _mm512_slli_epi32(
+                  _mm512_and_si512(_mm512_srli_epi32(sh, 2 * s), _mm512_set1_epi32(3)), 4)),
+          _mm512_set1_epi32(32));
+      for (int t = 0; t < T; ++t) {
+        const int32_t xsum = xs[t][b].bsums[2 * s] + xs[t][b].bsums[2 * s + 1];
+        const __m512i centred = _mm512_sub_epi32(sub[t], _mm512_set1_epi32(128 * xsum));
+        sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(sc, centred));
+      }
+    }
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
+    for (int t = 0; t < T; ++t) {
+      const __m512 dd = _mm512_mul_ps(dw, _mm512_set1_ps(xs[t][b].d));
+      acc[t][b % 8] = _mm512_add_ps(acc[t][b % 8], _mm512_mul_ps(dd, _mm512_cvtepi32_ps(sumi[t])));
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    const __m512 r = _mm512_add_ps(
+        _mm512_add_ps(_mm512_add_ps(acc[t][0], acc[t][4]), _mm512_add_ps(acc[t][2], acc[t][6])),
+        _mm512_add_ps(_mm512_add_ps(acc[t][1], acc[t][5]), _mm512_add_ps(acc[t][3], acc[t][7])));
+    _mm512_storeu_ps(outs[t], r);
+  }
+}
+
 // GEMV / GEMM over the super-block layouts from their group pass Dot<T> (two tokens per pass).
 template <template <int> class Dot>
 void gemv_kx16(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
@@ -443,6 +509,12 @@ struct Q4KDot {
   }
 };
 template <int T>
+struct IQ4XSDot {
+  static void run(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float* const* outs) {
+    group_dot_iq4<T>(g, xs, nb, outs);
+  }
+};
+template <int T>
 struct Q6KDot {
   static void run(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float* const* outs) {
     group_dot_q6<T>(g, xs, nb, outs);
@@ -462,6 +534,8 @@ GemvKernels interleaved_kernels_avx512(WeightLayout layout) {
     return GemvKernels{&gemv_q4_0<WeightLayout::kQ4_0x32>, &gemm_q4_0<WeightLayout::kQ4_0x32>};
   if (layout == WeightLayout::kQ4_Kx16) return GemvKernels{&gemv_kx16<Q4KDot>, &gemm_kx16<Q4KDot>};
   if (layout == WeightLayout::kQ6_Kx16) return GemvKernels{&gemv_kx16<Q6KDot>, &gemm_kx16<Q6KDot>};
+  if (layout == WeightLayout::kIQ4_XSx16)
+    return GemvKernels{&gemv_kx16<IQ4XSDot>, &gemm_kx16<IQ4XSDot>};
   return GemvKernels{nullptr, nullptr};
 }
 

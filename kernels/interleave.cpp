@@ -68,6 +68,8 @@ GgmlType layout_type(WeightLayout layout) {
       return GgmlType::Q4_K;
     case WeightLayout::kQ6_Kx16:
       return GgmlType::Q6_K;
+    case WeightLayout::kIQ4_XSx16:
+      return GgmlType::IQ4_XS;
     default:
       return GgmlType::Q4_0;
   }
@@ -147,23 +149,42 @@ BlockQ6_K q6_gather(const uint8_t* group, int64_t b, int r) {
   return blk;
 }
 
-void pack_group_q6(const uint8_t* src, uint8_t* dst, int64_t nb) {
-  const size_t row_bytes = static_cast<size_t>(nb) * sizeof(BlockQ6_K);
+// kIQ4_XSx16: row r's super-block b of a group, written into the layout and gathered back.
+void iq4_scatter(const BlockIQ4_XS& blk, uint8_t* group, int64_t b, int r) {
+  uint8_t* at = group + static_cast<size_t>(b) * detail::kIQ4_XSx16Block;
+  std::memcpy(at + 2 * r, &blk.d, 2);
+  std::memcpy(at + 32 + 2 * r, &blk.scales_h, 2);
+  std::memcpy(at + 64 + 4 * r, blk.scales_l, 4);
+  for (int i = 0; i < 32; ++i) std::memcpy(at + 128 + 64 * i + 4 * r, blk.qs + 4 * i, 4);
+}
+BlockIQ4_XS iq4_gather(const uint8_t* group, int64_t b, int r) {
+  const uint8_t* at = group + static_cast<size_t>(b) * detail::kIQ4_XSx16Block;
+  BlockIQ4_XS blk;
+  std::memcpy(&blk.d, at + 2 * r, 2);
+  std::memcpy(&blk.scales_h, at + 32 + 2 * r, 2);
+  std::memcpy(blk.scales_l, at + 64 + 4 * r, 4);
+  for (int i = 0; i < 32; ++i) std::memcpy(blk.qs + 4 * i, at + 128 + 64 * i + 4 * r, 4);
+  return blk;
+}
+
+// The super-block layouts whose rows go through scatter / gather one block at a time.
+template <typename Block, void (*Scatter)(const Block&, uint8_t*, int64_t, int)>
+void pack_group_blocks(const uint8_t* src, uint8_t* dst, int64_t nb) {
+  const size_t row_bytes = static_cast<size_t>(nb) * sizeof(Block);
   for (int64_t b = 0; b < nb; ++b)
     for (int r = 0; r < kGroupRows; ++r) {
-      BlockQ6_K blk;
-      std::memcpy(&blk, src + r * row_bytes + static_cast<size_t>(b) * sizeof(BlockQ6_K),
-                  sizeof(blk));
-      q6_scatter(blk, dst, b, r);
+      Block blk;
+      std::memcpy(&blk, src + r * row_bytes + static_cast<size_t>(b) * sizeof(Block), sizeof(blk));
+      Scatter(blk, dst, b, r);
     }
 }
-void unpack_group_q6(const uint8_t* src, uint8_t* dst, int64_t nb) {
-  const size_t row_bytes = static_cast<size_t>(nb) * sizeof(BlockQ6_K);
+template <typename Block, Block (*Gather)(const uint8_t*, int64_t, int)>
+void unpack_group_blocks(const uint8_t* src, uint8_t* dst, int64_t nb) {
+  const size_t row_bytes = static_cast<size_t>(nb) * sizeof(Block);
   for (int64_t b = 0; b < nb; ++b)
     for (int r = 0; r < kGroupRows; ++r) {
-      const BlockQ6_K blk = q6_gather(src, b, r);
-      std::memcpy(dst + r * row_bytes + static_cast<size_t>(b) * sizeof(BlockQ6_K), &blk,
-                  sizeof(blk));
+      const Block blk = Gather(src, b, r);
+      std::memcpy(dst + r * row_bytes + static_cast<size_t>(b) * sizeof(Block), &blk, sizeof(blk));
     }
 }
 
@@ -188,7 +209,9 @@ void pack_any(WeightLayout layout, const uint8_t* src, uint8_t* dst, int64_t nb)
     case WeightLayout::kQ4_Kx16:
       return pack_group_k(src, dst, nb);
     case WeightLayout::kQ6_Kx16:
-      return pack_group_q6(src, dst, nb);
+      return pack_group_blocks<BlockQ6_K, &q6_scatter>(src, dst, nb);
+    case WeightLayout::kIQ4_XSx16:
+      return pack_group_blocks<BlockIQ4_XS, &iq4_scatter>(src, dst, nb);
     default:
       return pack_group(src, dst, nb, chunk_stride(layout));
   }
@@ -198,7 +221,9 @@ void unpack_any(WeightLayout layout, const uint8_t* src, uint8_t* dst, int64_t n
     case WeightLayout::kQ4_Kx16:
       return unpack_group_k(src, dst, nb);
     case WeightLayout::kQ6_Kx16:
-      return unpack_group_q6(src, dst, nb);
+      return unpack_group_blocks<BlockQ6_K, &q6_gather>(src, dst, nb);
+    case WeightLayout::kIQ4_XSx16:
+      return unpack_group_blocks<BlockIQ4_XS, &iq4_gather>(src, dst, nb);
     default:
       return unpack_group(src, dst, nb, chunk_stride(layout));
   }
@@ -217,6 +242,7 @@ WeightLayout interleaved_layout(GgmlType type, int64_t n_rows, int64_t n_cols) {
                                                           : WeightLayout::kQ4_0x16;
   if (type == GgmlType::Q4_K && n_cols % kQK_K == 0) return WeightLayout::kQ4_Kx16;
   if (type == GgmlType::Q6_K && n_cols % kQK_K == 0) return WeightLayout::kQ6_Kx16;
+  if (type == GgmlType::IQ4_XS && n_cols % kQK_K == 0) return WeightLayout::kIQ4_XSx16;
   return WeightLayout::kRows;
 }
 
@@ -236,6 +262,7 @@ bool layout_fits(WeightLayout layout, int64_t n_rows, int64_t n_cols) {
       return n_rows % (2 * kGroupRows) == 0 && n_cols % (2 * kQK) == 0;
     case WeightLayout::kQ4_Kx16:
     case WeightLayout::kQ6_Kx16:
+    case WeightLayout::kIQ4_XSx16:
       return n_rows % kGroupRows == 0 && n_cols % kQK_K == 0;
     default:
       return false;
@@ -257,7 +284,8 @@ bool interleave_pays() {
 bool interleave_pays(GgmlType type) {
   switch (best_isa()) {
     case Isa::kAvx512:
-      return type == GgmlType::Q4_0 || type == GgmlType::Q4_K || type == GgmlType::Q6_K;
+      return type == GgmlType::Q4_0 || type == GgmlType::Q4_K || type == GgmlType::Q6_K ||
+             type == GgmlType::IQ4_XS;
     case Isa::kAvx2:
       return type == GgmlType::Q4_0 || type == GgmlType::Q4_K;
     default:
@@ -412,6 +440,23 @@ float dot_row_q6_ref(const uint8_t* group, int r, const BlockQ8_K* x, int64_t nb
   return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
 }
 
+// The canonical IQ4_XS order of gemv.cpp for one row of a kIQ4_XSx16 group, literally.
+float dot_row_iq4_ref(const uint8_t* group, int r, const BlockQ8_K* x, int64_t nb) {
+  float acc[8] = {};
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockIQ4_XS blk = iq4_gather(group, b, r);
+    int32_t sumi = 0;
+    for (int s = 0; s < 8; ++s) {
+      int32_t isum = 0;
+      for (int l = 0; l < 32; ++l) isum += iq4_xs_value(blk, 32 * s + l) * x[b].qs[32 * s + l];
+      sumi += iq4_xs_scale(blk, s) * isum;
+    }
+    const float dd = fp16_to_f32(blk.d) * x[b].d;
+    acc[b % 8] = acc[b % 8] + dd * static_cast<float>(sumi);
+  }
+  return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
 // GEMV / GEMM over whole 16-row groups from a row twin: y[r] = Row(group, r, x, nb), token by
 // token.
 template <typename XBlock, int64_t kElems,
@@ -466,6 +511,7 @@ void gemm_q4_0x32_ref(const void* w, size_t row_stride, const void* xq, size_t x
 
 GemvKernels interleaved_kernels_ref(WeightLayout layout) {
   if (layout == WeightLayout::kQ6_Kx16) return x16_ref<BlockQ8_K, kQK_K, &dot_row_q6_ref>();
+  if (layout == WeightLayout::kIQ4_XSx16) return x16_ref<BlockQ8_K, kQK_K, &dot_row_iq4_ref>();
   if (layout == WeightLayout::kQ4_0x16)
     return x16_ref<BlockQ8_0, kQK, &dot_row_ref<kQ4_0x16Chunk>>();
   if (layout == WeightLayout::kQ4_0x32) return GemvKernels{&gemv_q4_0x32_ref, &gemm_q4_0x32_ref};

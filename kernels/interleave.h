@@ -42,6 +42,14 @@
 // Each code load is a 16-lane vpdpbusd of unsigned 6-bit codes (0..63) after the 2 high bits are
 // ORed in; the -32 offset is 32 * sum_g sc_g * bsums_g, per lane.
 //
+// kIQ4_XSx16 (IQ4_XS, n_rows % 16 == 0): groups of 16 rows as above; per super-block b of the
+// group 2176 bytes (34 lines):
+//     +0     the 16 rows' fp16 d, +32 their scales_h (16 bits each)
+//     +64    the 16 rows' scales_l (4 bytes each: lane r's dword holds row r's 8 low nibbles)
+//     +128   for i < 32: the 16 rows' qs[4i..4i+3] (sub-block i / 4)
+// Each code load is a 16-lane vpdpbusd of the table values + 128 (unsigned, by vpshufb); the
+// offset comes off as 128 * (bsums[2s] + bsums[2s + 1]) per sub-block, before its scale.
+//
 // Tested by tests/test_interleave.cpp (round trip, kernels vs gemv_ref at awkward shapes).
 #pragma once
 
@@ -54,11 +62,12 @@
 namespace strata::kernels {
 
 enum class WeightLayout : uint8_t {
-  kRows,     // the GGUF's: row after row of ggml blocks
-  kQ4_0x16,  // Q4_0, 16 rows interleaved per group (above)
-  kQ4_Kx16,  // Q4_K, 16 rows interleaved per group (below)
-  kQ6_Kx16,  // Q6_K, 16 rows interleaved per group (below)
-  kQ4_0x32,  // Q4_0, kQ4_0x16's groups woven in pairs (above)
+  kRows,       // the GGUF's: row after row of ggml blocks
+  kQ4_0x16,    // Q4_0, 16 rows interleaved per group (above)
+  kQ4_Kx16,    // Q4_K, 16 rows interleaved per group (below)
+  kQ6_Kx16,    // Q6_K, 16 rows interleaved per group (below)
+  kQ4_0x32,    // Q4_0, kQ4_0x16's groups woven in pairs (above)
+  kIQ4_XSx16,  // IQ4_XS, 16 rows interleaved per group (above)
 };
 
 // Rows per group of a layout (1 for kRows): row ranges handed to its kernels start and end at

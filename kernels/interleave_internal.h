@@ -71,6 +71,12 @@ constexpr size_t kQ4_0x32Prefetch = 8 * kQ4_0x32Stride;
 // at 3 KiB.
 constexpr size_t kQ4_Kx16Prefetch = 2 * 2304;
 
+// kIQ4_XSx16 (kernels/interleave.h): super-block b of a group is 2176 bytes at 2176 b; its d at
+// +0, scales_h at +32, scales_l at +64, codes at +128.
+constexpr size_t kIQ4_XSx16Block = 2176;
+// The AVX-512 IQ4_XS kernel's L1 prefetch per line, two super-blocks ahead (as Q4_K's).
+constexpr size_t kIQ4_XSx16Prefetch = 2 * kIQ4_XSx16Block;
+
 // kQ6_Kx16 (kernels/interleave.h): super-block b of a group is 3360 bytes at 3360 b; its parts.
 constexpr size_t kQ6_Kx16Block = 3360;
 struct Q6KParts {

@@ -71,14 +71,32 @@ std::vector<uint8_t> random_q6_k(int64_t n_rows, int64_t n_cols, std::mt19937_64
   return w;
 }
 
+std::vector<uint8_t> random_iq4_xs(int64_t n_rows, int64_t n_cols, std::mt19937_64& rng) {
+  const int64_t nb = n_cols / kQK_K;
+  std::vector<uint8_t> w(static_cast<size_t>(n_rows * nb) * sizeof(BlockIQ4_XS));
+  for (auto& byte : w) byte = static_cast<uint8_t>(rng());  // codes and scales: any bits
+  auto* blocks = reinterpret_cast<BlockIQ4_XS*>(w.data());
+  for (int64_t i = 0; i < n_rows * nb; ++i) {
+    blocks[i].d = random_scale(rng);
+    if (i % 7 == 0) {  // the extremes: every code 0 (-127), every scale -32
+      std::memset(blocks[i].qs, 0, sizeof(blocks[i].qs));
+      std::memset(blocks[i].scales_l, 0, sizeof(blocks[i].scales_l));
+      blocks[i].scales_h = 0;
+    }
+  }
+  return w;
+}
+
 std::vector<uint8_t> random_weights(GgmlType t, int64_t n_rows, int64_t n_cols,
                                     std::mt19937_64& rng) {
   if (t == GgmlType::Q6_K) return random_q6_k(n_rows, n_cols, rng);
+  if (t == GgmlType::IQ4_XS) return random_iq4_xs(n_rows, n_cols, rng);
   return t == GgmlType::Q4_K ? random_q4_k(n_rows, n_cols, rng) : random_q4_0(n_rows, n_cols, rng);
 }
 
 GgmlType layout_type(WeightLayout layout) {
   if (layout == WeightLayout::kQ6_Kx16) return GgmlType::Q6_K;
+  if (layout == WeightLayout::kIQ4_XSx16) return GgmlType::IQ4_XS;
   return layout == WeightLayout::kQ4_Kx16 ? GgmlType::Q4_K : GgmlType::Q4_0;
 }
 
@@ -170,7 +188,7 @@ void expect_same_bits(const std::vector<float>& want, const std::vector<float>& 
         << what << " element " << i << ": " << want[i] << " vs " << got[i];
 }
 
-TEST(Interleave, LayoutsCoverQ4_0Q4_KAndQ6_KInWholeGroups) {
+TEST(Interleave, LayoutsCoverQ4_0Q4_KQ6_KAndIQ4_XSInWholeGroups) {
   // Q4_0: pairs of groups where the best ISA is AVX-512 and the rows make whole pairs.
   const WeightLayout q4_0_pairs =
       best_isa() == Isa::kAvx512 ? WeightLayout::kQ4_0x32 : WeightLayout::kQ4_0x16;
@@ -188,6 +206,9 @@ TEST(Interleave, LayoutsCoverQ4_0Q4_KAndQ6_KInWholeGroups) {
   EXPECT_EQ(interleaved_layout(GgmlType::Q6_K, 2048, 768), WeightLayout::kQ6_Kx16);
   EXPECT_EQ(interleaved_layout(GgmlType::Q6_K, 40, 256), WeightLayout::kRows);
   EXPECT_EQ(interleaved_layout(GgmlType::Q6_K), WeightLayout::kQ6_Kx16);
+  EXPECT_EQ(interleaved_layout(GgmlType::IQ4_XS, 768, 2048), WeightLayout::kIQ4_XSx16);
+  EXPECT_EQ(interleaved_layout(GgmlType::IQ4_XS, 40, 256), WeightLayout::kRows);
+  EXPECT_EQ(interleaved_layout(GgmlType::IQ4_NL, 768, 2048), WeightLayout::kRows);
   EXPECT_EQ(interleaved_layout(GgmlType::Q4_0), WeightLayout::kQ4_0x16);
   EXPECT_EQ(interleaved_layout(GgmlType::Q4_K), WeightLayout::kQ4_Kx16);
   EXPECT_EQ(interleaved_layout(GgmlType::Q8_0), WeightLayout::kRows);
@@ -196,12 +217,14 @@ TEST(Interleave, LayoutsCoverQ4_0Q4_KAndQ6_KInWholeGroups) {
   EXPECT_EQ(layout_rows(WeightLayout::kQ4_0x32), 16);
   EXPECT_EQ(layout_rows(WeightLayout::kQ4_Kx16), 16);
   EXPECT_EQ(layout_rows(WeightLayout::kQ6_Kx16), 16);
+  EXPECT_EQ(layout_rows(WeightLayout::kIQ4_XSx16), 16);
 }
 
 TEST(Interleave, RoundTripsAndInPlaceEqualsCopy) {
   std::mt19937_64 rng(7);
-  for (WeightLayout layout : {WeightLayout::kQ4_0x16, WeightLayout::kQ4_0x32,
-                              WeightLayout::kQ4_Kx16, WeightLayout::kQ6_Kx16})
+  for (WeightLayout layout :
+       {WeightLayout::kQ4_0x16, WeightLayout::kQ4_0x32, WeightLayout::kQ4_Kx16,
+        WeightLayout::kQ6_Kx16, WeightLayout::kIQ4_XSx16})
     for (auto [rows, cols] : {std::pair<int64_t, int64_t>{16, 256}, {48, 768}, {32, 2048}}) {
       if (layout == WeightLayout::kQ4_0x32) rows = 2 * rows;  // whole pairs of groups
       const GgmlType t = layout_type(layout);
@@ -221,7 +244,7 @@ class InterleaveKernels : public ::testing::TestWithParam<GgmlType> {};
 
 TEST_P(InterleaveKernels, EqualTheGgufLayoutsBitForBit) {
   const GgmlType type = GetParam();
-  const bool k_quant = type == GgmlType::Q4_K || type == GgmlType::Q6_K;
+  const bool k_quant = vec_dot_type(type) == GgmlType::Q8_K;
   std::mt19937_64 rng(11);
   const GemvKernels ref = gemv_kernels(type, Isa::kRef);
   // Q4_0 n_cols: 2 blocks, 26 (a partial group of 8), 64 (the Qwen3 expert), 24 (its down rows);
@@ -290,7 +313,8 @@ TEST_P(InterleaveKernels, EqualTheGgufLayoutsBitForBit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, InterleaveKernels,
-                         ::testing::Values(GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K),
+                         ::testing::Values(GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K,
+                                           GgmlType::IQ4_XS),
                          [](const auto& info) { return std::string(ggml_type_name(info.param)); });
 
 TEST(Interleave, PoolSplitEqualsOneCall) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/forward.h"
+#include "engine/logit_dump.h"
 #include "engine/model.h"
 #include "io/gguf.h"
 #include "kernels/gemv.h"
@@ -124,6 +125,36 @@ TEST_P(KquantModel, CloseToItsDequantizedPeerAndTheSameOnEveryIsa) {
   }
   const std::vector<float> one = logits(model, ids, 1);
   EXPECT_EQ(std::memcmp(one.data(), got.data(), got.size() * sizeof(float)), 0) << "1 thread";
+}
+
+// Through `strata replay` (the tiers, the dense arena): REPACK=1, the default, interleaves the
+// matrices of types with a layout this CPU's kernels run faster (IQ4_XS with AVX-512, like Q4_K);
+// REPACK=0 keeps the file's layout. The logits must not change (DESIGN.md invariant 1).
+TEST_P(KquantModel, ReplayIsTheSameWithAndWithoutRepack) {
+  if (!fs::exists(kF32)) GTEST_SKIP() << "fixture missing: " << kF32;
+  const GgmlType type = GetParam().type;
+  const tier_test::ScratchDir dir(fmt::format("kquant_replay_{}", ggml_type_name(type)));
+  const fs::path model = requantize(type, dir / "model.gguf", false);
+  const uint32_t n_vocab = Model::load(model.string()).config().n_vocab;
+  tier_test::write_streams(dir / "streams.txt", n_vocab, {30, 17});
+  auto replay = [&](const std::string& tag, const std::string& env) {
+    const tier_test::Result r = tier_test::run_strata(
+        dir.path(),
+        fmt::format("replay -m '{}' --tokens '{}' --ubatch 8 --dump-logits '{}' -t 2",
+                    model.string(), (dir / "streams.txt").string(), (dir / tag).string()),
+        env);
+    EXPECT_EQ(r.rc, 0) << tag << ": " << r.err;
+  };
+  replay("repack", "");
+  replay("file", "REPACK=0 DENSE_ARENA=0");
+  for (int s = 0; s < 2; ++s) {
+    const std::string name = fmt::format("stream{}.logits.bin", s);
+    const engine::LogitDump a = engine::read_logit_dump((dir / "repack" / name).string());
+    const engine::LogitDump b = engine::read_logit_dump((dir / "file" / name).string());
+    ASSERT_EQ(a.logits.size(), b.logits.size());
+    EXPECT_EQ(std::memcmp(a.logits.data(), b.logits.data(), a.logits.size() * sizeof(float)), 0)
+        << "stream " << s;
+  }
 }
 
 // Measured: Q4_1 1.6%, Q5_1 1.5%, Q2_K 2.2%, Q3_K 2.5%, Q5_K 2.4%, IQ4_NL 1.1%, IQ4_XS 2.2% (a
