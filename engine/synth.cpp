@@ -278,6 +278,8 @@ inline uint16_t jittered_scale(double base, uint64_t w) {
 constexpr double kMxfp4CodeRms = 5.852349955359813;  // sqrt(mean of {0,1,2,3,4,6,8,12}^2)
 constexpr double kQ4KScaleRms = 5.612486080160912;   // rms of the sub-block scales {4, 5, 6, 7}
 constexpr double kQ6KScaleRms = 11.726039399558575;  // rms of the sub-block scales 8..15
+constexpr double kIq4CodeRms =
+    67.43886120034946;  // sqrt(mean of kIq4nlValues^2), the 16 codes uniform
 
 // Words of randomness one block consumes (the counter stride): one for the scales, then one byte
 // per 4-bit code, one or two per 8-bit code.
@@ -292,6 +294,8 @@ uint64_t words_per_block(GgmlType t, SynthDist d) {
       return 1 + 32;
     case GgmlType::Q6_K:
       return 2 + 24;
+    case GgmlType::IQ4_XS:
+      return 2 + 16;
     case GgmlType::F16:
     case GgmlType::F32:
       return 2;
@@ -401,6 +405,25 @@ void write_block(GgmlType t, SynthDist dist, double sigma, uint64_t key, uint64_
       random_bytes(b->qh, sizeof(b->qh), key, n + 2 + 16);
       return;
     }
+    case GgmlType::IQ4_XS: {
+      // Uniform codes (the table's values are not centred: their mean is -5.9) under sub-block
+      // scales of random sign, +-4..7, so the weights' mean is 0: value = d * sc * table[code].
+      auto* b = reinterpret_cast<kernels::BlockIQ4_XS*>(dst);
+      b->d = jittered_scale(sigma / (kIq4CodeRms * kQ4KScaleRms * kJitterRms), rng_at(key, n));
+      const uint64_t w = rng_at(key, n + 1);
+      uint16_t sh = 0;
+      std::memset(b->scales_l, 0, sizeof(b->scales_l));
+      for (int j = 0; j < 8; ++j) {
+        const int sc = 4 + static_cast<int>((w >> (3 * j)) & 3);
+        const int field = 32 + (((w >> (3 * j + 2)) & 1) != 0 ? -sc : sc);
+        b->scales_l[j / 2] =
+            static_cast<uint8_t>(b->scales_l[j / 2] | ((field & 0xF) << (4 * (j % 2))));
+        sh = static_cast<uint16_t>(sh | ((field >> 4) << (2 * j)));
+      }
+      b->scales_h = sh;
+      random_bytes(b->qs, sizeof(b->qs), key, n + 2);
+      return;
+    }
     case GgmlType::F32:
     case GgmlType::F16: {
       const float v = static_cast<float>(sigma * normal_from(rng_at(key, n), rng_at(key, n + 1)));
@@ -456,6 +479,15 @@ void zero_element(GgmlType t, std::byte* blk, int j) {
       ql = static_cast<uint8_t>(q < 2 ? (ql & 0xF0) : (ql & 0x0F));
       uint8_t& qh = b->qh[h * 32 + l];
       qh = static_cast<uint8_t>((qh & ~(3 << (2 * q))) | (2 << (2 * q)));
+      return;
+    }
+    case GgmlType::IQ4_XS: {
+      // The table has no zero: the whole 32-element sub-block of element j gets scale field 32,
+      // i.e. 0 (its 31 neighbours are zero too).
+      auto* b = reinterpret_cast<kernels::BlockIQ4_XS*>(blk);
+      const int s = j / 32;
+      b->scales_l[s / 2] = static_cast<uint8_t>(b->scales_l[s / 2] & (0xF0 >> (4 * (s % 2))));
+      b->scales_h = static_cast<uint16_t>((b->scales_h & ~(3u << (2 * s))) | (2u << (2 * s)));
       return;
     }
     case GgmlType::F32:
@@ -930,8 +962,10 @@ uint32_t file_type_of(GgmlType expert_type) {
       return 15;  // LLAMA_FTYPE_MOSTLY_Q4_K_M
     case GgmlType::MXFP4:
       return 38;  // LLAMA_FTYPE_MOSTLY_MXFP4_MOE
+    case GgmlType::IQ4_XS:
+      return 30;  // LLAMA_FTYPE_MOSTLY_IQ4_XS
     default:
-      fail(ErrorKind::kUnsupported, "synth: expert type {} (use Q4_0, Q8_0, Q4_K or MXFP4)",
+      fail(ErrorKind::kUnsupported, "synth: expert type {} (use Q4_0, Q8_0, Q4_K, MXFP4 or IQ4_XS)",
            ggml_type_name(expert_type));
   }
 }

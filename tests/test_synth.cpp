@@ -309,6 +309,10 @@ TEST(Synth, WeightScalesAreSane) {
             GgmlType::Q4_0);
   check(k, "uniform Q4_K");
   check(SynthModel(tiny(3, SynthDist::kGaussian, GgmlType::Q8_0)), "gaussian Q8_0");
+  const SynthModel iq4(tiny(3, SynthDist::kUniform, GgmlType::IQ4_XS));
+  EXPECT_EQ(iq4.writer().tensors()[tensor_index(iq4, "blk.0.ffn_gate_exps.weight")].type,
+            GgmlType::IQ4_XS);
+  check(iq4, "IQ4_XS");
 }
 
 TEST(Synth, GaussianCodesAreMoreCompressibleThanUniform) {
