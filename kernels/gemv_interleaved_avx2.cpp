@@ -16,6 +16,7 @@
 #include "kernels/interleave_internal.h"
 #include "kernels/interleave_prep.h"
 #include "kernels/quant.h"
+#include "kernels/quant_internal.h"
 
 namespace strata::kernels::detail {
 namespace {
@@ -233,11 +234,100 @@ void gemm_q4_kx16(const void* w, size_t row_stride, const void* xq, size_t xq_st
   });
 }
 
+// ---- kIQ4_XSx16: IQ4_XS x Q8_K, 8 rows (half h of the group) per register ----
+
+// Rows 8h..8h+7 of one 16-row group against one activation row. The nibbles become signed table
+// values (vpshufb); vpmaddubsw takes |x| as the unsigned operand and the values with x's sign
+// (|x| <= 128 and |value| <= 127, so any Q8_K row is exact, -128 included): int16 pair sums of at
+// most 2 x 128 x 127, each weighted by its row's sub-block scale (an int16 pair per lane) in
+// vpmaddwd. next: the following group, prefetched into L2 across both halves (as half_dot_k).
+void half_dot_iq4(const uint8_t* g, int h, const BlockQ8_K* x, int64_t nb, float* out,
+                  const uint8_t* next) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i table =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+  __m256 acc[8];
+  for (int k = 0; k < 8; ++k) acc[k] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = g + b * kIQ4_XSx16Block;
+    if (h == 0) prefetch_lines<128, kToL1>(blk + kInterleavePrefetch);
+    const __m256i sh =
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 32 + 16 * h)));
+    const __m256i sl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 + 32 * h));
+    const int8_t* xq = x[b].qs;
+    __m256i sumi = _mm256_setzero_si256();
+    for (int s = 0; s < 8; ++s) {
+      if (next != nullptr) prefetch_lines<192, kToL2>(next + ((h * nb + b) * 8 + s) * 136);
+      // Sub-block s's scale field - 32, as the same int16 in both halves of the lane.
+      const __m256i sc = _mm256_sub_epi32(
+          _mm256_or_si256(
+              _mm256_and_si256(_mm256_srli_epi32(sl, 4 * s), _mm256_set1_epi32(0x0F)),
+              _mm256_slli_epi32(
+                  _mm256_and_si256(_mm256_srli_epi32(sh, 2 * s), _mm256_set1_epi32(3)), 4)),
+          _mm256_set1_epi32(32));
+      const __m256i sc16 = _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xFFFF)),
+                                           _mm256_slli_epi32(sc, 16));
+      for (int ii = 0; ii < 4; ++ii) {
+        const size_t off = 128 + static_cast<size_t>(4 * s + ii) * 64;
+        if (h == 0) prefetch_lines<64, kToL1>(blk + off + kInterleavePrefetch);
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + off + 32 * h));
+        const __m256i lo = _mm256_shuffle_epi8(table, _mm256_and_si256(v, m4));
+        const __m256i hi =
+            _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+        int32_t xl, xh;
+        std::memcpy(&xl, xq + 32 * s + 4 * ii, 4);
+        std::memcpy(&xh, xq + 32 * s + 16 + 4 * ii, 4);
+        const __m256i bl = _mm256_set1_epi32(xl), bh = _mm256_set1_epi32(xh);
+        const __m256i pl = _mm256_maddubs_epi16(_mm256_abs_epi8(bl), _mm256_sign_epi8(lo, bl));
+        const __m256i ph = _mm256_maddubs_epi16(_mm256_abs_epi8(bh), _mm256_sign_epi8(hi, bh));
+        sumi = _mm256_add_epi32(
+            sumi, _mm256_add_epi32(_mm256_madd_epi16(pl, sc16), _mm256_madd_epi16(ph, sc16)));
+      }
+    }
+    const __m256 dd = _mm256_mul_ps(
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * h))),
+        _mm256_set1_ps(x[b].d));
+    acc[b % 8] = _mm256_add_ps(acc[b % 8], _mm256_mul_ps(dd, _mm256_cvtepi32_ps(sumi)));
+  }
+  const __m256 r =
+      _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6])),
+                    _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7])));
+  _mm256_storeu_ps(out + 8 * h, r);
+}
+
+void gemv_iq4_xsx16(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
+                    int64_t row_end, int64_t n_cols) {
+  const int64_t nb = n_cols / kQK_K;
+  const auto* x = static_cast<const BlockQ8_K*>(xq);
+  const size_t group_bytes = 16 * row_stride;
+  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
+    const uint8_t* next = r + 16 < row_end ? g + group_bytes : nullptr;
+    half_dot_iq4(g, 0, x, nb, y + r, next);
+    half_dot_iq4(g, 1, x, nb, y + r, next);
+  });
+}
+
+void gemm_iq4_xsx16(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
+                    size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
+                    int64_t n_cols) {
+  const int64_t nb = n_cols / kQK_K;
+  const auto* xbase = static_cast<const uint8_t*>(xq);
+  const size_t group_bytes = 16 * row_stride;
+  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
+    const uint8_t* next = r + 16 < row_end ? g + group_bytes : nullptr;
+    for (int64_t t = 0; t < n_tokens; ++t)
+      for (int h = 0; h < 2; ++h)
+        half_dot_iq4(g, h, reinterpret_cast<const BlockQ8_K*>(xbase + t * xq_stride), nb,
+                     y + t * y_stride + r, t == 0 ? next : nullptr);
+  });
+}
+
 }  // namespace
 
 GemvKernels interleaved_kernels_avx2(WeightLayout layout) {
   if (layout == WeightLayout::kQ4_0x16) return GemvKernels{&gemv_q4_0x16, &gemm_q4_0x16};
   if (layout == WeightLayout::kQ4_Kx16) return GemvKernels{&gemv_q4_kx16, &gemm_q4_kx16};
+  if (layout == WeightLayout::kIQ4_XSx16) return GemvKernels{&gemv_iq4_xsx16, &gemm_iq4_xsx16};
   return GemvKernels{nullptr, nullptr};
 }
 

@@ -287,7 +287,7 @@ bool interleave_pays(GgmlType type) {
       return type == GgmlType::Q4_0 || type == GgmlType::Q4_K || type == GgmlType::Q6_K ||
              type == GgmlType::IQ4_XS;
     case Isa::kAvx2:
-      return type == GgmlType::Q4_0 || type == GgmlType::Q4_K;
+      return type == GgmlType::Q4_0 || type == GgmlType::Q4_K || type == GgmlType::IQ4_XS;
     default:
       return false;
   }

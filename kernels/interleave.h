@@ -47,8 +47,9 @@
 //     +0     the 16 rows' fp16 d, +32 their scales_h (16 bits each)
 //     +64    the 16 rows' scales_l (4 bytes each: lane r's dword holds row r's 8 low nibbles)
 //     +128   for i < 32: the 16 rows' qs[4i..4i+3] (sub-block i / 4)
-// Each code load is a 16-lane vpdpbusd of the table values + 128 (unsigned, by vpshufb); the
-// offset comes off as 128 * (bsums[2s] + bsums[2s + 1]) per sub-block, before its scale.
+// AVX-512: each code load is a 16-lane vpdpbusd of the table values + 128 (unsigned, by vpshufb);
+// the offset comes off as 128 * (bsums[2s] + bsums[2s + 1]) per sub-block, before its scale.
+// AVX2: two 8-row halves, the signed values against |x| by vpmaddubsw, vpmaddwd by the scales.
 //
 // Tested by tests/test_interleave.cpp (round trip, kernels vs gemv_ref at awkward shapes).
 #pragma once
@@ -85,8 +86,8 @@ WeightLayout interleaved_layout(GgmlType type);
 // Whether the interleaved kernels of the best ISA are faster than the GGUF layout's on this CPU
 // (true with AVX-512 VNNI or AVX2; the scalar twins exist for tests, not speed).
 bool interleave_pays();
-// The same for one weight type: Q4_0 and Q4_K with AVX-512 or AVX2; Q6_K with AVX-512 only (no
-// AVX2 interleaved kernel). On an AVX2-only Zen 3 the GGUF layout's Q4_K row kernel is
+// The same for one weight type: Q4_0, Q4_K and IQ4_XS with AVX-512 or AVX2; Q6_K with AVX-512
+// only (no AVX2 interleaved kernel). On an AVX2-only Zen 3 the GGUF layout's Q4_K row kernel is
 // compute-bound (~7 GB/s a core); the interleaved one, with its next-group L2 prefetch, streams
 // 94-110% of the in-run probe in the 30B against 67-87% (bench/RESULTS.md session 16).
 bool interleave_pays(GgmlType type);
