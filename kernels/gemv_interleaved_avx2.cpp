@@ -21,6 +21,12 @@
 namespace strata::kernels::detail {
 namespace {
 
+// The canonical fold of the 8 accumulators (gemv.cpp step 4), lane by lane.
+inline __m256 fold_acc(const __m256* a) {
+  return _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6])),
+                       _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7])));
+}
+
 // Rows 8h..8h+7 of one 16-row group against one activation row. next: the following group of the
 // same call (nullptr for the last): it is prefetched into L2 across both halves, 144 bytes a step,
 // so memory keeps streaming while the second half computes from L1 (with only the L1 prefetch in
@@ -67,10 +73,7 @@ void half_dot(const uint8_t* g, int h, const BlockQ8_0* x, const XPrep* prep, in
     for (int k = 0; k < 8; ++k) step(b + k, k);
   }
   for (int k = 0; b + k < nb; ++k) step(b + k, k);
-  const __m256 r =
-      _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6])),
-                    _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7])));
-  _mm256_storeu_ps(out + 8 * h, r);
+  _mm256_storeu_ps(out + 8 * h, fold_acc(acc));
 }
 
 void gemv_q4_0x16(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
@@ -201,37 +204,7 @@ void half_dot_k(const uint8_t* g, int h, const BlockQ8_K* x, int64_t nb, float* 
                                    _mm256_mul_ps(dm, _mm256_cvtepi32_ps(summ)));
     acc[b % 8] = _mm256_add_ps(acc[b % 8], r);
   }
-  const __m256 r =
-      _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6])),
-                    _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7])));
-  _mm256_storeu_ps(out + 8 * h, r);
-}
-
-void gemv_q4_kx16(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
-                  int64_t row_end, int64_t n_cols) {
-  const int64_t nb = n_cols / kQK_K;
-  const auto* x = static_cast<const BlockQ8_K*>(xq);
-  const size_t group_bytes = 16 * row_stride;
-  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
-    const uint8_t* next = r + 16 < row_end ? g + group_bytes : nullptr;
-    half_dot_k(g, 0, x, nb, y + r, next);
-    half_dot_k(g, 1, x, nb, y + r, next);
-  });
-}
-
-void gemm_q4_kx16(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
-                  size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
-                  int64_t n_cols) {
-  const int64_t nb = n_cols / kQK_K;
-  const auto* xbase = static_cast<const uint8_t*>(xq);
-  const size_t group_bytes = 16 * row_stride;
-  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
-    const uint8_t* next = r + 16 < row_end ? g + group_bytes : nullptr;
-    for (int64_t t = 0; t < n_tokens; ++t)
-      for (int h = 0; h < 2; ++h)
-        half_dot_k(g, h, reinterpret_cast<const BlockQ8_K*>(xbase + t * xq_stride), nb,
-                   y + t * y_stride + r, t == 0 ? next : nullptr);
-  });
+  _mm256_storeu_ps(out + 8 * h, fold_acc(acc));
 }
 
 // ---- kIQ4_XSx16: IQ4_XS x Q8_K, 8 rows (half h of the group) per register ----
@@ -289,27 +262,30 @@ void half_dot_iq4(const uint8_t* g, int h, const BlockQ8_K* x, int64_t nb, float
         _mm256_set1_ps(x[b].d));
     acc[b % 8] = _mm256_add_ps(acc[b % 8], _mm256_mul_ps(dd, _mm256_cvtepi32_ps(sumi)));
   }
-  const __m256 r =
-      _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6])),
-                    _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7])));
-  _mm256_storeu_ps(out + 8 * h, r);
+  _mm256_storeu_ps(out + 8 * h, fold_acc(acc));
 }
 
-void gemv_iq4_xsx16(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
-                    int64_t row_end, int64_t n_cols) {
+// GEMV / GEMM over a super-block layout from its half pass HalfDot (rows 8h..8h+7 of a group).
+using HalfDotFn = void (*)(const uint8_t* g, int h, const BlockQ8_K* x, int64_t nb, float* out,
+                           const uint8_t* next);
+
+template <HalfDotFn HalfDot>
+void gemv_halves(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
+                 int64_t row_end, int64_t n_cols) {
   const int64_t nb = n_cols / kQK_K;
   const auto* x = static_cast<const BlockQ8_K*>(xq);
   const size_t group_bytes = 16 * row_stride;
   for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
     const uint8_t* next = r + 16 < row_end ? g + group_bytes : nullptr;
-    half_dot_iq4(g, 0, x, nb, y + r, next);
-    half_dot_iq4(g, 1, x, nb, y + r, next);
+    HalfDot(g, 0, x, nb, y + r, next);
+    HalfDot(g, 1, x, nb, y + r, next);
   });
 }
 
-void gemm_iq4_xsx16(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
-                    size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
-                    int64_t n_cols) {
+template <HalfDotFn HalfDot>
+void gemm_halves(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
+                 size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
+                 int64_t n_cols) {
   const int64_t nb = n_cols / kQK_K;
   const auto* xbase = static_cast<const uint8_t*>(xq);
   const size_t group_bytes = 16 * row_stride;
@@ -317,8 +293,8 @@ void gemm_iq4_xsx16(const void* w, size_t row_stride, const void* xq, size_t xq_
     const uint8_t* next = r + 16 < row_end ? g + group_bytes : nullptr;
     for (int64_t t = 0; t < n_tokens; ++t)
       for (int h = 0; h < 2; ++h)
-        half_dot_iq4(g, h, reinterpret_cast<const BlockQ8_K*>(xbase + t * xq_stride), nb,
-                     y + t * y_stride + r, t == 0 ? next : nullptr);
+        HalfDot(g, h, reinterpret_cast<const BlockQ8_K*>(xbase + t * xq_stride), nb,
+                y + t * y_stride + r, t == 0 ? next : nullptr);
   });
 }
 
@@ -326,8 +302,10 @@ void gemm_iq4_xsx16(const void* w, size_t row_stride, const void* xq, size_t xq_
 
 GemvKernels interleaved_kernels_avx2(WeightLayout layout) {
   if (layout == WeightLayout::kQ4_0x16) return GemvKernels{&gemv_q4_0x16, &gemm_q4_0x16};
-  if (layout == WeightLayout::kQ4_Kx16) return GemvKernels{&gemv_q4_kx16, &gemm_q4_kx16};
-  if (layout == WeightLayout::kIQ4_XSx16) return GemvKernels{&gemv_iq4_xsx16, &gemm_iq4_xsx16};
+  if (layout == WeightLayout::kQ4_Kx16)
+    return GemvKernels{&gemv_halves<&half_dot_k>, &gemm_halves<&half_dot_k>};
+  if (layout == WeightLayout::kIQ4_XSx16)
+    return GemvKernels{&gemv_halves<&half_dot_iq4>, &gemm_halves<&half_dot_iq4>};
   return GemvKernels{nullptr, nullptr};
 }
 
