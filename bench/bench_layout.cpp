@@ -7,7 +7,8 @@
 // 1 thread the rates are on-CPU (bytes / thread CPU time), which a shared machine distorts far
 // less than wall time; with several, wall time. Also the cache-resident rate of one matrix (the
 // compute ceiling). Results are checked bit-identical before timing.
-// Run: bench_layout [--type Q4_0|Q4_K|Q6_K|IQ4_XS] [--rows N] [--cols N] [--item N] [--rounds N]
+// Run: bench_layout [--type Q4_0|Q4_K|Q6_K|IQ4_XS|IQ4_NL] [--rows N] [--cols N] [--item N]
+// [--rounds N]
 //                   [--pool-mib N] [--threads N] [--isa best|avx2|ref]
 //                   [--q4-0-layout auto|x16|both]
 // Results and commands: bench/RESULTS.md ("CPU speed, session 4" and "session 5").
@@ -72,6 +73,7 @@ int main(int argc, char** argv) {
   const GgmlType type = type_name == "Q4_K"     ? GgmlType::Q4_K
                         : type_name == "Q6_K"   ? GgmlType::Q6_K
                         : type_name == "IQ4_XS" ? GgmlType::IQ4_XS
+                        : type_name == "IQ4_NL" ? GgmlType::IQ4_NL
                                                 : GgmlType::Q4_0;
   const int64_t rows = std::stoll(arg(argc, argv, "--rows", "768"));
   const int64_t cols = std::stoll(arg(argc, argv, "--cols", "2048"));

@@ -31,10 +31,16 @@ inline __m256 fold_acc(const __m256* a) {
 // same call (nullptr for the last): it is prefetched into L2 across both halves, 144 bytes a step,
 // so memory keeps streaming while the second half computes from L1 (with only the L1 prefetch in
 // the first half, the two halves' memory and compute took turns).
+// kIq4 (kIQ4_NLx16, the same bytes): the nibbles become signed IQ4_NL table values (vpshufb), and
+// vpmaddubsw takes |x| as the unsigned operand and the values with x's sign; those int16 pair sums
+// reach 2 x 128 x 127, so each goes to int32 at once (no offset term).
+template <bool kIq4 = false>
 void half_dot(const uint8_t* g, int h, const BlockQ8_0* x, const XPrep* prep, int64_t nb,
               float* out, const uint8_t* next) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i ones = _mm256_set1_epi16(1);
+  [[maybe_unused]] const __m256i table =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
   __m256 acc[8];
   for (int k = 0; k < 8; ++k) acc[k] = _mm256_setzero_ps();
   // Block b = b8 + k with b8 a multiple of 8: offsets within the 4 chunks from b8 are constants
@@ -52,16 +58,31 @@ void half_dot(const uint8_t* g, int h, const BlockQ8_0* x, const XPrep* prep, in
     if (next != nullptr) prefetch_lines<192, kToL2>(next + (h * nb + b) * 144);
     int32_t xi[8];
     std::memcpy(xi, x[b].qs, sizeof(xi));
-    __m256i s16 = _mm256_setzero_si256();
-    for (int j = 0; j < 4; ++j) {
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + 64 * j));
-      const __m256i lo = _mm256_and_si256(v, m4);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-      s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(lo, _mm256_set1_epi32(xi[j])));
-      s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(hi, _mm256_set1_epi32(xi[4 + j])));
+    __m256i isum;
+    if constexpr (kIq4) {
+      isum = _mm256_setzero_si256();
+      for (int j = 0; j < 4; ++j) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + 64 * j));
+        const __m256i lo = _mm256_shuffle_epi8(table, _mm256_and_si256(v, m4));
+        const __m256i hi =
+            _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+        const __m256i xl = _mm256_set1_epi32(xi[j]), xh = _mm256_set1_epi32(xi[4 + j]);
+        const __m256i pl = _mm256_maddubs_epi16(_mm256_abs_epi8(xl), _mm256_sign_epi8(lo, xl));
+        const __m256i ph = _mm256_maddubs_epi16(_mm256_abs_epi8(xh), _mm256_sign_epi8(hi, xh));
+        isum = _mm256_add_epi32(
+            isum, _mm256_add_epi32(_mm256_madd_epi16(pl, ones), _mm256_madd_epi16(ph, ones)));
+      }
+    } else {
+      __m256i s16 = _mm256_setzero_si256();
+      for (int j = 0; j < 4; ++j) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + 64 * j));
+        const __m256i lo = _mm256_and_si256(v, m4);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(lo, _mm256_set1_epi32(xi[j])));
+        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(hi, _mm256_set1_epi32(xi[4 + j])));
+      }
+      isum = _mm256_add_epi32(_mm256_madd_epi16(s16, ones), _mm256_set1_epi32(prep[b].neg));
     }
-    const __m256i isum =
-        _mm256_add_epi32(_mm256_madd_epi16(s16, ones), _mm256_set1_epi32(prep[b].neg));
     const __m256 dw = _mm256_cvtph_ps(
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(gs + chunk + q4_0x16_scale_offset(k))));
     const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(prep[b].dx));
@@ -76,16 +97,19 @@ void half_dot(const uint8_t* g, int h, const BlockQ8_0* x, const XPrep* prep, in
   _mm256_storeu_ps(out + 8 * h, fold_acc(acc));
 }
 
+// kQ4_0x16 (kIq4 = false) and kIQ4_NLx16 (true).
+template <bool kIq4>
 void gemv_q4_0x16(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
                   int64_t row_end, int64_t n_cols) {
   gemv_q4_0x16_groups(w, row_stride, xq, y, row_begin, row_end, n_cols,
                       [](const uint8_t* g, const BlockQ8_0* x, const XPrep* prep, int64_t nb,
                          float* out, const uint8_t* next) {
-                        half_dot(g, 0, x, prep, nb, out, next);
-                        half_dot(g, 1, x, prep, nb, out, next);
+                        half_dot<kIq4>(g, 0, x, prep, nb, out, next);
+                        half_dot<kIq4>(g, 1, x, prep, nb, out, next);
                       });
 }
 
+template <bool kIq4>
 void gemm_q4_0x16(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
                   size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
                   int64_t n_cols) {
@@ -100,7 +124,8 @@ void gemm_q4_0x16(const void* w, size_t row_stride, const void* xq, size_t xq_st
     const uint8_t* next = r + 16 < row_end ? g + group_bytes : nullptr;
     for (int64_t t = 0; t < n_tokens; ++t)
       for (int h = 0; h < 2; ++h)
-        half_dot(g, h, xt(t), prep + t * nb, nb, y + t * y_stride + r, t == 0 ? next : nullptr);
+        half_dot<kIq4>(g, h, xt(t), prep + t * nb, nb, y + t * y_stride + r,
+                       t == 0 ? next : nullptr);
   });
 }
 
@@ -301,7 +326,10 @@ void gemm_halves(const void* w, size_t row_stride, const void* xq, size_t xq_str
 }  // namespace
 
 GemvKernels interleaved_kernels_avx2(WeightLayout layout) {
-  if (layout == WeightLayout::kQ4_0x16) return GemvKernels{&gemv_q4_0x16, &gemm_q4_0x16};
+  if (layout == WeightLayout::kQ4_0x16)
+    return GemvKernels{&gemv_q4_0x16<false>, &gemm_q4_0x16<false>};
+  if (layout == WeightLayout::kIQ4_NLx16)
+    return GemvKernels{&gemv_q4_0x16<true>, &gemm_q4_0x16<true>};
   if (layout == WeightLayout::kQ4_Kx16)
     return GemvKernels{&gemv_halves<&half_dot_k>, &gemm_halves<&half_dot_k>};
   if (layout == WeightLayout::kIQ4_XSx16)

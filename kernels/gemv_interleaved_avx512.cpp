@@ -63,11 +63,16 @@ inline __m512 fold_acc(const __m512* a) {
 
 // One 16-row group g against T activation rows: a stream of 576-byte chunks (two blocks' scales,
 // then their codes) kStride bytes apart (kQ4_0x16Chunk; kQ4_0x32Stride for one group of a pair),
-// one L1 prefetch (non-temporal) of a chunk 8 chunks ahead every other block.
-template <int T, size_t kStride>
+// one L1 prefetch (non-temporal) of a chunk 8 chunks ahead every other block. kIq4 (kIQ4_NLx16,
+// the same bytes): each nibble becomes its IQ4_NL table value + 128 (vpshufb), and the offset
+// -128 * sum(x) is 16 times Q4_0's -8 * sum(x).
+template <int T, size_t kStride, bool kIq4 = false>
 void group_dot(const uint8_t* g, const BlockQ8_0* const* xs, const XPrep* const* preps, int64_t nb,
                float* const* outs) {
   const __m512i m4 = _mm512_set1_epi8(0x0F);
+  [[maybe_unused]] const __m512i table = _mm512_xor_si512(
+      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues))),
+      _mm512_set1_epi8(static_cast<char>(0x80)));
   __m512 acc[T][8];
   for (int t = 0; t < T; ++t)
     for (int k = 0; k < 8; ++k) acc[t][k] = _mm512_setzero_ps();
@@ -83,13 +88,17 @@ void group_dot(const uint8_t* g, const BlockQ8_0* const* xs, const XPrep* const*
       const __m512i v = _mm512_loadu_si512(qb + 64 * j);
       lo[j] = _mm512_and_si512(v, m4);
       hi[j] = high_nibbles(v, m4);
+      if constexpr (kIq4) {
+        lo[j] = _mm512_shuffle_epi8(table, lo[j]);
+        hi[j] = _mm512_shuffle_epi8(table, hi[j]);
+      }
     }
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(
         reinterpret_cast<const __m256i*>(g8 + q4_0x16_scale_offset(k, kStride))));
     for (int t = 0; t < T; ++t) {
       // The activation's 4-byte groups, broadcast straight from memory.
       const int8_t* xq = xs[t][b].qs;
-      __m512i s0 = _mm512_set1_epi32(preps[t][b].neg);
+      __m512i s0 = _mm512_set1_epi32(kIq4 ? 16 * preps[t][b].neg : preps[t][b].neg);
       __m512i s1 = _mm512_setzero_si512();
       for (int j = 0; j < 4; ++j) {
         s0 = _mm512_dpbusd_epi32(s0, lo[j], bcast4(xq + 4 * j));
@@ -193,7 +202,7 @@ void gemv_q4_0(const void* w, size_t row_stride, const void* xq, float* y, int64
   } else {
     for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
       float* out = y + r;
-      group_dot<1, kQ4_0x16Chunk>(g, &x, &prep, nb, &out);
+      group_dot<1, kQ4_0x16Chunk, kLayout == WeightLayout::kIQ4_NLx16>(g, &x, &prep, nb, &out);
     });
   }
 }
@@ -205,6 +214,7 @@ void gemm_q4_0(const void* w, size_t row_stride, const void* xq, size_t xq_strid
                size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
                int64_t n_cols) {
   constexpr size_t kStride = kLayout == WeightLayout::kQ4_0x32 ? kQ4_0x32Stride : kQ4_0x16Chunk;
+  constexpr bool kIq4 = kLayout == WeightLayout::kIQ4_NLx16;
   const int64_t nb = n_cols / kQK;
   const auto* xbase = static_cast<const uint8_t*>(xq);
   auto xt = [&](int64_t t) { return reinterpret_cast<const BlockQ8_0*>(xbase + t * xq_stride); };
@@ -223,7 +233,7 @@ void gemm_q4_0(const void* w, size_t row_stride, const void* xq, size_t xq_strid
         const int64_t ri = r + 16 * i;
         float* outs[4] = {y + t * y_stride + ri, y + (t + 1) * y_stride + ri,
                           y + (t + 2) * y_stride + ri, y + (t + 3) * y_stride + ri};
-        group_dot<4, kStride>(g + i * kQ4_0x16Chunk, xs, ps, nb, outs);
+        group_dot<4, kStride, kIq4>(g + i * kQ4_0x16Chunk, xs, ps, nb, outs);
       }
     }
     for (; t < n_tokens; ++t) {
@@ -231,7 +241,7 @@ void gemm_q4_0(const void* w, size_t row_stride, const void* xq, size_t xq_strid
       const XPrep* p = prep + t * nb;
       for (int i = 0; i < n_groups; ++i) {
         float* out = y + t * y_stride + r + 16 * i;
-        group_dot<1, kStride>(g + i * kQ4_0x16Chunk, &x, &p, nb, &out);
+        group_dot<1, kStride, kIq4>(g + i * kQ4_0x16Chunk, &x, &p, nb, &out);
       }
     }
   };
@@ -526,6 +536,8 @@ GemvKernels interleaved_kernels_avx512(WeightLayout layout) {
     return GemvKernels{&gemv_q4_0<WeightLayout::kQ4_0x16>, &gemm_q4_0<WeightLayout::kQ4_0x16>};
   if (layout == WeightLayout::kQ4_0x32)
     return GemvKernels{&gemv_q4_0<WeightLayout::kQ4_0x32>, &gemm_q4_0<WeightLayout::kQ4_0x32>};
+  if (layout == WeightLayout::kIQ4_NLx16)
+    return GemvKernels{&gemv_q4_0<WeightLayout::kIQ4_NLx16>, &gemm_q4_0<WeightLayout::kIQ4_NLx16>};
   if (layout == WeightLayout::kQ4_Kx16) return GemvKernels{&gemv_kx16<Q4KDot>, &gemm_kx16<Q4KDot>};
   if (layout == WeightLayout::kQ6_Kx16) return GemvKernels{&gemv_kx16<Q6KDot>, &gemm_kx16<Q6KDot>};
   if (layout == WeightLayout::kIQ4_XSx16)

@@ -70,6 +70,8 @@ GgmlType layout_type(WeightLayout layout) {
       return GgmlType::Q6_K;
     case WeightLayout::kIQ4_XSx16:
       return GgmlType::IQ4_XS;
+    case WeightLayout::kIQ4_NLx16:
+      return GgmlType::IQ4_NL;  // kQ4_0x16's bytes: the blocks have Q4_0's shape
     default:
       return GgmlType::Q4_0;
   }
@@ -190,7 +192,7 @@ void unpack_group_blocks(const uint8_t* src, uint8_t* dst, int64_t nb) {
 
 // Blocks per row and bytes per group of a layout's matrix.
 int64_t layout_blocks(WeightLayout layout, int64_t n_cols) {
-  return n_cols / (layout_type(layout) == GgmlType::Q4_0 ? kQK : kQK_K);
+  return n_cols / ggml_type_info(layout_type(layout)).block_size;
 }
 // Where group g (rows 16g..16g+15) starts in a layout's matrix of `group`-byte groups, and how far
 // apart its chunks are (kQ4_0x32 weaves pairs of groups; the others hold groups back to back).
@@ -243,6 +245,7 @@ WeightLayout interleaved_layout(GgmlType type, int64_t n_rows, int64_t n_cols) {
   if (type == GgmlType::Q4_K && n_cols % kQK_K == 0) return WeightLayout::kQ4_Kx16;
   if (type == GgmlType::Q6_K && n_cols % kQK_K == 0) return WeightLayout::kQ6_Kx16;
   if (type == GgmlType::IQ4_XS && n_cols % kQK_K == 0) return WeightLayout::kIQ4_XSx16;
+  if (type == GgmlType::IQ4_NL && n_cols % (2 * kQK) == 0) return WeightLayout::kIQ4_NLx16;
   return WeightLayout::kRows;
 }
 
@@ -257,6 +260,7 @@ bool layout_fits(WeightLayout layout, int64_t n_rows, int64_t n_cols) {
   if (n_rows <= 0 || n_cols <= 0) return false;
   switch (layout) {
     case WeightLayout::kQ4_0x16:
+    case WeightLayout::kIQ4_NLx16:
       return n_rows % kGroupRows == 0 && n_cols % (2 * kQK) == 0;
     case WeightLayout::kQ4_0x32:
       return n_rows % (2 * kGroupRows) == 0 && n_cols % (2 * kQK) == 0;
@@ -285,9 +289,10 @@ bool interleave_pays(GgmlType type) {
   switch (best_isa()) {
     case Isa::kAvx512:
       return type == GgmlType::Q4_0 || type == GgmlType::Q4_K || type == GgmlType::Q6_K ||
-             type == GgmlType::IQ4_XS;
+             type == GgmlType::IQ4_XS || type == GgmlType::IQ4_NL;
     case Isa::kAvx2:
-      return type == GgmlType::Q4_0 || type == GgmlType::Q4_K || type == GgmlType::IQ4_XS;
+      return type == GgmlType::Q4_0 || type == GgmlType::Q4_K || type == GgmlType::IQ4_XS ||
+             type == GgmlType::IQ4_NL;
     default:
       return false;
   }
@@ -374,7 +379,14 @@ namespace {
 
 // The canonical order of gemv.cpp for one row of a kQ4_0x16 group whose chunks are kStride apart,
 // literally.
-template <size_t kStride>
+// Value: a nibble as Q4_0 (nibble - 8) or IQ4_NL (its table value: kIQ4_NLx16, the same bytes).
+int q4_0_nibble(int c) {
+  return c - 8;
+}
+int iq4_nl_nibble(int c) {
+  return detail::kIq4nlValues[c];
+}
+template <size_t kStride, int (*Value)(int) = &q4_0_nibble>
 float dot_row_ref(const uint8_t* group, int r, const BlockQ8_0* x, int64_t nb) {
   float acc[8] = {};
   for (int64_t b = 0; b < nb; ++b) {
@@ -382,8 +394,8 @@ float dot_row_ref(const uint8_t* group, int r, const BlockQ8_0* x, int64_t nb) {
     for (int j = 0; j < 4; ++j)
       for (int k = 0; k < 4; ++k) {
         const uint8_t byte = group[code_at(b, j, r, kStride) + k];
-        isum += ((byte & 0x0F) - 8) * x[b].qs[4 * j + k];
-        isum += ((byte >> 4) - 8) * x[b].qs[16 + 4 * j + k];
+        isum += Value(byte & 0x0F) * x[b].qs[4 * j + k];
+        isum += Value(byte >> 4) * x[b].qs[16 + 4 * j + k];
       }
     uint16_t dw = 0;
     std::memcpy(&dw, group + scale_at(b, r, kStride), 2);
@@ -515,6 +527,8 @@ GemvKernels interleaved_kernels_ref(WeightLayout layout) {
   if (layout == WeightLayout::kQ4_0x16)
     return x16_ref<BlockQ8_0, kQK, &dot_row_ref<kQ4_0x16Chunk>>();
   if (layout == WeightLayout::kQ4_0x32) return GemvKernels{&gemv_q4_0x32_ref, &gemm_q4_0x32_ref};
+  if (layout == WeightLayout::kIQ4_NLx16)
+    return x16_ref<BlockQ8_0, kQK, &dot_row_ref<kQ4_0x16Chunk, &iq4_nl_nibble>>();
   if (layout == WeightLayout::kQ4_Kx16) return x16_ref<BlockQ8_K, kQK_K, &dot_row_k_ref>();
   return GemvKernels{nullptr, nullptr};
 }

@@ -24,6 +24,11 @@
 // Either group alone reads as a kQ4_0x16 group whose chunks are 1152 bytes apart, so row ranges
 // still start and end at multiples of 16.
 //
+// kIQ4_NLx16 (IQ4_NL, as kQ4_0x16): IQ4_NL blocks have Q4_0's shape (fp16 d, 16 code bytes), so
+// the bytes are kQ4_0x16's; the kernels look the nibbles up in the IQ4_NL table instead of
+// subtracting 8 (AVX-512: value + 128 unsigned into vpdpbusd, the offset through the activation's
+// sum; AVX2: the signed values against |x| by vpmaddubsw).
+//
 // kQ4_Kx16 (Q4_K, n_rows % 16 == 0): groups of 16 rows as above; per super-block b of the group
 // 2304 bytes (a multiple of 64):
 //     +0     the 16 rows' fp16 d, +32 their fp16 dmin
@@ -69,6 +74,7 @@ enum class WeightLayout : uint8_t {
   kQ6_Kx16,    // Q6_K, 16 rows interleaved per group (below)
   kQ4_0x32,    // Q4_0, kQ4_0x16's groups woven in pairs (above)
   kIQ4_XSx16,  // IQ4_XS, 16 rows interleaved per group (above)
+  kIQ4_NLx16,  // IQ4_NL, kQ4_0x16's bytes (above)
 };
 
 // Rows per group of a layout (1 for kRows): row ranges handed to its kernels start and end at
@@ -86,10 +92,10 @@ WeightLayout interleaved_layout(GgmlType type);
 // Whether the interleaved kernels of the best ISA are faster than the GGUF layout's on this CPU
 // (true with AVX-512 VNNI or AVX2; the scalar twins exist for tests, not speed).
 bool interleave_pays();
-// The same for one weight type: Q4_0, Q4_K and IQ4_XS with AVX-512 or AVX2; Q6_K with AVX-512
-// only (no AVX2 interleaved kernel). On an AVX2-only Zen 3 the GGUF layout's Q4_K row kernel is
-// compute-bound (~7 GB/s a core); the interleaved one, with its next-group L2 prefetch, streams
-// 94-110% of the in-run probe in the 30B against 67-87% (bench/RESULTS.md session 16).
+// The same for one weight type: Q4_0, Q4_K, IQ4_XS and IQ4_NL with AVX-512 or AVX2; Q6_K with
+// AVX-512 only (no AVX2 interleaved kernel). On an AVX2-only Zen 3 the GGUF layout's Q4_K row
+// kernel is compute-bound (~7 GB/s a core); the interleaved one, with its next-group L2 prefetch,
+// streams 94-110% of the in-run probe in the 30B against 67-87% (bench/RESULTS.md session 16).
 bool interleave_pays(GgmlType type);
 
 // Kernels for a weight type in a layout (kRows: gemv_kernels(type, isa)). The interleaved ones

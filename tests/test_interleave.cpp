@@ -91,12 +91,14 @@ std::vector<uint8_t> random_weights(GgmlType t, int64_t n_rows, int64_t n_cols,
                                     std::mt19937_64& rng) {
   if (t == GgmlType::Q6_K) return random_q6_k(n_rows, n_cols, rng);
   if (t == GgmlType::IQ4_XS) return random_iq4_xs(n_rows, n_cols, rng);
+  // Q4_0, and IQ4_NL (its blocks have Q4_0's shape: fp16 d, 16 code bytes of any bits).
   return t == GgmlType::Q4_K ? random_q4_k(n_rows, n_cols, rng) : random_q4_0(n_rows, n_cols, rng);
 }
 
 GgmlType layout_type(WeightLayout layout) {
   if (layout == WeightLayout::kQ6_Kx16) return GgmlType::Q6_K;
   if (layout == WeightLayout::kIQ4_XSx16) return GgmlType::IQ4_XS;
+  if (layout == WeightLayout::kIQ4_NLx16) return GgmlType::IQ4_NL;
   return layout == WeightLayout::kQ4_Kx16 ? GgmlType::Q4_K : GgmlType::Q4_0;
 }
 
@@ -208,7 +210,9 @@ TEST(Interleave, LayoutsCoverQ4_0Q4_KQ6_KAndIQ4_XSInWholeGroups) {
   EXPECT_EQ(interleaved_layout(GgmlType::Q6_K), WeightLayout::kQ6_Kx16);
   EXPECT_EQ(interleaved_layout(GgmlType::IQ4_XS, 768, 2048), WeightLayout::kIQ4_XSx16);
   EXPECT_EQ(interleaved_layout(GgmlType::IQ4_XS, 40, 256), WeightLayout::kRows);
-  EXPECT_EQ(interleaved_layout(GgmlType::IQ4_NL, 768, 2048), WeightLayout::kRows);
+  EXPECT_EQ(interleaved_layout(GgmlType::IQ4_NL, 768, 2048), WeightLayout::kIQ4_NLx16);
+  EXPECT_EQ(interleaved_layout(GgmlType::IQ4_NL, 2048, 1408), WeightLayout::kIQ4_NLx16);
+  EXPECT_EQ(interleaved_layout(GgmlType::IQ4_NL, 16, 96), WeightLayout::kRows);
   EXPECT_EQ(interleaved_layout(GgmlType::Q4_0), WeightLayout::kQ4_0x16);
   EXPECT_EQ(interleaved_layout(GgmlType::Q4_K), WeightLayout::kQ4_Kx16);
   EXPECT_EQ(interleaved_layout(GgmlType::Q8_0), WeightLayout::kRows);
@@ -218,6 +222,7 @@ TEST(Interleave, LayoutsCoverQ4_0Q4_KQ6_KAndIQ4_XSInWholeGroups) {
   EXPECT_EQ(layout_rows(WeightLayout::kQ4_Kx16), 16);
   EXPECT_EQ(layout_rows(WeightLayout::kQ6_Kx16), 16);
   EXPECT_EQ(layout_rows(WeightLayout::kIQ4_XSx16), 16);
+  EXPECT_EQ(layout_rows(WeightLayout::kIQ4_NLx16), 16);
 }
 
 TEST(Interleave, RoundTripsAndInPlaceEqualsCopy) {
@@ -314,7 +319,7 @@ TEST_P(InterleaveKernels, EqualTheGgufLayoutsBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(Types, InterleaveKernels,
                          ::testing::Values(GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K,
-                                           GgmlType::IQ4_XS),
+                                           GgmlType::IQ4_XS, GgmlType::IQ4_NL),
                          [](const auto& info) { return std::string(ggml_type_name(info.param)); });
 
 TEST(Interleave, PoolSplitEqualsOneCall) {
