@@ -369,16 +369,6 @@ float dot_iq4_xs(const void* w_row, const void* x_row, int64_t n_cols) {
 
 // ---- Q4_1, Q5_1 x Q8_0: r_b = (float)isum * (d_w * d_x) + m_w * (d_x * (float)xsum) ----
 
-// Lane k = the sum of v[k]'s eight int32 lanes.
-inline __m256i hsum8x8(const __m256i* v) {
-  const __m256i u0 =
-      _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
-  const __m256i u1 =
-      _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
-  return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20),
-                          _mm256_permute2x128_si256(u0, u1, 0x31));
-}
-
 // Eight blocks per step, block b8 + k in lane k, so the lanes are the canonical acc[b % 8]; the
 // blocks after the last whole eight go lane by lane. Codes unsigned (element j of the block in
 // byte j: Q4_1's nibbles, Q5_1's fifth bits from qh as 16s).
@@ -422,8 +412,8 @@ float dot_q_1(const void* w_row, const void* x_row, int64_t n_cols) {
     }
     const __m256 vdx = _mm256_load_ps(dx);
     const __m256 r = _mm256_add_ps(
-        _mm256_mul_ps(_mm256_cvtepi32_ps(hsum8x8(is)), _mm256_mul_ps(_mm256_load_ps(dw), vdx)),
-        _mm256_mul_ps(_mm256_load_ps(mw), _mm256_mul_ps(vdx, _mm256_cvtepi32_ps(hsum8x8(xs)))));
+        _mm256_mul_ps(_mm256_cvtepi32_ps(hsum_8x8(is)), _mm256_mul_ps(_mm256_load_ps(dw), vdx)),
+        _mm256_mul_ps(_mm256_load_ps(mw), _mm256_mul_ps(vdx, _mm256_cvtepi32_ps(hsum_8x8(xs)))));
     acc = _mm256_add_ps(acc, r);
   }
   alignas(32) float lane[8];

@@ -151,14 +151,8 @@ float dot_iq4_xs(const void* w_row, const void* x_row, int64_t n_cols) {
   const auto* x = static_cast<const BlockQ8_K*>(x_row);
   Lanes8 acc;
   for (int64_t b = 0; b < n_cols / kQK_K; ++b) {
-    int32_t sumi = 0;
-    for (int s = 0; s < kQK_K / 32; ++s) {
-      int32_t isum = 0;
-      for (int l = 0; l < 32; ++l) isum += iq4_xs_value(w[b], 32 * s + l) * x[b].qs[32 * s + l];
-      sumi += iq4_xs_scale(w[b], s) * isum;
-    }
     const float d = fp16_to_f32(w[b].d) * x[b].d;
-    acc.add(b, d * static_cast<float>(sumi));
+    acc.add(b, d * static_cast<float>(iq4_xs_sumi(w[b], x[b])));
   }
   return acc.fold();
 }

@@ -435,36 +435,28 @@ float dot_row_k_ref(const uint8_t* group, int r, const BlockQ8_K* x, int64_t nb)
   return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
 }
 
-// The canonical Q6_K order of gemv.cpp for one row of a kQ6_Kx16 group, literally.
-float dot_row_q6_ref(const uint8_t* group, int r, const BlockQ8_K* x, int64_t nb) {
-  float acc[8] = {};
-  for (int64_t b = 0; b < nb; ++b) {
-    const BlockQ6_K blk = q6_gather(group, b, r);
-    int32_t sumi = 0;
-    for (int g = 0; g < 16; ++g) {
-      int32_t isum = 0;
-      for (int l = 0; l < 16; ++l) isum += q6_k_value(blk, 16 * g + l) * x[b].qs[16 * g + l];
-      sumi += blk.scales[g] * isum;
-    }
-    const float dd = fp16_to_f32(blk.d) * x[b].d;
-    acc[b % 8] = acc[b % 8] + dd * static_cast<float>(sumi);
+// The integer sum of one Q6_K super-block over groups of 16 with int8 scales (IQ4_XS's:
+// iq4_xs_sumi, quant_internal.h).
+int32_t q6_sumi(const BlockQ6_K& blk, const BlockQ8_K& x) {
+  int32_t sumi = 0;
+  for (int g = 0; g < 16; ++g) {
+    int32_t isum = 0;
+    for (int l = 0; l < 16; ++l) isum += q6_k_value(blk, 16 * g + l) * x.qs[16 * g + l];
+    sumi += blk.scales[g] * isum;
   }
-  return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+  return sumi;
 }
 
-// The canonical IQ4_XS order of gemv.cpp for one row of a kIQ4_XSx16 group, literally.
-float dot_row_iq4_ref(const uint8_t* group, int r, const BlockQ8_K* x, int64_t nb) {
+// The canonical Q6_K / IQ4_XS order of gemv.cpp for one row of a kQ6_Kx16 / kIQ4_XSx16 group,
+// literally: r_b = (fp16(d_w) * d_x) * (float)sumi, each super-block gathered back from the group.
+template <typename Block, Block (*Gather)(const uint8_t*, int64_t, int),
+          int32_t (*Sumi)(const Block&, const BlockQ8_K&)>
+float dot_row_sym_ref(const uint8_t* group, int r, const BlockQ8_K* x, int64_t nb) {
   float acc[8] = {};
   for (int64_t b = 0; b < nb; ++b) {
-    const BlockIQ4_XS blk = iq4_gather(group, b, r);
-    int32_t sumi = 0;
-    for (int s = 0; s < 8; ++s) {
-      int32_t isum = 0;
-      for (int l = 0; l < 32; ++l) isum += iq4_xs_value(blk, 32 * s + l) * x[b].qs[32 * s + l];
-      sumi += iq4_xs_scale(blk, s) * isum;
-    }
+    const Block blk = Gather(group, b, r);
     const float dd = fp16_to_f32(blk.d) * x[b].d;
-    acc[b % 8] = acc[b % 8] + dd * static_cast<float>(sumi);
+    acc[b % 8] = acc[b % 8] + dd * static_cast<float>(Sumi(blk, x[b]));
   }
   return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
 }
@@ -522,8 +514,10 @@ void gemm_q4_0x32_ref(const void* w, size_t row_stride, const void* xq, size_t x
 }  // namespace
 
 GemvKernels interleaved_kernels_ref(WeightLayout layout) {
-  if (layout == WeightLayout::kQ6_Kx16) return x16_ref<BlockQ8_K, kQK_K, &dot_row_q6_ref>();
-  if (layout == WeightLayout::kIQ4_XSx16) return x16_ref<BlockQ8_K, kQK_K, &dot_row_iq4_ref>();
+  if (layout == WeightLayout::kQ6_Kx16)
+    return x16_ref<BlockQ8_K, kQK_K, &dot_row_sym_ref<BlockQ6_K, &q6_gather, &q6_sumi>>();
+  if (layout == WeightLayout::kIQ4_XSx16)
+    return x16_ref<BlockQ8_K, kQK_K, &dot_row_sym_ref<BlockIQ4_XS, &iq4_gather, &iq4_xs_sumi>>();
   if (layout == WeightLayout::kQ4_0x16)
     return x16_ref<BlockQ8_0, kQK, &dot_row_ref<kQ4_0x16Chunk>>();
   if (layout == WeightLayout::kQ4_0x32) return GemvKernels{&gemv_q4_0x32_ref, &gemm_q4_0x32_ref};

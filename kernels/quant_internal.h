@@ -143,6 +143,17 @@ inline int iq4_xs_scale(const BlockIQ4_XS& b, int s) {
   const int high = (b.scales_h >> (2 * s)) & 3;
   return (low | (high << 4)) - 32;
 }
+// An IQ4_XS super-block's canonical integer sum against its Q8_K activations (gemv.cpp):
+// sum over sub-blocks s of scale_s * sum_l value[32s + l] * q8[32s + l].
+inline int32_t iq4_xs_sumi(const BlockIQ4_XS& b, const BlockQ8_K& x) {
+  int32_t sumi = 0;
+  for (int s = 0; s < 8; ++s) {
+    int32_t isum = 0;
+    for (int l = 0; l < 32; ++l) isum += iq4_xs_value(b, 32 * s + l) * x.qs[32 * s + l];
+    sumi += iq4_xs_scale(b, s) * isum;
+  }
+  return sumi;
+}
 
 // MXFP4 element j (0..31) as its doubled E2M1 value in [-12, 12].
 inline int mxfp4_value(const BlockMXFP4& b, int j) {
