@@ -7,7 +7,7 @@
 // 1 thread the rates are on-CPU (bytes / thread CPU time), which a shared machine distorts far
 // less than wall time; with several, wall time. Also the cache-resident rate of one matrix (the
 // compute ceiling). Results are checked bit-identical before timing.
-// Run: bench_layout [--type Q4_0|Q4_K|Q6_K|IQ4_XS|IQ4_NL] [--rows N] [--cols N] [--item N]
+// Run: bench_layout [--type Q4_0|Q4_K|Q6_K|IQ4_XS|IQ4_NL|MXFP4] [--rows N] [--cols N] [--item N]
 // [--rounds N]
 //                   [--pool-mib N] [--threads N] [--isa best|avx2|ref]
 //                   [--q4-0-layout auto|x16|both]
@@ -70,11 +70,23 @@ std::string arg(int argc, char** argv, const std::string& name, const std::strin
 
 int main(int argc, char** argv) {
   const std::string type_name = arg(argc, argv, "--type", "Q4_0");
-  const GgmlType type = type_name == "Q4_K"     ? GgmlType::Q4_K
-                        : type_name == "Q6_K"   ? GgmlType::Q6_K
-                        : type_name == "IQ4_XS" ? GgmlType::IQ4_XS
-                        : type_name == "IQ4_NL" ? GgmlType::IQ4_NL
-                                                : GgmlType::Q4_0;
+  GgmlType type = GgmlType::Q4_0;
+  if (type_name == "Q4_K") {
+    type = GgmlType::Q4_K;
+  } else if (type_name == "Q6_K") {
+    type = GgmlType::Q6_K;
+  } else if (type_name == "IQ4_XS") {
+    type = GgmlType::IQ4_XS;
+  } else if (type_name == "IQ4_NL") {
+    type = GgmlType::IQ4_NL;
+  } else if (type_name == "MXFP4") {
+    type = GgmlType::MXFP4;
+  } else if (type_name != "Q4_0") {
+    std::fprintf(stderr,
+                 "bench_layout: --type %s: one of Q4_0, Q4_K, Q6_K, IQ4_XS, IQ4_NL, MXFP4\n",
+                 type_name.c_str());
+    return 1;
+  }
   const int64_t rows = std::stoll(arg(argc, argv, "--rows", "768"));
   const int64_t cols = std::stoll(arg(argc, argv, "--cols", "2048"));
   const int64_t item = std::stoll(arg(argc, argv, "--item", "64"));

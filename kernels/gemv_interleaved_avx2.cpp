@@ -31,35 +31,78 @@ inline __m256 fold_acc(const __m256* a) {
 // same call (nullptr for the last): it is prefetched into L2 across both halves, 144 bytes a step,
 // so memory keeps streaming while the second half computes from L1 (with only the L1 prefetch in
 // the first half, the two halves' memory and compute took turns).
-// kIq4 (kIQ4_NLx16, the same bytes): the nibbles become signed IQ4_NL table values (vpshufb), and
-// vpmaddubsw takes |x| as the unsigned operand and the values with x's sign; those int16 pair sums
-// reach 2 x 128 x 127, so each goes to int32 at once (no offset term).
-template <bool kIq4 = false>
+// The 16-row layouts of 32-element blocks with 4-bit codes, as half_dot reads them: how far apart
+// a group's chunks of two blocks are, where block k (of a run of 8 from a chunk boundary) has its
+// codes and scales, the 8 scales of half h as floats, the table the nibbles index (none: Q4_0's
+// nibble - 8) and the bias that makes the values unsigned (0: signed table values).
+struct Q4_0Fmt {  // kQ4_0x16
+  static constexpr size_t kChunk = kQ4_0x16Chunk;
+  static constexpr const int8_t* kTable = nullptr;
+  static constexpr int kBias = 8;
+  static size_t codes(int k) { return q4_0x16_code_offset(k); }
+  static size_t scales(int k) { return q4_0x16_scale_offset(k); }
+  static __m256 dw(const uint8_t* p, int h) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * h)));
+  }
+};
+struct IQ4_NLFmt : Q4_0Fmt {  // kIQ4_NLx16: kQ4_0x16's bytes
+  static constexpr const int8_t* kTable = kIq4nlValues;
+  static constexpr int kBias = 0;  // -127..113: + 128 would overflow vpmaddubsw's int16 pairs
+};
+template <bool kOdd>
+struct MXFP4Fmt {  // kMXFP4x16, a group whose first chunk is odd (kOdd) or even
+  static constexpr size_t kChunk = kMXFP4x16Chunk;
+  static constexpr const int8_t* kTable = kMxfp4Values;
+  static constexpr int kBias = 12;  // -12..12
+  static size_t codes(int k) { return mxfp4x16_code_offset(k, kOdd); }
+  static size_t scales(int k) { return mxfp4x16_scale_offset(k, kOdd); }
+  // 2^(e-128) from the exponent bits (e < 2: the subnormals 2^-128, 2^-127).
+  static __m256 dw(const uint8_t* p, int h) {
+    const __m256i e =
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * h)));
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i tiny = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    const __m256i is_tiny = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, tiny, is_tiny));
+  }
+};
+
+// Rows 8h..8h+7 of one 16-row group against one activation row. next: the following group of the
+// same call (nullptr for the last): it is prefetched into L2 across both halves, 144 bytes a step,
+// so memory keeps streaming while the second half computes from L1 (with only the L1 prefetch in
+// the first half, the two halves' memory and compute took turns).
+// IQ4_NL (kIQ4_NLx16): the nibbles become signed table values (vpshufb), and vpmaddubsw takes |x|
+// as the unsigned operand and the values with x's sign; those int16 pair sums reach 2 x 128 x 127,
+// so each goes to int32 at once (no offset term). MXFP4 (kMXFP4x16): table value + 12, unsigned,
+// as Q4_0's nibbles.
+template <typename Fmt>
 void half_dot(const uint8_t* g, int h, const BlockQ8_0* x, const XPrep* prep, int64_t nb,
               float* out, const uint8_t* next) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i ones = _mm256_set1_epi16(1);
-  [[maybe_unused]] const __m256i table =
-      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+  [[maybe_unused]] __m256i table = m4;
+  if constexpr (Fmt::kTable != nullptr)
+    table = _mm256_add_epi8(
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(Fmt::kTable))),
+        _mm256_set1_epi8(static_cast<char>(Fmt::kBias)));
   __m256 acc[8];
   for (int k = 0; k < 8; ++k) acc[k] = _mm256_setzero_ps();
   // Block b = b8 + k with b8 a multiple of 8: offsets within the 4 chunks from b8 are constants
-  // (from pointers that already hold the half's offset, so no offset needs a register).
+  // (from a pointer that already holds the half's offset, so no offset needs a register).
   const uint8_t* gq = g + 32 * h;  // half h's code bytes
-  const uint8_t* gs = g + 16 * h;  // its scales
   auto step = [&](int64_t b, int k) {
-    const size_t chunk = static_cast<size_t>((b - k) >> 1) * kQ4_0x16Chunk;
-    const uint8_t* qb = gq + chunk + q4_0x16_code_offset(k);
-    // Block k's share of its chunk's lines (5 with the scales, then 4), kInterleavePrefetch ahead.
-    if (h == 0 && (k & 1) == 0)
-      prefetch_lines<320, kToL1>(g + chunk + q4_0x16_scale_offset(k) + kInterleavePrefetch);
-    if (h == 0 && (k & 1) == 1)
-      prefetch_lines<256, kToL1>(g + chunk + q4_0x16_code_offset(k) + kInterleavePrefetch);
+    const uint8_t* g8 = g + static_cast<size_t>((b - k) >> 1) * Fmt::kChunk;
+    const uint8_t* qb = gq + (g8 - g) + Fmt::codes(k);
+    // Block k's share of its chunk's lines (the first 5, then the rest), kInterleavePrefetch
+    // ahead.
+    const uint8_t* ck = g8 + static_cast<size_t>(k >> 1) * Fmt::kChunk + kInterleavePrefetch;
+    if (h == 0 && (k & 1) == 0) prefetch_lines<320, kToL1>(ck);
+    if (h == 0 && (k & 1) == 1) prefetch_lines<256, kToL1>(ck + 320);
     if (next != nullptr) prefetch_lines<192, kToL2>(next + (h * nb + b) * 144);
     int32_t xi[8];
     std::memcpy(xi, x[b].qs, sizeof(xi));
     __m256i isum;
-    if constexpr (kIq4) {
+    if constexpr (Fmt::kTable != nullptr && Fmt::kBias == 0) {
       isum = _mm256_setzero_si256();
       for (int j = 0; j < 4; ++j) {
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + 64 * j));
@@ -73,18 +116,28 @@ void half_dot(const uint8_t* g, int h, const BlockQ8_0* x, const XPrep* prep, in
             isum, _mm256_add_epi32(_mm256_madd_epi16(pl, ones), _mm256_madd_epi16(ph, ones)));
       }
     } else {
-      __m256i s16 = _mm256_setzero_si256();
+      // Unsigned codes: the nibble (Q4_0) or the table value + kBias (MXFP4, 0..24). int16 sums
+      // of at most 8 x 2 x 15 x 128 = 30720 (Q4_0) or 4 x 2 x 24 x 128 = 24576 (MXFP4's two, low
+      // and high nibbles apart): exact. The offset -kBias * sum(x) is neg * kBias / 8.
+      __m256i s16[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+      constexpr int kHi = Fmt::kBias > 8 ? 1 : 0;
       for (int j = 0; j < 4; ++j) {
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + 64 * j));
-        const __m256i lo = _mm256_and_si256(v, m4);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(lo, _mm256_set1_epi32(xi[j])));
-        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(hi, _mm256_set1_epi32(xi[4 + j])));
+        __m256i lo = _mm256_and_si256(v, m4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        if constexpr (Fmt::kTable != nullptr) {
+          lo = _mm256_shuffle_epi8(table, lo);
+          hi = _mm256_shuffle_epi8(table, hi);
+        }
+        s16[0] = _mm256_add_epi16(s16[0], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(xi[j])));
+        s16[kHi] =
+            _mm256_add_epi16(s16[kHi], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(xi[4 + j])));
       }
-      isum = _mm256_add_epi32(_mm256_madd_epi16(s16, ones), _mm256_set1_epi32(prep[b].neg));
+      isum = _mm256_add_epi32(_mm256_madd_epi16(s16[0], ones),
+                              _mm256_set1_epi32(prep[b].neg / 8 * Fmt::kBias));
+      if constexpr (kHi == 1) isum = _mm256_add_epi32(isum, _mm256_madd_epi16(s16[1], ones));
     }
-    const __m256 dw = _mm256_cvtph_ps(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(gs + chunk + q4_0x16_scale_offset(k))));
+    const __m256 dw = Fmt::dw(g8 + Fmt::scales(k), h);
     const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(prep[b].dx));
     acc[k] = _mm256_add_ps(acc[k], _mm256_mul_ps(_mm256_cvtepi32_ps(isum), d));
   };
@@ -97,19 +150,36 @@ void half_dot(const uint8_t* g, int h, const BlockQ8_0* x, const XPrep* prep, in
   _mm256_storeu_ps(out + 8 * h, fold_acc(acc));
 }
 
-// kQ4_0x16 (kIq4 = false) and kIQ4_NLx16 (true).
-template <bool kIq4>
+// Half h of group g (its first row r) of a kLayout matrix.
+template <WeightLayout kLayout>
+void layout_half_dot(const uint8_t* g, int64_t r, int h, const BlockQ8_0* x, const XPrep* prep,
+                     int64_t nb, float* out, const uint8_t* next) {
+  if constexpr (kLayout == WeightLayout::kIQ4_NLx16) {
+    half_dot<IQ4_NLFmt>(g, h, x, prep, nb, out, next);
+  } else if constexpr (kLayout == WeightLayout::kMXFP4x16) {
+    if (mxfp4x16_group_odd(r, nb))
+      half_dot<MXFP4Fmt<true>>(g, h, x, prep, nb, out, next);
+    else
+      half_dot<MXFP4Fmt<false>>(g, h, x, prep, nb, out, next);
+  } else {
+    static_assert(kLayout == WeightLayout::kQ4_0x16);
+    half_dot<Q4_0Fmt>(g, h, x, prep, nb, out, next);
+  }
+}
+
+// kQ4_0x16, kIQ4_NLx16 and kMXFP4x16.
+template <WeightLayout kLayout>
 void gemv_q4_0x16(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
                   int64_t row_end, int64_t n_cols) {
   gemv_q4_0x16_groups(w, row_stride, xq, y, row_begin, row_end, n_cols,
-                      [](const uint8_t* g, const BlockQ8_0* x, const XPrep* prep, int64_t nb,
-                         float* out, const uint8_t* next) {
-                        half_dot<kIq4>(g, 0, x, prep, nb, out, next);
-                        half_dot<kIq4>(g, 1, x, prep, nb, out, next);
+                      [](const uint8_t* g, int64_t r, const BlockQ8_0* x, const XPrep* prep,
+                         int64_t nb, float* out, const uint8_t* next) {
+                        for (int h = 0; h < 2; ++h)
+                          layout_half_dot<kLayout>(g, r, h, x, prep, nb, out, next);
                       });
 }
 
-template <bool kIq4>
+template <WeightLayout kLayout>
 void gemm_q4_0x16(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
                   size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
                   int64_t n_cols) {
@@ -124,8 +194,8 @@ void gemm_q4_0x16(const void* w, size_t row_stride, const void* xq, size_t xq_st
     const uint8_t* next = r + 16 < row_end ? g + group_bytes : nullptr;
     for (int64_t t = 0; t < n_tokens; ++t)
       for (int h = 0; h < 2; ++h)
-        half_dot<kIq4>(g, h, xt(t), prep + t * nb, nb, y + t * y_stride + r,
-                       t == 0 ? next : nullptr);
+        layout_half_dot<kLayout>(g, r, h, xt(t), prep + t * nb, nb, y + t * y_stride + r,
+                                 t == 0 ? next : nullptr);
   });
 }
 
@@ -327,9 +397,14 @@ void gemm_halves(const void* w, size_t row_stride, const void* xq, size_t xq_str
 
 GemvKernels interleaved_kernels_avx2(WeightLayout layout) {
   if (layout == WeightLayout::kQ4_0x16)
-    return GemvKernels{&gemv_q4_0x16<false>, &gemm_q4_0x16<false>};
+    return GemvKernels{&gemv_q4_0x16<WeightLayout::kQ4_0x16>,
+                       &gemm_q4_0x16<WeightLayout::kQ4_0x16>};
   if (layout == WeightLayout::kIQ4_NLx16)
-    return GemvKernels{&gemv_q4_0x16<true>, &gemm_q4_0x16<true>};
+    return GemvKernels{&gemv_q4_0x16<WeightLayout::kIQ4_NLx16>,
+                       &gemm_q4_0x16<WeightLayout::kIQ4_NLx16>};
+  if (layout == WeightLayout::kMXFP4x16)
+    return GemvKernels{&gemv_q4_0x16<WeightLayout::kMXFP4x16>,
+                       &gemm_q4_0x16<WeightLayout::kMXFP4x16>};
   if (layout == WeightLayout::kQ4_Kx16)
     return GemvKernels{&gemv_halves<&half_dot_k>, &gemm_halves<&half_dot_k>};
   if (layout == WeightLayout::kIQ4_XSx16)

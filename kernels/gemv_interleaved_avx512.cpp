@@ -1,4 +1,5 @@
-// Q4_0 x Q8_0 GEMV/GEMM over the kQ4_0x16 and kQ4_0x32 layouts (kernels/interleave.h) with
+// Q4_0 x Q8_0 GEMV/GEMM over the kQ4_0x16 and kQ4_0x32 layouts (kernels/interleave.h), and IQ4_NL /
+// MXFP4 over kIQ4_NLx16 / kMXFP4x16 (table lookups of the same nibbles), with
 // AVX-512 VNNI: one 512-bit register = one 4-byte code group of 16 rows, so each block of a 16-row
 // group is 4 loads, 4 ands and 4 shifts for the nibbles, and 8 vpdpbusd against the activation's
 // 4-byte groups broadcast from memory; lane r of the result is row r's exact block sum (no
@@ -61,44 +62,79 @@ inline __m512 fold_acc(const __m512* a) {
                        _mm512_add_ps(_mm512_add_ps(a[1], a[5]), _mm512_add_ps(a[3], a[7])));
 }
 
-// One 16-row group g against T activation rows: a stream of 576-byte chunks (two blocks' scales,
-// then their codes) kStride bytes apart (kQ4_0x16Chunk; kQ4_0x32Stride for one group of a pair),
-// one L1 prefetch (non-temporal) of a chunk 8 chunks ahead every other block. kIq4 (kIQ4_NLx16,
-// the same bytes): each nibble becomes its IQ4_NL table value + 128 (vpshufb), and the offset
-// -128 * sum(x) is 16 times Q4_0's -8 * sum(x).
-template <int T, size_t kStride, bool kIq4 = false>
+// The 16-row layouts of 32-element blocks with 4-bit codes, as group_dot reads them: how far
+// apart a group's chunks of two blocks are, where block k (of a run of 8 from a chunk boundary)
+// has its codes and scales, the 16 rows' scales as floats, and the table the nibbles index (none:
+// Q4_0's nibble - 8).
+template <size_t kStride>
+struct Q4_0Fmt {  // kQ4_0x16, and either group of a kQ4_0x32 pair (kStride = kQ4_0x32Stride)
+  static constexpr size_t kChunk = kStride;
+  static constexpr const int8_t* kTable = nullptr;
+  static size_t codes(int k) { return q4_0x16_code_offset(k, kStride); }
+  static size_t scales(int k) { return q4_0x16_scale_offset(k, kStride); }
+  static __m512 dw(const uint8_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+};
+struct IQ4_NLFmt : Q4_0Fmt<kQ4_0x16Chunk> {  // kIQ4_NLx16: kQ4_0x16's bytes
+  static constexpr const int8_t* kTable = kIq4nlValues;
+};
+template <bool kOdd>
+struct MXFP4Fmt {  // kMXFP4x16, a group whose first chunk is odd (kOdd) or even
+  static constexpr size_t kChunk = kMXFP4x16Chunk;
+  static constexpr const int8_t* kTable = kMxfp4Values;
+  static size_t codes(int k) { return mxfp4x16_code_offset(k, kOdd); }
+  static size_t scales(int k) { return mxfp4x16_scale_offset(k, kOdd); }
+  // 2^(e-128) from the exponent bits (e < 2: the subnormals 2^-128, 2^-127).
+  static __m512 dw(const uint8_t* p) {
+    const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+    const __m512i tiny = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+    return _mm512_castsi512_ps(
+        _mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)), normal, tiny));
+  }
+};
+
+// One 16-row group g against T activation rows: a stream of chunks of two blocks (scales and
+// codes, Fmt's layout) Fmt::kChunk bytes apart, one L1 prefetch (non-temporal) of a chunk 8
+// chunks ahead every other block. With a table (kIQ4_NLx16, kMXFP4x16) each nibble becomes its
+// table value + 128 (vpshufb), and the offset -128 * sum(x) is 16 times Q4_0's -8 * sum(x).
+template <int T, typename Fmt>
 void group_dot(const uint8_t* g, const BlockQ8_0* const* xs, const XPrep* const* preps, int64_t nb,
                float* const* outs) {
+  constexpr bool kTable = Fmt::kTable != nullptr;
   const __m512i m4 = _mm512_set1_epi8(0x0F);
-  [[maybe_unused]] const __m512i table = _mm512_xor_si512(
-      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues))),
-      _mm512_set1_epi8(static_cast<char>(0x80)));
+  [[maybe_unused]] __m512i table = m4;
+  if constexpr (kTable)
+    table = _mm512_xor_si512(
+        _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(Fmt::kTable))),
+        _mm512_set1_epi8(static_cast<char>(0x80)));
   __m512 acc[T][8];
   for (int t = 0; t < T; ++t)
     for (int k = 0; k < 8; ++k) acc[t][k] = _mm512_setzero_ps();
   // Block b = b8 + k with b8 a multiple of 8: offsets within the 4 chunks from b8 are constants.
   auto step = [&](int64_t b, int k) {
-    const uint8_t* g8 = g + static_cast<size_t>((b - k) >> 1) * kStride;
-    const uint8_t* qb = g8 + q4_0x16_code_offset(k, kStride);
+    const uint8_t* g8 = g + static_cast<size_t>((b - k) >> 1) * Fmt::kChunk;
+    const uint8_t* qb = g8 + Fmt::codes(k);
+    // The chunk's 8.5-9 lines, 8 chunks ahead.
     if ((k & 1) == 0)
-      prefetch_lines<kQ4_0x16Chunk, kToL1Nta>(g8 + q4_0x16_scale_offset(k, kStride) +
-                                              kQ4_0x16Prefetch / kQ4_0x16Chunk * kStride);
+      prefetch_lines<kQ4_0x16Chunk, kToL1Nta>(g8 + static_cast<size_t>(k >> 1) * Fmt::kChunk +
+                                              kQ4_0x16Prefetch / kQ4_0x16Chunk * Fmt::kChunk);
     __m512i lo[4], hi[4];
     for (int j = 0; j < 4; ++j) {
       const __m512i v = _mm512_loadu_si512(qb + 64 * j);
       lo[j] = _mm512_and_si512(v, m4);
       hi[j] = high_nibbles(v, m4);
-      if constexpr (kIq4) {
+      if constexpr (kTable) {
         lo[j] = _mm512_shuffle_epi8(table, lo[j]);
         hi[j] = _mm512_shuffle_epi8(table, hi[j]);
       }
     }
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(
-        reinterpret_cast<const __m256i*>(g8 + q4_0x16_scale_offset(k, kStride))));
+    const __m512 dw = Fmt::dw(g8 + Fmt::scales(k));
     for (int t = 0; t < T; ++t) {
       // The activation's 4-byte groups, broadcast straight from memory.
       const int8_t* xq = xs[t][b].qs;
-      __m512i s0 = _mm512_set1_epi32(kIq4 ? 16 * preps[t][b].neg : preps[t][b].neg);
+      __m512i s0 = _mm512_set1_epi32(kTable ? 16 * preps[t][b].neg : preps[t][b].neg);
       __m512i s1 = _mm512_setzero_si512();
       for (int j = 0; j < 4; ++j) {
         s0 = _mm512_dpbusd_epi32(s0, lo[j], bcast4(xq + 4 * j));
@@ -180,10 +216,30 @@ void pair_dot(const uint8_t* p, const BlockQ8_0* x, const XPrep* prep, int64_t n
   _mm512_storeu_ps(out + 16, sum(acc1));
 }
 
-// GEMV. kQ4_0x16: one group at a time; consecutive groups are adjacent, so a row range is one
-// sequential stream and the prefetch runs on into the next group (two adjacent groups per pass
-// read two streams and did worse: bench/RESULTS.md session 9). kQ4_0x32: a pair at a time where
-// the range holds it whole (one stream), else the lone group.
+// Group g (its first row r) of a kLayout matrix against T activation rows (kQ4_0x32: one group of
+// a pair, its chunks kQ4_0x32Stride apart).
+template <int T, WeightLayout kLayout>
+void layout_group_dot(const uint8_t* g, int64_t r, const BlockQ8_0* const* xs,
+                      const XPrep* const* preps, int64_t nb, float* const* outs) {
+  if constexpr (kLayout == WeightLayout::kQ4_0x32) {
+    group_dot<T, Q4_0Fmt<kQ4_0x32Stride>>(g, xs, preps, nb, outs);
+  } else if constexpr (kLayout == WeightLayout::kIQ4_NLx16) {
+    group_dot<T, IQ4_NLFmt>(g, xs, preps, nb, outs);
+  } else if constexpr (kLayout == WeightLayout::kMXFP4x16) {
+    if (mxfp4x16_group_odd(r, nb))
+      group_dot<T, MXFP4Fmt<true>>(g, xs, preps, nb, outs);
+    else
+      group_dot<T, MXFP4Fmt<false>>(g, xs, preps, nb, outs);
+  } else {
+    static_assert(kLayout == WeightLayout::kQ4_0x16);
+    group_dot<T, Q4_0Fmt<kQ4_0x16Chunk>>(g, xs, preps, nb, outs);
+  }
+}
+
+// GEMV. kQ4_0x16 (and kIQ4_NLx16, kMXFP4x16): one group at a time; consecutive groups are adjacent,
+// so a row range is one sequential stream and the prefetch runs on into the next group (two
+// adjacent groups per pass read two streams and did worse: bench/RESULTS.md session 9). kQ4_0x32: a
+// pair at a time where the range holds it whole (one stream), else the lone group.
 template <WeightLayout kLayout>
 void gemv_q4_0(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
                int64_t row_end, int64_t n_cols) {
@@ -197,12 +253,12 @@ void gemv_q4_0(const void* w, size_t row_stride, const void* xq, float* y, int64
         [&](const uint8_t* p, int64_t r) { pair_dot(p, x, prep, nb, y + r); },
         [&](const uint8_t* g, int64_t r) {
           float* out = y + r;
-          group_dot<1, kQ4_0x32Stride>(g, &x, &prep, nb, &out);
+          layout_group_dot<1, kLayout>(g, r, &x, &prep, nb, &out);
         });
   } else {
     for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
       float* out = y + r;
-      group_dot<1, kQ4_0x16Chunk, kLayout == WeightLayout::kIQ4_NLx16>(g, &x, &prep, nb, &out);
+      layout_group_dot<1, kLayout>(g, r, &x, &prep, nb, &out);
     });
   }
 }
@@ -213,8 +269,6 @@ template <WeightLayout kLayout>
 void gemm_q4_0(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
                size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
                int64_t n_cols) {
-  constexpr size_t kStride = kLayout == WeightLayout::kQ4_0x32 ? kQ4_0x32Stride : kQ4_0x16Chunk;
-  constexpr bool kIq4 = kLayout == WeightLayout::kIQ4_NLx16;
   const int64_t nb = n_cols / kQK;
   const auto* xbase = static_cast<const uint8_t*>(xq);
   auto xt = [&](int64_t t) { return reinterpret_cast<const BlockQ8_0*>(xbase + t * xq_stride); };
@@ -233,7 +287,7 @@ void gemm_q4_0(const void* w, size_t row_stride, const void* xq, size_t xq_strid
         const int64_t ri = r + 16 * i;
         float* outs[4] = {y + t * y_stride + ri, y + (t + 1) * y_stride + ri,
                           y + (t + 2) * y_stride + ri, y + (t + 3) * y_stride + ri};
-        group_dot<4, kStride, kIq4>(g + i * kQ4_0x16Chunk, xs, ps, nb, outs);
+        layout_group_dot<4, kLayout>(g + i * kQ4_0x16Chunk, ri, xs, ps, nb, outs);
       }
     }
     for (; t < n_tokens; ++t) {
@@ -241,7 +295,7 @@ void gemm_q4_0(const void* w, size_t row_stride, const void* xq, size_t xq_strid
       const XPrep* p = prep + t * nb;
       for (int i = 0; i < n_groups; ++i) {
         float* out = y + t * y_stride + r + 16 * i;
-        group_dot<1, kStride, kIq4>(g + i * kQ4_0x16Chunk, &x, &p, nb, &out);
+        layout_group_dot<1, kLayout>(g + i * kQ4_0x16Chunk, r + 16 * i, &x, &p, nb, &out);
       }
     }
   };
@@ -538,6 +592,8 @@ GemvKernels interleaved_kernels_avx512(WeightLayout layout) {
     return GemvKernels{&gemv_q4_0<WeightLayout::kQ4_0x32>, &gemm_q4_0<WeightLayout::kQ4_0x32>};
   if (layout == WeightLayout::kIQ4_NLx16)
     return GemvKernels{&gemv_q4_0<WeightLayout::kIQ4_NLx16>, &gemm_q4_0<WeightLayout::kIQ4_NLx16>};
+  if (layout == WeightLayout::kMXFP4x16)
+    return GemvKernels{&gemv_q4_0<WeightLayout::kMXFP4x16>, &gemm_q4_0<WeightLayout::kMXFP4x16>};
   if (layout == WeightLayout::kQ4_Kx16) return GemvKernels{&gemv_kx16<Q4KDot>, &gemm_kx16<Q4KDot>};
   if (layout == WeightLayout::kQ6_Kx16) return GemvKernels{&gemv_kx16<Q6KDot>, &gemm_kx16<Q6KDot>};
   if (layout == WeightLayout::kIQ4_XSx16)

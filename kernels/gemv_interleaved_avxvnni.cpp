@@ -97,7 +97,7 @@ void gemv_q4_0x16(const void* w, size_t row_stride, const void* xq, float* y, in
                   int64_t row_end, int64_t n_cols) {
   gemv_q4_0x16_groups(
       w, row_stride, xq, y, row_begin, row_end, n_cols,
-      [](const uint8_t* g, const BlockQ8_0* x, const XPrep* prep, int64_t nb, float* out,
+      [](const uint8_t* g, int64_t, const BlockQ8_0* x, const XPrep* prep, int64_t nb, float* out,
          const uint8_t* next) { group_dot(g, x, prep, nb, out, next); });
 }
 

@@ -72,6 +72,8 @@ GgmlType layout_type(WeightLayout layout) {
       return GgmlType::IQ4_XS;
     case WeightLayout::kIQ4_NLx16:
       return GgmlType::IQ4_NL;  // kQ4_0x16's bytes: the blocks have Q4_0's shape
+    case WeightLayout::kMXFP4x16:
+      return GgmlType::MXFP4;
     default:
       return GgmlType::Q4_0;
   }
@@ -169,6 +171,38 @@ BlockIQ4_XS iq4_gather(const uint8_t* group, int64_t b, int r) {
   return blk;
 }
 
+// kMXFP4x16: row r's block b of a group whose first chunk is odd or not, written into the layout
+// and gathered back.
+void mxfp4_scatter(const BlockMXFP4& blk, uint8_t* group, int64_t b, int r, bool odd) {
+  group[detail::mxfp4x16_scale_offset(b, odd) + static_cast<size_t>(r)] = blk.e;
+  for (int j = 0; j < 4; ++j)
+    std::memcpy(group + detail::mxfp4x16_code_offset(b, odd) + 64 * j + 4 * r, blk.qs + 4 * j, 4);
+}
+BlockMXFP4 mxfp4_gather(const uint8_t* group, int64_t b, int r, bool odd) {
+  BlockMXFP4 blk;
+  blk.e = group[detail::mxfp4x16_scale_offset(b, odd) + static_cast<size_t>(r)];
+  for (int j = 0; j < 4; ++j)
+    std::memcpy(blk.qs + 4 * j, group + detail::mxfp4x16_code_offset(b, odd) + 64 * j + 4 * r, 4);
+  return blk;
+}
+void pack_group_mxfp4(const uint8_t* src, uint8_t* dst, int64_t nb, bool odd) {
+  const size_t row_bytes = static_cast<size_t>(nb) * sizeof(BlockMXFP4);
+  for (int64_t b = 0; b < nb; ++b)
+    for (int r = 0; r < kGroupRows; ++r) {
+      BlockMXFP4 blk;
+      std::memcpy(&blk, src + r * row_bytes + static_cast<size_t>(b) * sizeof(blk), sizeof(blk));
+      mxfp4_scatter(blk, dst, b, r, odd);
+    }
+}
+void unpack_group_mxfp4(const uint8_t* src, uint8_t* dst, int64_t nb, bool odd) {
+  const size_t row_bytes = static_cast<size_t>(nb) * sizeof(BlockMXFP4);
+  for (int64_t b = 0; b < nb; ++b)
+    for (int r = 0; r < kGroupRows; ++r) {
+      const BlockMXFP4 blk = mxfp4_gather(src, b, r, odd);
+      std::memcpy(dst + r * row_bytes + static_cast<size_t>(b) * sizeof(blk), &blk, sizeof(blk));
+    }
+}
+
 // The super-block layouts whose rows go through scatter / gather one block at a time.
 template <typename Block, void (*Scatter)(const Block&, uint8_t*, int64_t, int)>
 void pack_group_blocks(const uint8_t* src, uint8_t* dst, int64_t nb) {
@@ -206,8 +240,11 @@ size_t chunk_stride(WeightLayout layout) {
 size_t group_bytes(WeightLayout layout, int64_t nb) {
   return static_cast<size_t>(kGroupRows * nb) * ggml_type_info(layout_type(layout)).type_size;
 }
-void pack_any(WeightLayout layout, const uint8_t* src, uint8_t* dst, int64_t nb) {
+// Group g of the matrix (16 GGUF rows at src) into the layout at dst, or back.
+void pack_any(WeightLayout layout, const uint8_t* src, uint8_t* dst, int64_t nb, int64_t g) {
   switch (layout) {
+    case WeightLayout::kMXFP4x16:
+      return pack_group_mxfp4(src, dst, nb, detail::mxfp4x16_group_odd(g * kGroupRows, nb));
     case WeightLayout::kQ4_Kx16:
       return pack_group_k(src, dst, nb);
     case WeightLayout::kQ6_Kx16:
@@ -218,8 +255,10 @@ void pack_any(WeightLayout layout, const uint8_t* src, uint8_t* dst, int64_t nb)
       return pack_group(src, dst, nb, chunk_stride(layout));
   }
 }
-void unpack_any(WeightLayout layout, const uint8_t* src, uint8_t* dst, int64_t nb) {
+void unpack_any(WeightLayout layout, const uint8_t* src, uint8_t* dst, int64_t nb, int64_t g) {
   switch (layout) {
+    case WeightLayout::kMXFP4x16:
+      return unpack_group_mxfp4(src, dst, nb, detail::mxfp4x16_group_odd(g * kGroupRows, nb));
     case WeightLayout::kQ4_Kx16:
       return unpack_group_k(src, dst, nb);
     case WeightLayout::kQ6_Kx16:
@@ -246,6 +285,7 @@ WeightLayout interleaved_layout(GgmlType type, int64_t n_rows, int64_t n_cols) {
   if (type == GgmlType::Q6_K && n_cols % kQK_K == 0) return WeightLayout::kQ6_Kx16;
   if (type == GgmlType::IQ4_XS && n_cols % kQK_K == 0) return WeightLayout::kIQ4_XSx16;
   if (type == GgmlType::IQ4_NL && n_cols % (2 * kQK) == 0) return WeightLayout::kIQ4_NLx16;
+  if (type == GgmlType::MXFP4 && n_cols % (2 * kQK) == 0) return WeightLayout::kMXFP4x16;
   return WeightLayout::kRows;
 }
 
@@ -261,6 +301,7 @@ bool layout_fits(WeightLayout layout, int64_t n_rows, int64_t n_cols) {
   switch (layout) {
     case WeightLayout::kQ4_0x16:
     case WeightLayout::kIQ4_NLx16:
+    case WeightLayout::kMXFP4x16:
       return n_rows % kGroupRows == 0 && n_cols % (2 * kQK) == 0;
     case WeightLayout::kQ4_0x32:
       return n_rows % (2 * kGroupRows) == 0 && n_cols % (2 * kQK) == 0;
@@ -289,10 +330,10 @@ bool interleave_pays(GgmlType type) {
   switch (best_isa()) {
     case Isa::kAvx512:
       return type == GgmlType::Q4_0 || type == GgmlType::Q4_K || type == GgmlType::Q6_K ||
-             type == GgmlType::IQ4_XS || type == GgmlType::IQ4_NL;
+             type == GgmlType::IQ4_XS || type == GgmlType::IQ4_NL || type == GgmlType::MXFP4;
     case Isa::kAvx2:
       return type == GgmlType::Q4_0 || type == GgmlType::Q4_K || type == GgmlType::IQ4_XS ||
-             type == GgmlType::IQ4_NL;
+             type == GgmlType::IQ4_NL || type == GgmlType::MXFP4;
     default:
       return false;
   }
@@ -304,7 +345,7 @@ void interleave(WeightLayout layout, const void* src, void* dst, int64_t n_rows,
   const size_t group = group_bytes(layout, nb);
   for (int64_t g = 0; g < n_rows / kGroupRows; ++g)
     pack_any(layout, static_cast<const uint8_t*>(src) + g * group,
-             static_cast<uint8_t*>(dst) + group_at(layout, g, group), nb);
+             static_cast<uint8_t*>(dst) + group_at(layout, g, group), nb, g);
 }
 
 void deinterleave(WeightLayout layout, const void* src, void* dst, int64_t n_rows, int64_t n_cols) {
@@ -314,7 +355,7 @@ void deinterleave(WeightLayout layout, const void* src, void* dst, int64_t n_row
   for (int64_t g = 0; g < n_rows / kGroupRows; ++g) {
     const auto* from = static_cast<const uint8_t*>(src) + group_at(layout, g, group);
     auto* to = static_cast<uint8_t*>(dst) + g * group;
-    unpack_any(layout, from, to, nb);
+    unpack_any(layout, from, to, nb, g);
   }
 }
 
@@ -329,7 +370,7 @@ void interleave_in_place(WeightLayout layout, void* data, int64_t n_rows, int64_
     uint8_t* p = static_cast<uint8_t*>(data) + g * group;
     std::memcpy(tmp.data(), p, tmp.size());
     for (int64_t i = 0; i < unit; ++i)
-      pack_any(layout, tmp.data() + i * group, p + group_at(layout, i, group), nb);
+      pack_any(layout, tmp.data() + i * group, p + group_at(layout, i, group), nb, g + i);
   }
 }
 
@@ -405,6 +446,21 @@ float dot_row_ref(const uint8_t* group, int r, const BlockQ8_0* x, int64_t nb) {
   return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
 }
 
+// The canonical MXFP4 order of gemv.cpp for one row of a kMXFP4x16 group (its first chunk odd or
+// not), literally: isum over the doubled E2M1 values, r_b = (float)isum * (2^(e-128) * fp16(d_x)).
+template <bool kOdd>
+float dot_row_mxfp4_ref(const uint8_t* group, int r, const BlockQ8_0* x, int64_t nb) {
+  float acc[8] = {};
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockMXFP4 blk = mxfp4_gather(group, b, r, kOdd);
+    int32_t isum = 0;
+    for (int j = 0; j < kQK; ++j) isum += mxfp4_value(blk, j) * x[b].qs[j];
+    const float d = e8m0_to_f32_half(blk.e) * fp16_to_f32(x[b].d);
+    acc[b % 8] = acc[b % 8] + static_cast<float>(isum) * d;
+  }
+  return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
 // The canonical Q4_K order of gemv.cpp for one row of a kQ4_Kx16 group, literally.
 float dot_row_k_ref(const uint8_t* group, int r, const BlockQ8_K* x, int64_t nb) {
   float acc[8] = {};
@@ -474,21 +530,34 @@ void gemv_x16_ref(const void* w, size_t row_stride, const void* xq, float* y, in
   });
 }
 
-template <typename XBlock, int64_t kElems,
-          float (*Row)(const uint8_t*, int, const XBlock*, int64_t)>
-void gemm_x16_ref(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
-                  size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
-                  int64_t n_cols) {
+// GEMM token by token from a GEMV.
+template <GemvFn Gemv>
+void gemm_by_token_ref(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
+                       size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
+                       int64_t n_cols) {
   for (int64_t t = 0; t < n_tokens; ++t)
-    gemv_x16_ref<XBlock, kElems, Row>(w, row_stride,
-                                      static_cast<const uint8_t*>(xq) + t * xq_stride,
-                                      y + t * y_stride, row_begin, row_end, n_cols);
+    Gemv(w, row_stride, static_cast<const uint8_t*>(xq) + t * xq_stride, y + t * y_stride,
+         row_begin, row_end, n_cols);
 }
 
 template <typename XBlock, int64_t kElems,
           float (*Row)(const uint8_t*, int, const XBlock*, int64_t)>
 GemvKernels x16_ref() {
-  return GemvKernels{&gemv_x16_ref<XBlock, kElems, Row>, &gemm_x16_ref<XBlock, kElems, Row>};
+  return GemvKernels{&gemv_x16_ref<XBlock, kElems, Row>,
+                     &gemm_by_token_ref<&gemv_x16_ref<XBlock, kElems, Row>>};
+}
+
+// kMXFP4x16: each group by the twin of its first chunk's parity.
+void gemv_mxfp4x16_ref(const void* w, size_t row_stride, const void* xq, float* y,
+                       int64_t row_begin, int64_t row_end, int64_t n_cols) {
+  const int64_t nb = n_cols / kQK;
+  const auto* x = static_cast<const BlockQ8_0*>(xq);
+  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* group, int64_t r0) {
+    const bool odd = mxfp4x16_group_odd(r0, nb);
+    for (int r = 0; r < kGroupRows; ++r)
+      y[r0 + r] = odd ? dot_row_mxfp4_ref<true>(group, r, x, nb)
+                      : dot_row_mxfp4_ref<false>(group, r, x, nb);
+  });
 }
 
 // kQ4_0x32: each 16-row group of the range on its own, its chunks kQ4_0x32Stride apart.
@@ -503,13 +572,6 @@ void gemv_q4_0x32_ref(const void* w, size_t row_stride, const void* xq, float* y
     for (int r = 0; r < kGroupRows; ++r) y[r0 + r] = dot_row_ref<kQ4_0x32Stride>(group, r, x, nb);
   }
 }
-void gemm_q4_0x32_ref(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
-                      size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
-                      int64_t n_cols) {
-  for (int64_t t = 0; t < n_tokens; ++t)
-    gemv_q4_0x32_ref(w, row_stride, static_cast<const uint8_t*>(xq) + t * xq_stride,
-                     y + t * y_stride, row_begin, row_end, n_cols);
-}
 
 }  // namespace
 
@@ -520,7 +582,10 @@ GemvKernels interleaved_kernels_ref(WeightLayout layout) {
     return x16_ref<BlockQ8_K, kQK_K, &dot_row_sym_ref<BlockIQ4_XS, &iq4_gather, &iq4_xs_sumi>>();
   if (layout == WeightLayout::kQ4_0x16)
     return x16_ref<BlockQ8_0, kQK, &dot_row_ref<kQ4_0x16Chunk>>();
-  if (layout == WeightLayout::kQ4_0x32) return GemvKernels{&gemv_q4_0x32_ref, &gemm_q4_0x32_ref};
+  if (layout == WeightLayout::kQ4_0x32)
+    return GemvKernels{&gemv_q4_0x32_ref, &gemm_by_token_ref<&gemv_q4_0x32_ref>};
+  if (layout == WeightLayout::kMXFP4x16)
+    return GemvKernels{&gemv_mxfp4x16_ref, &gemm_by_token_ref<&gemv_mxfp4x16_ref>};
   if (layout == WeightLayout::kIQ4_NLx16)
     return x16_ref<BlockQ8_0, kQK, &dot_row_ref<kQ4_0x16Chunk, &iq4_nl_nibble>>();
   if (layout == WeightLayout::kQ4_Kx16) return x16_ref<BlockQ8_K, kQK_K, &dot_row_k_ref>();

@@ -29,6 +29,16 @@
 // subtracting 8 (AVX-512: value + 128 unsigned into vpdpbusd, the offset through the activation's
 // sum; AVX2: the signed values against |x| by vpmaddubsw).
 //
+// kMXFP4x16 (MXFP4, n_rows % 16 == 0, n_cols % 64 == 0): MXFP4 blocks are IQ4_NL's with a one-byte
+// E8M0 exponent for the fp16 d, so groups of 16 rows as kQ4_0x16 in chunks of two blocks, 544
+// bytes each (16 x 17 x 2): the two blocks' 16 exponents each (32 bytes) and their codes as
+// kQ4_0x16's (2 x 256 bytes). Chunks are numbered from the matrix's first group on; an even one
+// holds its codes first (+0, +256, exponents at +512, +528), an odd one its exponents first (+0,
+// +16, codes at +32, +288), so every code load of a 64-byte aligned matrix is one whole line (a
+// chunk is 8.5 lines; a group starts half a line in when its chunk count is odd, as gpt-oss's 2880
+// columns make it). The kernels look the nibbles up in MXFP4's doubled E2M1 table as kIQ4_NLx16's
+// do, and build the scales 2^(e-128) from the exponent bits.
+//
 // kQ4_Kx16 (Q4_K, n_rows % 16 == 0): groups of 16 rows as above; per super-block b of the group
 // 2304 bytes (a multiple of 64):
 //     +0     the 16 rows' fp16 d, +32 their fp16 dmin
@@ -75,6 +85,7 @@ enum class WeightLayout : uint8_t {
   kQ4_0x32,    // Q4_0, kQ4_0x16's groups woven in pairs (above)
   kIQ4_XSx16,  // IQ4_XS, 16 rows interleaved per group (above)
   kIQ4_NLx16,  // IQ4_NL, kQ4_0x16's bytes (above)
+  kMXFP4x16,   // MXFP4, 16 rows interleaved per group (above)
 };
 
 // Rows per group of a layout (1 for kRows): row ranges handed to its kernels start and end at
@@ -92,8 +103,8 @@ WeightLayout interleaved_layout(GgmlType type);
 // Whether the interleaved kernels of the best ISA are faster than the GGUF layout's on this CPU
 // (true with AVX-512 VNNI or AVX2; the scalar twins exist for tests, not speed).
 bool interleave_pays();
-// The same for one weight type: Q4_0, Q4_K, IQ4_XS and IQ4_NL with AVX-512 or AVX2; Q6_K with
-// AVX-512 only (no AVX2 interleaved kernel). On an AVX2-only Zen 3 the GGUF layout's Q4_K row
+// The same for one weight type: Q4_0, Q4_K, IQ4_XS, IQ4_NL and MXFP4 with AVX-512 or AVX2; Q6_K
+// with AVX-512 only (no AVX2 interleaved kernel). On an AVX2-only Zen 3 the GGUF layout's Q4_K row
 // kernel is compute-bound (~7 GB/s a core); the interleaved one, with its next-group L2 prefetch,
 // streams 94-110% of the in-run probe in the 30B against 67-87% (bench/RESULTS.md session 16).
 bool interleave_pays(GgmlType type);

@@ -48,6 +48,29 @@ inline const uint8_t* q4_0x32_group(const uint8_t* base, size_t row_stride, int6
          ((r & 16) != 0 ? kQ4_0x16Chunk : 0);
 }
 
+// kMXFP4x16 (kernels/interleave.h): chunks of two blocks, 544 bytes; an even chunk of the matrix
+// holds its codes first, an odd one its exponents first.
+constexpr size_t kMXFP4x16Chunk = 544;
+// Whether chunk b / 2 of a group counts as odd when the group's first chunk does (`odd`).
+inline bool mxfp4x16_odd_chunk(int64_t b, bool odd) {
+  return odd != (((b >> 1) & 1) != 0);
+}
+// Where block b's 16 exponents and its 256 code bytes start inside a group whose first chunk is
+// odd or not.
+inline size_t mxfp4x16_scale_offset(int64_t b, bool odd) {
+  return static_cast<size_t>(b >> 1) * kMXFP4x16Chunk + (mxfp4x16_odd_chunk(b, odd) ? 0 : 512) +
+         static_cast<size_t>(b & 1) * 16;
+}
+inline size_t mxfp4x16_code_offset(int64_t b, bool odd) {
+  return static_cast<size_t>(b >> 1) * kMXFP4x16Chunk + (mxfp4x16_odd_chunk(b, odd) ? 32 : 0) +
+         static_cast<size_t>(b & 1) * 256;
+}
+// Whether the first chunk of the group at row r (a multiple of 16) of a kMXFP4x16 matrix of nb
+// blocks per row is odd: the groups before it hold r / 16 * nb / 2 chunks.
+inline bool mxfp4x16_group_odd(int64_t r, int64_t nb) {
+  return (((r / 16) * (nb / 2)) & 1) != 0;
+}
+
 // One L1 prefetch per line this far ahead along a group's byte stream (the Q4_K kernels and the
 // AVX2 Q4_0 kernel). Measured with bench_layout on Qwen3-30B-A3B expert shapes (bench/RESULTS.md
 // "CPU speed, session 4"): L1 2 KiB 94-98% of the read probe; L1 1 KiB 88-89%, L1 4 KiB 78-80%,

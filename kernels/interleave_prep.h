@@ -29,9 +29,9 @@ inline void prep_x(const BlockQ8_0* x, int64_t nb, XPrep* out) {
   }
 }
 
-// A kQ4_0x16 GEMV: the activation prepared once per call, then group(g, x, prep, nb, y + r, next)
-// for each 16-row group g at row r of [row_begin, row_end); next is the range's following group
-// (for an L2 prefetch), nullptr for the last.
+// A kQ4_0x16 (kIQ4_NLx16, kMXFP4x16) GEMV: the activation prepared once per call, then
+// group(g, r, x, prep, nb, y + r, next) for each 16-row group g at row r of [row_begin, row_end);
+// next is the range's following group (for an L2 prefetch), nullptr for the last.
 template <typename Group>
 inline void gemv_q4_0x16_groups(const void* w, size_t row_stride, const void* xq, float* y,
                                 int64_t row_begin, int64_t row_end, int64_t n_cols, Group&& group) {
@@ -41,7 +41,7 @@ inline void gemv_q4_0x16_groups(const void* w, size_t row_stride, const void* xq
   prep_x(x, nb, prep);
   const size_t group_bytes = 16 * row_stride;
   for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
-    group(g, x, prep, nb, y + r, r + 16 < row_end ? g + group_bytes : nullptr);
+    group(g, r, x, prep, nb, y + r, r + 16 < row_end ? g + group_bytes : nullptr);
   });
 }
 

@@ -87,10 +87,26 @@ std::vector<uint8_t> random_iq4_xs(int64_t n_rows, int64_t n_cols, std::mt19937_
   return w;
 }
 
+std::vector<uint8_t> random_mxfp4(int64_t n_rows, int64_t n_cols, std::mt19937_64& rng) {
+  const int64_t nb = n_cols / kQK;
+  std::vector<uint8_t> w(static_cast<size_t>(n_rows * nb) * sizeof(BlockMXFP4));
+  for (auto& byte : w) byte = static_cast<uint8_t>(rng());  // codes: any bits
+  auto* blocks = reinterpret_cast<BlockMXFP4*>(w.data());
+  for (int64_t i = 0; i < n_rows * nb; ++i) {
+    // Exponents 2^-28..2^7 (no overflow against any activation), and the subnormal scales 2^-128,
+    // 2^-127 (e = 0, 1) and the smallest normal (e = 2).
+    const int kind = static_cast<int>(rng() % 20);
+    blocks[i].e = static_cast<uint8_t>(kind < 3 ? kind : 100 + static_cast<int>(rng() % 36));
+    if (i % 7 == 0) std::memset(blocks[i].qs, 0x77, sizeof(blocks[i].qs));  // every code 12
+  }
+  return w;
+}
+
 std::vector<uint8_t> random_weights(GgmlType t, int64_t n_rows, int64_t n_cols,
                                     std::mt19937_64& rng) {
   if (t == GgmlType::Q6_K) return random_q6_k(n_rows, n_cols, rng);
   if (t == GgmlType::IQ4_XS) return random_iq4_xs(n_rows, n_cols, rng);
+  if (t == GgmlType::MXFP4) return random_mxfp4(n_rows, n_cols, rng);
   // Q4_0, and IQ4_NL (its blocks have Q4_0's shape: fp16 d, 16 code bytes of any bits).
   return t == GgmlType::Q4_K ? random_q4_k(n_rows, n_cols, rng) : random_q4_0(n_rows, n_cols, rng);
 }
@@ -99,6 +115,7 @@ GgmlType layout_type(WeightLayout layout) {
   if (layout == WeightLayout::kQ6_Kx16) return GgmlType::Q6_K;
   if (layout == WeightLayout::kIQ4_XSx16) return GgmlType::IQ4_XS;
   if (layout == WeightLayout::kIQ4_NLx16) return GgmlType::IQ4_NL;
+  if (layout == WeightLayout::kMXFP4x16) return GgmlType::MXFP4;
   return layout == WeightLayout::kQ4_Kx16 ? GgmlType::Q4_K : GgmlType::Q4_0;
 }
 
@@ -190,7 +207,7 @@ void expect_same_bits(const std::vector<float>& want, const std::vector<float>& 
         << what << " element " << i << ": " << want[i] << " vs " << got[i];
 }
 
-TEST(Interleave, LayoutsCoverQ4_0Q4_KQ6_KAndIQ4_XSInWholeGroups) {
+TEST(Interleave, LayoutsCoverTheirTypesInWholeGroups) {
   // Q4_0: pairs of groups where the best ISA is AVX-512 and the rows make whole pairs.
   const WeightLayout q4_0_pairs =
       best_isa() == Isa::kAvx512 ? WeightLayout::kQ4_0x32 : WeightLayout::kQ4_0x16;
@@ -213,6 +230,9 @@ TEST(Interleave, LayoutsCoverQ4_0Q4_KQ6_KAndIQ4_XSInWholeGroups) {
   EXPECT_EQ(interleaved_layout(GgmlType::IQ4_NL, 768, 2048), WeightLayout::kIQ4_NLx16);
   EXPECT_EQ(interleaved_layout(GgmlType::IQ4_NL, 2048, 1408), WeightLayout::kIQ4_NLx16);
   EXPECT_EQ(interleaved_layout(GgmlType::IQ4_NL, 16, 96), WeightLayout::kRows);
+  EXPECT_EQ(interleaved_layout(GgmlType::MXFP4, 2880, 2880), WeightLayout::kMXFP4x16);
+  EXPECT_EQ(interleaved_layout(GgmlType::MXFP4, 16, 96), WeightLayout::kRows);
+  EXPECT_EQ(interleaved_layout(GgmlType::MXFP4, 40, 64), WeightLayout::kRows);
   EXPECT_EQ(interleaved_layout(GgmlType::Q4_0), WeightLayout::kQ4_0x16);
   EXPECT_EQ(interleaved_layout(GgmlType::Q4_K), WeightLayout::kQ4_Kx16);
   EXPECT_EQ(interleaved_layout(GgmlType::Q8_0), WeightLayout::kRows);
@@ -223,16 +243,37 @@ TEST(Interleave, LayoutsCoverQ4_0Q4_KQ6_KAndIQ4_XSInWholeGroups) {
   EXPECT_EQ(layout_rows(WeightLayout::kQ6_Kx16), 16);
   EXPECT_EQ(layout_rows(WeightLayout::kIQ4_XSx16), 16);
   EXPECT_EQ(layout_rows(WeightLayout::kIQ4_NLx16), 16);
+  EXPECT_EQ(layout_rows(WeightLayout::kMXFP4x16), 16);
+}
+
+// kMXFP4x16's chunks alternate codes-first and exponents-first counting from the matrix's first
+// group, so with an odd chunk count per group the groups alternate too: every code line of a
+// 64-byte aligned matrix starts on a line.
+TEST(Interleave, Mxfp4CodeLinesAreAligned) {
+  for (int64_t nb : {2, 26, 90}) {
+    for (int64_t r = 0; r < 64; r += 16) {
+      const size_t group = static_cast<size_t>(r) * static_cast<size_t>(nb) * sizeof(BlockMXFP4);
+      const bool odd = detail::mxfp4x16_group_odd(r, nb);
+      EXPECT_EQ(group % 64, odd ? 32u : 0u) << nb << " " << r;
+      for (int64_t b = 0; b < nb; ++b) {
+        EXPECT_EQ((group + detail::mxfp4x16_code_offset(b, odd)) % 64, 0u) << nb << " " << b;
+        EXPECT_EQ((group + detail::mxfp4x16_scale_offset(b, odd)) % 16, 0u) << nb << " " << b;
+      }
+    }
+  }
 }
 
 TEST(Interleave, RoundTripsAndInPlaceEqualsCopy) {
   std::mt19937_64 rng(7);
   for (WeightLayout layout :
        {WeightLayout::kQ4_0x16, WeightLayout::kQ4_0x32, WeightLayout::kQ4_Kx16,
-        WeightLayout::kQ6_Kx16, WeightLayout::kIQ4_XSx16})
-    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{16, 256}, {48, 768}, {32, 2048}}) {
+        WeightLayout::kQ6_Kx16, WeightLayout::kIQ4_XSx16, WeightLayout::kMXFP4x16})
+    // 832 columns: 13 chunks of two blocks per group (kMXFP4x16's groups alternate).
+    for (auto [rows, cols] :
+         {std::pair<int64_t, int64_t>{16, 256}, {48, 768}, {32, 2048}, {48, 832}}) {
       if (layout == WeightLayout::kQ4_0x32) rows = 2 * rows;  // whole pairs of groups
       const GgmlType t = layout_type(layout);
+      if (cols % ggml_type_info(t).block_size != 0) continue;  // super-blocks of 256
       const std::vector<uint8_t> w = random_weights(t, rows, cols, rng);
       std::vector<uint8_t> packed(w.size()), back(w.size());
       interleave(layout, w.data(), packed.data(), rows, cols);
@@ -319,7 +360,7 @@ TEST_P(InterleaveKernels, EqualTheGgufLayoutsBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(Types, InterleaveKernels,
                          ::testing::Values(GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K,
-                                           GgmlType::IQ4_XS, GgmlType::IQ4_NL),
+                                           GgmlType::IQ4_XS, GgmlType::IQ4_NL, GgmlType::MXFP4),
                          [](const auto& info) { return std::string(ggml_type_name(info.param)); });
 
 TEST(Interleave, PoolSplitEqualsOneCall) {
