@@ -156,6 +156,50 @@ void group_dot(const uint8_t* g, const BlockQ8_0* const* xs, const XPrep* const*
   }
 }
 
+// One 16-row kQ8_0x16 group g (its first block odd: kOdd) against T activation rows: per block 8
+// code lines, each XORed with 0x80 (code + 128, unsigned) into one vpdpbusd against an activation
+// dword broadcast; the offset -128 * sum(x) is 16 times XPrep's -8 * sum(x). One L1 prefetch
+// (non-temporal) of the block 8 blocks ahead, as group_dot's chunks.
+template <int T, bool kOdd>
+void group_dot_q8(const uint8_t* g, const BlockQ8_0* const* xs, const XPrep* const* preps,
+                  int64_t nb, float* const* outs) {
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512 acc[T][8];
+  for (int t = 0; t < T; ++t)
+    for (int k = 0; k < 8; ++k) acc[t][k] = _mm512_setzero_ps();
+  // Block b = b8 + k with b8 a multiple of 8 (even): offsets from b8's block are constants.
+  auto step = [&](int64_t b, int k) {
+    const uint8_t* g8 = g + static_cast<size_t>(b - k) * kUnit544;
+    const uint8_t* qb = g8 + q8_0x16_code_offset(k, kOdd);
+    prefetch_lines<kQ4_0x16Chunk, kToL1Nta>(g8 + static_cast<size_t>(k + 8) * kUnit544);
+    __m512i c[8];
+    for (int j = 0; j < 8; ++j) c[j] = _mm512_xor_si512(_mm512_loadu_si512(qb + 64 * j), flip);
+    const __m512 dw = _mm512_cvtph_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g8 + q8_0x16_scale_offset(k, kOdd))));
+    for (int t = 0; t < T; ++t) {
+      const int8_t* xq = xs[t][b].qs;
+      __m512i s0 = _mm512_set1_epi32(16 * preps[t][b].neg);
+      __m512i s1 = _mm512_setzero_si512();
+      for (int j = 0; j < 4; ++j) {
+        s0 = _mm512_dpbusd_epi32(s0, c[j], bcast4(xq + 4 * j));
+        s1 = _mm512_dpbusd_epi32(s1, c[4 + j], bcast4(xq + 16 + 4 * j));
+      }
+      const __m512i isum = _mm512_add_epi32(s0, s1);
+      const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(preps[t][b].dx));
+      acc[t][k] = _mm512_add_ps(acc[t][k], _mm512_mul_ps(_mm512_cvtepi32_ps(isum), d));
+    }
+  };
+  int64_t b = 0;
+  for (; b + 8 <= nb; b += 8) {
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) step(b + k, k);
+  }
+  for (int k = 0; b + k < nb; ++k) step(b + k, k);
+  for (int t = 0; t < T; ++t) {
+    _mm512_storeu_ps(outs[t], fold_acc(acc[t]));
+  }
+}
+
 // Both groups of a kQ4_0x32 pair against one activation row in one pass over the pair's one
 // stream: per block, the 4 code lines of each group and 8 activation broadcasts feeding both (16
 // vpdpbusd), one L1 prefetch (non-temporal) of a chunk pair kQ4_0x32Prefetch ahead every other
@@ -230,19 +274,25 @@ void layout_group_dot(const uint8_t* g, int64_t r, const BlockQ8_0* const* xs,
       group_dot<T, MXFP4Fmt<true>>(g, xs, preps, nb, outs);
     else
       group_dot<T, MXFP4Fmt<false>>(g, xs, preps, nb, outs);
+  } else if constexpr (kLayout == WeightLayout::kQ8_0x16) {
+    if (q8_0x16_group_odd(r, nb))
+      group_dot_q8<T, true>(g, xs, preps, nb, outs);
+    else
+      group_dot_q8<T, false>(g, xs, preps, nb, outs);
   } else {
     static_assert(kLayout == WeightLayout::kQ4_0x16);
     group_dot<T, Q4_0Fmt<kQ4_0x16Chunk>>(g, xs, preps, nb, outs);
   }
 }
 
-// GEMV. kQ4_0x16 (and kIQ4_NLx16, kMXFP4x16): one group at a time; consecutive groups are adjacent,
+// GEMV over the layouts of 32-element blocks against Q8_0 activations. kQ4_0x16 (and kIQ4_NLx16,
+// kMXFP4x16, kQ8_0x16): one group at a time; consecutive groups are adjacent,
 // so a row range is one sequential stream and the prefetch runs on into the next group (two
 // adjacent groups per pass read two streams and did worse: bench/RESULTS.md session 9). kQ4_0x32: a
 // pair at a time where the range holds it whole (one stream), else the lone group.
 template <WeightLayout kLayout>
-void gemv_q4_0(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
-               int64_t row_end, int64_t n_cols) {
+void gemv_b32(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
+              int64_t row_end, int64_t n_cols) {
   const int64_t nb = n_cols / kQK;
   const auto* x = static_cast<const BlockQ8_0*>(xq);
   XPrep* prep = prep_buffer(nb, 1);
@@ -266,9 +316,9 @@ void gemv_q4_0(const void* w, size_t row_stride, const void* xq, float* y, int64
 // GEMM: 4 tokens per pass over a group (the group stays in L1 / L2 for the rest), group by group
 // (kQ4_0x32: each group of a pair on its own, its chunks kQ4_0x32Stride apart).
 template <WeightLayout kLayout>
-void gemm_q4_0(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
-               size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
-               int64_t n_cols) {
+void gemm_b32(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
+              size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
+              int64_t n_cols) {
   const int64_t nb = n_cols / kQK;
   const auto* xbase = static_cast<const uint8_t*>(xq);
   auto xt = [&](int64_t t) { return reinterpret_cast<const BlockQ8_0*>(xbase + t * xq_stride); };
@@ -587,13 +637,15 @@ GemvKernels interleaved_kernels_avx512_gfni(WeightLayout layout) {
 GemvKernels interleaved_kernels_avx512(WeightLayout layout) {
 #endif
   if (layout == WeightLayout::kQ4_0x16)
-    return GemvKernels{&gemv_q4_0<WeightLayout::kQ4_0x16>, &gemm_q4_0<WeightLayout::kQ4_0x16>};
+    return GemvKernels{&gemv_b32<WeightLayout::kQ4_0x16>, &gemm_b32<WeightLayout::kQ4_0x16>};
   if (layout == WeightLayout::kQ4_0x32)
-    return GemvKernels{&gemv_q4_0<WeightLayout::kQ4_0x32>, &gemm_q4_0<WeightLayout::kQ4_0x32>};
+    return GemvKernels{&gemv_b32<WeightLayout::kQ4_0x32>, &gemm_b32<WeightLayout::kQ4_0x32>};
   if (layout == WeightLayout::kIQ4_NLx16)
-    return GemvKernels{&gemv_q4_0<WeightLayout::kIQ4_NLx16>, &gemm_q4_0<WeightLayout::kIQ4_NLx16>};
+    return GemvKernels{&gemv_b32<WeightLayout::kIQ4_NLx16>, &gemm_b32<WeightLayout::kIQ4_NLx16>};
   if (layout == WeightLayout::kMXFP4x16)
-    return GemvKernels{&gemv_q4_0<WeightLayout::kMXFP4x16>, &gemm_q4_0<WeightLayout::kMXFP4x16>};
+    return GemvKernels{&gemv_b32<WeightLayout::kMXFP4x16>, &gemm_b32<WeightLayout::kMXFP4x16>};
+  if (layout == WeightLayout::kQ8_0x16)
+    return GemvKernels{&gemv_b32<WeightLayout::kQ8_0x16>, &gemm_b32<WeightLayout::kQ8_0x16>};
   if (layout == WeightLayout::kQ4_Kx16) return GemvKernels{&gemv_kx16<Q4KDot>, &gemm_kx16<Q4KDot>};
   if (layout == WeightLayout::kQ6_Kx16) return GemvKernels{&gemv_kx16<Q6KDot>, &gemm_kx16<Q6KDot>};
   if (layout == WeightLayout::kIQ4_XSx16)

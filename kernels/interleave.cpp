@@ -74,6 +74,8 @@ GgmlType layout_type(WeightLayout layout) {
       return GgmlType::IQ4_NL;  // kQ4_0x16's bytes: the blocks have Q4_0's shape
     case WeightLayout::kMXFP4x16:
       return GgmlType::MXFP4;
+    case WeightLayout::kQ8_0x16:
+      return GgmlType::Q8_0;
     default:
       return GgmlType::Q4_0;
   }
@@ -185,20 +187,38 @@ BlockMXFP4 mxfp4_gather(const uint8_t* group, int64_t b, int r, bool odd) {
     std::memcpy(blk.qs + 4 * j, group + detail::mxfp4x16_code_offset(b, odd) + 64 * j + 4 * r, 4);
   return blk;
 }
-void pack_group_mxfp4(const uint8_t* src, uint8_t* dst, int64_t nb, bool odd) {
-  const size_t row_bytes = static_cast<size_t>(nb) * sizeof(BlockMXFP4);
+
+// kQ8_0x16: the same for Q8_0's blocks.
+void q8_0_scatter(const BlockQ8_0& blk, uint8_t* group, int64_t b, int r, bool odd) {
+  std::memcpy(group + detail::q8_0x16_scale_offset(b, odd) + 2 * r, &blk.d, 2);
+  for (int j = 0; j < 8; ++j)
+    std::memcpy(group + detail::q8_0x16_code_offset(b, odd) + 64 * j + 4 * r, blk.qs + 4 * j, 4);
+}
+BlockQ8_0 q8_0_gather(const uint8_t* group, int64_t b, int r, bool odd) {
+  BlockQ8_0 blk;
+  std::memcpy(&blk.d, group + detail::q8_0x16_scale_offset(b, odd) + 2 * r, 2);
+  for (int j = 0; j < 8; ++j)
+    std::memcpy(blk.qs + 4 * j, group + detail::q8_0x16_code_offset(b, odd) + 64 * j + 4 * r, 4);
+  return blk;
+}
+
+// The layouts of alternating 544-byte units, block by block, the group's parity passed on.
+template <typename Block, void (*Scatter)(const Block&, uint8_t*, int64_t, int, bool)>
+void pack_group_units(const uint8_t* src, uint8_t* dst, int64_t nb, bool odd) {
+  const size_t row_bytes = static_cast<size_t>(nb) * sizeof(Block);
   for (int64_t b = 0; b < nb; ++b)
     for (int r = 0; r < kGroupRows; ++r) {
-      BlockMXFP4 blk;
+      Block blk;
       std::memcpy(&blk, src + r * row_bytes + static_cast<size_t>(b) * sizeof(blk), sizeof(blk));
-      mxfp4_scatter(blk, dst, b, r, odd);
+      Scatter(blk, dst, b, r, odd);
     }
 }
-void unpack_group_mxfp4(const uint8_t* src, uint8_t* dst, int64_t nb, bool odd) {
-  const size_t row_bytes = static_cast<size_t>(nb) * sizeof(BlockMXFP4);
+template <typename Block, Block (*Gather)(const uint8_t*, int64_t, int, bool)>
+void unpack_group_units(const uint8_t* src, uint8_t* dst, int64_t nb, bool odd) {
+  const size_t row_bytes = static_cast<size_t>(nb) * sizeof(Block);
   for (int64_t b = 0; b < nb; ++b)
     for (int r = 0; r < kGroupRows; ++r) {
-      const BlockMXFP4 blk = mxfp4_gather(src, b, r, odd);
+      const Block blk = Gather(src, b, r, odd);
       std::memcpy(dst + r * row_bytes + static_cast<size_t>(b) * sizeof(blk), &blk, sizeof(blk));
     }
 }
@@ -244,7 +264,11 @@ size_t group_bytes(WeightLayout layout, int64_t nb) {
 void pack_any(WeightLayout layout, const uint8_t* src, uint8_t* dst, int64_t nb, int64_t g) {
   switch (layout) {
     case WeightLayout::kMXFP4x16:
-      return pack_group_mxfp4(src, dst, nb, detail::mxfp4x16_group_odd(g * kGroupRows, nb));
+      return pack_group_units<BlockMXFP4, &mxfp4_scatter>(
+          src, dst, nb, detail::mxfp4x16_group_odd(g * kGroupRows, nb));
+    case WeightLayout::kQ8_0x16:
+      return pack_group_units<BlockQ8_0, &q8_0_scatter>(
+          src, dst, nb, detail::q8_0x16_group_odd(g * kGroupRows, nb));
     case WeightLayout::kQ4_Kx16:
       return pack_group_k(src, dst, nb);
     case WeightLayout::kQ6_Kx16:
@@ -258,7 +282,11 @@ void pack_any(WeightLayout layout, const uint8_t* src, uint8_t* dst, int64_t nb,
 void unpack_any(WeightLayout layout, const uint8_t* src, uint8_t* dst, int64_t nb, int64_t g) {
   switch (layout) {
     case WeightLayout::kMXFP4x16:
-      return unpack_group_mxfp4(src, dst, nb, detail::mxfp4x16_group_odd(g * kGroupRows, nb));
+      return unpack_group_units<BlockMXFP4, &mxfp4_gather>(
+          src, dst, nb, detail::mxfp4x16_group_odd(g * kGroupRows, nb));
+    case WeightLayout::kQ8_0x16:
+      return unpack_group_units<BlockQ8_0, &q8_0_gather>(
+          src, dst, nb, detail::q8_0x16_group_odd(g * kGroupRows, nb));
     case WeightLayout::kQ4_Kx16:
       return unpack_group_k(src, dst, nb);
     case WeightLayout::kQ6_Kx16:
@@ -286,6 +314,7 @@ WeightLayout interleaved_layout(GgmlType type, int64_t n_rows, int64_t n_cols) {
   if (type == GgmlType::IQ4_XS && n_cols % kQK_K == 0) return WeightLayout::kIQ4_XSx16;
   if (type == GgmlType::IQ4_NL && n_cols % (2 * kQK) == 0) return WeightLayout::kIQ4_NLx16;
   if (type == GgmlType::MXFP4 && n_cols % (2 * kQK) == 0) return WeightLayout::kMXFP4x16;
+  if (type == GgmlType::Q8_0 && n_cols % kQK == 0) return WeightLayout::kQ8_0x16;
   return WeightLayout::kRows;
 }
 
@@ -309,6 +338,8 @@ bool layout_fits(WeightLayout layout, int64_t n_rows, int64_t n_cols) {
     case WeightLayout::kQ6_Kx16:
     case WeightLayout::kIQ4_XSx16:
       return n_rows % kGroupRows == 0 && n_cols % kQK_K == 0;
+    case WeightLayout::kQ8_0x16:
+      return n_rows % kGroupRows == 0 && n_cols % kQK == 0;
     default:
       return false;
   }
@@ -330,7 +361,8 @@ bool interleave_pays(GgmlType type) {
   switch (best_isa()) {
     case Isa::kAvx512:
       return type == GgmlType::Q4_0 || type == GgmlType::Q4_K || type == GgmlType::Q6_K ||
-             type == GgmlType::IQ4_XS || type == GgmlType::IQ4_NL || type == GgmlType::MXFP4;
+             type == GgmlType::IQ4_XS || type == GgmlType::IQ4_NL || type == GgmlType::MXFP4 ||
+             type == GgmlType::Q8_0;
     case Isa::kAvx2:
       return type == GgmlType::Q4_0 || type == GgmlType::Q4_K || type == GgmlType::IQ4_XS ||
              type == GgmlType::IQ4_NL || type == GgmlType::MXFP4;
@@ -446,16 +478,30 @@ float dot_row_ref(const uint8_t* group, int r, const BlockQ8_0* x, int64_t nb) {
   return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
 }
 
-// The canonical MXFP4 order of gemv.cpp for one row of a kMXFP4x16 group (its first chunk odd or
-// not), literally: isum over the doubled E2M1 values, r_b = (float)isum * (2^(e-128) * fp16(d_x)).
-template <bool kOdd>
-float dot_row_mxfp4_ref(const uint8_t* group, int r, const BlockQ8_0* x, int64_t nb) {
+// The canonical order of gemv.cpp for one row of a kMXFP4x16 / kQ8_0x16 group (its first unit
+// odd or not), literally: isum over the codes' values (MXFP4: doubled E2M1), r_b = (float)isum *
+// (scale_w * fp16(d_x)), scale_w = 2^(e-128) (MXFP4) or fp16(d) (Q8_0).
+int mxfp4_code(const BlockMXFP4& b, int j) {
+  return mxfp4_value(b, j);
+}
+float mxfp4_scale(const BlockMXFP4& b) {
+  return e8m0_to_f32_half(b.e);
+}
+int q8_0_code(const BlockQ8_0& b, int j) {
+  return b.qs[j];
+}
+float q8_0_scale(const BlockQ8_0& b) {
+  return fp16_to_f32(b.d);
+}
+template <typename Block, Block (*Gather)(const uint8_t*, int64_t, int, bool),
+          int (*Code)(const Block&, int), float (*Scale)(const Block&), bool kOdd>
+float dot_row_unit_ref(const uint8_t* group, int r, const BlockQ8_0* x, int64_t nb) {
   float acc[8] = {};
   for (int64_t b = 0; b < nb; ++b) {
-    const BlockMXFP4 blk = mxfp4_gather(group, b, r, kOdd);
+    const Block blk = Gather(group, b, r, kOdd);
     int32_t isum = 0;
-    for (int j = 0; j < kQK; ++j) isum += mxfp4_value(blk, j) * x[b].qs[j];
-    const float d = e8m0_to_f32_half(blk.e) * fp16_to_f32(x[b].d);
+    for (int j = 0; j < kQK; ++j) isum += Code(blk, j) * x[b].qs[j];
+    const float d = Scale(blk) * fp16_to_f32(x[b].d);
     acc[b % 8] = acc[b % 8] + static_cast<float>(isum) * d;
   }
   return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
@@ -547,17 +593,27 @@ GemvKernels x16_ref() {
                      &gemm_by_token_ref<&gemv_x16_ref<XBlock, kElems, Row>>};
 }
 
-// kMXFP4x16: each group by the twin of its first chunk's parity.
-void gemv_mxfp4x16_ref(const void* w, size_t row_stride, const void* xq, float* y,
-                       int64_t row_begin, int64_t row_end, int64_t n_cols) {
+// kMXFP4x16, kQ8_0x16: each group by the twin of its first unit's parity.
+template <typename Block, Block (*Gather)(const uint8_t*, int64_t, int, bool),
+          int (*Code)(const Block&, int), float (*Scale)(const Block&),
+          bool (*GroupOdd)(int64_t, int64_t)>
+void gemv_units_ref(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
+                    int64_t row_end, int64_t n_cols) {
   const int64_t nb = n_cols / kQK;
   const auto* x = static_cast<const BlockQ8_0*>(xq);
   for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* group, int64_t r0) {
-    const bool odd = mxfp4x16_group_odd(r0, nb);
+    const bool odd = GroupOdd(r0, nb);
     for (int r = 0; r < kGroupRows; ++r)
-      y[r0 + r] = odd ? dot_row_mxfp4_ref<true>(group, r, x, nb)
-                      : dot_row_mxfp4_ref<false>(group, r, x, nb);
+      y[r0 + r] = odd ? dot_row_unit_ref<Block, Gather, Code, Scale, true>(group, r, x, nb)
+                      : dot_row_unit_ref<Block, Gather, Code, Scale, false>(group, r, x, nb);
   });
+}
+template <typename Block, Block (*Gather)(const uint8_t*, int64_t, int, bool),
+          int (*Code)(const Block&, int), float (*Scale)(const Block&),
+          bool (*GroupOdd)(int64_t, int64_t)>
+GemvKernels units_ref() {
+  constexpr GemvFn kGemv = &gemv_units_ref<Block, Gather, Code, Scale, GroupOdd>;
+  return GemvKernels{kGemv, &gemm_by_token_ref<kGemv>};
 }
 
 // kQ4_0x32: each 16-row group of the range on its own, its chunks kQ4_0x32Stride apart.
@@ -585,7 +641,9 @@ GemvKernels interleaved_kernels_ref(WeightLayout layout) {
   if (layout == WeightLayout::kQ4_0x32)
     return GemvKernels{&gemv_q4_0x32_ref, &gemm_by_token_ref<&gemv_q4_0x32_ref>};
   if (layout == WeightLayout::kMXFP4x16)
-    return GemvKernels{&gemv_mxfp4x16_ref, &gemm_by_token_ref<&gemv_mxfp4x16_ref>};
+    return units_ref<BlockMXFP4, &mxfp4_gather, &mxfp4_code, &mxfp4_scale, &mxfp4x16_group_odd>();
+  if (layout == WeightLayout::kQ8_0x16)
+    return units_ref<BlockQ8_0, &q8_0_gather, &q8_0_code, &q8_0_scale, &q8_0x16_group_odd>();
   if (layout == WeightLayout::kIQ4_NLx16)
     return x16_ref<BlockQ8_0, kQK, &dot_row_ref<kQ4_0x16Chunk, &iq4_nl_nibble>>();
   if (layout == WeightLayout::kQ4_Kx16) return x16_ref<BlockQ8_K, kQK_K, &dot_row_k_ref>();

@@ -39,6 +39,12 @@
 // columns make it). The kernels look the nibbles up in MXFP4's doubled E2M1 table as kIQ4_NLx16's
 // do, and build the scales 2^(e-128) from the exponent bits.
 //
+// kQ8_0x16 (Q8_0, n_rows % 16 == 0; chosen on AVX-512 hosts): groups of 16 rows, per block b of
+// the group 544 bytes (16 x 34) in the same alternating order: the 16 rows' fp16 d (32 bytes) and,
+// for j < 8, the 16 rows' qs[4j..4j+3] (8 x 64 bytes), codes first in the matrix's even blocks and
+// d first in its odd ones. AVX-512: each code line XORed with 0x80 (code + 128, unsigned) is one
+// 16-lane vpdpbusd; the offset -128 * sum(x) comes back per block.
+//
 // kQ4_Kx16 (Q4_K, n_rows % 16 == 0): groups of 16 rows as above; per super-block b of the group
 // 2304 bytes (a multiple of 64):
 //     +0     the 16 rows' fp16 d, +32 their fp16 dmin
@@ -86,6 +92,7 @@ enum class WeightLayout : uint8_t {
   kIQ4_XSx16,  // IQ4_XS, 16 rows interleaved per group (above)
   kIQ4_NLx16,  // IQ4_NL, kQ4_0x16's bytes (above)
   kMXFP4x16,   // MXFP4, 16 rows interleaved per group (above)
+  kQ8_0x16,    // Q8_0, 16 rows interleaved per group (above)
 };
 
 // Rows per group of a layout (1 for kRows): row ranges handed to its kernels start and end at
@@ -104,9 +111,10 @@ WeightLayout interleaved_layout(GgmlType type);
 // (true with AVX-512 VNNI or AVX2; the scalar twins exist for tests, not speed).
 bool interleave_pays();
 // The same for one weight type: Q4_0, Q4_K, IQ4_XS, IQ4_NL and MXFP4 with AVX-512 or AVX2; Q6_K
-// with AVX-512 only (no AVX2 interleaved kernel). On an AVX2-only Zen 3 the GGUF layout's Q4_K row
-// kernel is compute-bound (~7 GB/s a core); the interleaved one, with its next-group L2 prefetch,
-// streams 94-110% of the in-run probe in the 30B against 67-87% (bench/RESULTS.md session 16).
+// and Q8_0 with AVX-512 only (no AVX2 interleaved kernel). On an AVX2-only Zen 3 the GGUF layout's
+// Q4_K row kernel is compute-bound (~7 GB/s a core); the interleaved one, with its next-group L2
+// prefetch, streams 94-110% of the in-run probe in the 30B against 67-87% (bench/RESULTS.md session
+// 16).
 bool interleave_pays(GgmlType type);
 
 // Kernels for a weight type in a layout (kRows: gemv_kernels(type, isa)). The interleaved ones

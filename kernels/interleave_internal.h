@@ -48,27 +48,46 @@ inline const uint8_t* q4_0x32_group(const uint8_t* base, size_t row_stride, int6
          ((r & 16) != 0 ? kQ4_0x16Chunk : 0);
 }
 
-// kMXFP4x16 (kernels/interleave.h): chunks of two blocks, 544 bytes; an even chunk of the matrix
-// holds its codes first, an odd one its exponents first.
-constexpr size_t kMXFP4x16Chunk = 544;
-// Whether chunk b / 2 of a group counts as odd when the group's first chunk does (`odd`).
-inline bool mxfp4x16_odd_chunk(int64_t b, bool odd) {
-  return odd != (((b >> 1) & 1) != 0);
+// 544-byte units (8.5 lines) in the matrix's alternating order: an even unit (counting from the
+// matrix's first group) holds its codes first and its 32 bytes of scales last, an odd one its
+// scales first, so a 64-byte aligned matrix has every code line aligned. kMXFP4x16's chunks of two
+// blocks (16 + 16 exponents, 2 x 256 code bytes) and kQ8_0x16's blocks (16 fp16 d, 512 code bytes).
+constexpr size_t kUnit544 = 544;
+// Unit u of a group whose first unit is odd (`odd`) or even: where its scales and codes start.
+inline size_t unit544_scales(int64_t u, bool odd) {
+  return static_cast<size_t>(u) * kUnit544 + (odd != ((u & 1) != 0) ? 0 : 512);
 }
-// Where block b's 16 exponents and its 256 code bytes start inside a group whose first chunk is
-// odd or not.
+inline size_t unit544_codes(int64_t u, bool odd) {
+  return static_cast<size_t>(u) * kUnit544 + (odd != ((u & 1) != 0) ? 32 : 0);
+}
+// Whether the first unit of the group at row r (a multiple of 16) is odd, the groups before it
+// holding r / 16 * units_per_group units.
+inline bool unit544_group_odd(int64_t r, int64_t units_per_group) {
+  return (((r / 16) * units_per_group) & 1) != 0;
+}
+
+// kMXFP4x16: block b's 16 exponents and its 256 code bytes (chunk b / 2 of the group), and the
+// parity of the group at row r of a matrix of nb blocks per row.
+constexpr size_t kMXFP4x16Chunk = kUnit544;
 inline size_t mxfp4x16_scale_offset(int64_t b, bool odd) {
-  return static_cast<size_t>(b >> 1) * kMXFP4x16Chunk + (mxfp4x16_odd_chunk(b, odd) ? 0 : 512) +
-         static_cast<size_t>(b & 1) * 16;
+  return unit544_scales(b >> 1, odd) + static_cast<size_t>(b & 1) * 16;
 }
 inline size_t mxfp4x16_code_offset(int64_t b, bool odd) {
-  return static_cast<size_t>(b >> 1) * kMXFP4x16Chunk + (mxfp4x16_odd_chunk(b, odd) ? 32 : 0) +
-         static_cast<size_t>(b & 1) * 256;
+  return unit544_codes(b >> 1, odd) + static_cast<size_t>(b & 1) * 256;
 }
-// Whether the first chunk of the group at row r (a multiple of 16) of a kMXFP4x16 matrix of nb
-// blocks per row is odd: the groups before it hold r / 16 * nb / 2 chunks.
 inline bool mxfp4x16_group_odd(int64_t r, int64_t nb) {
-  return (((r / 16) * (nb / 2)) & 1) != 0;
+  return unit544_group_odd(r, nb / 2);
+}
+
+// kQ8_0x16: block b's 16 fp16 d and its 512 code bytes, and the parity of the group at row r.
+inline size_t q8_0x16_scale_offset(int64_t b, bool odd) {
+  return unit544_scales(b, odd);
+}
+inline size_t q8_0x16_code_offset(int64_t b, bool odd) {
+  return unit544_codes(b, odd);
+}
+inline bool q8_0x16_group_odd(int64_t r, int64_t nb) {
+  return unit544_group_odd(r, nb);
 }
 
 // One L1 prefetch per line this far ahead along a group's byte stream (the Q4_K kernels and the

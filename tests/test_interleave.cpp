@@ -102,11 +102,24 @@ std::vector<uint8_t> random_mxfp4(int64_t n_rows, int64_t n_cols, std::mt19937_6
   return w;
 }
 
+std::vector<uint8_t> random_q8_0(int64_t n_rows, int64_t n_cols, std::mt19937_64& rng) {
+  const int64_t nb = n_cols / kQK;
+  std::vector<uint8_t> w(static_cast<size_t>(n_rows * nb) * sizeof(BlockQ8_0));
+  for (auto& byte : w) byte = static_cast<uint8_t>(rng());  // codes: any bits, -128 included
+  auto* blocks = reinterpret_cast<BlockQ8_0*>(w.data());
+  for (int64_t i = 0; i < n_rows * nb; ++i) {
+    blocks[i].d = random_scale(rng);
+    if (i % 7 == 0) std::memset(blocks[i].qs, 0x80, sizeof(blocks[i].qs));  // every code -128
+  }
+  return w;
+}
+
 std::vector<uint8_t> random_weights(GgmlType t, int64_t n_rows, int64_t n_cols,
                                     std::mt19937_64& rng) {
   if (t == GgmlType::Q6_K) return random_q6_k(n_rows, n_cols, rng);
   if (t == GgmlType::IQ4_XS) return random_iq4_xs(n_rows, n_cols, rng);
   if (t == GgmlType::MXFP4) return random_mxfp4(n_rows, n_cols, rng);
+  if (t == GgmlType::Q8_0) return random_q8_0(n_rows, n_cols, rng);
   // Q4_0, and IQ4_NL (its blocks have Q4_0's shape: fp16 d, 16 code bytes of any bits).
   return t == GgmlType::Q4_K ? random_q4_k(n_rows, n_cols, rng) : random_q4_0(n_rows, n_cols, rng);
 }
@@ -116,6 +129,7 @@ GgmlType layout_type(WeightLayout layout) {
   if (layout == WeightLayout::kIQ4_XSx16) return GgmlType::IQ4_XS;
   if (layout == WeightLayout::kIQ4_NLx16) return GgmlType::IQ4_NL;
   if (layout == WeightLayout::kMXFP4x16) return GgmlType::MXFP4;
+  if (layout == WeightLayout::kQ8_0x16) return GgmlType::Q8_0;
   return layout == WeightLayout::kQ4_Kx16 ? GgmlType::Q4_K : GgmlType::Q4_0;
 }
 
@@ -217,7 +231,9 @@ TEST(Interleave, LayoutsCoverTheirTypesInWholeGroups) {
   EXPECT_EQ(interleaved_layout(GgmlType::Q4_0, 48, 64), WeightLayout::kQ4_0x16);
   EXPECT_EQ(interleaved_layout(GgmlType::Q4_0, 24, 64), WeightLayout::kRows);  // rows % 16
   EXPECT_EQ(interleaved_layout(GgmlType::Q4_0, 16, 96), WeightLayout::kRows);  // odd blocks
-  EXPECT_EQ(interleaved_layout(GgmlType::Q8_0, 768, 2048), WeightLayout::kRows);
+  EXPECT_EQ(interleaved_layout(GgmlType::Q8_0, 768, 2048), WeightLayout::kQ8_0x16);
+  EXPECT_EQ(interleaved_layout(GgmlType::Q8_0, 16, 96), WeightLayout::kQ8_0x16);
+  EXPECT_EQ(interleaved_layout(GgmlType::Q8_0, 40, 64), WeightLayout::kRows);
   EXPECT_EQ(interleaved_layout(GgmlType::Q4_K, 768, 2048), WeightLayout::kQ4_Kx16);
   EXPECT_EQ(interleaved_layout(GgmlType::Q4_K, 2048, 768), WeightLayout::kQ4_Kx16);
   EXPECT_EQ(interleaved_layout(GgmlType::Q4_K, 40, 256), WeightLayout::kRows);
@@ -235,7 +251,8 @@ TEST(Interleave, LayoutsCoverTheirTypesInWholeGroups) {
   EXPECT_EQ(interleaved_layout(GgmlType::MXFP4, 40, 64), WeightLayout::kRows);
   EXPECT_EQ(interleaved_layout(GgmlType::Q4_0), WeightLayout::kQ4_0x16);
   EXPECT_EQ(interleaved_layout(GgmlType::Q4_K), WeightLayout::kQ4_Kx16);
-  EXPECT_EQ(interleaved_layout(GgmlType::Q8_0), WeightLayout::kRows);
+  EXPECT_EQ(interleaved_layout(GgmlType::Q8_0), WeightLayout::kQ8_0x16);
+  EXPECT_EQ(interleaved_layout(GgmlType::F16), WeightLayout::kRows);
   EXPECT_EQ(layout_rows(WeightLayout::kRows), 1);
   EXPECT_EQ(layout_rows(WeightLayout::kQ4_0x16), 16);
   EXPECT_EQ(layout_rows(WeightLayout::kQ4_0x32), 16);
@@ -244,20 +261,29 @@ TEST(Interleave, LayoutsCoverTheirTypesInWholeGroups) {
   EXPECT_EQ(layout_rows(WeightLayout::kIQ4_XSx16), 16);
   EXPECT_EQ(layout_rows(WeightLayout::kIQ4_NLx16), 16);
   EXPECT_EQ(layout_rows(WeightLayout::kMXFP4x16), 16);
+  EXPECT_EQ(layout_rows(WeightLayout::kQ8_0x16), 16);
 }
 
-// kMXFP4x16's chunks alternate codes-first and exponents-first counting from the matrix's first
-// group, so with an odd chunk count per group the groups alternate too: every code line of a
-// 64-byte aligned matrix starts on a line.
-TEST(Interleave, Mxfp4CodeLinesAreAligned) {
-  for (int64_t nb : {2, 26, 90}) {
+// kMXFP4x16's chunks and kQ8_0x16's blocks (544-byte units) alternate codes-first and
+// scales-first counting from the matrix's first group, so with an odd unit count per group the
+// groups alternate too: every code line of a 64-byte aligned matrix starts on a line.
+TEST(Interleave, UnitLayoutsKeepCodeLinesAligned) {
+  for (int64_t nb : {1, 2, 3, 26, 90}) {
     for (int64_t r = 0; r < 64; r += 16) {
-      const size_t group = static_cast<size_t>(r) * static_cast<size_t>(nb) * sizeof(BlockMXFP4);
-      const bool odd = detail::mxfp4x16_group_odd(r, nb);
-      EXPECT_EQ(group % 64, odd ? 32u : 0u) << nb << " " << r;
+      const size_t group = static_cast<size_t>(r) * static_cast<size_t>(nb) * 34;
+      const bool q8_odd = detail::q8_0x16_group_odd(r, nb);
+      EXPECT_EQ(group % 64, q8_odd ? 32u : 0u) << nb << " " << r;
       for (int64_t b = 0; b < nb; ++b) {
-        EXPECT_EQ((group + detail::mxfp4x16_code_offset(b, odd)) % 64, 0u) << nb << " " << b;
-        EXPECT_EQ((group + detail::mxfp4x16_scale_offset(b, odd)) % 16, 0u) << nb << " " << b;
+        EXPECT_EQ((group + detail::q8_0x16_code_offset(b, q8_odd)) % 64, 0u) << nb << " " << b;
+        EXPECT_EQ((group + detail::q8_0x16_scale_offset(b, q8_odd)) % 32, 0u) << nb << " " << b;
+      }
+      if (nb % 2 != 0) continue;  // MXFP4: whole chunks of two blocks
+      const size_t mx_group = static_cast<size_t>(r) * static_cast<size_t>(nb) * 17;
+      const bool odd = detail::mxfp4x16_group_odd(r, nb);
+      EXPECT_EQ(mx_group % 64, odd ? 32u : 0u) << nb << " " << r;
+      for (int64_t b = 0; b < nb; ++b) {
+        EXPECT_EQ((mx_group + detail::mxfp4x16_code_offset(b, odd)) % 64, 0u) << nb << " " << b;
+        EXPECT_EQ((mx_group + detail::mxfp4x16_scale_offset(b, odd)) % 16, 0u) << nb << " " << b;
       }
     }
   }
@@ -267,13 +293,15 @@ TEST(Interleave, RoundTripsAndInPlaceEqualsCopy) {
   std::mt19937_64 rng(7);
   for (WeightLayout layout :
        {WeightLayout::kQ4_0x16, WeightLayout::kQ4_0x32, WeightLayout::kQ4_Kx16,
-        WeightLayout::kQ6_Kx16, WeightLayout::kIQ4_XSx16, WeightLayout::kMXFP4x16})
+        WeightLayout::kQ6_Kx16, WeightLayout::kIQ4_XSx16, WeightLayout::kMXFP4x16,
+        WeightLayout::kQ8_0x16})
     // 832 columns: 13 chunks of two blocks per group (kMXFP4x16's groups alternate).
     for (auto [rows, cols] :
-         {std::pair<int64_t, int64_t>{16, 256}, {48, 768}, {32, 2048}, {48, 832}}) {
+         {std::pair<int64_t, int64_t>{16, 256}, {48, 768}, {32, 2048}, {48, 832}, {48, 96}}) {
       if (layout == WeightLayout::kQ4_0x32) rows = 2 * rows;  // whole pairs of groups
       const GgmlType t = layout_type(layout);
-      if (cols % ggml_type_info(t).block_size != 0) continue;  // super-blocks of 256
+      if (cols % ggml_type_info(t).block_size != 0) continue;      // super-blocks of 256
+      if (t != GgmlType::Q8_0 && cols % (2 * kQK) != 0) continue;  // chunks of two blocks
       const std::vector<uint8_t> w = random_weights(t, rows, cols, rng);
       std::vector<uint8_t> packed(w.size()), back(w.size());
       interleave(layout, w.data(), packed.data(), rows, cols);
@@ -296,8 +324,11 @@ TEST_P(InterleaveKernels, EqualTheGgufLayoutsBitForBit) {
   // Q4_0 n_cols: 2 blocks, 26 (a partial group of 8), 64 (the Qwen3 expert), 24 (its down rows);
   // Q4_K, Q6_K: 1, 3, 8, 9 super-blocks (partial and whole groups of 8; odd counts start the
   // next group half a line in for Q6_K).
+  // Q8_0: also odd block counts (1, 3, 65: kQ8_0x16's groups alternate).
   const std::vector<int64_t> col_set = k_quant ? std::vector<int64_t>{256, 768, 2048, 2304}
-                                               : std::vector<int64_t>{64, 832, 2048, 768};
+                                       : type == GgmlType::Q8_0
+                                           ? std::vector<int64_t>{32, 96, 832, 2080}
+                                           : std::vector<int64_t>{64, 832, 2048, 768};
   // Q4_0 in both its layouts, whatever this CPU would choose; kQ4_0x32 in whole pairs of groups
   // (the row ranges below still split pairs: a lone group's path).
   const std::vector<WeightLayout> layouts =
@@ -360,7 +391,8 @@ TEST_P(InterleaveKernels, EqualTheGgufLayoutsBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(Types, InterleaveKernels,
                          ::testing::Values(GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K,
-                                           GgmlType::IQ4_XS, GgmlType::IQ4_NL, GgmlType::MXFP4),
+                                           GgmlType::IQ4_XS, GgmlType::IQ4_NL, GgmlType::MXFP4,
+                                           GgmlType::Q8_0),
                          [](const auto& info) { return std::string(ggml_type_name(info.param)); });
 
 TEST(Interleave, PoolSplitEqualsOneCall) {
