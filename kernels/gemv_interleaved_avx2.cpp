@@ -31,46 +31,6 @@ inline __m256 fold_acc(const __m256* a) {
 // same call (nullptr for the last): it is prefetched into L2 across both halves, 144 bytes a step,
 // so memory keeps streaming while the second half computes from L1 (with only the L1 prefetch in
 // the first half, the two halves' memory and compute took turns).
-// The 16-row layouts of 32-element blocks with 4-bit codes, as half_dot reads them: how far apart
-// a group's chunks of two blocks are, where block k (of a run of 8 from a chunk boundary) has its
-// codes and scales, the 8 scales of half h as floats, the table the nibbles index (none: Q4_0's
-// nibble - 8) and the bias that makes the values unsigned (0: signed table values).
-struct Q4_0Fmt {  // kQ4_0x16
-  static constexpr size_t kChunk = kQ4_0x16Chunk;
-  static constexpr const int8_t* kTable = nullptr;
-  static constexpr int kBias = 8;
-  static size_t codes(int k) { return q4_0x16_code_offset(k); }
-  static size_t scales(int k) { return q4_0x16_scale_offset(k); }
-  static __m256 dw(const uint8_t* p, int h) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * h)));
-  }
-};
-struct IQ4_NLFmt : Q4_0Fmt {  // kIQ4_NLx16: kQ4_0x16's bytes
-  static constexpr const int8_t* kTable = kIq4nlValues;
-  static constexpr int kBias = 0;  // -127..113: + 128 would overflow vpmaddubsw's int16 pairs
-};
-template <bool kOdd>
-struct MXFP4Fmt {  // kMXFP4x16, a group whose first chunk is odd (kOdd) or even
-  static constexpr size_t kChunk = kMXFP4x16Chunk;
-  static constexpr const int8_t* kTable = kMxfp4Values;
-  static constexpr int kBias = 12;  // -12..12
-  static size_t codes(int k) { return mxfp4x16_code_offset(k, kOdd); }
-  static size_t scales(int k) { return mxfp4x16_scale_offset(k, kOdd); }
-  // 2^(e-128) from the exponent bits (e < 2: the subnormals 2^-128, 2^-127).
-  static __m256 dw(const uint8_t* p, int h) {
-    const __m256i e =
-        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * h)));
-    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
-    const __m256i tiny = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
-    const __m256i is_tiny = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
-    return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, tiny, is_tiny));
-  }
-};
-
-// Rows 8h..8h+7 of one 16-row group against one activation row. next: the following group of the
-// same call (nullptr for the last): it is prefetched into L2 across both halves, 144 bytes a step,
-// so memory keeps streaming while the second half computes from L1 (with only the L1 prefetch in
-// the first half, the two halves' memory and compute took turns).
 // IQ4_NL (kIQ4_NLx16): the nibbles become signed table values (vpshufb), and vpmaddubsw takes |x|
 // as the unsigned operand and the values with x's sign; those int16 pair sums reach 2 x 128 x 127,
 // so each goes to int32 at once (no offset term). MXFP4 (kMXFP4x16): table value + 12, unsigned,
@@ -155,15 +115,15 @@ template <WeightLayout kLayout>
 void layout_half_dot(const uint8_t* g, int64_t r, int h, const BlockQ8_0* x, const XPrep* prep,
                      int64_t nb, float* out, const uint8_t* next) {
   if constexpr (kLayout == WeightLayout::kIQ4_NLx16) {
-    half_dot<IQ4_NLFmt>(g, h, x, prep, nb, out, next);
+    half_dot<ymm::IQ4_NL>(g, h, x, prep, nb, out, next);
   } else if constexpr (kLayout == WeightLayout::kMXFP4x16) {
     if (mxfp4x16_group_odd(r, nb))
-      half_dot<MXFP4Fmt<true>>(g, h, x, prep, nb, out, next);
+      half_dot<ymm::MXFP4<true>>(g, h, x, prep, nb, out, next);
     else
-      half_dot<MXFP4Fmt<false>>(g, h, x, prep, nb, out, next);
+      half_dot<ymm::MXFP4<false>>(g, h, x, prep, nb, out, next);
   } else {
     static_assert(kLayout == WeightLayout::kQ4_0x16);
-    half_dot<Q4_0Fmt>(g, h, x, prep, nb, out, next);
+    half_dot<ymm::Q4_0>(g, h, x, prep, nb, out, next);
   }
 }
 

@@ -1,6 +1,7 @@
-// Q4_0 x Q8_0 GEMV over the kQ4_0x16 layout (kernels/interleave.h) for AVX2 CPUs that also have
+// Q4_0 x Q8_0 GEMV over the kQ4_0x16 layout (kernels/interleave.h), and IQ4_NL / MXFP4 over
+// kIQ4_NLx16 / kMXFP4x16 (table value + bias as the unsigned code), for AVX2 CPUs that also have
 // AVX-VNNI (the VEX-encoded vpdpbusd: Intel client cores since Alder Lake, AMD Zen 5 run with
-// ISA=avx2). Picked by interleave.cpp's dispatch at the AVX2 level; the GEMM stays the AVX2 one.
+// ISA=avx2). Picked by interleave.cpp's dispatch at the AVX2 level; the GEMMs stay the AVX2 ones.
 //
 // All 16 rows of a group in one step per block, the blocks in two passes (b % 8 < 4, then the
 // rest): each pass keeps 4 of the 8 canonical accumulators for both 8-row halves (8 registers),
@@ -28,8 +29,6 @@
 namespace strata::kernels::detail {
 namespace {
 
-constexpr size_t kBlockBytes = kQ4_0x16Chunk / 2;  // one block of a 16-row group: 288 bytes
-
 inline __m256i broadcast_word(const BlockQ8_0& x, int j) {
   int32_t v;
   std::memcpy(&v, x.qs + 4 * j, 4);
@@ -37,39 +36,56 @@ inline __m256i broadcast_word(const BlockQ8_0& x, int j) {
 }
 
 // One 16-row group against one activation row; next: the following group of the call (or null).
+// Fmt (ymm::, interleave_prep.h): the layout. With a table (kMXFP4x16, kIQ4_NLx16) each nibble
+// becomes its table value + kBias (MXFP4: 12; IQ4_NL: 128, as vpdpbusd has no int16 pairs to
+// overflow), an unsigned code as Q4_0's nibble; the offset -kBias * sum(x) is XPrep's neg * kBias
+// / 8.
+template <typename Fmt>
 void group_dot(const uint8_t* g, const BlockQ8_0* x, const XPrep* prep, int64_t nb, float* out,
                const uint8_t* next) {
+  constexpr int kBias = Fmt::kTable == nullptr ? 8 : Fmt::kBias == 0 ? 128 : Fmt::kBias;
+  constexpr size_t kBlockBytes = Fmt::kChunk / 2;  // a block's share of the group's stream
   const __m256i m4 = _mm256_set1_epi8(0x0F);
+  [[maybe_unused]] __m256i table = m4;
+  if constexpr (Fmt::kTable != nullptr)
+    table = _mm256_add_epi8(
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(Fmt::kTable))),
+        _mm256_set1_epi8(static_cast<char>(kBias)));
+  auto codes = [&](__m256i v) {
+    if constexpr (Fmt::kTable != nullptr) return _mm256_shuffle_epi8(table, v);
+    return v;
+  };
   alignas(32) float acc[2][8][8];  // [half][b % 8][row in the half]
   for (int p = 0; p < 2; ++p) {
     __m256 a0[4], a1[4];
     for (int k = 0; k < 4; ++k) a0[k] = a1[k] = _mm256_setzero_ps();
     // Block b = b8 + 4p + k, b8 a multiple of 8.
     auto step = [&](int64_t b, int k) {
-      const uint8_t* qb = g + q4_0x16_code_offset(b);
+      const uint8_t* qb = g + Fmt::codes(b);
       if (next != nullptr) prefetch_lines<320, kToL2>(next + b * kBlockBytes);
-      if (p == 0)  // this step's quarter of blocks b8..b8+7, kInterleavePrefetch ahead
-        prefetch_lines<kQ4_0x16Chunk, kToL1>(g + (b - k) * kBlockBytes + k * kQ4_0x16Chunk +
+      if (p == 0)  // this step's quarter of blocks b8..b8+7 (chunk k from b8's),
+                   // kInterleavePrefetch ahead
+        prefetch_lines<kQ4_0x16Chunk, kToL1>(g + (b - k) * kBlockBytes + k * Fmt::kChunk +
                                              kInterleavePrefetch);
       __m256i lo0 = _mm256_setzero_si256(), lo1 = lo0, hi0 = lo0, hi1 = lo0;
       for (int j = 0; j < 4; ++j) {
         const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + 64 * j));
         const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + 64 * j + 32));
         const __m256i xl = broadcast_word(x[b], j), xh = broadcast_word(x[b], 4 + j);
-        lo0 = _mm256_dpbusd_avx_epi32(lo0, _mm256_and_si256(v0, m4), xl);
-        hi0 = _mm256_dpbusd_avx_epi32(hi0, _mm256_and_si256(_mm256_srli_epi16(v0, 4), m4), xh);
-        lo1 = _mm256_dpbusd_avx_epi32(lo1, _mm256_and_si256(v1, m4), xl);
-        hi1 = _mm256_dpbusd_avx_epi32(hi1, _mm256_and_si256(_mm256_srli_epi16(v1, 4), m4), xh);
+        lo0 = _mm256_dpbusd_avx_epi32(lo0, codes(_mm256_and_si256(v0, m4)), xl);
+        hi0 =
+            _mm256_dpbusd_avx_epi32(hi0, codes(_mm256_and_si256(_mm256_srli_epi16(v0, 4), m4)), xh);
+        lo1 = _mm256_dpbusd_avx_epi32(lo1, codes(_mm256_and_si256(v1, m4)), xl);
+        hi1 =
+            _mm256_dpbusd_avx_epi32(hi1, codes(_mm256_and_si256(_mm256_srli_epi16(v1, 4), m4)), xh);
       }
-      const __m256i neg = _mm256_set1_epi32(prep[b].neg);
+      const __m256i neg = _mm256_set1_epi32(prep[b].neg / 8 * kBias);
       const __m256i i0 = _mm256_add_epi32(_mm256_add_epi32(lo0, hi0), neg);
       const __m256i i1 = _mm256_add_epi32(_mm256_add_epi32(lo1, hi1), neg);
       const __m256 dx = _mm256_set1_ps(prep[b].dx);
-      const uint8_t* sc = g + q4_0x16_scale_offset(b);
-      const __m256 d0 =
-          _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc))), dx);
-      const __m256 d1 = _mm256_mul_ps(
-          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16))), dx);
+      const uint8_t* sc = g + Fmt::scales(b);
+      const __m256 d0 = _mm256_mul_ps(Fmt::dw(sc, 0), dx);
+      const __m256 d1 = _mm256_mul_ps(Fmt::dw(sc, 1), dx);
       a0[k] = _mm256_add_ps(a0[k], _mm256_mul_ps(_mm256_cvtepi32_ps(i0), d0));
       a1[k] = _mm256_add_ps(a1[k], _mm256_mul_ps(_mm256_cvtepi32_ps(i1), d1));
     };
@@ -93,19 +109,33 @@ void group_dot(const uint8_t* g, const BlockQ8_0* x, const XPrep* prep, int64_t 
   }
 }
 
-void gemv_q4_0x16(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
-                  int64_t row_end, int64_t n_cols) {
-  gemv_q4_0x16_groups(
-      w, row_stride, xq, y, row_begin, row_end, n_cols,
-      [](const uint8_t* g, int64_t, const BlockQ8_0* x, const XPrep* prep, int64_t nb, float* out,
-         const uint8_t* next) { group_dot(g, x, prep, nb, out, next); });
+// kQ4_0x16, kIQ4_NLx16 and kMXFP4x16 (each group by its parity).
+template <WeightLayout kLayout>
+void gemv_x16(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
+              int64_t row_end, int64_t n_cols) {
+  gemv_q4_0x16_groups(w, row_stride, xq, y, row_begin, row_end, n_cols,
+                      [](const uint8_t* g, int64_t r, const BlockQ8_0* x, const XPrep* prep,
+                         int64_t nb, float* out, const uint8_t* next) {
+                        if constexpr (kLayout == WeightLayout::kMXFP4x16) {
+                          if (mxfp4x16_group_odd(r, nb))
+                            group_dot<ymm::MXFP4<true>>(g, x, prep, nb, out, next);
+                          else
+                            group_dot<ymm::MXFP4<false>>(g, x, prep, nb, out, next);
+                        } else if constexpr (kLayout == WeightLayout::kIQ4_NLx16) {
+                          group_dot<ymm::IQ4_NL>(g, x, prep, nb, out, next);
+                        } else {
+                          group_dot<ymm::Q4_0>(g, x, prep, nb, out, next);
+                        }
+                      });
 }
 
 }  // namespace
 
 GemvKernels interleaved_kernels_avxvnni(WeightLayout layout) {
   GemvKernels k = interleaved_kernels_avx2(layout);
-  if (layout == WeightLayout::kQ4_0x16) k.gemv = &gemv_q4_0x16;
+  if (layout == WeightLayout::kQ4_0x16) k.gemv = &gemv_x16<WeightLayout::kQ4_0x16>;
+  if (layout == WeightLayout::kIQ4_NLx16) k.gemv = &gemv_x16<WeightLayout::kIQ4_NLx16>;
+  if (layout == WeightLayout::kMXFP4x16) k.gemv = &gemv_x16<WeightLayout::kMXFP4x16>;
   return k;
 }
 

@@ -1,7 +1,7 @@
-// The Q4_0 interleaved kernels' per-call activation preparation (and the kQ4_0x16 GEMV loop around
-// it), shared by the AVX2, AVX-VNNI and AVX-512
-// files (needs AVX2; each file compiles it with its own flags). Tested by
-// tests/test_interleave.cpp.
+// The Q4_0 (IQ4_NL, MXFP4, Q8_0) interleaved kernels' per-call activation preparation, the 256-bit
+// kernels' view of the 4-bit layouts (ymm::) and the kQ4_0x16 GEMV loop around them, shared by the
+// AVX2, AVX-VNNI and AVX-512 files (needs AVX2; each file compiles it with its own flags). Tested
+// by tests/test_interleave.cpp.
 #pragma once
 
 #include <immintrin.h>
@@ -10,6 +10,7 @@
 
 #include "kernels/interleave_internal.h"
 #include "kernels/quant.h"
+#include "kernels/quant_internal.h"
 
 namespace strata::kernels::detail {
 namespace {
@@ -28,6 +29,46 @@ inline void prep_x(const BlockQ8_0* x, int64_t nb, XPrep* out) {
     out[b].dx = _cvtsh_ss(x[b].d);
   }
 }
+
+// The 16-row layouts of 32-element blocks with 4-bit codes, as the 256-bit kernels read them: how
+// far apart a group's chunks of two blocks are, where block b has its codes and scales, the 8
+// scales of half h (rows 8h..8h+7) as floats, the table the nibbles index (none: Q4_0's nibble -
+// 8) and the bias that makes the values unsigned for vpmaddubsw (0: signed table values).
+namespace ymm {
+
+struct Q4_0 {  // kQ4_0x16
+  static constexpr size_t kChunk = kQ4_0x16Chunk;
+  static constexpr const int8_t* kTable = nullptr;
+  static constexpr int kBias = 8;
+  static size_t codes(int64_t b) { return q4_0x16_code_offset(b); }
+  static size_t scales(int64_t b) { return q4_0x16_scale_offset(b); }
+  static __m256 dw(const uint8_t* p, int h) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * h)));
+  }
+};
+struct IQ4_NL : Q4_0 {  // kIQ4_NLx16: kQ4_0x16's bytes
+  static constexpr const int8_t* kTable = kIq4nlValues;
+  static constexpr int kBias = 0;  // -127..113: + 128 would overflow vpmaddubsw's int16 pairs
+};
+template <bool kOdd>
+struct MXFP4 {  // kMXFP4x16, a group whose first chunk is odd (kOdd) or even
+  static constexpr size_t kChunk = kMXFP4x16Chunk;
+  static constexpr const int8_t* kTable = kMxfp4Values;
+  static constexpr int kBias = 12;  // -12..12
+  static size_t codes(int64_t b) { return mxfp4x16_code_offset(b, kOdd); }
+  static size_t scales(int64_t b) { return mxfp4x16_scale_offset(b, kOdd); }
+  // 2^(e-128) from the exponent bits (e < 2: the subnormals 2^-128, 2^-127).
+  static __m256 dw(const uint8_t* p, int h) {
+    const __m256i e =
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * h)));
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i tiny = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    const __m256i is_tiny = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, tiny, is_tiny));
+  }
+};
+
+}  // namespace ymm
 
 // A kQ4_0x16 (kIQ4_NLx16, kMXFP4x16) GEMV: the activation prepared once per call, then
 // group(g, r, x, prep, nb, y + r, next) for each 16-row group g at row r of [row_begin, row_end);
