@@ -95,6 +95,42 @@ struct MXFP4Fmt {  // kMXFP4x16, a group whose first chunk is odd (kOdd) or even
   }
 };
 
+// Block b (k = b % 8) of a 16-row group against T activation rows: lo[j] / hi[j] are the group's
+// unsigned codes for elements 4j..4j+3 / 16+4j..16+4j+3 (lane = row), offset by kBias (the
+// activation's -kBias * sum(x) is XPrep's neg * kBias / 8), dw the rows' scales:
+// acc[t][k] += (float)isum * (dw * d_x) lane by lane, the canonical step.
+template <int T, int kBias>
+inline void accumulate_block(__m512 (*acc)[8], int k, int64_t b, const __m512i* lo,
+                             const __m512i* hi, __m512 dw, const BlockQ8_0* const* xs,
+                             const XPrep* const* preps) {
+  for (int t = 0; t < T; ++t) {
+    // The activation's 4-byte groups, broadcast straight from memory.
+    const int8_t* xq = xs[t][b].qs;
+    __m512i s0 = _mm512_set1_epi32(preps[t][b].neg / 8 * kBias);
+    __m512i s1 = _mm512_setzero_si512();
+    for (int j = 0; j < 4; ++j) {
+      s0 = _mm512_dpbusd_epi32(s0, lo[j], bcast4(xq + 4 * j));
+      s1 = _mm512_dpbusd_epi32(s1, hi[j], bcast4(xq + 16 + 4 * j));
+    }
+    const __m512i isum = _mm512_add_epi32(s0, s1);
+    const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(preps[t][b].dx));
+    acc[t][k] = _mm512_add_ps(acc[t][k], _mm512_mul_ps(_mm512_cvtepi32_ps(isum), d));
+  }
+}
+
+// A group pass over nb blocks: step(b, k) for each block b (k = b % 8, a constant in the unrolled
+// runs of 8), then the T rows' folded accumulators stored.
+template <int T, typename Step>
+inline void run_blocks(int64_t nb, __m512 (*acc)[8], float* const* outs, Step&& step) {
+  int64_t b = 0;
+  for (; b + 8 <= nb; b += 8) {
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) step(b + k, k);
+  }
+  for (int k = 0; b + k < nb; ++k) step(b + k, k);
+  for (int t = 0; t < T; ++t) _mm512_storeu_ps(outs[t], fold_acc(acc[t]));
+}
+
 // One 16-row group g against T activation rows: a stream of chunks of two blocks (scales and
 // codes, Fmt's layout) Fmt::kChunk bytes apart, one L1 prefetch (non-temporal) of a chunk 8
 // chunks ahead every other block. With a table (kIQ4_NLx16, kMXFP4x16) each nibble becomes its
@@ -130,30 +166,10 @@ void group_dot(const uint8_t* g, const BlockQ8_0* const* xs, const XPrep* const*
         hi[j] = _mm512_shuffle_epi8(table, hi[j]);
       }
     }
-    const __m512 dw = Fmt::dw(g8 + Fmt::scales(k));
-    for (int t = 0; t < T; ++t) {
-      // The activation's 4-byte groups, broadcast straight from memory.
-      const int8_t* xq = xs[t][b].qs;
-      __m512i s0 = _mm512_set1_epi32(kTable ? 16 * preps[t][b].neg : preps[t][b].neg);
-      __m512i s1 = _mm512_setzero_si512();
-      for (int j = 0; j < 4; ++j) {
-        s0 = _mm512_dpbusd_epi32(s0, lo[j], bcast4(xq + 4 * j));
-        s1 = _mm512_dpbusd_epi32(s1, hi[j], bcast4(xq + 16 + 4 * j));
-      }
-      const __m512i isum = _mm512_add_epi32(s0, s1);
-      const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(preps[t][b].dx));
-      acc[t][k] = _mm512_add_ps(acc[t][k], _mm512_mul_ps(_mm512_cvtepi32_ps(isum), d));
-    }
+    accumulate_block<T, kTable ? 128 : 8>(acc, k, b, lo, hi, Fmt::dw(g8 + Fmt::scales(k)), xs,
+                                          preps);
   };
-  int64_t b = 0;
-  for (; b + 8 <= nb; b += 8) {
-#pragma GCC unroll 8
-    for (int k = 0; k < 8; ++k) step(b + k, k);
-  }
-  for (int k = 0; b + k < nb; ++k) step(b + k, k);
-  for (int t = 0; t < T; ++t) {
-    _mm512_storeu_ps(outs[t], fold_acc(acc[t]));
-  }
+  run_blocks<T>(nb, acc, outs, step);
 }
 
 // One 16-row kQ8_0x16 group g (its first block odd: kOdd) against T activation rows: per block 8
@@ -172,32 +188,13 @@ void group_dot_q8(const uint8_t* g, const BlockQ8_0* const* xs, const XPrep* con
     const uint8_t* g8 = g + static_cast<size_t>(b - k) * kUnit544;
     const uint8_t* qb = g8 + q8_0x16_code_offset(k, kOdd);
     prefetch_lines<kQ4_0x16Chunk, kToL1Nta>(g8 + static_cast<size_t>(k + 8) * kUnit544);
-    __m512i c[8];
+    __m512i c[8];  // code lines 0-3: elements 0-15, 4-7: 16-31
     for (int j = 0; j < 8; ++j) c[j] = _mm512_xor_si512(_mm512_loadu_si512(qb + 64 * j), flip);
     const __m512 dw = _mm512_cvtph_ps(
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g8 + q8_0x16_scale_offset(k, kOdd))));
-    for (int t = 0; t < T; ++t) {
-      const int8_t* xq = xs[t][b].qs;
-      __m512i s0 = _mm512_set1_epi32(16 * preps[t][b].neg);
-      __m512i s1 = _mm512_setzero_si512();
-      for (int j = 0; j < 4; ++j) {
-        s0 = _mm512_dpbusd_epi32(s0, c[j], bcast4(xq + 4 * j));
-        s1 = _mm512_dpbusd_epi32(s1, c[4 + j], bcast4(xq + 16 + 4 * j));
-      }
-      const __m512i isum = _mm512_add_epi32(s0, s1);
-      const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(preps[t][b].dx));
-      acc[t][k] = _mm512_add_ps(acc[t][k], _mm512_mul_ps(_mm512_cvtepi32_ps(isum), d));
-    }
+    accumulate_block<T, 128>(acc, k, b, c, c + 4, dw, xs, preps);
   };
-  int64_t b = 0;
-  for (; b + 8 <= nb; b += 8) {
-#pragma GCC unroll 8
-    for (int k = 0; k < 8; ++k) step(b + k, k);
-  }
-  for (int k = 0; b + k < nb; ++k) step(b + k, k);
-  for (int t = 0; t < T; ++t) {
-    _mm512_storeu_ps(outs[t], fold_acc(acc[t]));
-  }
+  run_blocks<T>(nb, acc, outs, step);
 }
 
 // Both groups of a kQ4_0x32 pair against one activation row in one pass over the pair's one
