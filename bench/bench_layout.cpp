@@ -7,8 +7,8 @@
 // 1 thread the rates are on-CPU (bytes / thread CPU time), which a shared machine distorts far
 // less than wall time; with several, wall time. Also the cache-resident rate of one matrix (the
 // compute ceiling). Results are checked bit-identical before timing.
-// Run: bench_layout [--type Q4_0|Q4_K|Q6_K|IQ4_XS|IQ4_NL|MXFP4|Q8_0] [--rows N] [--cols N] [--item
-// N]
+// Run: bench_layout [--type Q4_0|Q4_K|Q5_K|Q6_K|IQ4_XS|IQ4_NL|MXFP4|Q8_0] [--rows N] [--cols N]
+// [--item N]
 // [--rounds N]
 //                   [--pool-mib N] [--threads N] [--isa best|avx2|ref]
 //                   [--q4-0-layout auto|x16|both]
@@ -84,10 +84,13 @@ int main(int argc, char** argv) {
     type = GgmlType::MXFP4;
   } else if (type_name == "Q8_0") {
     type = GgmlType::Q8_0;
+  } else if (type_name == "Q5_K") {
+    type = GgmlType::Q5_K;
   } else if (type_name != "Q4_0") {
-    std::fprintf(stderr,
-                 "bench_layout: --type %s: one of Q4_0, Q4_K, Q6_K, IQ4_XS, IQ4_NL, MXFP4, Q8_0\n",
-                 type_name.c_str());
+    std::fprintf(
+        stderr,
+        "bench_layout: --type %s: one of Q4_0, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ4_NL, MXFP4, Q8_0\n",
+        type_name.c_str());
     return 1;
   }
   const int64_t rows = std::stoll(arg(argc, argv, "--rows", "768"));

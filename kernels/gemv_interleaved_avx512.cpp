@@ -377,16 +377,28 @@ inline __m512i k_min(__m512i s1, __m512i s2, int s) {
   return _mm512_or_si512(lo, hi);
 }
 
-// One 16-row group of nb super-blocks against T activation rows.
-template <int T>
+// Bit n of every byte of v moved to bit 4 (the 5th bit of a Q5_K code), the other bits cleared:
+// 16-bit shifts (down by n, keep bit 0, up by 4), as no bit crossing a byte boundary lands there.
+inline __m512i bit_to_4(__m512i v, int n) {
+  const __m512i b0 =
+      _mm512_and_si512(_mm512_srl_epi16(v, _mm_cvtsi32_si128(n)), _mm512_set1_epi8(0x01));
+  return _mm512_slli_epi16(b0, 4);
+}
+
+// One 16-row group of nb super-blocks against T activation rows: kQ4_Kx16, or kQ5_Kx16 (kFive:
+// each code line's 5th bits, bits 2c / 2c + 1 of the qh line at its position i, ORed in as 16).
+template <int T, bool kFive = false>
 void group_dot_k(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float* const* outs) {
+  constexpr size_t kBlock = kFive ? kQ5_Kx16Block : 2304;
+  constexpr size_t kCodes = kFive ? 768 : 256;
+  constexpr size_t kAhead = kFive ? kQ5_Kx16Prefetch : kQ4_Kx16Prefetch;
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   __m512 acc[T][8];
   for (int t = 0; t < T; ++t)
     for (int k = 0; k < 8; ++k) acc[t][k] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = g + b * 2304;
-    prefetch_lines<256, kToL1>(blk + kQ4_Kx16Prefetch);
+    const uint8_t* blk = g + b * kBlock;
+    prefetch_lines<kCodes, kToL1>(blk + kAhead);
     const __m512i s0 = _mm512_loadu_si512(blk + 64);
     const __m512i s1 = _mm512_loadu_si512(blk + 128);
     const __m512i s2 = _mm512_loadu_si512(blk + 192);
@@ -396,10 +408,15 @@ void group_dot_k(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float
       __m512i lo_sum[T], hi_sum[T];
       for (int t = 0; t < T; ++t) lo_sum[t] = hi_sum[t] = _mm512_setzero_si512();
       for (int i = 0; i < 8; ++i) {
-        prefetch_lines<64, kToL1>(blk + 256 + (8 * c + i) * 64 + kQ4_Kx16Prefetch);
-        const __m512i v = _mm512_loadu_si512(blk + 256 + (8 * c + i) * 64);
-        const __m512i lo = _mm512_and_si512(v, m4);
-        const __m512i hi = high_nibbles(v, m4);
+        prefetch_lines<64, kToL1>(blk + kCodes + (8 * c + i) * 64 + kAhead);
+        const __m512i v = _mm512_loadu_si512(blk + kCodes + (8 * c + i) * 64);
+        __m512i lo = _mm512_and_si512(v, m4);
+        __m512i hi = high_nibbles(v, m4);
+        if constexpr (kFive) {
+          const __m512i h = _mm512_loadu_si512(blk + 256 + 64 * i);
+          lo = _mm512_or_si512(lo, bit_to_4(h, 2 * c));
+          hi = _mm512_or_si512(hi, bit_to_4(h, 2 * c + 1));
+        }
         for (int t = 0; t < T; ++t) {
           int32_t xl = 0, xh = 0;
           std::memcpy(&xl, xs[t][b].qs + 64 * c + 4 * i, 4);
@@ -620,6 +637,12 @@ struct IQ4XSDot {
   }
 };
 template <int T>
+struct Q5KDot {
+  static void run(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float* const* outs) {
+    group_dot_k<T, true>(g, xs, nb, outs);
+  }
+};
+template <int T>
 struct Q6KDot {
   static void run(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float* const* outs) {
     group_dot_q6<T>(g, xs, nb, outs);
@@ -645,6 +668,7 @@ GemvKernels interleaved_kernels_avx512(WeightLayout layout) {
     return GemvKernels{&gemv_b32<WeightLayout::kQ8_0x16>, &gemm_b32<WeightLayout::kQ8_0x16>};
   if (layout == WeightLayout::kQ4_Kx16) return GemvKernels{&gemv_kx16<Q4KDot>, &gemm_kx16<Q4KDot>};
   if (layout == WeightLayout::kQ6_Kx16) return GemvKernels{&gemv_kx16<Q6KDot>, &gemm_kx16<Q6KDot>};
+  if (layout == WeightLayout::kQ5_Kx16) return GemvKernels{&gemv_kx16<Q5KDot>, &gemm_kx16<Q5KDot>};
   if (layout == WeightLayout::kIQ4_XSx16)
     return GemvKernels{&gemv_kx16<IQ4XSDot>, &gemm_kx16<IQ4XSDot>};
   return GemvKernels{nullptr, nullptr};

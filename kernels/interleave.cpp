@@ -76,6 +76,8 @@ GgmlType layout_type(WeightLayout layout) {
       return GgmlType::MXFP4;
     case WeightLayout::kQ8_0x16:
       return GgmlType::Q8_0;
+    case WeightLayout::kQ5_Kx16:
+      return GgmlType::Q5_K;
     default:
       return GgmlType::Q4_0;
   }
@@ -123,6 +125,26 @@ void unpack_group_k(const uint8_t* src, uint8_t* dst, int64_t nb) {
       std::memcpy(dst + r * row_bytes + static_cast<size_t>(b) * sizeof(BlockQ4_K), &blk,
                   sizeof(blk));
     }
+}
+
+// kQ5_Kx16: row r's super-block b of a group, written into the layout and gathered back.
+void q5k_scatter(const BlockQ5_K& blk, uint8_t* group, int64_t b, int r) {
+  uint8_t* at = group + static_cast<size_t>(b) * detail::kQ5_Kx16Block;
+  std::memcpy(at + 2 * r, &blk.d, 2);
+  std::memcpy(at + 32 + 2 * r, &blk.dmin, 2);
+  for (int k = 0; k < 3; ++k) std::memcpy(at + 64 + 64 * k + 4 * r, blk.scales + 4 * k, 4);
+  for (int i = 0; i < 8; ++i) std::memcpy(at + 256 + 64 * i + 4 * r, blk.qh + 4 * i, 4);
+  for (int i = 0; i < 32; ++i) std::memcpy(at + 768 + 64 * i + 4 * r, blk.qs + 4 * i, 4);
+}
+BlockQ5_K q5k_gather(const uint8_t* group, int64_t b, int r) {
+  const uint8_t* at = group + static_cast<size_t>(b) * detail::kQ5_Kx16Block;
+  BlockQ5_K blk;
+  std::memcpy(&blk.d, at + 2 * r, 2);
+  std::memcpy(&blk.dmin, at + 32 + 2 * r, 2);
+  for (int k = 0; k < 3; ++k) std::memcpy(blk.scales + 4 * k, at + 64 + 64 * k + 4 * r, 4);
+  for (int i = 0; i < 8; ++i) std::memcpy(blk.qh + 4 * i, at + 256 + 64 * i + 4 * r, 4);
+  for (int i = 0; i < 32; ++i) std::memcpy(blk.qs + 4 * i, at + 768 + 64 * i + 4 * r, 4);
+  return blk;
 }
 
 // kQ6_Kx16: row r's bytes of each part of a group's super-block b (interleave_internal.h).
@@ -273,6 +295,8 @@ void pack_any(WeightLayout layout, const uint8_t* src, uint8_t* dst, int64_t nb,
       return pack_group_k(src, dst, nb);
     case WeightLayout::kQ6_Kx16:
       return pack_group_blocks<BlockQ6_K, &q6_scatter>(src, dst, nb);
+    case WeightLayout::kQ5_Kx16:
+      return pack_group_blocks<BlockQ5_K, &q5k_scatter>(src, dst, nb);
     case WeightLayout::kIQ4_XSx16:
       return pack_group_blocks<BlockIQ4_XS, &iq4_scatter>(src, dst, nb);
     default:
@@ -291,6 +315,8 @@ void unpack_any(WeightLayout layout, const uint8_t* src, uint8_t* dst, int64_t n
       return unpack_group_k(src, dst, nb);
     case WeightLayout::kQ6_Kx16:
       return unpack_group_blocks<BlockQ6_K, &q6_gather>(src, dst, nb);
+    case WeightLayout::kQ5_Kx16:
+      return unpack_group_blocks<BlockQ5_K, &q5k_gather>(src, dst, nb);
     case WeightLayout::kIQ4_XSx16:
       return unpack_group_blocks<BlockIQ4_XS, &iq4_gather>(src, dst, nb);
     default:
@@ -311,6 +337,7 @@ WeightLayout interleaved_layout(GgmlType type, int64_t n_rows, int64_t n_cols) {
                                                           : WeightLayout::kQ4_0x16;
   if (type == GgmlType::Q4_K && n_cols % kQK_K == 0) return WeightLayout::kQ4_Kx16;
   if (type == GgmlType::Q6_K && n_cols % kQK_K == 0) return WeightLayout::kQ6_Kx16;
+  if (type == GgmlType::Q5_K && n_cols % kQK_K == 0) return WeightLayout::kQ5_Kx16;
   if (type == GgmlType::IQ4_XS && n_cols % kQK_K == 0) return WeightLayout::kIQ4_XSx16;
   if (type == GgmlType::IQ4_NL && n_cols % (2 * kQK) == 0) return WeightLayout::kIQ4_NLx16;
   if (type == GgmlType::MXFP4 && n_cols % (2 * kQK) == 0) return WeightLayout::kMXFP4x16;
@@ -335,6 +362,7 @@ bool layout_fits(WeightLayout layout, int64_t n_rows, int64_t n_cols) {
     case WeightLayout::kQ4_0x32:
       return n_rows % (2 * kGroupRows) == 0 && n_cols % (2 * kQK) == 0;
     case WeightLayout::kQ4_Kx16:
+    case WeightLayout::kQ5_Kx16:
     case WeightLayout::kQ6_Kx16:
     case WeightLayout::kIQ4_XSx16:
       return n_rows % kGroupRows == 0 && n_cols % kQK_K == 0;
@@ -362,7 +390,7 @@ bool interleave_pays(GgmlType type) {
     case Isa::kAvx512:
       return type == GgmlType::Q4_0 || type == GgmlType::Q4_K || type == GgmlType::Q6_K ||
              type == GgmlType::IQ4_XS || type == GgmlType::IQ4_NL || type == GgmlType::MXFP4 ||
-             type == GgmlType::Q8_0;
+             type == GgmlType::Q8_0 || type == GgmlType::Q5_K;
     case Isa::kAvx2:
       return type == GgmlType::Q4_0 || type == GgmlType::Q4_K || type == GgmlType::IQ4_XS ||
              type == GgmlType::IQ4_NL || type == GgmlType::MXFP4;
@@ -537,6 +565,28 @@ float dot_row_k_ref(const uint8_t* group, int r, const BlockQ8_K* x, int64_t nb)
   return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
 }
 
+// The canonical Q5_K order of gemv.cpp for one row of a kQ5_Kx16 group, literally (dot_k_min of
+// gemv_ref.cpp over the super-blocks gathered back).
+float dot_row_q5_k_ref(const uint8_t* group, int r, const BlockQ8_K* x, int64_t nb) {
+  float acc[8] = {};
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockQ5_K blk = q5k_gather(group, b, r);
+    int32_t sumi = 0, summ = 0;
+    for (int s = 0; s < 8; ++s) {
+      uint8_t sc = 0, mn = 0;
+      q4_k_scale_min(blk.scales, s, &sc, &mn);
+      int32_t isum = 0;
+      for (int l = 0; l < 32; ++l) isum += q5_k_code(blk, 32 * s + l) * x[b].qs[32 * s + l];
+      sumi += sc * isum;
+      summ += mn * (x[b].bsums[2 * s] + x[b].bsums[2 * s + 1]);
+    }
+    const float dd = fp16_to_f32(blk.d) * x[b].d;
+    const float dm = fp16_to_f32(blk.dmin) * x[b].d;
+    acc[b % 8] = acc[b % 8] + (dd * static_cast<float>(sumi) - dm * static_cast<float>(summ));
+  }
+  return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
 // The integer sum of one Q6_K super-block over groups of 16 with int8 scales (IQ4_XS's:
 // iq4_xs_sumi, quant_internal.h).
 int32_t q6_sumi(const BlockQ6_K& blk, const BlockQ8_K& x) {
@@ -647,6 +697,7 @@ GemvKernels interleaved_kernels_ref(WeightLayout layout) {
   if (layout == WeightLayout::kIQ4_NLx16)
     return x16_ref<BlockQ8_0, kQK, &dot_row_ref<kQ4_0x16Chunk, &iq4_nl_nibble>>();
   if (layout == WeightLayout::kQ4_Kx16) return x16_ref<BlockQ8_K, kQK_K, &dot_row_k_ref>();
+  if (layout == WeightLayout::kQ5_Kx16) return x16_ref<BlockQ8_K, kQK_K, &dot_row_q5_k_ref>();
   return GemvKernels{nullptr, nullptr};
 }
 

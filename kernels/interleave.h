@@ -53,6 +53,14 @@
 // Q4_K codes are unsigned (the mins are a separate term), so each load is a 16-lane vpdpbusd
 // with no offset; lane r holds row r's sub-block sums, scaled per lane by its 6-bit scales.
 //
+// kQ5_Kx16 (Q5_K, n_rows % 16 == 0; chosen on AVX-512 hosts): kQ4_Kx16's with the 5th bits
+// between the scales and the codes, per super-block b of the group 2816 bytes (44 lines):
+//     +0     the 16 rows' fp16 d, +32 their fp16 dmin, +64 the scale dwords as kQ4_Kx16's
+//     +256   for i < 8: the 16 rows' qh[4i..4i+3] (bit s of byte l: element 32s + l's 5th bit)
+//     +768   for i < 32: the 16 rows' qs[4i..4i+3]
+// The AVX-512 kernel ORs each code line's 5th bits (one qh line per 8 code lines' position) into
+// the nibbles as 16, then vpdpbusd as Q4_K's.
+//
 // kQ6_Kx16 (Q6_K, n_rows % 16 == 0): groups of 16 rows as above; per super-block b of the group
 // 3360 bytes (16 x 210, 52.5 lines), laid out so that every 64-byte load is aligned when b's
 // chunk starts on a line (even b; odd b start half a line in, so their d comes first):
@@ -93,6 +101,7 @@ enum class WeightLayout : uint8_t {
   kIQ4_NLx16,  // IQ4_NL, kQ4_0x16's bytes (above)
   kMXFP4x16,   // MXFP4, 16 rows interleaved per group (above)
   kQ8_0x16,    // Q8_0, 16 rows interleaved per group (above)
+  kQ5_Kx16,    // Q5_K, 16 rows interleaved per group (above)
 };
 
 // Rows per group of a layout (1 for kRows): row ranges handed to its kernels start and end at
@@ -110,11 +119,11 @@ WeightLayout interleaved_layout(GgmlType type);
 // Whether the interleaved kernels of the best ISA are faster than the GGUF layout's on this CPU
 // (true with AVX-512 VNNI or AVX2; the scalar twins exist for tests, not speed).
 bool interleave_pays();
-// The same for one weight type: Q4_0, Q4_K, IQ4_XS, IQ4_NL and MXFP4 with AVX-512 or AVX2; Q6_K
-// and Q8_0 with AVX-512 only (no AVX2 interleaved kernel). On an AVX2-only Zen 3 the GGUF layout's
-// Q4_K row kernel is compute-bound (~7 GB/s a core); the interleaved one, with its next-group L2
-// prefetch, streams 94-110% of the in-run probe in the 30B against 67-87% (bench/RESULTS.md session
-// 16).
+// The same for one weight type: Q4_0, Q4_K, IQ4_XS, IQ4_NL and MXFP4 with AVX-512 or AVX2; Q5_K,
+// Q6_K and Q8_0 with AVX-512 only (no AVX2 interleaved kernel). On an AVX2-only Zen 3 the GGUF
+// layout's Q4_K row kernel is compute-bound (~7 GB/s a core); the interleaved one, with its
+// next-group L2 prefetch, streams 94-110% of the in-run probe in the 30B against 67-87%
+// (bench/RESULTS.md session 16).
 bool interleave_pays(GgmlType type);
 
 // Kernels for a weight type in a layout (kRows: gemv_kernels(type, isa)). The interleaved ones

@@ -119,6 +119,12 @@ constexpr size_t kIQ4_XSx16Block = 2176;
 // The AVX-512 IQ4_XS kernel's L1 prefetch per line, two super-blocks ahead (as Q4_K's).
 constexpr size_t kIQ4_XSx16Prefetch = 2 * kIQ4_XSx16Block;
 
+// kQ5_Kx16 (kernels/interleave.h): super-block b of a group is 2816 bytes at 2816 b; its d at +0,
+// dmin at +32, scale dwords at +64, qh dwords at +256, codes at +768.
+constexpr size_t kQ5_Kx16Block = 2816;
+// The AVX-512 Q5_K kernel's L1 prefetch per line, two super-blocks ahead (as Q4_K's).
+constexpr size_t kQ5_Kx16Prefetch = 2 * kQ5_Kx16Block;
+
 // kQ6_Kx16 (kernels/interleave.h): super-block b of a group is 3360 bytes at 3360 b; its parts.
 constexpr size_t kQ6_Kx16Block = 3360;
 struct Q6KParts {

@@ -58,6 +58,23 @@ std::vector<uint8_t> random_q4_k(int64_t n_rows, int64_t n_cols, std::mt19937_64
   return w;
 }
 
+std::vector<uint8_t> random_q5_k(int64_t n_rows, int64_t n_cols, std::mt19937_64& rng) {
+  const int64_t nb = n_cols / kQK_K;
+  std::vector<uint8_t> w(static_cast<size_t>(n_rows * nb) * sizeof(BlockQ5_K));
+  for (auto& byte : w) byte = static_cast<uint8_t>(rng());  // codes, 5th bits, scales: any bits
+  auto* blocks = reinterpret_cast<BlockQ5_K*>(w.data());
+  for (int64_t i = 0; i < n_rows * nb; ++i) {
+    blocks[i].d = random_scale(rng);
+    blocks[i].dmin = random_scale(rng);
+    if (i % 7 == 0) {  // the extremes: every code 31, every scale and min 63
+      std::memset(blocks[i].qs, 0xFF, sizeof(blocks[i].qs));
+      std::memset(blocks[i].qh, 0xFF, sizeof(blocks[i].qh));
+      std::memset(blocks[i].scales, 0xFF, sizeof(blocks[i].scales));
+    }
+  }
+  return w;
+}
+
 std::vector<uint8_t> random_q6_k(int64_t n_rows, int64_t n_cols, std::mt19937_64& rng) {
   const int64_t nb = n_cols / kQK_K;
   std::vector<uint8_t> w(static_cast<size_t>(n_rows * nb) * sizeof(BlockQ6_K));
@@ -120,6 +137,7 @@ std::vector<uint8_t> random_weights(GgmlType t, int64_t n_rows, int64_t n_cols,
   if (t == GgmlType::IQ4_XS) return random_iq4_xs(n_rows, n_cols, rng);
   if (t == GgmlType::MXFP4) return random_mxfp4(n_rows, n_cols, rng);
   if (t == GgmlType::Q8_0) return random_q8_0(n_rows, n_cols, rng);
+  if (t == GgmlType::Q5_K) return random_q5_k(n_rows, n_cols, rng);
   // Q4_0, and IQ4_NL (its blocks have Q4_0's shape: fp16 d, 16 code bytes of any bits).
   return t == GgmlType::Q4_K ? random_q4_k(n_rows, n_cols, rng) : random_q4_0(n_rows, n_cols, rng);
 }
@@ -130,6 +148,7 @@ GgmlType layout_type(WeightLayout layout) {
   if (layout == WeightLayout::kIQ4_NLx16) return GgmlType::IQ4_NL;
   if (layout == WeightLayout::kMXFP4x16) return GgmlType::MXFP4;
   if (layout == WeightLayout::kQ8_0x16) return GgmlType::Q8_0;
+  if (layout == WeightLayout::kQ5_Kx16) return GgmlType::Q5_K;
   return layout == WeightLayout::kQ4_Kx16 ? GgmlType::Q4_K : GgmlType::Q4_0;
 }
 
@@ -240,6 +259,8 @@ TEST(Interleave, LayoutsCoverTheirTypesInWholeGroups) {
   EXPECT_EQ(interleaved_layout(GgmlType::Q6_K, 151936, 2048), WeightLayout::kQ6_Kx16);
   EXPECT_EQ(interleaved_layout(GgmlType::Q6_K, 2048, 768), WeightLayout::kQ6_Kx16);
   EXPECT_EQ(interleaved_layout(GgmlType::Q6_K, 40, 256), WeightLayout::kRows);
+  EXPECT_EQ(interleaved_layout(GgmlType::Q5_K, 768, 2048), WeightLayout::kQ5_Kx16);
+  EXPECT_EQ(interleaved_layout(GgmlType::Q5_K, 40, 256), WeightLayout::kRows);
   EXPECT_EQ(interleaved_layout(GgmlType::Q6_K), WeightLayout::kQ6_Kx16);
   EXPECT_EQ(interleaved_layout(GgmlType::IQ4_XS, 768, 2048), WeightLayout::kIQ4_XSx16);
   EXPECT_EQ(interleaved_layout(GgmlType::IQ4_XS, 40, 256), WeightLayout::kRows);
@@ -262,6 +283,7 @@ TEST(Interleave, LayoutsCoverTheirTypesInWholeGroups) {
   EXPECT_EQ(layout_rows(WeightLayout::kIQ4_NLx16), 16);
   EXPECT_EQ(layout_rows(WeightLayout::kMXFP4x16), 16);
   EXPECT_EQ(layout_rows(WeightLayout::kQ8_0x16), 16);
+  EXPECT_EQ(layout_rows(WeightLayout::kQ5_Kx16), 16);
 }
 
 // kMXFP4x16's chunks and kQ8_0x16's blocks (544-byte units) alternate codes-first and
@@ -294,7 +316,7 @@ TEST(Interleave, RoundTripsAndInPlaceEqualsCopy) {
   for (WeightLayout layout :
        {WeightLayout::kQ4_0x16, WeightLayout::kQ4_0x32, WeightLayout::kQ4_Kx16,
         WeightLayout::kQ6_Kx16, WeightLayout::kIQ4_XSx16, WeightLayout::kMXFP4x16,
-        WeightLayout::kQ8_0x16})
+        WeightLayout::kQ8_0x16, WeightLayout::kQ5_Kx16})
     // 832 columns: 13 chunks of two blocks per group (kMXFP4x16's groups alternate).
     for (auto [rows, cols] :
          {std::pair<int64_t, int64_t>{16, 256}, {48, 768}, {32, 2048}, {48, 832}, {48, 96}}) {
@@ -392,7 +414,7 @@ TEST_P(InterleaveKernels, EqualTheGgufLayoutsBitForBit) {
 INSTANTIATE_TEST_SUITE_P(Types, InterleaveKernels,
                          ::testing::Values(GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K,
                                            GgmlType::IQ4_XS, GgmlType::IQ4_NL, GgmlType::MXFP4,
-                                           GgmlType::Q8_0),
+                                           GgmlType::Q8_0, GgmlType::Q5_K),
                          [](const auto& info) { return std::string(ggml_type_name(info.param)); });
 
 TEST(Interleave, PoolSplitEqualsOneCall) {
