@@ -25,12 +25,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "bench/read_probe.h"
+#include "io/ggml_type.h"
 #include "kernels/gemv.h"
 #include "kernels/interleave.h"
 #include "kernels/quant.h"
@@ -71,28 +73,13 @@ std::string arg(int argc, char** argv, const std::string& name, const std::strin
 
 int main(int argc, char** argv) {
   const std::string type_name = arg(argc, argv, "--type", "Q4_0");
-  GgmlType type = GgmlType::Q4_0;
-  if (type_name == "Q4_K") {
-    type = GgmlType::Q4_K;
-  } else if (type_name == "Q6_K") {
-    type = GgmlType::Q6_K;
-  } else if (type_name == "IQ4_XS") {
-    type = GgmlType::IQ4_XS;
-  } else if (type_name == "IQ4_NL") {
-    type = GgmlType::IQ4_NL;
-  } else if (type_name == "MXFP4") {
-    type = GgmlType::MXFP4;
-  } else if (type_name == "Q8_0") {
-    type = GgmlType::Q8_0;
-  } else if (type_name == "Q5_K") {
-    type = GgmlType::Q5_K;
-  } else if (type_name != "Q4_0") {
-    std::fprintf(
-        stderr,
-        "bench_layout: --type %s: one of Q4_0, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ4_NL, MXFP4, Q8_0\n",
-        type_name.c_str());
+  // Any type name; one without an interleaved layout is refused below.
+  const std::optional<GgmlType> parsed = strata::ggml_type_from_name(type_name);
+  if (!parsed) {
+    std::fprintf(stderr, "bench_layout: --type %s is not a ggml type name\n", type_name.c_str());
     return 1;
   }
+  const GgmlType type = *parsed;
   const int64_t rows = std::stoll(arg(argc, argv, "--rows", "768"));
   const int64_t cols = std::stoll(arg(argc, argv, "--cols", "2048"));
   const int64_t item = std::stoll(arg(argc, argv, "--item", "64"));

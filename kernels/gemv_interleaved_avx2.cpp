@@ -114,17 +114,8 @@ void half_dot(const uint8_t* g, int h, const BlockQ8_0* x, const XPrep* prep, in
 template <WeightLayout kLayout>
 void layout_half_dot(const uint8_t* g, int64_t r, int h, const BlockQ8_0* x, const XPrep* prep,
                      int64_t nb, float* out, const uint8_t* next) {
-  if constexpr (kLayout == WeightLayout::kIQ4_NLx16) {
-    half_dot<ymm::IQ4_NL>(g, h, x, prep, nb, out, next);
-  } else if constexpr (kLayout == WeightLayout::kMXFP4x16) {
-    if (mxfp4x16_group_odd(r, nb))
-      half_dot<ymm::MXFP4<true>>(g, h, x, prep, nb, out, next);
-    else
-      half_dot<ymm::MXFP4<false>>(g, h, x, prep, nb, out, next);
-  } else {
-    static_assert(kLayout == WeightLayout::kQ4_0x16);
-    half_dot<ymm::Q4_0>(g, h, x, prep, nb, out, next);
-  }
+  with_ymm_format<kLayout>(
+      r, nb, [&](auto fmt) { half_dot<decltype(fmt)>(g, h, x, prep, nb, out, next); });
 }
 
 // kQ4_0x16, kIQ4_NLx16 and kMXFP4x16.

@@ -116,16 +116,9 @@ void gemv_x16(const void* w, size_t row_stride, const void* xq, float* y, int64_
   gemv_q4_0x16_groups(w, row_stride, xq, y, row_begin, row_end, n_cols,
                       [](const uint8_t* g, int64_t r, const BlockQ8_0* x, const XPrep* prep,
                          int64_t nb, float* out, const uint8_t* next) {
-                        if constexpr (kLayout == WeightLayout::kMXFP4x16) {
-                          if (mxfp4x16_group_odd(r, nb))
-                            group_dot<ymm::MXFP4<true>>(g, x, prep, nb, out, next);
-                          else
-                            group_dot<ymm::MXFP4<false>>(g, x, prep, nb, out, next);
-                        } else if constexpr (kLayout == WeightLayout::kIQ4_NLx16) {
-                          group_dot<ymm::IQ4_NL>(g, x, prep, nb, out, next);
-                        } else {
-                          group_dot<ymm::Q4_0>(g, x, prep, nb, out, next);
-                        }
+                        with_ymm_format<kLayout>(r, nb, [&](auto fmt) {
+                          group_dot<decltype(fmt)>(g, x, prep, nb, out, next);
+                        });
                       });
 }
 

@@ -224,46 +224,35 @@ BlockQ8_0 q8_0_gather(const uint8_t* group, int64_t b, int r, bool odd) {
   return blk;
 }
 
-// The layouts of alternating 544-byte units, block by block, the group's parity passed on.
-template <typename Block, void (*Scatter)(const Block&, uint8_t*, int64_t, int, bool)>
-void pack_group_units(const uint8_t* src, uint8_t* dst, int64_t nb, bool odd) {
-  const size_t row_bytes = static_cast<size_t>(nb) * sizeof(Block);
-  for (int64_t b = 0; b < nb; ++b)
-    for (int r = 0; r < kGroupRows; ++r) {
-      Block blk;
-      std::memcpy(&blk, src + r * row_bytes + static_cast<size_t>(b) * sizeof(blk), sizeof(blk));
-      Scatter(blk, dst, b, r, odd);
-    }
-}
-template <typename Block, Block (*Gather)(const uint8_t*, int64_t, int, bool)>
-void unpack_group_units(const uint8_t* src, uint8_t* dst, int64_t nb, bool odd) {
-  const size_t row_bytes = static_cast<size_t>(nb) * sizeof(Block);
-  for (int64_t b = 0; b < nb; ++b)
-    for (int r = 0; r < kGroupRows; ++r) {
-      const Block blk = Gather(src, b, r, odd);
-      std::memcpy(dst + r * row_bytes + static_cast<size_t>(b) * sizeof(blk), &blk, sizeof(blk));
-    }
-}
-
-// The super-block layouts whose rows go through scatter / gather one block at a time.
-template <typename Block, void (*Scatter)(const Block&, uint8_t*, int64_t, int)>
-void pack_group_blocks(const uint8_t* src, uint8_t* dst, int64_t nb) {
+// The layouts whose rows go through scatter(block, group, b, r) / gather(group, b, r) one block
+// at a time (the super-block layouts, and the 544-byte unit layouts with the group's parity bound).
+template <typename Block, typename Scatter>
+void pack_group_blocks(const uint8_t* src, uint8_t* dst, int64_t nb, Scatter&& scatter) {
   const size_t row_bytes = static_cast<size_t>(nb) * sizeof(Block);
   for (int64_t b = 0; b < nb; ++b)
     for (int r = 0; r < kGroupRows; ++r) {
       Block blk;
       std::memcpy(&blk, src + r * row_bytes + static_cast<size_t>(b) * sizeof(Block), sizeof(blk));
-      Scatter(blk, dst, b, r);
+      scatter(blk, dst, b, r);
     }
 }
-template <typename Block, Block (*Gather)(const uint8_t*, int64_t, int)>
-void unpack_group_blocks(const uint8_t* src, uint8_t* dst, int64_t nb) {
+template <typename Block, typename Gather>
+void unpack_group_blocks(const uint8_t* src, uint8_t* dst, int64_t nb, Gather&& gather) {
   const size_t row_bytes = static_cast<size_t>(nb) * sizeof(Block);
   for (int64_t b = 0; b < nb; ++b)
     for (int r = 0; r < kGroupRows; ++r) {
-      const Block blk = Gather(src, b, r);
+      const Block blk = gather(src, b, r);
       std::memcpy(dst + r * row_bytes + static_cast<size_t>(b) * sizeof(Block), &blk, sizeof(blk));
     }
+}
+// A unit layout's scatter / gather with the group's parity bound.
+template <typename Block, void (*Scatter)(const Block&, uint8_t*, int64_t, int, bool)>
+auto unit_scatter(bool odd) {
+  return [odd](const Block& blk, uint8_t* g, int64_t b, int r) { Scatter(blk, g, b, r, odd); };
+}
+template <typename Block, Block (*Gather)(const uint8_t*, int64_t, int, bool)>
+auto unit_gather(bool odd) {
+  return [odd](const uint8_t* g, int64_t b, int r) { return Gather(g, b, r, odd); };
 }
 
 // Blocks per row and bytes per group of a layout's matrix.
@@ -286,19 +275,21 @@ size_t group_bytes(WeightLayout layout, int64_t nb) {
 void pack_any(WeightLayout layout, const uint8_t* src, uint8_t* dst, int64_t nb, int64_t g) {
   switch (layout) {
     case WeightLayout::kMXFP4x16:
-      return pack_group_units<BlockMXFP4, &mxfp4_scatter>(
-          src, dst, nb, detail::mxfp4x16_group_odd(g * kGroupRows, nb));
+      return pack_group_blocks<BlockMXFP4>(
+          src, dst, nb,
+          unit_scatter<BlockMXFP4, &mxfp4_scatter>(detail::mxfp4x16_group_odd(g * kGroupRows, nb)));
     case WeightLayout::kQ8_0x16:
-      return pack_group_units<BlockQ8_0, &q8_0_scatter>(
-          src, dst, nb, detail::q8_0x16_group_odd(g * kGroupRows, nb));
+      return pack_group_blocks<BlockQ8_0>(
+          src, dst, nb,
+          unit_scatter<BlockQ8_0, &q8_0_scatter>(detail::q8_0x16_group_odd(g * kGroupRows, nb)));
     case WeightLayout::kQ4_Kx16:
       return pack_group_k(src, dst, nb);
     case WeightLayout::kQ6_Kx16:
-      return pack_group_blocks<BlockQ6_K, &q6_scatter>(src, dst, nb);
+      return pack_group_blocks<BlockQ6_K>(src, dst, nb, &q6_scatter);
     case WeightLayout::kQ5_Kx16:
-      return pack_group_blocks<BlockQ5_K, &q5k_scatter>(src, dst, nb);
+      return pack_group_blocks<BlockQ5_K>(src, dst, nb, &q5k_scatter);
     case WeightLayout::kIQ4_XSx16:
-      return pack_group_blocks<BlockIQ4_XS, &iq4_scatter>(src, dst, nb);
+      return pack_group_blocks<BlockIQ4_XS>(src, dst, nb, &iq4_scatter);
     default:
       return pack_group(src, dst, nb, chunk_stride(layout));
   }
@@ -306,19 +297,21 @@ void pack_any(WeightLayout layout, const uint8_t* src, uint8_t* dst, int64_t nb,
 void unpack_any(WeightLayout layout, const uint8_t* src, uint8_t* dst, int64_t nb, int64_t g) {
   switch (layout) {
     case WeightLayout::kMXFP4x16:
-      return unpack_group_units<BlockMXFP4, &mxfp4_gather>(
-          src, dst, nb, detail::mxfp4x16_group_odd(g * kGroupRows, nb));
+      return unpack_group_blocks<BlockMXFP4>(
+          src, dst, nb,
+          unit_gather<BlockMXFP4, &mxfp4_gather>(detail::mxfp4x16_group_odd(g * kGroupRows, nb)));
     case WeightLayout::kQ8_0x16:
-      return unpack_group_units<BlockQ8_0, &q8_0_gather>(
-          src, dst, nb, detail::q8_0x16_group_odd(g * kGroupRows, nb));
+      return unpack_group_blocks<BlockQ8_0>(
+          src, dst, nb,
+          unit_gather<BlockQ8_0, &q8_0_gather>(detail::q8_0x16_group_odd(g * kGroupRows, nb)));
     case WeightLayout::kQ4_Kx16:
       return unpack_group_k(src, dst, nb);
     case WeightLayout::kQ6_Kx16:
-      return unpack_group_blocks<BlockQ6_K, &q6_gather>(src, dst, nb);
+      return unpack_group_blocks<BlockQ6_K>(src, dst, nb, &q6_gather);
     case WeightLayout::kQ5_Kx16:
-      return unpack_group_blocks<BlockQ5_K, &q5k_gather>(src, dst, nb);
+      return unpack_group_blocks<BlockQ5_K>(src, dst, nb, &q5k_gather);
     case WeightLayout::kIQ4_XSx16:
-      return unpack_group_blocks<BlockIQ4_XS, &iq4_gather>(src, dst, nb);
+      return unpack_group_blocks<BlockIQ4_XS>(src, dst, nb, &iq4_gather);
     default:
       return unpack_group(src, dst, nb, chunk_stride(layout));
   }

@@ -70,6 +70,23 @@ struct MXFP4 {  // kMXFP4x16, a group whose first chunk is odd (kOdd) or even
 
 }  // namespace ymm
 
+// fn(Fmt{}) with the ymm:: format of the group at row r of a kQ4_0x16, kIQ4_NLx16 or kMXFP4x16
+// matrix of nb blocks per row (kMXFP4x16: by the group's parity).
+template <WeightLayout kLayout, typename Fn>
+inline void with_ymm_format(int64_t r, int64_t nb, Fn&& fn) {
+  if constexpr (kLayout == WeightLayout::kMXFP4x16) {
+    if (mxfp4x16_group_odd(r, nb))
+      fn(ymm::MXFP4<true>{});
+    else
+      fn(ymm::MXFP4<false>{});
+  } else if constexpr (kLayout == WeightLayout::kIQ4_NLx16) {
+    fn(ymm::IQ4_NL{});
+  } else {
+    static_assert(kLayout == WeightLayout::kQ4_0x16);
+    fn(ymm::Q4_0{});
+  }
+}
+
 // A kQ4_0x16 (kIQ4_NLx16, kMXFP4x16) GEMV: the activation prepared once per call, then
 // group(g, r, x, prep, nb, y + r, next) for each 16-row group g at row r of [row_begin, row_end);
 // next is the range's following group (for an L2 prefetch), nullptr for the last.

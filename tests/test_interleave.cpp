@@ -42,33 +42,21 @@ std::vector<uint8_t> random_q4_0(int64_t n_rows, int64_t n_cols, std::mt19937_64
   return w;
 }
 
-std::vector<uint8_t> random_q4_k(int64_t n_rows, int64_t n_cols, std::mt19937_64& rng) {
+// Q4_K or Q5_K blocks: codes, 5th bits, scales and mins any bits; every seventh block the extremes
+// (every code 15 / 31, every scale and min 63).
+template <typename Block>
+std::vector<uint8_t> random_k_min(int64_t n_rows, int64_t n_cols, std::mt19937_64& rng) {
   const int64_t nb = n_cols / kQK_K;
-  std::vector<uint8_t> w(static_cast<size_t>(n_rows * nb) * sizeof(BlockQ4_K));
-  for (auto& byte : w) byte = static_cast<uint8_t>(rng());  // codes, scales and mins: any bits
-  auto* blocks = reinterpret_cast<BlockQ4_K*>(w.data());
+  std::vector<uint8_t> w(static_cast<size_t>(n_rows * nb) * sizeof(Block));
+  for (auto& byte : w) byte = static_cast<uint8_t>(rng());
+  auto* blocks = reinterpret_cast<Block*>(w.data());
   for (int64_t i = 0; i < n_rows * nb; ++i) {
     blocks[i].d = random_scale(rng);
     blocks[i].dmin = random_scale(rng);
-    if (i % 7 == 0) {  // the extremes: every code 15, every scale and min 63
+    if (i % 7 == 0) {
       std::memset(blocks[i].qs, 0xFF, sizeof(blocks[i].qs));
-      std::memset(blocks[i].scales, 0xFF, sizeof(blocks[i].scales));
-    }
-  }
-  return w;
-}
-
-std::vector<uint8_t> random_q5_k(int64_t n_rows, int64_t n_cols, std::mt19937_64& rng) {
-  const int64_t nb = n_cols / kQK_K;
-  std::vector<uint8_t> w(static_cast<size_t>(n_rows * nb) * sizeof(BlockQ5_K));
-  for (auto& byte : w) byte = static_cast<uint8_t>(rng());  // codes, 5th bits, scales: any bits
-  auto* blocks = reinterpret_cast<BlockQ5_K*>(w.data());
-  for (int64_t i = 0; i < n_rows * nb; ++i) {
-    blocks[i].d = random_scale(rng);
-    blocks[i].dmin = random_scale(rng);
-    if (i % 7 == 0) {  // the extremes: every code 31, every scale and min 63
-      std::memset(blocks[i].qs, 0xFF, sizeof(blocks[i].qs));
-      std::memset(blocks[i].qh, 0xFF, sizeof(blocks[i].qh));
+      if constexpr (requires { blocks[i].qh; })
+        std::memset(blocks[i].qh, 0xFF, sizeof(blocks[i].qh));
       std::memset(blocks[i].scales, 0xFF, sizeof(blocks[i].scales));
     }
   }
@@ -137,9 +125,10 @@ std::vector<uint8_t> random_weights(GgmlType t, int64_t n_rows, int64_t n_cols,
   if (t == GgmlType::IQ4_XS) return random_iq4_xs(n_rows, n_cols, rng);
   if (t == GgmlType::MXFP4) return random_mxfp4(n_rows, n_cols, rng);
   if (t == GgmlType::Q8_0) return random_q8_0(n_rows, n_cols, rng);
-  if (t == GgmlType::Q5_K) return random_q5_k(n_rows, n_cols, rng);
+  if (t == GgmlType::Q5_K) return random_k_min<BlockQ5_K>(n_rows, n_cols, rng);
   // Q4_0, and IQ4_NL (its blocks have Q4_0's shape: fp16 d, 16 code bytes of any bits).
-  return t == GgmlType::Q4_K ? random_q4_k(n_rows, n_cols, rng) : random_q4_0(n_rows, n_cols, rng);
+  return t == GgmlType::Q4_K ? random_k_min<BlockQ4_K>(n_rows, n_cols, rng)
+                             : random_q4_0(n_rows, n_cols, rng);
 }
 
 GgmlType layout_type(WeightLayout layout) {
