@@ -7,9 +7,8 @@
 // 1 thread the rates are on-CPU (bytes / thread CPU time), which a shared machine distorts far
 // less than wall time; with several, wall time. Also the cache-resident rate of one matrix (the
 // compute ceiling). Results are checked bit-identical before timing.
-// Run: bench_layout [--type Q4_0|Q4_K|Q5_K|Q6_K|IQ4_XS|IQ4_NL|MXFP4|Q8_0] [--rows N] [--cols N]
-// [--item N]
-// [--rounds N]
+// Run: bench_layout [--type Q4_0|Q4_K|Q5_K|Q6_K|Q2_K|Q3_K|IQ4_XS|IQ4_NL|MXFP4|Q8_0]
+//                   [--rows N] [--cols N] [--item N] [--rounds N]
 //                   [--pool-mib N] [--threads N] [--isa best|avx2|ref]
 //                   [--q4-0-layout auto|x16|both]
 // Results and commands: bench/RESULTS.md ("CPU speed, session 4" and "session 5").

@@ -278,6 +278,9 @@ inline uint16_t jittered_scale(double base, uint64_t w) {
 constexpr double kMxfp4CodeRms = 5.852349955359813;  // sqrt(mean of {0,1,2,3,4,6,8,12}^2)
 constexpr double kQ4KScaleRms = 5.612486080160912;   // rms of the sub-block scales {4, 5, 6, 7}
 constexpr double kQ6KScaleRms = 11.726039399558575;  // rms of the sub-block scales 8..15
+constexpr double kQ2KCodeRms = 1.118033988749895;    // rms of the codes 0..3 around 1.5
+constexpr double kQ2KScaleRms = 3.6742346141747673;  // rms of the group scales {2, 3, 4, 5}
+constexpr double kQ3KCodeRms = 2.345207879911715;    // rms of the values -4..3 (around 0)
 constexpr double kIq4CodeRms =
     67.43886120034946;  // sqrt(mean of kIq4nlValues^2), the 16 codes uniform
 
@@ -296,6 +299,10 @@ uint64_t words_per_block(GgmlType t, SynthDist d) {
       return 2 + 24;
     case GgmlType::IQ4_XS:
       return 2 + 16;
+    case GgmlType::Q2_K:
+      return 1 + 8;
+    case GgmlType::Q3_K:
+      return 2 + 12;
     case GgmlType::F16:
     case GgmlType::F32:
       return 2;
@@ -424,6 +431,41 @@ void write_block(GgmlType t, SynthDist dist, double sigma, uint64_t key, uint64_
       random_bytes(b->qs, sizeof(b->qs), key, n + 2);
       return;
     }
+    case GgmlType::Q2_K: {
+      // Uniform codes 0..3 under group scales sc in {2..5} with mins m = 3 sc and dmin = d / 2:
+      // value = d * sc * (q - 1.5), centred (always uniform).
+      auto* b = reinterpret_cast<kernels::BlockQ2_K*>(dst);
+      const uint64_t w = rng_at(key, n);
+      b->d = jittered_scale(sigma / (kQ2KCodeRms * kQ2KScaleRms * kJitterRms), w);
+      b->dmin = kernels::f32_to_fp16(kernels::fp16_to_f32(b->d) * 0.5f);
+      for (int j = 0; j < 16; ++j) {
+        const int sc = 2 + static_cast<int>((w >> (2 * j)) & 3);
+        b->scales[j] = static_cast<uint8_t>(sc | ((3 * sc) << 4));
+      }
+      random_bytes(b->qs, sizeof(b->qs), key, n + 1);
+      return;
+    }
+    case GgmlType::Q3_K: {
+      // Uniform values -4..3 (2 low bits and the hmask bit) under group scales +-4..7 of random
+      // sign, so the weights' mean is 0: value = d * (field - 32) * q (always uniform).
+      auto* b = reinterpret_cast<kernels::BlockQ3_K*>(dst);
+      b->d = jittered_scale(sigma / (kQ3KCodeRms * kQ4KScaleRms * kJitterRms), rng_at(key, n));
+      const uint64_t w = rng_at(key, n + 1);
+      std::memset(b->scales, 0, sizeof(b->scales));
+      for (int g = 0; g < 16; ++g) {
+        const int sc = 4 + static_cast<int>((w >> (3 * g)) & 3);
+        const int field = 32 + (((w >> (3 * g + 2)) & 1) != 0 ? -sc : sc);
+        // ggml's packing (q3_k_scale_words inverts it): the low nibble in byte g % 8 (high half
+        // for g >= 8), the top 2 bits in byte 8 + g % 4 at bits 2 (g / 4).
+        b->scales[g % 8] =
+            static_cast<uint8_t>(b->scales[g % 8] | ((field & 0xF) << (4 * (g / 8))));
+        b->scales[8 + g % 4] =
+            static_cast<uint8_t>(b->scales[8 + g % 4] | ((field >> 4) << (2 * (g / 4))));
+      }
+      random_bytes(b->hmask, sizeof(b->hmask), key, n + 2);
+      random_bytes(b->qs, sizeof(b->qs), key, n + 2 + 4);
+      return;
+    }
     case GgmlType::F32:
     case GgmlType::F16: {
       const float v = static_cast<float>(sigma * normal_from(rng_at(key, n), rng_at(key, n + 1)));
@@ -488,6 +530,20 @@ void zero_element(GgmlType t, std::byte* blk, int j) {
       const int s = j / 32;
       b->scales_l[s / 2] = static_cast<uint8_t>(b->scales_l[s / 2] & (0xF0 >> (4 * (s % 2))));
       b->scales_h = static_cast<uint16_t>((b->scales_h & ~(3u << (2 * s))) | (2u << (2 * s)));
+      return;
+    }
+    case GgmlType::Q2_K: {
+      // No code is zero (q - 1.5): the whole group of 16 of element j gets scale and min 0 (its
+      // 15 neighbours are zero too).
+      reinterpret_cast<kernels::BlockQ2_K*>(blk)->scales[j / 16] = 0;
+      return;
+    }
+    case GgmlType::Q3_K: {
+      // Value 0 = low bits 0 with the hmask bit set. Element j: half h, field f, lane l.
+      auto* b = reinterpret_cast<kernels::BlockQ3_K*>(blk);
+      const int h = j / 128, f = (j % 128) / 32, l = j % 32;
+      b->qs[32 * h + l] = static_cast<uint8_t>(b->qs[32 * h + l] & ~(3 << (2 * f)));
+      b->hmask[l] = static_cast<uint8_t>(b->hmask[l] | (1 << (j / 32)));
       return;
     }
     case GgmlType::F32:
@@ -964,8 +1020,13 @@ uint32_t file_type_of(GgmlType expert_type) {
       return 38;  // LLAMA_FTYPE_MOSTLY_MXFP4_MOE
     case GgmlType::IQ4_XS:
       return 30;  // LLAMA_FTYPE_MOSTLY_IQ4_XS
+    case GgmlType::Q2_K:
+      return 10;  // LLAMA_FTYPE_MOSTLY_Q2_K
+    case GgmlType::Q3_K:
+      return 12;  // LLAMA_FTYPE_MOSTLY_Q3_K_M
     default:
-      fail(ErrorKind::kUnsupported, "synth: expert type {} (use Q4_0, Q8_0, Q4_K, MXFP4 or IQ4_XS)",
+      fail(ErrorKind::kUnsupported,
+           "synth: expert type {} (use Q4_0, Q8_0, Q4_K, MXFP4, IQ4_XS, Q2_K or Q3_K)",
            ggml_type_name(expert_type));
   }
 }

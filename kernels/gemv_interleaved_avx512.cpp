@@ -590,6 +590,170 @@ void group_dot_iq4(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, flo
   }
 }
 
+// ---- kQ2_Kx16: Q2_K x Q8_K ----
+
+// One 16-row group of nb super-blocks against T activation rows. Per code line i (rows' qs dwords
+// 4i..4i+3: half h = i / 8, elements 128h + 32j + 4(i % 8) + 0..3 in field j), each 2-bit field j
+// is one vpdpbusd into the sum of its group of 16 (8h + 2j + (i % 8) / 4); the 4-bit scales
+// multiply the group sums lane by lane; the mins, as pairs of 16-bit words, meet the activation's
+// bsums pairs in vpdpwssd.
+template <int T>
+void group_dot_q2(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float* const* outs) {
+  const __m512i m3 = _mm512_set1_epi8(3);
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  // Bytes 4d, 4d + 1 (pairs 0) / 4d + 2, 4d + 3 (pairs 1) of each dword d as its two 16-bit words.
+  // (vpshufb indexes within each 128-bit lane; 0x80 clears the byte.)
+  const __m512i pairs0 = _mm512_broadcast_i32x4(_mm_setr_epi32(
+      int32_t(0x80018000), int32_t(0x80058004), int32_t(0x80098008), int32_t(0x800D800C)));
+  const __m512i pairs1 = _mm512_broadcast_i32x4(_mm_setr_epi32(
+      int32_t(0x80038002), int32_t(0x80078006), int32_t(0x800B800A), int32_t(0x800F800E)));
+  __m512 acc[T][8];
+  for (int t = 0; t < T; ++t)
+    for (int k = 0; k < 8; ++k) acc[t][k] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = g + b * kQ2_Kx16Block;
+    prefetch_lines<320, kToL1>(blk + kQ2_Kx16Prefetch);
+    __m512i sc4[4];
+    for (int k = 0; k < 4; ++k) sc4[k] = _mm512_loadu_si512(blk + 64 + 64 * k);
+    __m512i sumi[T], summ[T];
+    for (int t = 0; t < T; ++t) sumi[t] = summ[t] = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h)
+      for (int q = 0; q < 2; ++q) {
+        __m512i is[T][4];
+        for (int t = 0; t < T; ++t)
+          for (int j = 0; j < 4; ++j) is[t][j] = _mm512_setzero_si512();
+        for (int ii = 0; ii < 4; ++ii) {
+          const uint8_t* at = blk + 320 + (8 * h + 4 * q + ii) * 64;
+          prefetch_lines<64, kToL1>(at + kQ2_Kx16Prefetch);
+          const __m512i v = _mm512_loadu_si512(at);
+          const __m512i c[4] = {_mm512_and_si512(v, m3),
+                                _mm512_and_si512(_mm512_srli_epi16(v, 2), m3),
+                                _mm512_and_si512(_mm512_srli_epi16(v, 4), m3),
+                                _mm512_and_si512(_mm512_srli_epi16(v, 6), m3)};
+          for (int t = 0; t < T; ++t) {
+            const int8_t* xq = xs[t][b].qs + 128 * h + 16 * q + 4 * ii;
+            for (int j = 0; j < 4; ++j)
+              is[t][j] = _mm512_dpbusd_epi32(is[t][j], c[j], bcast4(xq + 32 * j));
+          }
+        }
+        for (int j = 0; j < 4; ++j) {
+          const int grp = 8 * h + 2 * j + q;
+          const __m512i sc = _mm512_and_si512(_mm512_srli_epi32(sc4[grp / 4], 8 * (grp % 4)),
+                                              _mm512_set1_epi32(0x0F));
+          for (int t = 0; t < T; ++t)
+            sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(sc, is[t][j]));
+        }
+      }
+    for (int k = 0; k < 4; ++k) {
+      const __m512i mins = _mm512_and_si512(_mm512_srli_epi32(sc4[k], 4), m4);
+      const __m512i m01 = _mm512_shuffle_epi8(mins, pairs0);
+      const __m512i m23 = _mm512_shuffle_epi8(mins, pairs1);
+      for (int t = 0; t < T; ++t) {
+        int32_t b01 = 0, b23 = 0;
+        std::memcpy(&b01, xs[t][b].bsums + 4 * k, 4);
+        std::memcpy(&b23, xs[t][b].bsums + 4 * k + 2, 4);
+        summ[t] = _mm512_dpwssd_epi32(summ[t], m01, _mm512_set1_epi32(b01));
+        summ[t] = _mm512_dpwssd_epi32(summ[t], m23, _mm512_set1_epi32(b23));
+      }
+    }
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
+    const __m512 dmw =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32)));
+    for (int t = 0; t < T; ++t) {
+      const __m512 dx = _mm512_set1_ps(xs[t][b].d);
+      const __m512 dd = _mm512_mul_ps(dw, dx);
+      const __m512 dm = _mm512_mul_ps(dmw, dx);
+      const __m512 r = _mm512_sub_ps(_mm512_mul_ps(dd, _mm512_cvtepi32_ps(sumi[t])),
+                                     _mm512_mul_ps(dm, _mm512_cvtepi32_ps(summ[t])));
+      acc[t][b % 8] = _mm512_add_ps(acc[t][b % 8], r);
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    _mm512_storeu_ps(outs[t], fold_acc(acc[t]));
+  }
+}
+
+// ---- kQ3_Kx16: Q3_K x Q8_K ----
+
+// One 16-row group of nb super-blocks (its first one odd: `odd`) against T activation rows. As
+// group_dot_q2, with the 3rd bits: field j of code line i gets bit 4h + j of the rows' hmask byte
+// of the same position (hmask line i % 8) as its bit 2, so each code is unsigned 0..7 (value + 4);
+// the 4 comes off through the activation's bsums before the signed 6-bit scale weights the sum.
+template <int T>
+void group_dot_q3(const uint8_t* g, bool odd, const BlockQ8_K* const* xs, int64_t nb,
+                  float* const* outs) {
+  const __m512i m3 = _mm512_set1_epi8(3);
+  const __m512i bit2 = _mm512_set1_epi8(4);
+  const __m512i lo4 = _mm512_set1_epi32(0x0F0F0F0F);
+  const __m512i lo2 = _mm512_set1_epi32(0x03030303);
+  __m512 acc[T][8];
+  for (int t = 0; t < T; ++t)
+    for (int k = 0; k < 8; ++k) acc[t][k] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const Q3KParts p = q3_kx16_parts(b, odd);
+    prefetch_lines<256, kToL1>(g + p.scales + kQ3_Kx16Prefetch);  // the scales and d lines
+    // The 16 rows' sixteen 6-bit scales less 32 as signed bytes, scale g in byte g % 4 of u[g / 4]
+    // (q3_k_scale_words, lane-wise).
+    const __m512i a0 = _mm512_loadu_si512(g + p.scales);
+    const __m512i a1 = _mm512_loadu_si512(g + p.scales + 64);
+    const __m512i a2 = _mm512_loadu_si512(g + p.scales + 128);
+    const auto word = [&](__m512i low, int low_shift, int high_shift) {
+      const __m512i l = _mm512_and_si512(_mm512_srli_epi32(low, low_shift), lo4);
+      const __m512i h =
+          _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(a2, high_shift), lo2), 4);
+      return _mm512_sub_epi8(_mm512_or_si512(l, h), _mm512_set1_epi8(32));
+    };
+    const __m512i u[4] = {word(a0, 0, 0), word(a1, 0, 2), word(a0, 4, 4), word(a1, 4, 6)};
+    __m512i sumi[T];
+    for (int t = 0; t < T; ++t) sumi[t] = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h)
+      for (int q = 0; q < 2; ++q) {
+        __m512i is[T][4];
+        for (int t = 0; t < T; ++t)
+          for (int j = 0; j < 4; ++j) is[t][j] = _mm512_setzero_si512();
+        for (int ii = 0; ii < 4; ++ii) {
+          const uint8_t* at = g + p.qs + (8 * h + 4 * q + ii) * 64;
+          const uint8_t* hat = g + p.hmask + (4 * q + ii) * 64;
+          prefetch_lines<64, kToL1>(at + kQ3_Kx16Prefetch);
+          if (h == 0) prefetch_lines<64, kToL1>(hat + kQ3_Kx16Prefetch);
+          const __m512i v = _mm512_loadu_si512(at);
+          const __m512i hm = _mm512_loadu_si512(hat);
+          for (int j = 0; j < 4; ++j) {
+            const __m512i vs = j == 0 ? v : _mm512_srli_epi16(v, 2 * j);
+            const int sh = 4 * h + j - 2;  // bit 4h + j of each byte to bit 2
+            const __m512i hs = sh > 0   ? _mm512_srli_epi16(hm, sh)
+                               : sh < 0 ? _mm512_slli_epi16(hm, -sh)
+                                        : hm;
+            // (vs & 3) | (hs & 4): the unsigned 3-bit code.
+            const __m512i c = _mm512_ternarylogic_epi32(vs, _mm512_and_si512(hs, bit2), m3, 0xEC);
+            for (int t = 0; t < T; ++t)
+              is[t][j] = _mm512_dpbusd_epi32(
+                  is[t][j], c, bcast4(xs[t][b].qs + 128 * h + 32 * j + 16 * q + 4 * ii));
+          }
+        }
+        for (int j = 0; j < 4; ++j) {
+          const int grp = 8 * h + 2 * j + q;
+          const __m512i sc =
+              _mm512_srai_epi32(_mm512_slli_epi32(u[grp / 4], 24 - 8 * (grp % 4)), 24);
+          for (int t = 0; t < T; ++t) {
+            const __m512i centred =
+                _mm512_sub_epi32(is[t][j], _mm512_set1_epi32(4 * xs[t][b].bsums[grp]));
+            sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(sc, centred));
+          }
+        }
+      }
+    const __m512 dw =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + p.d)));
+    for (int t = 0; t < T; ++t) {
+      const __m512 dd = _mm512_mul_ps(dw, _mm512_set1_ps(xs[t][b].d));
+      acc[t][b % 8] = _mm512_add_ps(acc[t][b % 8], _mm512_mul_ps(dd, _mm512_cvtepi32_ps(sumi[t])));
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    _mm512_storeu_ps(outs[t], fold_acc(acc[t]));
+  }
+}
+
 // GEMV / GEMM over the super-block layouts from their group pass Dot<T> (two tokens per pass).
 template <template <int> class Dot>
 void gemv_kx16(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
@@ -598,7 +762,7 @@ void gemv_kx16(const void* w, size_t row_stride, const void* xq, float* y, int64
   const auto* x = static_cast<const BlockQ8_K*>(xq);
   for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
     float* out = y + r;
-    Dot<1>::run(g, &x, nb, &out);
+    Dot<1>::run(g, r, &x, nb, &out);
   });
 }
 
@@ -614,37 +778,55 @@ void gemm_kx16(const void* w, size_t row_stride, const void* xq, size_t xq_strid
     for (; t + 2 <= n_tokens; t += 2) {
       const BlockQ8_K* xs[2] = {xt(t), xt(t + 1)};
       float* outs[2] = {y + t * y_stride + r, y + (t + 1) * y_stride + r};
-      Dot<2>::run(g, xs, nb, outs);
+      Dot<2>::run(g, r, xs, nb, outs);
     }
     for (; t < n_tokens; ++t) {
       const BlockQ8_K* x = xt(t);
       float* out = y + t * y_stride + r;
-      Dot<1>::run(g, &x, nb, &out);
+      Dot<1>::run(g, r, &x, nb, &out);
     }
   });
 }
 
 template <int T>
 struct Q4KDot {
-  static void run(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float* const* outs) {
+  static void run(const uint8_t* g, int64_t, const BlockQ8_K* const* xs, int64_t nb,
+                  float* const* outs) {
     group_dot_k<T>(g, xs, nb, outs);
   }
 };
 template <int T>
 struct IQ4XSDot {
-  static void run(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float* const* outs) {
+  static void run(const uint8_t* g, int64_t, const BlockQ8_K* const* xs, int64_t nb,
+                  float* const* outs) {
     group_dot_iq4<T>(g, xs, nb, outs);
   }
 };
 template <int T>
 struct Q5KDot {
-  static void run(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float* const* outs) {
+  static void run(const uint8_t* g, int64_t, const BlockQ8_K* const* xs, int64_t nb,
+                  float* const* outs) {
     group_dot_k<T, true>(g, xs, nb, outs);
   }
 };
 template <int T>
+struct Q2KDot {
+  static void run(const uint8_t* g, int64_t, const BlockQ8_K* const* xs, int64_t nb,
+                  float* const* outs) {
+    group_dot_q2<T>(g, xs, nb, outs);
+  }
+};
+template <int T>
+struct Q3KDot {
+  static void run(const uint8_t* g, int64_t r, const BlockQ8_K* const* xs, int64_t nb,
+                  float* const* outs) {
+    group_dot_q3<T>(g, q3_kx16_group_odd(r, nb), xs, nb, outs);
+  }
+};
+template <int T>
 struct Q6KDot {
-  static void run(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float* const* outs) {
+  static void run(const uint8_t* g, int64_t, const BlockQ8_K* const* xs, int64_t nb,
+                  float* const* outs) {
     group_dot_q6<T>(g, xs, nb, outs);
   }
 };
@@ -669,6 +851,8 @@ GemvKernels interleaved_kernels_avx512(WeightLayout layout) {
   if (layout == WeightLayout::kQ4_Kx16) return GemvKernels{&gemv_kx16<Q4KDot>, &gemm_kx16<Q4KDot>};
   if (layout == WeightLayout::kQ6_Kx16) return GemvKernels{&gemv_kx16<Q6KDot>, &gemm_kx16<Q6KDot>};
   if (layout == WeightLayout::kQ5_Kx16) return GemvKernels{&gemv_kx16<Q5KDot>, &gemm_kx16<Q5KDot>};
+  if (layout == WeightLayout::kQ2_Kx16) return GemvKernels{&gemv_kx16<Q2KDot>, &gemm_kx16<Q2KDot>};
+  if (layout == WeightLayout::kQ3_Kx16) return GemvKernels{&gemv_kx16<Q3KDot>, &gemm_kx16<Q3KDot>};
   if (layout == WeightLayout::kIQ4_XSx16)
     return GemvKernels{&gemv_kx16<IQ4XSDot>, &gemm_kx16<IQ4XSDot>};
   return GemvKernels{nullptr, nullptr};

@@ -78,6 +78,10 @@ GgmlType layout_type(WeightLayout layout) {
       return GgmlType::Q8_0;
     case WeightLayout::kQ5_Kx16:
       return GgmlType::Q5_K;
+    case WeightLayout::kQ2_Kx16:
+      return GgmlType::Q2_K;
+    case WeightLayout::kQ3_Kx16:
+      return GgmlType::Q3_K;
     default:
       return GgmlType::Q4_0;
   }
@@ -144,6 +148,43 @@ BlockQ5_K q5k_gather(const uint8_t* group, int64_t b, int r) {
   for (int k = 0; k < 3; ++k) std::memcpy(blk.scales + 4 * k, at + 64 + 64 * k + 4 * r, 4);
   for (int i = 0; i < 8; ++i) std::memcpy(blk.qh + 4 * i, at + 256 + 64 * i + 4 * r, 4);
   for (int i = 0; i < 32; ++i) std::memcpy(blk.qs + 4 * i, at + 768 + 64 * i + 4 * r, 4);
+  return blk;
+}
+
+// kQ2_Kx16: row r's super-block b of a group, written into the layout and gathered back.
+void q2k_scatter(const BlockQ2_K& blk, uint8_t* group, int64_t b, int r) {
+  uint8_t* at = group + static_cast<size_t>(b) * detail::kQ2_Kx16Block;
+  std::memcpy(at + 2 * r, &blk.d, 2);
+  std::memcpy(at + 32 + 2 * r, &blk.dmin, 2);
+  for (int k = 0; k < 4; ++k) std::memcpy(at + 64 + 64 * k + 4 * r, blk.scales + 4 * k, 4);
+  for (int i = 0; i < 16; ++i) std::memcpy(at + 320 + 64 * i + 4 * r, blk.qs + 4 * i, 4);
+}
+BlockQ2_K q2k_gather(const uint8_t* group, int64_t b, int r) {
+  const uint8_t* at = group + static_cast<size_t>(b) * detail::kQ2_Kx16Block;
+  BlockQ2_K blk;
+  std::memcpy(&blk.d, at + 2 * r, 2);
+  std::memcpy(&blk.dmin, at + 32 + 2 * r, 2);
+  for (int k = 0; k < 4; ++k) std::memcpy(blk.scales + 4 * k, at + 64 + 64 * k + 4 * r, 4);
+  for (int i = 0; i < 16; ++i) std::memcpy(blk.qs + 4 * i, at + 320 + 64 * i + 4 * r, 4);
+  return blk;
+}
+
+// kQ3_Kx16: row r's super-block b of a group whose first super-block is odd or not, written into
+// the layout and gathered back.
+void q3k_scatter(const BlockQ3_K& blk, uint8_t* group, int64_t b, int r, bool odd) {
+  const detail::Q3KParts p = detail::q3_kx16_parts(b, odd);
+  for (int m = 0; m < 8; ++m) std::memcpy(group + p.hmask + 64 * m + 4 * r, blk.hmask + 4 * m, 4);
+  for (int i = 0; i < 16; ++i) std::memcpy(group + p.qs + 64 * i + 4 * r, blk.qs + 4 * i, 4);
+  for (int k = 0; k < 3; ++k) std::memcpy(group + p.scales + 64 * k + 4 * r, blk.scales + 4 * k, 4);
+  std::memcpy(group + p.d + 2 * r, &blk.d, 2);
+}
+BlockQ3_K q3k_gather(const uint8_t* group, int64_t b, int r, bool odd) {
+  const detail::Q3KParts p = detail::q3_kx16_parts(b, odd);
+  BlockQ3_K blk;
+  for (int m = 0; m < 8; ++m) std::memcpy(blk.hmask + 4 * m, group + p.hmask + 64 * m + 4 * r, 4);
+  for (int i = 0; i < 16; ++i) std::memcpy(blk.qs + 4 * i, group + p.qs + 64 * i + 4 * r, 4);
+  for (int k = 0; k < 3; ++k) std::memcpy(blk.scales + 4 * k, group + p.scales + 64 * k + 4 * r, 4);
+  std::memcpy(&blk.d, group + p.d + 2 * r, 2);
   return blk;
 }
 
@@ -290,6 +331,12 @@ void pack_any(WeightLayout layout, const uint8_t* src, uint8_t* dst, int64_t nb,
       return pack_group_blocks<BlockQ5_K>(src, dst, nb, &q5k_scatter);
     case WeightLayout::kIQ4_XSx16:
       return pack_group_blocks<BlockIQ4_XS>(src, dst, nb, &iq4_scatter);
+    case WeightLayout::kQ2_Kx16:
+      return pack_group_blocks<BlockQ2_K>(src, dst, nb, &q2k_scatter);
+    case WeightLayout::kQ3_Kx16:
+      return pack_group_blocks<BlockQ3_K>(
+          src, dst, nb,
+          unit_scatter<BlockQ3_K, &q3k_scatter>(detail::q3_kx16_group_odd(g * kGroupRows, nb)));
     default:
       return pack_group(src, dst, nb, chunk_stride(layout));
   }
@@ -312,6 +359,12 @@ void unpack_any(WeightLayout layout, const uint8_t* src, uint8_t* dst, int64_t n
       return unpack_group_blocks<BlockQ5_K>(src, dst, nb, &q5k_gather);
     case WeightLayout::kIQ4_XSx16:
       return unpack_group_blocks<BlockIQ4_XS>(src, dst, nb, &iq4_gather);
+    case WeightLayout::kQ2_Kx16:
+      return unpack_group_blocks<BlockQ2_K>(src, dst, nb, &q2k_gather);
+    case WeightLayout::kQ3_Kx16:
+      return unpack_group_blocks<BlockQ3_K>(
+          src, dst, nb,
+          unit_gather<BlockQ3_K, &q3k_gather>(detail::q3_kx16_group_odd(g * kGroupRows, nb)));
     default:
       return unpack_group(src, dst, nb, chunk_stride(layout));
   }
@@ -331,6 +384,8 @@ WeightLayout interleaved_layout(GgmlType type, int64_t n_rows, int64_t n_cols) {
   if (type == GgmlType::Q4_K && n_cols % kQK_K == 0) return WeightLayout::kQ4_Kx16;
   if (type == GgmlType::Q6_K && n_cols % kQK_K == 0) return WeightLayout::kQ6_Kx16;
   if (type == GgmlType::Q5_K && n_cols % kQK_K == 0) return WeightLayout::kQ5_Kx16;
+  if (type == GgmlType::Q2_K && n_cols % kQK_K == 0) return WeightLayout::kQ2_Kx16;
+  if (type == GgmlType::Q3_K && n_cols % kQK_K == 0) return WeightLayout::kQ3_Kx16;
   if (type == GgmlType::IQ4_XS && n_cols % kQK_K == 0) return WeightLayout::kIQ4_XSx16;
   if (type == GgmlType::IQ4_NL && n_cols % (2 * kQK) == 0) return WeightLayout::kIQ4_NLx16;
   if (type == GgmlType::MXFP4 && n_cols % (2 * kQK) == 0) return WeightLayout::kMXFP4x16;
@@ -354,6 +409,8 @@ bool layout_fits(WeightLayout layout, int64_t n_rows, int64_t n_cols) {
       return n_rows % kGroupRows == 0 && n_cols % (2 * kQK) == 0;
     case WeightLayout::kQ4_0x32:
       return n_rows % (2 * kGroupRows) == 0 && n_cols % (2 * kQK) == 0;
+    case WeightLayout::kQ2_Kx16:
+    case WeightLayout::kQ3_Kx16:
     case WeightLayout::kQ4_Kx16:
     case WeightLayout::kQ5_Kx16:
     case WeightLayout::kQ6_Kx16:
@@ -383,7 +440,8 @@ bool interleave_pays(GgmlType type) {
     case Isa::kAvx512:
       return type == GgmlType::Q4_0 || type == GgmlType::Q4_K || type == GgmlType::Q6_K ||
              type == GgmlType::IQ4_XS || type == GgmlType::IQ4_NL || type == GgmlType::MXFP4 ||
-             type == GgmlType::Q8_0 || type == GgmlType::Q5_K;
+             type == GgmlType::Q8_0 || type == GgmlType::Q5_K || type == GgmlType::Q2_K ||
+             type == GgmlType::Q3_K;
     case Isa::kAvx2:
       return type == GgmlType::Q4_0 || type == GgmlType::Q4_K || type == GgmlType::IQ4_XS ||
              type == GgmlType::IQ4_NL || type == GgmlType::MXFP4;
@@ -580,6 +638,59 @@ float dot_row_q5_k_ref(const uint8_t* group, int r, const BlockQ8_K* x, int64_t 
   return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
 }
 
+// The canonical Q2_K order of gemv.cpp for one row of a kQ2_Kx16 group, literally (dot_q2_k of
+// gemv_ref.cpp over the super-blocks gathered back).
+float dot_row_q2_k_ref(const uint8_t* group, int r, const BlockQ8_K* x, int64_t nb) {
+  float acc[8] = {};
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockQ2_K blk = q2k_gather(group, b, r);
+    int32_t sumi = 0, summ = 0;
+    for (int g = 0; g < 16; ++g) {
+      int32_t isum = 0;
+      for (int l = 0; l < 16; ++l) isum += q2_k_code(blk, 16 * g + l) * x[b].qs[16 * g + l];
+      sumi += (blk.scales[g] & 0xF) * isum;
+      summ += (blk.scales[g] >> 4) * x[b].bsums[g];
+    }
+    const float dd = fp16_to_f32(blk.d) * x[b].d;
+    const float dm = fp16_to_f32(blk.dmin) * x[b].d;
+    acc[b % 8] = acc[b % 8] + (dd * static_cast<float>(sumi) - dm * static_cast<float>(summ));
+  }
+  return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
+// The canonical Q3_K order of gemv.cpp for one row of a kQ3_Kx16 group (its first super-block odd
+// or not), literally: r_b = (fp16(d_w) * d_x) * (float)sum_g((sc_g - 32) * isum_g), values in
+// [-4, 3].
+template <bool kOdd>
+float dot_row_q3_k_ref(const uint8_t* group, int r, const BlockQ8_K* x, int64_t nb) {
+  float acc[8] = {};
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockQ3_K blk = q3k_gather(group, b, r, kOdd);
+    int8_t sc[16];
+    q3_k_scales(blk.scales, sc);
+    int32_t sumi = 0;
+    for (int g = 0; g < 16; ++g) {
+      int32_t isum = 0;
+      for (int l = 0; l < 16; ++l) isum += q3_k_value(blk, 16 * g + l) * x[b].qs[16 * g + l];
+      sumi += sc[g] * isum;
+    }
+    const float dd = fp16_to_f32(blk.d) * x[b].d;
+    acc[b % 8] = acc[b % 8] + dd * static_cast<float>(sumi);
+  }
+  return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+void gemv_q3_kx16_ref(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
+                      int64_t row_end, int64_t n_cols) {
+  const int64_t nb = n_cols / kQK_K;
+  const auto* x = static_cast<const BlockQ8_K*>(xq);
+  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* group, int64_t r0) {
+    const bool odd = q3_kx16_group_odd(r0, nb);
+    for (int r = 0; r < kGroupRows; ++r)
+      y[r0 + r] =
+          odd ? dot_row_q3_k_ref<true>(group, r, x, nb) : dot_row_q3_k_ref<false>(group, r, x, nb);
+  });
+}
+
 // The integer sum of one Q6_K super-block over groups of 16 with int8 scales (IQ4_XS's:
 // iq4_xs_sumi, quant_internal.h).
 int32_t q6_sumi(const BlockQ6_K& blk, const BlockQ8_K& x) {
@@ -691,6 +802,9 @@ GemvKernels interleaved_kernels_ref(WeightLayout layout) {
     return x16_ref<BlockQ8_0, kQK, &dot_row_ref<kQ4_0x16Chunk, &iq4_nl_nibble>>();
   if (layout == WeightLayout::kQ4_Kx16) return x16_ref<BlockQ8_K, kQK_K, &dot_row_k_ref>();
   if (layout == WeightLayout::kQ5_Kx16) return x16_ref<BlockQ8_K, kQK_K, &dot_row_q5_k_ref>();
+  if (layout == WeightLayout::kQ2_Kx16) return x16_ref<BlockQ8_K, kQK_K, &dot_row_q2_k_ref>();
+  if (layout == WeightLayout::kQ3_Kx16)
+    return GemvKernels{&gemv_q3_kx16_ref, &gemm_by_token_ref<&gemv_q3_kx16_ref>};
   return GemvKernels{nullptr, nullptr};
 }
 

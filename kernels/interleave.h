@@ -61,6 +61,25 @@
 // The AVX-512 kernel ORs each code line's 5th bits (one qh line per 8 code lines' position) into
 // the nibbles as 16, then vpdpbusd as Q4_K's.
 //
+// kQ2_Kx16 (Q2_K, n_rows % 16 == 0; chosen on AVX-512 hosts): groups of 16 rows, per super-block b
+// of the group 1344 bytes (21 lines):
+//     +0     the 16 rows' fp16 d, +32 their fp16 dmin
+//     +64    for k < 4: the 16 rows' scales[4k..4k+3] (4-bit scale | 4-bit min << 4 per group of
+//     16) +320   for i < 16: the 16 rows' qs[4i..4i+3]
+// The AVX-512 kernel takes each code line's four 2-bit fields (shift, and) into four 16-lane
+// vpdpbusd, one per group of 16 elements; the scales multiply the group sums lane by lane and the
+// mins meet the activation's bsums in vpdpwssd.
+//
+// kQ3_Kx16 (Q3_K, n_rows % 16 == 0; chosen on AVX-512 hosts): groups of 16 rows, per super-block b
+// of the group 1760 bytes (27.5 lines), its parts ordered by the super-block's parity counted from
+// the matrix's first (as kQ6_Kx16's, and across groups: with an odd count per row the next group's
+// first super-block is odd), so every load of a 64-byte aligned matrix is one whole line:
+//     even: +0 hmask, +512 qs, +1536 scales, +1728 d;   odd: +0 d, +32 hmask, +544 qs, +1568 scales
+//     hmask:  for m < 8, the 16 rows' hmask[4m..4m+3]   qs: for i < 16, the 16 rows' qs[4i..4i+3]
+//     scales: for k < 3, the 16 rows' scales[4k..4k+3] d: the 16 rows' fp16 d
+// The AVX-512 kernel builds the unsigned 3-bit codes (2 low bits | the hmask bit << 2, 0..7) of
+// each code line's four fields into four 16-lane vpdpbusd; the -4 comes off through the bsums.
+//
 // kQ6_Kx16 (Q6_K, n_rows % 16 == 0): groups of 16 rows as above; per super-block b of the group
 // 3360 bytes (16 x 210, 52.5 lines), laid out so that every 64-byte load is aligned when b's
 // chunk starts on a line (even b; odd b start half a line in, so their d comes first):
@@ -102,6 +121,8 @@ enum class WeightLayout : uint8_t {
   kMXFP4x16,   // MXFP4, 16 rows interleaved per group (above)
   kQ8_0x16,    // Q8_0, 16 rows interleaved per group (above)
   kQ5_Kx16,    // Q5_K, 16 rows interleaved per group (above)
+  kQ2_Kx16,    // Q2_K, 16 rows interleaved per group (above)
+  kQ3_Kx16,    // Q3_K, 16 rows interleaved per group (above)
 };
 
 // Rows per group of a layout (1 for kRows): row ranges handed to its kernels start and end at
@@ -119,10 +140,10 @@ WeightLayout interleaved_layout(GgmlType type);
 // Whether the interleaved kernels of the best ISA are faster than the GGUF layout's on this CPU
 // (true with AVX-512 VNNI or AVX2; the scalar twins exist for tests, not speed).
 bool interleave_pays();
-// The same for one weight type: Q4_0, Q4_K, IQ4_XS, IQ4_NL and MXFP4 with AVX-512 or AVX2; Q5_K,
-// Q6_K and Q8_0 with AVX-512 only (no AVX2 interleaved kernel). On an AVX2-only Zen 3 the GGUF
-// layout's Q4_K row kernel is compute-bound (~7 GB/s a core); the interleaved one, with its
-// next-group L2 prefetch, streams 94-110% of the in-run probe in the 30B against 67-87%
+// The same for one weight type: Q4_0, Q4_K, IQ4_XS, IQ4_NL and MXFP4 with AVX-512 or AVX2; Q2_K,
+// Q3_K, Q5_K, Q6_K and Q8_0 with AVX-512 only (no AVX2 interleaved kernel). On an AVX2-only Zen 3
+// the GGUF layout's Q4_K row kernel is compute-bound (~7 GB/s a core); the interleaved one, with
+// its next-group L2 prefetch, streams 94-110% of the in-run probe in the 30B against 67-87%
 // (bench/RESULTS.md session 16).
 bool interleave_pays(GgmlType type);
 

@@ -125,6 +125,32 @@ constexpr size_t kQ5_Kx16Block = 2816;
 // The AVX-512 Q5_K kernel's L1 prefetch per line, two super-blocks ahead (as Q4_K's).
 constexpr size_t kQ5_Kx16Prefetch = 2 * kQ5_Kx16Block;
 
+// kQ2_Kx16 (kernels/interleave.h): super-block b of a group is 1344 bytes (21 lines) at 1344 b; its
+// d at +0, dmin at +32, scale dwords at +64, codes at +320.
+constexpr size_t kQ2_Kx16Block = 1344;
+// The AVX-512 Q2_K kernel's L1 prefetch per line, this far ahead.
+constexpr size_t kQ2_Kx16Prefetch = 2 * kQ2_Kx16Block;
+
+// kQ3_Kx16 (kernels/interleave.h): super-block b of a group is 1760 bytes (27.5 lines) at 1760 b,
+// its parts in the order its parity asks (counted from the matrix's first super-block: the group's
+// first one is odd when `odd`), so that every load of a 64-byte aligned matrix is one whole line.
+constexpr size_t kQ3_Kx16Block = 1760;
+struct Q3KParts {
+  size_t hmask, qs, scales, d;
+};
+inline Q3KParts q3_kx16_parts(int64_t b, bool odd) {
+  const size_t at = static_cast<size_t>(b) * kQ3_Kx16Block;
+  if (odd != ((b & 1) != 0)) return {at + 32, at + 544, at + 1568, at};
+  return {at, at + 512, at + 1536, at + 1728};
+}
+// Whether the first super-block of the group at row r (a multiple of 16) of a matrix of nb
+// super-blocks per row is odd.
+inline bool q3_kx16_group_odd(int64_t r, int64_t nb) {
+  return unit544_group_odd(r, nb);
+}
+// The AVX-512 Q3_K kernel's L1 prefetch per line, this far ahead.
+constexpr size_t kQ3_Kx16Prefetch = 2 * kQ3_Kx16Block;
+
 // kQ6_Kx16 (kernels/interleave.h): super-block b of a group is 3360 bytes at 3360 b; its parts.
 constexpr size_t kQ6_Kx16Block = 3360;
 struct Q6KParts {

@@ -63,6 +63,43 @@ std::vector<uint8_t> random_k_min(int64_t n_rows, int64_t n_cols, std::mt19937_6
   return w;
 }
 
+// Q2_K blocks: codes, scales and mins any bits; every seventh block the extremes (every code 3,
+// every scale and min 15).
+std::vector<uint8_t> random_q2_k(int64_t n_rows, int64_t n_cols, std::mt19937_64& rng) {
+  const int64_t nb = n_cols / kQK_K;
+  std::vector<uint8_t> w(static_cast<size_t>(n_rows * nb) * sizeof(BlockQ2_K));
+  for (auto& byte : w) byte = static_cast<uint8_t>(rng());
+  auto* blocks = reinterpret_cast<BlockQ2_K*>(w.data());
+  for (int64_t i = 0; i < n_rows * nb; ++i) {
+    blocks[i].d = random_scale(rng);
+    blocks[i].dmin = random_scale(rng);
+    if (i % 7 == 0) {
+      std::memset(blocks[i].qs, 0xFF, sizeof(blocks[i].qs));
+      std::memset(blocks[i].scales, 0xFF, sizeof(blocks[i].scales));
+    }
+  }
+  return w;
+}
+
+// Q3_K blocks: codes, 3rd bits and scales any bits; every seventh block one extreme (every value
+// -4, every scale -32), every eleventh the other (every value 3, every scale 31).
+std::vector<uint8_t> random_q3_k(int64_t n_rows, int64_t n_cols, std::mt19937_64& rng) {
+  const int64_t nb = n_cols / kQK_K;
+  std::vector<uint8_t> w(static_cast<size_t>(n_rows * nb) * sizeof(BlockQ3_K));
+  for (auto& byte : w) byte = static_cast<uint8_t>(rng());
+  auto* blocks = reinterpret_cast<BlockQ3_K*>(w.data());
+  for (int64_t i = 0; i < n_rows * nb; ++i) {
+    blocks[i].d = random_scale(rng);
+    const int fill = i % 7 == 0 ? 0x00 : i % 11 == 0 ? 0xFF : -1;
+    if (fill >= 0) {
+      std::memset(blocks[i].qs, fill, sizeof(blocks[i].qs));
+      std::memset(blocks[i].hmask, fill, sizeof(blocks[i].hmask));
+      std::memset(blocks[i].scales, fill, sizeof(blocks[i].scales));
+    }
+  }
+  return w;
+}
+
 std::vector<uint8_t> random_q6_k(int64_t n_rows, int64_t n_cols, std::mt19937_64& rng) {
   const int64_t nb = n_cols / kQK_K;
   std::vector<uint8_t> w(static_cast<size_t>(n_rows * nb) * sizeof(BlockQ6_K));
@@ -126,6 +163,8 @@ std::vector<uint8_t> random_weights(GgmlType t, int64_t n_rows, int64_t n_cols,
   if (t == GgmlType::MXFP4) return random_mxfp4(n_rows, n_cols, rng);
   if (t == GgmlType::Q8_0) return random_q8_0(n_rows, n_cols, rng);
   if (t == GgmlType::Q5_K) return random_k_min<BlockQ5_K>(n_rows, n_cols, rng);
+  if (t == GgmlType::Q2_K) return random_q2_k(n_rows, n_cols, rng);
+  if (t == GgmlType::Q3_K) return random_q3_k(n_rows, n_cols, rng);
   // Q4_0, and IQ4_NL (its blocks have Q4_0's shape: fp16 d, 16 code bytes of any bits).
   return t == GgmlType::Q4_K ? random_k_min<BlockQ4_K>(n_rows, n_cols, rng)
                              : random_q4_0(n_rows, n_cols, rng);
@@ -138,6 +177,8 @@ GgmlType layout_type(WeightLayout layout) {
   if (layout == WeightLayout::kMXFP4x16) return GgmlType::MXFP4;
   if (layout == WeightLayout::kQ8_0x16) return GgmlType::Q8_0;
   if (layout == WeightLayout::kQ5_Kx16) return GgmlType::Q5_K;
+  if (layout == WeightLayout::kQ2_Kx16) return GgmlType::Q2_K;
+  if (layout == WeightLayout::kQ3_Kx16) return GgmlType::Q3_K;
   return layout == WeightLayout::kQ4_Kx16 ? GgmlType::Q4_K : GgmlType::Q4_0;
 }
 
@@ -250,6 +291,10 @@ TEST(Interleave, LayoutsCoverTheirTypesInWholeGroups) {
   EXPECT_EQ(interleaved_layout(GgmlType::Q6_K, 40, 256), WeightLayout::kRows);
   EXPECT_EQ(interleaved_layout(GgmlType::Q5_K, 768, 2048), WeightLayout::kQ5_Kx16);
   EXPECT_EQ(interleaved_layout(GgmlType::Q5_K, 40, 256), WeightLayout::kRows);
+  EXPECT_EQ(interleaved_layout(GgmlType::Q2_K, 768, 2048), WeightLayout::kQ2_Kx16);
+  EXPECT_EQ(interleaved_layout(GgmlType::Q2_K, 40, 256), WeightLayout::kRows);
+  EXPECT_EQ(interleaved_layout(GgmlType::Q3_K, 2048, 768), WeightLayout::kQ3_Kx16);
+  EXPECT_EQ(interleaved_layout(GgmlType::Q3_K, 16, 320), WeightLayout::kRows);
   EXPECT_EQ(interleaved_layout(GgmlType::Q6_K), WeightLayout::kQ6_Kx16);
   EXPECT_EQ(interleaved_layout(GgmlType::IQ4_XS, 768, 2048), WeightLayout::kIQ4_XSx16);
   EXPECT_EQ(interleaved_layout(GgmlType::IQ4_XS, 40, 256), WeightLayout::kRows);
@@ -273,6 +318,8 @@ TEST(Interleave, LayoutsCoverTheirTypesInWholeGroups) {
   EXPECT_EQ(layout_rows(WeightLayout::kMXFP4x16), 16);
   EXPECT_EQ(layout_rows(WeightLayout::kQ8_0x16), 16);
   EXPECT_EQ(layout_rows(WeightLayout::kQ5_Kx16), 16);
+  EXPECT_EQ(layout_rows(WeightLayout::kQ2_Kx16), 16);
+  EXPECT_EQ(layout_rows(WeightLayout::kQ3_Kx16), 16);
 }
 
 // kMXFP4x16's chunks and kQ8_0x16's blocks (544-byte units) alternate codes-first and
@@ -287,6 +334,16 @@ TEST(Interleave, UnitLayoutsKeepCodeLinesAligned) {
       for (int64_t b = 0; b < nb; ++b) {
         EXPECT_EQ((group + detail::q8_0x16_code_offset(b, q8_odd)) % 64, 0u) << nb << " " << b;
         EXPECT_EQ((group + detail::q8_0x16_scale_offset(b, q8_odd)) % 32, 0u) << nb << " " << b;
+      }
+      // kQ3_Kx16's 1760-byte super-blocks alternate the same way: every hmask, qs and scales line
+      // and the d half line start where their loads want them.
+      const size_t q3_group = static_cast<size_t>(r) * static_cast<size_t>(nb) * 110;
+      const bool q3_odd = detail::q3_kx16_group_odd(r, nb);
+      EXPECT_EQ(q3_group % 64, q3_odd ? 32u : 0u) << nb << " " << r;
+      for (int64_t b = 0; b < nb; ++b) {
+        const detail::Q3KParts p = detail::q3_kx16_parts(b, q3_odd);
+        for (size_t part : {p.hmask, p.qs, p.scales}) EXPECT_EQ((q3_group + part) % 64, 0u) << b;
+        EXPECT_EQ((q3_group + p.d) % 32, 0u) << nb << " " << b;
       }
       if (nb % 2 != 0) continue;  // MXFP4: whole chunks of two blocks
       const size_t mx_group = static_cast<size_t>(r) * static_cast<size_t>(nb) * 17;
@@ -305,7 +362,8 @@ TEST(Interleave, RoundTripsAndInPlaceEqualsCopy) {
   for (WeightLayout layout :
        {WeightLayout::kQ4_0x16, WeightLayout::kQ4_0x32, WeightLayout::kQ4_Kx16,
         WeightLayout::kQ6_Kx16, WeightLayout::kIQ4_XSx16, WeightLayout::kMXFP4x16,
-        WeightLayout::kQ8_0x16, WeightLayout::kQ5_Kx16})
+        WeightLayout::kQ8_0x16, WeightLayout::kQ5_Kx16, WeightLayout::kQ2_Kx16,
+        WeightLayout::kQ3_Kx16})
     // 832 columns: 13 chunks of two blocks per group (kMXFP4x16's groups alternate).
     for (auto [rows, cols] :
          {std::pair<int64_t, int64_t>{16, 256}, {48, 768}, {32, 2048}, {48, 832}, {48, 96}}) {
@@ -403,7 +461,8 @@ TEST_P(InterleaveKernels, EqualTheGgufLayoutsBitForBit) {
 INSTANTIATE_TEST_SUITE_P(Types, InterleaveKernels,
                          ::testing::Values(GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K,
                                            GgmlType::IQ4_XS, GgmlType::IQ4_NL, GgmlType::MXFP4,
-                                           GgmlType::Q8_0, GgmlType::Q5_K),
+                                           GgmlType::Q8_0, GgmlType::Q5_K, GgmlType::Q2_K,
+                                           GgmlType::Q3_K),
                          [](const auto& info) { return std::string(ggml_type_name(info.param)); });
 
 TEST(Interleave, PoolSplitEqualsOneCall) {
