@@ -592,21 +592,40 @@ void group_dot_iq4(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, flo
 
 // ---- kQ2_Kx16: Q2_K x Q8_K ----
 
+// vpshufb patterns (indexes within each 128-bit lane; 0x80 clears the byte) that spread bytes a and
+// b of every dword into its two 16-bit words.
+inline __m512i dword_bytes_to_words(int a, int b) {
+  const auto dw = [&](int d) {
+    return static_cast<int32_t>(0x80008000u | uint32_t(4 * d + a) | (uint32_t(4 * d + b) << 16));
+  };
+  return _mm512_broadcast_i32x4(_mm_setr_epi32(dw(0), dw(1), dw(2), dw(3)));
+}
+
+// Two group sums as one dword of 16-bit words (lo in the low word, hi in the high one), each sum
+// held scaled by 4^n (the codes were masked in place, not shifted down: lo_n, hi_n) and |sum| <
+// 2^15 once unscaled. The dword then meets a pair of 16-bit scales in one vpdpwssd.
+template <int kLoShift, int kHiShift>
+inline __m512i sum_pair(__m512i lo, __m512i hi) {
+  const __m512i l = kLoShift == 0 ? lo : _mm512_srai_epi32(lo, kLoShift);
+  // hi / 4^n << 16 == hi << (16 - kHiShift): hi is a multiple of 2^kHiShift.
+  const __m512i h = _mm512_slli_epi32(hi, 16 - kHiShift);
+  return _mm512_ternarylogic_epi32(l, h, _mm512_set1_epi32(0xFFFF), 0xEC);  // (l & C) | h
+}
+
 // One 16-row group of nb super-blocks against T activation rows. Per code line i (rows' qs dwords
 // 4i..4i+3: half h = i / 8, elements 128h + 32j + 4(i % 8) + 0..3 in field j), each 2-bit field j
-// is one vpdpbusd into the sum of its group of 16 (8h + 2j + (i % 8) / 4); the 4-bit scales
-// multiply the group sums lane by lane; the mins, as pairs of 16-bit words, meet the activation's
-// bsums pairs in vpdpwssd.
+// masked in place (4^j times the code, at most 192) is one vpdpbusd into the sum of its group of
+// 16 (8h + 2j + (i % 8) / 4). The group sums, unscaled and paired as 16-bit words, meet the pairs
+// of 4-bit scales in vpdpwssd; so do the mins and the activation's bsums.
 template <int T>
 void group_dot_q2(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float* const* outs) {
-  const __m512i m3 = _mm512_set1_epi8(3);
+  const __m512i field[4] = {_mm512_set1_epi8(0x03), _mm512_set1_epi8(0x0C), _mm512_set1_epi8(0x30),
+                            _mm512_set1_epi8(static_cast<char>(0xC0))};
   const __m512i m4 = _mm512_set1_epi8(0x0F);
-  // Bytes 4d, 4d + 1 (pairs 0) / 4d + 2, 4d + 3 (pairs 1) of each dword d as its two 16-bit words.
-  // (vpshufb indexes within each 128-bit lane; 0x80 clears the byte.)
-  const __m512i pairs0 = _mm512_broadcast_i32x4(_mm_setr_epi32(
-      int32_t(0x80018000), int32_t(0x80058004), int32_t(0x80098008), int32_t(0x800D800C)));
-  const __m512i pairs1 = _mm512_broadcast_i32x4(_mm_setr_epi32(
-      int32_t(0x80038002), int32_t(0x80078006), int32_t(0x800B800A), int32_t(0x800F800E)));
+  // Scale pairs of groups (8h + q, 8h + 2 + q) and (8h + 4 + q, 8h + 6 + q): bytes q, q + 2 of the
+  // scale dwords 2h, 2h + 1. Min pairs (4k, 4k + 1) and (4k + 2, 4k + 3): bytes 0, 1 / 2, 3.
+  const __m512i pick_q[2] = {dword_bytes_to_words(0, 2), dword_bytes_to_words(1, 3)};
+  const __m512i pick01 = dword_bytes_to_words(0, 1), pick23 = dword_bytes_to_words(2, 3);
   __m512 acc[T][8];
   for (int t = 0; t < T; ++t)
     for (int k = 0; k < 8; ++k) acc[t][k] = _mm512_setzero_ps();
@@ -626,28 +645,24 @@ void group_dot_q2(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, floa
           const uint8_t* at = blk + 320 + (8 * h + 4 * q + ii) * 64;
           prefetch_lines<64, kToL1>(at + kQ2_Kx16Prefetch);
           const __m512i v = _mm512_loadu_si512(at);
-          const __m512i c[4] = {_mm512_and_si512(v, m3),
-                                _mm512_and_si512(_mm512_srli_epi16(v, 2), m3),
-                                _mm512_and_si512(_mm512_srli_epi16(v, 4), m3),
-                                _mm512_and_si512(_mm512_srli_epi16(v, 6), m3)};
-          for (int t = 0; t < T; ++t) {
-            const int8_t* xq = xs[t][b].qs + 128 * h + 16 * q + 4 * ii;
-            for (int j = 0; j < 4; ++j)
-              is[t][j] = _mm512_dpbusd_epi32(is[t][j], c[j], bcast4(xq + 32 * j));
+          for (int j = 0; j < 4; ++j) {
+            const __m512i c = _mm512_and_si512(v, field[j]);
+            for (int t = 0; t < T; ++t)
+              is[t][j] = _mm512_dpbusd_epi32(
+                  is[t][j], c, bcast4(xs[t][b].qs + 128 * h + 32 * j + 16 * q + 4 * ii));
           }
         }
-        for (int j = 0; j < 4; ++j) {
-          const int grp = 8 * h + 2 * j + q;
-          const __m512i sc = _mm512_and_si512(_mm512_srli_epi32(sc4[grp / 4], 8 * (grp % 4)),
-                                              _mm512_set1_epi32(0x0F));
-          for (int t = 0; t < T; ++t)
-            sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(sc, is[t][j]));
+        const __m512i sc02 = _mm512_shuffle_epi8(_mm512_and_si512(sc4[2 * h], m4), pick_q[q]);
+        const __m512i sc46 = _mm512_shuffle_epi8(_mm512_and_si512(sc4[2 * h + 1], m4), pick_q[q]);
+        for (int t = 0; t < T; ++t) {
+          sumi[t] = _mm512_dpwssd_epi32(sumi[t], sum_pair<0, 2>(is[t][0], is[t][1]), sc02);
+          sumi[t] = _mm512_dpwssd_epi32(sumi[t], sum_pair<4, 6>(is[t][2], is[t][3]), sc46);
         }
       }
     for (int k = 0; k < 4; ++k) {
       const __m512i mins = _mm512_and_si512(_mm512_srli_epi32(sc4[k], 4), m4);
-      const __m512i m01 = _mm512_shuffle_epi8(mins, pairs0);
-      const __m512i m23 = _mm512_shuffle_epi8(mins, pairs1);
+      const __m512i m01 = _mm512_shuffle_epi8(mins, pick01);
+      const __m512i m23 = _mm512_shuffle_epi8(mins, pick23);
       for (int t = 0; t < T; ++t) {
         int32_t b01 = 0, b23 = 0;
         std::memcpy(&b01, xs[t][b].bsums + 4 * k, 4);
@@ -676,22 +691,27 @@ void group_dot_q2(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, floa
 // ---- kQ3_Kx16: Q3_K x Q8_K ----
 
 // One 16-row group of nb super-blocks (its first one odd: `odd`) against T activation rows. As
-// group_dot_q2, with the 3rd bits: field j of code line i gets bit 4h + j of the rows' hmask byte
-// of the same position (hmask line i % 8) as its bit 2, so each code is unsigned 0..7 (value + 4);
-// the 4 comes off through the activation's bsums before the signed 6-bit scale weights the sum.
+// group_dot_q2, with the 3rd bits: fields j < 3 of code line i stay in place (bits 2j, 2j + 1) and
+// get bit 4h + j of the rows' hmask byte of the same position (hmask line i % 8) as bit 2j + 2, so
+// each is 4^j times an unsigned 0..7 code (value + 4); field 3 is shifted down first. The paired
+// 16-bit group sums lose the 4 through the activation's bsums before they meet the pairs of signed
+// 6-bit scales in vpdpwssd.
 template <int T>
 void group_dot_q3(const uint8_t* g, bool odd, const BlockQ8_K* const* xs, int64_t nb,
                   float* const* outs) {
-  const __m512i m3 = _mm512_set1_epi8(3);
-  const __m512i bit2 = _mm512_set1_epi8(4);
   const __m512i lo4 = _mm512_set1_epi32(0x0F0F0F0F);
   const __m512i lo2 = _mm512_set1_epi32(0x03030303);
+  // Signed scale pairs of groups (8h + q, 8h + 2 + q) / (8h + 4 + q, 8h + 6 + q): bytes q, q + 2 of
+  // the scale words 2h / 2h + 1, into the high bytes of the 16-bit words (then shifted down).
+  const __m512i pick_q[2] = {_mm512_slli_epi16(dword_bytes_to_words(0, 2), 8),
+                             _mm512_slli_epi16(dword_bytes_to_words(1, 3), 8)};
   __m512 acc[T][8];
   for (int t = 0; t < T; ++t)
     for (int k = 0; k < 8; ++k) acc[t][k] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const Q3KParts p = q3_kx16_parts(b, odd);
-    prefetch_lines<256, kToL1>(g + p.scales + kQ3_Kx16Prefetch);  // the scales and d lines
+    prefetch_lines<192, kToL1>(g + p.scales + kQ3_Kx16Prefetch);
+    prefetch_lines<64, kToL1>(g + p.d + kQ3_Kx16Prefetch);
     // The 16 rows' sixteen 6-bit scales less 32 as signed bytes, scale g in byte g % 4 of u[g / 4]
     // (q3_k_scale_words, lane-wise).
     const __m512i a0 = _mm512_loadu_si512(g + p.scales);
@@ -706,40 +726,53 @@ void group_dot_q3(const uint8_t* g, bool odd, const BlockQ8_K* const* xs, int64_
     const __m512i u[4] = {word(a0, 0, 0), word(a1, 0, 2), word(a0, 4, 4), word(a1, 4, 6)};
     __m512i sumi[T];
     for (int t = 0; t < T; ++t) sumi[t] = _mm512_setzero_si512();
+      // Unrolled whole: the shift counts and masks follow from h, q and j.
+#pragma GCC unroll 2
     for (int h = 0; h < 2; ++h)
+#pragma GCC unroll 2
       for (int q = 0; q < 2; ++q) {
         __m512i is[T][4];
         for (int t = 0; t < T; ++t)
           for (int j = 0; j < 4; ++j) is[t][j] = _mm512_setzero_si512();
+#pragma GCC unroll 4
         for (int ii = 0; ii < 4; ++ii) {
-          const uint8_t* at = g + p.qs + (8 * h + 4 * q + ii) * 64;
-          const uint8_t* hat = g + p.hmask + (4 * q + ii) * 64;
+          const uint8_t* at = g + p.qs(8 * h + 4 * q + ii);
+          const uint8_t* hat = g + p.hmask(4 * q + ii);
           prefetch_lines<64, kToL1>(at + kQ3_Kx16Prefetch);
           if (h == 0) prefetch_lines<64, kToL1>(hat + kQ3_Kx16Prefetch);
           const __m512i v = _mm512_loadu_si512(at);
           const __m512i hm = _mm512_loadu_si512(hat);
+#pragma GCC unroll 4
           for (int j = 0; j < 4; ++j) {
-            const __m512i vs = j == 0 ? v : _mm512_srli_epi16(v, 2 * j);
-            const int sh = 4 * h + j - 2;  // bit 4h + j of each byte to bit 2
-            const __m512i hs = sh > 0   ? _mm512_srli_epi16(hm, sh)
-                               : sh < 0 ? _mm512_slli_epi16(hm, -sh)
+            // Field j's 2 bits at bits 2j, 2j + 1 (j = 3: shifted down to 0, 1) and bit 4h + j of
+            // the hmask byte moved just above them (16-bit shifts: no bit that crosses a byte
+            // lands there).
+            const int at_bit = j < 3 ? 2 * j : 0;
+            const __m512i vs = j < 3 ? v : _mm512_srli_epi16(v, 6);
+            const int sh = at_bit + 2 - (4 * h + j);
+            const __m512i hs = sh > 0   ? _mm512_slli_epi16(hm, sh)
+                               : sh < 0 ? _mm512_srli_epi16(hm, -sh)
                                         : hm;
-            // (vs & 3) | (hs & 4): the unsigned 3-bit code.
-            const __m512i c = _mm512_ternarylogic_epi32(vs, _mm512_and_si512(hs, bit2), m3, 0xEC);
+            const __m512i c = _mm512_ternarylogic_epi32(
+                vs, _mm512_and_si512(hs, _mm512_set1_epi8(static_cast<char>(4 << at_bit))),
+                _mm512_set1_epi8(static_cast<char>(3 << at_bit)), 0xEC);  // (vs & C) | hs
             for (int t = 0; t < T; ++t)
               is[t][j] = _mm512_dpbusd_epi32(
                   is[t][j], c, bcast4(xs[t][b].qs + 128 * h + 32 * j + 16 * q + 4 * ii));
           }
         }
-        for (int j = 0; j < 4; ++j) {
-          const int grp = 8 * h + 2 * j + q;
-          const __m512i sc =
-              _mm512_srai_epi32(_mm512_slli_epi32(u[grp / 4], 24 - 8 * (grp % 4)), 24);
-          for (int t = 0; t < T; ++t) {
-            const __m512i centred =
-                _mm512_sub_epi32(is[t][j], _mm512_set1_epi32(4 * xs[t][b].bsums[grp]));
-            sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(sc, centred));
-          }
+        const __m512i sc02 = _mm512_srai_epi16(_mm512_shuffle_epi8(u[2 * h], pick_q[q]), 8);
+        const __m512i sc46 = _mm512_srai_epi16(_mm512_shuffle_epi8(u[2 * h + 1], pick_q[q]), 8);
+        for (int t = 0; t < T; ++t) {
+          // 4 * bsums of the pairs' groups as 16-bit words (|4 bsums| <= 8192).
+          const int16_t* bs = xs[t][b].bsums + 8 * h + q;
+          const auto four = [&](int k) { return static_cast<uint32_t>(uint16_t(4 * bs[k])); };
+          const __m512i off02 = _mm512_set1_epi32(static_cast<int32_t>(four(0) | four(2) << 16));
+          const __m512i off46 = _mm512_set1_epi32(static_cast<int32_t>(four(4) | four(6) << 16));
+          const __m512i c02 = _mm512_sub_epi16(sum_pair<0, 2>(is[t][0], is[t][1]), off02);
+          const __m512i c46 = _mm512_sub_epi16(sum_pair<4, 0>(is[t][2], is[t][3]), off46);
+          sumi[t] = _mm512_dpwssd_epi32(sumi[t], c02, sc02);
+          sumi[t] = _mm512_dpwssd_epi32(sumi[t], c46, sc46);
         }
       }
     const __m512 dw =

@@ -173,16 +173,16 @@ BlockQ2_K q2k_gather(const uint8_t* group, int64_t b, int r) {
 // the layout and gathered back.
 void q3k_scatter(const BlockQ3_K& blk, uint8_t* group, int64_t b, int r, bool odd) {
   const detail::Q3KParts p = detail::q3_kx16_parts(b, odd);
-  for (int m = 0; m < 8; ++m) std::memcpy(group + p.hmask + 64 * m + 4 * r, blk.hmask + 4 * m, 4);
-  for (int i = 0; i < 16; ++i) std::memcpy(group + p.qs + 64 * i + 4 * r, blk.qs + 4 * i, 4);
+  for (int m = 0; m < 8; ++m) std::memcpy(group + p.hmask(m) + 4 * r, blk.hmask + 4 * m, 4);
+  for (int i = 0; i < 16; ++i) std::memcpy(group + p.qs(i) + 4 * r, blk.qs + 4 * i, 4);
   for (int k = 0; k < 3; ++k) std::memcpy(group + p.scales + 64 * k + 4 * r, blk.scales + 4 * k, 4);
   std::memcpy(group + p.d + 2 * r, &blk.d, 2);
 }
 BlockQ3_K q3k_gather(const uint8_t* group, int64_t b, int r, bool odd) {
   const detail::Q3KParts p = detail::q3_kx16_parts(b, odd);
   BlockQ3_K blk;
-  for (int m = 0; m < 8; ++m) std::memcpy(blk.hmask + 4 * m, group + p.hmask + 64 * m + 4 * r, 4);
-  for (int i = 0; i < 16; ++i) std::memcpy(blk.qs + 4 * i, group + p.qs + 64 * i + 4 * r, 4);
+  for (int m = 0; m < 8; ++m) std::memcpy(blk.hmask + 4 * m, group + p.hmask(m) + 4 * r, 4);
+  for (int i = 0; i < 16; ++i) std::memcpy(blk.qs + 4 * i, group + p.qs(i) + 4 * r, 4);
   for (int k = 0; k < 3; ++k) std::memcpy(blk.scales + 4 * k, group + p.scales + 64 * k + 4 * r, 4);
   std::memcpy(&blk.d, group + p.d + 2 * r, 2);
   return blk;

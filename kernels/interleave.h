@@ -74,9 +74,11 @@
 // of the group 1760 bytes (27.5 lines), its parts ordered by the super-block's parity counted from
 // the matrix's first (as kQ6_Kx16's, and across groups: with an odd count per row the next group's
 // first super-block is odd), so every load of a 64-byte aligned matrix is one whole line:
-//     even: +0 hmask, +512 qs, +1536 scales, +1728 d;   odd: +0 d, +32 hmask, +544 qs, +1568 scales
-//     hmask:  for m < 8, the 16 rows' hmask[4m..4m+3]   qs: for i < 16, the 16 rows' qs[4i..4i+3]
-//     scales: for k < 3, the 16 rows' scales[4k..4k+3] d: the 16 rows' fp16 d
+//     even: +0 scales, +192 codes, +1728 d;   odd: +0 d, +32 scales, +224 codes
+//     scales: for k < 3, the 16 rows' scales[4k..4k+3]   d: the 16 rows' fp16 d
+//     codes:  for i < 8, qs line i then hmask line i; then qs lines 8..15 (the kernel's reading
+//             order: one stream), qs line i = the 16 rows' qs[4i..4i+3], hmask line m = their
+//             hmask[4m..4m+3]
 // The AVX-512 kernel builds the unsigned 3-bit codes (2 low bits | the hmask bit << 2, 0..7) of
 // each code line's four fields into four 16-lane vpdpbusd; the -4 comes off through the bsums.
 //

@@ -133,15 +133,21 @@ constexpr size_t kQ2_Kx16Prefetch = 2 * kQ2_Kx16Block;
 
 // kQ3_Kx16 (kernels/interleave.h): super-block b of a group is 1760 bytes (27.5 lines) at 1760 b,
 // its parts in the order its parity asks (counted from the matrix's first super-block: the group's
-// first one is odd when `odd`), so that every load of a 64-byte aligned matrix is one whole line.
+// first one is odd when `odd`), so that every load of a 64-byte aligned matrix is one whole line:
+// the scale dwords, the code lines (qs line i and hmask line i alternating for i < 8, then qs lines
+// 8..15: the kernel's reading order), the d.
 constexpr size_t kQ3_Kx16Block = 1760;
 struct Q3KParts {
-  size_t hmask, qs, scales, d;
+  size_t scales, codes, d;
+  size_t qs(int i) const {
+    return codes + static_cast<size_t>(i < 8 ? 128 * i : 1024 + 64 * (i - 8));
+  }
+  size_t hmask(int m) const { return codes + static_cast<size_t>(128 * m + 64); }
 };
 inline Q3KParts q3_kx16_parts(int64_t b, bool odd) {
   const size_t at = static_cast<size_t>(b) * kQ3_Kx16Block;
-  if (odd != ((b & 1) != 0)) return {at + 32, at + 544, at + 1568, at};
-  return {at, at + 512, at + 1536, at + 1728};
+  if (odd != ((b & 1) != 0)) return {at + 32, at + 224, at};
+  return {at, at + 192, at + 1728};
 }
 // Whether the first super-block of the group at row r (a multiple of 16) of a matrix of nb
 // super-blocks per row is odd.

@@ -342,7 +342,9 @@ TEST(Interleave, UnitLayoutsKeepCodeLinesAligned) {
       EXPECT_EQ(q3_group % 64, q3_odd ? 32u : 0u) << nb << " " << r;
       for (int64_t b = 0; b < nb; ++b) {
         const detail::Q3KParts p = detail::q3_kx16_parts(b, q3_odd);
-        for (size_t part : {p.hmask, p.qs, p.scales}) EXPECT_EQ((q3_group + part) % 64, 0u) << b;
+        for (int i = 0; i < 16; ++i) EXPECT_EQ((q3_group + p.qs(i)) % 64, 0u) << b;
+        for (int m = 0; m < 8; ++m) EXPECT_EQ((q3_group + p.hmask(m)) % 64, 0u) << b;
+        EXPECT_EQ((q3_group + p.scales) % 64, 0u) << nb << " " << b;
         EXPECT_EQ((q3_group + p.d) % 32, 0u) << nb << " " << b;
       }
       if (nb % 2 != 0) continue;  // MXFP4: whole chunks of two blocks
