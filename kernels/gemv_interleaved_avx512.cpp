@@ -456,19 +456,21 @@ void group_dot_k(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float
 
 // ---- kQ6_Kx16: Q6_K x Q8_K ----
 
-// One 16-row group of nb super-blocks against T activation rows. Per 4-byte column i of a
+// One 16-row group of nb super-blocks (its first one odd: `odd`) against T activation rows. Per
+// 4-byte column i of a
 // 128-element half h, three loads (ql dwords i and 8 + i, qh dword i) give the 6-bit codes of four
 // element runs (l, l + 32, l + 64, l + 96); each run's 16-element group is summed by 4 vpdpbusd
 // and scaled per lane, with the -32 offset taken off through the activation's bsums first.
 template <int T>
-void group_dot_q6(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float* const* outs) {
+void group_dot_q6(const uint8_t* g, bool odd, const BlockQ8_K* const* xs, int64_t nb,
+                  float* const* outs) {
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   const __m512i m30 = _mm512_set1_epi8(0x30);
   __m512 acc[T][8];
   for (int t = 0; t < T; ++t)
     for (int k = 0; k < 8; ++k) acc[t][k] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const Q6KParts p = q6_kx16_parts(b);
+    const Q6KParts p = q6_kx16_parts(b, odd);
     // The scales and d lines (5 at the super-block's start or end), then one per code load.
     prefetch_lines<320, kToL1>(g + b * kQ6_Kx16Block + kQ6_Kx16Prefetch);
     const uint8_t* ql = g + p.ql;
@@ -858,9 +860,9 @@ struct Q3KDot {
 };
 template <int T>
 struct Q6KDot {
-  static void run(const uint8_t* g, int64_t, const BlockQ8_K* const* xs, int64_t nb,
+  static void run(const uint8_t* g, int64_t r, const BlockQ8_K* const* xs, int64_t nb,
                   float* const* outs) {
-    group_dot_q6<T>(g, xs, nb, outs);
+    group_dot_q6<T>(g, q6_kx16_group_odd(r, nb), xs, nb, outs);
   }
 };
 

@@ -188,33 +188,22 @@ BlockQ3_K q3k_gather(const uint8_t* group, int64_t b, int r, bool odd) {
   return blk;
 }
 
-// kQ6_Kx16: row r's bytes of each part of a group's super-block b (interleave_internal.h).
-size_t q6_scale_at(int64_t b, int g, int r) {
-  return detail::q6_kx16_parts(b).scales + static_cast<size_t>(g) * 16 + static_cast<size_t>(r);
+// Row r's super-block b of a kQ6_Kx16 group whose first super-block is odd or not: written into
+// the layout, and gathered back.
+void q6_scatter(const BlockQ6_K& blk, uint8_t* group, int64_t b, int r, bool odd) {
+  const detail::Q6KParts p = detail::q6_kx16_parts(b, odd);
+  for (int g = 0; g < 16; ++g) group[p.scales + 16 * g + r] = static_cast<uint8_t>(blk.scales[g]);
+  for (int i = 0; i < 32; ++i) std::memcpy(group + p.ql + 64 * i + 4 * r, blk.ql + 4 * i, 4);
+  for (int i = 0; i < 16; ++i) std::memcpy(group + p.qh + 64 * i + 4 * r, blk.qh + 4 * i, 4);
+  std::memcpy(group + p.d + 2 * r, &blk.d, 2);
 }
-size_t q6_ql_at(int64_t b, int i, int r) {
-  return detail::q6_kx16_parts(b).ql + static_cast<size_t>(i) * 64 + static_cast<size_t>(r) * 4;
-}
-size_t q6_qh_at(int64_t b, int i, int r) {
-  return detail::q6_kx16_parts(b).qh + static_cast<size_t>(i) * 64 + static_cast<size_t>(r) * 4;
-}
-size_t q6_d_at(int64_t b, int r) {
-  return detail::q6_kx16_parts(b).d + static_cast<size_t>(r) * 2;
-}
-
-// Row r's super-block b of a kQ6_Kx16 group: written into the layout, and gathered back.
-void q6_scatter(const BlockQ6_K& blk, uint8_t* group, int64_t b, int r) {
-  for (int g = 0; g < 16; ++g) std::memcpy(group + q6_scale_at(b, g, r), blk.scales + g, 1);
-  for (int i = 0; i < 32; ++i) std::memcpy(group + q6_ql_at(b, i, r), blk.ql + 4 * i, 4);
-  for (int i = 0; i < 16; ++i) std::memcpy(group + q6_qh_at(b, i, r), blk.qh + 4 * i, 4);
-  std::memcpy(group + q6_d_at(b, r), &blk.d, 2);
-}
-BlockQ6_K q6_gather(const uint8_t* group, int64_t b, int r) {
+BlockQ6_K q6_gather(const uint8_t* group, int64_t b, int r, bool odd) {
+  const detail::Q6KParts p = detail::q6_kx16_parts(b, odd);
   BlockQ6_K blk;
-  for (int g = 0; g < 16; ++g) std::memcpy(blk.scales + g, group + q6_scale_at(b, g, r), 1);
-  for (int i = 0; i < 32; ++i) std::memcpy(blk.ql + 4 * i, group + q6_ql_at(b, i, r), 4);
-  for (int i = 0; i < 16; ++i) std::memcpy(blk.qh + 4 * i, group + q6_qh_at(b, i, r), 4);
-  std::memcpy(&blk.d, group + q6_d_at(b, r), 2);
+  for (int g = 0; g < 16; ++g) blk.scales[g] = static_cast<int8_t>(group[p.scales + 16 * g + r]);
+  for (int i = 0; i < 32; ++i) std::memcpy(blk.ql + 4 * i, group + p.ql + 64 * i + 4 * r, 4);
+  for (int i = 0; i < 16; ++i) std::memcpy(blk.qh + 4 * i, group + p.qh + 64 * i + 4 * r, 4);
+  std::memcpy(&blk.d, group + p.d + 2 * r, 2);
   return blk;
 }
 
@@ -326,7 +315,9 @@ void pack_any(WeightLayout layout, const uint8_t* src, uint8_t* dst, int64_t nb,
     case WeightLayout::kQ4_Kx16:
       return pack_group_k(src, dst, nb);
     case WeightLayout::kQ6_Kx16:
-      return pack_group_blocks<BlockQ6_K>(src, dst, nb, &q6_scatter);
+      return pack_group_blocks<BlockQ6_K>(
+          src, dst, nb,
+          unit_scatter<BlockQ6_K, &q6_scatter>(detail::q6_kx16_group_odd(g * kGroupRows, nb)));
     case WeightLayout::kQ5_Kx16:
       return pack_group_blocks<BlockQ5_K>(src, dst, nb, &q5k_scatter);
     case WeightLayout::kIQ4_XSx16:
@@ -354,7 +345,9 @@ void unpack_any(WeightLayout layout, const uint8_t* src, uint8_t* dst, int64_t n
     case WeightLayout::kQ4_Kx16:
       return unpack_group_k(src, dst, nb);
     case WeightLayout::kQ6_Kx16:
-      return unpack_group_blocks<BlockQ6_K>(src, dst, nb, &q6_gather);
+      return unpack_group_blocks<BlockQ6_K>(
+          src, dst, nb,
+          unit_gather<BlockQ6_K, &q6_gather>(detail::q6_kx16_group_odd(g * kGroupRows, nb)));
     case WeightLayout::kQ5_Kx16:
       return unpack_group_blocks<BlockQ5_K>(src, dst, nb, &q5k_gather);
     case WeightLayout::kIQ4_XSx16:
@@ -658,41 +651,19 @@ float dot_row_q2_k_ref(const uint8_t* group, int r, const BlockQ8_K* x, int64_t 
   return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
 }
 
-// The canonical Q3_K order of gemv.cpp for one row of a kQ3_Kx16 group (its first super-block odd
-// or not), literally: r_b = (fp16(d_w) * d_x) * (float)sum_g((sc_g - 32) * isum_g), values in
-// [-4, 3].
-template <bool kOdd>
-float dot_row_q3_k_ref(const uint8_t* group, int r, const BlockQ8_K* x, int64_t nb) {
-  float acc[8] = {};
-  for (int64_t b = 0; b < nb; ++b) {
-    const BlockQ3_K blk = q3k_gather(group, b, r, kOdd);
-    int8_t sc[16];
-    q3_k_scales(blk.scales, sc);
-    int32_t sumi = 0;
-    for (int g = 0; g < 16; ++g) {
-      int32_t isum = 0;
-      for (int l = 0; l < 16; ++l) isum += q3_k_value(blk, 16 * g + l) * x[b].qs[16 * g + l];
-      sumi += sc[g] * isum;
-    }
-    const float dd = fp16_to_f32(blk.d) * x[b].d;
-    acc[b % 8] = acc[b % 8] + dd * static_cast<float>(sumi);
+// The integer sums of one Q3_K / Q6_K super-block over groups of 16 with signed scales (Q3_K:
+// its 6-bit fields - 32; IQ4_XS's: iq4_xs_sumi, quant_internal.h).
+int32_t q3_sumi(const BlockQ3_K& blk, const BlockQ8_K& x) {
+  int8_t sc[16];
+  q3_k_scales(blk.scales, sc);
+  int32_t sumi = 0;
+  for (int g = 0; g < 16; ++g) {
+    int32_t isum = 0;
+    for (int l = 0; l < 16; ++l) isum += q3_k_value(blk, 16 * g + l) * x.qs[16 * g + l];
+    sumi += sc[g] * isum;
   }
-  return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+  return sumi;
 }
-void gemv_q3_kx16_ref(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
-                      int64_t row_end, int64_t n_cols) {
-  const int64_t nb = n_cols / kQK_K;
-  const auto* x = static_cast<const BlockQ8_K*>(xq);
-  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* group, int64_t r0) {
-    const bool odd = q3_kx16_group_odd(r0, nb);
-    for (int r = 0; r < kGroupRows; ++r)
-      y[r0 + r] =
-          odd ? dot_row_q3_k_ref<true>(group, r, x, nb) : dot_row_q3_k_ref<false>(group, r, x, nb);
-  });
-}
-
-// The integer sum of one Q6_K super-block over groups of 16 with int8 scales (IQ4_XS's:
-// iq4_xs_sumi, quant_internal.h).
 int32_t q6_sumi(const BlockQ6_K& blk, const BlockQ8_K& x) {
   int32_t sumi = 0;
   for (int g = 0; g < 16; ++g) {
@@ -703,8 +674,9 @@ int32_t q6_sumi(const BlockQ6_K& blk, const BlockQ8_K& x) {
   return sumi;
 }
 
-// The canonical Q6_K / IQ4_XS order of gemv.cpp for one row of a kQ6_Kx16 / kIQ4_XSx16 group,
-// literally: r_b = (fp16(d_w) * d_x) * (float)sumi, each super-block gathered back from the group.
+// The canonical Q3_K / Q6_K / IQ4_XS order of gemv.cpp for one row of a kQ3_Kx16 / kQ6_Kx16 /
+// kIQ4_XSx16 group, literally: r_b = (fp16(d_w) * d_x) * (float)sumi, each super-block gathered
+// back from the group.
 template <typename Block, Block (*Gather)(const uint8_t*, int64_t, int),
           int32_t (*Sumi)(const Block&, const BlockQ8_K&)>
 float dot_row_sym_ref(const uint8_t* group, int r, const BlockQ8_K* x, int64_t nb) {
@@ -716,7 +688,26 @@ float dot_row_sym_ref(const uint8_t* group, int r, const BlockQ8_K* x, int64_t n
   }
   return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
 }
-
+// A parity layout's gather with the group's parity fixed.
+template <typename Block, Block (*Gather)(const uint8_t*, int64_t, int, bool), bool kOdd>
+Block gather_at(const uint8_t* group, int64_t b, int r) {
+  return Gather(group, b, r, kOdd);
+}
+// kQ3_Kx16, kQ6_Kx16: each group by the twin of its first super-block's parity.
+template <typename Block, Block (*Gather)(const uint8_t*, int64_t, int, bool),
+          int32_t (*Sumi)(const Block&, const BlockQ8_K&)>
+void gemv_parity_ref(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
+                     int64_t row_end, int64_t n_cols) {
+  const int64_t nb = n_cols / kQK_K;
+  const auto* x = static_cast<const BlockQ8_K*>(xq);
+  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* group, int64_t r0) {
+    const bool odd = group_first_odd(r0, nb);
+    for (int r = 0; r < kGroupRows; ++r)
+      y[r0 + r] =
+          odd ? dot_row_sym_ref<Block, &gather_at<Block, Gather, true>, Sumi>(group, r, x, nb)
+              : dot_row_sym_ref<Block, &gather_at<Block, Gather, false>, Sumi>(group, r, x, nb);
+  });
+}
 // GEMV / GEMM over whole 16-row groups from a row twin: y[r] = Row(group, r, x, nb), token by
 // token.
 template <typename XBlock, int64_t kElems,
@@ -770,6 +761,13 @@ GemvKernels units_ref() {
   return GemvKernels{kGemv, &gemm_by_token_ref<kGemv>};
 }
 
+template <typename Block, Block (*Gather)(const uint8_t*, int64_t, int, bool),
+          int32_t (*Sumi)(const Block&, const BlockQ8_K&)>
+GemvKernels parity_ref() {
+  constexpr GemvFn kGemv = &gemv_parity_ref<Block, Gather, Sumi>;
+  return GemvKernels{kGemv, &gemm_by_token_ref<kGemv>};
+}
+
 // kQ4_0x32: each 16-row group of the range on its own, its chunks kQ4_0x32Stride apart.
 void gemv_q4_0x32_ref(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
                       int64_t row_end, int64_t n_cols) {
@@ -786,8 +784,7 @@ void gemv_q4_0x32_ref(const void* w, size_t row_stride, const void* xq, float* y
 }  // namespace
 
 GemvKernels interleaved_kernels_ref(WeightLayout layout) {
-  if (layout == WeightLayout::kQ6_Kx16)
-    return x16_ref<BlockQ8_K, kQK_K, &dot_row_sym_ref<BlockQ6_K, &q6_gather, &q6_sumi>>();
+  if (layout == WeightLayout::kQ6_Kx16) return parity_ref<BlockQ6_K, &q6_gather, &q6_sumi>();
   if (layout == WeightLayout::kIQ4_XSx16)
     return x16_ref<BlockQ8_K, kQK_K, &dot_row_sym_ref<BlockIQ4_XS, &iq4_gather, &iq4_xs_sumi>>();
   if (layout == WeightLayout::kQ4_0x16)
@@ -803,8 +800,7 @@ GemvKernels interleaved_kernels_ref(WeightLayout layout) {
   if (layout == WeightLayout::kQ4_Kx16) return x16_ref<BlockQ8_K, kQK_K, &dot_row_k_ref>();
   if (layout == WeightLayout::kQ5_Kx16) return x16_ref<BlockQ8_K, kQK_K, &dot_row_q5_k_ref>();
   if (layout == WeightLayout::kQ2_Kx16) return x16_ref<BlockQ8_K, kQK_K, &dot_row_q2_k_ref>();
-  if (layout == WeightLayout::kQ3_Kx16)
-    return GemvKernels{&gemv_q3_kx16_ref, &gemm_by_token_ref<&gemv_q3_kx16_ref>};
+  if (layout == WeightLayout::kQ3_Kx16) return parity_ref<BlockQ3_K, &q3k_gather, &q3_sumi>();
   return GemvKernels{nullptr, nullptr};
 }
 

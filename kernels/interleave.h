@@ -83,9 +83,10 @@
 // each code line's four fields into four 16-lane vpdpbusd; the -4 comes off through the bsums.
 //
 // kQ6_Kx16 (Q6_K, n_rows % 16 == 0): groups of 16 rows as above; per super-block b of the group
-// 3360 bytes (16 x 210, 52.5 lines), laid out so that every 64-byte load is aligned when b's
-// chunk starts on a line (even b; odd b start half a line in, so their d comes first):
-//     even b: +0 scales, +256 ql, +2304 qh, +3328 d;   odd b: +0 d, +32 scales, +288 ql, +2336 qh
+// 3360 bytes (16 x 210, 52.5 lines), laid out so that every 64-byte load is aligned: an even
+// super-block (counted from the matrix's first, across groups, as kQ3_Kx16's) starts on a line,
+// an odd one half a line in, so its d comes first:
+//     even: +0 scales, +256 ql, +2304 qh, +3328 d;   odd: +0 d, +32 scales, +288 ql, +2336 qh
 //     scales: for g < 16, the 16 rows' int8 scale g (16 bytes each)
 //     ql:     for i < 32, the 16 rows' ql[4i..4i+3]       qh: for i < 16, the 16 rows' qh[4i..4i+3]
 //     d:      the 16 rows' fp16 d

@@ -61,8 +61,9 @@ inline size_t unit544_codes(int64_t u, bool odd) {
   return static_cast<size_t>(u) * kUnit544 + (odd != ((u & 1) != 0) ? 32 : 0);
 }
 // Whether the first unit of the group at row r (a multiple of 16) is odd, the groups before it
-// holding r / 16 * units_per_group units.
-inline bool unit544_group_odd(int64_t r, int64_t units_per_group) {
+// holding r / 16 * units_per_group units (the 544-byte units, and the super-blocks of kQ3_Kx16 and
+// kQ6_Kx16, whose halves of a line alternate the same way).
+inline bool group_first_odd(int64_t r, int64_t units_per_group) {
   return (((r / 16) * units_per_group) & 1) != 0;
 }
 
@@ -76,7 +77,7 @@ inline size_t mxfp4x16_code_offset(int64_t b, bool odd) {
   return unit544_codes(b >> 1, odd) + static_cast<size_t>(b & 1) * 256;
 }
 inline bool mxfp4x16_group_odd(int64_t r, int64_t nb) {
-  return unit544_group_odd(r, nb / 2);
+  return group_first_odd(r, nb / 2);
 }
 
 // kQ8_0x16: block b's 16 fp16 d and its 512 code bytes, and the parity of the group at row r.
@@ -87,7 +88,7 @@ inline size_t q8_0x16_code_offset(int64_t b, bool odd) {
   return unit544_codes(b, odd);
 }
 inline bool q8_0x16_group_odd(int64_t r, int64_t nb) {
-  return unit544_group_odd(r, nb);
+  return group_first_odd(r, nb);
 }
 
 // One L1 prefetch per line this far ahead along a group's byte stream (the Q4_K kernels and the
@@ -152,20 +153,24 @@ inline Q3KParts q3_kx16_parts(int64_t b, bool odd) {
 // Whether the first super-block of the group at row r (a multiple of 16) of a matrix of nb
 // super-blocks per row is odd.
 inline bool q3_kx16_group_odd(int64_t r, int64_t nb) {
-  return unit544_group_odd(r, nb);
+  return group_first_odd(r, nb);
 }
 // The AVX-512 Q3_K kernel's L1 prefetch per line, this far ahead.
 constexpr size_t kQ3_Kx16Prefetch = 2 * kQ3_Kx16Block;
 
-// kQ6_Kx16 (kernels/interleave.h): super-block b of a group is 3360 bytes at 3360 b; its parts.
+// kQ6_Kx16 (kernels/interleave.h): super-block b of a group is 3360 bytes at 3360 b; its parts, in
+// the order its parity asks (counted from the matrix's first super-block, as kQ3_Kx16's).
 constexpr size_t kQ6_Kx16Block = 3360;
 struct Q6KParts {
   size_t scales, ql, qh, d;
 };
-inline Q6KParts q6_kx16_parts(int64_t b) {
+inline Q6KParts q6_kx16_parts(int64_t b, bool odd) {
   const size_t at = static_cast<size_t>(b) * kQ6_Kx16Block;
-  if (b & 1) return {at + 32, at + 288, at + 2336, at};
+  if (odd != ((b & 1) != 0)) return {at + 32, at + 288, at + 2336, at};
   return {at, at + 256, at + 2304, at + 3328};
+}
+inline bool q6_kx16_group_odd(int64_t r, int64_t nb) {
+  return group_first_odd(r, nb);
 }
 // The AVX-512 Q6_K kernel's L1 prefetch per line, this far ahead (two super-blocks, as Q4_K's).
 constexpr size_t kQ6_Kx16Prefetch = 2 * kQ6_Kx16Block;

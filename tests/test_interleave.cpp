@@ -347,6 +347,15 @@ TEST(Interleave, UnitLayoutsKeepCodeLinesAligned) {
         EXPECT_EQ((q3_group + p.scales) % 64, 0u) << nb << " " << b;
         EXPECT_EQ((q3_group + p.d) % 32, 0u) << nb << " " << b;
       }
+      // kQ6_Kx16's 3360-byte super-blocks too.
+      const size_t q6_group = static_cast<size_t>(r) * static_cast<size_t>(nb) * 210;
+      const bool q6_odd = detail::q6_kx16_group_odd(r, nb);
+      EXPECT_EQ(q6_group % 64, q6_odd ? 32u : 0u) << nb << " " << r;
+      for (int64_t b = 0; b < nb; ++b) {
+        const detail::Q6KParts p = detail::q6_kx16_parts(b, q6_odd);
+        for (size_t part : {p.scales, p.ql, p.qh}) EXPECT_EQ((q6_group + part) % 64, 0u) << b;
+        EXPECT_EQ((q6_group + p.d) % 32, 0u) << nb << " " << b;
+      }
       if (nb % 2 != 0) continue;  // MXFP4: whole chunks of two blocks
       const size_t mx_group = static_cast<size_t>(r) * static_cast<size_t>(nb) * 17;
       const bool odd = detail::mxfp4x16_group_odd(r, nb);
