@@ -172,6 +172,19 @@ inline __m256i pair_bytes(__m256i v) {
                           13 + j, z));
 }
 
+// The canonical float step of the layouts with mins (kQ2_Kx16, kQ4_Kx16) for rows 8h..8h+7:
+// (d_w * d_x) * (float)sumi - (dmin_w * d_x) * (float)summ, the rows' fp16 d at blk, dmin at
+// blk + 32.
+inline __m256 min_step(const uint8_t* blk, int h, float d_x, __m256i sumi, __m256i summ) {
+  const __m256 dx = _mm256_set1_ps(d_x);
+  const __m256 dd = _mm256_mul_ps(
+      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * h))), dx);
+  const __m256 dm = _mm256_mul_ps(
+      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 32 + 16 * h))), dx);
+  return _mm256_sub_ps(_mm256_mul_ps(dd, _mm256_cvtepi32_ps(sumi)),
+                       _mm256_mul_ps(dm, _mm256_cvtepi32_ps(summ)));
+}
+
 // Rows 8h..8h+7 of one 16-row group against one activation row. next: as in half_dot, the
 // following group of the same call, prefetched into L2 across both halves (320 bytes per
 // 64-element step). Without it, on an AVX2-only Zen 3, this kernel computed 16-17 GB/s from cache
@@ -180,7 +193,7 @@ inline __m256i pair_bytes(__m256i v) {
 // The 6-bit scales and mins are unpacked once per block into bytes (lane r, byte j: row r's
 // scale j or 4 + j) and applied by vpmaddwd to the int16 sums, a byte pair at a time for the
 // mins: no 32-bit multiplies (bench/RESULTS.md session 19: 1.3x from cache, 1.05-1.15x streaming).
-void half_dot_k(const uint8_t* g, int h, const BlockQ8_K* x, int64_t nb, float* out,
+void half_dot_k(const uint8_t* g, int64_t, int h, const BlockQ8_K* x, int64_t nb, float* out,
                 const uint8_t* next) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i m6 = _mm256_set1_epi8(0x3F);
@@ -241,14 +254,7 @@ void half_dot_k(const uint8_t* g, int h, const BlockQ8_K* x, int64_t nb, float* 
                          _mm256_madd_epi16(pair_bytes<2>(mn_lo), _mm256_shuffle_epi32(bp, 0x55))),
         _mm256_add_epi32(_mm256_madd_epi16(pair_bytes<0>(mn_hi), _mm256_shuffle_epi32(bp, 0xAA)),
                          _mm256_madd_epi16(pair_bytes<2>(mn_hi), _mm256_shuffle_epi32(bp, 0xFF))));
-    const __m256 dx = _mm256_set1_ps(x[b].d);
-    const __m256 dd = _mm256_mul_ps(
-        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * h))), dx);
-    const __m256 dm = _mm256_mul_ps(
-        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 32 + 16 * h))), dx);
-    const __m256 r = _mm256_sub_ps(_mm256_mul_ps(dd, _mm256_cvtepi32_ps(sumi)),
-                                   _mm256_mul_ps(dm, _mm256_cvtepi32_ps(summ)));
-    acc[b % 8] = _mm256_add_ps(acc[b % 8], r);
+    acc[b % 8] = _mm256_add_ps(acc[b % 8], min_step(blk, h, x[b].d, sumi, summ));
   }
   _mm256_storeu_ps(out + 8 * h, fold_acc(acc));
 }
@@ -260,7 +266,7 @@ void half_dot_k(const uint8_t* g, int h, const BlockQ8_K* x, int64_t nb, float* 
 // (|x| <= 128 and |value| <= 127, so any Q8_K row is exact, -128 included): int16 pair sums of at
 // most 2 x 128 x 127, each weighted by its row's sub-block scale (an int16 pair per lane) in
 // vpmaddwd. next: the following group, prefetched into L2 across both halves (as half_dot_k).
-void half_dot_iq4(const uint8_t* g, int h, const BlockQ8_K* x, int64_t nb, float* out,
+void half_dot_iq4(const uint8_t* g, int64_t, int h, const BlockQ8_K* x, int64_t nb, float* out,
                   const uint8_t* next) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i table =
@@ -311,9 +317,186 @@ void half_dot_iq4(const uint8_t* g, int h, const BlockQ8_K* x, int64_t nb, float
   _mm256_storeu_ps(out + 8 * h, fold_acc(acc));
 }
 
-// GEMV / GEMM over a super-block layout from its half pass HalfDot (rows 8h..8h+7 of a group).
-using HalfDotFn = void (*)(const uint8_t* g, int h, const BlockQ8_K* x, int64_t nb, float* out,
-                           const uint8_t* next);
+// ---- kQ2_Kx16, kQ3_Kx16: Q2_K / Q3_K x Q8_K, 8 rows (half h of the group) per register ----
+
+// Byte j of every dword (j <= 3) as a signed 16-bit value in both halves of the dword (into the
+// high byte by vpshufb, then an arithmetic shift down).
+template <int j>
+inline __m256i dup_byte_signed(__m256i v) {
+  constexpr char z = -128;
+  const __m256i hi =
+      _mm256_shuffle_epi8(v, _mm256_setr_epi8(z, j, z, j, z, 4 + j, z, 4 + j, z, 8 + j, z, 8 + j, z,
+                                              12 + j, z, 12 + j, z, j, z, j, z, 4 + j, z, 4 + j, z,
+                                              8 + j, z, 8 + j, z, 12 + j, z, 12 + j));
+  return _mm256_srai_epi16(hi, 8);
+}
+// Bytes j and j + 1 of every dword as signed 16-bit values in its two halves.
+template <int j>
+inline __m256i pair_bytes_signed(__m256i v) {
+  constexpr char z = -128;
+  const __m256i hi =
+      _mm256_shuffle_epi8(v, _mm256_setr_epi8(z, j, z, j + 1, z, 4 + j, z, 5 + j, z, 8 + j, z,
+                                              9 + j, z, 12 + j, z, 13 + j, z, j, z, j + 1, z, 4 + j,
+                                              z, 5 + j, z, 8 + j, z, 9 + j, z, 12 + j, z, 13 + j));
+  return _mm256_srai_epi16(hi, 8);
+}
+inline __m256i bcast_dword(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// The weighted group sums of one Q2_K / Q3_K super-block for rows 8h..8h+7: per code line i (half
+// hh = i / 8 of the super-block), field j (the 2-bit codes, by shift and and; Q3_K: the hmask bit
+// as bit 2, code(v, hm, hh, j)) is one vpmaddubsw into the int16 sums of its group of 16 (8hh + 2j
+// + (i % 8) / 4: at most 4 x 2 x 7 x 128 = 7168, exact), and each group's int16 pair sums meet the
+// row's scale (scale<grp>(), an int16 pair) in vpmaddwd. line(i) / hmask(m): the code lines' and
+// hmask lines' half-h addresses; step(k): called before each of the 4 (hh, q) steps.
+template <typename Code, typename Scale, typename Line, typename Hmask, typename Step>
+inline __m256i k_low_sumi(const int8_t* xq, Code&& code, Scale&& scale, Line&& line, Hmask&& hmask,
+                          Step&& step) {
+  const auto run = [&](auto hh_const, auto q_const) {
+    constexpr int hh = decltype(hh_const)::value, q = decltype(q_const)::value;
+    step(2 * hh + q);
+    __m256i s16[4];
+    for (int j = 0; j < 4; ++j) s16[j] = _mm256_setzero_si256();
+    for (int ii = 0; ii < 4; ++ii) {
+      const __m256i v =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(line(8 * hh + 4 * q + ii)));
+      const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hmask(4 * q + ii)));
+      for (int j = 0; j < 4; ++j)
+        s16[j] = _mm256_add_epi16(
+            s16[j], _mm256_maddubs_epi16(code(v, hm, hh, j),
+                                         bcast_dword(xq + 128 * hh + 32 * j + 16 * q + 4 * ii)));
+    }
+    return _mm256_add_epi32(
+        _mm256_add_epi32(
+            _mm256_madd_epi16(s16[0], scale(std::integral_constant<int, 8 * hh + q>{})),
+            _mm256_madd_epi16(s16[1], scale(std::integral_constant<int, 8 * hh + 2 + q>{}))),
+        _mm256_add_epi32(
+            _mm256_madd_epi16(s16[2], scale(std::integral_constant<int, 8 * hh + 4 + q>{})),
+            _mm256_madd_epi16(s16[3], scale(std::integral_constant<int, 8 * hh + 6 + q>{}))));
+  };
+  using I0 = std::integral_constant<int, 0>;
+  using I1 = std::integral_constant<int, 1>;
+  return _mm256_add_epi32(_mm256_add_epi32(run(I0{}, I0{}), run(I0{}, I1{})),
+                          _mm256_add_epi32(run(I1{}, I0{}), run(I1{}, I1{})));
+}
+
+// Rows 8h..8h+7 of one kQ2_Kx16 group against one activation row; next: the following group,
+// prefetched into L2 across both halves (as half_dot_k). The mins meet the activation's bsum pairs
+// in vpmaddwd.
+void half_dot_q2(const uint8_t* g, int64_t, int h, const BlockQ8_K* x, int64_t nb, float* out,
+                 const uint8_t* next) {
+  const __m256i m3 = _mm256_set1_epi8(3);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  __m256 acc[8];
+  for (int k = 0; k < 8; ++k) acc[k] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = g + b * kQ2_Kx16Block;
+    if (h == 0) prefetch_lines<kQ2_Kx16Block, kToL1>(blk + kQ2_Kx16Prefetch);
+    const auto at = [&](size_t off) { return blk + off + 32 * h; };
+    __m256i sc[4], mn[4];
+    for (int k = 0; k < 4; ++k) {
+      const __m256i s = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at(64 + 64 * k)));
+      sc[k] = _mm256_and_si256(s, m4);
+      mn[k] = _mm256_and_si256(_mm256_srli_epi32(s, 4), m4);
+    }
+    const __m256i sumi = k_low_sumi(
+        x[b].qs,
+        [&](__m256i v, __m256i, int, int j) {
+          return _mm256_and_si256(j == 0 ? v : _mm256_srli_epi16(v, 2 * j), m3);
+        },
+        [&](auto grp) {
+          constexpr int gi = decltype(grp)::value;
+          return dup_byte<gi % 4>(sc[gi / 4]);
+        },
+        [&](int i) { return at(320 + 64 * static_cast<size_t>(i)); },
+        [&](int) { return at(320); },  // unused
+        [&](int k) {
+          if (next != nullptr)
+            prefetch_lines<192, kToL2>(next + ((h * nb + b) * 4 + k) * (kQ2_Kx16Block / 8));
+        });
+    __m256i summ = _mm256_setzero_si256();
+    for (int k = 0; k < 4; ++k) {
+      const __m256i b01 = bcast_dword(x[b].bsums + 4 * k);
+      const __m256i b23 = bcast_dword(x[b].bsums + 4 * k + 2);
+      summ = _mm256_add_epi32(summ, _mm256_add_epi32(_mm256_madd_epi16(pair_bytes<0>(mn[k]), b01),
+                                                     _mm256_madd_epi16(pair_bytes<2>(mn[k]), b23)));
+    }
+    acc[b % 8] = _mm256_add_ps(acc[b % 8], min_step(blk, h, x[b].d, sumi, summ));
+  }
+  _mm256_storeu_ps(out + 8 * h, fold_acc(acc));
+}
+
+// Rows 8h..8h+7 of one kQ3_Kx16 group (its first row r0: the parity) against one activation row.
+// Codes unsigned 0..7 (value + 4); the 4 comes off as 4 x sum_g sc_g x bsums_g, the signed scales
+// against the bsum pairs in vpmaddwd.
+void half_dot_q3(const uint8_t* g, int64_t r0, int h, const BlockQ8_K* x, int64_t nb, float* out,
+                 const uint8_t* next) {
+  const bool odd = q3_kx16_group_odd(r0, nb);
+  const __m256i m3 = _mm256_set1_epi8(3);
+  const __m256i bit2 = _mm256_set1_epi8(4);
+  const __m256i lo4 = _mm256_set1_epi32(0x0F0F0F0F);
+  const __m256i lo2 = _mm256_set1_epi32(0x03030303);
+  __m256 acc[8];
+  for (int k = 0; k < 8; ++k) acc[k] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const Q3KParts p = q3_kx16_parts(b, odd);
+    if (h == 0) prefetch_lines<kQ3_Kx16Block + 32, kToL1>(g + b * kQ3_Kx16Block + kQ3_Kx16Prefetch);
+    const auto load = [&](size_t off) {
+      return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + off + 32 * h));
+    };
+    // The rows' sixteen scales less 32 as signed bytes, scale g in byte g % 4 of u[g / 4].
+    const __m256i a0 = load(p.scales), a1 = load(p.scales + 64), a2 = load(p.scales + 128);
+    const auto word = [&](__m256i low, int low_shift, int high_shift) {
+      const __m256i l = _mm256_and_si256(_mm256_srli_epi32(low, low_shift), lo4);
+      const __m256i hb =
+          _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(a2, high_shift), lo2), 4);
+      return _mm256_sub_epi8(_mm256_or_si256(l, hb), _mm256_set1_epi8(32));
+    };
+    const __m256i u[4] = {word(a0, 0, 0), word(a1, 0, 2), word(a0, 4, 4), word(a1, 4, 6)};
+    const __m256i sumi = k_low_sumi(
+        x[b].qs,
+        [&](__m256i v, __m256i hm, int hh, int j) {
+          const __m256i low = _mm256_and_si256(j == 0 ? v : _mm256_srli_epi16(v, 2 * j), m3);
+          const int sh = 2 - (4 * hh + j);  // bit 4hh + j of each hmask byte to bit 2
+          const __m256i hs = sh > 0   ? _mm256_slli_epi16(hm, sh)
+                             : sh < 0 ? _mm256_srli_epi16(hm, -sh)
+                                      : hm;
+          return _mm256_or_si256(low, _mm256_and_si256(hs, bit2));
+        },
+        [&](auto grp) {
+          constexpr int gi = decltype(grp)::value;
+          return dup_byte_signed<gi % 4>(u[gi / 4]);
+        },
+        [&](int i) { return g + p.qs(i) + 32 * h; }, [&](int m) { return g + p.hmask(m) + 32 * h; },
+        [&](int k) {
+          if (next != nullptr)
+            prefetch_lines<256, kToL2>(next + ((h * nb + b) * 4 + k) * (kQ3_Kx16Block / 8));
+        });
+    // 4 x sum_g sc_g x bsums_g, the scales as signed int16 pairs (g, g + 1).
+    __m256i sb = _mm256_setzero_si256();
+    for (int k = 0; k < 4; ++k) {
+      const __m256i b01 = bcast_dword(x[b].bsums + 4 * k);
+      const __m256i b23 = bcast_dword(x[b].bsums + 4 * k + 2);
+      sb = _mm256_add_epi32(sb,
+                            _mm256_add_epi32(_mm256_madd_epi16(pair_bytes_signed<0>(u[k]), b01),
+                                             _mm256_madd_epi16(pair_bytes_signed<2>(u[k]), b23)));
+    }
+    const __m256i centred = _mm256_sub_epi32(sumi, _mm256_slli_epi32(sb, 2));
+    const __m256 dd = _mm256_mul_ps(
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + p.d + 16 * h))),
+        _mm256_set1_ps(x[b].d));
+    acc[b % 8] = _mm256_add_ps(acc[b % 8], _mm256_mul_ps(dd, _mm256_cvtepi32_ps(centred)));
+  }
+  _mm256_storeu_ps(out + 8 * h, fold_acc(acc));
+}
+
+// GEMV / GEMM over a super-block layout from its half pass HalfDot (rows 8h..8h+7 of the group
+// whose first row is r).
+using HalfDotFn = void (*)(const uint8_t* g, int64_t r, int h, const BlockQ8_K* x, int64_t nb,
+                           float* out, const uint8_t* next);
 
 template <HalfDotFn HalfDot>
 void gemv_halves(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
@@ -323,8 +506,8 @@ void gemv_halves(const void* w, size_t row_stride, const void* xq, float* y, int
   const size_t group_bytes = 16 * row_stride;
   for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
     const uint8_t* next = r + 16 < row_end ? g + group_bytes : nullptr;
-    HalfDot(g, 0, x, nb, y + r, next);
-    HalfDot(g, 1, x, nb, y + r, next);
+    HalfDot(g, r, 0, x, nb, y + r, next);
+    HalfDot(g, r, 1, x, nb, y + r, next);
   });
 }
 
@@ -339,7 +522,7 @@ void gemm_halves(const void* w, size_t row_stride, const void* xq, size_t xq_str
     const uint8_t* next = r + 16 < row_end ? g + group_bytes : nullptr;
     for (int64_t t = 0; t < n_tokens; ++t)
       for (int h = 0; h < 2; ++h)
-        HalfDot(g, h, reinterpret_cast<const BlockQ8_K*>(xbase + t * xq_stride), nb,
+        HalfDot(g, r, h, reinterpret_cast<const BlockQ8_K*>(xbase + t * xq_stride), nb,
                 y + t * y_stride + r, t == 0 ? next : nullptr);
   });
 }
@@ -360,6 +543,10 @@ GemvKernels interleaved_kernels_avx2(WeightLayout layout) {
     return GemvKernels{&gemv_halves<&half_dot_k>, &gemm_halves<&half_dot_k>};
   if (layout == WeightLayout::kIQ4_XSx16)
     return GemvKernels{&gemv_halves<&half_dot_iq4>, &gemm_halves<&half_dot_iq4>};
+  if (layout == WeightLayout::kQ2_Kx16)
+    return GemvKernels{&gemv_halves<&half_dot_q2>, &gemm_halves<&half_dot_q2>};
+  if (layout == WeightLayout::kQ3_Kx16)
+    return GemvKernels{&gemv_halves<&half_dot_q3>, &gemm_halves<&half_dot_q3>};
   return GemvKernels{nullptr, nullptr};
 }
 

@@ -385,6 +385,25 @@ inline __m512i bit_to_4(__m512i v, int n) {
   return _mm512_slli_epi16(b0, 4);
 }
 
+// The canonical float step of the layouts with mins (kQ2_Kx16, kQ4_Kx16, kQ5_Kx16) for super-block
+// b, lane by lane: acc[t][b % 8] += (d_w * d_x) * (float)sumi - (dmin_w * d_x) * (float)summ, the
+// rows' fp16 d at blk and dmin at blk + 32.
+template <int T>
+inline void min_step(__m512 (*acc)[8], int64_t b, const uint8_t* blk, const BlockQ8_K* const* xs,
+                     const __m512i* sumi, const __m512i* summ) {
+  const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
+  const __m512 dmw =
+      _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32)));
+  for (int t = 0; t < T; ++t) {
+    const __m512 dx = _mm512_set1_ps(xs[t][b].d);
+    const __m512 dd = _mm512_mul_ps(dw, dx);
+    const __m512 dm = _mm512_mul_ps(dmw, dx);
+    const __m512 r = _mm512_sub_ps(_mm512_mul_ps(dd, _mm512_cvtepi32_ps(sumi[t])),
+                                   _mm512_mul_ps(dm, _mm512_cvtepi32_ps(summ[t])));
+    acc[t][b % 8] = _mm512_add_ps(acc[t][b % 8], r);
+  }
+}
+
 // One 16-row group of nb super-blocks against T activation rows: kQ4_Kx16, or kQ5_Kx16 (kFive:
 // each code line's 5th bits, bits 2c / 2c + 1 of the qh line at its position i, ORed in as 16).
 template <int T, bool kFive = false>
@@ -437,17 +456,7 @@ void group_dot_k(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float
         summ[t] = _mm512_add_epi32(summ[t], _mm512_mullo_epi32(mn, _mm512_set1_epi32(pair)));
       }
     }
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
-    const __m512 dmw =
-        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32)));
-    for (int t = 0; t < T; ++t) {
-      const __m512 dx = _mm512_set1_ps(xs[t][b].d);
-      const __m512 dd = _mm512_mul_ps(dw, dx);
-      const __m512 dm = _mm512_mul_ps(dmw, dx);
-      const __m512 r = _mm512_sub_ps(_mm512_mul_ps(dd, _mm512_cvtepi32_ps(sumi[t])),
-                                     _mm512_mul_ps(dm, _mm512_cvtepi32_ps(summ[t])));
-      acc[t][b % 8] = _mm512_add_ps(acc[t][b % 8], r);
-    }
+    min_step<T>(acc, b, blk, xs, sumi, summ);
   }
   for (int t = 0; t < T; ++t) {
     _mm512_storeu_ps(outs[t], fold_acc(acc[t]));
@@ -457,10 +466,10 @@ void group_dot_k(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float
 // ---- kQ6_Kx16: Q6_K x Q8_K ----
 
 // One 16-row group of nb super-blocks (its first one odd: `odd`) against T activation rows. Per
-// 4-byte column i of a
-// 128-element half h, three loads (ql dwords i and 8 + i, qh dword i) give the 6-bit codes of four
-// element runs (l, l + 32, l + 64, l + 96); each run's 16-element group is summed by 4 vpdpbusd
-// and scaled per lane, with the -32 offset taken off through the activation's bsums first.
+// 4-byte column i of a 128-element half h, three loads (ql dwords i and 8 + i, qh dword i) give
+// the 6-bit codes of four element runs (l, l + 32, l + 64, l + 96); each run's 16-element group is
+// summed by 4 vpdpbusd and scaled per lane, with the -32 offset taken off through the activation's
+// bsums first.
 template <int T>
 void group_dot_q6(const uint8_t* g, bool odd, const BlockQ8_K* const* xs, int64_t nb,
                   float* const* outs) {
@@ -673,17 +682,7 @@ void group_dot_q2(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, floa
         summ[t] = _mm512_dpwssd_epi32(summ[t], m23, _mm512_set1_epi32(b23));
       }
     }
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
-    const __m512 dmw =
-        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32)));
-    for (int t = 0; t < T; ++t) {
-      const __m512 dx = _mm512_set1_ps(xs[t][b].d);
-      const __m512 dd = _mm512_mul_ps(dw, dx);
-      const __m512 dm = _mm512_mul_ps(dmw, dx);
-      const __m512 r = _mm512_sub_ps(_mm512_mul_ps(dd, _mm512_cvtepi32_ps(sumi[t])),
-                                     _mm512_mul_ps(dm, _mm512_cvtepi32_ps(summ[t])));
-      acc[t][b % 8] = _mm512_add_ps(acc[t][b % 8], r);
-    }
+    min_step<T>(acc, b, blk, xs, sumi, summ);
   }
   for (int t = 0; t < T; ++t) {
     _mm512_storeu_ps(outs[t], fold_acc(acc[t]));

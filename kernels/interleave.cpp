@@ -437,7 +437,8 @@ bool interleave_pays(GgmlType type) {
              type == GgmlType::Q3_K;
     case Isa::kAvx2:
       return type == GgmlType::Q4_0 || type == GgmlType::Q4_K || type == GgmlType::IQ4_XS ||
-             type == GgmlType::IQ4_NL || type == GgmlType::MXFP4;
+             type == GgmlType::IQ4_NL || type == GgmlType::MXFP4 || type == GgmlType::Q2_K ||
+             type == GgmlType::Q3_K;
     default:
       return false;
   }

@@ -61,16 +61,17 @@
 // The AVX-512 kernel ORs each code line's 5th bits (one qh line per 8 code lines' position) into
 // the nibbles as 16, then vpdpbusd as Q4_K's.
 //
-// kQ2_Kx16 (Q2_K, n_rows % 16 == 0; chosen on AVX-512 hosts): groups of 16 rows, per super-block b
-// of the group 1344 bytes (21 lines):
+// kQ2_Kx16 (Q2_K, n_rows % 16 == 0): groups of 16 rows, per super-block b of the group 1344 bytes
+// (21 lines):
 //     +0     the 16 rows' fp16 d, +32 their fp16 dmin
-//     +64    for k < 4: the 16 rows' scales[4k..4k+3] (4-bit scale | 4-bit min << 4 per group of
-//     16) +320   for i < 16: the 16 rows' qs[4i..4i+3]
-// The AVX-512 kernel takes each code line's four 2-bit fields (shift, and) into four 16-lane
-// vpdpbusd, one per group of 16 elements; the scales multiply the group sums lane by lane and the
-// mins meet the activation's bsums in vpdpwssd.
+//     +64    for k < 4: the 16 rows' scales[4k..4k+3] (4-bit scale | 4-bit min << 4 per group)
+//     +320   for i < 16: the 16 rows' qs[4i..4i+3]
+// AVX-512: each code line's four 2-bit fields, masked in place, are four 16-lane vpdpbusd, one per
+// group of 16 elements; the group sums, paired as 16-bit words, meet the scale pairs in vpdpwssd,
+// as do the mins and the activation's bsums. AVX2: two 8-row halves, the fields shifted down into
+// vpmaddubsw, the int16 sums weighted by vpmaddwd.
 //
-// kQ3_Kx16 (Q3_K, n_rows % 16 == 0; chosen on AVX-512 hosts): groups of 16 rows, per super-block b
+// kQ3_Kx16 (Q3_K, n_rows % 16 == 0): groups of 16 rows, per super-block b
 // of the group 1760 bytes (27.5 lines), its parts ordered by the super-block's parity counted from
 // the matrix's first (as kQ6_Kx16's, and across groups: with an odd count per row the next group's
 // first super-block is odd), so every load of a 64-byte aligned matrix is one whole line:
@@ -79,8 +80,9 @@
 //     codes:  for i < 8, qs line i then hmask line i; then qs lines 8..15 (the kernel's reading
 //             order: one stream), qs line i = the 16 rows' qs[4i..4i+3], hmask line m = their
 //             hmask[4m..4m+3]
-// The AVX-512 kernel builds the unsigned 3-bit codes (2 low bits | the hmask bit << 2, 0..7) of
-// each code line's four fields into four 16-lane vpdpbusd; the -4 comes off through the bsums.
+// The kernels build the unsigned 3-bit codes (2 low bits | the hmask bit above them) of each code
+// line's four fields (AVX-512: four 16-lane vpdpbusd; AVX2: two 8-row halves by vpmaddubsw); the
+// -4 comes off through the bsums.
 //
 // kQ6_Kx16 (Q6_K, n_rows % 16 == 0): groups of 16 rows as above; per super-block b of the group
 // 3360 bytes (16 x 210, 52.5 lines), laid out so that every 64-byte load is aligned: an even
@@ -143,8 +145,8 @@ WeightLayout interleaved_layout(GgmlType type);
 // Whether the interleaved kernels of the best ISA are faster than the GGUF layout's on this CPU
 // (true with AVX-512 VNNI or AVX2; the scalar twins exist for tests, not speed).
 bool interleave_pays();
-// The same for one weight type: Q4_0, Q4_K, IQ4_XS, IQ4_NL and MXFP4 with AVX-512 or AVX2; Q2_K,
-// Q3_K, Q5_K, Q6_K and Q8_0 with AVX-512 only (no AVX2 interleaved kernel). On an AVX2-only Zen 3
+// The same for one weight type: Q4_0, Q4_K, Q2_K, Q3_K, IQ4_XS, IQ4_NL and MXFP4 with AVX-512 or
+// AVX2; Q5_K, Q6_K and Q8_0 with AVX-512 only (no AVX2 interleaved kernel). On an AVX2-only Zen 3
 // the GGUF layout's Q4_K row kernel is compute-bound (~7 GB/s a core); the interleaved one, with
 // its next-group L2 prefetch, streams 94-110% of the in-run probe in the 30B against 67-87%
 // (bench/RESULTS.md session 16).
