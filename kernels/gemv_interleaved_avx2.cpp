@@ -351,7 +351,8 @@ inline __m256i bcast_dword(const void* p) {
 // as bit 2, code(v, hm, hh, j)) is one vpmaddubsw into the int16 sums of its group of 16 (8hh + 2j
 // + (i % 8) / 4: at most 4 x 2 x 7 x 128 = 7168, exact), and each group's int16 pair sums meet the
 // row's scale (scale<grp>(), an int16 pair) in vpmaddwd. line(i) / hmask(m): the code lines' and
-// hmask lines' half-h addresses; step(k): called before each of the 4 (hh, q) steps.
+// hmask lines' half-h addresses (hmask nullptr: none, Q2_K); step(k): called before each of the 4
+// (hh, q) steps.
 template <typename Code, typename Scale, typename Line, typename Hmask, typename Step>
 inline __m256i k_low_sumi(const int8_t* xq, Code&& code, Scale&& scale, Line&& line, Hmask&& hmask,
                           Step&& step) {
@@ -363,7 +364,9 @@ inline __m256i k_low_sumi(const int8_t* xq, Code&& code, Scale&& scale, Line&& l
     for (int ii = 0; ii < 4; ++ii) {
       const __m256i v =
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(line(8 * hh + 4 * q + ii)));
-      const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hmask(4 * q + ii)));
+      __m256i hm = _mm256_setzero_si256();
+      if constexpr (!std::is_null_pointer_v<std::decay_t<Hmask>>)
+        hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hmask(4 * q + ii)));
       for (int j = 0; j < 4; ++j)
         s16[j] = _mm256_add_epi16(
             s16[j], _mm256_maddubs_epi16(code(v, hm, hh, j),
@@ -411,8 +414,7 @@ void half_dot_q2(const uint8_t* g, int64_t, int h, const BlockQ8_K* x, int64_t n
           constexpr int gi = decltype(grp)::value;
           return dup_byte<gi % 4>(sc[gi / 4]);
         },
-        [&](int i) { return at(320 + 64 * static_cast<size_t>(i)); },
-        [&](int) { return at(320); },  // unused
+        [&](int i) { return at(320 + 64 * static_cast<size_t>(i)); }, nullptr,
         [&](int k) {
           if (next != nullptr)
             prefetch_lines<192, kToL2>(next + ((h * nb + b) * 4 + k) * (kQ2_Kx16Block / 8));

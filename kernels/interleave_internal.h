@@ -129,7 +129,8 @@ constexpr size_t kQ5_Kx16Prefetch = 2 * kQ5_Kx16Block;
 // kQ2_Kx16 (kernels/interleave.h): super-block b of a group is 1344 bytes (21 lines) at 1344 b; its
 // d at +0, dmin at +32, scale dwords at +64, codes at +320.
 constexpr size_t kQ2_Kx16Block = 1344;
-// The AVX-512 Q2_K kernel's L1 prefetch per line, this far ahead.
+// The Q2_K kernels' L1 prefetch, this far ahead (AVX-512: per line; AVX2: the whole super-block
+// at its start).
 constexpr size_t kQ2_Kx16Prefetch = 2 * kQ2_Kx16Block;
 
 // kQ3_Kx16 (kernels/interleave.h): super-block b of a group is 1760 bytes (27.5 lines) at 1760 b,
@@ -155,7 +156,7 @@ inline Q3KParts q3_kx16_parts(int64_t b, bool odd) {
 inline bool q3_kx16_group_odd(int64_t r, int64_t nb) {
   return group_first_odd(r, nb);
 }
-// The AVX-512 Q3_K kernel's L1 prefetch per line, this far ahead.
+// The Q3_K kernels' L1 prefetch, this far ahead (as Q2_K's).
 constexpr size_t kQ3_Kx16Prefetch = 2 * kQ3_Kx16Block;
 
 // kQ6_Kx16 (kernels/interleave.h): super-block b of a group is 3360 bytes at 3360 b; its parts, in
