@@ -278,9 +278,13 @@ inline uint16_t jittered_scale(double base, uint64_t w) {
 constexpr double kMxfp4CodeRms = 5.852349955359813;  // sqrt(mean of {0,1,2,3,4,6,8,12}^2)
 constexpr double kQ4KScaleRms = 5.612486080160912;   // rms of the sub-block scales {4, 5, 6, 7}
 constexpr double kQ6KScaleRms = 11.726039399558575;  // rms of the sub-block scales 8..15
-constexpr double kQ2KCodeRms = 1.118033988749895;    // rms of the codes 0..3 around 1.5
-constexpr double kQ2KScaleRms = 3.6742346141747673;  // rms of the group scales {2, 3, 4, 5}
-constexpr double kQ3KCodeRms = 2.345207879911715;    // rms of the values -4..3 (around 0)
+// rms of the centred Q6_K / Q5_K codes: 6 (5) random bits, code 0 moved to the zero 32 (16), so
+// the values -31..31 (-15..15) are symmetric with 0 twice as likely.
+constexpr double kQ6KCentredRms = 18.041618552668716;  // sqrt(2 * sum_{k<=31} k^2 / 64)
+constexpr double kQ5KCentredRms = 8.803408430829505;   // sqrt(2 * sum_{k<=15} k^2 / 32)
+constexpr double kQ2KCodeRms = 1.118033988749895;      // rms of the codes 0..3 around 1.5
+constexpr double kQ2KScaleRms = 3.6742346141747673;    // rms of the group scales {2, 3, 4, 5}
+constexpr double kQ3KCodeRms = 2.345207879911715;      // rms of the values -4..3 (around 0)
 constexpr double kIq4CodeRms =
     67.43886120034946;  // sqrt(mean of kIq4nlValues^2), the 16 codes uniform
 
@@ -297,6 +301,8 @@ uint64_t words_per_block(GgmlType t, SynthDist d) {
       return 1 + 32;
     case GgmlType::Q6_K:
       return 2 + 24;
+    case GgmlType::Q5_K:
+      return 1 + 20;
     case GgmlType::IQ4_XS:
       return 2 + 16;
     case GgmlType::Q2_K:
@@ -349,9 +355,20 @@ inline void q8_codes(int8_t* dst, int n, uint64_t key, uint64_t c, SynthDist dis
   }
 }
 
+// ggml's 12-byte packing of eight 6-bit scales and mins of Q4_K / Q5_K (get_scale_min_k4 inverts
+// it).
+inline void pack_k_scales(uint8_t* scales, const uint8_t* sc, const uint8_t* mn) {
+  for (int j = 0; j < 4; ++j) {
+    scales[j] = static_cast<uint8_t>((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+    scales[j + 4] = static_cast<uint8_t>((mn[j] & 63) | ((mn[j + 4] >> 4) << 6));
+    scales[j + 8] = static_cast<uint8_t>((sc[j + 4] & 0xF) | ((mn[j + 4] & 0xF) << 4));
+  }
+}
+
 // One quantized block of weights with rms sigma; n = the block's first counter.
-void write_block(GgmlType t, SynthDist dist, double sigma, uint64_t key, uint64_t n,
-                 std::byte* dst) {
+// head: the output head (Q6_K keeps its raw uniform codes there).
+void write_block(GgmlType t, SynthDist dist, double sigma, uint64_t key, uint64_t n, std::byte* dst,
+                 bool head = false) {
   const CodeTables& ct = code_tables();
   const bool g = dist == SynthDist::kGaussian;
   switch (t) {
@@ -392,24 +409,54 @@ void write_block(GgmlType t, SynthDist dist, double sigma, uint64_t key, uint64_
         sc[j] = static_cast<uint8_t>(4 + ((w >> (2 * j)) & 3));
         mn[j] = static_cast<uint8_t>(8 * sc[j]);
       }
-      // ggml's 12-byte packing of eight 6-bit scales and mins (get_scale_min_k4 inverts it).
-      for (int j = 0; j < 4; ++j) {
-        b->scales[j] = static_cast<uint8_t>((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
-        b->scales[j + 4] = static_cast<uint8_t>((mn[j] & 63) | ((mn[j + 4] >> 4) << 6));
-        b->scales[j + 8] = static_cast<uint8_t>((sc[j + 4] & 0xF) | ((mn[j + 4] & 0xF) << 4));
-      }
+      pack_k_scales(b->scales, sc, mn);
       q4_bytes(b->qs, sizeof(b->qs), key, n + 1, dist);
       return;
     }
     case GgmlType::Q6_K: {
-      // Always uniform 6-bit codes (the output head); value = d * scale[j] * (q - 32).
+      // Always uniform 6-bit codes; value = d * scale[j] * (q - 32). The output head keeps them
+      // raw (their -0.5 mean shifts every logit alike); elsewhere code 0 becomes 32 (symmetric).
       auto* b = reinterpret_cast<kernels::BlockQ6_K*>(dst);
       const uint64_t w = rng_at(key, n);
       for (int j = 0; j < 16; ++j) b->scales[j] = static_cast<int8_t>(8 + ((w >> (4 * j)) & 7));
-      b->d = jittered_scale(sigma / (ct.q6_uniform_rms * kQ6KScaleRms * kJitterRms),
-                            rng_at(key, n + 1));
+      b->d = jittered_scale(
+          sigma / ((head ? ct.q6_uniform_rms : kQ6KCentredRms) * kQ6KScaleRms * kJitterRms),
+          rng_at(key, n + 1));
       random_bytes(b->ql, sizeof(b->ql), key, n + 2);
       random_bytes(b->qh, sizeof(b->qh), key, n + 2 + 16);
+      if (head) return;
+      for (int j = 0; j < kernels::kQK_K; ++j) {
+        // Element j: half h, quadrant q, lane l (as zero_element).
+        const int h = j / 128, q = (j % 128) / 32, l = j % 32;
+        const uint8_t& ql = b->ql[h * 64 + l + (q & 1) * 32];
+        uint8_t& qh = b->qh[h * 32 + l];
+        if (((q < 2 ? ql : ql >> 4) & 0xF) == 0 && ((qh >> (2 * q)) & 3) == 0)
+          qh = static_cast<uint8_t>(qh | (2 << (2 * q)));
+      }
+      return;
+    }
+    case GgmlType::Q5_K: {
+      // value = d * sc * q - dmin * m with dmin = 2 d and m = 8 sc: d * sc * (q - 16); uniform
+      // 5-bit codes with code 0 moved to 16, so the values -15..15 are symmetric (always uniform).
+      auto* b = reinterpret_cast<kernels::BlockQ5_K*>(dst);
+      const uint64_t w = rng_at(key, n);
+      b->d = jittered_scale(sigma / (kQ5KCentredRms * kQ4KScaleRms * kJitterRms), w);
+      b->dmin = kernels::f32_to_fp16(2.0f * kernels::fp16_to_f32(b->d));
+      uint8_t sc[8], mn[8];
+      for (int j = 0; j < 8; ++j) {
+        sc[j] = static_cast<uint8_t>(4 + ((w >> (2 * j)) & 3));
+        mn[j] = static_cast<uint8_t>(8 * sc[j]);
+      }
+      pack_k_scales(b->scales, sc, mn);
+      random_bytes(b->qs, sizeof(b->qs), key, n + 1);
+      random_bytes(b->qh, sizeof(b->qh), key, n + 1 + 16);
+      for (int j = 0; j < kernels::kQK_K; ++j) {
+        // Element j: 64-element chunk c, lane l < 64; its 5th bit is bit j / 32 of qh[j % 32].
+        const int c = j / 64, l = j % 64;
+        const uint8_t& q = b->qs[32 * c + l % 32];
+        if (((l < 32 ? q : q >> 4) & 0xF) == 0 && ((b->qh[j % 32] >> (j / 32)) & 1) == 0)
+          b->qh[j % 32] = static_cast<uint8_t>(b->qh[j % 32] | (1 << (j / 32)));
+      }
       return;
     }
     case GgmlType::IQ4_XS: {
@@ -511,6 +558,15 @@ void zero_element(GgmlType t, std::byte* blk, int j) {
       const int c = j / 64, l = j % 64;
       uint8_t& q = b->qs[32 * c + l % 32];
       q = static_cast<uint8_t>(l < 32 ? (q & 0xF0) | 8 : (q & 0x0F) | 0x80);
+      return;
+    }
+    case GgmlType::Q5_K: {
+      // Code 16 is zero (write_block's dmin * m = 16 d sc): low nibble 0, the 5th bit set.
+      auto* b = reinterpret_cast<kernels::BlockQ5_K*>(blk);
+      const int c = j / 64, l = j % 64;
+      uint8_t& q = b->qs[32 * c + l % 32];
+      q = static_cast<uint8_t>(l < 32 ? (q & 0xF0) : (q & 0x0F));
+      b->qh[j % 32] = static_cast<uint8_t>(b->qh[j % 32] | (1 << (j / 32)));
       return;
     }
     case GgmlType::Q6_K: {
@@ -1024,9 +1080,13 @@ uint32_t file_type_of(GgmlType expert_type) {
       return 10;  // LLAMA_FTYPE_MOSTLY_Q2_K
     case GgmlType::Q3_K:
       return 12;  // LLAMA_FTYPE_MOSTLY_Q3_K_M
+    case GgmlType::Q5_K:
+      return 17;  // LLAMA_FTYPE_MOSTLY_Q5_K_M
+    case GgmlType::Q6_K:
+      return 18;  // LLAMA_FTYPE_MOSTLY_Q6_K
     default:
       fail(ErrorKind::kUnsupported,
-           "synth: expert type {} (use Q4_0, Q8_0, Q4_K, MXFP4, IQ4_XS, Q2_K or Q3_K)",
+           "synth: expert type {} (use Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, MXFP4, IQ4_XS, Q2_K or Q3_K)",
            ggml_type_name(expert_type));
   }
 }
@@ -1378,7 +1438,7 @@ void SynthModel::fill_rows(size_t index, std::span<std::byte> out, uint64_t row_
         }
         for (uint64_t b = 0; b < blocks_per_row; ++b)
           write_block(t.type, opt_.dist, r.sigma, key, (row * blocks_per_row + b) * stride,
-                      dst + b * info.type_size);
+                      dst + b * info.type_size, r.role == Role::kOutput);
         // Only the router reads the massive dimension: the column is zero in every other matrix
         // that reads the normalized stream (q/k/v, expert gate/up, output head). Otherwise its
         // constant value would add the same vector to every token's attention and expert outputs,
