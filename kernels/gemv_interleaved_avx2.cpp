@@ -21,6 +21,12 @@
 namespace strata::kernels::detail {
 namespace {
 
+inline __m256i bcast_dword(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
 // The canonical fold of the 8 accumulators (gemv.cpp step 4), lane by lane.
 inline __m256 fold_acc(const __m256* a) {
   return _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6])),
@@ -150,7 +156,7 @@ void gemm_q4_0x16(const void* w, size_t row_stride, const void* xq, size_t xq_st
   });
 }
 
-// ---- kQ4_Kx16: Q4_K x Q8_K, 8 rows (half h of the group) per register ----
+// ---- kQ4_Kx16, kQ5_Kx16: Q4_K / Q5_K x Q8_K, 8 rows (half h of the group) per register ----
 
 // Byte j of every dword (j <= 3), zero-extended into both int16 halves of the dword: a 6-bit
 // scale as the pair vpmaddwd needs to weight a row's two int16 partial sums.
@@ -185,24 +191,32 @@ inline __m256 min_step(const uint8_t* blk, int h, float d_x, __m256i sumi, __m25
                        _mm256_mul_ps(dm, _mm256_cvtepi32_ps(summ)));
 }
 
-// Rows 8h..8h+7 of one 16-row group against one activation row. next: as in half_dot, the
-// following group of the same call, prefetched into L2 across both halves (320 bytes per
-// 64-element step). Without it, on an AVX2-only Zen 3, this kernel computed 16-17 GB/s from cache
-// but streamed no faster than the GGUF layout's row kernel (~7 GB/s a core, compute-bound); with
-// it the 30B's Q4_K experts stream at 94-110% of the in-run probe (bench/RESULTS.md session 16).
-// The 6-bit scales and mins are unpacked once per block into bytes (lane r, byte j: row r's
-// scale j or 4 + j) and applied by vpmaddwd to the int16 sums, a byte pair at a time for the
-// mins: no 32-bit multiplies (bench/RESULTS.md session 19: 1.3x from cache, 1.05-1.15x streaming).
+// Rows 8h..8h+7 of one 16-row group against one activation row: kQ4_Kx16, or kQ5_Kx16 (kFive:
+// each code line's 5th bits, bits 2c / 2c + 1 of the qh line at its position i, ORed in as 16).
+// next: as in half_dot, the following group of the same call, prefetched into L2 across both
+// halves (an eighth of a super-block per 64-element step). Without it, on an AVX2-only Zen 3,
+// the Q4_K kernel computed 16-17 GB/s from cache but streamed no faster than the GGUF layout's row
+// kernel (~7 GB/s a core, compute-bound); with it the 30B's Q4_K experts stream at 94-110% of the
+// in-run probe (bench/RESULTS.md session 16). The 6-bit scales and mins are unpacked once per
+// block into bytes (lane r, byte j: row r's scale j or 4 + j) and applied by vpmaddwd to the int16
+// sums, a byte pair at a time for the mins: no 32-bit multiplies (bench/RESULTS.md session 19:
+// 1.3x from cache, 1.05-1.15x streaming). Q4_K's int16 sums of 8 lines reach 8 x 2 x 15 x 128 =
+// 30720; Q5_K's 5-bit codes go to int32 every 4 lines (4 x 2 x 31 x 128 = 31744): both exact.
+template <bool kFive>
 void half_dot_k(const uint8_t* g, int64_t, int h, const BlockQ8_K* x, int64_t nb, float* out,
                 const uint8_t* next) {
+  constexpr size_t kBlock = kFive ? kQ5_Kx16Block : 2304;
+  constexpr size_t kCodes = kFive ? 768 : 256;
+  constexpr size_t kStep = kBlock / 8;  // the next group's bytes prefetched per step and half
+  constexpr int kFlush = kFive ? 4 : 8;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i m6 = _mm256_set1_epi8(0x3F);
   const __m256i m30 = _mm256_set1_epi8(0x30);
   __m256 acc[8];
   for (int k = 0; k < 8; ++k) acc[k] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = g + b * 2304;
-    if (h == 0) prefetch_lines<256, kToL1>(blk + kInterleavePrefetch);
+    const uint8_t* blk = g + b * kBlock;
+    if (h == 0) prefetch_lines<kCodes, kToL1>(blk + kInterleavePrefetch);
     auto load = [&](size_t off) {
       return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + off + 32 * h));
     };
@@ -220,22 +234,39 @@ void half_dot_k(const uint8_t* g, int64_t, int h, const BlockQ8_K* x, int64_t nb
     __m256i sumi = _mm256_setzero_si256();
     auto pair = [&](auto c_const, __m256i sc) {
       constexpr int c = decltype(c_const)::value;
-      // Sub-blocks 2c (low nibbles) and 2c + 1 (high): int16 sums of at most
-      // 8 x 2 x 15 x 128 = 30720, exact.
-      __m256i lo16 = _mm256_setzero_si256(), hi16 = _mm256_setzero_si256();
-      if (next != nullptr) prefetch_lines<320, kToL2>(next + ((h * nb + b) * 4 + c) * 288);
-      for (int i = 0; i < 8; ++i) {
-        if (h == 0) prefetch_lines<64, kToL1>(blk + 256 + (8 * c + i) * 64 + kInterleavePrefetch);
-        const __m256i v = load(256 + static_cast<size_t>(8 * c + i) * 64);
-        lo16 = _mm256_add_epi16(
-            lo16, _mm256_maddubs_epi16(_mm256_and_si256(v, m4), bcast(xq + 64 * c + 4 * i)));
-        hi16 = _mm256_add_epi16(hi16,
-                                _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
-                                                     bcast(xq + 64 * c + 32 + 4 * i)));
-      }
       constexpr int j = (2 * c) % 4;
-      sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_madd_epi16(lo16, dup_byte<j>(sc)),
-                                                     _mm256_madd_epi16(hi16, dup_byte<j + 1>(sc))));
+      // Sub-blocks 2c (low nibbles) and 2c + 1 (high).
+      __m256i lo16 = _mm256_setzero_si256(), hi16 = _mm256_setzero_si256();
+      if (next != nullptr)
+        prefetch_lines<(kStep + 63) / 64 * 64, kToL2>(next + ((h * nb + b) * 4 + c) * kStep);
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) {
+        if (h == 0)
+          prefetch_lines<64, kToL1>(blk + kCodes + (8 * c + i) * 64 + kInterleavePrefetch);
+        const __m256i v = load(kCodes + static_cast<size_t>(8 * c + i) * 64);
+        __m256i lo = _mm256_and_si256(v, m4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        if constexpr (kFive) {
+          // Bits 2c and 2c + 1 of each qh byte to bit 4 (no bit crosses a byte).
+          const __m256i qh = load(256 + static_cast<size_t>(i) * 64);
+          const __m256i bl =
+              _mm256_and_si256(qh, _mm256_set1_epi8(static_cast<char>(1 << (2 * c))));
+          const __m256i bh =
+              _mm256_and_si256(qh, _mm256_set1_epi8(static_cast<char>(1 << (2 * c + 1))));
+          lo = _mm256_or_si256(
+              lo, 2 * c <= 4 ? _mm256_slli_epi16(bl, 4 - 2 * c) : _mm256_srli_epi16(bl, 2 * c - 4));
+          hi = _mm256_or_si256(hi, 2 * c + 1 <= 4 ? _mm256_slli_epi16(bh, 3 - 2 * c)
+                                                  : _mm256_srli_epi16(bh, 2 * c - 3));
+        }
+        lo16 = _mm256_add_epi16(lo16, _mm256_maddubs_epi16(lo, bcast(xq + 64 * c + 4 * i)));
+        hi16 = _mm256_add_epi16(hi16, _mm256_maddubs_epi16(hi, bcast(xq + 64 * c + 32 + 4 * i)));
+        if ((i + 1) % kFlush == 0) {
+          sumi = _mm256_add_epi32(sumi,
+                                  _mm256_add_epi32(_mm256_madd_epi16(lo16, dup_byte<j>(sc)),
+                                                   _mm256_madd_epi16(hi16, dup_byte<j + 1>(sc))));
+          lo16 = hi16 = _mm256_setzero_si256();
+        }
+      }
     };
     pair(std::integral_constant<int, 0>{}, sc_lo);
     pair(std::integral_constant<int, 1>{}, sc_lo);
@@ -255,6 +286,94 @@ void half_dot_k(const uint8_t* g, int64_t, int h, const BlockQ8_K* x, int64_t nb
         _mm256_add_epi32(_mm256_madd_epi16(pair_bytes<0>(mn_hi), _mm256_shuffle_epi32(bp, 0xAA)),
                          _mm256_madd_epi16(pair_bytes<2>(mn_hi), _mm256_shuffle_epi32(bp, 0xFF))));
     acc[b % 8] = _mm256_add_ps(acc[b % 8], min_step(blk, h, x[b].d, sumi, summ));
+  }
+  _mm256_storeu_ps(out + 8 * h, fold_acc(acc));
+}
+
+// ---- kQ6_Kx16: Q6_K x Q8_K, 8 rows (half h of the group) per register ----
+
+// Rows 8h..8h+7 of one kQ6_Kx16 group (its first row r0: the parity) against one activation row.
+// Per 4-byte column i of a 128-element half hh, three loads (ql lines i and 8 + i, qh line i) give
+// the unsigned 6-bit codes of four element runs (l, l + 32, l + 64, l + 96), one vpmaddubsw each;
+// two columns' int16 sums (at most 2 x 2 x 63 x 128 = 32256, exact) meet the run's group scale (an
+// int16 pair per lane) in vpmaddwd. The -32 comes off as 32 x sum_g sc_g x bsums_g (vpmaddwd of
+// the scale pairs against the bsum broadcast to both words: twice the product). next: as in
+// half_dot_k.
+void half_dot_q6(const uint8_t* g, int64_t r0, int h, const BlockQ8_K* x, int64_t nb, float* out,
+                 const uint8_t* next) {
+  const bool odd = q6_kx16_group_odd(r0, nb);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i m30 = _mm256_set1_epi8(0x30);
+  // Bytes 0..7 each twice: row r's scale into both bytes of word pair r, then to int16.
+  const __m128i dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+  __m256 acc[8];
+  for (int k = 0; k < 8; ++k) acc[k] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const Q6KParts p = q6_kx16_parts(b, odd);
+    if (h == 0) prefetch_lines<320, kToL1>(g + b * kQ6_Kx16Block + kQ6_Kx16Prefetch);
+    const int8_t* xq = x[b].qs;
+    const auto scale = [&](int grp) {
+      const __m128i s8 = _mm_loadl_epi64(
+          reinterpret_cast<const __m128i*>(g + p.scales + 16 * static_cast<size_t>(grp) + 8 * h));
+      return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(s8, dup));
+    };
+    __m256i sumi = _mm256_setzero_si256(), off = _mm256_setzero_si256();
+    const auto run = [&](auto hh_const, auto q_const) {
+      constexpr int hh = decltype(hh_const)::value, q = decltype(q_const)::value;
+      if (next != nullptr)
+        prefetch_lines<448, kToL2>(next + ((h * nb + b) * 4 + 2 * hh + q) * (kQ6_Kx16Block / 8));
+      __m256i sc[4];
+      for (int k = 0; k < 4; ++k) {
+        const int grp = 8 * hh + 2 * k + q;  // the 16-element group of run k
+        sc[k] = scale(grp);
+        off = _mm256_add_epi32(off, _mm256_madd_epi16(sc[k], _mm256_set1_epi16(x[b].bsums[grp])));
+      }
+#pragma GCC unroll 2
+      for (int ip = 0; ip < 2; ++ip) {
+        __m256i s16[4];
+        for (int k = 0; k < 4; ++k) s16[k] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+        for (int i2 = 0; i2 < 2; ++i2) {
+          const int i = 4 * q + 2 * ip + i2;
+          const uint8_t* pa = g + p.ql + static_cast<size_t>(16 * hh + i) * 64;
+          const uint8_t* pb = g + p.ql + static_cast<size_t>(16 * hh + 8 + i) * 64;
+          const uint8_t* ph = g + p.qh + static_cast<size_t>(8 * hh + i) * 64;
+          if (h == 0) {
+            prefetch_lines<64, kToL1>(pa + kQ6_Kx16Prefetch);
+            prefetch_lines<64, kToL1>(pb + kQ6_Kx16Prefetch);
+            prefetch_lines<64, kToL1>(ph + kQ6_Kx16Prefetch);
+          }
+          const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pa + 32 * h));
+          const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 32 * h));
+          const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ph + 32 * h));
+          const __m256i codes[4] = {
+              _mm256_or_si256(_mm256_and_si256(a, m4),
+                              _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30)),
+              _mm256_or_si256(_mm256_and_si256(c, m4),
+                              _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30)),
+              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4),
+                              _mm256_and_si256(hb, m30)),
+              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), m4),
+                              _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30))};
+          for (int k = 0; k < 4; ++k)
+            s16[k] = _mm256_add_epi16(
+                s16[k],
+                _mm256_maddubs_epi16(codes[k], bcast_dword(xq + 128 * hh + 32 * k + 4 * i)));
+        }
+        for (int k = 0; k < 4; ++k) sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(s16[k], sc[k]));
+      }
+    };
+    using I0 = std::integral_constant<int, 0>;
+    using I1 = std::integral_constant<int, 1>;
+    run(I0{}, I0{});
+    run(I0{}, I1{});
+    run(I1{}, I0{});
+    run(I1{}, I1{});
+    const __m256i centred = _mm256_sub_epi32(sumi, _mm256_slli_epi32(off, 4));
+    const __m256 dd = _mm256_mul_ps(
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + p.d + 16 * h))),
+        _mm256_set1_ps(x[b].d));
+    acc[b % 8] = _mm256_add_ps(acc[b % 8], _mm256_mul_ps(dd, _mm256_cvtepi32_ps(centred)));
   }
   _mm256_storeu_ps(out + 8 * h, fold_acc(acc));
 }
@@ -339,11 +458,6 @@ inline __m256i pair_bytes_signed(__m256i v) {
                                               9 + j, z, 12 + j, z, 13 + j, z, j, z, j + 1, z, 4 + j,
                                               z, 5 + j, z, 8 + j, z, 9 + j, z, 12 + j, z, 13 + j));
   return _mm256_srai_epi16(hi, 8);
-}
-inline __m256i bcast_dword(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
 }
 
 // The weighted group sums of one Q2_K / Q3_K super-block for rows 8h..8h+7: per code line i (half
@@ -542,7 +656,11 @@ GemvKernels interleaved_kernels_avx2(WeightLayout layout) {
     return GemvKernels{&gemv_q4_0x16<WeightLayout::kMXFP4x16>,
                        &gemm_q4_0x16<WeightLayout::kMXFP4x16>};
   if (layout == WeightLayout::kQ4_Kx16)
-    return GemvKernels{&gemv_halves<&half_dot_k>, &gemm_halves<&half_dot_k>};
+    return GemvKernels{&gemv_halves<&half_dot_k<false>>, &gemm_halves<&half_dot_k<false>>};
+  if (layout == WeightLayout::kQ5_Kx16)
+    return GemvKernels{&gemv_halves<&half_dot_k<true>>, &gemm_halves<&half_dot_k<true>>};
+  if (layout == WeightLayout::kQ6_Kx16)
+    return GemvKernels{&gemv_halves<&half_dot_q6>, &gemm_halves<&half_dot_q6>};
   if (layout == WeightLayout::kIQ4_XSx16)
     return GemvKernels{&gemv_halves<&half_dot_iq4>, &gemm_halves<&half_dot_iq4>};
   if (layout == WeightLayout::kQ2_Kx16)

@@ -436,9 +436,9 @@ bool interleave_pays(GgmlType type) {
              type == GgmlType::Q8_0 || type == GgmlType::Q5_K || type == GgmlType::Q2_K ||
              type == GgmlType::Q3_K;
     case Isa::kAvx2:
-      return type == GgmlType::Q4_0 || type == GgmlType::Q4_K || type == GgmlType::IQ4_XS ||
-             type == GgmlType::IQ4_NL || type == GgmlType::MXFP4 || type == GgmlType::Q2_K ||
-             type == GgmlType::Q3_K;
+      return type == GgmlType::Q4_0 || type == GgmlType::Q4_K || type == GgmlType::Q6_K ||
+             type == GgmlType::IQ4_XS || type == GgmlType::IQ4_NL || type == GgmlType::MXFP4 ||
+             type == GgmlType::Q5_K || type == GgmlType::Q2_K || type == GgmlType::Q3_K;
     default:
       return false;
   }

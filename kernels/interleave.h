@@ -53,13 +53,14 @@
 // Q4_K codes are unsigned (the mins are a separate term), so each load is a 16-lane vpdpbusd
 // with no offset; lane r holds row r's sub-block sums, scaled per lane by its 6-bit scales.
 //
-// kQ5_Kx16 (Q5_K, n_rows % 16 == 0; chosen on AVX-512 hosts): kQ4_Kx16's with the 5th bits
+// kQ5_Kx16 (Q5_K, n_rows % 16 == 0): kQ4_Kx16's with the 5th bits
 // between the scales and the codes, per super-block b of the group 2816 bytes (44 lines):
 //     +0     the 16 rows' fp16 d, +32 their fp16 dmin, +64 the scale dwords as kQ4_Kx16's
 //     +256   for i < 8: the 16 rows' qh[4i..4i+3] (bit s of byte l: element 32s + l's 5th bit)
 //     +768   for i < 32: the 16 rows' qs[4i..4i+3]
-// The AVX-512 kernel ORs each code line's 5th bits (one qh line per 8 code lines' position) into
-// the nibbles as 16, then vpdpbusd as Q4_K's.
+// The kernels OR each code line's 5th bits (one qh line per 8 code lines' position) into the
+// nibbles as 16, then AVX-512: vpdpbusd as Q4_K's; AVX2: two 8-row halves as Q4_K's, the int16
+// sums to int32 every 4 lines.
 //
 // kQ2_Kx16 (Q2_K, n_rows % 16 == 0): groups of 16 rows, per super-block b of the group 1344 bytes
 // (21 lines):
@@ -93,7 +94,8 @@
 //     ql:     for i < 32, the 16 rows' ql[4i..4i+3]       qh: for i < 16, the 16 rows' qh[4i..4i+3]
 //     d:      the 16 rows' fp16 d
 // Each code load is a 16-lane vpdpbusd of unsigned 6-bit codes (0..63) after the 2 high bits are
-// ORed in; the -32 offset is 32 * sum_g sc_g * bsums_g, per lane.
+// ORed in (AVX2: two 8-row halves, vpmaddubsw, two columns' int16 sums per vpmaddwd by the
+// group's scale); the -32 offset is 32 * sum_g sc_g * bsums_g, per lane.
 //
 // kIQ4_XSx16 (IQ4_XS, n_rows % 16 == 0): groups of 16 rows as above; per super-block b of the
 // group 2176 bytes (34 lines):
@@ -145,8 +147,9 @@ WeightLayout interleaved_layout(GgmlType type);
 // Whether the interleaved kernels of the best ISA are faster than the GGUF layout's on this CPU
 // (true with AVX-512 VNNI or AVX2; the scalar twins exist for tests, not speed).
 bool interleave_pays();
-// The same for one weight type: Q4_0, Q4_K, Q2_K, Q3_K, IQ4_XS, IQ4_NL and MXFP4 with AVX-512 or
-// AVX2; Q5_K, Q6_K and Q8_0 with AVX-512 only (no AVX2 interleaved kernel). On an AVX2-only Zen 3
+// The same for one weight type: Q4_0, Q4_K, Q2_K, Q3_K, Q5_K, Q6_K, IQ4_XS, IQ4_NL and MXFP4 with
+// AVX-512 or AVX2; Q8_0 with AVX-512 only (an AVX2 two-half kernel over kQ8_0x16 streamed 0.85x
+// the row kernel on a 4096 x 2880 matrix: bench/RESULTS.md session 23). On an AVX2-only Zen 3
 // the GGUF layout's Q4_K row kernel is compute-bound (~7 GB/s a core); the interleaved one, with
 // its next-group L2 prefetch, streams 94-110% of the in-run probe in the 30B against 67-87%
 // (bench/RESULTS.md session 16).
