@@ -303,6 +303,11 @@ uint64_t words_per_block(GgmlType t, SynthDist d) {
       return 2 + 24;
     case GgmlType::Q5_K:
       return 1 + 20;
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
+      return 2 + 2;
+    case GgmlType::Q4_1:
+      return 1 + 4;
     case GgmlType::IQ4_XS:
       return 2 + 16;
     case GgmlType::Q2_K:
@@ -435,6 +440,45 @@ void write_block(GgmlType t, SynthDist dist, double sigma, uint64_t key, uint64_
       }
       return;
     }
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1: {
+      // Q5_0: value = d * (q - 16); Q5_1: d * q + m with m = -16 d, the same values. Uniform 5-bit
+      // codes with code 0 moved to 16, so the values -15..15 are symmetric (always uniform).
+      uint16_t d = jittered_scale(sigma / (kQ5KCentredRms * kJitterRms), rng_at(key, n));
+      uint8_t* qh = nullptr;
+      uint8_t* qs = nullptr;
+      if (t == GgmlType::Q5_0) {
+        auto* b = reinterpret_cast<kernels::BlockQ5_0*>(dst);
+        b->d = d;
+        qh = b->qh;
+        qs = b->qs;
+      } else {
+        auto* b = reinterpret_cast<kernels::BlockQ5_1*>(dst);
+        b->d = d;
+        b->m = kernels::f32_to_fp16(-16.0f * kernels::fp16_to_f32(d));
+        qh = b->qh;
+        qs = b->qs;
+      }
+      const auto h = static_cast<uint32_t>(rng_at(key, n + 1));
+      std::memcpy(qh, &h, 4);
+      random_bytes(qs, 16, key, n + 2);
+      uint32_t bits = h;
+      for (int j = 0; j < kernels::kQK; ++j) {
+        const int low = j < 16 ? (qs[j] & 0xF) : (qs[j - 16] >> 4);
+        if (low == 0 && ((bits >> j) & 1) == 0) bits |= 1u << j;
+      }
+      std::memcpy(qh, &bits, 4);
+      return;
+    }
+    case GgmlType::Q4_1: {
+      // value = d * q + m with m = -8 d: d * (q - 8), the codes as Q4_0's.
+      auto* b = reinterpret_cast<kernels::BlockQ4_1*>(dst);
+      const double rms = g ? ct.q4_gauss_rms : ct.q4_uniform_rms;
+      b->d = jittered_scale(sigma / (rms * kJitterRms), rng_at(key, n));
+      b->m = kernels::f32_to_fp16(-8.0f * kernels::fp16_to_f32(b->d));
+      q4_bytes(b->qs, sizeof(b->qs), key, n + 1, dist);
+      return;
+    }
     case GgmlType::Q5_K: {
       // value = d * sc * q - dmin * m with dmin = 2 d and m = 8 sc: d * sc * (q - 16); uniform
       // 5-bit codes with code 0 moved to 16, so the values -15..15 are symmetric (always uniform).
@@ -558,6 +602,24 @@ void zero_element(GgmlType t, std::byte* blk, int j) {
       const int c = j / 64, l = j % 64;
       uint8_t& q = b->qs[32 * c + l % 32];
       q = static_cast<uint8_t>(l < 32 ? (q & 0xF0) | 8 : (q & 0x0F) | 0x80);
+      return;
+    }
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1: {
+      // Code 16 is zero (Q5_1: write_block's m = -16 d): low nibble 0, the 5th bit set.
+      const bool q5_0 = t == GgmlType::Q5_0;
+      auto* b0 = reinterpret_cast<kernels::BlockQ5_0*>(blk);
+      auto* b1 = reinterpret_cast<kernels::BlockQ5_1*>(blk);
+      uint8_t* qs = q5_0 ? b0->qs : b1->qs;
+      uint8_t* qh = q5_0 ? b0->qh : b1->qh;
+      qs[j % 16] = static_cast<uint8_t>(j < 16 ? (qs[j % 16] & 0xF0) : (qs[j % 16] & 0x0F));
+      qh[j / 8] = static_cast<uint8_t>(qh[j / 8] | (1 << (j % 8)));
+      return;
+    }
+    case GgmlType::Q4_1: {  // code 8 is zero (m = -8 d)
+      auto* b = reinterpret_cast<kernels::BlockQ4_1*>(blk);
+      b->qs[j % 16] =
+          static_cast<uint8_t>(j < 16 ? (b->qs[j % 16] & 0xF0) | 8 : (b->qs[j % 16] & 0x0F) | 0x80);
       return;
     }
     case GgmlType::Q5_K: {
@@ -1084,9 +1146,16 @@ uint32_t file_type_of(GgmlType expert_type) {
       return 17;  // LLAMA_FTYPE_MOSTLY_Q5_K_M
     case GgmlType::Q6_K:
       return 18;  // LLAMA_FTYPE_MOSTLY_Q6_K
+    case GgmlType::Q4_1:
+      return 3;  // LLAMA_FTYPE_MOSTLY_Q4_1
+    case GgmlType::Q5_0:
+      return 8;  // LLAMA_FTYPE_MOSTLY_Q5_0
+    case GgmlType::Q5_1:
+      return 9;  // LLAMA_FTYPE_MOSTLY_Q5_1
     default:
       fail(ErrorKind::kUnsupported,
-           "synth: expert type {} (use Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, MXFP4, IQ4_XS, Q2_K or Q3_K)",
+           "synth: expert type {} (use Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, MXFP4, "
+           "IQ4_XS, Q2_K or Q3_K)",
            ggml_type_name(expert_type));
   }
 }

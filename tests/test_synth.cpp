@@ -313,7 +313,8 @@ TEST(Synth, WeightScalesAreSane) {
   EXPECT_EQ(iq4.writer().tensors()[tensor_index(iq4, "blk.0.ffn_gate_exps.weight")].type,
             GgmlType::IQ4_XS);
   check(iq4, "IQ4_XS");
-  for (GgmlType t : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+  for (GgmlType t : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q4_1,
+                     GgmlType::Q5_0, GgmlType::Q5_1}) {
     const SynthModel m(tiny(3, SynthDist::kUniform, t));
     EXPECT_EQ(m.writer().tensors()[tensor_index(m, "blk.0.ffn_gate_exps.weight")].type, t);
     check(m, std::string(ggml_type_name(t)).c_str());

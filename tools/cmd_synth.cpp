@@ -74,9 +74,11 @@ int run_synth(const Options& o) {
     auto t = ggml_type_from_name(o.type);
     if (!t || (*t != GgmlType::Q4_0 && *t != GgmlType::Q8_0 && *t != GgmlType::Q4_K &&
                *t != GgmlType::MXFP4 && *t != GgmlType::IQ4_XS && *t != GgmlType::Q2_K &&
-               *t != GgmlType::Q3_K && *t != GgmlType::Q5_K && *t != GgmlType::Q6_K))
+               *t != GgmlType::Q3_K && *t != GgmlType::Q5_K && *t != GgmlType::Q6_K &&
+               *t != GgmlType::Q4_1 && *t != GgmlType::Q5_0 && *t != GgmlType::Q5_1))
       fail(ErrorKind::kBadValue,
-           "synth: --type '{}' (use Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, MXFP4, IQ4_XS, Q2_K or Q3_K)",
+           "synth: --type '{}' (use Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, MXFP4, IQ4_XS, "
+           "Q2_K or Q3_K)",
            o.type);
     so.expert_type = *t;
   }
@@ -157,8 +159,8 @@ void add_synth(CLI::App& app, CommandFn& run) {
       ->capture_default_str();
   cmd->add_option(
       "--type", opt->type,
-      "Routed expert type: Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, MXFP4, IQ4_XS, Q2_K or Q3_K (default: "
-      "preset)");
+      "Routed expert type: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, MXFP4, IQ4_XS, Q2_K "
+      "or Q3_K (default: preset)");
   cmd->add_option("--threads", opt->threads, "Generation threads (0 = all hardware threads)")
       ->capture_default_str();
   cmd->add_flag("--force", opt->force, "Overwrite an existing output file");
