@@ -83,9 +83,9 @@ constexpr KnobSpec kKnobs[] = {
      "and other dense matrices, an untied output head) into 16-row interleaved groups (Q4_0 on "
      "AVX-512: pairs of them woven into one stream) that the CPU kernels stream with no byte "
      "shuffles (kernels/interleave.h; faster GEMVs, bench/RESULTS.md). Same bytes, never changes "
-     "the numbers; cache slots stay as in the file. Q4_0, Q4_K, Q2_K, Q3_K, Q5_K, Q6_K, IQ4_XS, "
-     "IQ4_NL and MXFP4 on CPUs with AVX2 or AVX-512; Q8_0 with AVX-512 only (AVX2's row kernel "
-     "streams it as fast); 0 = keep the file's layout."},
+     "the numbers; cache slots stay as in the file. Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, "
+     "Q5_K, Q6_K, IQ4_XS, IQ4_NL and MXFP4 on CPUs with AVX2 or AVX-512; Q8_0 with AVX-512 only "
+     "(AVX2's row kernel streams it as fast); 0 = keep the file's layout."},
     {"ISA", KnobType::kEnum, "auto", "", "auto|avx512|avx2|ref",
      "Highest CPU instruction set the kernels use (GEMV/GEMM, the layouts REPACK picks, the "
      "activation quantizers, attention). auto: the best this CPU has (AVX-512 needs F, BW, VL, "

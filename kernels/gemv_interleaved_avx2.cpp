@@ -116,12 +116,84 @@ void half_dot(const uint8_t* g, int h, const BlockQ8_0* x, const XPrep* prep, in
   _mm256_storeu_ps(out + 8 * h, fold_acc(acc));
 }
 
+// Rows 8h..8h+7 of one kQ5_0x16 / kQ4_1x16 / kQ5_1x16 group (B32Parts<kMin, kHigh>) against one
+// activation row: the nibbles as half_dot's, code line j's 5th bits (kHigh) brought to bit 4 of
+// every byte of the rows' regrouped qh dwords by a 16-bit shift and an and, ORed in. int16 sums of
+// the 4 lines
+// per nibble half (at most 4 x 2 x 31 x 128 = 31744; Q4_1 both halves: 8 x 2 x 15 x 128), one
+// vpmaddwd to int32. Q5_0's -16 through the activation's sum; Q4_1 / Q5_1 add m_w * (d_x *
+// sum(x)), gemv.cpp's step. next: as in half_dot.
+template <bool kMin, bool kHigh>
+void half_dot_b32(const uint8_t* g, int h, const BlockQ8_0* x, const XPrep* prep, int64_t nb,
+                  float* out, const uint8_t* next) {
+  using P = B32Parts<kMin, kHigh>;
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i c16 = _mm256_set1_epi8(16);
+  __m256 acc[8];
+  for (int k = 0; k < 8; ++k) acc[k] = _mm256_setzero_ps();
+  auto step = [&](int64_t b, int k) {
+    const uint8_t* g8 = g + static_cast<size_t>(b - k) / 2 * P::kChunk;
+    if (h == 0 && (k & 1) == 0)
+      prefetch_lines<P::kChunk, kToL1>(g8 + P::chunk(k) + kInterleavePrefetch);
+    if (next != nullptr)
+      prefetch_lines<(P::kChunk / 4 + 63) / 64 * 64, kToL2>(next + (h * nb + b) * (P::kChunk / 4));
+    const uint8_t* qb = g8 + P::codes(k) + 32 * h;
+    [[maybe_unused]] __m256i qh;
+    if constexpr (kHigh)
+      qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g8 + P::qh(k) + 32 * h));
+    constexpr int kSplit = kHigh ? 1 : 0;  // 5-bit codes: low and high nibble sums apart
+    __m256i s16[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    for (int j = 0; j < 4; ++j) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + 64 * j));
+      __m256i lo = _mm256_and_si256(v, m4);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      if constexpr (kHigh) {  // bit j (low nibble) and bit 4 + j (high) of every byte to bit 4
+        lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(qh, 4 - j), c16));
+        hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_srli_epi16(qh, j), c16));
+      }
+      s16[0] = _mm256_add_epi16(s16[0], _mm256_maddubs_epi16(lo, bcast_dword(x[b].qs + 4 * j)));
+      s16[kSplit] = _mm256_add_epi16(s16[kSplit],
+                                     _mm256_maddubs_epi16(hi, bcast_dword(x[b].qs + 16 + 4 * j)));
+    }
+    __m256i isum = _mm256_madd_epi16(s16[0], ones);
+    if constexpr (kSplit == 1) isum = _mm256_add_epi32(isum, _mm256_madd_epi16(s16[1], ones));
+    if constexpr (!kMin) isum = _mm256_add_epi32(isum, _mm256_set1_epi32(2 * prep[b].neg));
+    const __m256 dx = _mm256_set1_ps(prep[b].dx);
+    const __m256 dw =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g8 + P::d(k) + 16 * h)));
+    __m256 r = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, dx));
+    if constexpr (kMin) {
+      const __m256 mw =
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g8 + P::m(k) + 16 * h)));
+      const float xsum = static_cast<float>(-prep[b].neg / 8);
+      r = _mm256_add_ps(r, _mm256_mul_ps(mw, _mm256_mul_ps(dx, _mm256_set1_ps(xsum))));
+    }
+    acc[k] = _mm256_add_ps(acc[k], r);
+  };
+  int64_t b = 0;
+  for (; b + 8 <= nb; b += 8) {
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) step(b + k, k);
+  }
+  for (int k = 0; b + k < nb; ++k) step(b + k, k);
+  _mm256_storeu_ps(out + 8 * h, fold_acc(acc));
+}
+
 // Half h of group g (its first row r) of a kLayout matrix.
 template <WeightLayout kLayout>
 void layout_half_dot(const uint8_t* g, int64_t r, int h, const BlockQ8_0* x, const XPrep* prep,
                      int64_t nb, float* out, const uint8_t* next) {
-  with_ymm_format<kLayout>(
-      r, nb, [&](auto fmt) { half_dot<decltype(fmt)>(g, h, x, prep, nb, out, next); });
+  if constexpr (kLayout == WeightLayout::kQ5_0x16) {
+    half_dot_b32<false, true>(g, h, x, prep, nb, out, next);
+  } else if constexpr (kLayout == WeightLayout::kQ4_1x16) {
+    half_dot_b32<true, false>(g, h, x, prep, nb, out, next);
+  } else if constexpr (kLayout == WeightLayout::kQ5_1x16) {
+    half_dot_b32<true, true>(g, h, x, prep, nb, out, next);
+  } else {
+    with_ymm_format<kLayout>(
+        r, nb, [&](auto fmt) { half_dot<decltype(fmt)>(g, h, x, prep, nb, out, next); });
+  }
 }
 
 // kQ4_0x16, kIQ4_NLx16 and kMXFP4x16.
@@ -655,6 +727,15 @@ GemvKernels interleaved_kernels_avx2(WeightLayout layout) {
   if (layout == WeightLayout::kMXFP4x16)
     return GemvKernels{&gemv_q4_0x16<WeightLayout::kMXFP4x16>,
                        &gemm_q4_0x16<WeightLayout::kMXFP4x16>};
+  if (layout == WeightLayout::kQ5_0x16)
+    return GemvKernels{&gemv_q4_0x16<WeightLayout::kQ5_0x16>,
+                       &gemm_q4_0x16<WeightLayout::kQ5_0x16>};
+  if (layout == WeightLayout::kQ4_1x16)
+    return GemvKernels{&gemv_q4_0x16<WeightLayout::kQ4_1x16>,
+                       &gemm_q4_0x16<WeightLayout::kQ4_1x16>};
+  if (layout == WeightLayout::kQ5_1x16)
+    return GemvKernels{&gemv_q4_0x16<WeightLayout::kQ5_1x16>,
+                       &gemm_q4_0x16<WeightLayout::kQ5_1x16>};
   if (layout == WeightLayout::kQ4_Kx16)
     return GemvKernels{&gemv_halves<&half_dot_k<false>>, &gemm_halves<&half_dot_k<false>>};
   if (layout == WeightLayout::kQ5_Kx16)

@@ -197,6 +197,65 @@ void group_dot_q8(const uint8_t* g, const BlockQ8_0* const* xs, const XPrep* con
   run_blocks<T>(nb, acc, outs, step);
 }
 
+// One 16-row kQ5_0x16 / kQ4_1x16 / kQ5_1x16 group (B32Parts<kMin, kHigh>) against T activation
+// rows: per block the 4 code lines' nibbles as Q4_0's, code line j's 5th bits (kHigh) brought to
+// bit 4 of every byte of the rows' regrouped qh dwords by one 16-bit shift and an and (bit j: the
+// low nibbles', bit 4 + j: the high ones'), ORed in; then vpdpbusd. Q5_0: the -16 through the
+// activation's sum (16 x sum(x) = -2 x XPrep's neg); Q4_1 / Q5_1: r_b = (float)isum * (d_w * d_x) +
+// m_w * (d_x * (float)sum(x)), gemv.cpp's step. One L1 prefetch (non-temporal) of a chunk 8 chunks
+// ahead every other block, as group_dot's.
+template <int T, bool kMin, bool kHigh>
+void group_dot_b32(const uint8_t* g, const BlockQ8_0* const* xs, const XPrep* const* preps,
+                   int64_t nb, float* const* outs) {
+  using P = B32Parts<kMin, kHigh>;
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i c16 = _mm512_set1_epi8(16);
+  __m512 acc[T][8];
+  for (int t = 0; t < T; ++t)
+    for (int k = 0; k < 8; ++k) acc[t][k] = _mm512_setzero_ps();
+  auto step = [&](int64_t b, int k) {
+    const uint8_t* g8 = g + static_cast<size_t>(b - k) / 2 * P::kChunk;
+    if ((k & 1) == 0)
+      prefetch_lines<P::kChunk, kToL1Nta>(g8 + P::chunk(k) + kB32PrefetchChunks * P::kChunk);
+    const uint8_t* qb = g8 + P::codes(k);
+    [[maybe_unused]] __m512i qh;
+    if constexpr (kHigh) qh = _mm512_loadu_si512(g8 + P::qh(k));
+    __m512i lo[4], hi[4];
+    for (int j = 0; j < 4; ++j) {
+      const __m512i v = _mm512_loadu_si512(qb + 64 * j);
+      lo[j] = _mm512_and_si512(v, m4);
+      hi[j] = high_nibbles(v, m4);
+      if constexpr (kHigh) {
+        // Bit j (low nibble) and bit 4 + j (high) of every byte to bit 4.
+        lo[j] = _mm512_or_si512(lo[j], _mm512_and_si512(_mm512_slli_epi16(qh, 4 - j), c16));
+        hi[j] = _mm512_or_si512(hi[j], _mm512_and_si512(_mm512_srli_epi16(qh, j), c16));
+      }
+    }
+    const __m512 dw =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g8 + P::d(k))));
+    [[maybe_unused]] __m512 mw;
+    if constexpr (kMin)
+      mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g8 + P::m(k))));
+    for (int t = 0; t < T; ++t) {
+      const int8_t* xq = xs[t][b].qs;
+      __m512i s0 = kMin ? _mm512_setzero_si512() : _mm512_set1_epi32(2 * preps[t][b].neg);
+      __m512i s1 = _mm512_setzero_si512();
+      for (int j = 0; j < 4; ++j) {
+        s0 = _mm512_dpbusd_epi32(s0, lo[j], bcast4(xq + 4 * j));
+        s1 = _mm512_dpbusd_epi32(s1, hi[j], bcast4(xq + 16 + 4 * j));
+      }
+      const __m512 dx = _mm512_set1_ps(preps[t][b].dx);
+      __m512 r = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), _mm512_mul_ps(dw, dx));
+      if constexpr (kMin) {
+        const float xsum = static_cast<float>(-preps[t][b].neg / 8);
+        r = _mm512_add_ps(r, _mm512_mul_ps(mw, _mm512_mul_ps(dx, _mm512_set1_ps(xsum))));
+      }
+      acc[t][k] = _mm512_add_ps(acc[t][k], r);
+    }
+  };
+  run_blocks<T>(nb, acc, outs, step);
+}
+
 // Both groups of a kQ4_0x32 pair against one activation row in one pass over the pair's one
 // stream: per block, the 4 code lines of each group and 8 activation broadcasts feeding both (16
 // vpdpbusd), one L1 prefetch (non-temporal) of a chunk pair kQ4_0x32Prefetch ahead every other
@@ -276,6 +335,12 @@ void layout_group_dot(const uint8_t* g, int64_t r, const BlockQ8_0* const* xs,
       group_dot_q8<T, true>(g, xs, preps, nb, outs);
     else
       group_dot_q8<T, false>(g, xs, preps, nb, outs);
+  } else if constexpr (kLayout == WeightLayout::kQ5_0x16) {
+    group_dot_b32<T, false, true>(g, xs, preps, nb, outs);
+  } else if constexpr (kLayout == WeightLayout::kQ4_1x16) {
+    group_dot_b32<T, true, false>(g, xs, preps, nb, outs);
+  } else if constexpr (kLayout == WeightLayout::kQ5_1x16) {
+    group_dot_b32<T, true, true>(g, xs, preps, nb, outs);
   } else {
     static_assert(kLayout == WeightLayout::kQ4_0x16);
     group_dot<T, Q4_0Fmt<kQ4_0x16Chunk>>(g, xs, preps, nb, outs);
@@ -882,6 +947,12 @@ GemvKernels interleaved_kernels_avx512(WeightLayout layout) {
     return GemvKernels{&gemv_b32<WeightLayout::kMXFP4x16>, &gemm_b32<WeightLayout::kMXFP4x16>};
   if (layout == WeightLayout::kQ8_0x16)
     return GemvKernels{&gemv_b32<WeightLayout::kQ8_0x16>, &gemm_b32<WeightLayout::kQ8_0x16>};
+  if (layout == WeightLayout::kQ5_0x16)
+    return GemvKernels{&gemv_b32<WeightLayout::kQ5_0x16>, &gemm_b32<WeightLayout::kQ5_0x16>};
+  if (layout == WeightLayout::kQ4_1x16)
+    return GemvKernels{&gemv_b32<WeightLayout::kQ4_1x16>, &gemm_b32<WeightLayout::kQ4_1x16>};
+  if (layout == WeightLayout::kQ5_1x16)
+    return GemvKernels{&gemv_b32<WeightLayout::kQ5_1x16>, &gemm_b32<WeightLayout::kQ5_1x16>};
   if (layout == WeightLayout::kQ4_Kx16) return GemvKernels{&gemv_kx16<Q4KDot>, &gemm_kx16<Q4KDot>};
   if (layout == WeightLayout::kQ6_Kx16) return GemvKernels{&gemv_kx16<Q6KDot>, &gemm_kx16<Q6KDot>};
   if (layout == WeightLayout::kQ5_Kx16) return GemvKernels{&gemv_kx16<Q5KDot>, &gemm_kx16<Q5KDot>};

@@ -6,6 +6,7 @@
 #include <emmintrin.h>
 
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "io/check.h"
@@ -82,6 +83,12 @@ GgmlType layout_type(WeightLayout layout) {
       return GgmlType::Q2_K;
     case WeightLayout::kQ3_Kx16:
       return GgmlType::Q3_K;
+    case WeightLayout::kQ5_0x16:
+      return GgmlType::Q5_0;
+    case WeightLayout::kQ4_1x16:
+      return GgmlType::Q4_1;
+    case WeightLayout::kQ5_1x16:
+      return GgmlType::Q5_1;
     default:
       return GgmlType::Q4_0;
   }
@@ -254,6 +261,43 @@ BlockQ8_0 q8_0_gather(const uint8_t* group, int64_t b, int r, bool odd) {
   return blk;
 }
 
+// kQ5_0x16, kQ4_1x16, kQ5_1x16: row r's block b of a group, written into the layout and gathered
+// back (the qh word regrouped by code line).
+template <typename Block>
+constexpr bool kHasMin = !std::is_same_v<Block, BlockQ5_0>;
+template <typename Block>
+constexpr bool kHasHigh = !std::is_same_v<Block, BlockQ4_1>;
+template <typename Block>
+using PartsOf = detail::B32Parts<kHasMin<Block>, kHasHigh<Block>>;
+template <typename Block>
+void b32_scatter(const Block& blk, uint8_t* group, int64_t b, int r) {
+  using P = PartsOf<Block>;
+  std::memcpy(group + P::d(b) + 2 * r, &blk.d, 2);
+  if constexpr (kHasMin<Block>) std::memcpy(group + P::m(b) + 2 * r, &blk.m, 2);
+  if constexpr (kHasHigh<Block>) {
+    uint32_t qh = 0;
+    std::memcpy(&qh, blk.qh, 4);
+    qh = detail::qh_by_line(qh);
+    std::memcpy(group + P::qh(b) + 4 * r, &qh, 4);
+  }
+  for (int j = 0; j < 4; ++j) std::memcpy(group + P::codes(b) + 64 * j + 4 * r, blk.qs + 4 * j, 4);
+}
+template <typename Block>
+Block b32_gather(const uint8_t* group, int64_t b, int r) {
+  using P = PartsOf<Block>;
+  Block blk;
+  std::memcpy(&blk.d, group + P::d(b) + 2 * r, 2);
+  if constexpr (kHasMin<Block>) std::memcpy(&blk.m, group + P::m(b) + 2 * r, 2);
+  if constexpr (kHasHigh<Block>) {
+    uint32_t v = 0;
+    std::memcpy(&v, group + P::qh(b) + 4 * r, 4);
+    v = detail::qh_from_lines(v);
+    std::memcpy(blk.qh, &v, 4);
+  }
+  for (int j = 0; j < 4; ++j) std::memcpy(blk.qs + 4 * j, group + P::codes(b) + 64 * j + 4 * r, 4);
+  return blk;
+}
+
 // The layouts whose rows go through scatter(block, group, b, r) / gather(group, b, r) one block
 // at a time (the super-block layouts, and the 544-byte unit layouts with the group's parity bound).
 template <typename Block, typename Scatter>
@@ -320,6 +364,12 @@ void pack_any(WeightLayout layout, const uint8_t* src, uint8_t* dst, int64_t nb,
           unit_scatter<BlockQ6_K, &q6_scatter>(detail::q6_kx16_group_odd(g * kGroupRows, nb)));
     case WeightLayout::kQ5_Kx16:
       return pack_group_blocks<BlockQ5_K>(src, dst, nb, &q5k_scatter);
+    case WeightLayout::kQ5_0x16:
+      return pack_group_blocks<BlockQ5_0>(src, dst, nb, &b32_scatter<BlockQ5_0>);
+    case WeightLayout::kQ4_1x16:
+      return pack_group_blocks<BlockQ4_1>(src, dst, nb, &b32_scatter<BlockQ4_1>);
+    case WeightLayout::kQ5_1x16:
+      return pack_group_blocks<BlockQ5_1>(src, dst, nb, &b32_scatter<BlockQ5_1>);
     case WeightLayout::kIQ4_XSx16:
       return pack_group_blocks<BlockIQ4_XS>(src, dst, nb, &iq4_scatter);
     case WeightLayout::kQ2_Kx16:
@@ -350,6 +400,12 @@ void unpack_any(WeightLayout layout, const uint8_t* src, uint8_t* dst, int64_t n
           unit_gather<BlockQ6_K, &q6_gather>(detail::q6_kx16_group_odd(g * kGroupRows, nb)));
     case WeightLayout::kQ5_Kx16:
       return unpack_group_blocks<BlockQ5_K>(src, dst, nb, &q5k_gather);
+    case WeightLayout::kQ5_0x16:
+      return unpack_group_blocks<BlockQ5_0>(src, dst, nb, &b32_gather<BlockQ5_0>);
+    case WeightLayout::kQ4_1x16:
+      return unpack_group_blocks<BlockQ4_1>(src, dst, nb, &b32_gather<BlockQ4_1>);
+    case WeightLayout::kQ5_1x16:
+      return unpack_group_blocks<BlockQ5_1>(src, dst, nb, &b32_gather<BlockQ5_1>);
     case WeightLayout::kIQ4_XSx16:
       return unpack_group_blocks<BlockIQ4_XS>(src, dst, nb, &iq4_gather);
     case WeightLayout::kQ2_Kx16:
@@ -383,6 +439,9 @@ WeightLayout interleaved_layout(GgmlType type, int64_t n_rows, int64_t n_cols) {
   if (type == GgmlType::IQ4_NL && n_cols % (2 * kQK) == 0) return WeightLayout::kIQ4_NLx16;
   if (type == GgmlType::MXFP4 && n_cols % (2 * kQK) == 0) return WeightLayout::kMXFP4x16;
   if (type == GgmlType::Q8_0 && n_cols % kQK == 0) return WeightLayout::kQ8_0x16;
+  if (type == GgmlType::Q5_0 && n_cols % (2 * kQK) == 0) return WeightLayout::kQ5_0x16;
+  if (type == GgmlType::Q4_1 && n_cols % (2 * kQK) == 0) return WeightLayout::kQ4_1x16;
+  if (type == GgmlType::Q5_1 && n_cols % (2 * kQK) == 0) return WeightLayout::kQ5_1x16;
   return WeightLayout::kRows;
 }
 
@@ -399,6 +458,9 @@ bool layout_fits(WeightLayout layout, int64_t n_rows, int64_t n_cols) {
     case WeightLayout::kQ4_0x16:
     case WeightLayout::kIQ4_NLx16:
     case WeightLayout::kMXFP4x16:
+    case WeightLayout::kQ5_0x16:
+    case WeightLayout::kQ4_1x16:
+    case WeightLayout::kQ5_1x16:
       return n_rows % kGroupRows == 0 && n_cols % (2 * kQK) == 0;
     case WeightLayout::kQ4_0x32:
       return n_rows % (2 * kGroupRows) == 0 && n_cols % (2 * kQK) == 0;
@@ -434,11 +496,13 @@ bool interleave_pays(GgmlType type) {
       return type == GgmlType::Q4_0 || type == GgmlType::Q4_K || type == GgmlType::Q6_K ||
              type == GgmlType::IQ4_XS || type == GgmlType::IQ4_NL || type == GgmlType::MXFP4 ||
              type == GgmlType::Q8_0 || type == GgmlType::Q5_K || type == GgmlType::Q2_K ||
-             type == GgmlType::Q3_K;
+             type == GgmlType::Q3_K || type == GgmlType::Q5_0 || type == GgmlType::Q4_1 ||
+             type == GgmlType::Q5_1;
     case Isa::kAvx2:
       return type == GgmlType::Q4_0 || type == GgmlType::Q4_K || type == GgmlType::Q6_K ||
              type == GgmlType::IQ4_XS || type == GgmlType::IQ4_NL || type == GgmlType::MXFP4 ||
-             type == GgmlType::Q5_K || type == GgmlType::Q2_K || type == GgmlType::Q3_K;
+             type == GgmlType::Q5_K || type == GgmlType::Q2_K || type == GgmlType::Q3_K ||
+             type == GgmlType::Q5_0 || type == GgmlType::Q4_1 || type == GgmlType::Q5_1;
     default:
       return false;
   }
@@ -576,6 +640,35 @@ float dot_row_unit_ref(const uint8_t* group, int r, const BlockQ8_0* x, int64_t 
     for (int j = 0; j < kQK; ++j) isum += Code(blk, j) * x[b].qs[j];
     const float d = Scale(blk) * fp16_to_f32(x[b].d);
     acc[b % 8] = acc[b % 8] + static_cast<float>(isum) * d;
+  }
+  return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
+// The canonical order of gemv.cpp (gemv_ref.cpp's dot_q8_0_acts / dot_q_1) for one row of a
+// kQ5_0x16 / kQ4_1x16 / kQ5_1x16 group, each block gathered back.
+int q5_0_val(const BlockQ5_0& b, int j) {
+  return q5_0_value(b, j);
+}
+int q4_1_val(const BlockQ4_1& b, int j) {
+  return q4_1_code(b, j);
+}
+int q5_1_val(const BlockQ5_1& b, int j) {
+  return q5_1_code(b, j);
+}
+template <typename Block, int (*Value)(const Block&, int)>
+float dot_row_b32_ref(const uint8_t* group, int r, const BlockQ8_0* x, int64_t nb) {
+  float acc[8] = {};
+  for (int64_t b = 0; b < nb; ++b) {
+    const Block blk = b32_gather<Block>(group, b, r);
+    int32_t isum = 0, xsum = 0;
+    for (int j = 0; j < kQK; ++j) {
+      isum += Value(blk, j) * x[b].qs[j];
+      xsum += x[b].qs[j];
+    }
+    const float dx = fp16_to_f32(x[b].d);
+    float rb = static_cast<float>(isum) * (fp16_to_f32(blk.d) * dx);
+    if constexpr (kHasMin<Block>) rb = rb + fp16_to_f32(blk.m) * (dx * static_cast<float>(xsum));
+    acc[b % 8] = acc[b % 8] + rb;
   }
   return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
 }
@@ -802,6 +895,12 @@ GemvKernels interleaved_kernels_ref(WeightLayout layout) {
   if (layout == WeightLayout::kQ5_Kx16) return x16_ref<BlockQ8_K, kQK_K, &dot_row_q5_k_ref>();
   if (layout == WeightLayout::kQ2_Kx16) return x16_ref<BlockQ8_K, kQK_K, &dot_row_q2_k_ref>();
   if (layout == WeightLayout::kQ3_Kx16) return parity_ref<BlockQ3_K, &q3k_gather, &q3_sumi>();
+  if (layout == WeightLayout::kQ5_0x16)
+    return x16_ref<BlockQ8_0, kQK, &dot_row_b32_ref<BlockQ5_0, &q5_0_val>>();
+  if (layout == WeightLayout::kQ4_1x16)
+    return x16_ref<BlockQ8_0, kQK, &dot_row_b32_ref<BlockQ4_1, &q4_1_val>>();
+  if (layout == WeightLayout::kQ5_1x16)
+    return x16_ref<BlockQ8_0, kQK, &dot_row_b32_ref<BlockQ5_1, &q5_1_val>>();
   return GemvKernels{nullptr, nullptr};
 }
 

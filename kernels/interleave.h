@@ -106,6 +106,21 @@
 // the offset comes off as 128 * (bsums[2s] + bsums[2s + 1]) per sub-block, before its scale.
 // AVX2: two 8-row halves, the signed values against |x| by vpmaddubsw, vpmaddwd by the scales.
 //
+// kQ5_0x16, kQ4_1x16, kQ5_1x16 (Q5_0 / Q4_1 / Q5_1, n_rows % 16 == 0, n_cols % 64 == 0): groups of
+// 16 rows in chunks of two blocks (2c, 2c + 1), as kQ4_0x16's with the blocks' other parts between
+// the scales and the codes, every part whole lines:
+//     +0     the 16 rows' fp16 d of block 2c, +32 those of block 2c + 1
+//     +64    (Q4_1, Q5_1) the 16 rows' fp16 m of the two blocks, as the d
+//     then   (Q5_0, Q5_1) the 16 rows' qh dwords of block 2c (64 bytes), then of block 2c + 1,
+//            each with its bits regrouped for the code lines: byte b, bit j holds element
+//            4j + b's 5th bit, bit 4 + j element 16 + 4j + b's (code line j's low and high
+//            nibbles in byte b; deinterleave restores the GGUF order)
+//     then   the codes of block 2c (4 lines as kQ4_0x16's), then of block 2c + 1
+// so a chunk is 640 (Q4_1), 704 (Q5_0) or 768 (Q5_1) bytes. Per code line j, a 16-bit shift by
+// 4 - j (left) or j (right) and an and bring its 5th bits to bit 4 of each byte, ORed into the
+// nibbles; AVX-512: then vpdpbusd as Q4_0's; Q5_0's -16 comes back through the
+// activation's sum, Q4_1 / Q5_1's m as m * d_x * sum(x). AVX2: two 8-row halves by vpmaddubsw.
+//
 // Tested by tests/test_interleave.cpp (round trip, kernels vs gemv_ref at awkward shapes).
 #pragma once
 
@@ -130,6 +145,9 @@ enum class WeightLayout : uint8_t {
   kQ5_Kx16,    // Q5_K, 16 rows interleaved per group (above)
   kQ2_Kx16,    // Q2_K, 16 rows interleaved per group (above)
   kQ3_Kx16,    // Q3_K, 16 rows interleaved per group (above)
+  kQ5_0x16,    // Q5_0, 16 rows interleaved per group (above)
+  kQ4_1x16,    // Q4_1, 16 rows interleaved per group (above)
+  kQ5_1x16,    // Q5_1, 16 rows interleaved per group (above)
 };
 
 // Rows per group of a layout (1 for kRows): row ranges handed to its kernels start and end at
@@ -147,8 +165,8 @@ WeightLayout interleaved_layout(GgmlType type);
 // Whether the interleaved kernels of the best ISA are faster than the GGUF layout's on this CPU
 // (true with AVX-512 VNNI or AVX2; the scalar twins exist for tests, not speed).
 bool interleave_pays();
-// The same for one weight type: Q4_0, Q4_K, Q2_K, Q3_K, Q5_K, Q6_K, IQ4_XS, IQ4_NL and MXFP4 with
-// AVX-512 or AVX2; Q8_0 with AVX-512 only (an AVX2 two-half kernel over kQ8_0x16 streamed 0.85x
+// The same for one weight type: Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS,
+// IQ4_NL and MXFP4 with AVX-512 or AVX2; Q8_0 with AVX-512 only (an AVX2 two-half kernel over kQ8_0x16 streamed 0.85x
 // the row kernel on a 4096 x 2880 matrix: bench/RESULTS.md session 23). On an AVX2-only Zen 3
 // the GGUF layout's Q4_K row kernel is compute-bound (~7 GB/s a core); the interleaved one, with
 // its next-group L2 prefetch, streams 94-110% of the in-run probe in the 30B against 67-87%

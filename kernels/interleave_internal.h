@@ -176,6 +176,45 @@ inline bool q6_kx16_group_odd(int64_t r, int64_t nb) {
 // The AVX-512 Q6_K kernel's L1 prefetch per line, this far ahead (two super-blocks, as Q4_K's).
 constexpr size_t kQ6_Kx16Prefetch = 2 * kQ6_Kx16Block;
 
+// kQ5_0x16 (kMin false, kHigh true), kQ4_1x16 (true, false), kQ5_1x16 (true, true)
+// (kernels/interleave.h): where block b's parts start in its group (chunks of two blocks).
+template <bool kMin, bool kHigh>
+struct B32Parts {
+  static constexpr size_t kHead = 64 * (1 + (kMin ? 1 : 0) + (kHigh ? 2 : 0));
+  static constexpr size_t kChunk = kHead + 512;
+  static size_t chunk(int64_t b) { return static_cast<size_t>(b >> 1) * kChunk; }
+  static size_t d(int64_t b) { return chunk(b) + static_cast<size_t>(b & 1) * 32; }
+  static size_t m(int64_t b) { return chunk(b) + 64 + static_cast<size_t>(b & 1) * 32; }
+  static size_t qh(int64_t b) {
+    return chunk(b) + (kMin ? 128 : 64) + static_cast<size_t>(b & 1) * 64;
+  }
+  static size_t codes(int64_t b) { return chunk(b) + kHead + static_cast<size_t>(b & 1) * 256; }
+};
+// A GGUF qh word (bit e: element e's 5th bit) regrouped for the code lines, and back: byte b, bit
+// j is element 4j + b's (code line j's low nibble in byte b), bit 4 + j element 16 + 4j + b's (its
+// high nibble), so a 16-bit shift by 4 - j (left) or j (right) brings line j's bits to bit 4 of
+// every byte (no bit crosses into bit 4 of another byte).
+inline uint32_t qh_by_line(uint32_t qh) {
+  uint32_t out = 0;
+  for (int b = 0; b < 4; ++b)
+    for (int j = 0; j < 4; ++j) {
+      out |= ((qh >> (4 * j + b)) & 1u) << (8 * b + j);
+      out |= ((qh >> (16 + 4 * j + b)) & 1u) << (8 * b + 4 + j);
+    }
+  return out;
+}
+inline uint32_t qh_from_lines(uint32_t v) {
+  uint32_t qh = 0;
+  for (int b = 0; b < 4; ++b)
+    for (int j = 0; j < 4; ++j) {
+      qh |= ((v >> (8 * b + j)) & 1u) << (4 * j + b);
+      qh |= ((v >> (8 * b + 4 + j)) & 1u) << (16 + 4 * j + b);
+    }
+  return qh;
+}
+// The L1 prefetch of these layouts' kernels: one chunk, 8 chunks ahead (as kQ4_0x16Prefetch).
+constexpr int64_t kB32PrefetchChunks = 8;
+
 namespace {
 
 // fn(group, first_row) for every 16-row group of [row_begin, row_end) of an interleaved matrix

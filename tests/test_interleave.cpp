@@ -9,6 +9,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/gemv.h"
@@ -38,6 +39,27 @@ std::vector<uint8_t> random_q4_0(int64_t n_rows, int64_t n_cols, std::mt19937_64
   for (int64_t i = 0; i < n_rows * nb; ++i) {
     blocks[i].d = random_scale(rng);
     for (auto& q : blocks[i].qs) q = static_cast<uint8_t>(rng());
+  }
+  return w;
+}
+
+// Q5_0, Q4_1 or Q5_1 blocks: codes and 5th bits any bits, finite d and m; every seventh block every
+// code 31 / 15 (the AVX2 kernels' int16 bound), every eleventh every code 0.
+template <typename Block>
+std::vector<uint8_t> random_b32(int64_t n_rows, int64_t n_cols, std::mt19937_64& rng) {
+  const int64_t nb = n_cols / kQK;
+  std::vector<uint8_t> w(static_cast<size_t>(n_rows * nb) * sizeof(Block));
+  for (auto& byte : w) byte = static_cast<uint8_t>(rng());
+  auto* blocks = reinterpret_cast<Block*>(w.data());
+  for (int64_t i = 0; i < n_rows * nb; ++i) {
+    Block& b = blocks[i];
+    b.d = random_scale(rng);
+    if constexpr (!std::is_same_v<Block, BlockQ5_0>) b.m = random_scale(rng);
+    const int fill = i % 7 == 0 ? 0xFF : i % 11 == 0 ? 0 : -1;
+    if (fill >= 0) {
+      std::memset(b.qs, fill, sizeof(b.qs));
+      if constexpr (!std::is_same_v<Block, BlockQ4_1>) std::memset(b.qh, fill, sizeof(b.qh));
+    }
   }
   return w;
 }
@@ -165,6 +187,9 @@ std::vector<uint8_t> random_weights(GgmlType t, int64_t n_rows, int64_t n_cols,
   if (t == GgmlType::Q5_K) return random_k_min<BlockQ5_K>(n_rows, n_cols, rng);
   if (t == GgmlType::Q2_K) return random_q2_k(n_rows, n_cols, rng);
   if (t == GgmlType::Q3_K) return random_q3_k(n_rows, n_cols, rng);
+  if (t == GgmlType::Q5_0) return random_b32<BlockQ5_0>(n_rows, n_cols, rng);
+  if (t == GgmlType::Q4_1) return random_b32<BlockQ4_1>(n_rows, n_cols, rng);
+  if (t == GgmlType::Q5_1) return random_b32<BlockQ5_1>(n_rows, n_cols, rng);
   // Q4_0, and IQ4_NL (its blocks have Q4_0's shape: fp16 d, 16 code bytes of any bits).
   return t == GgmlType::Q4_K ? random_k_min<BlockQ4_K>(n_rows, n_cols, rng)
                              : random_q4_0(n_rows, n_cols, rng);
@@ -179,6 +204,9 @@ GgmlType layout_type(WeightLayout layout) {
   if (layout == WeightLayout::kQ5_Kx16) return GgmlType::Q5_K;
   if (layout == WeightLayout::kQ2_Kx16) return GgmlType::Q2_K;
   if (layout == WeightLayout::kQ3_Kx16) return GgmlType::Q3_K;
+  if (layout == WeightLayout::kQ5_0x16) return GgmlType::Q5_0;
+  if (layout == WeightLayout::kQ4_1x16) return GgmlType::Q4_1;
+  if (layout == WeightLayout::kQ5_1x16) return GgmlType::Q5_1;
   return layout == WeightLayout::kQ4_Kx16 ? GgmlType::Q4_K : GgmlType::Q4_0;
 }
 
@@ -374,7 +402,8 @@ TEST(Interleave, RoundTripsAndInPlaceEqualsCopy) {
        {WeightLayout::kQ4_0x16, WeightLayout::kQ4_0x32, WeightLayout::kQ4_Kx16,
         WeightLayout::kQ6_Kx16, WeightLayout::kIQ4_XSx16, WeightLayout::kMXFP4x16,
         WeightLayout::kQ8_0x16, WeightLayout::kQ5_Kx16, WeightLayout::kQ2_Kx16,
-        WeightLayout::kQ3_Kx16})
+        WeightLayout::kQ3_Kx16, WeightLayout::kQ5_0x16, WeightLayout::kQ4_1x16,
+        WeightLayout::kQ5_1x16})
     // 832 columns: 13 chunks of two blocks per group (kMXFP4x16's groups alternate).
     for (auto [rows, cols] :
          {std::pair<int64_t, int64_t>{16, 256}, {48, 768}, {32, 2048}, {48, 832}, {48, 96}}) {
@@ -473,7 +502,8 @@ INSTANTIATE_TEST_SUITE_P(Types, InterleaveKernels,
                          ::testing::Values(GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K,
                                            GgmlType::IQ4_XS, GgmlType::IQ4_NL, GgmlType::MXFP4,
                                            GgmlType::Q8_0, GgmlType::Q5_K, GgmlType::Q2_K,
-                                           GgmlType::Q3_K),
+                                           GgmlType::Q3_K, GgmlType::Q5_0, GgmlType::Q4_1,
+                                           GgmlType::Q5_1),
                          [](const auto& info) { return std::string(ggml_type_name(info.param)); });
 
 TEST(Interleave, PoolSplitEqualsOneCall) {

@@ -169,10 +169,11 @@ TEST_P(KquantModel, ReplayIsTheSameWithAndWithoutRepack) {
 // argmax.
 INSTANTIATE_TEST_SUITE_P(
     Types, KquantModel,
-    ::testing::Values(KquantCase{GgmlType::Q4_1, 0.03}, KquantCase{GgmlType::Q5_1, 0.03},
-                      KquantCase{GgmlType::Q2_K, 0.03}, KquantCase{GgmlType::Q3_K, 0.03},
-                      KquantCase{GgmlType::Q5_K, 0.03}, KquantCase{GgmlType::Q6_K, 0.04},
-                      KquantCase{GgmlType::IQ4_NL, 0.03}, KquantCase{GgmlType::IQ4_XS, 0.03}),
+    ::testing::Values(KquantCase{GgmlType::Q4_1, 0.03}, KquantCase{GgmlType::Q5_0, 0.03},
+                      KquantCase{GgmlType::Q5_1, 0.03}, KquantCase{GgmlType::Q2_K, 0.03},
+                      KquantCase{GgmlType::Q3_K, 0.03}, KquantCase{GgmlType::Q5_K, 0.03},
+                      KquantCase{GgmlType::Q6_K, 0.04}, KquantCase{GgmlType::IQ4_NL, 0.03},
+                      KquantCase{GgmlType::IQ4_XS, 0.03}),
     [](const auto& info) { return std::string(ggml_type_name(info.param.type)); });
 
 }  // namespace
