@@ -715,27 +715,31 @@ void gemm_halves(const void* w, size_t row_stride, const void* xq, size_t xq_str
   });
 }
 
+// The kernels of the layouts of 32-element blocks with Q8_0 activations (one half pass each).
+template <WeightLayout kLayout>
+GemvKernels b32_kernels() {
+  return GemvKernels{&gemv_q4_0x16<kLayout>, &gemm_q4_0x16<kLayout>};
+}
+
 }  // namespace
 
 GemvKernels interleaved_kernels_avx2(WeightLayout layout) {
-  if (layout == WeightLayout::kQ4_0x16)
-    return GemvKernels{&gemv_q4_0x16<WeightLayout::kQ4_0x16>,
-                       &gemm_q4_0x16<WeightLayout::kQ4_0x16>};
-  if (layout == WeightLayout::kIQ4_NLx16)
-    return GemvKernels{&gemv_q4_0x16<WeightLayout::kIQ4_NLx16>,
-                       &gemm_q4_0x16<WeightLayout::kIQ4_NLx16>};
-  if (layout == WeightLayout::kMXFP4x16)
-    return GemvKernels{&gemv_q4_0x16<WeightLayout::kMXFP4x16>,
-                       &gemm_q4_0x16<WeightLayout::kMXFP4x16>};
-  if (layout == WeightLayout::kQ5_0x16)
-    return GemvKernels{&gemv_q4_0x16<WeightLayout::kQ5_0x16>,
-                       &gemm_q4_0x16<WeightLayout::kQ5_0x16>};
-  if (layout == WeightLayout::kQ4_1x16)
-    return GemvKernels{&gemv_q4_0x16<WeightLayout::kQ4_1x16>,
-                       &gemm_q4_0x16<WeightLayout::kQ4_1x16>};
-  if (layout == WeightLayout::kQ5_1x16)
-    return GemvKernels{&gemv_q4_0x16<WeightLayout::kQ5_1x16>,
-                       &gemm_q4_0x16<WeightLayout::kQ5_1x16>};
+  switch (layout) {
+    case WeightLayout::kQ4_0x16:
+      return b32_kernels<WeightLayout::kQ4_0x16>();
+    case WeightLayout::kIQ4_NLx16:
+      return b32_kernels<WeightLayout::kIQ4_NLx16>();
+    case WeightLayout::kMXFP4x16:
+      return b32_kernels<WeightLayout::kMXFP4x16>();
+    case WeightLayout::kQ5_0x16:
+      return b32_kernels<WeightLayout::kQ5_0x16>();
+    case WeightLayout::kQ4_1x16:
+      return b32_kernels<WeightLayout::kQ4_1x16>();
+    case WeightLayout::kQ5_1x16:
+      return b32_kernels<WeightLayout::kQ5_1x16>();
+    default:
+      break;
+  }
   if (layout == WeightLayout::kQ4_Kx16)
     return GemvKernels{&gemv_halves<&half_dot_k<false>>, &gemm_halves<&half_dot_k<false>>};
   if (layout == WeightLayout::kQ5_Kx16)
