@@ -60,6 +60,18 @@ constexpr KnobSpec kKnobs[] = {
      "nothing runs when no expert lives on SSD). Guarded: fills only the LRU tail when unused for "
      "half the cache's lookups, at most half the cache prefetched-unused. Never changes the "
      "numbers; PROF reports precision, recall and the I/O wait saved."},
+    {"LOOKUP", KnobType::kInt, "0", "tokens", "0..16",
+     "Prompt-lookup decoding in `run` and `chat`: when the tokens so far end with an n-gram "
+     "(4 tokens down to LOOKUP_NGRAM) that occurred earlier, up to N of the tokens that followed "
+     "it are drafted and run with the next token as one forward pass (every weight and routed "
+     "expert read once for all of them); each sampled token that matches the draft then needs no "
+     "pass of its own. The tokens are exactly plain decoding's, greedy or seeded sampling alike "
+     "(decode and prefill give the same bits). Pays when the reply repeats its context (code "
+     "edits, quotes, lists); a pass whose draft goes unused costs more than a plain step. PROF "
+     "reports the passes and the drafted tokens used. Verify passes count as prefill for "
+     "PREFETCH and REPIN. 0 = off. Not with CUDA_DENSE=2."},
+    {"LOOKUP_NGRAM", KnobType::kInt, "2", "tokens", "1..4",
+     "LOOKUP: the shortest match that drafts (longer ones, up to 4 tokens, are tried first)."},
     {"REPIN", KnobType::kInt, "0", "tokens", "0..",
      "Every N decode tokens, move up to REPIN_MOVES SSD experts just computed from the RAM "
      "cache into the GPU slots (VRAM_GB), then the RAM homes, of experts used less (decayed "

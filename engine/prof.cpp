@@ -312,11 +312,17 @@ void Profiler::add_prefill(uint64_t tokens, double seconds) {
   lane_mark_ = lane_now();
 }
 
-void Profiler::add_decode_token(double seconds, uint64_t n_past) {
+void Profiler::add_decode_token(double seconds, uint64_t n_past, bool ran, uint32_t drafted) {
   ++c_.decode_tokens;
   c_.decode_seconds += seconds;
   c_.decode_token_seconds.push_back(seconds);
-  c_.decode_kv_bytes += decode_bytes_.kv_per_position * n_past;
+  if (ran) {
+    ++c_.decode_steps;
+    c_.lookup_drafted += drafted;
+    c_.decode_kv_bytes += decode_bytes_.kv_per_position * n_past;
+  } else {
+    ++c_.lookup_accepted;
+  }
   if (store_) {
     const tiers::StoreCounters now = store_->counters();
     const uint64_t served = now.ram.served_bytes + now.ssd.served_bytes;
@@ -344,6 +350,7 @@ double Profiler::probe_tick() {
   probe_passes_.push_back(gbs);
   ProbeMark now;
   now.tokens = c_.decode_tokens;
+  now.steps = c_.decode_steps;
   now.expert_bytes = c_.decode_expert_ram_bytes;
   now.kv_bytes = c_.decode_kv_bytes;
   now.decode_seconds = c_.decode_seconds;
@@ -356,7 +363,8 @@ double Profiler::probe_tick() {
     ProbeWindow w;
     w.tokens = now.tokens - m.tokens;
     w.probe_gb_s = 0.5 * (m.gb_s + gbs);
-    const double bytes = double(decode_bytes_.dense) * double(w.tokens) +
+    // The dense weights are read once per forward pass (LOOKUP: fewer passes than tokens).
+    const double bytes = double(decode_bytes_.dense) * double(now.steps - m.steps) +
                          double(now.expert_bytes - m.expert_bytes) +
                          double(now.kv_bytes - m.kv_bytes);
     w.read_gb_s = bytes / (now.decode_seconds - m.decode_seconds) / 1e9;
@@ -401,8 +409,10 @@ Roofline Profiler::roofline() const {
   Roofline r;
   if (c_.decode_tokens == 0 || decode_bytes_.dense == 0 || c_.decode_seconds <= 0) return r;
   const double n = double(c_.decode_tokens);
-  r.dense_gb = double(decode_bytes_.dense) / 1e9;
-  r.vram_dense_gb = double(decode_bytes_.vram_dense) / 1e9;
+  // Per token: the dense weights once per forward pass (LOOKUP runs fewer passes than tokens).
+  const double passes = double(c_.decode_steps) / n;
+  r.dense_gb = double(decode_bytes_.dense) / 1e9 * passes;
+  r.vram_dense_gb = double(decode_bytes_.vram_dense) / 1e9 * passes;
   r.experts_gb = double(c_.decode_expert_ram_bytes) / 1e9 / n;
   r.kv_gb = double(c_.decode_kv_bytes) / 1e9 / n;
   r.gb_per_token = r.dense_gb + r.experts_gb + r.kv_gb;
@@ -412,8 +422,10 @@ Roofline Profiler::roofline() const {
   if (r.probe_gb_s > 0) {
     r.roofline_tok_s = r.probe_gb_s / r.gb_per_token;
     r.fraction = r.tok_s / r.roofline_tok_s;
+    // The median token's rate means nothing when LOOKUP serves tokens without a pass.
     const double p50 = percentile(c_.decode_token_seconds, 50);
-    if (p50 > 0) r.fraction_p50 = 1.0 / p50 / r.roofline_tok_s;
+    if (p50 > 0 && c_.decode_steps == c_.decode_tokens)
+      r.fraction_p50 = 1.0 / p50 / r.roofline_tok_s;
   }
   return r;
 }
@@ -479,7 +491,7 @@ std::string Profiler::report() const {
     out += r.probe_gb_s > 0
                ? fmt::format(
                      "; RAM read probed {:.1f} GB/s at {}{} -> roofline {:.2f} tok/s, decode "
-                     "at {:.0f}% of it (the median token at {:.0f}%)\n",
+                     "at {:.0f}% of it{}\n",
                      r.probe_gb_s,
                      ceilings_.ram_threads == ceilings_.threads
                          ? fmt::format("{} thread{}", ceilings_.threads,
@@ -487,9 +499,20 @@ std::string Profiler::report() const {
                          : fmt::format("{} threads (THREADS={})", ceilings_.ram_threads,
                                        ceilings_.threads),
                      ceilings_.ram_now ? " as the run started" : "", r.roofline_tok_s,
-                     100 * r.fraction, 100 * r.fraction_p50)
+                     100 * r.fraction,
+                     r.fraction_p50 > 0
+                         ? fmt::format(" (the median token at {:.0f}%)", 100 * r.fraction_p50)
+                         : std::string())
                : std::string("; no probe (run `strata probe`)\n");
   }
+  if (c_.decode_steps < c_.decode_tokens || c_.lookup_drafted > 0)
+    out += fmt::format(
+        "prof: lookup: {} forward passes for {} decode tokens ({:.2f} tokens a pass); {} of {} "
+        "drafted tokens used ({:.0f}%)\n",
+        c_.decode_steps, c_.decode_tokens,
+        c_.decode_steps ? double(c_.decode_tokens) / double(c_.decode_steps) : 0.0,
+        c_.lookup_accepted, c_.lookup_drafted,
+        c_.lookup_drafted ? 100.0 * double(c_.lookup_accepted) / double(c_.lookup_drafted) : 0.0);
   if (const RunProbe p = run_probe(); p.passes > 0) {
     out += fmt::format(
         "prof: in-run probe: {} passes of {:.0f} MiB at {} thread{}, one after the prompt and "
@@ -608,6 +631,8 @@ std::string Profiler::json() const {
   j["decode_tokens"] = c_.decode_tokens;
   j["decode_seconds"] = c_.decode_seconds;
   j["decode_tok_s"] = rate(double(c_.decode_tokens), c_.decode_seconds);
+  j["decode_steps"] = c_.decode_steps;
+  j["lookup"] = {{"drafted", c_.lookup_drafted}, {"accepted", c_.lookup_accepted}};
   j["decode_latency_ms"] = {{"p50", percentile(d, 50) * 1e3},
                             {"p90", percentile(d, 90) * 1e3},
                             {"p99", percentile(d, 99) * 1e3},

@@ -27,6 +27,11 @@ struct ProfCounters {
   double prefill_seconds = 0;
   uint64_t decode_tokens = 0;
   double decode_seconds = 0;
+  // Forward passes that produced them: decode_tokens without LOOKUP; with it, a pass runs a token
+  // and its draft, and the tokens whose drafted logits were used (lookup_accepted) run none.
+  uint64_t decode_steps = 0;
+  uint64_t lookup_drafted = 0;   // draft tokens run in those passes
+  uint64_t lookup_accepted = 0;  // decode tokens whose logits came from a drafted position
   std::vector<double> decode_token_seconds;         // [decode_tokens] latency of each token
   std::array<double, kNumHomes> compute_seconds{};  // expert FFN compute, per home (wall)
   std::array<uint64_t, kNumHomes> experts_computed{};
@@ -179,7 +184,9 @@ class Profiler {
 
   void add_prefill(uint64_t tokens, double seconds);
   // n_past: the positions the token attended (the KV cache's length after it), for the roofline.
-  void add_decode_token(double seconds, uint64_t n_past = 0);
+  // LOOKUP: ran = false for a token whose logits a previous pass drafted (no pass ran for it);
+  // drafted = the draft tokens the pass ran besides this one.
+  void add_decode_token(double seconds, uint64_t n_past = 0, bool ran = true, uint32_t drafted = 0);
   // PROF_PROBE_EVERY: hold probe (its buffer allocated and touched) for the run, and take a pass
   // every `every` decode tokens. The caller calls probe_tick() after add_prefill() (the first
   // pass) and after each add_decode_token(), outside its clocks; it returns the seconds it spent
@@ -230,7 +237,7 @@ class Profiler {
   std::vector<double> probe_passes_;
   std::vector<ProbeWindow> probe_windows_;
   struct ProbeMark {
-    uint64_t tokens = 0, expert_bytes = 0, kv_bytes = 0;
+    uint64_t tokens = 0, steps = 0, expert_bytes = 0, kv_bytes = 0;
     double decode_seconds = 0, expert_seconds = 0, gb_s = 0;
   };
   ProbeMark probe_mark_;

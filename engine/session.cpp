@@ -34,8 +34,14 @@ std::string_view turn_status_name(TurnStatus s) {
 }
 
 ChatSession::ChatSession(Forward& fwd, const Tokenizer& tok, ChatFamily family,
-                         const SamplerParams& sampling, std::string system_prompt)
-    : fwd_(fwd), tok_(tok), family_(family), system_(std::move(system_prompt)), sampler_(sampling) {
+                         const SamplerParams& sampling, std::string system_prompt,
+                         const LookupParams& lookup)
+    : fwd_(fwd),
+      tok_(tok),
+      family_(family),
+      system_(std::move(system_prompt)),
+      sampler_(sampling),
+      lookup_(fwd, lookup) {
   reset();
 }
 
@@ -43,6 +49,7 @@ void ChatSession::reset() {
   messages_.clear();
   if (!system_.empty()) messages_.push_back({"system", system_});
   fwd_.reset();
+  lookup_.settle();
   kv_tokens_.clear();
   sampler_.reset();
   logits_ = {};
@@ -79,6 +86,7 @@ void ChatSession::sync_kv(const std::vector<int32_t>& tokens) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::span<const int32_t> suffix(tokens.data() + common, tokens.size() - common);
   logits_ = fwd_.prefill(suffix);
+  lookup_.settle();  // its next step starts at the new end of the cache
   stats_.prefill_s = seconds_since(t0);
   for (int32_t t : suffix) sampler_.accept(t);
   kv_tokens_ = tokens;
@@ -137,13 +145,15 @@ TurnResult ChatSession::generate(int32_t max_tokens, const PieceFn& on_piece,
       r.status = TurnStatus::kMaxTokens;
       break;
     }
-    if (fwd_.n_past() >= fwd_.n_ctx()) {
+    if (lookup_.n_past() >= fwd_.n_ctx()) {
       r.status = TurnStatus::kContextFull;
       break;
     }
-    logits_ = fwd_.decode(id);
     kv_tokens_.push_back(id);
+    logits_ = lookup_.decode(id, kv_tokens_);
   }
+  // Drafted positions the reply did not use leave the cache: it mirrors kv_tokens_ again.
+  lookup_.settle();
   stats_.decode_s = seconds_since(t0);
   messages_.push_back({"assistant", r.text});
   r.stats = stats_;

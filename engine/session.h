@@ -15,6 +15,7 @@
 
 #include "engine/chat_template.h"
 #include "engine/forward.h"
+#include "engine/lookup.h"
 #include "engine/sampler.h"
 #include "engine/tokenizer.h"
 
@@ -55,8 +56,9 @@ class ChatSession {
  public:
   // fwd must be fresh or reset; the session owns its KV contents from here on. fwd and tok must
   // outlive the session.
+  // lookup: LOOKUP's drafting for the replies (max_draft 0: plain decode steps).
   ChatSession(Forward& fwd, const Tokenizer& tok, ChatFamily family, const SamplerParams& sampling,
-              std::string system_prompt = {});
+              std::string system_prompt = {}, const LookupParams& lookup = {});
   ChatSession(const ChatSession&) = delete;
   ChatSession& operator=(const ChatSession&) = delete;
 
@@ -86,7 +88,7 @@ class ChatSession {
   std::span<const ChatMessage> messages() const { return messages_; }
   // The tokens whose K/V rows are in the cache, position order (size == n_past()).
   std::span<const int32_t> kv_tokens() const { return kv_tokens_; }
-  uint32_t n_past() const { return fwd_.n_past(); }
+  uint32_t n_past() const { return lookup_.n_past(); }  // drafted positions not yet used excluded
   uint32_t n_ctx() const { return fwd_.n_ctx(); }
   ChatFamily family() const { return family_; }
   const std::string& system_prompt() const { return system_; }
@@ -94,6 +96,8 @@ class ChatSession {
   std::vector<int32_t> format_tokens(bool add_assistant) const;
   // Stats of the last turn (begin_turn fills the prefill part, generate the rest).
   const TurnStats& last_stats() const { return stats_; }
+  // LOOKUP: whether the last reply token's step ran a forward pass, the draft it ran, totals.
+  const LookupDecoder& lookup() const { return lookup_; }
 
  private:
   // Makes the cache hold exactly `tokens`: keeps the common prefix, prefills the rest.
@@ -104,6 +108,7 @@ class ChatSession {
   ChatFamily family_;
   std::string system_;
   Sampler sampler_;
+  LookupDecoder lookup_;  // every reply step goes through it; settled between turns
   std::vector<ChatMessage> messages_;
   std::vector<int32_t> kv_tokens_;  // [n_past] mirror of what the cache holds
   std::span<const float> logits_;   // [n_vocab] from the last prefill/decode

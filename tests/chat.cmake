@@ -4,3 +4,5 @@ strata_add_test(test_session LABEL model SOURCES test_session.cpp
                 LIBS strata_engine nlohmann_json::nlohmann_json)
 strata_add_test(test_chat_cli LABEL model SOURCES test_chat_cli.cpp LIBS fmt::fmt)
 add_dependencies(test_chat_cli strata)
+# LOOKUP (engine/lookup): drafts, bit-identical rows against plain decode on every architecture.
+strata_add_test(test_lookup LABEL model SOURCES test_lookup.cpp LIBS strata_engine fmt::fmt)

@@ -1,6 +1,6 @@
 // End to end through the built `strata chat` on tiny-qwen3moe Q8_0: one-shot `-p`, interactive
 // mode fed from a pipe (two messages, /commands, EOF with and without a final newline), a full
-// context, the template errors, and PROF_PROBE_EVERY's passes within a reply.
+// context, the template errors, PROF_PROBE_EVERY's passes within a reply, and LOOKUP's replies.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -90,6 +90,22 @@ TEST_F(ChatCli, PipedStdinTwoMessages) {
   EXPECT_EQ(r.out.substr(0, one.out.size()), one.out);
   EXPECT_GT(r.out.size(), one.out.size());
   EXPECT_EQ(r.err.find("error"), std::string::npos) << r.err;
+}
+
+// LOOKUP: the same replies, turn after turn; /stats and the one-shot summary say what the drafts
+// did.
+TEST_F(ChatCli, LookupGivesTheSameReplies) {
+  const std::string input = "Hello hello hello!\nSay it again: hello hello hello\n/stats\n";
+  const Result plain = chat("-n 24", input);
+  ASSERT_EQ(plain.rc, 0) << plain.err;
+  const Result lk = chat("-n 24 --lookup 4 --lookup-ngram 1", input);
+  ASSERT_EQ(lk.rc, 0) << lk.err;
+  EXPECT_EQ(lk.out, plain.out);
+  EXPECT_NE(lk.err.find("LOOKUP=4, this session: "), std::string::npos) << lk.err;
+  EXPECT_EQ(plain.err.find("LOOKUP="), std::string::npos) << plain.err;
+  const Result one = chat("-p 'Hello hello hello!' -n 16 --lookup 4");
+  ASSERT_EQ(one.rc, 0) << one.err;
+  EXPECT_NE(one.err.find("chat: LOOKUP=4: "), std::string::npos) << one.err;
 }
 
 TEST_F(ChatCli, LastLineWithoutNewlineAndCommands) {

@@ -158,6 +158,17 @@ TEST_F(StrataCli, GreedyRunPrintsReferenceContinuation) {
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(r.out, prompt + until_eog + "\n");
   EXPECT_NE(r.err.find("prefill 13 tokens"), std::string::npos) << r.err;
+
+  // LOOKUP: the same text, and the line that says what the drafts did.
+  const Result lk = strata(
+      fmt::format("run -m '{}' -p '{}' -n 32 --temp 0 -t 2 --lookup 4", model("Q8_0"), prompt));
+  ASSERT_EQ(lk.rc, 0) << lk.err;
+  EXPECT_EQ(lk.out, r.out);
+  EXPECT_NE(lk.err.find("run: LOOKUP=4: "), std::string::npos) << lk.err;
+  const Result bad = strata(fmt::format("run -m '{}' -p x --lookup 99", model("Q8_0")));
+  EXPECT_NE(bad.rc, 0);
+  EXPECT_NE(bad.err.find("LOOKUP"), std::string::npos) << bad.err;
+  EXPECT_EQ(bad.out, "");
 }
 
 }  // namespace

@@ -95,6 +95,46 @@ TEST(Prof, RooflineIsBytesPerTokenOverTheProbe) {
   EXPECT_TRUE(nlohmann::json::parse(p.json())["ceilings_gb_s"]["ram_now"].get<bool>());
 }
 
+// LOOKUP: a pass that runs a token and its draft reads the dense weights once; the tokens served
+// from drafted rows add no pass, no dense bytes and no KV bytes. The report says so, and the
+// median token's rate (meaningless when most tokens cost nothing) is left out.
+TEST(Prof, LookupReadsTheDenseWeightsOncePerPass) {
+  Profiler p(1, "");
+  p.set_decode_bytes({/*dense=*/1'000'000'000, /*kv_per_position=*/1000});
+  TierCeilings c;
+  c.ram_gb_s = 10.0;
+  c.threads = c.ram_threads = 2;
+  p.set_ceilings(c);
+  p.add_decode_token(0.6, 5, /*ran=*/true, /*drafted=*/3);  // a pass over a token + 3 drafted
+  p.add_decode_token(0.0, 6, /*ran=*/false);                // two drafted rows used
+  p.add_decode_token(0.0, 7, /*ran=*/false);
+  p.add_decode_token(0.4, 8, /*ran=*/true, /*drafted=*/0);  // the third drafted row was not
+  EXPECT_EQ(p.counters().decode_tokens, 4u);
+  EXPECT_EQ(p.counters().decode_steps, 2u);
+  EXPECT_EQ(p.counters().lookup_drafted, 3u);
+  EXPECT_EQ(p.counters().lookup_accepted, 2u);
+  const Roofline r = p.roofline();
+  EXPECT_DOUBLE_EQ(r.dense_gb, 0.5);                   // 2 passes x 1 GB over 4 tokens
+  EXPECT_NEAR(r.kv_gb, 1000.0 * 13 / 4 / 1e9, 1e-15);  // positions 5 and 8, the passes'
+  EXPECT_DOUBLE_EQ(r.tok_s, 4.0);
+  EXPECT_EQ(r.fraction_p50, 0.0);
+  const std::string rep = p.report();
+  EXPECT_NE(rep.find("prof: lookup: 2 forward passes for 4 decode tokens (2.00 tokens a pass); 2 "
+                     "of 3 drafted tokens used (67%)"),
+            std::string::npos)
+      << rep;
+  EXPECT_EQ(rep.find("the median token"), std::string::npos) << rep;
+  const nlohmann::json j = nlohmann::json::parse(p.json());
+  EXPECT_EQ(j["decode_steps"].get<uint64_t>(), 2u);
+  EXPECT_EQ(j["lookup"]["drafted"].get<uint64_t>(), 3u);
+  EXPECT_EQ(j["lookup"]["accepted"].get<uint64_t>(), 2u);
+
+  // Without LOOKUP there is no lookup line.
+  Profiler q(1, "");
+  q.add_decode_token(0.5);
+  EXPECT_EQ(q.report().find("prof: lookup"), std::string::npos);
+}
+
 // PROF_PROBE_EVERY: a real pass (real threads, a real buffer) after the prompt and after every N
 // decode tokens; each window between two passes is held against the mean of those two.
 TEST(Prof, InRunProbeHoldsEachWindowAgainstItsOwnPasses) {

@@ -176,7 +176,7 @@ engine::TurnResult reply(engine::ChatSession& s, std::string_view text, int32_t 
       const Clock::time_point now = Clock::now();
       if (have_last) {
         const double dt = std::chrono::duration<double>(now - last).count();
-        prof->add_decode_token(dt, s.n_past());
+        prof->add_decode_token(dt, s.n_past(), s.lookup().ran(), s.lookup().drafted());
         if (prof->level() >= 2)
           fmt::print(stderr, "\n{}\n", prof->token_line(prof->counters().decode_tokens, dt));
       }
@@ -260,6 +260,14 @@ void print_stats(const engine::ChatSession& s) {
              "prefilled at {:.1f} tok/s)\n",
              st.n_generated, st.decode_tok_s(), st.n_prompt, st.n_reused, st.n_prefilled,
              st.prefill_tok_s());
+  if (s.lookup().params().max_draft > 0) {
+    const engine::LookupCounters& lc = s.lookup().counters();
+    fmt::print(stderr,
+               "LOOKUP={}, this session: {} forward passes instead of {}, {} of {} drafted tokens "
+               "used\n",
+               s.lookup().params().max_draft, lc.steps, lc.steps + lc.accepted, lc.accepted,
+               lc.drafted);
+  }
 }
 
 constexpr std::string_view kHelp =
@@ -374,6 +382,7 @@ int run_chat(ChatOptions o) {
   const int threads = static_cast<int>(
       knobs.int_opt("THREADS").value_or(int64_t(kernels::physical_core_cpus().size())));
   probe_every_knob(knobs);  // a bad PROF_PROBE_EVERY fails before the model loads
+  const engine::LookupParams lookup = engine::lookup_params(knobs);
   engine::Model model = engine::Model::load(o.model);
   const engine::ModelConfig& cfg = model.config();
   const engine::Tokenizer tok = engine::Tokenizer::from_gguf(model.file());
@@ -415,7 +424,7 @@ int run_chat(ChatOptions o) {
              "{}, seed {}\n",
              cfg.arch_name, cfg.n_layer, cfg.n_expert, cfg.n_expert_used, threads, fwd.n_ctx(),
              engine::chat_family_name(family), o.sampling.seed);
-  engine::ChatSession session(fwd, tok, family, o.sampling, o.system);
+  engine::ChatSession session(fwd, tok, family, o.sampling, o.system, lookup);
 
   if (!o.prompt) {
     const int rc = interactive(session, o.n_predict, tiers.prof.get(), tiers.usage.get(), placed);
@@ -434,6 +443,12 @@ int run_chat(ChatOptions o) {
              "({:.1f} tok/s) | {}\n",
              r.stats.n_prefilled, r.stats.prefill_s, r.stats.prefill_tok_s(), r.stats.n_generated,
              r.stats.decode_s, r.stats.decode_tok_s(), engine::turn_status_name(r.status));
+  if (lookup.max_draft > 0) {
+    const engine::LookupCounters& lc = session.lookup().counters();
+    fmt::print(stderr,
+               "chat: LOOKUP={}: {} forward passes instead of {}, {} of {} drafted tokens used\n",
+               lookup.max_draft, lc.steps, lc.steps + lc.accepted, lc.accepted, lc.drafted);
+  }
   tiers.prof->write_json();  // PROF_JSON: the last turn's window
   return 0;
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/forward.h"
+#include "engine/lookup.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/tokenizer.h"
@@ -45,6 +46,7 @@ int run_run(RunOptions o) {
       knobs.int_opt("THREADS").value_or(int64_t(kernels::physical_core_cpus().size())));
   if (o.n_predict < 0) fail(ErrorKind::kBadValue, "-n must be >= 0");
   probe_every_knob(knobs);  // a bad PROF_PROBE_EVERY fails before the model loads
+  const engine::LookupParams lookup_p = engine::lookup_params(knobs);
   engine::Model model = engine::Model::load(o.model);
   const engine::ModelConfig& cfg = model.config();
   const engine::Tokenizer tok = engine::Tokenizer::from_gguf(model.file());
@@ -69,6 +71,9 @@ int run_run(RunOptions o) {
   fo.prof = &prof;
   fo.route_trace = tiers.trace.get();
   engine::Forward fwd(model, fo);
+  engine::LookupDecoder lookup(fwd, lookup_p);  // LOOKUP=0: every step is fwd.decode
+  std::vector<int32_t> history = prompt;        // LOOKUP's drafts come from it
+  history.reserve(needed);
   const SigintStop sigint;  // Ctrl-C: stop generating; USAGE_SAVE / ROUTE_TRACE still saved
 
   o.sampling.seed = o.seed >= 0 ? uint64_t(o.seed) : std::random_device{}();
@@ -105,9 +110,10 @@ int run_run(RunOptions o) {
     std::fflush(stdout);
     if (generated + 1 < o.n_predict) {
       const auto t_token = std::chrono::steady_clock::now();
-      logits = fwd.decode(id);
+      history.push_back(id);
+      logits = lookup.decode(id, history);
       const double token_s = seconds_since(t_token);
-      prof.add_decode_token(token_s, fwd.n_past());
+      prof.add_decode_token(token_s, lookup.n_past(), lookup.ran(), lookup.drafted());
       prof.probe_tick();
       if (prof.level() >= 2)
         std::fprintf(stderr, "%s\n",
@@ -123,6 +129,16 @@ int run_run(RunOptions o) {
                prompt.size(), prefill_s, prefill_s > 0 ? double(prompt.size()) / prefill_s : 0.0,
                generated, decode_s, decode_s > 0 ? generated / decode_s : 0.0, threads,
                static_cast<unsigned long long>(o.sampling.seed));
+  if (lookup_p.max_draft > 0) {
+    const engine::LookupCounters& lc = lookup.counters();
+    std::fprintf(stderr,
+                 "run: LOOKUP=%d: %llu forward passes instead of %llu, %llu of %llu drafted "
+                 "tokens used\n",
+                 lookup_p.max_draft, static_cast<unsigned long long>(lc.steps),
+                 static_cast<unsigned long long>(lc.steps + lc.accepted),
+                 static_cast<unsigned long long>(lc.accepted),
+                 static_cast<unsigned long long>(lc.drafted));
+  }
   finish_prof(prof);
   if (sigint.requested()) {
     std::fprintf(stderr, "run: interrupted after %d tokens\n", generated);
