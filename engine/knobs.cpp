@@ -70,7 +70,7 @@ constexpr KnobSpec kKnobs[] = {
      "edits, quotes, lists); a pass whose draft goes unused costs more than a plain step. PROF "
      "reports the passes and the drafted tokens used. Verify passes count as prefill for "
      "PREFETCH and REPIN. 0 = off. Not with CUDA_DENSE=2."},
-    {"LOOKUP_NGRAM", KnobType::kInt, "2", "tokens", "1..4",
+    {"LOOKUP_NGRAM", KnobType::kInt, "3", "tokens", "1..4",
      "LOOKUP: the shortest match that drafts (longer ones, up to 4 tokens, are tried first)."},
     {"REPIN", KnobType::kInt, "0", "tokens", "0..",
      "Every N decode tokens, move up to REPIN_MOVES SSD experts just computed from the RAM "

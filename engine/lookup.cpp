@@ -32,9 +32,11 @@ void draft_lookup(std::span<const int32_t> history, const LookupParams& p,
     // may overlap it (a repeating run drafts its own continuation).
     for (size_t i = len - size_t(n); i-- > 0;) {
       if (!std::equal(suffix, suffix + n, history.data() + i)) continue;
+      // Copy what followed, LZ77-style: past the history's end the copy reads its own output,
+      // so a run that repeats with period len - from is drafted as far as max_draft.
       const size_t from = i + size_t(n);
-      const size_t take = std::min(size_t(p.max_draft), len - from);
-      out.assign(history.begin() + ptrdiff_t(from), history.begin() + ptrdiff_t(from + take));
+      for (size_t j = 0; j < size_t(p.max_draft); ++j)
+        out.push_back(from + j < len ? history[from + j] : out[from + j - len]);
       return;
     }
   }

@@ -20,7 +20,7 @@ struct LookupParams {
   // Most tokens drafted per step; 0 = off (every step is Forward::decode). A run starts at 1 and
   // doubles while drafts are used whole (a miss cuts it to the part used).
   int max_draft = 0;
-  int min_ngram = 2;  // the shortest suffix of the history that may select a draft
+  int min_ngram = 3;  // the shortest suffix of the history that may select a draft
   int max_ngram = 4;  // the longest tried first
 };
 
@@ -29,8 +29,9 @@ struct LookupParams {
 LookupParams lookup_params(const Knobs& knobs);
 
 // The draft for `history`: for n = max_ngram .. min_ngram, the most recent earlier occurrence of
-// the history's last n tokens; the up to max_draft tokens that followed it go to `out` (cleared
-// first). No match: `out` is empty. O(history * n).
+// the history's last n tokens; the max_draft tokens that followed it go to `out` (cleared first),
+// copied LZ77-style (past the history's end the copy repeats what it drafted, so a periodic run
+// continues its period). No match: `out` is empty. O(history * n).
 void draft_lookup(std::span<const int32_t> history, const LookupParams& p,
                   std::vector<int32_t>& out);
 

@@ -1,9 +1,10 @@
 // LOOKUP (engine/lookup): draft_lookup's matches (longest n-gram first, the most recent
-// occurrence, the draft cut at the history's end and at max_draft), and LookupDecoder against plain
-// Forward::decode on every architecture's fixture: every logits row bit-identical along a forced
-// token stream that repeats and then breaks (drafts used and growing, drafts dropped from the
-// cache), the same tokens greedy and seeded-sampled, the context's end respected, the cache usable
-// after settle(). ChatSession replies are the same with and without it, turn after turn.
+// occurrence, the copy continuing its own period past the history's end), and LookupDecoder
+// against plain Forward::decode on every architecture's fixture: every logits row bit-identical
+// along a forced token stream that repeats and then breaks (drafts used and growing, drafts dropped
+// from the cache), the same tokens greedy and seeded-sampled, the context's end respected, the
+// cache usable after settle(). ChatSession replies are the same with and without it, turn after
+// turn.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -45,12 +46,13 @@ TEST(DraftLookup, LongestMatchThenMostRecent) {
   EXPECT_EQ(draft({1, 2, 3, 7, 9, 2, 3, 8, 1, 2, 3}, 3), (V{7, 9, 2}));
   // Of two occurrences of [1 2], the later one's continuation.
   EXPECT_EQ(draft({1, 2, 5, 1, 2, 6, 1, 2}, 2), (V{6, 1}));
-  // The draft stops at the history's end (an occurrence overlapping the suffix drafts the run).
-  EXPECT_EQ(draft({1, 2, 3, 1, 2}, 8), (V{3, 1, 2}));
-  EXPECT_EQ(draft({4, 4, 4}, 8), (V{4}));
+  // Past the history's end the copy continues from its own output: the period repeats.
+  EXPECT_EQ(draft({1, 2, 3, 1, 2}, 8), (V{3, 1, 2, 3, 1, 2, 3, 1}));
+  EXPECT_EQ(draft({4, 4, 4}, 5), (V{4, 4, 4, 4, 4}));
+  EXPECT_EQ(draft({7, 1, 2, 9, 8, 1, 2}, 6), (V{9, 8, 1, 2, 9, 8}));
   // min_ngram: [3 1] never occurred; the single token 1 did.
   EXPECT_EQ(draft({1, 2, 3, 1}, 8), V{});
-  EXPECT_EQ(draft({1, 2, 3, 1}, 8, /*min_ngram=*/1), (V{2, 3, 1}));
+  EXPECT_EQ(draft({1, 2, 3, 1}, 4, /*min_ngram=*/1), (V{2, 3, 1, 2}));
   // max_ngram caps the match length: a 5-token suffix is found through its last 4.
   EXPECT_EQ(draft({1, 2, 3, 4, 5, 6, 9, 2, 3, 4, 5}, 2), (V{6, 9}));
   // Off, too short, or empty: no draft.
@@ -62,7 +64,7 @@ TEST(DraftLookup, LongestMatchThenMostRecent) {
 TEST(DraftLookup, KnobsAndTheirLimits) {
   const LookupParams off = lookup_params(Knobs::from_values({}));
   EXPECT_EQ(off.max_draft, 0);
-  EXPECT_EQ(off.min_ngram, 2);
+  EXPECT_EQ(off.min_ngram, 3);
   const LookupParams on =
       lookup_params(Knobs::from_values({{"LOOKUP", "6"}, {"LOOKUP_NGRAM", "3"}}));
   EXPECT_EQ(on.max_draft, 6);
