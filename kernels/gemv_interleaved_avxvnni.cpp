@@ -1,7 +1,7 @@
 // Q4_0 x Q8_0 GEMV over the kQ4_0x16 layout (kernels/interleave.h), and IQ4_NL / MXFP4 over
 // kIQ4_NLx16 / kMXFP4x16 (table value + bias as the unsigned code), for AVX2 CPUs that also have
 // AVX-VNNI (the VEX-encoded vpdpbusd: Intel client cores since Alder Lake, AMD Zen 5 run with
-// ISA=avx2). Picked by interleave.cpp's dispatch at the AVX2 level; the GEMMs stay the AVX2 ones.
+// ISA=avx2). Picked by interleave.cpp's dispatch at the AVX2 level, GEMV and GEMM.
 //
 // All 16 rows of a group in one step per block, the blocks in two passes (b % 8 < 4, then the
 // rest): each pass keeps 4 of the 8 canonical accumulators for both 8-row halves (8 registers),
@@ -122,13 +122,38 @@ void gemv_x16(const void* w, size_t row_stride, const void* xq, float* y, int64_
                       });
 }
 
+// The GEMM: tokens inner, so a group (16 rows, 18 KiB at 2048 columns) stays in L1 for every
+// token; the first token's pass prefetches the next group into L2.
+template <WeightLayout kLayout>
+void gemm_x16(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
+              size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
+              int64_t n_cols) {
+  const int64_t nb = n_cols / kQK;
+  const auto* xbase = static_cast<const uint8_t*>(xq);
+  auto xt = [&](int64_t t) { return reinterpret_cast<const BlockQ8_0*>(xbase + t * xq_stride); };
+  XPrep* prep = prep_buffer(nb, n_tokens);
+  for (int64_t t = 0; t < n_tokens; ++t) prep_x(xt(t), nb, prep + t * nb);
+  const size_t group_bytes = 16 * row_stride;
+  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
+    const uint8_t* next = r + 16 < row_end ? g + group_bytes : nullptr;
+    with_ymm_format<kLayout>(r, nb, [&](auto fmt) {
+      for (int64_t t = 0; t < n_tokens; ++t)
+        group_dot<decltype(fmt)>(g, xt(t), prep + t * nb, nb, y + t * y_stride + r,
+                                 t == 0 ? next : nullptr);
+    });
+  });
+}
+
 }  // namespace
 
 GemvKernels interleaved_kernels_avxvnni(WeightLayout layout) {
   GemvKernels k = interleaved_kernels_avx2(layout);
-  if (layout == WeightLayout::kQ4_0x16) k.gemv = &gemv_x16<WeightLayout::kQ4_0x16>;
-  if (layout == WeightLayout::kIQ4_NLx16) k.gemv = &gemv_x16<WeightLayout::kIQ4_NLx16>;
-  if (layout == WeightLayout::kMXFP4x16) k.gemv = &gemv_x16<WeightLayout::kMXFP4x16>;
+  if (layout == WeightLayout::kQ4_0x16)
+    k = {&gemv_x16<WeightLayout::kQ4_0x16>, &gemm_x16<WeightLayout::kQ4_0x16>};
+  if (layout == WeightLayout::kIQ4_NLx16)
+    k = {&gemv_x16<WeightLayout::kIQ4_NLx16>, &gemm_x16<WeightLayout::kIQ4_NLx16>};
+  if (layout == WeightLayout::kMXFP4x16)
+    k = {&gemv_x16<WeightLayout::kMXFP4x16>, &gemm_x16<WeightLayout::kMXFP4x16>};
   return k;
 }
 
