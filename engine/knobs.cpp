@@ -98,12 +98,13 @@ constexpr KnobSpec kKnobs[] = {
      "the numbers; cache slots stay as in the file. Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, "
      "Q5_K, Q6_K, IQ4_XS, IQ4_NL and MXFP4 on CPUs with AVX2 or AVX-512; Q8_0 with AVX-512 only "
      "(AVX2's row kernel streams it as fast); 0 = keep the file's layout."},
-    {"ISA", KnobType::kEnum, "auto", "", "auto|avx512|avx2|ref",
+    {"ISA", KnobType::kEnum, "auto", "", "auto|avx512|avx2|avx2-plain|ref",
      "Highest CPU instruction set the kernels use (GEMV/GEMM, the layouts REPACK picks, the "
      "activation quantizers, attention). auto: the best this CPU has (AVX-512 needs F, BW, VL, "
      "DQ and VNNI). avx2 runs an AVX-512 host as an AVX2-only one would (with AVX-VNNI where the "
      "CPU has it, as Intel's client cores since Alder Lake do), to compare kernels or size an "
-     "AVX2 machine; ref is the scalar reference kernels (slow). Every level computes the "
+     "AVX2 machine; avx2-plain is avx2 without AVX-VNNI (Zen 2/3, Intel before Alder Lake); ref "
+     "is the scalar reference kernels (slow). Every level computes the "
      "same bits, so the numbers never change. A level this CPU lacks is an error."},
     {"DENSE_ARENA", KnobType::kBool, "1", "", "0|1",
      "Move the dense tensors a decode token reads (attention projections, norms, routers, dense "

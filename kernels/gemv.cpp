@@ -143,6 +143,19 @@ Isa isa_cap() {
   return g_isa_cap.load(std::memory_order_relaxed);
 }
 
+namespace {
+std::atomic<bool> g_avxvnni_allowed{true};
+}  // namespace
+
+void set_avxvnni_allowed(bool allowed) {
+  g_avxvnni_allowed.store(allowed, std::memory_order_relaxed);
+}
+
+bool avxvnni_in_use() {
+  static const bool cpu = __builtin_cpu_supports("avxvnni");
+  return cpu && g_avxvnni_allowed.load(std::memory_order_relaxed);
+}
+
 std::string_view isa_name(Isa isa) {
   switch (isa) {
     case Isa::kRef:

@@ -47,6 +47,12 @@ Isa best_isa();
 // before weights are repacked: the layouts follow best_isa(). Default: no cap (kAvx512).
 void set_isa_cap(Isa cap);
 Isa isa_cap();
+// Whether the AVX2 level may use AVX-VNNI's vpdpbusd where the CPU has it (default true).
+// ISA=avx2-plain turns it off, so an AVX-VNNI host runs the kernels a plain-AVX2 CPU (Zen 2/3,
+// Intel before Alder Lake) runs. Set it with the cap, before weights are repacked.
+void set_avxvnni_allowed(bool allowed);
+// AVX-VNNI kernels in use at the AVX2 level: the CPU has it and it is allowed.
+bool avxvnni_in_use();
 std::string_view isa_name(Isa isa);
 // Whether this CPU (and OS) can run an ISA's kernels, and the cap allows it.
 bool isa_supported(Isa isa);

@@ -3,111 +3,16 @@
 // AVX-VNNI (the VEX-encoded vpdpbusd: Intel client cores since Alder Lake, AMD Zen 5 run with
 // ISA=avx2). Picked by interleave.cpp's dispatch at the AVX2 level, GEMV and GEMM.
 //
-// All 16 rows of a group in one step per block, the blocks in two passes (b % 8 < 4, then the
-// rest): each pass keeps 4 of the 8 canonical accumulators for both 8-row halves (8 registers),
-// and each broadcast activation word feeds both halves. vpdpbusd sums 4 code x activation products
-// per row into int32 exactly as vpmaddubsw + vpmaddwd do (no product or partial sum comes near
-// int16 saturation: |15 x -128 x 8| = 15360), so the block sums are the same integers and the
-// float steps the canonical ones of gemv.cpp (acc[b % 8] per lane, the fixed fold): the results
-// equal gemv_ref.cpp bit for bit. The first pass prefetches each block's lines into L1 2 KiB ahead
-// (the second finds them in L1/L2); both prefetch the next group into L2.
+// The group kernel and the GEMM are interleave_onepass.h's, instantiated here with vpdpbusd.
 //
 // Session 18 (bench/RESULTS.md), Zen 5 at one thread, a harness alternating variants over a
 // 2 GiB pool: 1.30-1.43x the AVX2 two-half kernel's streaming rate (median of 9 paired rounds,
 // 768 x 2048 and 2048 x 768), 37-50 GB/s against 24-26 from cache. Tested by
 // tests/test_interleave.cpp.
-#include <immintrin.h>
-
-#include <cstdint>
-#include <cstring>
-
-#include "kernels/gemv_internal.h"
-#include "kernels/interleave_internal.h"
-#include "kernels/interleave_prep.h"
-#include "kernels/quant.h"
+#include "kernels/interleave_onepass.h"
 
 namespace strata::kernels::detail {
 namespace {
-
-inline __m256i broadcast_word(const BlockQ8_0& x, int j) {
-  int32_t v;
-  std::memcpy(&v, x.qs + 4 * j, 4);
-  return _mm256_set1_epi32(v);
-}
-
-// One 16-row group against one activation row; next: the following group of the call (or null).
-// Fmt (ymm::, interleave_prep.h): the layout. With a table (kMXFP4x16, kIQ4_NLx16) each nibble
-// becomes its table value + kBias (MXFP4: 12; IQ4_NL: 128, as vpdpbusd has no int16 pairs to
-// overflow), an unsigned code as Q4_0's nibble; the offset -kBias * sum(x) is XPrep's neg * kBias
-// / 8.
-template <typename Fmt>
-void group_dot(const uint8_t* g, const BlockQ8_0* x, const XPrep* prep, int64_t nb, float* out,
-               const uint8_t* next) {
-  constexpr int kBias = Fmt::kTable == nullptr ? 8 : Fmt::kBias == 0 ? 128 : Fmt::kBias;
-  constexpr size_t kBlockBytes = Fmt::kChunk / 2;  // a block's share of the group's stream
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  [[maybe_unused]] __m256i table = m4;
-  if constexpr (Fmt::kTable != nullptr)
-    table = _mm256_add_epi8(
-        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(Fmt::kTable))),
-        _mm256_set1_epi8(static_cast<char>(kBias)));
-  auto codes = [&](__m256i v) {
-    if constexpr (Fmt::kTable != nullptr) return _mm256_shuffle_epi8(table, v);
-    return v;
-  };
-  alignas(32) float acc[2][8][8];  // [half][b % 8][row in the half]
-  for (int p = 0; p < 2; ++p) {
-    __m256 a0[4], a1[4];
-    for (int k = 0; k < 4; ++k) a0[k] = a1[k] = _mm256_setzero_ps();
-    // Block b = b8 + 4p + k, b8 a multiple of 8.
-    auto step = [&](int64_t b, int k) {
-      const uint8_t* qb = g + Fmt::codes(b);
-      if (next != nullptr) prefetch_lines<320, kToL2>(next + b * kBlockBytes);
-      if (p == 0)  // this step's quarter of blocks b8..b8+7 (chunk k from b8's),
-                   // kInterleavePrefetch ahead
-        prefetch_lines<kQ4_0x16Chunk, kToL1>(g + (b - k) * kBlockBytes + k * Fmt::kChunk +
-                                             kInterleavePrefetch);
-      __m256i lo0 = _mm256_setzero_si256(), lo1 = lo0, hi0 = lo0, hi1 = lo0;
-      for (int j = 0; j < 4; ++j) {
-        const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + 64 * j));
-        const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + 64 * j + 32));
-        const __m256i xl = broadcast_word(x[b], j), xh = broadcast_word(x[b], 4 + j);
-        lo0 = _mm256_dpbusd_avx_epi32(lo0, codes(_mm256_and_si256(v0, m4)), xl);
-        hi0 =
-            _mm256_dpbusd_avx_epi32(hi0, codes(_mm256_and_si256(_mm256_srli_epi16(v0, 4), m4)), xh);
-        lo1 = _mm256_dpbusd_avx_epi32(lo1, codes(_mm256_and_si256(v1, m4)), xl);
-        hi1 =
-            _mm256_dpbusd_avx_epi32(hi1, codes(_mm256_and_si256(_mm256_srli_epi16(v1, 4), m4)), xh);
-      }
-      const __m256i neg = _mm256_set1_epi32(prep[b].neg / 8 * kBias);
-      const __m256i i0 = _mm256_add_epi32(_mm256_add_epi32(lo0, hi0), neg);
-      const __m256i i1 = _mm256_add_epi32(_mm256_add_epi32(lo1, hi1), neg);
-      const __m256 dx = _mm256_set1_ps(prep[b].dx);
-      const uint8_t* sc = g + Fmt::scales(b);
-      const __m256 d0 = _mm256_mul_ps(Fmt::dw(sc, 0), dx);
-      const __m256 d1 = _mm256_mul_ps(Fmt::dw(sc, 1), dx);
-      a0[k] = _mm256_add_ps(a0[k], _mm256_mul_ps(_mm256_cvtepi32_ps(i0), d0));
-      a1[k] = _mm256_add_ps(a1[k], _mm256_mul_ps(_mm256_cvtepi32_ps(i1), d1));
-    };
-    int64_t b8 = 0;
-    for (; b8 + 8 <= nb; b8 += 8) {
-#pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k) step(b8 + 4 * p + k, k);
-    }
-    for (int k = 0; k < 4 && b8 + 4 * p + k < nb; ++k) step(b8 + 4 * p + k, k);
-    for (int k = 0; k < 4; ++k) {
-      _mm256_store_ps(acc[0][4 * p + k], a0[k]);
-      _mm256_store_ps(acc[1][4 * p + k], a1[k]);
-    }
-  }
-  for (int h = 0; h < 2; ++h) {
-    const auto a = [&](int k) { return _mm256_load_ps(acc[h][k]); };
-    const __m256 r =
-        _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a(0), a(4)), _mm256_add_ps(a(2), a(6))),
-                      _mm256_add_ps(_mm256_add_ps(a(1), a(5)), _mm256_add_ps(a(3), a(7))));
-    _mm256_storeu_ps(out + 8 * h, r);
-  }
-}
 
 // kQ4_0x16, kIQ4_NLx16 and kMXFP4x16 (each group by its parity).
 template <WeightLayout kLayout>
@@ -117,31 +22,9 @@ void gemv_x16(const void* w, size_t row_stride, const void* xq, float* y, int64_
                       [](const uint8_t* g, int64_t r, const BlockQ8_0* x, const XPrep* prep,
                          int64_t nb, float* out, const uint8_t* next) {
                         with_ymm_format<kLayout>(r, nb, [&](auto fmt) {
-                          group_dot<decltype(fmt)>(g, x, prep, nb, out, next);
+                          group_dot<decltype(fmt), true>(g, x, prep, nb, out, next);
                         });
                       });
-}
-
-// The GEMM: tokens inner, so a group (16 rows, 18 KiB at 2048 columns) stays in L1 for every
-// token; the first token's pass prefetches the next group into L2.
-template <WeightLayout kLayout>
-void gemm_x16(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
-              size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
-              int64_t n_cols) {
-  const int64_t nb = n_cols / kQK;
-  const auto* xbase = static_cast<const uint8_t*>(xq);
-  auto xt = [&](int64_t t) { return reinterpret_cast<const BlockQ8_0*>(xbase + t * xq_stride); };
-  XPrep* prep = prep_buffer(nb, n_tokens);
-  for (int64_t t = 0; t < n_tokens; ++t) prep_x(xt(t), nb, prep + t * nb);
-  const size_t group_bytes = 16 * row_stride;
-  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
-    const uint8_t* next = r + 16 < row_end ? g + group_bytes : nullptr;
-    with_ymm_format<kLayout>(r, nb, [&](auto fmt) {
-      for (int64_t t = 0; t < n_tokens; ++t)
-        group_dot<decltype(fmt)>(g, xt(t), prep + t * nb, nb, y + t * y_stride + r,
-                                 t == 0 ? next : nullptr);
-    });
-  });
 }
 
 }  // namespace
@@ -149,11 +32,11 @@ void gemm_x16(const void* w, size_t row_stride, const void* xq, size_t xq_stride
 GemvKernels interleaved_kernels_avxvnni(WeightLayout layout) {
   GemvKernels k = interleaved_kernels_avx2(layout);
   if (layout == WeightLayout::kQ4_0x16)
-    k = {&gemv_x16<WeightLayout::kQ4_0x16>, &gemm_x16<WeightLayout::kQ4_0x16>};
+    k = {&gemv_x16<WeightLayout::kQ4_0x16>, &gemm_x16<WeightLayout::kQ4_0x16, true>};
   if (layout == WeightLayout::kIQ4_NLx16)
-    k = {&gemv_x16<WeightLayout::kIQ4_NLx16>, &gemm_x16<WeightLayout::kIQ4_NLx16>};
+    k = {&gemv_x16<WeightLayout::kIQ4_NLx16>, &gemm_x16<WeightLayout::kIQ4_NLx16, true>};
   if (layout == WeightLayout::kMXFP4x16)
-    k = {&gemv_x16<WeightLayout::kMXFP4x16>, &gemm_x16<WeightLayout::kMXFP4x16>};
+    k = {&gemv_x16<WeightLayout::kMXFP4x16>, &gemm_x16<WeightLayout::kMXFP4x16, true>};
   return k;
 }
 

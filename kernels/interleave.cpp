@@ -560,9 +560,8 @@ GemvKernels gemv_kernels(GgmlType type, WeightLayout layout, Isa isa) {
         case Isa::kAvx2: {
           // AVX-VNNI is an AVX2-generation extension (Alder Lake's cores have it without
           // AVX-512), so the AVX2 level uses it wherever the CPU has it, also under ISA=avx2.
-          static const bool vnni = __builtin_cpu_supports("avxvnni");
-          k = vnni ? detail::interleaved_kernels_avxvnni(layout)
-                   : detail::interleaved_kernels_avx2(layout);
+          k = avxvnni_in_use() ? detail::interleaved_kernels_avxvnni(layout)
+                               : detail::interleaved_kernels_avx2(layout);
           break;
         }
         case Isa::kRef:

@@ -166,11 +166,11 @@ WeightLayout interleaved_layout(GgmlType type);
 // (true with AVX-512 VNNI or AVX2; the scalar twins exist for tests, not speed).
 bool interleave_pays();
 // The same for one weight type: Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS,
-// IQ4_NL and MXFP4 with AVX-512 or AVX2; Q8_0 with AVX-512 only (an AVX2 two-half kernel over kQ8_0x16 streamed 0.85x
-// the row kernel on a 4096 x 2880 matrix: bench/RESULTS.md session 23). On an AVX2-only Zen 3
-// the GGUF layout's Q4_K row kernel is compute-bound (~7 GB/s a core); the interleaved one, with
-// its next-group L2 prefetch, streams 94-110% of the in-run probe in the 30B against 67-87%
-// (bench/RESULTS.md session 16).
+// IQ4_NL and MXFP4 with AVX-512 or AVX2; Q8_0 with AVX-512 only (an AVX2 two-half kernel over
+// kQ8_0x16 streamed 0.85x the row kernel on a 4096 x 2880 matrix: bench/RESULTS.md session 23). On
+// an AVX2-only Zen 3 the GGUF layout's Q4_K row kernel is compute-bound (~7 GB/s a core); the
+// interleaved one, with its next-group L2 prefetch, streams 94-110% of the in-run probe in the 30B
+// against 67-87% (bench/RESULTS.md session 16).
 bool interleave_pays(GgmlType type);
 
 // Kernels for a weight type in a layout (kRows: gemv_kernels(type, isa)). The interleaved ones

@@ -170,8 +170,10 @@ class TierInvariance : public ::testing::Test {
         {"numa_off", "-t 2 --numa off --ram-gb " + min_gb},
         {"cache", "-t 2 --ram-gb " + ram_gb(half) + " --cache-gb " + ram_gb(half / 2)},
         // Every expert in RAM, repacked for the capped ISA (ISA knob): AVX2's layouts and
-        // kernels on an AVX-512 host, and the scalar reference kernels (no REPACK).
+        // kernels on an AVX-512 host (with AVX-VNNI where the CPU has it, and without), and the
+        // scalar reference kernels (no REPACK).
         {"isa_avx2", "-t 2 --isa avx2 --ram-gb " + ram_gb(all)},
+        {"isa_avx2_plain", "-t 2 --isa avx2-plain --ram-gb " + ram_gb(all)},
         {"isa_ref", "-t 2 --isa ref --ram-gb " + ram_gb(all)},
     };
     for (const auto& [tag, flags] : runs) {

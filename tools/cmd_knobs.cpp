@@ -17,8 +17,11 @@ void apply_isa(const engine::Knobs& k) {
   using kernels::Isa;
   const std::string v = k.get_string("ISA");
   kernels::set_isa_cap(Isa::kAvx512);  // no cap: the check below asks the CPU, not an old cap
+  kernels::set_avxvnni_allowed(v != "avx2-plain");
   if (v == "auto") return;
-  const Isa cap = v == "avx512" ? Isa::kAvx512 : v == "avx2" ? Isa::kAvx2 : Isa::kRef;
+  const Isa cap = v == "avx512"                      ? Isa::kAvx512
+                  : v == "avx2" || v == "avx2-plain" ? Isa::kAvx2
+                                                     : Isa::kRef;
   if (!kernels::isa_supported(cap))
     fail(ErrorKind::kUnsupported, "ISA={}: this CPU cannot run the {} kernels (best here: {})", v,
          v, kernels::isa_name(kernels::best_isa()));

@@ -86,7 +86,10 @@ TierSetup make_tier_setup(engine::Model& model, const engine::Knobs& knobs, uint
   s.trace = make_route_trace(model, knobs);  // after the source: a refused run writes no trace
 
   std::string header = "knobs: " + knobs.describe() + "\n";
-  header += fmt::format("cpu kernels: {}\n", kernels::isa_name(kernels::best_isa()));
+  header += fmt::format("cpu kernels: {}{}\n", kernels::isa_name(kernels::best_isa()),
+                        kernels::best_isa() == kernels::Isa::kAvx2
+                            ? (kernels::avxvnni_in_use() ? " + AVX-VNNI" : " (no AVX-VNNI)")
+                            : "");
   if (const placement::PlacementPlan* plan = s.experts->plan()) {
     header += plan->describe();
     if (const tiers::Sidecar* sc = s.experts->sidecar())
