@@ -213,20 +213,13 @@ template <WeightLayout kLayout>
 void gemm_q4_0x16(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
                   size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
                   int64_t n_cols) {
-  const int64_t nb = n_cols / kQK;
-  const auto* xbase = static_cast<const uint8_t*>(xq);
-  auto xt = [&](int64_t t) { return reinterpret_cast<const BlockQ8_0*>(xbase + t * xq_stride); };
-  XPrep* prep = prep_buffer(nb, n_tokens);
-  for (int64_t t = 0; t < n_tokens; ++t) prep_x(xt(t), nb, prep + t * nb);
-  // Tokens inner: the group (16 rows) stays in L1/L2 for every token.
-  const size_t group_bytes = 16 * row_stride;
-  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
-    const uint8_t* next = r + 16 < row_end ? g + group_bytes : nullptr;
-    for (int64_t t = 0; t < n_tokens; ++t)
-      for (int h = 0; h < 2; ++h)
-        layout_half_dot<kLayout>(g, r, h, xt(t), prep + t * nb, nb, y + t * y_stride + r,
-                                 t == 0 ? next : nullptr);
-  });
+  gemm_q4_0x16_groups(w, row_stride, xq, xq_stride, y, y_stride, n_tokens, row_begin, row_end,
+                      n_cols,
+                      [](const uint8_t* g, int64_t r, const BlockQ8_0* x, const XPrep* prep,
+                         int64_t nb, float* out, const uint8_t* next) {
+                        for (int h = 0; h < 2; ++h)
+                          layout_half_dot<kLayout>(g, r, h, x, prep, nb, out, next);
+                      });
 }
 
 // ---- kQ4_Kx16, kQ5_Kx16: Q4_K / Q5_K x Q8_K, 8 rows (half h of the group) per register ----

@@ -123,20 +123,13 @@ template <WeightLayout kLayout, bool kVnni>
 void gemm_x16(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
               size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
               int64_t n_cols) {
-  const int64_t nb = n_cols / kQK;
-  const auto* xbase = static_cast<const uint8_t*>(xq);
-  auto xt = [&](int64_t t) { return reinterpret_cast<const BlockQ8_0*>(xbase + t * xq_stride); };
-  XPrep* prep = prep_buffer(nb, n_tokens);
-  for (int64_t t = 0; t < n_tokens; ++t) prep_x(xt(t), nb, prep + t * nb);
-  const size_t group_bytes = 16 * row_stride;
-  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
-    const uint8_t* next = r + 16 < row_end ? g + group_bytes : nullptr;
-    with_ymm_format<kLayout>(r, nb, [&](auto fmt) {
-      for (int64_t t = 0; t < n_tokens; ++t)
-        group_dot<decltype(fmt), kVnni>(g, xt(t), prep + t * nb, nb, y + t * y_stride + r,
-                                        t == 0 ? next : nullptr);
-    });
-  });
+  gemm_q4_0x16_groups(
+      w, row_stride, xq, xq_stride, y, y_stride, n_tokens, row_begin, row_end, n_cols,
+      [](const uint8_t* g, int64_t r, const BlockQ8_0* x, const XPrep* prep, int64_t nb, float* out,
+         const uint8_t* next) {
+        with_ymm_format<kLayout>(
+            r, nb, [&](auto fmt) { group_dot<decltype(fmt), kVnni>(g, x, prep, nb, out, next); });
+      });
 }
 
 }  // namespace
