@@ -69,7 +69,8 @@ constexpr KnobSpec kKnobs[] = {
      "(decode and prefill give the same bits). Pays when the reply repeats its context (code "
      "edits, quotes, lists); a pass whose draft goes unused costs more than a plain step. PROF "
      "reports the passes and the drafted tokens used. Verify passes count as prefill for "
-     "PREFETCH and REPIN. 0 = off. Not with CUDA_DENSE=2."},
+     "PREFETCH and REPIN, and usage counts and ROUTE_TRACE include their drafted positions, "
+     "used or not (the experts were read). 0 = off. Not with CUDA_DENSE=2."},
     {"LOOKUP_NGRAM", KnobType::kInt, "3", "tokens", "1..4",
      "LOOKUP: the shortest match that drafts (longer ones, up to 4 tokens, are tried first)."},
     {"REPIN", KnobType::kInt, "0", "tokens", "0..",
