@@ -67,7 +67,8 @@ constexpr KnobSpec kKnobs[] = {
      "expert read once for all of them); each sampled token that matches the draft then needs no "
      "pass of its own. The tokens are exactly plain decoding's, greedy or seeded sampling alike "
      "(decode and prefill give the same bits). Pays when the reply repeats its context (code "
-     "edits, quotes, lists); a pass whose draft goes unused costs more than a plain step. PROF "
+     "edits, quotes, lists); a pass whose draft goes unused costs more than a plain step, so "
+     "after one the next 1, 2, 4 .. 64 drafts found are dropped. PROF "
      "reports the passes and the drafted tokens used. Verify passes count as prefill for "
      "PREFETCH and REPIN, and usage counts and ROUTE_TRACE include their drafted positions, "
      "used or not (the experts were read). 0 = off. Not with CUDA_DENSE=2."},

@@ -71,10 +71,15 @@ std::span<const float> LookupDecoder::decode(int32_t token, std::span<const int3
   // The draft length follows the drafts' fate: doubled after a draft used whole, cut to the
   // part used after one that missed (at least 1). A multi-token pass costs more than a plain
   // step, so drafts grow only while they keep paying.
+  // A draft not used at all also backs drafting off: the next 1, 2, 4 .. 64 drafts found are
+  // dropped (plain steps instead), so text whose matches keep missing (common phrases with
+  // varying continuations) pays for few wasted passes; any draft used resets it.
   if (chunk_.size() > 1) {
     const uint32_t used = next_ - 1, drafted = uint32_t(chunk_.size() - 1);
     cur_draft_ =
         used == drafted ? std::min(2 * cur_draft_, p_.max_draft) : std::max<int>(1, int(used));
+    backoff_ = used > 0 ? 0 : std::min(backoff_ > 0 ? 2 * backoff_ : 1, kMaxBackoff);
+    skip_ = backoff_;
   }
   settle();
   ran_ = true;
@@ -86,7 +91,12 @@ std::span<const float> LookupDecoder::decode(int32_t token, std::span<const int3
   p.max_draft = std::min<int>(cur_draft_, int(std::min<uint32_t>(free, 1u << 20)));
   if (p.max_draft > 0) {
     draft_lookup(history, p, draft_);  // within the capacity reserved at construction
-    chunk_.insert(chunk_.end(), draft_.begin(), draft_.end());
+    if (!draft_.empty() && skip_ > 0) {
+      --skip_;
+      ++c_.skipped;
+    } else {
+      chunk_.insert(chunk_.end(), draft_.begin(), draft_.end());
+    }
   }
   next_ = 1;
   if (chunk_.size() == 1) return fwd_.decode(token);

@@ -18,7 +18,8 @@ namespace strata::engine {
 
 struct LookupParams {
   // Most tokens drafted per step; 0 = off (every step is Forward::decode). A run starts at 1 and
-  // doubles while drafts are used whole (a miss cuts it to the part used).
+  // doubles while drafts are used whole (a miss cuts it to the part used); after a draft not used
+  // at all the next 1, 2, 4 .. 64 drafts found are dropped.
   int max_draft = 0;
   int min_ngram = 3;  // the shortest suffix of the history that may select a draft
   int max_ngram = 4;  // the longest tried first
@@ -39,6 +40,7 @@ struct LookupCounters {
   uint64_t steps = 0;     // forward passes run by decode()
   uint64_t drafted = 0;   // draft tokens run in those passes
   uint64_t accepted = 0;  // of those, the ones whose logits were used (the caller sampled them)
+  uint64_t skipped = 0;   // drafts found but dropped while backing off after unused ones
 };
 
 // Stands in for Forward::decode in a generation loop. Holds the logits of a step's drafted
@@ -79,6 +81,10 @@ class LookupDecoder {
   uint32_t next_ = 0;           // rows 0 .. next_-1 handed out; chunk_[next_] is the next expected
   bool ran_ = false;
   int cur_draft_ = 0;  // the next draft's most tokens: 1, doubling while drafts are used whole
+  static constexpr int kMaxBackoff = 64;
+  int backoff_ =
+      0;          // after a draft not used at all: 1, doubling per such draft; 0 once one is used
+  int skip_ = 0;  // drafts still to drop before the next one runs
   LookupCounters c_;
 };
 

@@ -223,6 +223,40 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, Lookup,
                            return n;
                          });
 
+// Drafts that keep missing back off: "A B C u_i" twelve times with a new u_i each time drafts the
+// last u at every "A B C" and misses. After each unused draft the next 1, 2, 4 .. drafts found are
+// dropped, so 4 of the 11 run (at the 2nd, 4th, 7th and 12th occurrence); the rows stay plain
+// decode's.
+TEST(LookupBackoff, DraftsThatMissBackOff) {
+  const fs::path path = kFixtures / "tiny-qwen3moe" / "tiny-qwen3moe-Q4_0.gguf";
+  if (!fs::exists(path)) GTEST_SKIP() << "fixture not found: " << path;
+  const Model model = Model::load(path.string());
+  std::vector<int32_t> stream;
+  for (int i = 0; i < 12; ++i) stream.insert(stream.end(), {101, 102, 103, 200 + i});
+  const std::vector<int32_t> prompt = {7, 8, 9};
+  ForwardOptions fo;
+  fo.n_ctx = 64;
+  fo.n_threads = 2;
+  Forward plain(model, fo), fwd(model, fo);
+  plain.prefill(prompt);
+  fwd.prefill(prompt);
+  LookupParams lp;
+  lp.max_draft = 4;
+  LookupDecoder lk(fwd, lp);
+  std::vector<int32_t> history = prompt;
+  for (size_t i = 0; i < stream.size(); ++i) {
+    history.push_back(stream[i]);
+    const auto want = plain.decode(stream[i]);
+    const auto got = lk.decode(stream[i], history);
+    ASSERT_TRUE(same_bits(got, want)) << "row " << i;
+  }
+  const LookupCounters& c = lk.counters();
+  EXPECT_EQ(c.accepted, 0u);
+  EXPECT_EQ(c.drafted, 4u);  // one token each: a miss cuts the draft to 1
+  EXPECT_EQ(c.skipped, 7u);
+  EXPECT_EQ(c.steps, stream.size());
+}
+
 // ChatSession: three turns, each reply (and the cache after it) the same with LOOKUP as without;
 // the unused drafts of a reply never leak into the next turn's cache.
 TEST(LookupChat, RepliesAreUnchanged) {

@@ -264,9 +264,9 @@ void print_stats(const engine::ChatSession& s) {
     const engine::LookupCounters& lc = s.lookup().counters();
     fmt::print(stderr,
                "LOOKUP={}, this session: {} forward passes instead of {}, {} of {} drafted tokens "
-               "used\n",
+               "used, {} drafts dropped after unused ones\n",
                s.lookup().params().max_draft, lc.steps, lc.steps + lc.accepted, lc.accepted,
-               lc.drafted);
+               lc.drafted, lc.skipped);
   }
 }
 
@@ -446,8 +446,10 @@ int run_chat(ChatOptions o) {
   if (lookup.max_draft > 0) {
     const engine::LookupCounters& lc = session.lookup().counters();
     fmt::print(stderr,
-               "chat: LOOKUP={}: {} forward passes instead of {}, {} of {} drafted tokens used\n",
-               lookup.max_draft, lc.steps, lc.steps + lc.accepted, lc.accepted, lc.drafted);
+               "chat: LOOKUP={}: {} forward passes instead of {}, {} of {} drafted tokens used, {} "
+               "drafts dropped after unused ones\n",
+               lookup.max_draft, lc.steps, lc.steps + lc.accepted, lc.accepted, lc.drafted,
+               lc.skipped);
   }
   tiers.prof->write_json();  // PROF_JSON: the last turn's window
   return 0;

@@ -133,11 +133,12 @@ int run_run(RunOptions o) {
     const engine::LookupCounters& lc = lookup.counters();
     std::fprintf(stderr,
                  "run: LOOKUP=%d: %llu forward passes instead of %llu, %llu of %llu drafted "
-                 "tokens used\n",
+                 "tokens used, %llu drafts dropped after unused ones\n",
                  lookup_p.max_draft, static_cast<unsigned long long>(lc.steps),
                  static_cast<unsigned long long>(lc.steps + lc.accepted),
                  static_cast<unsigned long long>(lc.accepted),
-                 static_cast<unsigned long long>(lc.drafted));
+                 static_cast<unsigned long long>(lc.drafted),
+                 static_cast<unsigned long long>(lc.skipped));
   }
   finish_prof(prof);
   if (sigint.requested()) {
