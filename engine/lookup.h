@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "engine/forward.h"
@@ -42,6 +43,10 @@ struct LookupCounters {
   uint64_t accepted = 0;  // of those, the ones whose logits were used (the caller sampled them)
   uint64_t skipped = 0;   // drafts found but dropped while backing off after unused ones
 };
+
+// "16 forward passes instead of 127, 111 of 112 drafted tokens used, 0 drafts dropped after
+// unused ones": the summary `run` and `chat` print.
+std::string describe(const LookupCounters& c);
 
 // Stands in for Forward::decode in a generation loop. Holds the logits of a step's drafted
 // positions until the caller's next token shows whether they are used.

@@ -120,10 +120,9 @@ void half_dot(const uint8_t* g, int h, const BlockQ8_0* x, const XPrep* prep, in
 // Rows 8h..8h+7 of one kQ5_0x16 / kQ4_1x16 / kQ5_1x16 group (B32Parts<kMin, kHigh>) against one
 // activation row: the nibbles as half_dot's, code line j's 5th bits (kHigh) brought to bit 4 of
 // every byte of the rows' regrouped qh dwords by a 16-bit shift and an and, ORed in. int16 sums of
-// the 4 lines
-// per nibble half (at most 4 x 2 x 31 x 128 = 31744; Q4_1 both halves: 8 x 2 x 15 x 128), one
-// vpmaddwd to int32. Q5_0's -16 through the activation's sum; Q4_1 / Q5_1 add m_w * (d_x *
-// sum(x)), gemv.cpp's step. next: as in half_dot.
+// the 4 lines per nibble half (at most 4 x 2 x 31 x 128 = 31744; Q4_1 both halves: 8 x 2 x 15 x
+// 128), one vpmaddwd to int32. Q5_0's -16 through the activation's sum; Q4_1 / Q5_1 add m_w * (d_x
+// * sum(x)), gemv.cpp's step. next: as in half_dot.
 template <bool kMin, bool kHigh>
 void half_dot_b32(const uint8_t* g, int h, const BlockQ8_0* x, const XPrep* prep, int64_t nb,
                   float* out, const uint8_t* next) {

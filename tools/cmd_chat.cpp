@@ -260,14 +260,9 @@ void print_stats(const engine::ChatSession& s) {
              "prefilled at {:.1f} tok/s)\n",
              st.n_generated, st.decode_tok_s(), st.n_prompt, st.n_reused, st.n_prefilled,
              st.prefill_tok_s());
-  if (s.lookup().params().max_draft > 0) {
-    const engine::LookupCounters& lc = s.lookup().counters();
-    fmt::print(stderr,
-               "LOOKUP={}, this session: {} forward passes instead of {}, {} of {} drafted tokens "
-               "used, {} drafts dropped after unused ones\n",
-               s.lookup().params().max_draft, lc.steps, lc.steps + lc.accepted, lc.accepted,
-               lc.drafted, lc.skipped);
-  }
+  if (s.lookup().params().max_draft > 0)
+    fmt::print(stderr, "LOOKUP={}, this session: {}\n", s.lookup().params().max_draft,
+               engine::describe(s.lookup().counters()));
 }
 
 constexpr std::string_view kHelp =
@@ -443,14 +438,9 @@ int run_chat(ChatOptions o) {
              "({:.1f} tok/s) | {}\n",
              r.stats.n_prefilled, r.stats.prefill_s, r.stats.prefill_tok_s(), r.stats.n_generated,
              r.stats.decode_s, r.stats.decode_tok_s(), engine::turn_status_name(r.status));
-  if (lookup.max_draft > 0) {
-    const engine::LookupCounters& lc = session.lookup().counters();
-    fmt::print(stderr,
-               "chat: LOOKUP={}: {} forward passes instead of {}, {} of {} drafted tokens used, {} "
-               "drafts dropped after unused ones\n",
-               lookup.max_draft, lc.steps, lc.steps + lc.accepted, lc.accepted, lc.drafted,
-               lc.skipped);
-  }
+  if (lookup.max_draft > 0)
+    fmt::print(stderr, "chat: LOOKUP={}: {}\n", lookup.max_draft,
+               engine::describe(session.lookup().counters()));
   tiers.prof->write_json();  // PROF_JSON: the last turn's window
   return 0;
 }

@@ -129,17 +129,9 @@ int run_run(RunOptions o) {
                prompt.size(), prefill_s, prefill_s > 0 ? double(prompt.size()) / prefill_s : 0.0,
                generated, decode_s, decode_s > 0 ? generated / decode_s : 0.0, threads,
                static_cast<unsigned long long>(o.sampling.seed));
-  if (lookup_p.max_draft > 0) {
-    const engine::LookupCounters& lc = lookup.counters();
-    std::fprintf(stderr,
-                 "run: LOOKUP=%d: %llu forward passes instead of %llu, %llu of %llu drafted "
-                 "tokens used, %llu drafts dropped after unused ones\n",
-                 lookup_p.max_draft, static_cast<unsigned long long>(lc.steps),
-                 static_cast<unsigned long long>(lc.steps + lc.accepted),
-                 static_cast<unsigned long long>(lc.accepted),
-                 static_cast<unsigned long long>(lc.drafted),
-                 static_cast<unsigned long long>(lc.skipped));
-  }
+  if (lookup_p.max_draft > 0)
+    std::fprintf(stderr, "run: LOOKUP=%d: %s\n", lookup_p.max_draft,
+                 engine::describe(lookup.counters()).c_str());
   finish_prof(prof);
   if (sigint.requested()) {
     std::fprintf(stderr, "run: interrupted after %d tokens\n", generated);
