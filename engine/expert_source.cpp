@@ -84,37 +84,28 @@ uint64_t make_resident(const io::GgufFile& file, const tiers::ExtentTable& exten
   }
   if (at < mapped) resident.push_back({at, mapped});
 
-  const int fd = ::open(file.path().c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail_sys("open", file.path());
+  const io::PartFiles files(file.parts());
   auto* base = const_cast<std::byte*>(map.data());  // the mapping is ours to replace
   uint64_t total = 0;
   for (const auto& [b, e] : resident) {
     void* p = mmap(base + b, e - b, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS,
                    -1, 0);
-    if (p == MAP_FAILED) {
-      ::close(fd);
+    if (p == MAP_FAILED)
       fail_sys("mmap", fmt::format("{}: resident copy of bytes {}..{}", file.path(), b, e));
-    }
     madvise(p, e - b, MADV_HUGEPAGE);  // best effort: THP may be off
-    const uint64_t end = std::min(e, size);
-    for (uint64_t got = b; got < end;) {
-      const ssize_t n = pread(fd, base + got, end - got, static_cast<off_t>(got));
-      if (n <= 0) {
-        const int err = n < 0 ? errno : 0;
-        ::close(fd);
-        throw FileError(file.path(), got,
-                        n < 0 ? fmt::format("read of dense weights failed: {}", std::strerror(err))
-                              : std::string("file ends early (truncated while loading?)"));
-      }
-      got += static_cast<uint64_t>(n);
+    // The bytes each file holds in [b, e) (a split model's gaps between files stay zero).
+    for (const io::FilePart& part : file.parts()) {
+      const uint64_t from = std::max(b, part.base);
+      const uint64_t to = std::min(e, part.base + part.size);
+      if (from >= to) continue;
+      files.read_at(from, {base + from, to - from});  // FileError naming the file and offset
+      total += to - from;
     }
     mprotect(p, e - b, PROT_READ);
-    total += end - b;
   }
-  // The copies are ours now; the file's pages in the page cache are not needed (they would count
+  // The copies are ours now; the files' pages in the page cache are not needed (they would count
   // against a memory cgroup until reclaimed).
-  posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-  ::close(fd);
+  files.drop_cache();
   return total;
 }
 
@@ -318,8 +309,7 @@ std::unique_ptr<tiers::Sidecar> choose_sidecar(const Model& model,
   double dec = 0;  // one thread's decompression GB/s, measured on the first frames
   try {
     sc = std::make_unique<tiers::Sidecar>(tiers::read_sidecar(path, extents));
-    if (sc->fingerprint !=
-        tiers::model_fingerprint(model.file().path(), model.file().data_offset()))
+    if (sc->fingerprint != tiers::model_fingerprint(model.file().parts()))
       fail(ErrorKind::kBadValue,
            "{}: the sidecar was packed from another model than {} (fingerprint differs); run "
            "`strata pack` again",
@@ -518,7 +508,7 @@ ExpertSource::ExpertSource(const Model& model, const TierOptions& opts)
   // (a plan with VRAM and RAM homes only has none).
   plan_.emplace(plan);
   pf_ids_.reserve(max_experts);
-  store_ = std::make_unique<tiers::ExpertStore>(model.file().path(), std::move(extents),
+  store_ = std::make_unique<tiers::ExpertStore>(model.file().parts(), std::move(extents),
                                                 std::move(plan), so, hooks);
 }
 

@@ -319,9 +319,11 @@ GpuLane::GpuLane(const Model& model, const placement::PlacementPlan& plan,
         drop_pages(s.up);
         drop_pages(s.down);
       }
-  if (const int fd = ::open(model.file().path().c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
-    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    ::close(fd);
+  for (const io::FilePart& part : model.file().parts()) {
+    if (const int fd = ::open(part.path.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+      posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+      ::close(fd);
+    }
   }
   if (notice) {
     std::string line =

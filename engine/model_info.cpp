@@ -201,6 +201,8 @@ ModelInfo summarize_model(const io::GgufFile& f) {
   ModelInfo info;
   info.path = f.path();
   info.file_size = f.file_size();
+  if (f.split())
+    for (const io::FilePart& part : f.parts()) info.shards.push_back(part.path);
   info.gguf_version = f.version();
   info.alignment = f.alignment();
   info.n_kv = f.metadata().size();
@@ -318,6 +320,9 @@ std::string format_model_info(const ModelInfo& m) {
   std::string s;
   add_line(s, "file         {}: {} ({} bytes), GGUF v{}, alignment {}, {} keys, {} tensors", m.path,
            mib(m.file_size), commas(m.file_size), m.gguf_version, m.alignment, m.n_kv, m.n_tensors);
+  if (!m.shards.empty())
+    add_line(s, "split        {} files (gguf-split), read as one: {} .. {}", m.shards.size(),
+             m.shards.front(), m.shards.back());
   add_line(s, "model        {} \"{}\"{}", m.arch.empty() ? "(no general.architecture)" : m.arch,
            m.name, m.file_type ? fmt::format(", file_type {}", *m.file_type) : "");
   if (!m.arch.empty()) {
@@ -386,6 +391,7 @@ nlohmann::ordered_json model_info_json(const ModelInfo& m) {
   J j;
   j["file"] = {{"path", m.path},           {"size", m.file_size}, {"gguf_version", m.gguf_version},
                {"alignment", m.alignment}, {"n_kv", m.n_kv},      {"n_tensors", m.n_tensors}};
+  if (!m.shards.empty()) j["file"]["shards"] = m.shards;
   j["architecture"] = m.arch;
   j["name"] = m.name;
   j["file_type"] = m.file_type ? J(*m.file_type) : J(nullptr);

@@ -61,8 +61,9 @@ struct LayerInfo {
 };
 
 struct ModelInfo {
-  std::string path;
-  uint64_t file_size = 0;
+  std::string path;                 // a split model's first shard
+  uint64_t file_size = 0;           // every shard's bytes
+  std::vector<std::string> shards;  // a split model's files in order (empty: one file)
   uint32_t gguf_version = 0;
   uint64_t alignment = 0;
   uint64_t n_kv = 0;

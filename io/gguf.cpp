@@ -361,6 +361,7 @@ GgufFile& GgufFile::operator=(GgufFile&& o) noexcept {
     data_offset_ = o.data_offset_;
     kv_ = std::move(o.kv_);
     tensors_ = std::move(o.tensors_);
+    parts_ = std::move(o.parts_);
   }
   return *this;
 }
@@ -369,7 +370,130 @@ GgufFile::~GgufFile() {
   if (map_) munmap(map_, map_len_);
 }
 
+std::string gguf_split_path(const std::string& prefix, uint64_t no, uint64_t count) {
+  return fmt::format("{}-{:05d}-of-{:05d}.gguf", prefix, no + 1, count);
+}
+
 GgufFile GgufFile::open(const std::string& path) {
+  GgufFile f = open_one(path);
+  const GgufValue* count = f.find(kGgufSplitCount);
+  if (!count) return f;
+  const auto n = count->as_uint();
+  if (!n || !count->is_integer())
+    fail(ErrorKind::kBadFile, "{}: key '{}' must be an integer, not {}", path, kGgufSplitCount,
+         gguf_type_name(count->type()));
+  // llama-gguf-split --merge leaves split.count 0 in the merged file.
+  if (*n <= 1) return f;
+  return open_split(path, f, *n);
+}
+
+GgufFile GgufFile::open_split(const std::string& path, const GgufFile& shard, uint64_t count) {
+  const auto no = shard.get_uint_opt(kGgufSplitNo);
+  if (!no || *no >= count)
+    fail(ErrorKind::kBadFile, "{}: {} is {} but {} is {}", path, kGgufSplitCount, count,
+         kGgufSplitNo, no ? std::to_string(*no) : std::string("missing"));
+  // The other shards are found by gguf-split's names.
+  const std::string own = gguf_split_path("", *no, count);
+  if (path.size() <= own.size() || path.compare(path.size() - own.size(), own.size(), own) != 0)
+    fail(ErrorKind::kBadFile,
+         "{}: shard {} of a model split in {} files ({}, {}), but its name does not end in '{}': "
+         "strata finds the other shards by the names llama-gguf-split gives them (or join them "
+         "into one file with llama-gguf-split --merge)",
+         path, *no + 1, count, kGgufSplitNo, kGgufSplitCount, own);
+  const std::string prefix = path.substr(0, path.size() - own.size());
+
+  // Every shard's size first: the mapping is reserved whole, then each file mapped into it.
+  struct Shard {
+    std::string path;
+    int fd = -1;
+    uint64_t size = 0;
+    uint64_t base = 0;
+  };
+  std::vector<Shard> shards(count);
+  auto close_all = [&] {
+    for (Shard& s : shards)
+      if (s.fd >= 0) ::close(std::exchange(s.fd, -1));
+  };
+  uint64_t end = 0;
+  for (uint64_t i = 0; i < count; ++i) {
+    Shard& s = shards[i];
+    s.path = gguf_split_path(prefix, i, count);
+    s.fd = ::open(s.path.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat st {};
+    if (s.fd < 0 || fstat(s.fd, &st) != 0) {
+      const int err = errno;
+      close_all();
+      fail(err == ENOENT ? ErrorKind::kNotFound : ErrorKind::kIo,
+           "{}: shard {} of the {} this model is split in cannot be opened: {}: {}", path, i + 1,
+           count, s.path, std::strerror(err));
+    }
+    if (!S_ISREG(st.st_mode)) {
+      close_all();
+      fail(ErrorKind::kBadFile, "{}: not a regular file", s.path);
+    }
+    s.size = static_cast<uint64_t>(st.st_size);
+    s.base = (end + kPartAlign - 1) / kPartAlign * kPartAlign;
+    end = s.base + s.size;
+  }
+  void* reserved =
+      end == 0 ? nullptr
+               : mmap(nullptr, end, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (reserved == MAP_FAILED) {
+    close_all();
+    fail_sys("mmap", fmt::format("{}: a {}-byte range for {} shards", path, end, count));
+  }
+  GgufFile f;  // owns the reservation from here: a throw unmaps it
+  f.path_ = shards[0].path;
+  f.map_ = reserved;
+  f.map_len_ = end;
+  f.bytes_ = {static_cast<const std::byte*>(reserved), end};
+  auto* base = static_cast<std::byte*>(reserved);
+  for (const Shard& s : shards) {
+    if (s.size > 0 &&
+        mmap(base + s.base, s.size, PROT_READ, MAP_SHARED | MAP_FIXED, s.fd, 0) == MAP_FAILED) {
+      close_all();
+      fail_sys("mmap", s.path);
+    }
+  }
+  close_all();
+
+  std::unordered_set<std::string_view> names;
+  uint64_t tensors_in_shards = 0;
+  for (uint64_t i = 0; i < count; ++i) {
+    const Shard& s = shards[i];
+    GgufFile one = parse(s.path, f.bytes_.subspan(s.base, s.size));
+    const auto one_no = one.get_uint_opt(kGgufSplitNo);
+    const auto one_count = one.get_uint_opt(kGgufSplitCount);
+    if (one_no != i || one_count != count)
+      fail(ErrorKind::kBadFile,
+           "{}: expected shard {} of {} ({} {}, {} {}) but it says {} {}, {} {}: a shard of "
+           "another model?",
+           s.path, i + 1, count, kGgufSplitNo, i, kGgufSplitCount, count, kGgufSplitNo,
+           one_no ? std::to_string(*one_no) : "missing", kGgufSplitCount,
+           one_count ? std::to_string(*one_count) : "missing");
+    if (i == 0) {
+      f.version_ = one.version_;
+      f.alignment_ = one.alignment_;
+      f.data_offset_ = one.data_offset_;
+      f.kv_ = std::move(one.kv_);
+    }
+    tensors_in_shards += one.tensors_.size();
+    for (GgufTensorInfo& t : one.tensors_) {
+      t.file_offset += s.base;
+      f.tensors_.push_back(std::move(t));
+    }
+    f.parts_.push_back({s.path, s.base, s.size, one.data_offset_});
+  }
+  for (const GgufTensorInfo& t : f.tensors_)
+    if (!names.insert(t.name).second)
+      fail(ErrorKind::kBadFile, "{}: tensor '{}' is in two of its {} shards", path, t.name, count);
+  if (const auto want = f.get_uint_opt(kGgufSplitTensors); want && *want != tensors_in_shards)
+    fail(ErrorKind::kBadFile, "{}: {} says {} tensors but the {} shards hold {}", f.path_,
+         kGgufSplitTensors, *want, count, tensors_in_shards);
+  return f;
+}
+
+GgufFile GgufFile::open_one(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail_sys("open", path);
   struct stat st {};
@@ -503,6 +627,7 @@ void GgufFile::parse_all() {
                             t.name, t.n_bytes, t.offset, size));
     t.file_offset = data_offset_ + t.offset;
   }
+  parts_ = {FilePart{path_, 0, size, data_offset_}};
 }
 
 const GgufValue* GgufFile::find(std::string_view key) const {

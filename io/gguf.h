@@ -15,6 +15,7 @@
 #include <variant>
 #include <vector>
 
+#include "io/file_parts.h"
 #include "io/ggml_type.h"
 
 namespace strata::io {
@@ -86,8 +87,8 @@ struct GgufTensorInfo {
   uint32_t n_dims = 0;
   std::array<uint64_t, kGgufMaxDims> ne = {1, 1, 1, 1};  // ne[0] is the contiguous dimension
   GgmlType type = GgmlType::F32;
-  uint64_t offset = 0;       // relative to the data section, as stored in the file
-  uint64_t file_offset = 0;  // absolute byte offset in the file
+  uint64_t offset = 0;       // relative to its file's data section, as stored in the file
+  uint64_t file_offset = 0;  // absolute byte offset in the file (a split model's: in parts())
   uint64_t n_bytes = 0;
   uint64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
   // Bytes of one row (ne[0] elements).
@@ -95,9 +96,20 @@ struct GgufTensorInfo {
   std::string shape_string() const;  // "[2048, 768, 128]"
 };
 
+// gguf-split's keys: a model split into split.count files, this one number split.no (from 0),
+// named PREFIX-{split.no + 1:05}-of-{split.count:05}.gguf; the first holds all the metadata.
+constexpr const char* kGgufSplitNo = "split.no";
+constexpr const char* kGgufSplitCount = "split.count";
+constexpr const char* kGgufSplitTensors = "split.tensors.count";
+// The name of shard `no` (from 0) of `count`: PREFIX-00002-of-00003.gguf.
+std::string gguf_split_path(const std::string& prefix, uint64_t no, uint64_t count);
+
 class GgufFile {
  public:
-  // Opens and parses path (mmap, read-only). Throws FileError / Error.
+  // Opens and parses path (mmap, read-only). Throws FileError / Error. A shard of a split model
+  // (split.count > 1; any of the shards may be named) opens every shard beside it as one model:
+  // the first shard's metadata, all shards' tensors, one mapping (parts() says where each file
+  // lies in it). Error naming the shard that is missing, foreign or inconsistent.
   static GgufFile open(const std::string& path);
   // Parses an in-memory image; `name` is used in error messages. The bytes must outlive the
   // returned object. Used by the fuzzer and tests.
@@ -107,11 +119,16 @@ class GgufFile {
   GgufFile& operator=(GgufFile&&) noexcept;
   ~GgufFile();
 
+  // The file opened, or a split model's first shard.
   const std::string& path() const { return path_; }
+  // The files and where each lies in the tensors' file_offset numbering: one part at 0 for a
+  // plain file.
+  const FileParts& parts() const { return parts_; }
+  bool split() const { return parts_.size() > 1; }
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }
-  uint64_t data_offset() const { return data_offset_; }
-  uint64_t file_size() const { return bytes_.size(); }
+  uint64_t data_offset() const { return data_offset_; }       // the first part's
+  uint64_t file_size() const { return parts_bytes(parts_); }  // every part's bytes
 
   const std::vector<GgufKv>& metadata() const { return kv_; }
   const GgufValue* find(std::string_view key) const;
@@ -138,10 +155,13 @@ class GgufFile {
   const std::byte* tensor_data(const GgufTensorInfo& t) const {
     return bytes_.data() + t.file_offset;
   }
+  // The mapping, [0, parts_end(parts())): a split model's gaps between parts are not readable.
   std::span<const std::byte> bytes() const { return bytes_; }
 
  private:
   GgufFile() = default;
+  static GgufFile open_one(const std::string& path);
+  static GgufFile open_split(const std::string& path, const GgufFile& shard, uint64_t count);
   void parse_all();
 
   std::string path_;
@@ -153,6 +173,7 @@ class GgufFile {
   uint64_t data_offset_ = 0;
   std::vector<GgufKv> kv_;
   std::vector<GgufTensorInfo> tensors_;
+  FileParts parts_;
 };
 
 // Streaming writer: declare metadata and tensors, then write() streams the header and asks for

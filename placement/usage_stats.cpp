@@ -64,7 +64,10 @@ ModelIdentity model_identity(const io::GgufFile& file) {
   ModelIdentity id;
   Fnv1a f;
   f.add(file.get_string_opt("general.architecture").value_or(""));
-  for (const io::GgufKv& kv : file.metadata()) f.add(kv.key);
+  // gguf-split's keys say how the file is stored, not what the model is: a stats file fits the
+  // model split or whole.
+  for (const io::GgufKv& kv : file.metadata())
+    if (kv.key.rfind("split.", 0) != 0) f.add(kv.key);
   for (const io::GgufTensorInfo& t : file.tensors()) {
     f.add(t.name);
     f.add_u64(static_cast<uint64_t>(t.type));

@@ -5,7 +5,8 @@
 // the mapping, no tiers). The PROF JSON has the documented keys, SSD bytes > 0 at the minimum and 0
 // with all in RAM. In the decode shape (one token per pass), PREFETCH 1 and 2 and REPIN on/off
 // (with and without a bigger cache) give the same bytes too, also through the zstd sidecar;
-// prefetch issues reads that get used, REPIN moves experts without the hit rate collapsing.
+// prefetch issues reads that get used, REPIN moves experts without the hit rate collapsing. A
+// model split in gguf-split shards gives the whole file's bits through every tier.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -17,10 +18,12 @@
 #include "engine/gpu_lane.h"
 #include "engine/logit_dump.h"
 #include "engine/model.h"
+#include "gguf_split_util.h"
 #include "io/check.h"
 #include "io/gguf.h"
 #include "kernels/gemv.h"
 #include "placement/plan.h"
+#include "placement/usage_stats.h"
 #include "tier_test_util.h"
 
 namespace strata::tier_test {
@@ -396,6 +399,65 @@ TEST_F(TierInvariance, SynthTinyIsBitIdenticalAcrossHomes) {
   for (size_t s = 0; s < kLengths.size(); ++s) {
     const std::string name = fmt::format("stream{}.logits.bin", s);
     EXPECT_EQ(slurp(dir_ / "u1_zstd_repin" / name), slurp(dir_ / "u1_all" / name)) << name;
+  }
+}
+
+// A split model (gguf-split shards, any of them named) runs as the file it was split from: the
+// reference path's logits are the unsplit file's bits, and every RAM_GB — down to every expert
+// streamed from the shards through io_uring and O_DIRECT — and the zstd sidecar (packed from the
+// shards, beside the first) give them too; `inspect` says how the model is split.
+TEST_F(TierInvariance, SplitModelIsBitIdenticalToTheWholeFile) {
+  struct Case {
+    const char* fixture;
+    testing::SplitOptions split;
+  };
+  testing::SplitOptions no_tensors_first;
+  no_tensors_first.first_empty = true;
+  const Case cases[] = {{"tiny-qwen3moe/tiny-qwen3moe-Q4_0.gguf", {}},
+                        {"tiny-deepseek2/tiny-deepseek2-Q8_0.gguf", no_tensors_first}};
+  for (const Case& c : cases) {
+    const fs::path whole = kFixtures / c.fixture;
+    if (!fs::exists(whole)) GTEST_SKIP() << "no fixture " << whole;
+    SCOPED_TRACE(c.fixture);
+    const std::string prefix = (dir_ / whole.stem().string()).string();
+    const auto shards =
+        testing::write_gguf_split(io::GgufFile::open(whole.string()), prefix, c.split);
+    ASSERT_EQ(shards.size(), 3u);
+
+    const Model a = Model::load(whole.string());
+    const Model b = Model::load(shards[1]);
+    ASSERT_TRUE(b.file().split());
+    // A usage stats file recorded on either fits the other.
+    EXPECT_EQ(placement::model_identity(a.file()).fingerprint,
+              placement::model_identity(b.file()).fingerprint);
+    const Streams streams = make_streams(dir_ / "streams.txt", a.config().n_vocab);
+    const auto ref_whole = reference_logits(a, streams);
+    const auto ref_split = reference_logits(b, streams);
+    for (size_t s = 0; s < ref_whole.size(); ++s)
+      EXPECT_EQ(std::memcmp(ref_whole[s].data(), ref_split[s].data(),
+                            ref_whole[s].size() * sizeof(float)),
+                0)
+          << "stream " << s;
+    // The three budgets through the tiers, the model named by its last shard.
+    EXPECT_TRUE(check_model(shards[2], false));
+
+    const Result p = run_strata(dir_.path(), fmt::format("pack -m '{}'", shards[2]));
+    ASSERT_EQ(p.rc, 0) << p.err;
+    EXPECT_TRUE(fs::exists(shards[0] + ".stz"));
+    const placement::ExpertSizes sizes = engine::expert_sizes(b);
+    const uint64_t min = placement::min_ram_bytes(sizes), all = placement::all_ram_bytes(sizes);
+    const nlohmann::json j =
+        replay(shards[0], "zstd", fmt::format("-t 2 --zstd 1 --ram-gb {}", ram_gb(all / 2 + min)));
+    ASSERT_FALSE(j.is_null());
+    EXPECT_TRUE(j["io"]["zstd"].get<bool>());
+    EXPECT_GT(j["tiers"]["ssd"]["bytes"].get<uint64_t>(), 0u);
+    expect_identical("zstd", ref_whole, "split, zstd sidecar");
+
+    const Result info = run_strata(dir_.path(), fmt::format("inspect '{}'", shards[0]));
+    ASSERT_EQ(info.rc, 0) << info.err;
+    EXPECT_NE(info.out.find("split        3 files (gguf-split)"), std::string::npos) << info.out;
+    for (const std::string& s : shards) fs::remove(s);
+    fs::remove(shards[0] + ".stz");
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -122,6 +123,93 @@ INSTANTIATE_TEST_SUITE_P(All, IoModes,
                            return std::string(info.param.uring ? "uring" : "pread") +
                                   (info.param.direct ? "_direct" : "_buffered");
                          });
+
+// A split model's shards as one range (io/file_parts.h): each read lands in its own file at its
+// offset - base, a read reaching a part's end is clipped there, the gaps between parts and the
+// range's end are outside it, and a part that changes under the reader is named.
+TEST_P(IoModes, PartsReadAsOneRange) {
+  const Mode m = GetParam();
+  const TempFile a("parts_a.bin", (1ull << 20) + 333, 1);
+  const TempFile b("parts_b.bin", 5000, 2);
+  const TempFile c("parts_c.bin", (2ull << 20) + 77, 3);
+  const TempFile* files[] = {&a, &b, &c};
+  io::FileParts parts;
+  uint64_t end = 0;
+  for (const TempFile* f : files) {
+    // Gaps wider than GgufFile leaves (under 4 KiB), so that aligned reads can fall in them.
+    const uint64_t base = (end + kDirectAlign - 1) / kDirectAlign * kDirectAlign + (end ? 8192 : 0);
+    parts.push_back({f->path(), base, 0, 0});
+    end = base + f->size();
+  }
+  IoConfig cfg;
+  cfg.uring = m.uring;
+  cfg.direct = m.direct;
+  cfg.queue_depth = 8;
+  cfg.threads = 3;
+  IoReader reader(parts, cfg);
+  EXPECT_EQ(reader.direct(), m.direct);
+  EXPECT_EQ(reader.file_size(), end);
+  EXPECT_EQ(reader.path(), a.path());
+  ASSERT_EQ(reader.parts().size(), 3u);
+  EXPECT_EQ(reader.parts()[1].size, 5000u);
+
+  std::mt19937_64 rng(9);
+  struct Want {
+    int part;
+    AlignedRange r;
+    uint64_t offset, bytes, dst;  // offset in the part's file
+  };
+  std::vector<Want> wants;
+  uint64_t dst_at = 0;
+  for (int i = 0; i < 90; ++i) {
+    const int p = i % 3;
+    const uint64_t size = files[p]->size();
+    const uint64_t bytes = 1 + rng() % std::min<uint64_t>(70000, size - 1);
+    const uint64_t offset = i >= 87 ? size - bytes : rng() % (size - bytes);
+    const AlignedRange r = aligned_superset(parts[p].base + offset, bytes);
+    wants.push_back({p, r, offset, bytes, dst_at});
+    dst_at += r.bytes;
+  }
+  RamArena dst(dst_at, RamArena::kAnyNode, NumaMode::kOff, nullptr, nullptr);
+  std::vector<ReadRequest> batch;
+  for (size_t i = 0; i < wants.size(); ++i)
+    batch.push_back({wants[i].r.offset, wants[i].r.bytes, dst.data() + wants[i].dst, i});
+  reader.submit(batch);
+  const auto done = drain_all(reader);
+  ASSERT_EQ(done.size(), wants.size());
+  for (const ReadCompletion& d : done) {
+    const Want& w = wants[d.tag];
+    const auto ref = pread_range(files[w.part]->path(), w.offset, w.bytes);
+    ASSERT_EQ(std::memcmp(dst.data() + w.dst + w.r.lead, ref.data(), ref.size()), 0)
+        << "part " << w.part << " offset " << w.offset;
+    // Clipped at the part's end, never reading the next part's bytes.
+    const uint64_t part_end = parts[w.part].base + files[w.part]->size();
+    EXPECT_EQ(d.bytes, std::min(w.r.bytes, part_end - w.r.offset)) << "tag " << d.tag;
+  }
+
+  // A gap between parts and the range's end are outside it.
+  std::vector<std::byte> one(2 * kDirectAlign);
+  std::byte* aligned_dst = reinterpret_cast<std::byte*>(
+      (reinterpret_cast<uintptr_t>(one.data()) + kDirectAlign - 1) / kDirectAlign * kDirectAlign);
+  for (const uint64_t off : {parts[1].base - kDirectAlign, parts[2].base - 2 * kDirectAlign,
+                             (end + kDirectAlign - 1) / kDirectAlign * kDirectAlign}) {
+    ASSERT_EQ(io::part_at(reader.parts(), off), nullptr) << off;
+    const ReadRequest r{off, kDirectAlign, aligned_dst, 0};
+    const std::string msg = error_of([&] { reader.submit(std::span(&r, 1)); });
+    EXPECT_NE(msg.find("is outside its 3 parts"), std::string::npos) << off << ": " << msg;
+  }
+
+  // A part that changes is named.
+  {
+    std::ofstream grow(b.path(), std::ios::app | std::ios::binary);
+    grow << "x";
+  }
+  const ReadRequest r{parts[2].base, kDirectAlign, aligned_dst, 0};
+  const std::string msg = error_of([&] { reader.submit(std::span(&r, 1)); });
+  EXPECT_NE(msg.find(b.path() + ": model file changed while running (its size changed"),
+            std::string::npos)
+      << msg;
+}
 
 // Eight 64 KiB reads at known offsets into one buffer.
 struct EightReads {

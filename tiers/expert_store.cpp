@@ -65,7 +65,12 @@ placement::ExpertSizes expert_sizes(const ExtentTable& extents, int n_expert_use
 
 ExpertStore::ExpertStore(std::string path, ExtentTable extents, placement::PlacementPlan plan,
                          StoreOptions options, StoreHooks hooks)
-    : path_(std::move(path)),
+    : ExpertStore(io::FileParts{io::FilePart{std::move(path), 0, 0, 0}}, std::move(extents),
+                  std::move(plan), options, std::move(hooks)) {}
+
+ExpertStore::ExpertStore(io::FileParts parts, ExtentTable extents, placement::PlacementPlan plan,
+                         StoreOptions options, StoreHooks hooks)
+    : path_(parts.at(0).path),
       extents_(std::move(extents)),
       plan_(std::move(plan)),
       options_(options),
@@ -77,7 +82,7 @@ ExpertStore::ExpertStore(std::string path, ExtentTable extents, placement::Place
   io.queue_depth = options_.queue_depth;
   io.faults = options_.faults;
   io.notice = hooks_.notice;
-  reader_ = std::make_unique<IoReader>(path_, io);
+  reader_ = std::make_unique<IoReader>(std::move(parts), io);
   if (options_.sidecar) {
     zreader_ = std::make_unique<IoReader>(options_.sidecar->path, io);
     decomp_ = std::make_unique<Decompressor>(options_.sidecar->path, options_.decompress_threads);
@@ -186,7 +191,8 @@ void ExpertStore::check_inputs() {
     for (int e = 0; e < plan_.n_expert(l); ++e) {
       for (int i = 0; i < 3; ++i) {
         const SliceExtent& s = extents_[l][e][i];
-        if (s.bytes == 0 || s.offset + s.bytes > reader_->file_size() ||
+        const io::FilePart* part = io::part_at(reader_->parts(), s.offset);
+        if (s.bytes == 0 || !part || s.offset + s.bytes > part->base + part->size ||
             s.offset + s.bytes < s.offset)
           throw FileError(path_, s.offset,
                           fmt::format("layer {} expert {} {} slice of {} bytes lies outside the "

@@ -154,6 +154,9 @@ class ExpertStore {
   // I/O failure.
   ExpertStore(std::string path, ExtentTable extents, placement::PlacementPlan plan,
               StoreOptions options = {}, StoreHooks hooks = {});
+  // A split model's shards as one range (io::GgufFile::parts()); extents in its numbering.
+  ExpertStore(io::FileParts parts, ExtentTable extents, placement::PlacementPlan plan,
+              StoreOptions options = {}, StoreHooks hooks = {});
   ~ExpertStore();
   ExpertStore(const ExpertStore&) = delete;
   ExpertStore& operator=(const ExpertStore&) = delete;

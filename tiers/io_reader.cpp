@@ -49,8 +49,17 @@ AlignedRange aligned_superset(uint64_t offset, uint64_t bytes) {
   return r;
 }
 
+struct IoReader::Part {
+  io::FilePart file;
+  int fd_direct = -1;    // O_DIRECT descriptor (-1 when buffered)
+  int fd_buffered = -1;  // always open: short-read remainders and DIRECT=0
+  struct stat identity {};
+  int fd(bool direct) const { return direct ? fd_direct : fd_buffered; }
+};
+
 struct IoReader::Entry {
   ReadRequest req;
+  int part = 0;
   uint64_t want = 0;  // bytes the file holds for this request
   int64_t index = 0;  // read number, for IoFaults
   Clock::time_point start;
@@ -69,7 +78,7 @@ struct IoReader::Pool {
   struct Job {
     int entry;
     int fd;
-    ReadRequest req;
+    ReadRequest req;  // offset: in the part's file
   };
 
   IoReader& reader;
@@ -118,10 +127,34 @@ struct IoReader::Pool {
 };
 
 IoReader::IoReader(std::string path, IoConfig config)
-    : path_(std::move(path)), config_(std::move(config)) {
+    : IoReader(io::FileParts{io::FilePart{std::move(path), 0, 0, 0}}, std::move(config)) {}
+
+IoReader::IoReader(io::FileParts parts, IoConfig config) : config_(std::move(config)) {
   STRATA_ASSERT(config_.queue_depth >= 1 && config_.threads >= 1, "queue_depth {} threads {}",
                 config_.queue_depth, config_.threads);
-  open_file(config_.direct);
+  STRATA_ASSERT(!parts.empty(), "no file to read");
+  parts_.resize(parts.size());
+  direct_ = config_.direct;
+  try {
+    for (size_t i = 0; i < parts.size(); ++i) {
+      Part& p = parts_[i];
+      p.file = std::move(parts[i]);
+      STRATA_ASSERT(
+          p.file.base % kDirectAlign == 0 && (i == 0 || p.file.base >= io::parts_end(files_)),
+          "part {} at {}", i, p.file.base);
+      open_part(p, config_.direct);
+      files_.push_back(p.file);
+    }
+  } catch (...) {
+    for (Part& p : parts_) {
+      if (p.fd_direct >= 0) close(p.fd_direct);
+      if (p.fd_buffered >= 0) close(p.fd_buffered);
+    }
+    throw;
+  }
+  if (direct_) {
+    for (const Part& p : parts_) direct_ = direct_ && p.fd_direct >= 0;
+  }
 
   if (config_.uring) {
     auto* ring = new io_uring;
@@ -135,7 +168,7 @@ IoReader::IoReader(std::string path, IoConfig config)
       if (config_.notice)
         config_.notice(fmt::format(
             "io_uring unavailable (io_uring_queue_init: {}): reading {} with {} pread threads",
-            std::strerror(-rc), path_, config_.threads));
+            std::strerror(-rc), path(), config_.threads));
     }
   }
   if (!ring_) pool_ = std::make_unique<Pool>(*this, config_.threads);
@@ -145,40 +178,44 @@ IoReader::IoReader(std::string path, IoConfig config)
   for (int i = config_.queue_depth - 1; i >= 0; --i) free_entries_.push_back(i);
 }
 
-void IoReader::open_file(bool want_direct) {
-  fd_buffered_ = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  STRATA_CHECK_SYS(fd_buffered_, "open", path_);
-  if (fstat(fd_buffered_, &identity_) != 0) {
-    const int err = errno;
-    close(fd_buffered_);
-    errno = err;
-    fail_sys("fstat", path_);
-  }
+void IoReader::open_part(Part& part, bool want_direct) {
+  const std::string& path = part.file.path;
+  part.fd_buffered = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  STRATA_CHECK_SYS(part.fd_buffered, "open", path);
+  if (fstat(part.fd_buffered, &part.identity) != 0) fail_sys("fstat", path);
+  const auto size = static_cast<uint64_t>(part.identity.st_size);
+  if (part.file.size != 0 && part.file.size != size)
+    fail(ErrorKind::kIo, "{}: model file changed since it was opened (it had {} bytes, now {})",
+         path, part.file.size, size);
+  part.file.size = size;
   if (!want_direct) return;
 
   int err = 0;
   if (config_.faults.refuse_direct) {
     err = EINVAL;
   } else {
-    fd_direct_ = open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
-    if (fd_direct_ < 0) err = errno;
+    part.fd_direct = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+    if (part.fd_direct < 0) err = errno;
   }
   // Some file systems accept the flag and refuse the read: probe one block.
-  if (fd_direct_ >= 0 && identity_.st_size > 0) {
+  if (part.fd_direct >= 0 && size > 0) {
     void* probe = nullptr;
     if (posix_memalign(&probe, kDirectAlign, kDirectAlign) == 0) {
-      if (pread(fd_direct_, probe, kDirectAlign, 0) < 0) err = errno;
+      if (pread(part.fd_direct, probe, kDirectAlign, 0) < 0) err = errno;
       std::free(probe);
     }
     if (err != 0) {
-      close(fd_direct_);
-      fd_direct_ = -1;
+      close(part.fd_direct);
+      part.fd_direct = -1;
     }
   }
   if (err != 0 && config_.notice)
-    config_.notice(fmt::format("O_DIRECT refused for {} ({}): using buffered reads", path_,
+    config_.notice(fmt::format("O_DIRECT refused for {} ({}): using buffered reads", path,
                                std::strerror(err)));
-  direct_ = fd_direct_ >= 0;
+}
+
+const IoReader::Part& IoReader::part_of(const Entry& e) const {
+  return parts_[static_cast<size_t>(e.part)];
 }
 
 IoReader::~IoReader() {
@@ -201,8 +238,10 @@ IoReader::~IoReader() {
     io_uring_queue_exit(ring_);
     delete ring_;
   }
-  if (fd_direct_ >= 0) close(fd_direct_);
-  if (fd_buffered_ >= 0) close(fd_buffered_);
+  for (Part& p : parts_) {
+    if (p.fd_direct >= 0) close(p.fd_direct);
+    if (p.fd_buffered >= 0) close(p.fd_buffered);
+  }
 }
 
 namespace {
@@ -330,29 +369,35 @@ void IoReader::unregister_buffers() {
 }
 
 void IoReader::check_identity() const {
-  struct stat now {};
-  const char* why = nullptr;
-  if (stat(path_.c_str(), &now) != 0)
-    why = "it no longer exists";
-  else if (now.st_dev != identity_.st_dev || now.st_ino != identity_.st_ino)
-    why = "it was replaced by another file";
-  else if (fstat(fd_buffered_, &now) != 0 || now.st_size != identity_.st_size)
-    why = "its size changed";
-  else if (now.st_mtim.tv_sec != identity_.st_mtim.tv_sec ||
-           now.st_mtim.tv_nsec != identity_.st_mtim.tv_nsec)
-    why = "it was modified";
-  if (why)
-    fail(ErrorKind::kIo, "{}: model file changed while running ({}; opened with {} bytes)", path_,
-         why, static_cast<uint64_t>(identity_.st_size));
+  for (const Part& p : parts_) {
+    struct stat now {};
+    const char* why = nullptr;
+    if (stat(p.file.path.c_str(), &now) != 0)
+      why = "it no longer exists";
+    else if (now.st_dev != p.identity.st_dev || now.st_ino != p.identity.st_ino)
+      why = "it was replaced by another file";
+    else if (fstat(p.fd_buffered, &now) != 0 || now.st_size != p.identity.st_size)
+      why = "its size changed";
+    else if (now.st_mtim.tv_sec != p.identity.st_mtim.tv_sec ||
+             now.st_mtim.tv_nsec != p.identity.st_mtim.tv_nsec)
+      why = "it was modified";
+    if (why)
+      fail(ErrorKind::kIo, "{}: model file changed while running ({}; opened with {} bytes)",
+           p.file.path, why, static_cast<uint64_t>(p.identity.st_size));
+  }
 }
 
 void IoReader::submit(std::span<const ReadRequest> requests) {
   if (requests.empty()) return;
   check_identity();
   for (const ReadRequest& r : requests) {
-    if (r.offset >= file_size() || r.bytes == 0)
-      fail(ErrorKind::kIo, "{}: read of {} bytes at offset {} is outside the file ({} bytes)",
-           path_, r.bytes, r.offset, file_size());
+    if (r.bytes == 0 || !io::part_at(files_, r.offset)) {
+      if (parts_.size() == 1)
+        fail(ErrorKind::kIo, "{}: read of {} bytes at offset {} is outside the file ({} bytes)",
+             path(), r.bytes, r.offset, file_size());
+      fail(ErrorKind::kIo, "{}: read of {} bytes at offset {} is outside its {} parts", path(),
+           r.bytes, r.offset, parts_.size());
+    }
     if (direct_)
       STRATA_ASSERT(aligned(r.offset) && aligned(r.bytes) && aligned(r.dst),
                     "O_DIRECT read not 4 KiB-aligned: offset {} bytes {} dst {}", r.offset, r.bytes,
@@ -371,7 +416,7 @@ void IoReader::submit(std::span<const ReadRequest> requests) {
   outstanding_ += requests.size();
   if (rc < 0) {
     errno = -rc;
-    fail_sys("io_uring_submit", path_);
+    fail_sys("io_uring_submit", path());
   }
 }
 
@@ -384,10 +429,13 @@ int IoReader::pump() {
     e.req = queued_[queued_head_];
     e.index = queued_index_[queued_head_];
     ++queued_head_;
-    e.want = std::min(e.req.bytes, file_size() - e.req.offset);
+    const io::FilePart* file = io::part_at(files_, e.req.offset);  // checked by submit
+    e.part = static_cast<int>(file - files_.data());
+    e.want = std::min(e.req.bytes, file->base + file->size - e.req.offset);
     e.start = Clock::now();
     if (in_kernel_++ == 0) busy_since_ = e.start;
-    const int fd = direct_ ? fd_direct_ : fd_buffered_;
+    const int fd = part_of(e).fd(direct_);
+    const uint64_t at = e.req.offset - file->base;
     if (ring_) {
       io_uring_sqe* sqe = io_uring_get_sqe(ring_);
       STRATA_ASSERT(sqe != nullptr, "io_uring submission queue full with a free entry");
@@ -397,16 +445,18 @@ int IoReader::pump() {
       const bool fixed =
           it != regions_.begin() && e.req.dst + e.req.bytes <= (it - 1)->data() + (it - 1)->size();
       if (fixed)
-        io_uring_prep_read_fixed(sqe, fd, e.req.dst, static_cast<unsigned>(e.req.bytes),
-                                 e.req.offset, static_cast<int>(it - 1 - regions_.begin()));
+        io_uring_prep_read_fixed(sqe, fd, e.req.dst, static_cast<unsigned>(e.req.bytes), at,
+                                 static_cast<int>(it - 1 - regions_.begin()));
       else
-        io_uring_prep_read(sqe, fd, e.req.dst, static_cast<unsigned>(e.req.bytes), e.req.offset);
+        io_uring_prep_read(sqe, fd, e.req.dst, static_cast<unsigned>(e.req.bytes), at);
       io_uring_sqe_set_data64(sqe, static_cast<uint64_t>(slot));
       ++prepared;
     } else {
       {
         std::lock_guard lock(pool_->mu);
-        pool_->jobs.push_back({slot, fd, e.req});
+        ReadRequest local = e.req;
+        local.offset = at;
+        pool_->jobs.push_back({slot, fd, local});
       }
       pool_->job_cv.notify_one();
     }
@@ -440,22 +490,24 @@ int64_t IoReader::faulted(int64_t index, int64_t res, uint64_t want) const {
 uint64_t IoReader::complete_short(const Entry& e, uint64_t got) const {
   // The remainder is read synchronously: short reads are rare (end of a file being truncated,
   // signals), so keeping the ring simple is worth more than overlapping them.
+  const Part& part = part_of(e);
+  const uint64_t start = e.req.offset - part.file.base;  // in the part's file
   while (got < e.want) {
-    const uint64_t offset = e.req.offset + got;
+    const uint64_t offset = start + got;
     std::byte* dst = e.req.dst + got;
     const bool use_direct = direct_ && aligned(offset) && aligned(dst);
     const uint64_t len = use_direct ? e.req.bytes - got : e.want - got;
-    ssize_t r = pread(use_direct ? fd_direct_ : fd_buffered_, dst, len, static_cast<off_t>(offset));
+    ssize_t r = pread(part.fd(use_direct), dst, len, static_cast<off_t>(offset));
     if (r < 0 && errno == EINTR) continue;
     if (e.index == config_.faults.truncated_read) r = 0;
     if (r < 0)
-      fail(ErrorKind::kIo, "{}: read of {} bytes at offset {} failed: {}", path_, len, offset,
-           std::strerror(errno));
+      fail(ErrorKind::kIo, "{}: read of {} bytes at offset {} failed: {}", part.file.path, len,
+           offset, std::strerror(errno));
     if (r == 0) {
       check_identity();
       fail(ErrorKind::kIo,
-           "{}: short read at offset {}: got {} of {} bytes (the file ends at byte {})", path_,
-           e.req.offset, got, e.want, offset);
+           "{}: short read at offset {}: got {} of {} bytes (the file ends at byte {})",
+           part.file.path, start, got, e.want, offset);
     }
     got += static_cast<uint64_t>(r);
   }
@@ -478,15 +530,15 @@ size_t IoReader::reap(std::span<ReadCompletion> out, bool block) {
     const Entry& e = done.entry;
     const int64_t res = faulted(e.index, done.res, e.want);
     if (res < 0)
-      fail(ErrorKind::kIo, "{}: read of {} bytes at offset {} failed: {}", path_, e.req.bytes,
-           e.req.offset, std::strerror(static_cast<int>(-res)));
+      fail(ErrorKind::kIo, "{}: read of {} bytes at offset {} failed: {}", part_of(e).file.path,
+           e.req.bytes, e.req.offset - part_of(e).file.base, std::strerror(static_cast<int>(-res)));
     uint64_t got = static_cast<uint64_t>(res);
     if (got < e.want) got = complete_short(e, got);
     out[n++] = {e.req.tag, e.want, done.service_seconds};
   }
   if (n == 0 && thread_errno_ != 0) {
     errno = thread_errno_;
-    fail_sys("io_uring completion thread", path_);
+    fail_sys("io_uring completion thread", path());
   }
   return n;
 }

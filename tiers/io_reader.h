@@ -1,4 +1,5 @@
-// IoReader: reads byte ranges of one file (the GGUF) into RAM — O_DIRECT through io_uring with
+// IoReader: reads byte ranges of one file (the GGUF; or a split model's shards as one range,
+// io/file_parts.h) into RAM — O_DIRECT through io_uring with
 // registered buffers and batched submits, or a pread thread pool when io_uring is unavailable.
 // Completions are taken off the ring by the reader's own completion thread the moment they land:
 // it timestamps them, frees their entries and hands queued reads to the kernel at once, so the
@@ -19,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "io/file_parts.h"
 #include "tiers/ram_arena.h"
 
 struct io_uring;  // liburing's ring, kept out of this header
@@ -57,15 +59,15 @@ struct IoConfig {
 };
 
 struct ReadRequest {
-  uint64_t offset = 0;       // file offset (4 KiB-aligned when direct)
-  uint64_t bytes = 0;        // multiple of 4 KiB when direct; may run past the end of the file
+  uint64_t offset = 0;  // file offset (4 KiB-aligned when direct); in a split model's range
+  uint64_t bytes = 0;   // multiple of 4 KiB when direct; may run past the end of the file (part)
   std::byte* dst = nullptr;  // 4 KiB-aligned when direct; bytes past the end of file untouched
   uint64_t tag = 0;          // handed back in the completion
 };
 
 struct ReadCompletion {
   uint64_t tag = 0;
-  uint64_t bytes = 0;          // bytes read (the request, clipped at the end of the file)
+  uint64_t bytes = 0;          // bytes read (the request, clipped at the end of the file or part)
   double service_seconds = 0;  // handed to the kernel (or a pool thread) -> landed
 };
 
@@ -74,13 +76,17 @@ class IoReader {
   // Opens path and records its identity (device, inode, size, mtime). Throws Error naming the
   // path when it cannot be opened.
   IoReader(std::string path, IoConfig config = {});
+  // The same for every part of a split model (a part's size 0: whatever the file holds); a read
+  // lies in one part, at the part's base + its own offset.
+  IoReader(io::FileParts parts, IoConfig config = {});
   ~IoReader();  // waits for every read in flight; never throws
   IoReader(const IoReader&) = delete;
   IoReader& operator=(const IoReader&) = delete;
 
-  const std::string& path() const { return path_; }
-  uint64_t file_size() const { return static_cast<uint64_t>(identity_.st_size); }
-  bool direct() const { return direct_; }  // effective, after fallbacks
+  const std::string& path() const { return files_[0].path; }  // the first part's
+  const io::FileParts& parts() const { return files_; }
+  uint64_t file_size() const { return io::parts_end(files_); }  // the range's end
+  bool direct() const { return direct_; }                       // effective, after fallbacks
   bool uring() const { return ring_ != nullptr; }
   bool registered() const { return !regions_.empty(); }
 
@@ -92,8 +98,8 @@ class IoReader {
   bool register_buffers(std::span<const std::span<std::byte>> regions);
   void unregister_buffers();
 
-  // Throws Error(kIo) "<path>: model file changed while running (...)" when the path no longer
-  // names the file that was opened, or its size or mtime changed.
+  // Throws Error(kIo) "<path>: model file changed while running (...)" when the path (of any
+  // part) no longer names the file that was opened, or its size or mtime changed.
   void check_identity() const;
 
   // Checks identity, then queues the reads and hands as many as the queue depth allows to the
@@ -119,7 +125,9 @@ class IoReader {
   struct Entry;   // one read in flight
   struct Landed;  // a completion not yet returned by poll/wait
   struct Pool;    // pread fallback
-  void open_file(bool want_direct);
+  struct Part;    // one file's descriptors and identity
+  void open_part(Part& part, bool want_direct);
+  const Part& part_of(const Entry& e) const;
   // Moves queued reads into free entries and submits them in one call; under mu_. Returns 0 or
   // a negative errno from io_uring_submit.
   int pump();
@@ -133,12 +141,10 @@ class IoReader {
   int64_t faulted(int64_t index, int64_t res, uint64_t want) const;
   size_t reap(std::span<ReadCompletion> out, bool block);
 
-  std::string path_;
+  std::vector<Part> parts_;
+  io::FileParts files_;  // parts_'s paths, bases and sizes
   IoConfig config_;
-  int fd_direct_ = -1;    // O_DIRECT descriptor (-1 when buffered)
-  int fd_buffered_ = -1;  // always open: short-read remainders and DIRECT=0
-  bool direct_ = false;
-  struct stat identity_ {};
+  bool direct_ = false;  // every part opened with O_DIRECT
 
   ::io_uring* ring_ = nullptr;  // null = pread pool
   std::unique_ptr<Pool> pool_;

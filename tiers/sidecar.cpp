@@ -101,7 +101,7 @@ class Fd {
 };
 
 // The three slices back to back.
-void read_expert(const Fd& fd, const ExpertExtents& x, std::vector<std::byte>& out) {
+void read_expert(const io::PartFiles& fd, const ExpertExtents& x, std::vector<std::byte>& out) {
   uint64_t raw = 0;
   for (const SliceExtent& s : x) raw += s.bytes;
   out.resize(raw);
@@ -113,6 +113,21 @@ void read_expert(const Fd& fd, const ExpertExtents& x, std::vector<std::byte>& o
 }
 
 }  // namespace
+
+ModelFingerprint model_fingerprint(const io::FileParts& parts) {
+  STRATA_ASSERT(!parts.empty(), "no model file");
+  if (parts.size() == 1) return model_fingerprint(parts[0].path, parts[0].header_bytes);
+  // A split model: every shard's, folded in order.
+  ModelFingerprint all;
+  all.header_hash = all.sample_hash = kFnvBasis;
+  for (const io::FilePart& p : parts) {
+    const ModelFingerprint f = model_fingerprint(p.path, p.header_bytes);
+    all.file_size += f.file_size;
+    all.header_hash = fnv1a(all.header_hash, std::as_bytes(std::span(&f.header_hash, 1)));
+    all.sample_hash = fnv1a(all.sample_hash, std::as_bytes(std::span(&f.sample_hash, 1)));
+  }
+  return all;
+}
 
 ModelFingerprint model_fingerprint(const std::string& path, uint64_t data_offset) {
   const Fd fd(path, O_RDONLY);
@@ -168,12 +183,13 @@ uint64_t Sidecar::max_raw_bytes() const {
   return m;
 }
 
-Sidecar write_sidecar(const std::string& model_path, uint64_t data_offset,
-                      const ExtentTable& extents, const std::string& out, const PackOptions& o) {
+Sidecar write_sidecar(const io::FileParts& model_parts, const ExtentTable& extents,
+                      const std::string& out, const PackOptions& o) {
+  const std::string& model_path = model_parts.at(0).path;
   Sidecar sc;
   sc.path = out;
   sc.level = o.level;
-  sc.fingerprint = model_fingerprint(model_path, data_offset);
+  sc.fingerprint = model_fingerprint(model_parts);
 
   // Experts in layer-major order; each is one job.
   struct Job {
@@ -196,7 +212,7 @@ Sidecar write_sidecar(const std::string& model_path, uint64_t data_offset,
 
   const std::string tmp = out + ".tmp";
   {
-    const Fd model(model_path, O_RDONLY);
+    const io::PartFiles model(model_parts);
     const Fd file(tmp, O_WRONLY | O_CREAT | O_TRUNC);
     const int n_threads = std::max(1, o.threads);
     // Batches of experts compressed in parallel, then written in order.

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "io/file_parts.h"
 #include "tiers/extents.h"
 
 namespace strata::tiers {
@@ -30,6 +31,8 @@ struct ModelFingerprint {
   bool operator==(const ModelFingerprint&) const = default;
 };
 ModelFingerprint model_fingerprint(const std::string& path, uint64_t data_offset);
+// A model's files: one part's is the file's; a split model's folds every shard's in order.
+ModelFingerprint model_fingerprint(const io::FileParts& parts);
 
 // One expert's frame in the sidecar.
 struct SidecarEntry {
@@ -61,10 +64,11 @@ struct PackOptions {
   std::function<void(uint64_t done, uint64_t total)> progress;  // raw bytes packed
 };
 
-// Reads every expert's slices from model_path, compresses them and writes out (out.tmp, then
-// renamed). Returns the written sidecar's description. Error naming the file on I/O failure.
-Sidecar write_sidecar(const std::string& model_path, uint64_t data_offset,
-                      const ExtentTable& extents, const std::string& out, const PackOptions& o);
+// Reads every expert's slices from the model's files (extents in the parts' numbering),
+// compresses them and writes out (out.tmp, then renamed). Returns the written sidecar's
+// description. Error naming the file on I/O failure.
+Sidecar write_sidecar(const io::FileParts& model_parts, const ExtentTable& extents,
+                      const std::string& out, const PackOptions& o);
 
 // Reads and checks the header and index: magic, version, counts and raw sizes against extents,
 // frames inside the file. Error(kBadFile) naming the sidecar and the offset of what is wrong.

@@ -27,7 +27,8 @@ struct PackArgs {
 int run_pack(const PackArgs& a) {
   const engine::Model model = engine::Model::load(a.model);
   const tiers::ExtentTable extents = engine::expert_extents(model);
-  const std::string out = a.out.empty() ? a.model + tiers::kSidecarSuffix : a.out;
+  // A split model's sidecar sits beside its first shard, where a run looks for it.
+  const std::string out = a.out.empty() ? model.file().path() + tiers::kSidecarSuffix : a.out;
   if (std::filesystem::exists(out) && !a.force)
     fail(ErrorKind::kBadValue, "{}: exists (--force overwrites it)", out);
   if (a.level < 1 || a.level > 19)
@@ -44,7 +45,7 @@ int run_pack(const PackArgs& a) {
   o.progress = [&](uint64_t done, uint64_t) { bar.update(done); };
   tiers::Sidecar sc;
   try {
-    sc = tiers::write_sidecar(a.model, model.file().data_offset(), extents, out, o);
+    sc = tiers::write_sidecar(model.file().parts(), extents, out, o);
   } catch (...) {
     bar.abort();
     throw;
