@@ -69,6 +69,11 @@ void Forward::check_tokens(std::span<const int32_t> tokens) const {
          tokens.size(), kv_.n_ctx());
 }
 
+void Forward::restored(uint32_t n) {
+  STRATA_ASSERT(n <= kv_.n_ctx(), "restored {} positions into a cache of {}", n, kv_.n_ctx());
+  n_past_ = n;
+}
+
 std::span<const float> Forward::prefill(std::span<const int32_t> tokens, float* all_logits,
                                         RoutingTrace* trace) {
   check_tokens(tokens);

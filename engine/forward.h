@@ -63,6 +63,11 @@ class Forward {
   void truncate(uint32_t n) { n_past_ = n < n_past_ ? n : n_past_; }
   uint32_t n_past() const { return n_past_; }
   uint32_t n_ctx() const { return kv_.n_ctx(); }
+  // PROMPT_CACHE (engine/prompt_cache.h): the KV rows, and `restored(n)` after the caller wrote
+  // positions 0 .. n - 1 into them (n <= n_ctx): the cache then holds those n positions.
+  KvCache& kv() { return kv_; }
+  const KvCache& kv() const { return kv_; }
+  void restored(uint32_t n);
   uint32_t n_ubatch() const { return n_ubatch_; }
   const Model& model() const { return model_; }
   kernels::ThreadPool& pool() { return pool_; }

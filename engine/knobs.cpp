@@ -74,6 +74,14 @@ constexpr KnobSpec kKnobs[] = {
      "used or not (the experts were read). 0 = off. Not with CUDA_DENSE=2."},
     {"LOOKUP_NGRAM", KnobType::kInt, "3", "tokens", "1..4",
      "LOOKUP: the shortest match that drafts (longer ones, up to 4 tokens, are tried first)."},
+    {"PROMPT_CACHE", KnobType::kString, "", "path", "",
+     "Keep the KV cache of a prompt in this file (`run`: the prompt, after its prefill; `chat`: "
+     "the conversation, at exit) and restore the longest prefix a later run's prompt shares with "
+     "it instead of prefilling it again (a long system prompt on a model streaming from SSD: "
+     "seconds instead of minutes). The continuation is exactly a recomputed prefix's. A file "
+     "for another model (fingerprint), KV shape or CUDA_DENSE=2 setting, or a damaged one, is "
+     "not used (a notice says why) and is overwritten. F32 rows: n_layer x KV width x 4 bytes a "
+     "token (docs/FORMATS.md \"Prompt cache\")."},
     {"REPIN", KnobType::kInt, "0", "tokens", "0..",
      "Every N decode tokens, move up to REPIN_MOVES SSD experts just computed from the RAM "
      "cache into the GPU slots (VRAM_GB), then the RAM homes, of experts used less (decayed "

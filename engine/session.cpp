@@ -54,7 +54,17 @@ void ChatSession::reset() {
   sampler_.reset();
   logits_ = {};
   turn_open_ = false;
+  adopted_ = false;
   stats_ = {};
+}
+
+void ChatSession::adopt_kv(std::span<const int32_t> tokens) {
+  STRATA_ASSERT(kv_tokens_.empty() && fwd_.n_past() == tokens.size(),
+                "adopt_kv: {} tokens restored, the cache holds {} and the session {}",
+                tokens.size(), fwd_.n_past(), kv_tokens_.size());
+  kv_tokens_.assign(tokens.begin(), tokens.end());
+  lookup_.settle();
+  adopted_ = !tokens.empty();
 }
 
 void ChatSession::append_message(ChatMessage m) {
@@ -82,6 +92,11 @@ void ChatSession::sync_kv(const std::vector<int32_t>& tokens) {
     // Roll the cache back to the common prefix; the differing tail is prefilled again.
     fwd_.truncate(uint32_t(common));
     kv_tokens_.resize(common);
+  }
+  if (adopted_) {
+    // The restored prefix kept: the sampler hears it as a fresh session's prefill would.
+    for (size_t i = 0; i < common; ++i) sampler_.accept(tokens[i]);
+    adopted_ = false;
   }
   const auto t0 = std::chrono::steady_clock::now();
   const std::span<const int32_t> suffix(tokens.data() + common, tokens.size() - common);

@@ -82,6 +82,11 @@ class ChatSession {
 
   // Forgets the conversation (the system prompt stays), empties the KV cache, reseeds the sampler.
   void reset();
+  // PROMPT_CACHE: the Forward's first tokens.size() positions were restored to hold `tokens`
+  // (load_prompt_cache, on a session with no turn yet). The next begin_turn keeps the prefix of
+  // the conversation they share and prefills the rest; the sampler then hears the kept tokens as
+  // if they had been prefilled, so the replies are a fresh session's.
+  void adopt_kv(std::span<const int32_t> tokens);
 
   // Next-token logits [n_vocab] after begin_turn (valid until the next call into the session).
   std::span<const float> logits() const { return logits_; }
@@ -113,6 +118,7 @@ class ChatSession {
   std::vector<int32_t> kv_tokens_;  // [n_past] mirror of what the cache holds
   std::span<const float> logits_;   // [n_vocab] from the last prefill/decode
   bool turn_open_ = false;          // begin_turn succeeded, generate not yet run
+  bool adopted_ = false;            // adopt_kv's tokens not yet given to the sampler
   TurnStats stats_;
 };
 

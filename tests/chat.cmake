@@ -6,3 +6,6 @@ strata_add_test(test_chat_cli LABEL model SOURCES test_chat_cli.cpp LIBS fmt::fm
 add_dependencies(test_chat_cli strata)
 # LOOKUP (engine/lookup): drafts, bit-identical rows against plain decode on every architecture.
 strata_add_test(test_lookup LABEL model SOURCES test_lookup.cpp LIBS strata_engine fmt::fmt)
+# PROMPT_CACHE (engine/prompt_cache): restored prefixes continue bit-identically on every
+# architecture; unusable files say why; a restored chat replies as a fresh one.
+strata_add_test(test_prompt_cache LABEL model SOURCES test_prompt_cache.cpp LIBS strata_engine fmt::fmt)

@@ -1,6 +1,7 @@
 // End to end through the built `strata chat` on tiny-qwen3moe Q8_0: one-shot `-p`, interactive
 // mode fed from a pipe (two messages, /commands, EOF with and without a final newline), a full
-// context, the template errors, PROF_PROBE_EVERY's passes within a reply, and LOOKUP's replies.
+// context, the template errors, PROF_PROBE_EVERY's passes within a reply, LOOKUP's replies and
+// PROMPT_CACHE across runs (chat and run).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -106,6 +107,55 @@ TEST_F(ChatCli, LookupGivesTheSameReplies) {
   const Result one = chat("-p 'Hello hello hello!' -n 16 --lookup 4");
   ASSERT_EQ(one.rc, 0) << one.err;
   EXPECT_NE(one.err.find("chat: LOOKUP=4: "), std::string::npos) << one.err;
+}
+
+// PROMPT_CACHE through the CLI: the second chat with the same system prompt restores the first's
+// conversation and keeps the prefix it shares; replies as without the cache. `run` restores all
+// but the last prompt token and prints what it printed without the file; another model's file is
+// not used, says why and is replaced.
+TEST_F(ChatCli, PromptCacheAcrossRuns) {
+  const std::string cache = (dir_ / "pc.kv").string();
+  const std::string sys = "-s 'You answer in short sentences about foxes and dogs.' -n 12";
+  const Result first = chat(sys + " -p 'Tell me about foxes.' --prompt-cache '" + cache + "'");
+  ASSERT_EQ(first.rc, 0) << first.err;
+  EXPECT_NE(first.err.find("none yet"), std::string::npos) << first.err;
+  EXPECT_NE(first.err.find("chat: prompt cache " + cache + ": saved "), std::string::npos)
+      << first.err;
+  EXPECT_TRUE(fs::exists(cache));
+  EXPECT_FALSE(fs::exists(cache + ".tmp"));
+  const Result plain = chat(sys + " -p 'And dogs?'");
+  const Result cached = chat(sys + " -p 'And dogs?' --prompt-cache '" + cache + "'");
+  ASSERT_EQ(cached.rc, 0) << cached.err;
+  EXPECT_EQ(cached.out, plain.out);
+  EXPECT_NE(cached.err.find("tokens restored in"), std::string::npos) << cached.err;
+
+  const auto run = [&](const std::string& model, const std::string& args) {
+    const std::string cmd =
+        fmt::format("'{}' run -m '{}' -t 2 --temp 0 -n 8 {} > '{}' 2> '{}'", kStrata.string(),
+                    model, args, (dir_ / "out.txt").string(), (dir_ / "err.txt").string());
+    const int status = std::system(cmd.c_str());
+    return Result{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir_ / "out.txt"),
+                  slurp(dir_ / "err.txt")};
+  };
+  const std::string prompt = "-p 'The quick brown fox jumps over the lazy dog' ";
+  const Result r0 = run(kModel.string(), prompt);
+  ASSERT_EQ(r0.rc, 0) << r0.err;
+  const Result r1 = run(kModel.string(), prompt + "--prompt-cache '" + cache + "'");
+  ASSERT_EQ(r1.rc, 0) << r1.err;
+  // The chat's file was another prompt: restored nothing of this one and replaced it.
+  EXPECT_NE(r1.err.find("run: prompt cache " + cache + ": 0 of the prompt's"), std::string::npos)
+      << r1.err;
+  const Result r2 = run(kModel.string(), prompt + "--prompt-cache '" + cache + "'");
+  ASSERT_EQ(r2.rc, 0) << r2.err;
+  EXPECT_EQ(r2.out, r0.out);
+  EXPECT_NE(r2.err.find("run: prefill 1 tokens"), std::string::npos) << r2.err;
+  EXPECT_EQ(r2.err.find("saved"), std::string::npos) << r2.err;  // it holds this prompt already
+  const fs::path other =
+      fs::path(STRATA_FIXTURES_DIR) / "tiny-qwen3moe" / "tiny-qwen3moe-Q4_0.gguf";
+  const Result r3 = run(other.string(), prompt + "--prompt-cache '" + cache + "'");
+  ASSERT_EQ(r3.rc, 0) << r3.err;
+  EXPECT_NE(r3.err.find("not used (written for another model"), std::string::npos) << r3.err;
+  EXPECT_NE(r3.err.find("saved"), std::string::npos) << r3.err;
 }
 
 TEST_F(ChatCli, LastLineWithoutNewlineAndCommands) {

@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -420,10 +421,33 @@ int run_chat(ChatOptions o) {
              cfg.arch_name, cfg.n_layer, cfg.n_expert, cfg.n_expert_used, threads, fwd.n_ctx(),
              engine::chat_family_name(family), o.sampling.seed);
   engine::ChatSession session(fwd, tok, family, o.sampling, o.system, lookup);
+  // PROMPT_CACHE: the last conversation's KV rows come back; the first turn keeps what it shares
+  // with them (a fixed system prompt at least). At exit the conversation's rows are saved.
+  const std::string cache_path = knobs.get_string("PROMPT_CACHE");
+  const uint32_t cache_flags = engine::prompt_cache_flags(knobs);
+  engine::PromptCacheLoad cached;
+  if (!cache_path.empty()) {
+    const auto t_load = std::chrono::steady_clock::now();
+    cached = engine::load_prompt_cache(cache_path, fwd, {}, fwd.n_ctx() - 1, cache_flags);
+    session.adopt_kv(cached.tokens);
+    print_prompt_cache_load(
+        "chat", cache_path, cached, 0,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count());
+  }
+  const auto save_cache = [&] {
+    if (cache_path.empty() || session.kv_tokens().empty()) return;
+    const std::span<const int32_t> kept = session.kv_tokens();
+    if (std::equal(kept.begin(), kept.end(), cached.file_tokens.begin(), cached.file_tokens.end()))
+      return;  // the file holds this already
+    const uint64_t bytes = engine::save_prompt_cache(cache_path, fwd, kept, cache_flags);
+    fmt::print(stderr, "chat: prompt cache {}: saved {} tokens ({:.1f} MiB)\n", cache_path,
+               kept.size(), double(bytes) / (1 << 20));
+  };
 
   if (!o.prompt) {
     const int rc = interactive(session, o.n_predict, tiers.prof.get(), tiers.usage.get(), placed);
     tiers.prof->write_json();  // PROF_JSON: the last turn's window
+    save_cache();
     return rc;
   }
 
@@ -442,6 +466,7 @@ int run_chat(ChatOptions o) {
     fmt::print(stderr, "chat: LOOKUP={}: {}\n", lookup.max_draft,
                engine::describe(session.lookup().counters()));
   tiers.prof->write_json();  // PROF_JSON: the last turn's window
+  save_cache();
   return 0;
 }
 

@@ -12,6 +12,7 @@
 #include "engine/forward.h"
 #include "engine/lookup.h"
 #include "engine/model.h"
+#include "engine/prompt_cache.h"
 #include "engine/sampler.h"
 #include "engine/tokenizer.h"
 #include "io/check.h"
@@ -80,14 +81,32 @@ int run_run(RunOptions o) {
   engine::Sampler sampler(o.sampling);
   for (int32_t t : prompt) sampler.accept(t);
 
+  // PROMPT_CACHE: the prefix of the prompt a file holds is restored, not prefilled (the last
+  // prompt token always runs: its logits start the reply).
+  const std::string cache_path = knobs.get_string("PROMPT_CACHE");
+  const uint32_t cache_flags = engine::prompt_cache_flags(knobs);
+  engine::PromptCacheLoad cached;
+  if (!cache_path.empty()) {
+    const auto t_load = std::chrono::steady_clock::now();
+    cached = engine::load_prompt_cache(cache_path, fwd, prompt, uint32_t(prompt.size() - 1),
+                                       cache_flags);
+    print_prompt_cache_load("run", cache_path, cached, prompt.size(), seconds_since(t_load));
+  }
+  const size_t reused = cached.tokens.size();
+
   if (!o.no_display_prompt) {
     std::fputs(o.prompt.c_str(), stdout);
     std::fflush(stdout);
   }
   auto t0 = std::chrono::steady_clock::now();
-  std::span<const float> logits = fwd.prefill(prompt);
+  std::span<const float> logits = fwd.prefill(std::span(prompt).subspan(reused));
   const double prefill_s = seconds_since(t0);
-  prof.add_prefill(prompt.size(), prefill_s);
+  prof.add_prefill(prompt.size() - reused, prefill_s);
+  if (!cache_path.empty() && cached.file_tokens != prompt) {
+    const uint64_t bytes = engine::save_prompt_cache(cache_path, fwd, prompt, cache_flags);
+    std::fprintf(stderr, "run: prompt cache %s: saved %zu tokens (%.1f MiB)\n", cache_path.c_str(),
+                 prompt.size(), double(bytes) / (1 << 20));
+  }
   prof.probe_tick();  // PROF_PROBE_EVERY's first pass (else nothing)
 
   t0 = std::chrono::steady_clock::now();
@@ -126,8 +145,9 @@ int run_run(RunOptions o) {
   std::fprintf(stderr,
                "run: prefill %zu tokens in %.3f s (%.1f tok/s) | decode %d tokens in %.3f s "
                "(%.1f tok/s) | %d threads, seed %llu\n",
-               prompt.size(), prefill_s, prefill_s > 0 ? double(prompt.size()) / prefill_s : 0.0,
-               generated, decode_s, decode_s > 0 ? generated / decode_s : 0.0, threads,
+               prompt.size() - reused, prefill_s,
+               prefill_s > 0 ? double(prompt.size() - reused) / prefill_s : 0.0, generated,
+               decode_s, decode_s > 0 ? generated / decode_s : 0.0, threads,
                static_cast<unsigned long long>(o.sampling.seed));
   if (lookup_p.max_draft > 0)
     std::fprintf(stderr, "run: LOOKUP=%d: %s\n", lookup_p.max_draft,

@@ -144,4 +144,25 @@ void finish_prof(const engine::Profiler& prof) {
   prof.write_json();
 }
 
+void print_prompt_cache_load(const char* cmd, const std::string& path,
+                             const engine::PromptCacheLoad& load, size_t n_prompt, double seconds) {
+  if (!load.found) {
+    fmt::print(stderr, "{}: prompt cache {}: none yet; written after this run's prefill\n", cmd,
+               path);
+  } else if (!load.ignored.empty()) {
+    fmt::print(stderr, "{}: prompt cache {}: not used ({}); it will be overwritten\n", cmd, path,
+               load.ignored);
+  } else if (n_prompt > 0) {
+    fmt::print(stderr,
+               "{}: prompt cache {}: {} of the prompt's {} tokens restored in {:.2f} s (the file "
+               "holds {})\n",
+               cmd, path, load.tokens.size(), n_prompt, seconds, load.file_tokens.size());
+  } else {
+    fmt::print(stderr,
+               "{}: prompt cache {}: {} tokens restored in {:.2f} s; the first turn keeps the "
+               "prefix it shares with them\n",
+               cmd, path, load.tokens.size(), seconds);
+  }
+}
+
 }  // namespace strata::tools

@@ -9,6 +9,7 @@
 #include "engine/knobs.h"
 #include "engine/model.h"
 #include "engine/prof.h"
+#include "engine/prompt_cache.h"
 #include "tools/placement_setup.h"
 
 namespace strata::tools {
@@ -38,5 +39,10 @@ void arm_run_probe(engine::Profiler& prof, const engine::Knobs& knobs, int threa
 
 // PROF >= 1: the report on stderr; PROF_JSON: the JSON file.
 void finish_prof(const engine::Profiler& prof);
+
+// PROMPT_CACHE's line on stderr after load_prompt_cache: what was restored (n_prompt: the
+// prompt's tokens, 0 in chat where the first turn decides), or why the file was not used.
+void print_prompt_cache_load(const char* cmd, const std::string& path,
+                             const engine::PromptCacheLoad& load, size_t n_prompt, double seconds);
 
 }  // namespace strata::tools
