@@ -112,9 +112,23 @@ void ChatSession::sync_kv(const std::vector<int32_t>& tokens) {
 
 TurnStatus ChatSession::begin_turn(std::string_view user) {
   messages_.push_back({"user", std::string(user)});
+  return begin_formatted([this] { messages_.pop_back(); });
+}
+
+TurnStatus ChatSession::begin_messages(std::vector<ChatMessage> messages) {
+  std::vector<ChatMessage> before = std::exchange(messages_, std::move(messages));
+  return begin_formatted([&] { messages_ = std::move(before); });
+}
+
+void ChatSession::set_sampling(const SamplerParams& sampling) {
+  sampler_ = Sampler(sampling);
+  adopted_ = !kv_tokens_.empty();
+}
+
+TurnStatus ChatSession::begin_formatted(const std::function<void()>& undo) {
   const std::vector<int32_t> tokens = format_tokens(true);
   if (tokens.size() > fwd_.n_ctx()) {
-    messages_.pop_back();
+    undo();
     stats_ = {};
     stats_.n_prompt = uint32_t(tokens.size());
     return TurnStatus::kPromptTooLong;

@@ -67,6 +67,13 @@ class ChatSession {
   // kPromptTooLong (and changes nothing) when that does not fit in n_ctx; otherwise
   // kEndOfGeneration meaning "ready", and logits() holds the first reply token's logits.
   TurnStatus begin_turn(std::string_view user);
+  // The same for a whole conversation given at once (`strata serve`: each request carries its
+  // messages, the system prompt included): replaces the conversation, then brings the cache to
+  // it as begin_turn does, keeping the prefix the cache shares.
+  TurnStatus begin_messages(std::vector<ChatMessage> messages);
+  // New sampling parameters (and seed) for the next replies; the sampler hears the tokens the
+  // cache keeps at the next turn, as a fresh session's would.
+  void set_sampling(const SamplerParams& sampling);
   // Samples the reply after begin_turn: streams pieces to on_piece, stops at an end-of-generation
   // token, after max_tokens (< 0: no limit), when *stop becomes true (checked before each token),
   // or when the context is full. The reply (even a partial one) joins the conversation.
@@ -107,6 +114,9 @@ class ChatSession {
  private:
   // Makes the cache hold exactly `tokens`: keeps the common prefix, prefills the rest.
   void sync_kv(const std::vector<int32_t>& tokens);
+  // begin_turn's work once messages_ holds the conversation; `undo` restores messages_ when the
+  // formatted conversation does not fit.
+  TurnStatus begin_formatted(const std::function<void()>& undo);
 
   Forward& fwd_;
   const Tokenizer& tok_;
@@ -118,7 +128,8 @@ class ChatSession {
   std::vector<int32_t> kv_tokens_;  // [n_past] mirror of what the cache holds
   std::span<const float> logits_;   // [n_vocab] from the last prefill/decode
   bool turn_open_ = false;          // begin_turn succeeded, generate not yet run
-  bool adopted_ = false;            // adopt_kv's tokens not yet given to the sampler
+  bool adopted_ = false;  // the cache's kept tokens not yet given to the sampler (adopt_kv,
+                          // set_sampling)
   TurnStats stats_;
 };
 

@@ -9,3 +9,8 @@ strata_add_test(test_lookup LABEL model SOURCES test_lookup.cpp LIBS strata_engi
 # PROMPT_CACHE (engine/prompt_cache): restored prefixes continue bit-identically on every
 # architecture; unusable files say why; a restored chat replies as a fresh one.
 strata_add_test(test_prompt_cache LABEL model SOURCES test_prompt_cache.cpp LIBS strata_engine fmt::fmt)
+# `strata serve` (tools/cmd_serve): the OpenAI-compatible server against `strata chat`'s replies,
+# streaming, prefix reuse, stop strings, bad requests, SIGINT.
+strata_add_test(test_serve LABEL model SOURCES test_serve.cpp
+                LIBS fmt::fmt nlohmann_json::nlohmann_json PkgConfig::HTTPLIB)
+add_dependencies(test_serve strata)

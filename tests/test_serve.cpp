@@ -1,0 +1,313 @@
+// `strata serve` end to end: the built binary on tiny-qwen3moe Q8_0 on a free port, spoken to with
+// cpp-httplib's client as an OpenAI client would. A reply is `strata chat`'s for the same messages,
+// sampling and seed; a streamed reply (server-sent events) is the same text in pieces, ending with
+// a finish reason and [DONE]; the next request that continues the conversation prefills only what
+// is new; stop strings cut the reply; max_tokens ends it with "length"; every malformed request
+// is a 400 with a one-line OpenAI error object and the server keeps serving; SIGINT stops it
+// with exit code 0.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+
+extern char** environ;
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+const fs::path kModel = fs::path(STRATA_FIXTURES_DIR) / "tiny-qwen3moe" / "tiny-qwen3moe-Q8_0.gguf";
+const fs::path kStrata = fs::path(STRATA_BINARY_DIR) / "tools" / "strata";
+const std::string kSystem = "You answer in short sentences about foxes and dogs.";
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// What the server's JSON makes of raw reply bytes (invalid UTF-8 becomes U+FFFD; the synthetic
+// fixture's text is random bytes).
+std::string as_json_text(const std::string& raw) {
+  return json::parse(json(raw).dump(-1, ' ', false, json::error_handler_t::replace))
+      .get<std::string>();
+}
+
+class Serve : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!fs::exists(kModel) || !fs::exists(kStrata)) return;
+    dir_ = fs::temp_directory_path() / fmt::format("strata_serve_{}", ::getpid());
+    fs::create_directories(dir_);
+    const std::string err = (dir_ / "serve.err").string();
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    const std::string bin = kStrata.string(), model = kModel.string();
+    std::vector<std::string> args = {bin, "serve", "-m", model,       "--port",
+                                     "0", "-t",    "2",  "--vram-gb", "0"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (posix_spawn(&pid_, bin.c_str(), &fa, nullptr, argv.data(), environ) != 0) pid_ = -1;
+    posix_spawn_file_actions_destroy(&fa);
+    // The port, from "serve: listening on http://127.0.0.1:PORT".
+    const std::regex listening(R"(listening on http://127\.0\.0\.1:(\d+))");
+    for (int i = 0; i < 600 && pid_ > 0 && port_ == 0; ++i) {
+      std::smatch m;
+      const std::string text = slurp(err);
+      if (std::regex_search(text, m, listening))
+        port_ = std::stoi(m[1]);
+      else
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  static void TearDownTestSuite() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+  void SetUp() override {
+    if (!fs::exists(kModel)) GTEST_SKIP() << "fixture not found at " << kModel;
+    if (!fs::exists(kStrata)) GTEST_SKIP() << "strata binary not built at " << kStrata;
+    ASSERT_GT(port_, 0) << "the server did not start: " << slurp(dir_ / "serve.err");
+  }
+
+  static httplib::Client client() {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(120, 0);
+    return c;
+  }
+  static json chat_body(std::vector<std::pair<std::string, std::string>> messages, int max_tokens,
+                        double temperature = 0) {
+    json b = {{"model", "anything"}, {"max_tokens", max_tokens}, {"temperature", temperature}};
+    b["messages"] = json::array();
+    for (auto& [role, content] : messages)
+      b["messages"].push_back({{"role", role}, {"content", content}});
+    return b;
+  }
+  static json post(const json& body, int want_status = 200) {
+    auto c = client();
+    const auto res = c.Post("/v1/chat/completions", body.dump(), "application/json");
+    EXPECT_TRUE(res) << "no response";
+    if (!res) return {};
+    EXPECT_EQ(res->status, want_status) << res->body;
+    EXPECT_EQ(res->get_header_value("Content-Type"), "application/json");
+    return json::parse(res->body);
+  }
+  // `strata chat` one-shot with the same system prompt, message and sampling: its stdout.
+  std::string cli_reply(const std::string& user, int n, const std::string& sampling) {
+    const std::string cmd = fmt::format(
+        "VRAM_GB=0 '{}' chat -m '{}' -t 2 -s '{}' -p '{}' -n {} {} > '{}' 2> /dev/null",
+        kStrata.string(), kModel.string(), kSystem, user, n, sampling, (dir_ / "cli.out").string());
+    EXPECT_EQ(std::system(cmd.c_str()), 0);
+    std::string out = slurp(dir_ / "cli.out");
+    if (!out.empty() && out.back() == '\n') out.pop_back();  // chat ends the reply's line
+    return out;
+  }
+
+  static inline pid_t pid_ = -1;
+  static inline int port_ = 0;
+  static inline fs::path dir_;
+};
+
+TEST_F(Serve, HealthAndModels) {
+  auto c = client();
+  const auto h = c.Get("/health");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+  EXPECT_EQ(json::parse(h->body)["status"], "ok");
+  const auto m = c.Get("/v1/models");
+  ASSERT_TRUE(m);
+  const json list = json::parse(m->body);
+  EXPECT_EQ(list["object"], "list");
+  EXPECT_EQ(list["data"][0]["id"], "tiny-qwen3moe");
+  const auto nope = c.Get("/v1/nope");
+  ASSERT_TRUE(nope);
+  EXPECT_EQ(nope->status, 404);
+  EXPECT_NE(json::parse(nope->body)["error"]["message"].get<std::string>().find("no such endpoint"),
+            std::string::npos);
+}
+
+TEST_F(Serve, ReplyIsTheChatCommandsAndStreamsTheSame) {
+  const json body = chat_body({{"system", kSystem}, {"user", "Tell me about foxes."}}, 12);
+  const json r = post(body);
+  ASSERT_FALSE(r.is_null());
+  EXPECT_EQ(r["object"], "chat.completion");
+  EXPECT_EQ(r["model"], "tiny-qwen3moe");
+  const std::string text = r["choices"][0]["message"]["content"];
+  EXPECT_EQ(r["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(r["usage"]["completion_tokens"], 12);
+  EXPECT_GT(r["usage"]["prompt_tokens"].get<int>(), 10);
+  EXPECT_EQ(text, as_json_text(cli_reply("Tell me about foxes.", 12, "--temp 0")));
+
+  // The same request streamed: the deltas concatenate to the same text.
+  json sbody = body;
+  sbody["stream"] = true;
+  auto c = client();
+  const auto res = c.Post("/v1/chat/completions", sbody.dump(), "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  std::string streamed, finish;
+  size_t n_events = 0;
+  bool done = false;
+  EXPECT_EQ(res->get_header_value("Content-Type"), "text/event-stream");
+  std::istringstream lines(res->body);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("data: ", 0) != 0) continue;
+    const std::string data = line.substr(6);
+    if (data == "[DONE]") {
+      done = true;
+      continue;
+    }
+    const json chunk = json::parse(data);
+    EXPECT_EQ(chunk["object"], "chat.completion.chunk");
+    ++n_events;
+    const json& choice = chunk["choices"][0];
+    if (choice["delta"].contains("content"))
+      streamed += choice["delta"]["content"].get<std::string>();
+    if (!choice["finish_reason"].is_null()) finish = choice["finish_reason"];
+  }
+  EXPECT_TRUE(done);
+  EXPECT_GE(n_events, 3u);
+  EXPECT_EQ(finish, "length");
+  EXPECT_EQ(streamed, text);
+}
+
+TEST_F(Serve, SeededSamplingIsTheChatCommands) {
+  json body = chat_body({{"system", kSystem}, {"user", "And dogs?"}}, 10, 0.9);
+  body["seed"] = 7;
+  body["repeat_penalty"] = 1.2;
+  const json a = post(body);
+  const json b = post(body);
+  ASSERT_FALSE(a.is_null());
+  EXPECT_EQ(a["choices"][0]["message"]["content"], b["choices"][0]["message"]["content"]);
+  EXPECT_EQ(a["choices"][0]["message"]["content"],
+            as_json_text(cli_reply("And dogs?", 10, "--temp 0.9 --seed 7 --repeat-penalty 1.2")));
+}
+
+TEST_F(Serve, ContinuingAConversationKeepsItsPrefix) {
+  const json first = post(chat_body({{"system", kSystem}, {"user", "Tell me about foxes."}}, 8));
+  ASSERT_FALSE(first.is_null());
+  const std::string reply = first["choices"][0]["message"]["content"];
+  const json next = post(chat_body({{"system", kSystem},
+                                    {"user", "Tell me about foxes."},
+                                    {"assistant", reply},
+                                    {"user", "And dogs?"}},
+                                   4));
+  ASSERT_FALSE(next.is_null());
+  const int reused = next["timings"]["prompt_reused"], prefilled = next["timings"]["prompt_n"];
+  EXPECT_GT(reused, first["usage"]["prompt_tokens"].get<int>() - 2);
+  EXPECT_EQ(reused + prefilled, next["usage"]["prompt_tokens"].get<int>());
+}
+
+TEST_F(Serve, StopStringCutsTheReply) {
+  const json full = post(chat_body({{"system", kSystem}, {"user", "Tell me about foxes."}}, 12));
+  ASSERT_FALSE(full.is_null());
+  const std::string text = full["choices"][0]["message"]["content"];
+  ASSERT_GE(text.size(), 6u);
+  // A stop string from the middle of the reply (whole UTF-8 characters: after the first 3 bytes,
+  // up to the next 2 characters).
+  size_t at = 3;
+  while (at < text.size() && (static_cast<unsigned char>(text[at]) & 0xC0) == 0x80) ++at;
+  size_t end = at + 1;
+  while (end < text.size() && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) ++end;
+  const std::string stop = text.substr(at, end - at);
+  const size_t first = text.find(stop);
+  for (bool stream : {false, true}) {
+    json body = chat_body({{"system", kSystem}, {"user", "Tell me about foxes."}}, 12);
+    body["stop"] = json::array({"never-appears", stop});
+    if (!stream) {
+      const json r = post(body);
+      EXPECT_EQ(r["choices"][0]["message"]["content"], text.substr(0, first));
+      EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
+    } else {
+      body["stream"] = true;
+      auto c = client();
+      const auto res = c.Post("/v1/chat/completions", body.dump(), "application/json");
+      ASSERT_TRUE(res);
+      std::string streamed;
+      std::istringstream lines(res->body);
+      for (std::string line; std::getline(lines, line);) {
+        if (line.rfind("data: {", 0) != 0) continue;
+        const json d = json::parse(line.substr(6))["choices"][0]["delta"];
+        if (d.contains("content")) streamed += d["content"].get<std::string>();
+      }
+      EXPECT_EQ(streamed, text.substr(0, first));
+    }
+  }
+}
+
+TEST_F(Serve, BadRequestsAre400sAndTheServerGoesOn) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"{not json", "not a JSON object"},
+      {R"({"messages": []})", "'messages' must be a non-empty array"},
+      {R"({"messages": [{"content": "hi"}]})", "needs a string 'role'"},
+      {R"({"messages": [{"role": "wizard", "content": "hi"}]})", "system, user or assistant"},
+      {R"({"messages": [{"role": "user"}]})", "has no 'content'"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
+       "only text parts"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "n": 2})", "'n' must be 1"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "temperature": 9})",
+       "'temperature' is 9"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": "ten"})",
+       "'max_tokens' must be an integer"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "stream": "yes"})",
+       "'stream' must be true or false"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "stop": [1]})", "'stop' must hold"},
+  };
+  auto c = client();
+  for (const auto& [body, want] : cases) {
+    const auto res = c.Post("/v1/chat/completions", body, "application/json");
+    ASSERT_TRUE(res) << body;
+    EXPECT_EQ(res->status, 400) << body;
+    const json e = json::parse(res->body);
+    const std::string msg = e["error"]["message"];
+    EXPECT_NE(msg.find(want), std::string::npos) << body << " -> " << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos);
+  }
+  // A conversation longer than the context (512 tokens for this fixture).
+  std::string long_text;
+  for (int i = 0; i < 400; ++i) long_text += "fox dog ";
+  const json too_long = post(chat_body({{"user", long_text}}, 4), 400);
+  EXPECT_NE(too_long["error"]["message"].get<std::string>().find("the context holds"),
+            std::string::npos);
+  // And it still answers.
+  const json ok = post(chat_body({{"user", "hi"}}, 2));
+  EXPECT_EQ(ok["choices"][0]["finish_reason"], "length");
+}
+
+// Last: SIGINT stops the server, which exits 0.
+TEST_F(Serve, ZSigintStopsTheServer) {
+  ASSERT_EQ(kill(pid_, SIGINT), 0);
+  int status = -1;
+  for (int i = 0; i < 300; ++i) {
+    if (waitpid(pid_, &status, WNOHANG) == pid_) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(WIFEXITED(status)) << slurp(dir_ / "serve.err");
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_NE(slurp(dir_ / "serve.err").find("serve: SIGINT received: stopping"), std::string::npos);
+  pid_ = -1;
+}
+
+}  // namespace

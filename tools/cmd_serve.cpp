@@ -1,0 +1,557 @@
+// `strata serve -m MODEL [--host H] [--port P] [knob flags]`: an OpenAI-compatible HTTP server
+// over one engine::ChatSession — POST /v1/chat/completions (whole replies or server-sent events),
+// GET /v1/models, GET /health — so chat front ends and scripts that speak the OpenAI API can use
+// strata. One reply is computed at a time (others wait); each request carries its whole
+// conversation, and the KV cache keeps the prefix it shares with the previous one, so a client
+// continuing a conversation prefills only the new messages. Replies are the CLI's: the same
+// messages, sampling parameters and seed give `strata chat`'s text. Ctrl-C (SIGINT) or SIGTERM
+// stops the server (USAGE_SAVE, ROUTE_TRACE and PROF are written as at the end of a chat).
+// Tested by tests/test_serve.cpp.
+#include <httplib.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/chat_template.h"
+#include "engine/forward.h"
+#include "engine/model.h"
+#include "engine/prof.h"
+#include "engine/sampler.h"
+#include "engine/session.h"
+#include "engine/tokenizer.h"
+#include "io/check.h"
+#include "kernels/threadpool.h"
+#include "tools/cli.h"
+#include "tools/knob_flags.h"
+#include "tools/tier_setup.h"
+
+namespace strata::tools {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr uint32_t kDefaultCtx = 4096;  // as chat: the KV cache is F32
+constexpr size_t kMaxStops = 4;         // OpenAI's limit on `stop`
+
+struct ServeOptions {
+  std::string model;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string alias;          // the model id clients see; default general.name or the file stem
+  std::string chat_template;  // "" = from the model
+  uint32_t ubatch = 512;
+  std::optional<uint32_t> ctx;
+  engine::SamplerParams sampling;  // defaults for requests that do not say
+  KnobOverrides knobs;
+};
+
+// A request's error: HTTP status and one line for the client (OpenAI's error object).
+struct BadRequest {
+  int status;
+  std::string message;
+};
+
+std::string error_body(const std::string& message, const char* type) {
+  return json{{"error", {{"message", message}, {"type", type}}}}.dump();
+}
+
+// What a chat completion request asks for, checked.
+struct ChatRequest {
+  std::vector<engine::ChatMessage> messages;
+  engine::SamplerParams sampling;
+  int32_t max_tokens = -1;  // < 0: until end of generation or a full context
+  bool stream = false;
+  std::vector<std::string> stop;
+};
+
+const json* field(const json& body, const char* key) {
+  const auto it = body.find(key);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+double number(const json& body, const char* key, double lo, double hi, double dflt) {
+  const json* v = field(body, key);
+  if (!v) return dflt;
+  if (!v->is_number()) throw BadRequest{400, fmt::format("'{}' must be a number", key)};
+  const double x = v->get<double>();
+  if (!(x >= lo && x <= hi))
+    throw BadRequest{400, fmt::format("'{}' is {}; allowed {} to {}", key, x, lo, hi)};
+  return x;
+}
+
+int64_t integer(const json& body, const char* key, int64_t lo, int64_t hi, int64_t dflt) {
+  const json* v = field(body, key);
+  if (!v) return dflt;
+  if (!v->is_number_integer()) throw BadRequest{400, fmt::format("'{}' must be an integer", key)};
+  const int64_t x = v->get<int64_t>();
+  if (x < lo || x > hi)
+    throw BadRequest{400, fmt::format("'{}' is {}; allowed {} to {}", key, x, lo, hi)};
+  return x;
+}
+
+// A message's content: a string, or OpenAI's array of parts of which only text parts are read.
+std::string content_text(const json& content, size_t i) {
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array())
+    throw BadRequest{400, fmt::format("messages[{}].content must be a string or an array of text "
+                                      "parts",
+                                      i)};
+  std::string text;
+  for (const json& part : content) {
+    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+        !part["text"].is_string())
+      throw BadRequest{400, fmt::format("messages[{}].content: only text parts are supported", i)};
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+ChatRequest parse_chat_request(const std::string& body_text,
+                               const engine::SamplerParams& defaults) {
+  const json body = json::parse(body_text, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded() || !body.is_object())
+    throw BadRequest{400, "the request body is not a JSON object"};
+  ChatRequest r;
+  const json* messages = field(body, "messages");
+  if (!messages || !messages->is_array() || messages->empty())
+    throw BadRequest{400, "'messages' must be a non-empty array"};
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const json& m = (*messages)[i];
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+      throw BadRequest{400, fmt::format("messages[{}] needs a string 'role'", i)};
+    std::string role = m["role"].get<std::string>();
+    if (role == "developer") role = "system";  // OpenAI's newer name for it
+    if (role != "system" && role != "user" && role != "assistant")
+      throw BadRequest{400,
+                       fmt::format("messages[{}].role '{}': system, user or assistant", i, role)};
+    const json* content = field(m, "content");
+    if (!content) throw BadRequest{400, fmt::format("messages[{}] has no 'content'", i)};
+    r.messages.push_back({role, content_text(*content, i)});
+  }
+  if (const json* n = field(body, "n"); n && (!n->is_number_integer() || n->get<int64_t>() != 1))
+    throw BadRequest{400, "'n' must be 1 (one choice per request)"};
+  r.sampling = defaults;
+  r.sampling.temperature = float(number(body, "temperature", 0, 2, defaults.temperature));
+  r.sampling.top_p = float(number(body, "top_p", 0, 1, defaults.top_p));
+  r.sampling.top_k = int32_t(integer(body, "top_k", 0, 1 << 20, defaults.top_k));
+  r.sampling.min_p = float(number(body, "min_p", 0, 1, defaults.min_p));
+  r.sampling.repeat_penalty = float(number(body, "repeat_penalty", 0, 10, defaults.repeat_penalty));
+  r.sampling.seed = uint64_t(integer(body, "seed", 0, std::numeric_limits<int64_t>::max(),
+                                     int64_t(std::random_device{}())));
+  const int64_t max_tokens = integer(body, "max_completion_tokens", 0, 1 << 30, -1);
+  r.max_tokens =
+      int32_t(max_tokens >= 0 ? max_tokens : integer(body, "max_tokens", 0, 1 << 30, -1));
+  if (const json* s = field(body, "stream")) {
+    if (!s->is_boolean()) throw BadRequest{400, "'stream' must be true or false"};
+    r.stream = s->get<bool>();
+  }
+  if (const json* s = field(body, "stop")) {
+    if (s->is_string()) {
+      r.stop.push_back(s->get<std::string>());
+    } else if (s->is_array() && s->size() <= kMaxStops) {
+      for (const json& x : *s) {
+        if (!x.is_string()) throw BadRequest{400, "'stop' must hold strings"};
+        r.stop.push_back(x.get<std::string>());
+      }
+    } else {
+      throw BadRequest{400, "'stop' must be a string or an array of at most 4 strings"};
+    }
+    std::erase_if(r.stop, [](const std::string& x) { return x.empty(); });
+  }
+  return r;
+}
+
+// Bytes of `s` that end on a whole UTF-8 character (a piece may stop inside one).
+size_t utf8_whole(std::string_view s) {
+  size_t end = s.size();
+  for (size_t back = 1; back <= 3 && back <= s.size(); ++back) {
+    const auto c = static_cast<unsigned char>(s[s.size() - back]);
+    if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
+    const size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    if (need > back) end = s.size() - back;
+    break;
+  }
+  return end;
+}
+
+// The reply's text as it may be sent: held back while it could still become a stop string, cut
+// where one appears.
+class StopFilter {
+ public:
+  explicit StopFilter(std::vector<std::string> stops) : stops_(std::move(stops)) {}
+  // Adds a piece; returns the text now safe to send. stopped() once a stop string appeared.
+  std::string add(std::string_view piece) {
+    pending_ += piece;
+    for (const std::string& s : stops_) {
+      if (const size_t at = pending_.find(s); at != std::string::npos) {
+        stopped_ = true;
+        std::string out = pending_.substr(0, at);
+        pending_.clear();
+        return out;
+      }
+    }
+    // Keep the longest tail that is a prefix of a stop string, and an unfinished character.
+    size_t keep = 0;
+    for (const std::string& s : stops_)
+      for (size_t n = std::min(s.size() - 1, pending_.size()); n > keep; --n)
+        if (pending_.compare(pending_.size() - n, n, s, 0, n) == 0) {
+          keep = n;
+          break;
+        }
+    const size_t send = utf8_whole(std::string_view(pending_).substr(0, pending_.size() - keep));
+    std::string out = pending_.substr(0, send);
+    pending_.erase(0, send);
+    return out;
+  }
+  std::string flush() { return std::exchange(pending_, {}); }  // at the end of the reply
+  bool stopped() const { return stopped_; }
+
+ private:
+  std::vector<std::string> stops_;
+  std::string pending_;
+  bool stopped_ = false;
+};
+
+const char* finish_reason(engine::TurnStatus s, bool stopped) {
+  if (stopped) return "stop";
+  switch (s) {
+    case engine::TurnStatus::kMaxTokens:
+    case engine::TurnStatus::kContextFull:
+      return "length";
+    default:
+      return "stop";
+  }
+}
+
+std::string completion_id() {
+  static std::atomic<uint64_t> n{0};
+  return fmt::format("chatcmpl-strata-{}-{}", ::getpid(), n++);
+}
+
+int64_t unix_now() {
+  return int64_t(std::time(nullptr));
+}
+
+// PROF: each reply token's latency is the time between two pieces (decode of the previous token
+// + sampling), as in `strata chat`.
+class DecodeClock {
+ public:
+  DecodeClock(engine::Profiler* prof, const engine::ChatSession& s) : prof_(prof), s_(s) {}
+  void tick() {
+    if (!prof_ || !prof_->enabled()) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (have_last_)
+      prof_->add_decode_token(std::chrono::duration<double>(now - last_).count(), s_.n_past(),
+                              s_.lookup().ran(), s_.lookup().drafted());
+    last_ = now;
+    have_last_ = true;
+  }
+
+ private:
+  engine::Profiler* prof_;
+  const engine::ChatSession& s_;
+  std::chrono::steady_clock::time_point last_;
+  bool have_last_ = false;
+};
+
+std::string dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+class Server {
+ public:
+  Server(const ServeOptions& o, engine::ChatSession& session, std::string model_id,
+         engine::Profiler* prof)
+      : o_(o), session_(session), model_id_(std::move(model_id)), prof_(prof) {
+    http_.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content(R"({"status":"ok"})", "application/json");
+    });
+    http_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+      const json list = {{"object", "list"},
+                         {"data",
+                          {{{"id", model_id_},
+                            {"object", "model"},
+                            {"created", started_},
+                            {"owned_by", "strata"}}}}};
+      res.set_content(dump(list), "application/json");
+    });
+    http_.Post("/v1/chat/completions",
+               [this](const httplib::Request& req, httplib::Response& res) { chat(req, res); });
+    http_.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty()) return;
+      res.set_content(error_body(fmt::format("{} {}: no such endpoint (strata serves POST "
+                                             "/v1/chat/completions, GET /v1/models, GET /health)",
+                                             req.method, req.path),
+                                 "invalid_request_error"),
+                      "application/json");
+    });
+    http_.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+      if (req.path != "/v1/chat/completions")
+        fmt::print(stderr, "serve: {} {} {}\n", req.method, req.path, res.status);
+    });
+  }
+
+  // Binds (port 0: any free port) and returns the port; throws Error when the address is taken.
+  int bind() {
+    const int port = o_.port == 0 ? http_.bind_to_any_port(o_.host)
+                                  : (http_.bind_to_port(o_.host, o_.port) ? o_.port : -1);
+    if (port < 0)
+      fail(ErrorKind::kIo, "cannot listen on {}:{} (in use, or not an address of this host)",
+           o_.host, o_.port);
+    return port;
+  }
+  void run() { http_.listen_after_bind(); }
+  void stop() {
+    stop_reply_.store(true);
+    http_.stop();
+  }
+
+ private:
+  void chat(const httplib::Request& req, httplib::Response& res) {
+    ChatRequest r;
+    try {
+      r = parse_chat_request(req.body, o_.sampling);
+    } catch (const BadRequest& e) {
+      reply_error(res, e.status, e.message);
+      return;
+    }
+    // One reply at a time: the lock travels with a streamed reply until its last event.
+    auto lock = std::make_shared<std::unique_lock<std::mutex>>(mu_);
+    stop_reply_.store(false);
+    const auto t0 = std::chrono::steady_clock::now();
+    session_.set_sampling(r.sampling);
+    engine::TurnStatus st;
+    try {
+      st = session_.begin_messages(r.messages);
+    } catch (const Error& e) {
+      reply_error(res, 400, e.what());  // a bad token id, a full context ...
+      return;
+    }
+    if (st == engine::TurnStatus::kPromptTooLong) {
+      reply_error(res, 400,
+                  fmt::format("the conversation is {} tokens; the context holds {} (strata serve "
+                              "--ctx)",
+                              session_.last_stats().n_prompt, session_.n_ctx()));
+      return;
+    }
+    const std::string id = completion_id();
+    if (!r.stream) {
+      StopFilter filter(r.stop);
+      DecodeClock clock(prof_, session_);
+      std::string text;
+      const engine::TurnResult t = session_.generate(
+          r.max_tokens,
+          [&](std::string_view piece) {
+            clock.tick();
+            text += filter.add(piece);
+            if (filter.stopped()) stop_reply_.store(true);
+          },
+          &stop_reply_);
+      if (!filter.stopped()) text += filter.flush();
+      json out = {{"id", id},
+                  {"object", "chat.completion"},
+                  {"created", unix_now()},
+                  {"model", model_id_},
+                  {"choices",
+                   {{{"index", 0},
+                     {"message", {{"role", "assistant"}, {"content", text}}},
+                     {"finish_reason", finish_reason(t.status, filter.stopped())}}}},
+                  {"usage", usage(t.stats)},
+                  {"timings", timings(t.stats)}};
+      res.set_content(dump(out), "application/json");
+      log(t.stats, t0, "");
+      return;
+    }
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream", [this, r, id, lock, t0](size_t, httplib::DataSink& sink) {
+          const auto event = [&](const json& delta, const char* finish) {
+            const json chunk = {{"id", id},
+                                {"object", "chat.completion.chunk"},
+                                {"created", unix_now()},
+                                {"model", model_id_},
+                                {"choices",
+                                 {{{"index", 0},
+                                   {"delta", delta},
+                                   {"finish_reason", finish ? json(finish) : json(nullptr)}}}}};
+            const std::string line = "data: " + dump(chunk) + "\n\n";
+            return sink.write(line.data(), line.size());
+          };
+          bool gone = !event({{"role", "assistant"}, {"content", ""}}, nullptr);
+          StopFilter filter(r.stop);
+          DecodeClock clock(prof_, session_);
+          const engine::TurnResult t = session_.generate(
+              r.max_tokens,
+              [&](std::string_view piece) {
+                clock.tick();
+                const std::string text = filter.add(piece);
+                if (!text.empty() && !gone) gone = !event({{"content", text}}, nullptr);
+                if (filter.stopped() || gone) stop_reply_.store(true);  // client left: stop
+              },
+              &stop_reply_);
+          if (!gone) {
+            if (!filter.stopped())
+              if (const std::string rest = filter.flush(); !rest.empty())
+                gone = !event({{"content", rest}}, nullptr);
+            if (!gone) event(json::object(), finish_reason(t.status, filter.stopped()));
+            const std::string done = "data: [DONE]\n\n";
+            sink.write(done.data(), done.size());
+            sink.done();
+          }
+          log(t.stats, t0, gone ? " (client gone: stopped)" : " (streamed)");
+          lock->unlock();
+          return !gone;
+        });
+  }
+
+  static json usage(const engine::TurnStats& s) {
+    return {{"prompt_tokens", s.n_prompt},
+            {"completion_tokens", s.n_generated},
+            {"total_tokens", s.n_prompt + s.n_generated}};
+  }
+  // llama-server's names, plus what the KV cache kept.
+  static json timings(const engine::TurnStats& s) {
+    return {{"prompt_n", s.n_prefilled},
+            {"prompt_reused", s.n_reused},
+            {"prompt_ms", s.prefill_s * 1e3},
+            {"predicted_n", s.n_generated},
+            {"predicted_ms", s.decode_s * 1e3}};
+  }
+  void log(const engine::TurnStats& s, std::chrono::steady_clock::time_point t0, const char* how) {
+    if (prof_ && prof_->enabled()) {
+      prof_->add_prefill(s.n_prefilled, s.prefill_s);
+      prof_->counters().sampling_seconds += s.sample_s;
+    }
+    fmt::print(stderr,
+               "serve: POST /v1/chat/completions 200{}: prompt {} tokens ({} kept in the KV "
+               "cache, {} prefilled at {:.1f} tok/s), reply {} tokens at {:.1f} tok/s, {:.2f} s\n",
+               how, s.n_prompt, s.n_reused, s.n_prefilled, s.prefill_tok_s(), s.n_generated,
+               s.decode_tok_s(),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  static void reply_error(httplib::Response& res, int status, const std::string& message) {
+    res.status = status;
+    res.set_content(error_body(message, "invalid_request_error"), "application/json");
+    fmt::print(stderr, "serve: POST /v1/chat/completions {}: {}\n", status, message);
+  }
+
+  const ServeOptions& o_;
+  engine::ChatSession& session_;
+  std::string model_id_;
+  engine::Profiler* prof_;
+  int64_t started_ = unix_now();
+  httplib::Server http_;
+  std::mutex mu_;  // one reply at a time
+  std::atomic<bool> stop_reply_{false};
+};
+
+int run_serve(ServeOptions o) {
+  if (o.port < 0 || o.port > 65535) fail(ErrorKind::kBadValue, "--port {}: 0 to 65535", o.port);
+  const engine::Knobs knobs = load_knobs(o.knobs);
+  const int threads = static_cast<int>(
+      knobs.int_opt("THREADS").value_or(int64_t(kernels::physical_core_cpus().size())));
+  const engine::LookupParams lookup = engine::lookup_params(knobs);
+  engine::Model model = engine::Model::load(o.model);
+  const engine::ModelConfig& cfg = model.config();
+  const engine::Tokenizer tok = engine::Tokenizer::from_gguf(model.file());
+  engine::ChatFamily family;
+  if (!o.chat_template.empty()) {
+    const auto f = engine::chat_family_from_name(o.chat_template);
+    if (!f)
+      fail(ErrorKind::kBadValue, "--chat-template: unknown name '{}'; accepted: {}",
+           o.chat_template, engine::chat_family_names());
+    family = *f;
+  } else {
+    family = engine::chat_family_for_template(tok.vocab().chat_template());
+  }
+
+  // SIGINT / SIGTERM go to one thread that stops the server: blocked here, before any other
+  // thread starts, so every thread inherits the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  engine::ForwardOptions fo;
+  fo.n_ctx =
+      o.ctx.value_or(cfg.n_ctx_train > 0 ? std::min(cfg.n_ctx_train, kDefaultCtx) : kDefaultCtx);
+  fo.n_ubatch = o.ubatch;
+  fo.n_threads = threads;
+  const TierSetup tiers = make_tier_setup(model, knobs, fo.n_ctx, /*progress_bar=*/true);
+  fo.experts = tiers.experts.get();
+  fo.route_trace = tiers.trace.get();
+  fo.prof = tiers.prof.get();
+  engine::Forward fwd(model, fo);
+  engine::ChatSession session(fwd, tok, family, o.sampling, {}, lookup);
+  const std::string id = !o.alias.empty()
+                             ? o.alias
+                             : model.file()
+                                   .get_string_opt("general.name")
+                                   .value_or(std::filesystem::path(o.model).stem().string());
+
+  Server server(o, session, id, tiers.prof.get());
+  const int port = server.bind();
+  fmt::print(stderr,
+             "serve: listening on http://{}:{} — model \"{}\" ({}, {} layers, {} experts, context "
+             "{} tokens, template {}, {} threads); POST /v1/chat/completions; Ctrl-C stops\n",
+             o.host, port, id, cfg.arch_name, cfg.n_layer, cfg.n_expert, fwd.n_ctx(),
+             engine::chat_family_name(family), threads);
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    fmt::print(stderr, "serve: {} received: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    server.stop();
+  });
+  server.run();
+  // Stopped by a signal (the waiter has it), or listen failed: wake the waiter either way.
+  pthread_kill(waiter.native_handle(), SIGTERM);
+  waiter.join();
+  finish_prof(*tiers.prof);
+  return 0;
+}
+
+}  // namespace
+
+void add_serve(CLI::App& app, CommandFn& run) {
+  auto* cmd = app.add_subcommand(
+      "serve", "OpenAI-compatible HTTP server (POST /v1/chat/completions, streaming too)");
+  auto o = std::make_shared<ServeOptions>();
+  cmd->add_option("-m,--model", o->model, "GGUF model file")->required();
+  cmd->add_option("--host", o->host, "Address to listen on (default 127.0.0.1: this host only)");
+  cmd->add_option("--port", o->port, "TCP port (default 8080; 0 picks a free one, printed)");
+  cmd->add_option("--alias", o->alias,
+                  "Model id in responses and /v1/models (default: general.name, else the file "
+                  "name)");
+  cmd->add_option(
+      "--chat-template", o->chat_template,
+      "Built-in chat format instead of the model's template: " + engine::chat_family_names());
+  cmd->add_option("--temp", o->sampling.temperature,
+                  "Default temperature for requests that do not give one (default 0.8)");
+  cmd->add_option("--top-k", o->sampling.top_k, "Default top-k (default 40)");
+  cmd->add_option("--top-p", o->sampling.top_p, "Default top-p (default 0.95)");
+  cmd->add_option("--min-p", o->sampling.min_p, "Default min-p (default 0.05)");
+  cmd->add_option("--repeat-penalty", o->sampling.repeat_penalty,
+                  "Default repetition penalty (default 1: off)");
+  cmd->add_option("--ubatch", o->ubatch, "Prefill chunk size in tokens (default 512)");
+  cmd->add_option(
+      "--ctx", o->ctx,
+      "KV cache size in tokens; 0 is the model's training context (default: that, at most 4096)");
+  add_knob_flags(cmd, o->knobs);
+  cmd->callback([&run, o] { run = [o] { return run_serve(*o); }; });
+}
+
+}  // namespace strata::tools
