@@ -514,6 +514,11 @@ ExpertSource::ExpertSource(const Model& model, const TierOptions& opts)
 
 ExpertSource::~ExpertSource() = default;
 
+void ExpertSource::recover() {
+  if (store_) store_->recover();
+  started_ = -1;
+}
+
 std::span<const ExpertHome> ExpertSource::layer_homes(uint32_t il) const {
   if (homes_.empty()) return {};
   return homes_[il];

@@ -170,6 +170,10 @@ class ExpertSource {
   // the calling thread: one token's router matmul is smaller than a fork/join of the pool.
   void prefetch_ahead(uint32_t il, const float* h, std::byte* xq_scratch);
 
+  // After an exception from compute() (an I/O error): the store waits for its reads in flight
+  // and drops what they were filling and every pin (ExpertStore::recover); the next pass runs.
+  void recover();
+
   bool tiered() const { return store_ != nullptr; }
   const tiers::ExpertStore* store() const { return store_.get(); }
   // The plan (with its VRAM homes; the store's own plan sees them as SSD homes it never reads).

@@ -69,6 +69,10 @@ void Forward::check_tokens(std::span<const int32_t> tokens) const {
          tokens.size(), kv_.n_ctx());
 }
 
+void Forward::recover() {
+  experts_->recover();
+}
+
 void Forward::restored(uint32_t n) {
   STRATA_ASSERT(n <= kv_.n_ctx(), "restored {} positions into a cache of {}", n, kv_.n_ctx());
   n_past_ = n;

@@ -68,6 +68,10 @@ class Forward {
   KvCache& kv() { return kv_; }
   const KvCache& kv() const { return kv_; }
   void restored(uint32_t n);
+  // After an exception from prefill/decode (an I/O error of the tiers): the expert source drops
+  // its half-done reads and pins (ExpertSource::recover). Positions below n_past() are intact;
+  // the caller truncates to what it trusts.
+  void recover();
   uint32_t n_ubatch() const { return n_ubatch_; }
   const Model& model() const { return model_; }
   kernels::ThreadPool& pool() { return pool_; }

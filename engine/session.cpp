@@ -134,9 +134,26 @@ TurnStatus ChatSession::begin_formatted(const std::function<void()>& undo) {
     return TurnStatus::kPromptTooLong;
   }
   stats_ = {};
-  sync_kv(tokens);
+  try {
+    sync_kv(tokens);
+  } catch (...) {
+    undo();
+    recover();
+    throw;
+  }
   turn_open_ = true;
   return TurnStatus::kEndOfGeneration;
+}
+
+void ChatSession::recover() {
+  fwd_.recover();
+  lookup_.settle();
+  const auto n = uint32_t(std::min<size_t>(kv_tokens_.size(), fwd_.n_past()));
+  fwd_.truncate(n);
+  kv_tokens_.resize(n);
+  lookup_.settle();
+  logits_ = {};
+  turn_open_ = false;
 }
 
 TurnResult ChatSession::generate(int32_t max_tokens, const PieceFn& on_piece,
@@ -179,7 +196,12 @@ TurnResult ChatSession::generate(int32_t max_tokens, const PieceFn& on_piece,
       break;
     }
     kv_tokens_.push_back(id);
-    logits_ = lookup_.decode(id, kv_tokens_);
+    try {
+      logits_ = lookup_.decode(id, kv_tokens_);
+    } catch (...) {
+      recover();  // the reply so far is dropped with the exception
+      throw;
+    }
   }
   // Drafted positions the reply did not use leave the cache: it mirrors kv_tokens_ again.
   lookup_.settle();

@@ -74,6 +74,9 @@ class ChatSession {
   // New sampling parameters (and seed) for the next replies; the sampler hears the tokens the
   // cache keeps at the next turn, as a fresh session's would.
   void set_sampling(const SamplerParams& sampling);
+  // An exception from a forward pass (begin_turn's prefill, a reply step) leaves the session
+  // usable: the KV cache keeps the prefix it and the session agree on, begin_turn's message is
+  // withdrawn, generate's reply is dropped.
   // Samples the reply after begin_turn: streams pieces to on_piece, stops at an end-of-generation
   // token, after max_tokens (< 0: no limit), when *stop becomes true (checked before each token),
   // or when the context is full. The reply (even a partial one) joins the conversation.
@@ -115,8 +118,11 @@ class ChatSession {
   // Makes the cache hold exactly `tokens`: keeps the common prefix, prefills the rest.
   void sync_kv(const std::vector<int32_t>& tokens);
   // begin_turn's work once messages_ holds the conversation; `undo` restores messages_ when the
-  // formatted conversation does not fit.
+  // formatted conversation does not fit, or its prefill throws.
   TurnStatus begin_formatted(const std::function<void()>& undo);
+  // After an exception from a forward pass (an I/O error of the tiers): the cache and the mirror
+  // keep the positions both hold, so the next turn works.
+  void recover();
 
   Forward& fwd_;
   const Tokenizer& tok_;

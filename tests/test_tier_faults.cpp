@@ -12,7 +12,9 @@
 #include "engine/forward.h"
 #include "engine/knobs.h"
 #include "engine/model.h"
+#include "engine/session.h"
 #include "engine/sysmem.h"
+#include "engine/tokenizer.h"
 #include "io/check.h"
 #include "placement/plan.h"
 #include "tier_test_util.h"
@@ -148,6 +150,47 @@ TEST_F(TierFaults, InjectedReadErrorsNameFileAndOffset) {
     const std::string msg = error_of([&] { fwd.prefill(tokens(m.config().n_vocab, 16, 3)); });
     EXPECT_NE(msg.find(model_path_.string() + ": "), std::string::npos) << msg;
     EXPECT_NE(msg.find(kind == 0 ? "at offset" : "short read at offset"), std::string::npos) << msg;
+  }
+}
+
+// A read error inside a chat turn — `strata serve` keeps serving after one — leaves the session
+// usable: the next request gets a fresh session's reply, whether the error struck the prefill or
+// a reply step, and the KV cache and the session agree (no assertion at the next turn).
+TEST_F(TierFaults, ChatSessionRecoversFromAReadError) {
+  const Model m = Model::load(model_path_.string());
+  const engine::Tokenizer tok = engine::Tokenizer::from_gguf(m.file());
+  const engine::ChatFamily family = engine::chat_family_for_template(tok.vocab().chat_template());
+  engine::SamplerParams sp;
+  sp.temperature = 0;
+  const std::vector<engine::ChatMessage> conv = {{"system", "Be brief."},
+                                                 {"user", "Tell me about foxes."}};
+  std::string want;
+  uint64_t prefill_reads = 0, all_reads = 0;
+  {
+    ExpertSource src(m, min_options(m));
+    Forward fwd(m, forward_options(&src));
+    engine::ChatSession s(fwd, tok, family, sp);
+    s.begin_messages(conv);
+    prefill_reads = src.store()->counters().reads;
+    want = s.generate(16, nullptr).text;
+    all_reads = src.store()->counters().reads;
+  }
+  ASSERT_GT(all_reads, prefill_reads + 4);
+  for (const uint64_t at : {prefill_reads / 2, (prefill_reads + all_reads) / 2}) {
+    SCOPED_TRACE(at < prefill_reads ? "in the prefill" : "in a reply step");
+    TierOptions o = min_options(m);
+    o.faults.fail_read = int64_t(at);
+    ExpertSource src(m, o);
+    Forward fwd(m, forward_options(&src));
+    engine::ChatSession s(fwd, tok, family, sp);
+    const std::string msg = error_of([&] {
+      s.begin_messages(conv);
+      s.generate(16, nullptr);
+    });
+    EXPECT_NE(msg.find("Input/output error"), std::string::npos) << msg;
+    EXPECT_EQ(s.kv_tokens().size(), fwd.n_past());
+    ASSERT_EQ(s.begin_messages(conv), engine::TurnStatus::kEndOfGeneration);
+    EXPECT_EQ(s.generate(16, nullptr).text, want);
   }
 }
 

@@ -582,6 +582,24 @@ ExpertView ExpertStore::get(int layer, int expert) {
   return v;
 }
 
+void ExpertStore::recover() {
+  while (in_flight() > 0) {
+    try {
+      drain(true);
+    } catch (const Error&) {
+      // Another read of the failed batch: its slot is emptied below.
+    }
+  }
+  if (cache_) {
+    for (int s = 0; s < cache_->n_slots(); ++s) {
+      if (cache_->state(s) != ExpertCache::SlotState::kFilling) continue;
+      pending_reads_[s] = 0;
+      cache_->abort_fill(s);
+    }
+  }
+  for (int l = 0; l < plan_.n_layer(); ++l) release(l);
+}
+
 void ExpertStore::release(int layer) {
   STRATA_ASSERT(layer >= 0 && layer < plan_.n_layer(), "layer {}", layer);
   for (const Active& a : active_[layer]) cache_->release(a.slot);

@@ -208,6 +208,10 @@ class ExpertStore {
   void note_repin_pass() { ++counters_.repin_passes; }
   // Unpins every slot prepare/get pinned for this layer.
   void release(int layer);
+  // After an exception (a failed read or frame) left reads in flight, slots filling and layers
+  // pinned: waits for everything still out (errors already raised are not raised again), empties
+  // the slots whose fill did not complete and unpins every layer, so the next token starts clean.
+  void recover();
   // Unpins only these experts' slots (a prefill chunk computes a layer's SSD experts in groups
   // that together exceed the cache; the next group stays pinned while this one is released).
   void release(int layer, std::span<const int> experts);

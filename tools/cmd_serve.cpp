@@ -267,6 +267,16 @@ class DecodeClock {
   bool have_last_ = false;
 };
 
+std::string describe(std::exception_ptr ep) {
+  try {
+    std::rethrow_exception(ep);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
 std::string dump(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
@@ -298,6 +308,14 @@ class Server {
                                  "invalid_request_error"),
                       "application/json");
     });
+    // An engine error mid-reply (an I/O error of the tiers): a 500 with the one line; the session
+    // recovered (ChatSession::recover) and the next request runs.
+    http_.set_exception_handler(
+        [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+          res.status = 500;
+          res.set_content(error_body(describe(ep), "server_error"), "application/json");
+          fmt::print(stderr, "serve: {} {} 500: {}\n", req.method, req.path, describe(ep));
+        });
     http_.set_logger([](const httplib::Request& req, const httplib::Response& res) {
       if (req.path != "/v1/chat/completions")
         fmt::print(stderr, "serve: {} {} {}\n", req.method, req.path, res.status);
@@ -337,7 +355,9 @@ class Server {
     try {
       st = session_.begin_messages(r.messages);
     } catch (const Error& e) {
-      reply_error(res, 400, e.what());  // a bad token id, a full context ...
+      // A bad value (a token id the vocabulary lacks ...) is the request's; the rest (an I/O
+      // error of the tiers) is the server's.
+      reply_error(res, e.kind() == ErrorKind::kBadValue ? 400 : 500, e.what());
       return;
     }
     if (st == engine::TurnStatus::kPromptTooLong) {
@@ -376,45 +396,56 @@ class Server {
       return;
     }
     res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(
-        "text/event-stream", [this, r, id, lock, t0](size_t, httplib::DataSink& sink) {
-          const auto event = [&](const json& delta, const char* finish) {
-            const json chunk = {{"id", id},
-                                {"object", "chat.completion.chunk"},
-                                {"created", unix_now()},
-                                {"model", model_id_},
-                                {"choices",
-                                 {{{"index", 0},
-                                   {"delta", delta},
-                                   {"finish_reason", finish ? json(finish) : json(nullptr)}}}}};
-            const std::string line = "data: " + dump(chunk) + "\n\n";
-            return sink.write(line.data(), line.size());
-          };
-          bool gone = !event({{"role", "assistant"}, {"content", ""}}, nullptr);
-          StopFilter filter(r.stop);
-          DecodeClock clock(prof_, session_);
-          const engine::TurnResult t = session_.generate(
-              r.max_tokens,
-              [&](std::string_view piece) {
-                clock.tick();
-                const std::string text = filter.add(piece);
-                if (!text.empty() && !gone) gone = !event({{"content", text}}, nullptr);
-                if (filter.stopped() || gone) stop_reply_.store(true);  // client left: stop
-              },
-              &stop_reply_);
-          if (!gone) {
-            if (!filter.stopped())
-              if (const std::string rest = filter.flush(); !rest.empty())
-                gone = !event({{"content", rest}}, nullptr);
-            if (!gone) event(json::object(), finish_reason(t.status, filter.stopped()));
-            const std::string done = "data: [DONE]\n\n";
-            sink.write(done.data(), done.size());
-            sink.done();
-          }
-          log(t.stats, t0, gone ? " (client gone: stopped)" : " (streamed)");
-          lock->unlock();
-          return !gone;
-        });
+    res.set_chunked_content_provider("text/event-stream", [this, r, id, lock, t0](
+                                                              size_t, httplib::DataSink& sink) {
+      const auto event = [&](const json& delta, const char* finish) {
+        const json chunk = {{"id", id},
+                            {"object", "chat.completion.chunk"},
+                            {"created", unix_now()},
+                            {"model", model_id_},
+                            {"choices",
+                             {{{"index", 0},
+                               {"delta", delta},
+                               {"finish_reason", finish ? json(finish) : json(nullptr)}}}}};
+        const std::string line = "data: " + dump(chunk) + "\n\n";
+        return sink.write(line.data(), line.size());
+      };
+      bool gone = !event({{"role", "assistant"}, {"content", ""}}, nullptr);
+      StopFilter filter(r.stop);
+      DecodeClock clock(prof_, session_);
+      engine::TurnResult t;
+      try {
+        t = session_.generate(
+            r.max_tokens,
+            [&](std::string_view piece) {
+              clock.tick();
+              const std::string text = filter.add(piece);
+              if (!text.empty() && !gone) gone = !event({{"content", text}}, nullptr);
+              if (filter.stopped() || gone) stop_reply_.store(true);  // client left: stop
+            },
+            &stop_reply_);
+      } catch (const std::exception& e) {
+        // The headers are gone: the error is the stream's last event.
+        const std::string line =
+            "data: " + error_body(e.what(), "server_error") + "\n\ndata: [DONE]\n\n";
+        if (!gone) sink.write(line.data(), line.size());
+        fmt::print(stderr, "serve: POST /v1/chat/completions (streamed) failed: {}\n", e.what());
+        lock->unlock();
+        return false;
+      }
+      if (!gone) {
+        if (!filter.stopped())
+          if (const std::string rest = filter.flush(); !rest.empty())
+            gone = !event({{"content", rest}}, nullptr);
+        if (!gone) event(json::object(), finish_reason(t.status, filter.stopped()));
+        const std::string done = "data: [DONE]\n\n";
+        sink.write(done.data(), done.size());
+        sink.done();
+      }
+      log(t.stats, t0, gone ? " (client gone: stopped)" : " (streamed)");
+      lock->unlock();
+      return !gone;
+    });
   }
 
   static json usage(const engine::TurnStats& s) {
