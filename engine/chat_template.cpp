@@ -177,6 +177,15 @@ std::optional<ChatFamily> detect_chat_family(std::string_view tmpl) {
   return std::nullopt;
 }
 
+ChatFamily chat_family_choice(std::string_view override_name, std::string_view model_template) {
+  if (override_name.empty()) return chat_family_for_template(model_template);
+  const auto f = chat_family_from_name(override_name);
+  if (!f)
+    fail(ErrorKind::kBadValue, "--chat-template: unknown name '{}'; accepted: {}", override_name,
+         chat_family_names());
+  return *f;
+}
+
 ChatFamily chat_family_for_template(std::string_view tmpl) {
   if (const auto f = detect_chat_family(tmpl)) return *f;
   if (tmpl.empty()) {

@@ -77,6 +77,9 @@ std::optional<ChatFamily> detect_chat_family(std::string_view tmpl);
 // The same, but an unrecognised template throws strata::Error (kUnsupported) saying so and
 // listing the names a --chat-template override accepts.
 ChatFamily chat_family_for_template(std::string_view tmpl);
+// What `--chat-template NAME` asks for, else the model's template (chat_family_for_template); an
+// unknown name is Error(kBadValue) listing the accepted ones.
+ChatFamily chat_family_choice(std::string_view override_name, std::string_view model_template);
 
 // The prompt for msgs; add_assistant appends the assistant turn opener (add_generation_prompt).
 std::string format_chat(ChatFamily family, std::span<const ChatMessage> msgs, bool add_assistant);

@@ -383,16 +383,8 @@ int run_chat(ChatOptions o) {
   const engine::ModelConfig& cfg = model.config();
   const engine::Tokenizer tok = engine::Tokenizer::from_gguf(model.file());
 
-  engine::ChatFamily family;
-  if (!o.chat_template.empty()) {
-    const auto f = engine::chat_family_from_name(o.chat_template);
-    if (!f)
-      fail(ErrorKind::kBadValue, "--chat-template: unknown name '{}'; accepted: {}",
-           o.chat_template, engine::chat_family_names());
-    family = *f;
-  } else {
-    family = engine::chat_family_for_template(tok.vocab().chat_template());
-  }
+  const engine::ChatFamily family =
+      engine::chat_family_choice(o.chat_template, tok.vocab().chat_template());
 
   engine::ForwardOptions fo;
   fo.n_ctx =
@@ -483,12 +475,7 @@ void add_chat(CLI::App& app, CommandFn& run) {
   cmd->add_option(
       "--chat-template", o->chat_template,
       "Built-in chat format instead of the model's template: " + engine::chat_family_names());
-  cmd->add_option("--temp", o->sampling.temperature, "Temperature; <= 0 is greedy (default 0.8)");
-  cmd->add_option("--top-k", o->sampling.top_k, "Top-k; <= 0 is off (default 40)");
-  cmd->add_option("--top-p", o->sampling.top_p, "Top-p; >= 1 is off (default 0.95)");
-  cmd->add_option("--min-p", o->sampling.min_p, "Min-p; <= 0 is off (default 0.05)");
-  cmd->add_option("--repeat-penalty", o->sampling.repeat_penalty,
-                  "Repetition penalty over the last 64 tokens; 1 is off (default 1)");
+  add_sampling_flags(cmd, o->sampling);
   cmd->add_option("--seed", o->seed, "Sampling seed (default: random, printed on stderr)");
   cmd->add_option("--ubatch", o->ubatch, "Prefill chunk size in tokens (default 512)");
   cmd->add_option(

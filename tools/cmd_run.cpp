@@ -168,12 +168,7 @@ void add_run(CLI::App& app, CommandFn& run) {
   cmd->add_option("-m,--model", o->model, "GGUF model file")->required();
   cmd->add_option("-p,--prompt", o->prompt, "Prompt text")->required();
   cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate (default 64)");
-  cmd->add_option("--temp", o->sampling.temperature, "Temperature; <= 0 is greedy (default 0.8)");
-  cmd->add_option("--top-k", o->sampling.top_k, "Top-k; <= 0 is off (default 40)");
-  cmd->add_option("--top-p", o->sampling.top_p, "Top-p; >= 1 is off (default 0.95)");
-  cmd->add_option("--min-p", o->sampling.min_p, "Min-p; <= 0 is off (default 0.05)");
-  cmd->add_option("--repeat-penalty", o->sampling.repeat_penalty,
-                  "Repetition penalty over the last 64 tokens; 1 is off (default 1)");
+  add_sampling_flags(cmd, o->sampling);
   cmd->add_option("--seed", o->seed, "Sampling seed (default: random, printed on stderr)");
   cmd->add_option("--ubatch", o->ubatch, "Prefill chunk size in tokens (default 512)");
   cmd->add_option("--ctx", o->ctx, "KV cache size (default: prompt + -n)");

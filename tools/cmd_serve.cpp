@@ -498,16 +498,8 @@ int run_serve(ServeOptions o) {
   engine::Model model = engine::Model::load(o.model);
   const engine::ModelConfig& cfg = model.config();
   const engine::Tokenizer tok = engine::Tokenizer::from_gguf(model.file());
-  engine::ChatFamily family;
-  if (!o.chat_template.empty()) {
-    const auto f = engine::chat_family_from_name(o.chat_template);
-    if (!f)
-      fail(ErrorKind::kBadValue, "--chat-template: unknown name '{}'; accepted: {}",
-           o.chat_template, engine::chat_family_names());
-    family = *f;
-  } else {
-    family = engine::chat_family_for_template(tok.vocab().chat_template());
-  }
+  const engine::ChatFamily family =
+      engine::chat_family_choice(o.chat_template, tok.vocab().chat_template());
 
   // SIGINT / SIGTERM go to one thread that stops the server: blocked here, before any other
   // thread starts, so every thread inherits the mask.
@@ -570,13 +562,7 @@ void add_serve(CLI::App& app, CommandFn& run) {
   cmd->add_option(
       "--chat-template", o->chat_template,
       "Built-in chat format instead of the model's template: " + engine::chat_family_names());
-  cmd->add_option("--temp", o->sampling.temperature,
-                  "Default temperature for requests that do not give one (default 0.8)");
-  cmd->add_option("--top-k", o->sampling.top_k, "Default top-k (default 40)");
-  cmd->add_option("--top-p", o->sampling.top_p, "Default top-p (default 0.95)");
-  cmd->add_option("--min-p", o->sampling.min_p, "Default min-p (default 0.05)");
-  cmd->add_option("--repeat-penalty", o->sampling.repeat_penalty,
-                  "Default repetition penalty (default 1: off)");
+  add_sampling_flags(cmd, o->sampling);  // the defaults of requests that do not say
   cmd->add_option("--ubatch", o->ubatch, "Prefill chunk size in tokens (default 512)");
   cmd->add_option(
       "--ctx", o->ctx,

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "engine/knobs.h"
+#include "engine/sampler.h"
 
 namespace strata::tools {
 
@@ -23,6 +24,16 @@ inline void add_knob_flags(CLI::App* cmd, KnobOverrides& out) {
            std::string(k.doc) + " (env " + name + ")")
         ->group("Knobs (also env vars; see `strata knobs`)");
   }
+}
+
+// --temp, --top-k, --top-p, --min-p, --repeat-penalty into p (run, chat; serve's defaults).
+inline void add_sampling_flags(CLI::App* cmd, engine::SamplerParams& p) {
+  cmd->add_option("--temp", p.temperature, "Temperature; <= 0 is greedy (default 0.8)");
+  cmd->add_option("--top-k", p.top_k, "Top-k; <= 0 is off (default 40)");
+  cmd->add_option("--top-p", p.top_p, "Top-p; >= 1 is off (default 0.95)");
+  cmd->add_option("--min-p", p.min_p, "Min-p; <= 0 is off (default 0.05)");
+  cmd->add_option("--repeat-penalty", p.repeat_penalty,
+                  "Repetition penalty over the last 64 tokens; 1 is off (default 1)");
 }
 
 // Loads the knobs and prints the load warnings once on stderr.
