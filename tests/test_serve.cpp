@@ -296,6 +296,18 @@ TEST_F(Serve, BadRequestsAre400sAndTheServerGoesOn) {
   EXPECT_EQ(ok["choices"][0]["finish_reason"], "length");
 }
 
+// A second server on the same port is a one-line error, not a server sharing its connections.
+TEST_F(Serve, PortInUseIsAnError) {
+  const std::string cmd =
+      fmt::format("VRAM_GB=0 '{}' serve -m '{}' -t 2 --port {} > /dev/null 2> '{}'",
+                  kStrata.string(), kModel.string(), port_, (dir_ / "second.err").string());
+  const int status = std::system(cmd.c_str());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << status;
+  EXPECT_NE(slurp(dir_ / "second.err").find(fmt::format("cannot listen on 127.0.0.1:{}", port_)),
+            std::string::npos)
+      << slurp(dir_ / "second.err");
+}
+
 // Last: SIGINT stops the server, which exits 0.
 TEST_F(Serve, ZSigintStopsTheServer) {
   ASSERT_EQ(kill(pid_, SIGINT), 0);

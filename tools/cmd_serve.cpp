@@ -10,6 +10,7 @@
 #include <httplib.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -286,6 +287,12 @@ class Server {
   Server(const ServeOptions& o, engine::ChatSession& session, std::string model_id,
          engine::Profiler* prof)
       : o_(o), session_(session), model_id_(std::move(model_id)), prof_(prof) {
+    // SO_REUSEADDR only: httplib's default, SO_REUSEPORT, lets a second server bind a port that
+    // is in use and share its connections.
+    http_.set_socket_options([](int sock) {
+      const int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    });
     http_.Get("/health", [](const httplib::Request&, httplib::Response& res) {
       res.set_content(R"({"status":"ok"})", "application/json");
     });
