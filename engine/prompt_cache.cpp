@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "io/check.h"
+#include "io/fd.h"
 #include "tiers/sidecar.h"
 
 namespace strata::engine {
@@ -81,44 +82,6 @@ std::vector<std::byte> header_bytes(const Forward& fwd, std::span<const int32_t>
   return h;
 }
 
-class File {
- public:
-  File(const std::string& path, int flags) : path_(path) {
-    fd_ = ::open(path.c_str(), flags | O_CLOEXEC, 0644);
-  }
-  ~File() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  File(const File&) = delete;
-  File& operator=(const File&) = delete;
-  int fd() const { return fd_; }
-  // false at end of file before out is full (errno 0) or on an error (errno set).
-  bool read_at(uint64_t at, std::span<std::byte> out) const {
-    for (size_t got = 0; got < out.size();) {
-      const ssize_t n = pread(fd_, out.data() + got, out.size() - got, off_t(at + got));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        if (n == 0) errno = 0;
-        return false;
-      }
-      got += size_t(n);
-    }
-    return true;
-  }
-  void write_all(std::span<const std::byte> in) const {
-    for (size_t put = 0; put < in.size();) {
-      const ssize_t n = ::write(fd_, in.data() + put, in.size() - put);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) fail_sys("write", path_);
-      put += size_t(n);
-    }
-  }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-};
-
 }  // namespace
 
 uint32_t prompt_cache_flags(const Knobs& knobs) {
@@ -132,11 +95,10 @@ uint64_t save_prompt_cache(const std::string& path, const Forward& fwd,
   const std::string tmp = path + ".tmp";
   uint64_t written = 0;
   try {
-    const File f(tmp, O_WRONLY | O_CREAT | O_TRUNC);
-    if (f.fd() < 0) fail_sys("open", tmp);
+    const io::Fd f(tmp, O_WRONLY | O_CREAT | O_TRUNC);
     const std::vector<std::byte> head = header_bytes(fwd, tokens, flags);
     uint64_t sum = fold(0, head);
-    f.write_all(head);
+    f.write_at(written, head);
     written += head.size();
     const KvCache& kv = fwd.kv();
     const size_t n = tokens.size();
@@ -149,16 +111,16 @@ uint64_t save_prompt_cache(const std::string& path, const Forward& fwd,
           const std::span<const std::byte> seg(reinterpret_cast<const std::byte*>(rows),
                                                n * dim * sizeof(float));
           sum = fold(sum, seg);
-          f.write_all(seg);
+          f.write_at(written, seg);
           written += seg.size();
         }
       }
     }
     std::vector<std::byte> tail;
     put(tail, sum);
-    f.write_all(tail);
+    f.write_at(written, tail);
     written += tail.size();
-    if (fsync(f.fd()) != 0) fail_sys("fsync", tmp);
+    if (fsync(f.get()) != 0) fail_sys("fsync", tmp);
   } catch (...) {
     std::remove(tmp.c_str());
     throw;
@@ -172,54 +134,46 @@ uint64_t save_prompt_cache(const std::string& path, const Forward& fwd,
   return written;
 }
 
-PromptCacheLoad load_prompt_cache(const std::string& path, Forward& fwd,
-                                  std::span<const int32_t> want, uint32_t max_tokens,
-                                  uint32_t flags) {
-  PromptCacheLoad r;
-  fwd.reset();
-  const File f(path, O_RDONLY);
-  if (f.fd() < 0) {
-    if (errno != ENOENT) {
-      r.found = true;
-      r.ignored = fmt::format("cannot open it: {}", std::strerror(errno));
-    }
-    return r;
-  }
-  r.found = true;
+namespace {
+
+// Everything after the open: r.ignored says why the file is not used; a failed read throws.
+void read_prompt_cache(const io::Fd& f, Forward& fwd, std::span<const int32_t> want,
+                       uint32_t max_tokens, uint32_t flags, PromptCacheLoad& r) {
   struct stat st {};
-  if (fstat(f.fd(), &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (fstat(f.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
     r.ignored = "not a regular file";
-    return r;
+    return;
   }
   const uint64_t size = uint64_t(st.st_size);
   std::vector<std::byte> fixed(kFixedBytes);
-  if (size < kFixedBytes + 8 || !f.read_at(0, fixed) || std::memcmp(fixed.data(), kMagic, 8) != 0) {
+  if (size >= kFixedBytes + 8) f.read_at(0, fixed);
+  if (size < kFixedBytes + 8 || std::memcmp(fixed.data(), kMagic, 8) != 0) {
     r.ignored = "not a strata prompt cache (bad magic or too short)";
-    return r;
+    return;
   }
   if (const uint32_t v = get<uint32_t>(fixed, 8); v != kVersion) {
     r.ignored = fmt::format("version {} (this build reads {})", v, kVersion);
-    return r;
+    return;
   }
   const ModelConfig& cfg = fwd.model().config();
   const tiers::ModelFingerprint fp = tiers::model_fingerprint(fwd.model().file().parts());
   if (get<uint64_t>(fixed, 16) != fp.file_size || get<uint64_t>(fixed, 24) != fp.header_hash ||
       get<uint64_t>(fixed, 32) != fp.sample_hash) {
     r.ignored = "written for another model (fingerprint differs)";
-    return r;
+    return;
   }
   if (const uint32_t fl = get<uint32_t>(fixed, 12); fl != flags) {
     r.ignored = fmt::format(
         "written {} CUDA_DENSE=2's GPU prefill, which computes other bits than this run's",
         (fl & kPromptCacheGpuPrefill) ? "with" : "without");
-    return r;
+    return;
   }
   const uint32_t n_layer = get<uint32_t>(fixed, 40);
   const uint32_t n = get<uint32_t>(fixed, 44);
   const KvCache& kv = fwd.kv();
   if (n_layer != cfg.n_layer) {
     r.ignored = fmt::format("{} layers, the model has {}", n_layer, cfg.n_layer);
-    return r;
+    return;
   }
   // Dimensions and tokens.
   const uint64_t head_bytes = kFixedBytes + uint64_t{n_layer} * 12 + uint64_t{n} * 4;
@@ -229,20 +183,17 @@ PromptCacheLoad load_prompt_cache(const std::string& path, Forward& fwd,
   if (size != head_bytes + data_bytes + 8) {
     r.ignored = fmt::format("{} bytes where {} positions take {} (truncated?)", size, n,
                             head_bytes + data_bytes + 8);
-    return r;
+    return;
   }
   std::vector<std::byte> head(head_bytes);
-  if (!f.read_at(0, head)) {
-    r.ignored = fmt::format("read failed: {}", std::strerror(errno));
-    return r;
-  }
+  f.read_at(0, head);
   for (uint32_t il = 0; il < n_layer; ++il) {
     const size_t at = kFixedBytes + size_t{il} * 12;
     if (get<uint32_t>(head, at) != kv.n_kv_head(il) ||
         get<uint32_t>(head, at + 4) != kv.head_dim_k(il) ||
         get<uint32_t>(head, at + 8) != kv.head_dim_v(il)) {
       r.ignored = fmt::format("layer {}'s KV shape differs from this model's", il);
-      return r;
+      return;
     }
   }
   r.file_tokens.resize(n);
@@ -254,7 +205,7 @@ PromptCacheLoad load_prompt_cache(const std::string& path, Forward& fwd,
         std::mismatch(r.file_tokens.begin(), r.file_tokens.end(), want.begin(), want.end());
     use = std::min<size_t>(use, size_t(mm.first - r.file_tokens.begin()));
   }
-  if (use == 0) return r;
+  if (use == 0) return;
 
   // Every segment is read (the checksum covers them all); rows past `use` are not kept.
   uint64_t sum = fold(0, head);
@@ -271,11 +222,7 @@ PromptCacheLoad load_prompt_cache(const std::string& path, Forward& fwd,
         // The rows go straight into the cache when it has room for all n positions.
         float* into = n <= fwd.n_ctx() ? rows : (scratch.resize(floats), scratch.data());
         const std::span<std::byte> seg(reinterpret_cast<std::byte*>(into), floats * 4);
-        if (!f.read_at(at, seg)) {
-          r.ignored = fmt::format("read failed at byte {}: {}", at,
-                                  errno ? std::strerror(errno) : "file ends early");
-          return r;
-        }
+        f.read_at(at, seg);
         sum = fold(sum, seg);
         if (into != rows) std::memcpy(rows, into, use * dim * sizeof(float));
         at += seg.size();
@@ -283,12 +230,37 @@ PromptCacheLoad load_prompt_cache(const std::string& path, Forward& fwd,
     }
   }
   std::vector<std::byte> tail(8);
-  if (!f.read_at(at, tail) || get<uint64_t>(tail, 0) != sum) {
+  f.read_at(at, tail);
+  if (get<uint64_t>(tail, 0) != sum) {
     r.ignored = "checksum mismatch (the file is damaged)";
-    return r;
+    return;
   }
   fwd.restored(uint32_t(use));
   r.tokens.assign(r.file_tokens.begin(), r.file_tokens.begin() + use);
+}
+
+}  // namespace
+
+PromptCacheLoad load_prompt_cache(const std::string& path, Forward& fwd,
+                                  std::span<const int32_t> want, uint32_t max_tokens,
+                                  uint32_t flags) {
+  PromptCacheLoad r;
+  fwd.reset();
+  const io::Fd f = io::Fd::try_open(path, O_RDONLY);
+  if (!f.valid()) {
+    if (errno != ENOENT) {
+      r.found = true;
+      r.ignored = fmt::format("cannot open it: {}", std::strerror(errno));
+    }
+    return r;
+  }
+  r.found = true;
+  try {
+    read_prompt_cache(f, fwd, want, max_tokens, flags, r);
+  } catch (const FileError& e) {
+    r.ignored = e.what();
+    r.tokens.clear();
+  }
   return r;
 }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "io/check.h"
+#include "io/fd.h"
 
 namespace strata::io {
 
@@ -50,16 +51,7 @@ void PartFiles::read_at(uint64_t offset, std::span<std::byte> out) const {
   STRATA_ASSERT(p != nullptr && out.size() <= p->base + p->size - offset,
                 "read of {} bytes at {} is not inside one part", out.size(), offset);
   const int fd = fds_[static_cast<size_t>(p - parts_.data())];
-  const uint64_t local = offset - p->base;
-  uint64_t got = 0;
-  while (got < out.size()) {
-    const ssize_t n = pread(fd, out.data() + got, out.size() - got, off_t(local + got));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0)
-      throw FileError(p->path, local + got, fmt::format("read failed: {}", std::strerror(errno)));
-    if (n == 0) throw FileError(p->path, local + got, "file ends early (truncated?)");
-    got += uint64_t(n);
-  }
+  pread_all(fd, p->path, offset - p->base, out);
 }
 
 void PartFiles::drop_cache() const {

@@ -14,6 +14,7 @@
 #include <filesystem>
 
 #include "io/check.h"
+#include "io/fd.h"
 
 namespace strata::tiers {
 namespace {
@@ -60,45 +61,7 @@ uint64_t fnv1a(uint64_t h, std::span<const std::byte> bytes) {
 }
 constexpr uint64_t kFnvBasis = 14695981039346656037ull;
 
-class Fd {
- public:
-  Fd(const std::string& path, int flags, mode_t mode = 0644) : path_(path) {
-    fd_ = ::open(path.c_str(), flags | O_CLOEXEC, mode);
-    if (fd_ < 0) fail_sys("open", path);
-  }
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
-  void read_at(uint64_t offset, std::span<std::byte> out) const {
-    uint64_t got = 0;
-    while (got < out.size()) {
-      const ssize_t n = pread(fd_, out.data() + got, out.size() - got, off_t(offset + got));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0)
-        throw FileError(path_, offset + got, fmt::format("read failed: {}", std::strerror(errno)));
-      if (n == 0) throw FileError(path_, offset + got, "file ends early");
-      got += uint64_t(n);
-    }
-  }
-  void write_at(uint64_t offset, std::span<const std::byte> in) const {
-    uint64_t put = 0;
-    while (put < in.size()) {
-      const ssize_t n = pwrite(fd_, in.data() + put, in.size() - put, off_t(offset + put));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0)
-        throw FileError(path_, offset + put, fmt::format("write failed: {}", std::strerror(errno)));
-      put += uint64_t(n);
-    }
-  }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-};
+using io::Fd;
 
 // The three slices back to back.
 void read_expert(const io::PartFiles& fd, const ExpertExtents& x, std::vector<std::byte>& out) {
