@@ -2,13 +2,17 @@
 // rotated through a pool of weights far larger than the caches (each call reads fresh memory, as
 // a decode step reads each expert once). Reports effective GB/s = weight bytes / time; compare
 // with bench_membw at the same thread count (bench/RESULTS.md).
-// Also: gemm_hot/<type>/<isa>/<T>tok — one L2-resident 768 x 2048 matrix (the Qwen3-30B-A3B
-// expert shape) times T tokens, GMAC/s and GB/s of weights per pass on-CPU (1 thread): the
-// kernels' compute ceiling, which the streamed rate can only approach.
+// Also: gemm_hot/<type>/<isa>/<layout>/<T>tok — one L2-resident 768 x 2048 matrix (the
+// Qwen3-30B-A3B expert shape) in the GGUF layout (rows) or REPACK's (interleaved), times T tokens,
+// GMAC/s and GB/s of weights per pass on-CPU (1 thread): the kernels' compute ceiling, which the
+// streamed rate can only approach; and int8_peak/avx512 — independent vpdpbusd chains, the
+// core's int8 multiply-accumulate ceiling those GMAC/s are a share of (% in the counter
+// "of_int8_peak" once it has run: run it first, as the default order does).
 // Run: bench_gemv [--gemv_mib=N] [--gemv_rows=R --gemv_cols=C] [Google Benchmark flags, e.g.
 //      --benchmark_filter=Q4_0]  (R x C: the streamed matrices' shape, default 4096 x 4096;
 //      151936 x 2048 is Qwen3-30B-A3B's output head)
 #include <benchmark/benchmark.h>
+#include <immintrin.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -23,6 +27,7 @@
 #include <vector>
 
 #include "kernels/gemv.h"
+#include "kernels/interleave.h"
 #include "kernels/quant.h"
 #include "kernels/threadpool.h"
 
@@ -138,13 +143,49 @@ void BM_Gemv(benchmark::State& state, GgmlType type, Isa isa, int n_threads) {
   if (n_threads == 1) state.counters["GB/s_oncpu"] = gb / cpu;
 }
 
-void BM_GemmHot(benchmark::State& state, GgmlType type, Isa isa, int64_t n_tokens) {
+double g_int8_peak = 0;  // GMAC/s of int8_peak/avx512, once it has run
+
+// 12 independent vpdpbusd chains on registers: 64 int8 multiply-accumulates each.
+__attribute__((target("avx512f,avx512vnni"))) void BM_Int8Peak(benchmark::State& state) {
+  if (!strata::kernels::isa_supported(Isa::kAvx512)) {
+    state.SkipWithError("CPU lacks AVX-512 VNNI");
+    return;
+  }
+  constexpr int kChains = 12;
+  constexpr int64_t kRounds = 1 << 20;
+  __m512i acc[kChains];
+  for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_epi32(i);
+  __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(5);
+  const double cpu0 = thread_cpu_seconds();
+  for (auto _ : state) {
+    for (int64_t r = 0; r < kRounds; ++r) {
+#pragma GCC unroll 12
+      for (int i = 0; i < kChains; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
+      __asm__ volatile("" : "+v"(a), "+v"(b));
+    }
+    benchmark::DoNotOptimize(acc);
+  }
+  const double cpu = thread_cpu_seconds() - cpu0;
+  const double macs = static_cast<double>(state.iterations()) * kRounds * kChains * 64;
+  state.counters["GMAC/s_oncpu"] = macs / cpu / 1e9;
+  g_int8_peak = std::max(g_int8_peak, macs / cpu / 1e9);
+}
+
+void BM_GemmHot(benchmark::State& state, GgmlType type, Isa isa, bool interleaved,
+                int64_t n_tokens) {
   if (!strata::kernels::isa_supported(isa)) {
     state.SkipWithError("CPU lacks this ISA");
     return;
   }
   constexpr int64_t kHotRows = 768, kHotCols = 2048;
-  const strata::kernels::GemvKernels k = strata::kernels::gemv_kernels(type, isa);
+  const strata::kernels::WeightLayout layout =
+      interleaved ? strata::kernels::interleaved_layout(type, kHotRows, kHotCols)
+                  : strata::kernels::WeightLayout::kRows;
+  if (interleaved && layout == strata::kernels::WeightLayout::kRows) {
+    state.SkipWithError("no interleaved layout for this type");
+    return;
+  }
+  const strata::kernels::GemvKernels k = strata::kernels::gemv_kernels(type, layout, isa);
   const size_t row_bytes = strata::ggml_row_bytes(type, kHotCols);
   const GgmlType at = strata::kernels::vec_dot_type(type);
   const size_t act_bytes = strata::ggml_row_bytes(at, kHotCols);
@@ -156,6 +197,7 @@ void BM_GemmHot(benchmark::State& state, GgmlType type, Isa isa, int64_t n_token
     for (auto& v : x) v = 0.02f * normal(rng);
     strata::kernels::quantize_row(type, x.data(), w.data() + r * row_bytes, kHotCols);
   }
+  if (interleaved) strata::kernels::interleave_in_place(layout, w.data(), kHotRows, kHotCols);
   for (int64_t t = 0; t < n_tokens; ++t) {
     for (auto& v : x) v = normal(rng);
     strata::kernels::quantize_row(at, x.data(), xq.data() + t * act_bytes, kHotCols);
@@ -175,6 +217,9 @@ void BM_GemmHot(benchmark::State& state, GgmlType type, Isa isa, int64_t n_token
   const double iters = static_cast<double>(state.iterations());
   state.counters["GMAC/s_oncpu"] = iters * kHotRows * kHotCols * n_tokens / cpu / 1e9;
   state.counters["GB/s_oncpu"] = iters * static_cast<double>(w.size()) / cpu / 1e9;
+  if (g_int8_peak > 0)
+    state.counters["of_int8_peak"] =
+        iters * kHotRows * kHotCols * n_tokens / cpu / 1e9 / g_int8_peak;
 }
 
 // gemv/<type>/<isa>/<threads>t, for 1 thread and every hardware thread.
@@ -192,15 +237,24 @@ void register_all() {
             ->Unit(benchmark::kMicrosecond);
         if (n_cpu == 1) break;
       }
+  benchmark::RegisterBenchmark("int8_peak/avx512", BM_Int8Peak)
+      ->ComputeStatistics("max", max_of)
+      ->Unit(benchmark::kMillisecond);
   for (GgmlType type : kTypes)
     for (Isa isa : {Isa::kAvx2, Isa::kAvx512})
-      for (int64_t t : {1, 4, 32}) {
-        const std::string name = "gemm_hot/" + std::string(strata::ggml_type_name(type)) + "/" +
-                                 std::string(strata::kernels::isa_name(isa)) + "/" +
-                                 std::to_string(t) + "tok";
-        benchmark::RegisterBenchmark(name.c_str(), BM_GemmHot, type, isa, t)
-            ->ComputeStatistics("max", max_of)
-            ->Unit(benchmark::kMicrosecond);
+      for (bool interleaved : {false, true}) {
+        if (interleaved &&
+            strata::kernels::interleaved_layout(type) == strata::kernels::WeightLayout::kRows)
+          continue;
+        for (int64_t t : {1, 4, 8, 32}) {
+          const std::string name = "gemm_hot/" + std::string(strata::ggml_type_name(type)) + "/" +
+                                   std::string(strata::kernels::isa_name(isa)) + "/" +
+                                   (interleaved ? "interleaved/" : "rows/") + std::to_string(t) +
+                                   "tok";
+          benchmark::RegisterBenchmark(name.c_str(), BM_GemmHot, type, isa, interleaved, t)
+              ->ComputeStatistics("max", max_of)
+              ->Unit(benchmark::kMicrosecond);
+        }
       }
 }
 

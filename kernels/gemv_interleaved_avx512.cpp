@@ -11,8 +11,10 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/gemv_internal.h"
@@ -95,49 +97,102 @@ struct MXFP4Fmt {  // kMXFP4x16, a group whose first chunk is odd (kOdd) or even
   }
 };
 
+// Token t's activation block b, as the group passes read it. XRows: each token's own row and
+// XPreps (the GEMV's one token). XPacked<T>: block b of T tokens side by side (XPackBlock, built
+// once per GEMM call by pack_tokens), so every operand is one base pointer and a constant offset
+// (T row pointers and T XPrep pointers took more registers than x86 has and spilled).
+struct XRows {
+  const BlockQ8_0* const* xs;
+  const XPrep* const* preps;
+  const int8_t* qs(int t, int64_t b) const { return xs[t][b].qs; }
+  const XPrep& prep(int t, int64_t b) const { return preps[t][b]; }
+};
+template <int T>
+struct XPackBlock {
+  int8_t qs[T][kQK];
+  XPrep prep[T];
+};
+template <int T>
+struct XPacked {
+  const XPackBlock<T>* blocks;
+  const int8_t* qs(int t, int64_t b) const { return blocks[b].qs[t]; }
+  const XPrep& prep(int t, int64_t b) const { return blocks[b].prep[t]; }
+};
+
 // Block b (k = b % 8) of a 16-row group against T activation rows: lo[j] / hi[j] are the group's
 // unsigned codes for elements 4j..4j+3 / 16+4j..16+4j+3 (lane = row), offset by kBias (the
 // activation's -kBias * sum(x) is XPrep's neg * kBias / 8), dw the rows' scales:
-// acc[t][k] += (float)isum * (dw * d_x) lane by lane, the canonical step.
-template <int T, int kBias>
-inline void accumulate_block(__m512 (*acc)[8], int k, int64_t b, const __m512i* lo,
-                             const __m512i* hi, __m512 dw, const BlockQ8_0* const* xs,
-                             const XPrep* const* preps) {
+// acc(t) += (float)isum * (dw * d_x) lane by lane, the canonical step (acc(t): token t's
+// accumulator of block b, see run_blocks / run_chains).
+template <int T, int kBias, typename Acc, typename X>
+inline void accumulate_block(Acc&& acc, int64_t b, const __m512i* lo, const __m512i* hi, __m512 dw,
+                             const X& x) {
   for (int t = 0; t < T; ++t) {
     // The activation's 4-byte groups, broadcast straight from memory.
-    const int8_t* xq = xs[t][b].qs;
-    __m512i s0 = _mm512_set1_epi32(preps[t][b].neg / 8 * kBias);
+    const int8_t* xq = x.qs(t, b);
+    // neg = -8 * sum(x) exactly (prep_x), so neg * (kBias / 8) = -kBias * sum(x).
+    __m512i s0 = _mm512_set1_epi32(x.prep(t, b).neg * (kBias / 8));
     __m512i s1 = _mm512_setzero_si512();
     for (int j = 0; j < 4; ++j) {
       s0 = _mm512_dpbusd_epi32(s0, lo[j], bcast4(xq + 4 * j));
       s1 = _mm512_dpbusd_epi32(s1, hi[j], bcast4(xq + 16 + 4 * j));
     }
     const __m512i isum = _mm512_add_epi32(s0, s1);
-    const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(preps[t][b].dx));
-    acc[t][k] = _mm512_add_ps(acc[t][k], _mm512_mul_ps(_mm512_cvtepi32_ps(isum), d));
+    const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(x.prep(t, b).dx));
+    acc(t) = _mm512_add_ps(acc(t), _mm512_mul_ps(_mm512_cvtepi32_ps(isum), d));
   }
 }
 
-// A group pass over nb blocks: step(b, k) for each block b (k = b % 8, a constant in the unrolled
-// runs of 8), then the T rows' folded accumulators stored.
+// A group pass over nb blocks in block order: step(b, k, acc) for each block b (k = b % 8, a
+// constant in the unrolled runs of 8) adds token t's part into acc(t) = the canonical acc[t][k];
+// then the T rows' folded accumulators are stored. The stream-order pass of the GEMV: each line
+// is used once, so the step prefetches (kPrefetch).
 template <int T, typename Step>
-inline void run_blocks(int64_t nb, __m512 (*acc)[8], float* const* outs, Step&& step) {
+inline void run_blocks(int64_t nb, float* const* outs, Step&& step) {
+  __m512 acc[T][8];
+  for (int t = 0; t < T; ++t)
+    for (int k = 0; k < 8; ++k) acc[t][k] = _mm512_setzero_ps();
   int64_t b = 0;
   for (; b + 8 <= nb; b += 8) {
 #pragma GCC unroll 8
-    for (int k = 0; k < 8; ++k) step(b + k, k);
+    for (int k = 0; k < 8; ++k) step(b + k, k, [&](int t) -> __m512& { return acc[t][k]; });
   }
-  for (int k = 0; b + k < nb; ++k) step(b + k, k);
+  for (int k = 0; b + k < nb; ++k) step(b + k, k, [&](int t) -> __m512& { return acc[t][k]; });
   for (int t = 0; t < T; ++t) _mm512_storeu_ps(outs[t], fold_acc(acc[t]));
+}
+
+// The same sums in chain order, for GEMMs: chain k adds blocks k, k + 8, k + 16 ... — the blocks
+// of the canonical acc[t][k], in the same order — into one register per token, so T tokens hold
+// T accumulators instead of 8T (block order at T = 4 spilled: all 32 registers were
+// accumulators). The chains' sums are folded as fold_acc folds, so every output is the same bits.
+// A GEMM's group sits in L1 / L2 after its first pass; the steps do not prefetch.
+template <int T, typename Step>
+inline void run_chains(int64_t nb, float* const* outs, Step&& step) {
+  __m512 part[T][8];
+  for (int k = 0; k < 8; ++k) {
+    __m512 acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = k; b < nb; b += 8) step(b, k, [&](int t) -> __m512& { return acc[t]; });
+    for (int t = 0; t < T; ++t) part[t][k] = acc[t];
+  }
+  for (int t = 0; t < T; ++t) _mm512_storeu_ps(outs[t], fold_acc(part[t]));
+}
+
+// run_chains for GEMM passes (kChains), run_blocks for the GEMV's.
+template <int T, bool kChains, typename Step>
+inline void run_group(int64_t nb, float* const* outs, Step&& step) {
+  if constexpr (kChains)
+    run_chains<T>(nb, outs, step);
+  else
+    run_blocks<T>(nb, outs, step);
 }
 
 // One 16-row group g against T activation rows: a stream of chunks of two blocks (scales and
 // codes, Fmt's layout) Fmt::kChunk bytes apart, one L1 prefetch (non-temporal) of a chunk 8
 // chunks ahead every other block. With a table (kIQ4_NLx16, kMXFP4x16) each nibble becomes its
 // table value + 128 (vpshufb), and the offset -128 * sum(x) is 16 times Q4_0's -8 * sum(x).
-template <int T, typename Fmt>
-void group_dot(const uint8_t* g, const BlockQ8_0* const* xs, const XPrep* const* preps, int64_t nb,
-               float* const* outs) {
+template <int T, typename Fmt, bool kChains, typename X>
+void group_dot(const uint8_t* g, const X& x, int64_t nb, float* const* outs) {
   constexpr bool kTable = Fmt::kTable != nullptr;
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   [[maybe_unused]] __m512i table = m4;
@@ -145,15 +200,12 @@ void group_dot(const uint8_t* g, const BlockQ8_0* const* xs, const XPrep* const*
     table = _mm512_xor_si512(
         _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(Fmt::kTable))),
         _mm512_set1_epi8(static_cast<char>(0x80)));
-  __m512 acc[T][8];
-  for (int t = 0; t < T; ++t)
-    for (int k = 0; k < 8; ++k) acc[t][k] = _mm512_setzero_ps();
   // Block b = b8 + k with b8 a multiple of 8: offsets within the 4 chunks from b8 are constants.
-  auto step = [&](int64_t b, int k) {
+  auto step = [&](int64_t b, int k, auto&& acc) {
     const uint8_t* g8 = g + static_cast<size_t>((b - k) >> 1) * Fmt::kChunk;
     const uint8_t* qb = g8 + Fmt::codes(k);
     // The chunk's 8.5-9 lines, 8 chunks ahead.
-    if ((k & 1) == 0)
+    if (!kChains && (k & 1) == 0)
       prefetch_lines<kQ4_0x16Chunk, kToL1Nta>(g8 + static_cast<size_t>(k >> 1) * Fmt::kChunk +
                                               kQ4_0x16Prefetch / kQ4_0x16Chunk * Fmt::kChunk);
     __m512i lo[4], hi[4];
@@ -166,35 +218,31 @@ void group_dot(const uint8_t* g, const BlockQ8_0* const* xs, const XPrep* const*
         hi[j] = _mm512_shuffle_epi8(table, hi[j]);
       }
     }
-    accumulate_block<T, kTable ? 128 : 8>(acc, k, b, lo, hi, Fmt::dw(g8 + Fmt::scales(k)), xs,
-                                          preps);
+    accumulate_block<T, kTable ? 128 : 8>(acc, b, lo, hi, Fmt::dw(g8 + Fmt::scales(k)), x);
   };
-  run_blocks<T>(nb, acc, outs, step);
+  run_group<T, kChains>(nb, outs, step);
 }
 
 // One 16-row kQ8_0x16 group g (its first block odd: kOdd) against T activation rows: per block 8
 // code lines, each XORed with 0x80 (code + 128, unsigned) into one vpdpbusd against an activation
 // dword broadcast; the offset -128 * sum(x) is 16 times XPrep's -8 * sum(x). One L1 prefetch
 // (non-temporal) of the block 8 blocks ahead, as group_dot's chunks.
-template <int T, bool kOdd>
-void group_dot_q8(const uint8_t* g, const BlockQ8_0* const* xs, const XPrep* const* preps,
-                  int64_t nb, float* const* outs) {
+template <int T, bool kOdd, bool kChains, typename X>
+void group_dot_q8(const uint8_t* g, const X& x, int64_t nb, float* const* outs) {
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  __m512 acc[T][8];
-  for (int t = 0; t < T; ++t)
-    for (int k = 0; k < 8; ++k) acc[t][k] = _mm512_setzero_ps();
   // Block b = b8 + k with b8 a multiple of 8 (even): offsets from b8's block are constants.
-  auto step = [&](int64_t b, int k) {
+  auto step = [&](int64_t b, int k, auto&& acc) {
     const uint8_t* g8 = g + static_cast<size_t>(b - k) * kUnit544;
     const uint8_t* qb = g8 + q8_0x16_code_offset(k, kOdd);
-    prefetch_lines<kQ4_0x16Chunk, kToL1Nta>(g8 + static_cast<size_t>(k + 8) * kUnit544);
+    if (!kChains)
+      prefetch_lines<kQ4_0x16Chunk, kToL1Nta>(g8 + static_cast<size_t>(k + 8) * kUnit544);
     __m512i c[8];  // code lines 0-3: elements 0-15, 4-7: 16-31
     for (int j = 0; j < 8; ++j) c[j] = _mm512_xor_si512(_mm512_loadu_si512(qb + 64 * j), flip);
     const __m512 dw = _mm512_cvtph_ps(
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g8 + q8_0x16_scale_offset(k, kOdd))));
-    accumulate_block<T, 128>(acc, k, b, c, c + 4, dw, xs, preps);
+    accumulate_block<T, 128>(acc, b, c, c + 4, dw, x);
   };
-  run_blocks<T>(nb, acc, outs, step);
+  run_group<T, kChains>(nb, outs, step);
 }
 
 // One 16-row kQ5_0x16 / kQ4_1x16 / kQ5_1x16 group (B32Parts<kMin, kHigh>) against T activation
@@ -204,18 +252,14 @@ void group_dot_q8(const uint8_t* g, const BlockQ8_0* const* xs, const XPrep* con
 // activation's sum (16 x sum(x) = -2 x XPrep's neg); Q4_1 / Q5_1: r_b = (float)isum * (d_w * d_x) +
 // m_w * (d_x * (float)sum(x)), gemv.cpp's step. One L1 prefetch (non-temporal) of a chunk 8 chunks
 // ahead every other block, as group_dot's.
-template <int T, bool kMin, bool kHigh>
-void group_dot_b32(const uint8_t* g, const BlockQ8_0* const* xs, const XPrep* const* preps,
-                   int64_t nb, float* const* outs) {
+template <int T, bool kMin, bool kHigh, bool kChains, typename X>
+void group_dot_b32(const uint8_t* g, const X& x, int64_t nb, float* const* outs) {
   using P = B32Parts<kMin, kHigh>;
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   const __m512i c16 = _mm512_set1_epi8(16);
-  __m512 acc[T][8];
-  for (int t = 0; t < T; ++t)
-    for (int k = 0; k < 8; ++k) acc[t][k] = _mm512_setzero_ps();
-  auto step = [&](int64_t b, int k) {
+  auto step = [&](int64_t b, int k, auto&& acc) {
     const uint8_t* g8 = g + static_cast<size_t>(b - k) / 2 * P::kChunk;
-    if ((k & 1) == 0)
+    if (!kChains && (k & 1) == 0)
       prefetch_lines<P::kChunk, kToL1Nta>(g8 + P::chunk(k) + kB32PrefetchChunks * P::kChunk);
     const uint8_t* qb = g8 + P::codes(k);
     [[maybe_unused]] __m512i qh;
@@ -237,23 +281,23 @@ void group_dot_b32(const uint8_t* g, const BlockQ8_0* const* xs, const XPrep* co
     if constexpr (kMin)
       mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g8 + P::m(k))));
     for (int t = 0; t < T; ++t) {
-      const int8_t* xq = xs[t][b].qs;
-      __m512i s0 = kMin ? _mm512_setzero_si512() : _mm512_set1_epi32(2 * preps[t][b].neg);
+      const int8_t* xq = x.qs(t, b);
+      __m512i s0 = kMin ? _mm512_setzero_si512() : _mm512_set1_epi32(2 * x.prep(t, b).neg);
       __m512i s1 = _mm512_setzero_si512();
       for (int j = 0; j < 4; ++j) {
         s0 = _mm512_dpbusd_epi32(s0, lo[j], bcast4(xq + 4 * j));
         s1 = _mm512_dpbusd_epi32(s1, hi[j], bcast4(xq + 16 + 4 * j));
       }
-      const __m512 dx = _mm512_set1_ps(preps[t][b].dx);
+      const __m512 dx = _mm512_set1_ps(x.prep(t, b).dx);
       __m512 r = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), _mm512_mul_ps(dw, dx));
       if constexpr (kMin) {
-        const float xsum = static_cast<float>(-preps[t][b].neg / 8);
+        const float xsum = static_cast<float>(-x.prep(t, b).neg / 8);
         r = _mm512_add_ps(r, _mm512_mul_ps(mw, _mm512_mul_ps(dx, _mm512_set1_ps(xsum))));
       }
-      acc[t][k] = _mm512_add_ps(acc[t][k], r);
+      acc(t) = _mm512_add_ps(acc(t), r);
     }
   };
-  run_blocks<T>(nb, acc, outs, step);
+  run_group<T, kChains>(nb, outs, step);
 }
 
 // Both groups of a kQ4_0x32 pair against one activation row in one pass over the pair's one
@@ -318,32 +362,32 @@ void pair_dot(const uint8_t* p, const BlockQ8_0* x, const XPrep* prep, int64_t n
 
 // Group g (its first row r) of a kLayout matrix against T activation rows (kQ4_0x32: one group of
 // a pair, its chunks kQ4_0x32Stride apart).
-template <int T, WeightLayout kLayout>
-void layout_group_dot(const uint8_t* g, int64_t r, const BlockQ8_0* const* xs,
-                      const XPrep* const* preps, int64_t nb, float* const* outs) {
+// kChains: chain order (run_chains, the GEMM's passes), else block order (the GEMV's).
+template <int T, WeightLayout kLayout, bool kChains, typename X>
+void layout_group_dot(const uint8_t* g, int64_t r, const X& x, int64_t nb, float* const* outs) {
   if constexpr (kLayout == WeightLayout::kQ4_0x32) {
-    group_dot<T, Q4_0Fmt<kQ4_0x32Stride>>(g, xs, preps, nb, outs);
+    group_dot<T, Q4_0Fmt<kQ4_0x32Stride>, kChains>(g, x, nb, outs);
   } else if constexpr (kLayout == WeightLayout::kIQ4_NLx16) {
-    group_dot<T, IQ4_NLFmt>(g, xs, preps, nb, outs);
+    group_dot<T, IQ4_NLFmt, kChains>(g, x, nb, outs);
   } else if constexpr (kLayout == WeightLayout::kMXFP4x16) {
     if (mxfp4x16_group_odd(r, nb))
-      group_dot<T, MXFP4Fmt<true>>(g, xs, preps, nb, outs);
+      group_dot<T, MXFP4Fmt<true>, kChains>(g, x, nb, outs);
     else
-      group_dot<T, MXFP4Fmt<false>>(g, xs, preps, nb, outs);
+      group_dot<T, MXFP4Fmt<false>, kChains>(g, x, nb, outs);
   } else if constexpr (kLayout == WeightLayout::kQ8_0x16) {
     if (q8_0x16_group_odd(r, nb))
-      group_dot_q8<T, true>(g, xs, preps, nb, outs);
+      group_dot_q8<T, true, kChains>(g, x, nb, outs);
     else
-      group_dot_q8<T, false>(g, xs, preps, nb, outs);
+      group_dot_q8<T, false, kChains>(g, x, nb, outs);
   } else if constexpr (kLayout == WeightLayout::kQ5_0x16) {
-    group_dot_b32<T, false, true>(g, xs, preps, nb, outs);
+    group_dot_b32<T, false, true, kChains>(g, x, nb, outs);
   } else if constexpr (kLayout == WeightLayout::kQ4_1x16) {
-    group_dot_b32<T, true, false>(g, xs, preps, nb, outs);
+    group_dot_b32<T, true, false, kChains>(g, x, nb, outs);
   } else if constexpr (kLayout == WeightLayout::kQ5_1x16) {
-    group_dot_b32<T, true, true>(g, xs, preps, nb, outs);
+    group_dot_b32<T, true, true, kChains>(g, x, nb, outs);
   } else {
     static_assert(kLayout == WeightLayout::kQ4_0x16);
-    group_dot<T, Q4_0Fmt<kQ4_0x16Chunk>>(g, xs, preps, nb, outs);
+    group_dot<T, Q4_0Fmt<kQ4_0x16Chunk>, kChains>(g, x, nb, outs);
   }
 }
 
@@ -365,18 +409,51 @@ void gemv_b32(const void* w, size_t row_stride, const void* xq, float* y, int64_
         [&](const uint8_t* p, int64_t r) { pair_dot(p, x, prep, nb, y + r); },
         [&](const uint8_t* g, int64_t r) {
           float* out = y + r;
-          layout_group_dot<1, kLayout>(g, r, &x, &prep, nb, &out);
+          layout_group_dot<1, kLayout, false>(g, r, XRows{&x, &prep}, nb, &out);
         });
   } else {
     for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
       float* out = y + r;
-      layout_group_dot<1, kLayout>(g, r, &x, &prep, nb, &out);
+      layout_group_dot<1, kLayout, false>(g, r, XRows{&x, &prep}, nb, &out);
     });
   }
 }
 
-// GEMM: 4 tokens per pass over a group (the group stays in L1 / L2 for the rest), group by group
-// (kQ4_0x32: each group of a pair on its own, its chunks kQ4_0x32Stride apart).
+// Tokens per GEMM pass over a group (run_chains: one accumulator each).
+#ifndef STRATA_GEMM_TOKENS
+#define STRATA_GEMM_TOKENS 8
+#endif
+constexpr int kGemmTokens = STRATA_GEMM_TOKENS;
+
+// The token batches of a GEMM over n_tokens: kGemmTokens at a time, then 4, 2 and 1 for what is
+// left. fn(std::integral_constant<int, T>, first token, offset of its XPackBlock<T> run).
+template <typename Fn>
+inline void for_batches(int64_t n_tokens, int64_t nb, Fn&& fn) {
+  int64_t t = 0;
+  size_t at = 0;
+  auto batch = [&](auto tokens) {
+    constexpr int T = decltype(tokens)::value;
+    fn(tokens, t, at);
+    t += T;
+    at += static_cast<size_t>(nb) * sizeof(XPackBlock<T>);
+  };
+  while (t + kGemmTokens <= n_tokens) batch(std::integral_constant<int, kGemmTokens>{});
+  if (t + 4 <= n_tokens) batch(std::integral_constant<int, 4>{});
+  if (t + 2 <= n_tokens) batch(std::integral_constant<int, 2>{});
+  if (t < n_tokens) batch(std::integral_constant<int, 1>{});
+}
+
+// This thread's scratch for a GEMM's packed tokens (grows on first use, then never allocates).
+std::byte* pack_buffer(size_t bytes) {
+  thread_local std::vector<uint64_t> buf;
+  if (buf.size() * sizeof(uint64_t) < bytes) buf.resize((bytes + 7) / 8);
+  return reinterpret_cast<std::byte*>(buf.data());
+}
+
+// GEMM: the tokens in batches (for_batches), each batch packed once (XPackBlock) and run over a
+// group in one chain-order pass (the group stays in L1 / L2 for the other batches), group by group
+// (kQ4_0x32: each group of a pair on its own, its chunks kQ4_0x32Stride apart; a lone token runs
+// the GEMV's block-order pass). Every output is the GEMV's bits.
 template <WeightLayout kLayout>
 void gemm_b32(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
               size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
@@ -384,32 +461,31 @@ void gemm_b32(const void* w, size_t row_stride, const void* xq, size_t xq_stride
   const int64_t nb = n_cols / kQK;
   const auto* xbase = static_cast<const uint8_t*>(xq);
   auto xt = [&](int64_t t) { return reinterpret_cast<const BlockQ8_0*>(xbase + t * xq_stride); };
-  XPrep* prep = prep_buffer(nb, n_tokens);
-  for (int64_t t = 0; t < n_tokens; ++t) prep_x(xt(t), nb, prep + t * nb);
-  // n_groups (1, or 2 for a whole kQ4_0x32 pair) groups from g on, their first row r: each batch
-  // of 4 tokens over every group in turn, so the pair is streamed once and stays in L1 for the
-  // rest.
+  std::byte* pack = pack_buffer(static_cast<size_t>(n_tokens * nb) * (kQK + sizeof(XPrep)));
+  for_batches(n_tokens, nb, [&](auto tokens, int64_t t, size_t at) {
+    constexpr int T = decltype(tokens)::value;
+    auto* blocks = reinterpret_cast<XPackBlock<T>*>(pack + at);
+    for (int64_t b = 0; b < nb; ++b)
+      for (int j = 0; j < T; ++j) {
+        const BlockQ8_0& x = xt(t + j)[b];
+        std::memcpy(blocks[b].qs[j], x.qs, kQK);
+        prep_x(&x, 1, &blocks[b].prep[j]);
+      }
+  });
+  // Every batch over n_groups (1, or 2 for a whole kQ4_0x32 pair) groups from g on (their first
+  // row r) in turn, so a pair is streamed once and stays in L1 for the rest.
   auto groups = [&](const uint8_t* g, int64_t r, int n_groups) {
-    int64_t t = 0;
-    for (; t + 4 <= n_tokens; t += 4) {
-      const BlockQ8_0* xs[4] = {xt(t), xt(t + 1), xt(t + 2), xt(t + 3)};
-      const XPrep* ps[4] = {prep + t * nb, prep + (t + 1) * nb, prep + (t + 2) * nb,
-                            prep + (t + 3) * nb};
+    for_batches(n_tokens, nb, [&](auto tokens, int64_t t, size_t at) {
+      constexpr int T = decltype(tokens)::value;
       for (int i = 0; i < n_groups; ++i) {
         const int64_t ri = r + 16 * i;
-        float* outs[4] = {y + t * y_stride + ri, y + (t + 1) * y_stride + ri,
-                          y + (t + 2) * y_stride + ri, y + (t + 3) * y_stride + ri};
-        layout_group_dot<4, kLayout>(g + i * kQ4_0x16Chunk, ri, xs, ps, nb, outs);
+        float* outs[T];
+        for (int j = 0; j < T; ++j) outs[j] = y + (t + j) * y_stride + ri;
+        const uint8_t* gi = g + i * kQ4_0x16Chunk;
+        const XPacked<T> x{reinterpret_cast<const XPackBlock<T>*>(pack + at)};
+        layout_group_dot<T, kLayout, (T > 1)>(gi, ri, x, nb, outs);
       }
-    }
-    for (; t < n_tokens; ++t) {
-      const BlockQ8_0* x = xt(t);
-      const XPrep* p = prep + t * nb;
-      for (int i = 0; i < n_groups; ++i) {
-        float* out = y + t * y_stride + r + 16 * i;
-        layout_group_dot<1, kLayout>(g + i * kQ4_0x16Chunk, r + 16 * i, &x, &p, nb, &out);
-      }
-    }
+    });
   };
   if constexpr (kLayout == WeightLayout::kQ4_0x32) {
     for_pairs(

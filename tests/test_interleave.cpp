@@ -452,7 +452,7 @@ TEST_P(InterleaveKernels, EqualTheGgufLayoutsBitForBit) {
         const std::vector<uint8_t> w = random_weights(type, rows, cols, rng);
         std::vector<uint8_t> packed(w.size());
         interleave(layout, w.data(), packed.data(), rows, cols);
-        const int64_t n_tok = 7;
+        const int64_t n_tok = 19;
         const GgmlType vdt = vec_dot_type(type);
         const size_t xs = ggml_row_bytes(vdt, static_cast<uint64_t>(cols));
         const std::vector<uint8_t> x =
@@ -487,8 +487,9 @@ TEST_P(InterleaveKernels, EqualTheGgufLayoutsBitForBit) {
             else
               EXPECT_EQ(std::bit_cast<uint32_t>(part[r]), std::bit_cast<uint32_t>(want[r])) << r;
           }
-          // GEMM over 1..7 tokens (the 4-token pass, its tail) == GEMV per token.
-          for (int64_t m : {1, 2, 3, 4, 5, 7}) {
+          // GEMM over 1..19 tokens (the full passes of 8 or 4 tokens, each tail) == GEMV per
+          // token.
+          for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 19}) {
             std::vector<float> g(static_cast<size_t>(m * rows), std::bit_cast<float>(kGuardBits));
             k.gemm(packed.data(), row_bytes, x.data(), xs, g.data(), static_cast<size_t>(rows), m,
                    0, rows, cols);
