@@ -420,10 +420,7 @@ void gemv_b32(const void* w, size_t row_stride, const void* xq, float* y, int64_
 }
 
 // Tokens per GEMM pass over a group (run_chains: one accumulator each).
-#ifndef STRATA_GEMM_TOKENS
-#define STRATA_GEMM_TOKENS 8
-#endif
-constexpr int kGemmTokens = STRATA_GEMM_TOKENS;
+constexpr int kGemmTokens = 8;  // 8 accumulators + 8 code registers + temporaries: no spills
 
 // The token batches of a GEMM over n_tokens: kGemmTokens at a time, then 4, 2 and 1 for what is
 // left. fn(std::integral_constant<int, T>, first token, offset of its XPackBlock<T> run).
@@ -438,7 +435,7 @@ inline void for_batches(int64_t n_tokens, int64_t nb, Fn&& fn) {
     at += static_cast<size_t>(nb) * sizeof(XPackBlock<T>);
   };
   while (t + kGemmTokens <= n_tokens) batch(std::integral_constant<int, kGemmTokens>{});
-  if (t + 4 <= n_tokens) batch(std::integral_constant<int, 4>{});
+  while (t + 4 <= n_tokens) batch(std::integral_constant<int, 4>{});
   if (t + 2 <= n_tokens) batch(std::integral_constant<int, 2>{});
   if (t < n_tokens) batch(std::integral_constant<int, 1>{});
 }
