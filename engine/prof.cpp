@@ -251,6 +251,24 @@ TimeShares Profiler::time_shares() const {
   return t;
 }
 
+Verdict cpu_experts_verdict(double share, double streamed_gb_s, double probed_gb_s,
+                            bool vram_in_use) {
+  Verdict v;
+  const bool compute = probed_gb_s > 0 && streamed_gb_s < kComputeBoundBelow * probed_gb_s;
+  v.bound = compute ? "CPU-compute-bound" : "RAM-bandwidth-bound";
+  v.knob = vram_in_use ? "VRAM_GB" : "THREADS";
+  v.why = fmt::format(
+      "CPU expert compute is {:.0f}% of the run, streaming expert weights at {:.2f} GB/s{}{}",
+      100 * share, streamed_gb_s,
+      probed_gb_s > 0 ? fmt::format(" ({:.0f}% of the probed {:.1f} GB/s)",
+                                    100 * streamed_gb_s / probed_gb_s, probed_gb_s)
+                      : std::string(" (no probe; run `strata probe`)"),
+      compute ? ": the kernels' arithmetic, not RAM, sets the pace (a prefill reads each expert "
+                "once for many tokens)"
+              : "");
+  return v;
+}
+
 Verdict Profiler::verdict() const {
   const TimeShares t = time_shares();
   const tiers::StoreCounters s = window_counters();
@@ -283,14 +301,7 @@ Verdict Profiler::verdict() const {
     const double secs =
         c_.compute_seconds[size_t(ExpertHome::kRam)] + c_.compute_seconds[size_t(ExpertHome::kSsd)];
     const double gbs = secs > 0 ? double(s.ram.served_bytes + s.ssd.served_bytes) / 1e9 / secs : 0;
-    v.bound = "RAM-bandwidth-bound";
-    v.knob = t.expert_vram > 0 ? "VRAM_GB" : "THREADS";
-    v.why = fmt::format(
-        "CPU expert compute is {:.0f}% of the run, streaming expert weights at {:.2f} GB/s{}",
-        100 * cpu_experts, gbs,
-        ceilings_.ram_gb_s > 0 ? fmt::format(" ({:.0f}% of the probed {:.1f} GB/s)",
-                                             100 * gbs / ceilings_.ram_gb_s, ceilings_.ram_gb_s)
-                               : std::string(" (no probe; run `strata probe`)"));
+    v = cpu_experts_verdict(cpu_experts, gbs, ceilings_.ram_gb_s, t.expert_vram > 0);
   } else if (t.attention >= 0.4) {
     v = {"attention-bound", "--ctx",
          fmt::format("attention is {:.0f}% of the run", 100 * t.attention)};

@@ -123,11 +123,19 @@ struct TimeShares {
 
 // The bound of a run and the knob most likely to help, with the number behind it.
 struct Verdict {
-  std::string bound;  // "SSD-bound", "RAM-bandwidth-bound", "GPU-bound", "attention-bound",
-                      // "balanced"
+  std::string bound;  // "SSD-bound", "RAM-bandwidth-bound", "CPU-compute-bound", "GPU-bound",
+                      // "attention-bound", "balanced"
   std::string knob;   // e.g. "RAM_GB"
   std::string why;    // one sentence with the number
 };
+
+// The verdict when CPU expert compute dominates a run: RAM-bandwidth-bound while the experts
+// streamed at kComputeBoundBelow or more of the probed read bandwidth (or no probe can tell),
+// else CPU-compute-bound — the kernels' arithmetic, not the DIMMs, sets the pace (a prefill reads
+// each expert once for many tokens; some types' kernels are compute-bound even in decode).
+constexpr double kComputeBoundBelow = 0.5;
+Verdict cpu_experts_verdict(double share, double streamed_gb_s, double probed_gb_s,
+                            bool vram_in_use);
 
 // Decode against the RAM read roofline: GB each decode token read from RAM (resident weights,
 // routed experts computed from RAM, KV), the rate that made, and the probe's tok/s ceiling.

@@ -56,6 +56,26 @@ TEST(Prof, SharesSumToOneAndVerdictFollowsTheLargest) {
     EXPECT_NE(r.find(s), std::string::npos) << s << "\n" << r;
 }
 
+TEST(Prof, CpuExpertsBelowHalfTheProbeAreComputeBound) {
+  // A 523-token prefill on the 30B synth streamed its experts at 4.3 GB/s against a 45.9 GB/s
+  // probe: that is arithmetic, not RAM bandwidth.
+  const Verdict prefill = cpu_experts_verdict(0.55, 4.28, 45.9, false);
+  EXPECT_EQ(prefill.bound, "CPU-compute-bound");
+  EXPECT_EQ(prefill.knob, "THREADS");
+  EXPECT_NE(prefill.why.find("(9% of the probed 45.9 GB/s)"), std::string::npos) << prefill.why;
+  EXPECT_NE(prefill.why.find("arithmetic"), std::string::npos) << prefill.why;
+  // Decode at the roofline.
+  const Verdict decode = cpu_experts_verdict(0.8, 40.0, 45.9, true);
+  EXPECT_EQ(decode.bound, "RAM-bandwidth-bound");
+  EXPECT_EQ(decode.knob, "VRAM_GB");
+  EXPECT_EQ(decode.why.find("arithmetic"), std::string::npos) << decode.why;
+  EXPECT_EQ(cpu_experts_verdict(0.8, 0.5 * 45.9, 45.9, false).bound, "RAM-bandwidth-bound");
+  // No probe: nothing to hold the rate against; the report says how to get one.
+  const Verdict unprobed = cpu_experts_verdict(0.8, 1.0, 0, false);
+  EXPECT_EQ(unprobed.bound, "RAM-bandwidth-bound");
+  EXPECT_NE(unprobed.why.find("run `strata probe`"), std::string::npos) << unprobed.why;
+}
+
 TEST(Prof, RooflineIsBytesPerTokenOverTheProbe) {
   Profiler p(1, "");
   EXPECT_EQ(p.roofline().gb_per_token, 0.0);  // no decode bytes set: no roofline
