@@ -587,12 +587,24 @@ void group_dot_k(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float
         sumi[t] = _mm512_add_epi32(sumi[t], _mm512_add_epi32(_mm512_mullo_epi32(sc_lo, lo_sum[t]),
                                                              _mm512_mullo_epi32(sc_hi, hi_sum[t])));
     }
-    for (int s = 0; s < 8; ++s) {
-      const __m512i mn = k_min(s1, s2, s);
-      for (int t = 0; t < T; ++t) {
-        const int32_t pair = xs[t][b].bsums[2 * s] + xs[t][b].bsums[2 * s + 1];
-        summ[t] = _mm512_add_epi32(summ[t], _mm512_mullo_epi32(mn, _mm512_set1_epi32(pair)));
-      }
+    // The mins against the activation's bsums of each 32-element sub-block: two sub-blocks per
+    // vpdpwssd (the rows' mins as 16-bit word pairs, the token's pair sums |P| <= 32 * 127 as
+    // the other pair: exact).
+    __m512i min_pair[4];
+    for (int k = 0; k < 4; ++k)
+      min_pair[k] =
+          _mm512_or_si512(k_min(s1, s2, 2 * k), _mm512_slli_epi32(k_min(s1, s2, 2 * k + 1), 16));
+    for (int t = 0; t < T; ++t) {
+      const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xs[t][b].bsums));
+      const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xs[t][b].bsums + 8));
+      const __m128i pairs = _mm_hadd_epi16(lo, hi);  // P_s = bsums[2s] + bsums[2s + 1], s < 8
+      summ[t] = _mm512_dpwssd_epi32(summ[t], min_pair[0], _mm512_broadcastd_epi32(pairs));
+      summ[t] = _mm512_dpwssd_epi32(summ[t], min_pair[1],
+                                    _mm512_broadcastd_epi32(_mm_shuffle_epi32(pairs, 0x55)));
+      summ[t] = _mm512_dpwssd_epi32(summ[t], min_pair[2],
+                                    _mm512_broadcastd_epi32(_mm_shuffle_epi32(pairs, 0xAA)));
+      summ[t] = _mm512_dpwssd_epi32(summ[t], min_pair[3],
+                                    _mm512_broadcastd_epi32(_mm_shuffle_epi32(pairs, 0xFF)));
     }
     min_step<T>(acc, b, blk, xs, sumi, summ);
   }
