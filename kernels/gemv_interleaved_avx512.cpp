@@ -422,9 +422,66 @@ void gemv_b32(const void* w, size_t row_stride, const void* xq, float* y, int64_
 // Tokens per GEMM pass over a group (run_chains: one accumulator each).
 constexpr int kGemmTokens = 8;  // 8 accumulators + 8 code registers + temporaries: no spills
 
-// The token batches of a GEMM over n_tokens: kGemmTokens at a time, then 4, 2 and 1 for what is
-// left. fn(std::integral_constant<int, T>, first token, offset of its XPackBlock<T> run).
-template <typename Fn>
+// Both groups of a kQ4_0x32 pair against T packed tokens in chain order (run_chains' order for
+// each group): every activation broadcast feeds both groups' codes, half the broadcast loads per
+// vpdpbusd of a group at a time. Each group's float steps are accumulate_block's, so the results
+// are the same bits. outs[t] / outs[T + t]: token t's rows of the first / second group.
+template <int T>
+void pair_chains(const uint8_t* p, const XPacked<T>& x, int64_t nb, float* const* outs) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  __m512 part[2][T][8];
+  for (int k = 0; k < 8; ++k) {
+    __m512 acc0[T], acc1[T];
+    for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = _mm512_setzero_ps();
+    for (int64_t b = k; b < nb; b += 8) {
+      const uint8_t* g8 = p + static_cast<size_t>((b - k) >> 1) * kQ4_0x32Stride;
+      const uint8_t* qa = g8 + q4_0x16_code_offset(k, kQ4_0x32Stride);
+      const uint8_t* qb = qa + kQ4_0x16Chunk;
+      __m512i la[4], ha[4], lb[4], hb[4];
+      for (int j = 0; j < 4; ++j) {
+        const __m512i va = _mm512_loadu_si512(qa + 64 * j);
+        const __m512i vb = _mm512_loadu_si512(qb + 64 * j);
+        la[j] = _mm512_and_si512(va, m4);
+        ha[j] = high_nibbles(va, m4);
+        lb[j] = _mm512_and_si512(vb, m4);
+        hb[j] = high_nibbles(vb, m4);
+      }
+      const uint8_t* sa = g8 + q4_0x16_scale_offset(k, kQ4_0x32Stride);
+      const __m512 da = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sa)));
+      const __m512 db =
+          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sa + kQ4_0x16Chunk)));
+      for (int t = 0; t < T; ++t) {
+        const int8_t* xq = x.qs(t, b);
+        __m512i a0 = _mm512_set1_epi32(x.prep(t, b).neg), a1 = _mm512_setzero_si512();
+        __m512i b0 = a0, b1 = a1;
+        for (int j = 0; j < 4; ++j) {
+          const __m512i xl = bcast4(xq + 4 * j), xh = bcast4(xq + 16 + 4 * j);
+          a0 = _mm512_dpbusd_epi32(a0, la[j], xl);
+          a1 = _mm512_dpbusd_epi32(a1, ha[j], xh);
+          b0 = _mm512_dpbusd_epi32(b0, lb[j], xl);
+          b1 = _mm512_dpbusd_epi32(b1, hb[j], xh);
+        }
+        const __m512 dx = _mm512_set1_ps(x.prep(t, b).dx);
+        acc0[t] = _mm512_add_ps(acc0[t], _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1)),
+                                                       _mm512_mul_ps(da, dx)));
+        acc1[t] = _mm512_add_ps(acc1[t], _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(b0, b1)),
+                                                       _mm512_mul_ps(db, dx)));
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      part[0][t][k] = acc0[t];
+      part[1][t][k] = acc1[t];
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    _mm512_storeu_ps(outs[t], fold_acc(part[0][t]));
+    _mm512_storeu_ps(outs[T + t], fold_acc(part[1][t]));
+  }
+}
+
+// The token batches of a GEMM over n_tokens: kMax at a time, then 4, 2 and 1 for what is left.
+// fn(std::integral_constant<int, T>, first token, offset of its XPackBlock<T> run).
+template <int kMax, typename Fn>
 inline void for_batches(int64_t n_tokens, int64_t nb, Fn&& fn) {
   int64_t t = 0;
   size_t at = 0;
@@ -434,7 +491,7 @@ inline void for_batches(int64_t n_tokens, int64_t nb, Fn&& fn) {
     t += T;
     at += static_cast<size_t>(nb) * sizeof(XPackBlock<T>);
   };
-  while (t + kGemmTokens <= n_tokens) batch(std::integral_constant<int, kGemmTokens>{});
+  while (t + kMax <= n_tokens) batch(std::integral_constant<int, kMax>{});
   while (t + 4 <= n_tokens) batch(std::integral_constant<int, 4>{});
   if (t + 2 <= n_tokens) batch(std::integral_constant<int, 2>{});
   if (t < n_tokens) batch(std::integral_constant<int, 1>{});
@@ -455,11 +512,13 @@ template <WeightLayout kLayout>
 void gemm_b32(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
               size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
               int64_t n_cols) {
+  // kQ4_0x32's pair passes hold two accumulators a token: 4 tokens fill the registers.
+  constexpr int kBatch = kLayout == WeightLayout::kQ4_0x32 ? 4 : kGemmTokens;
   const int64_t nb = n_cols / kQK;
   const auto* xbase = static_cast<const uint8_t*>(xq);
   auto xt = [&](int64_t t) { return reinterpret_cast<const BlockQ8_0*>(xbase + t * xq_stride); };
   std::byte* pack = pack_buffer(static_cast<size_t>(n_tokens * nb) * (kQK + sizeof(XPrep)));
-  for_batches(n_tokens, nb, [&](auto tokens, int64_t t, size_t at) {
+  for_batches<kBatch>(n_tokens, nb, [&](auto tokens, int64_t t, size_t at) {
     constexpr int T = decltype(tokens)::value;
     auto* blocks = reinterpret_cast<XPackBlock<T>*>(pack + at);
     for (int64_t b = 0; b < nb; ++b)
@@ -472,8 +531,20 @@ void gemm_b32(const void* w, size_t row_stride, const void* xq, size_t xq_stride
   // Every batch over n_groups (1, or 2 for a whole kQ4_0x32 pair) groups from g on (their first
   // row r) in turn, so a pair is streamed once and stays in L1 for the rest.
   auto groups = [&](const uint8_t* g, int64_t r, int n_groups) {
-    for_batches(n_tokens, nb, [&](auto tokens, int64_t t, size_t at) {
+    for_batches<kBatch>(n_tokens, nb, [&](auto tokens, int64_t t, size_t at) {
       constexpr int T = decltype(tokens)::value;
+      if constexpr (kLayout == WeightLayout::kQ4_0x32 && T > 1) {
+        if (n_groups == 2) {
+          float* outs[2 * T];
+          for (int j = 0; j < T; ++j) {
+            outs[j] = y + (t + j) * y_stride + r;
+            outs[T + j] = outs[j] + 16;
+          }
+          pair_chains<T>(g, XPacked<T>{reinterpret_cast<const XPackBlock<T>*>(pack + at)}, nb,
+                         outs);
+          return;
+        }
+      }
       for (int i = 0; i < n_groups; ++i) {
         const int64_t ri = r + 16 * i;
         float* outs[T];
