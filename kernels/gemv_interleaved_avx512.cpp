@@ -422,37 +422,51 @@ void gemv_b32(const void* w, size_t row_stride, const void* xq, float* y, int64_
 // Tokens per GEMM pass over a group (run_chains: one accumulator each).
 constexpr int kGemmTokens = 8;  // 8 accumulators + 8 code registers + temporaries: no spills
 
-// Both groups of a kQ4_0x32 pair against T packed tokens in chain order (run_chains' order for
-// each group): every activation broadcast feeds both groups' codes, half the broadcast loads per
-// vpdpbusd of a group at a time. Each group's float steps are accumulate_block's, so the results
-// are the same bits. outs[t] / outs[T + t]: token t's rows of the first / second group.
-template <int T>
-void pair_chains(const uint8_t* p, const XPacked<T>& x, int64_t nb, float* const* outs) {
+// Two 16-row groups of the 4-bit layouts (group_dot's Fmt: a kQ4_0x32 pair, or two adjacent
+// kQ4_0x16 / kIQ4_NLx16 / kMXFP4x16 groups) against T packed tokens in chain order (run_chains'
+// order for each group): every activation broadcast feeds both groups' codes, half the broadcast
+// loads per vpdpbusd of a group at a time. Each group's float steps are accumulate_block's, so
+// the results are the same bits. outs[t] / outs[T + t]: token t's rows of group a / b.
+template <int T, typename FA, typename FB>
+void pair_chains(const uint8_t* ga, const uint8_t* gb, const XPacked<T>& x, int64_t nb,
+                 float* const* outs) {
+  constexpr bool kTable = FA::kTable != nullptr;
+  static_assert(FA::kTable == FB::kTable, "both groups index the same table");
+  constexpr int kBias = kTable ? 128 : 8;
   const __m512i m4 = _mm512_set1_epi8(0x0F);
+  [[maybe_unused]] __m512i table = m4;
+  if constexpr (kTable)
+    table = _mm512_xor_si512(
+        _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(FA::kTable))),
+        _mm512_set1_epi8(static_cast<char>(0x80)));
+  // Block b = b8 + k of a group: its unsigned codes (as group_dot's) and the rows' scales.
+  auto decode = [&](auto fmt, const uint8_t* g, int64_t b, int k, __m512i* lo, __m512i* hi) {
+    using F = decltype(fmt);
+    const uint8_t* g8 = g + static_cast<size_t>((b - k) >> 1) * F::kChunk;
+    const uint8_t* q = g8 + F::codes(k);
+    for (int j = 0; j < 4; ++j) {
+      const __m512i v = _mm512_loadu_si512(q + 64 * j);
+      lo[j] = _mm512_and_si512(v, m4);
+      hi[j] = high_nibbles(v, m4);
+      if constexpr (kTable) {
+        lo[j] = _mm512_shuffle_epi8(table, lo[j]);
+        hi[j] = _mm512_shuffle_epi8(table, hi[j]);
+      }
+    }
+    return F::dw(g8 + F::scales(k));
+  };
   __m512 part[2][T][8];
   for (int k = 0; k < 8; ++k) {
     __m512 acc0[T], acc1[T];
     for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = _mm512_setzero_ps();
     for (int64_t b = k; b < nb; b += 8) {
-      const uint8_t* g8 = p + static_cast<size_t>((b - k) >> 1) * kQ4_0x32Stride;
-      const uint8_t* qa = g8 + q4_0x16_code_offset(k, kQ4_0x32Stride);
-      const uint8_t* qb = qa + kQ4_0x16Chunk;
       __m512i la[4], ha[4], lb[4], hb[4];
-      for (int j = 0; j < 4; ++j) {
-        const __m512i va = _mm512_loadu_si512(qa + 64 * j);
-        const __m512i vb = _mm512_loadu_si512(qb + 64 * j);
-        la[j] = _mm512_and_si512(va, m4);
-        ha[j] = high_nibbles(va, m4);
-        lb[j] = _mm512_and_si512(vb, m4);
-        hb[j] = high_nibbles(vb, m4);
-      }
-      const uint8_t* sa = g8 + q4_0x16_scale_offset(k, kQ4_0x32Stride);
-      const __m512 da = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sa)));
-      const __m512 db =
-          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sa + kQ4_0x16Chunk)));
+      const __m512 da = decode(FA{}, ga, b, k, la, ha);
+      const __m512 db = decode(FB{}, gb, b, k, lb, hb);
       for (int t = 0; t < T; ++t) {
         const int8_t* xq = x.qs(t, b);
-        __m512i a0 = _mm512_set1_epi32(x.prep(t, b).neg), a1 = _mm512_setzero_si512();
+        // neg = -8 * sum(x) exactly (prep_x), so neg * (kBias / 8) = -kBias * sum(x).
+        __m512i a0 = _mm512_set1_epi32(x.prep(t, b).neg * (kBias / 8)), a1 = _mm512_setzero_si512();
         __m512i b0 = a0, b1 = a1;
         for (int j = 0; j < 4; ++j) {
           const __m512i xl = bcast4(xq + 4 * j), xh = bcast4(xq + 16 + 4 * j);
@@ -476,6 +490,36 @@ void pair_chains(const uint8_t* p, const XPacked<T>& x, int64_t nb, float* const
   for (int t = 0; t < T; ++t) {
     _mm512_storeu_ps(outs[t], fold_acc(part[0][t]));
     _mm512_storeu_ps(outs[T + t], fold_acc(part[1][t]));
+  }
+}
+
+// The 4-bit layouts whose GEMM runs groups two at a time (pair_chains).
+constexpr bool pairs_in_gemm(WeightLayout layout) {
+  return layout == WeightLayout::kQ4_0x32 || layout == WeightLayout::kQ4_0x16 ||
+         layout == WeightLayout::kIQ4_NLx16 || layout == WeightLayout::kMXFP4x16;
+}
+
+// pair_chains for the groups at rows r (ga) and r + 16 (gb) of a kLayout matrix.
+template <int T, WeightLayout kLayout>
+void layout_pair_chains(const uint8_t* ga, const uint8_t* gb, int64_t r, const XPacked<T>& x,
+                        int64_t nb, float* const* outs) {
+  if constexpr (kLayout == WeightLayout::kQ4_0x32) {
+    pair_chains<T, Q4_0Fmt<kQ4_0x32Stride>, Q4_0Fmt<kQ4_0x32Stride>>(ga, gb, x, nb, outs);
+  } else if constexpr (kLayout == WeightLayout::kQ4_0x16) {
+    pair_chains<T, Q4_0Fmt<kQ4_0x16Chunk>, Q4_0Fmt<kQ4_0x16Chunk>>(ga, gb, x, nb, outs);
+  } else if constexpr (kLayout == WeightLayout::kIQ4_NLx16) {
+    pair_chains<T, IQ4_NLFmt, IQ4_NLFmt>(ga, gb, x, nb, outs);
+  } else {
+    static_assert(kLayout == WeightLayout::kMXFP4x16);
+    const bool a = mxfp4x16_group_odd(r, nb), b = mxfp4x16_group_odd(r + 16, nb);
+    if (a && b)
+      pair_chains<T, MXFP4Fmt<true>, MXFP4Fmt<true>>(ga, gb, x, nb, outs);
+    else if (a)
+      pair_chains<T, MXFP4Fmt<true>, MXFP4Fmt<false>>(ga, gb, x, nb, outs);
+    else if (b)
+      pair_chains<T, MXFP4Fmt<false>, MXFP4Fmt<true>>(ga, gb, x, nb, outs);
+    else
+      pair_chains<T, MXFP4Fmt<false>, MXFP4Fmt<false>>(ga, gb, x, nb, outs);
   }
 }
 
@@ -512,8 +556,8 @@ template <WeightLayout kLayout>
 void gemm_b32(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
               size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
               int64_t n_cols) {
-  // kQ4_0x32's pair passes hold two accumulators a token: 4 tokens fill the registers.
-  constexpr int kBatch = kLayout == WeightLayout::kQ4_0x32 ? 4 : kGemmTokens;
+  // Pair passes hold two accumulators a token: 4 tokens fill the registers.
+  constexpr int kBatch = pairs_in_gemm(kLayout) ? 4 : kGemmTokens;
   const int64_t nb = n_cols / kQK;
   const auto* xbase = static_cast<const uint8_t*>(xq);
   auto xt = [&](int64_t t) { return reinterpret_cast<const BlockQ8_0*>(xbase + t * xq_stride); };
@@ -528,20 +572,21 @@ void gemm_b32(const void* w, size_t row_stride, const void* xq, size_t xq_stride
         prep_x(&x, 1, &blocks[b].prep[j]);
       }
   });
-  // Every batch over n_groups (1, or 2 for a whole kQ4_0x32 pair) groups from g on (their first
-  // row r) in turn, so a pair is streamed once and stays in L1 for the rest.
-  auto groups = [&](const uint8_t* g, int64_t r, int n_groups) {
+  // Every batch over n_groups (1, or 2: a kQ4_0x32 pair, or two adjacent groups of a layout that
+  // pairs_in_gemm) groups from g on (their first row r; the second group `second` bytes after g)
+  // in turn, so the groups are streamed once and stay in L1 for the rest.
+  auto groups = [&](const uint8_t* g, int64_t r, int n_groups, size_t second) {
     for_batches<kBatch>(n_tokens, nb, [&](auto tokens, int64_t t, size_t at) {
       constexpr int T = decltype(tokens)::value;
-      if constexpr (kLayout == WeightLayout::kQ4_0x32 && T > 1) {
+      const XPacked<T> x{reinterpret_cast<const XPackBlock<T>*>(pack + at)};
+      if constexpr (pairs_in_gemm(kLayout) && T > 1) {
         if (n_groups == 2) {
           float* outs[2 * T];
           for (int j = 0; j < T; ++j) {
             outs[j] = y + (t + j) * y_stride + r;
             outs[T + j] = outs[j] + 16;
           }
-          pair_chains<T>(g, XPacked<T>{reinterpret_cast<const XPackBlock<T>*>(pack + at)}, nb,
-                         outs);
+          layout_pair_chains<T, kLayout>(g, g + second, r, x, nb, outs);
           return;
         }
       }
@@ -549,19 +594,28 @@ void gemm_b32(const void* w, size_t row_stride, const void* xq, size_t xq_stride
         const int64_t ri = r + 16 * i;
         float* outs[T];
         for (int j = 0; j < T; ++j) outs[j] = y + (t + j) * y_stride + ri;
-        const uint8_t* gi = g + i * kQ4_0x16Chunk;
-        const XPacked<T> x{reinterpret_cast<const XPackBlock<T>*>(pack + at)};
-        layout_group_dot<T, kLayout, (T > 1)>(gi, ri, x, nb, outs);
+        layout_group_dot<T, kLayout, (T > 1)>(g + i * second, ri, x, nb, outs);
       }
     });
   };
   if constexpr (kLayout == WeightLayout::kQ4_0x32) {
     for_pairs(
-        w, row_stride, row_begin, row_end, [&](const uint8_t* p, int64_t r) { groups(p, r, 2); },
-        [&](const uint8_t* g, int64_t r) { groups(g, r, 1); });
+        w, row_stride, row_begin, row_end,
+        [&](const uint8_t* p, int64_t r) { groups(p, r, 2, kQ4_0x16Chunk); },
+        [&](const uint8_t* g, int64_t r) { groups(g, r, 1, 0); });
+  } else if constexpr (pairs_in_gemm(kLayout)) {
+    STRATA_ASSERT(row_begin % 16 == 0 && row_end % 16 == 0,
+                  "interleaved rows [{}, {}) are not whole groups of 16", row_begin, row_end);
+    const size_t group_bytes = 16 * row_stride;
+    const auto* base = static_cast<const uint8_t*>(w);
+    for (int64_t r = row_begin; r < row_end;) {
+      const int n = r + 32 <= row_end ? 2 : 1;
+      groups(base + static_cast<size_t>(r) * row_stride, r, n, group_bytes);
+      r += 16 * n;
+    }
   } else {
     for_groups(w, row_stride, row_begin, row_end,
-               [&](const uint8_t* g, int64_t r) { groups(g, r, 1); });
+               [&](const uint8_t* g, int64_t r) { groups(g, r, 1, 0); });
   }
 }
 

@@ -495,6 +495,18 @@ TEST_P(InterleaveKernels, EqualTheGgufLayoutsBitForBit) {
                    0, rows, cols);
             expect_same_bits(std::vector<float>(want.begin(), want.begin() + m * rows), g, "gemm");
           }
+          // A GEMM over rows [16, rows): groups paired from the second one on (the MXFP4 pairs
+          // whose first group's chunks start odd); the first 16 rows stay untouched.
+          for (int64_t m : {4, 9}) {
+            std::vector<float> g(static_cast<size_t>(m * rows), std::bit_cast<float>(kGuardBits));
+            k.gemm(packed.data(), row_bytes, x.data(), xs, g.data(), static_cast<size_t>(rows), m,
+                   16, rows, cols);
+            for (int64_t t = 0; t < m; ++t)
+              for (int64_t r = 0; r < rows; ++r)
+                ASSERT_EQ(std::bit_cast<uint32_t>(g[t * rows + r]),
+                          r < 16 ? kGuardBits : std::bit_cast<uint32_t>(want[t * rows + r]))
+                    << "gemm from row 16, token " << t << " row " << r;
+          }
         }
       }
 }
