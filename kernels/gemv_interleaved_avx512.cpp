@@ -535,6 +535,13 @@ inline void for_batches(int64_t n_tokens, int64_t nb, Fn&& fn) {
     t += T;
     at += static_cast<size_t>(nb) * sizeof(XPackBlock<T>);
   };
+  // Fewer than 4 tokens (a few rows routed to one expert, a short LOOKUP pass): the weights are
+  // streamed from RAM more than reused, so each token runs the GEMV's block-order pass with its
+  // prefetches (chain order has none); the group stays in L1 for the next token.
+  if (n_tokens < 4) {
+    while (t < n_tokens) batch(std::integral_constant<int, 1>{});
+    return;
+  }
   while (t + kMax <= n_tokens) batch(std::integral_constant<int, kMax>{});
   while (t + 4 <= n_tokens) batch(std::integral_constant<int, 4>{});
   if (t + 2 <= n_tokens) batch(std::integral_constant<int, 2>{});
