@@ -187,6 +187,35 @@ inline void run_group(int64_t nb, float* const* outs, Step&& step) {
     run_blocks<T>(nb, outs, step);
 }
 
+// The table register of a 4-bit format (its values + 128, vpshufb's 16 entries in every lane);
+// m4 when it has none (unused then).
+template <typename Fmt>
+inline __m512i nibble_table(__m512i m4) {
+  if constexpr (Fmt::kTable == nullptr) {
+    return m4;
+  } else {
+    return _mm512_xor_si512(
+        _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(Fmt::kTable))),
+        _mm512_set1_epi8(static_cast<char>(0x80)));
+  }
+}
+
+// A block's 4 code lines at q: the low / high nibbles as unsigned codes (with a table: its value
+// + 128 for each nibble).
+template <typename Fmt>
+inline void nibble_codes(const uint8_t* q, __m512i m4, [[maybe_unused]] __m512i table, __m512i* lo,
+                         __m512i* hi) {
+  for (int j = 0; j < 4; ++j) {
+    const __m512i v = _mm512_loadu_si512(q + 64 * j);
+    lo[j] = _mm512_and_si512(v, m4);
+    hi[j] = high_nibbles(v, m4);
+    if constexpr (Fmt::kTable != nullptr) {
+      lo[j] = _mm512_shuffle_epi8(table, lo[j]);
+      hi[j] = _mm512_shuffle_epi8(table, hi[j]);
+    }
+  }
+}
+
 // One 16-row group g against T activation rows: a stream of chunks of two blocks (scales and
 // codes, Fmt's layout) Fmt::kChunk bytes apart, one L1 prefetch (non-temporal) of a chunk 8
 // chunks ahead every other block. With a table (kIQ4_NLx16, kMXFP4x16) each nibble becomes its
@@ -195,11 +224,7 @@ template <int T, typename Fmt, bool kChains, typename X>
 void group_dot(const uint8_t* g, const X& x, int64_t nb, float* const* outs) {
   constexpr bool kTable = Fmt::kTable != nullptr;
   const __m512i m4 = _mm512_set1_epi8(0x0F);
-  [[maybe_unused]] __m512i table = m4;
-  if constexpr (kTable)
-    table = _mm512_xor_si512(
-        _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(Fmt::kTable))),
-        _mm512_set1_epi8(static_cast<char>(0x80)));
+  const __m512i table = nibble_table<Fmt>(m4);
   // Block b = b8 + k with b8 a multiple of 8: offsets within the 4 chunks from b8 are constants.
   auto step = [&](int64_t b, int k, auto&& acc) {
     const uint8_t* g8 = g + static_cast<size_t>((b - k) >> 1) * Fmt::kChunk;
@@ -209,15 +234,7 @@ void group_dot(const uint8_t* g, const X& x, int64_t nb, float* const* outs) {
       prefetch_lines<kQ4_0x16Chunk, kToL1Nta>(g8 + static_cast<size_t>(k >> 1) * Fmt::kChunk +
                                               kQ4_0x16Prefetch / kQ4_0x16Chunk * Fmt::kChunk);
     __m512i lo[4], hi[4];
-    for (int j = 0; j < 4; ++j) {
-      const __m512i v = _mm512_loadu_si512(qb + 64 * j);
-      lo[j] = _mm512_and_si512(v, m4);
-      hi[j] = high_nibbles(v, m4);
-      if constexpr (kTable) {
-        lo[j] = _mm512_shuffle_epi8(table, lo[j]);
-        hi[j] = _mm512_shuffle_epi8(table, hi[j]);
-      }
-    }
+    nibble_codes<Fmt>(qb, m4, table, lo, hi);
     accumulate_block<T, kTable ? 128 : 8>(acc, b, lo, hi, Fmt::dw(g8 + Fmt::scales(k)), x);
   };
   run_group<T, kChains>(nb, outs, step);
@@ -434,25 +451,12 @@ void pair_chains(const uint8_t* ga, const uint8_t* gb, const XPacked<T>& x, int6
   static_assert(FA::kTable == FB::kTable, "both groups index the same table");
   constexpr int kBias = kTable ? 128 : 8;
   const __m512i m4 = _mm512_set1_epi8(0x0F);
-  [[maybe_unused]] __m512i table = m4;
-  if constexpr (kTable)
-    table = _mm512_xor_si512(
-        _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(FA::kTable))),
-        _mm512_set1_epi8(static_cast<char>(0x80)));
+  const __m512i table = nibble_table<FA>(m4);
   // Block b = b8 + k of a group: its unsigned codes (as group_dot's) and the rows' scales.
   auto decode = [&](auto fmt, const uint8_t* g, int64_t b, int k, __m512i* lo, __m512i* hi) {
     using F = decltype(fmt);
     const uint8_t* g8 = g + static_cast<size_t>((b - k) >> 1) * F::kChunk;
-    const uint8_t* q = g8 + F::codes(k);
-    for (int j = 0; j < 4; ++j) {
-      const __m512i v = _mm512_loadu_si512(q + 64 * j);
-      lo[j] = _mm512_and_si512(v, m4);
-      hi[j] = high_nibbles(v, m4);
-      if constexpr (kTable) {
-        lo[j] = _mm512_shuffle_epi8(table, lo[j]);
-        hi[j] = _mm512_shuffle_epi8(table, hi[j]);
-      }
-    }
+    nibble_codes<F>(g8 + F::codes(k), m4, table, lo, hi);
     return F::dw(g8 + F::scales(k));
   };
   __m512 part[2][T][8];
