@@ -99,7 +99,7 @@ struct MXFP4Fmt {  // kMXFP4x16, a group whose first chunk is odd (kOdd) or even
 
 // Token t's activation block b, as the group passes read it. XRows: each token's own row and
 // XPreps (the GEMV's one token). XPacked<T>: block b of T tokens side by side (XPackBlock, built
-// once per GEMM call by pack_tokens), so every operand is one base pointer and a constant offset
+// once per GEMM call by gemm_b32), so every operand is one base pointer and a constant offset
 // (T row pointers and T XPrep pointers took more registers than x86 has and spilled).
 struct XRows {
   const BlockQ8_0* const* xs;
@@ -112,6 +112,7 @@ struct XPackBlock {
   int8_t qs[T][kQK];
   XPrep prep[T];
 };
+static_assert(sizeof(XPackBlock<3>) == 3 * (kQK + sizeof(XPrep)), "no padding: T tokens' bytes");
 template <int T>
 struct XPacked {
   const XPackBlock<T>* blocks;
@@ -146,7 +147,7 @@ inline void accumulate_block(Acc&& acc, int64_t b, const __m512i* lo, const __m5
 // A group pass over nb blocks in block order: step(b, k, acc) for each block b (k = b % 8, a
 // constant in the unrolled runs of 8) adds token t's part into acc(t) = the canonical acc[t][k];
 // then the T rows' folded accumulators are stored. The stream-order pass of the GEMV: each line
-// is used once, so the step prefetches (kPrefetch).
+// is used once, so the steps prefetch (those called with kChains false).
 template <int T, typename Step>
 inline void run_blocks(int64_t nb, float* const* outs, Step&& step) {
   __m512 acc[T][8];
@@ -459,42 +460,31 @@ void pair_chains(const uint8_t* ga, const uint8_t* gb, const XPacked<T>& x, int6
     nibble_codes<F>(g8 + F::codes(k), m4, table, lo, hi);
     return F::dw(g8 + F::scales(k));
   };
-  __m512 part[2][T][8];
-  for (int k = 0; k < 8; ++k) {
-    __m512 acc0[T], acc1[T];
-    for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = _mm512_setzero_ps();
-    for (int64_t b = k; b < nb; b += 8) {
-      __m512i la[4], ha[4], lb[4], hb[4];
-      const __m512 da = decode(FA{}, ga, b, k, la, ha);
-      const __m512 db = decode(FB{}, gb, b, k, lb, hb);
-      for (int t = 0; t < T; ++t) {
-        const int8_t* xq = x.qs(t, b);
-        // neg = -8 * sum(x) exactly (prep_x), so neg * (kBias / 8) = -kBias * sum(x).
-        __m512i a0 = _mm512_set1_epi32(x.prep(t, b).neg * (kBias / 8)), a1 = _mm512_setzero_si512();
-        __m512i b0 = a0, b1 = a1;
-        for (int j = 0; j < 4; ++j) {
-          const __m512i xl = bcast4(xq + 4 * j), xh = bcast4(xq + 16 + 4 * j);
-          a0 = _mm512_dpbusd_epi32(a0, la[j], xl);
-          a1 = _mm512_dpbusd_epi32(a1, ha[j], xh);
-          b0 = _mm512_dpbusd_epi32(b0, lb[j], xl);
-          b1 = _mm512_dpbusd_epi32(b1, hb[j], xh);
-        }
-        const __m512 dx = _mm512_set1_ps(x.prep(t, b).dx);
-        acc0[t] = _mm512_add_ps(acc0[t], _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1)),
-                                                       _mm512_mul_ps(da, dx)));
-        acc1[t] = _mm512_add_ps(acc1[t], _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(b0, b1)),
-                                                       _mm512_mul_ps(db, dx)));
-      }
-    }
+  // run_chains over 2T outputs: acc(t) is group a's accumulator of token t, acc(T + t) group b's.
+  run_chains<2 * T>(nb, outs, [&](int64_t b, int k, auto&& acc) {
+    __m512i la[4], ha[4], lb[4], hb[4];
+    const __m512 da = decode(FA{}, ga, b, k, la, ha);
+    const __m512 db = decode(FB{}, gb, b, k, lb, hb);
     for (int t = 0; t < T; ++t) {
-      part[0][t][k] = acc0[t];
-      part[1][t][k] = acc1[t];
+      const int8_t* xq = x.qs(t, b);
+      // neg = -8 * sum(x) exactly (prep_x), so neg * (kBias / 8) = -kBias * sum(x).
+      __m512i a0 = _mm512_set1_epi32(x.prep(t, b).neg * (kBias / 8)), a1 = _mm512_setzero_si512();
+      __m512i b0 = a0, b1 = a1;
+      for (int j = 0; j < 4; ++j) {
+        const __m512i xl = bcast4(xq + 4 * j), xh = bcast4(xq + 16 + 4 * j);
+        a0 = _mm512_dpbusd_epi32(a0, la[j], xl);
+        a1 = _mm512_dpbusd_epi32(a1, ha[j], xh);
+        b0 = _mm512_dpbusd_epi32(b0, lb[j], xl);
+        b1 = _mm512_dpbusd_epi32(b1, hb[j], xh);
+      }
+      const __m512 dx = _mm512_set1_ps(x.prep(t, b).dx);
+      acc(t) = _mm512_add_ps(acc(t), _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1)),
+                                                   _mm512_mul_ps(da, dx)));
+      acc(T + t) = _mm512_add_ps(
+          acc(T + t),
+          _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(b0, b1)), _mm512_mul_ps(db, dx)));
     }
-  }
-  for (int t = 0; t < T; ++t) {
-    _mm512_storeu_ps(outs[t], fold_acc(part[0][t]));
-    _mm512_storeu_ps(outs[T + t], fold_acc(part[1][t]));
-  }
+  });
 }
 
 // The 4-bit layouts whose GEMM runs groups two at a time (pair_chains).
@@ -560,9 +550,9 @@ std::byte* pack_buffer(size_t bytes) {
 }
 
 // GEMM: the tokens in batches (for_batches), each batch packed once (XPackBlock) and run over a
-// group in one chain-order pass (the group stays in L1 / L2 for the other batches), group by group
-// (kQ4_0x32: each group of a pair on its own, its chunks kQ4_0x32Stride apart; a lone token runs
-// the GEMV's block-order pass). Every output is the GEMV's bits.
+// group — or two (pairs_in_gemm) — in one chain-order pass (the groups stay in L1 / L2 for the
+// other batches); a lone token, and every token of a call under 4, runs the GEMV's block-order
+// pass. Every output is the GEMV's bits.
 template <WeightLayout kLayout>
 void gemm_b32(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
               size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
