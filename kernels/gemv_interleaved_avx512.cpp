@@ -652,21 +652,47 @@ inline __m512i bit_to_4(__m512i v, int n) {
 // The canonical float step of the layouts with mins (kQ2_Kx16, kQ4_Kx16, kQ5_Kx16) for super-block
 // b, lane by lane: acc[t][b % 8] += (d_w * d_x) * (float)sumi - (dmin_w * d_x) * (float)summ, the
 // rows' fp16 d at blk and dmin at blk + 32.
+inline void min_step_one(__m512& acc, __m512 dw, __m512 dmw, float d_x, __m512i sumi,
+                         __m512i summ) {
+  const __m512 dx = _mm512_set1_ps(d_x);
+  const __m512 dd = _mm512_mul_ps(dw, dx);
+  const __m512 dm = _mm512_mul_ps(dmw, dx);
+  const __m512 r = _mm512_sub_ps(_mm512_mul_ps(dd, _mm512_cvtepi32_ps(sumi)),
+                                 _mm512_mul_ps(dm, _mm512_cvtepi32_ps(summ)));
+  acc = _mm512_add_ps(acc, r);
+}
 template <int T>
 inline void min_step(__m512 (*acc)[8], int64_t b, const uint8_t* blk, const BlockQ8_K* const* xs,
                      const __m512i* sumi, const __m512i* summ) {
   const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
   const __m512 dmw =
       _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32)));
-  for (int t = 0; t < T; ++t) {
-    const __m512 dx = _mm512_set1_ps(xs[t][b].d);
-    const __m512 dd = _mm512_mul_ps(dw, dx);
-    const __m512 dm = _mm512_mul_ps(dmw, dx);
-    const __m512 r = _mm512_sub_ps(_mm512_mul_ps(dd, _mm512_cvtepi32_ps(sumi[t])),
-                                   _mm512_mul_ps(dm, _mm512_cvtepi32_ps(summ[t])));
-    acc[t][b % 8] = _mm512_add_ps(acc[t][b % 8], r);
-  }
+  for (int t = 0; t < T; ++t) min_step_one(acc[t][b % 8], dw, dmw, xs[t][b].d, sumi[t], summ[t]);
 }
+
+// The 16 rows' mins of super-block blk against the activation's bsums (two 32-element sub-blocks
+// per vpdpwssd: the rows' 6-bit mins as 16-bit word pairs, the token's pair sums |P| <= 32 * 127
+// as the other pair: exact).
+struct KMins {
+  __m512i pair[4];
+  KMins(__m512i s1, __m512i s2) {
+    for (int k = 0; k < 4; ++k)
+      pair[k] =
+          _mm512_or_si512(k_min(s1, s2, 2 * k), _mm512_slli_epi32(k_min(s1, s2, 2 * k + 1), 16));
+  }
+  __m512i dot(__m512i summ, const int16_t* bsums) const {
+    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bsums));
+    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bsums + 8));
+    const __m128i pairs = _mm_hadd_epi16(lo, hi);  // P_s = bsums[2s] + bsums[2s + 1], s < 8
+    summ = _mm512_dpwssd_epi32(summ, pair[0], _mm512_broadcastd_epi32(pairs));
+    summ =
+        _mm512_dpwssd_epi32(summ, pair[1], _mm512_broadcastd_epi32(_mm_shuffle_epi32(pairs, 0x55)));
+    summ =
+        _mm512_dpwssd_epi32(summ, pair[2], _mm512_broadcastd_epi32(_mm_shuffle_epi32(pairs, 0xAA)));
+    return _mm512_dpwssd_epi32(summ, pair[3],
+                               _mm512_broadcastd_epi32(_mm_shuffle_epi32(pairs, 0xFF)));
+  }
+};
 
 // One 16-row group of nb super-blocks against T activation rows: kQ4_Kx16, or kQ5_Kx16 (kFive:
 // each code line's 5th bits, bits 2c / 2c + 1 of the qh line at its position i, ORed in as 16).
@@ -713,30 +739,60 @@ void group_dot_k(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float
         sumi[t] = _mm512_add_epi32(sumi[t], _mm512_add_epi32(_mm512_mullo_epi32(sc_lo, lo_sum[t]),
                                                              _mm512_mullo_epi32(sc_hi, hi_sum[t])));
     }
-    // The mins against the activation's bsums of each 32-element sub-block: two sub-blocks per
-    // vpdpwssd (the rows' mins as 16-bit word pairs, the token's pair sums |P| <= 32 * 127 as
-    // the other pair: exact).
-    __m512i min_pair[4];
-    for (int k = 0; k < 4; ++k)
-      min_pair[k] =
-          _mm512_or_si512(k_min(s1, s2, 2 * k), _mm512_slli_epi32(k_min(s1, s2, 2 * k + 1), 16));
-    for (int t = 0; t < T; ++t) {
-      const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xs[t][b].bsums));
-      const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xs[t][b].bsums + 8));
-      const __m128i pairs = _mm_hadd_epi16(lo, hi);  // P_s = bsums[2s] + bsums[2s + 1], s < 8
-      summ[t] = _mm512_dpwssd_epi32(summ[t], min_pair[0], _mm512_broadcastd_epi32(pairs));
-      summ[t] = _mm512_dpwssd_epi32(summ[t], min_pair[1],
-                                    _mm512_broadcastd_epi32(_mm_shuffle_epi32(pairs, 0x55)));
-      summ[t] = _mm512_dpwssd_epi32(summ[t], min_pair[2],
-                                    _mm512_broadcastd_epi32(_mm_shuffle_epi32(pairs, 0xAA)));
-      summ[t] = _mm512_dpwssd_epi32(summ[t], min_pair[3],
-                                    _mm512_broadcastd_epi32(_mm_shuffle_epi32(pairs, 0xFF)));
-    }
+    const KMins mins(s1, s2);
+    for (int t = 0; t < T; ++t) summ[t] = mins.dot(summ[t], xs[t][b].bsums);
     min_step<T>(acc, b, blk, xs, sumi, summ);
   }
   for (int t = 0; t < T; ++t) {
     _mm512_storeu_ps(outs[t], fold_acc(acc[t]));
   }
+}
+
+// The same group against T tokens in chain order (run_chains: one accumulator per token), for
+// GEMMs: each code line's nibbles feed T tokens' vpdpbusd, sub-block by sub-block (the low
+// nibbles' 32 elements, then the high ones': T sub-block sums live, not 2T), each sub-block sum
+// scaled into the token's super-block sum (integers: the same sumi in any order), then
+// min_step_one's float step. The same bits as group_dot_k; the group sits in L1 / L2 after the
+// first batch, so there is no prefetch.
+template <int T, bool kFive = false>
+void chain_dot_k(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float* const* outs,
+                 bool cold) {
+  constexpr size_t kBlock = kFive ? kQ5_Kx16Block : 2304;
+  constexpr size_t kCodes = kFive ? 768 : 256;
+  constexpr size_t kAhead = kFive ? kQ5_Kx16Prefetch : kQ4_Kx16Prefetch;
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  auto step = [&](int64_t b, int, auto&& acc) {
+    const uint8_t* blk = g + b * kBlock;
+    if (cold) prefetch_lines<kBlock, kToL1>(blk + kAhead);
+    const __m512i s0 = _mm512_loadu_si512(blk + 64);
+    const __m512i s2 = _mm512_loadu_si512(blk + 192);
+    __m512i sumi[T];
+    for (int t = 0; t < T; ++t) sumi[t] = _mm512_setzero_si512();
+    for (int s = 0; s < 8; ++s) {  // sub-block s: line set c = s / 2, low nibbles if s is even
+      const int c = s / 2;
+      __m512i sub[T];
+      for (int t = 0; t < T; ++t) sub[t] = _mm512_setzero_si512();
+      for (int i = 0; i < 8; ++i) {
+        const __m512i v = _mm512_loadu_si512(blk + kCodes + (8 * c + i) * 64);
+        __m512i q = s % 2 == 0 ? _mm512_and_si512(v, m4) : high_nibbles(v, m4);
+        if constexpr (kFive)
+          q = _mm512_or_si512(q, bit_to_4(_mm512_loadu_si512(blk + 256 + 64 * i), s));
+        for (int t = 0; t < T; ++t)
+          sub[t] = _mm512_dpbusd_epi32(sub[t], q, bcast4(xs[t][b].qs + 32 * s + 4 * i));
+      }
+      const __m512i sc = k_scale(s0, s2, s);
+      for (int t = 0; t < T; ++t)
+        sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(sc, sub[t]));
+    }
+    const KMins mins(_mm512_loadu_si512(blk + 128), s2);
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
+    const __m512 dmw =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32)));
+    for (int t = 0; t < T; ++t)
+      min_step_one(acc(t), dw, dmw, xs[t][b].d, sumi[t],
+                   mins.dot(_mm512_setzero_si512(), xs[t][b].bsums));
+  };
+  run_chains<T>(nb, outs, step);
 }
 
 // ---- kQ6_Kx16: Q6_K x Q8_K ----
@@ -813,6 +869,73 @@ void group_dot_q6(const uint8_t* g, bool odd, const BlockQ8_K* const* xs, int64_
   for (int t = 0; t < T; ++t) {
     _mm512_storeu_ps(outs[t], fold_acc(acc[t]));
   }
+}
+
+// The same group against T tokens in chain order, for GEMMs: one 16-element run (k) at a time,
+// its codes rebuilt from the three loads for each (T run sums live, not 4T), each run's sum
+// scaled into the token's sumi; the -32 offset, sum over runs of scale * 32 * bsum, taken off
+// once per super-block by 8 vpdpwssd (two runs' scales as a 16-bit pair against the token's bsums
+// pair): the same integers as group_dot_q6's (|sumi| < 2^29), then its float step, so the same
+// bits. `cold`: the group's first batch, which L1-prefetches ahead as the GEMV does.
+template <int T>
+void chain_dot_q6(const uint8_t* g, bool odd, const BlockQ8_K* const* xs, int64_t nb,
+                  float* const* outs, bool cold) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i m30 = _mm512_set1_epi8(0x30);
+  auto scales = [&](const Q6KParts& p, int grp) {
+    return _mm512_cvtepi8_epi32(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(g + p.scales + 16 * grp)));
+  };
+  auto step = [&](int64_t b, int, auto&& acc) {
+    const Q6KParts p = q6_kx16_parts(b, odd);
+    if (cold) prefetch_lines<kQ6_Kx16Block, kToL1>(g + b * kQ6_Kx16Block + kQ6_Kx16Prefetch);
+    const uint8_t* ql = g + p.ql;
+    const uint8_t* qh = g + p.qh;
+    __m512i sumi[T];
+    for (int t = 0; t < T; ++t) sumi[t] = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h)
+      for (int q = 0; q < 2; ++q)
+        for (int k = 0; k < 4; ++k) {
+          __m512i s[T];
+          for (int t = 0; t < T; ++t) s[t] = _mm512_setzero_si512();
+          for (int ii = 0; ii < 4; ++ii) {
+            const int i = 4 * q + ii;
+            // Run k's low nibbles from ql line i (k even) or 8 + i (odd), low (k < 2) or high.
+            const __m512i v = _mm512_loadu_si512(ql + (16 * h + 8 * (k & 1) + i) * 64);
+            const __m512i hb = _mm512_loadu_si512(qh + (8 * h + i) * 64);
+            const __m512i lo4 = k < 2 ? _mm512_and_si512(v, m4) : high_nibbles(v, m4);
+            const __m512i hi2 = k == 0   ? _mm512_slli_epi16(hb, 4)
+                                : k == 1 ? _mm512_slli_epi16(hb, 2)
+                                : k == 2 ? hb
+                                         : _mm512_srli_epi16(hb, 2);
+            const __m512i code = _mm512_or_si512(lo4, _mm512_and_si512(hi2, m30));
+            for (int t = 0; t < T; ++t)
+              s[t] =
+                  _mm512_dpbusd_epi32(s[t], code, bcast4(xs[t][b].qs + 128 * h + 4 * i + 32 * k));
+          }
+          const __m512i sc = scales(p, 8 * h + 2 * k + q);
+          for (int t = 0; t < T; ++t)
+            sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(sc, s[t]));
+        }
+    __m512i off[T];
+    for (int t = 0; t < T; ++t) off[t] = _mm512_setzero_si512();
+    for (int m = 0; m < 8; ++m) {
+      const __m512i pair =
+          _mm512_or_si512(_mm512_and_si512(scales(p, 2 * m), _mm512_set1_epi32(0xFFFF)),
+                          _mm512_slli_epi32(scales(p, 2 * m + 1), 16));
+      for (int t = 0; t < T; ++t)
+        off[t] = _mm512_dpwssd_epi32(
+            off[t], pair, bcast4(reinterpret_cast<const int8_t*>(xs[t][b].bsums + 2 * m)));
+    }
+    const __m512 dw =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + p.d)));
+    for (int t = 0; t < T; ++t) {
+      const __m512i isum = _mm512_sub_epi32(sumi[t], _mm512_slli_epi32(off[t], 5));
+      const __m512 dd = _mm512_mul_ps(dw, _mm512_set1_ps(xs[t][b].d));
+      acc(t) = _mm512_add_ps(acc(t), _mm512_mul_ps(dd, _mm512_cvtepi32_ps(isum)));
+    }
+  };
+  run_chains<T>(nb, outs, step);
 }
 
 // ---- kIQ4_XSx16: IQ4_XS x Q8_K ----
@@ -1104,6 +1227,10 @@ struct Q4KDot {
                   float* const* outs) {
     group_dot_k<T>(g, xs, nb, outs);
   }
+  static void chain(const uint8_t* g, int64_t, const BlockQ8_K* const* xs, int64_t nb,
+                    float* const* outs, bool cold) {
+    chain_dot_k<T>(g, xs, nb, outs, cold);
+  }
 };
 template <int T>
 struct IQ4XSDot {
@@ -1117,6 +1244,10 @@ struct Q5KDot {
   static void run(const uint8_t* g, int64_t, const BlockQ8_K* const* xs, int64_t nb,
                   float* const* outs) {
     group_dot_k<T, true>(g, xs, nb, outs);
+  }
+  static void chain(const uint8_t* g, int64_t, const BlockQ8_K* const* xs, int64_t nb,
+                    float* const* outs, bool cold) {
+    chain_dot_k<T, true>(g, xs, nb, outs, cold);
   }
 };
 template <int T>
@@ -1139,7 +1270,38 @@ struct Q6KDot {
                   float* const* outs) {
     group_dot_q6<T>(g, q6_kx16_group_odd(r, nb), xs, nb, outs);
   }
+  static void chain(const uint8_t* g, int64_t r, const BlockQ8_K* const* xs, int64_t nb,
+                    float* const* outs, bool cold) {
+    chain_dot_q6<T>(g, q6_kx16_group_odd(r, nb), xs, nb, outs, cold);
+  }
 };
+
+// GEMM over a K-quant layout whose Dot has a chain-order pass (Dot<T>::chain): for each group,
+// the tokens in for_batches' batches, chain passes for 2+ tokens (the first batch, which finds
+// the group cold, prefetching), the block-order GEMV pass (Dot<1>::run) for a lone token or every
+// token of a call under 4.
+template <template <int> class Dot>
+void gemm_k_chains(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
+                   size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
+                   int64_t n_cols) {
+  const int64_t nb = n_cols / kQK_K;
+  const auto* xbase = static_cast<const uint8_t*>(xq);
+  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
+    for_batches<kGemmTokens>(n_tokens, nb, [&](auto tokens, int64_t t, size_t) {
+      constexpr int T = decltype(tokens)::value;
+      const BlockQ8_K* xs[T];
+      float* outs[T];
+      for (int j = 0; j < T; ++j) {
+        xs[j] = reinterpret_cast<const BlockQ8_K*>(xbase + (t + j) * xq_stride);
+        outs[j] = y + (t + j) * y_stride + r;
+      }
+      if constexpr (T == 1)
+        Dot<1>::run(g, r, xs, nb, outs);
+      else
+        Dot<T>::chain(g, r, xs, nb, outs, t == 0);
+    });
+  });
+}
 
 }  // namespace
 
@@ -1164,9 +1326,12 @@ GemvKernels interleaved_kernels_avx512(WeightLayout layout) {
     return GemvKernels{&gemv_b32<WeightLayout::kQ4_1x16>, &gemm_b32<WeightLayout::kQ4_1x16>};
   if (layout == WeightLayout::kQ5_1x16)
     return GemvKernels{&gemv_b32<WeightLayout::kQ5_1x16>, &gemm_b32<WeightLayout::kQ5_1x16>};
-  if (layout == WeightLayout::kQ4_Kx16) return GemvKernels{&gemv_kx16<Q4KDot>, &gemm_kx16<Q4KDot>};
-  if (layout == WeightLayout::kQ6_Kx16) return GemvKernels{&gemv_kx16<Q6KDot>, &gemm_kx16<Q6KDot>};
-  if (layout == WeightLayout::kQ5_Kx16) return GemvKernels{&gemv_kx16<Q5KDot>, &gemm_kx16<Q5KDot>};
+  if (layout == WeightLayout::kQ4_Kx16)
+    return GemvKernels{&gemv_kx16<Q4KDot>, &gemm_k_chains<Q4KDot>};
+  if (layout == WeightLayout::kQ6_Kx16)
+    return GemvKernels{&gemv_kx16<Q6KDot>, &gemm_k_chains<Q6KDot>};
+  if (layout == WeightLayout::kQ5_Kx16)
+    return GemvKernels{&gemv_kx16<Q5KDot>, &gemm_k_chains<Q5KDot>};
   if (layout == WeightLayout::kQ2_Kx16) return GemvKernels{&gemv_kx16<Q2KDot>, &gemm_kx16<Q2KDot>};
   if (layout == WeightLayout::kQ3_Kx16) return GemvKernels{&gemv_kx16<Q3KDot>, &gemm_kx16<Q3KDot>};
   if (layout == WeightLayout::kIQ4_XSx16)
