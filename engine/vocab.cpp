@@ -100,6 +100,7 @@ constexpr std::array kPreSpecs = {
     PreSpec{"gpt-4o", PreType::kGpt4o, false, false, false, false},
     PreSpec{"llama4", PreType::kGpt4o, false, false, false, false},
     PreSpec{"minimax-m2", PreType::kGpt4o, false, false, false, false},
+    PreSpec{"kimi-k2", PreType::kKimiK2, false, false, false, false},
     PreSpec{"tekken", PreType::kTekken, false, true, true, false},
     PreSpec{"bloom", PreType::kBloom, true, false, false, false},
     PreSpec{"gpt3-finnish", PreType::kBloom, true, false, false, false},
@@ -288,6 +289,8 @@ std::string_view pre_type_name(PreType t) {
       return "tekken";
     case PreType::kBloom:
       return "bloom";
+    case PreType::kKimiK2:
+      return "kimi-k2";
   }
   return "?";
 }

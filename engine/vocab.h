@@ -35,6 +35,7 @@ enum class PreType {
   kGpt4o,
   kTekken,
   kBloom,
+  kKimiK2,
 };
 
 // Token attributes, the bit values of llama.cpp's llama_token_attr.

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/chat_template.h"
+#include "engine/pretokenize.h"
 #include "engine/tokenizer.h"
 #include "engine/vocab.h"
 #include "io/check.h"
@@ -378,6 +379,51 @@ TEST(TokenizerUnit, InvalidUtf8NeverCrashes) {
         std::string("\xf7\xbf\xbf\xbf"), std::string("\0a", 2)}) {
     (void)tok.tokenize(s, true, true);
   }
+}
+
+// ---- pre-tokenizer splits with no fixture (the expected words follow from the pattern) ----
+
+std::vector<std::string> words(PreType type, std::string_view text) {
+  std::vector<size_t> lengths;
+  PreTokenizer(type).split(text, lengths);
+  std::vector<std::string> out;
+  size_t at = 0;
+  for (const size_t n : lengths) {
+    out.emplace_back(text.substr(at, n));
+    at += n;
+  }
+  EXPECT_EQ(at, text.size());
+  return out;
+}
+
+using Words = std::vector<std::string>;
+
+// Kimi-K2: Han runs are words of their own (letters on either side split off them), other
+// letters split by case as o200k does, digits in threes.
+TEST(PreTokenizerUnit, KimiK2) {
+  EXPECT_EQ(words(PreType::kKimiK2, "\xe4\xbd\xa0\xe5\xa5\xbdworld"),  // 你好world
+            (Words{"\xe4\xbd\xa0\xe5\xa5\xbd", "world"}));
+  EXPECT_EQ(words(PreType::kKimiK2, "Hello \xe4\xb8\x96\xe7\x95\x8c!"),  // Hello 世界!
+            (Words{"Hello", " ", "\xe4\xb8\x96\xe7\x95\x8c", "!"}));
+  EXPECT_EQ(words(PreType::kKimiK2, "getUserName iPhone"),
+            (Words{"get", "User", "Name", " i", "Phone"}));
+  EXPECT_EQ(words(PreType::kKimiK2, "I don't KNOW'S 1234567"),
+            (Words{"I", " don't", " KNOW'S", " ", "123", "456", "7"}));
+  // Hiragana and Hangul are letters but not Han: one word with the Latin letters around them.
+  EXPECT_EQ(words(PreType::kKimiK2, "a\xe3\x81\x82\xea\xb0\x80\xe6\xbc\xa2" "b"),  // aあ가漢b
+            (Words{"a\xe3\x81\x82\xea\xb0\x80", "\xe6\xbc\xa2", "b"}));
+  EXPECT_EQ(words(PreType::kKimiK2, "x\n\n  y ...\n"), (Words{"x", "\n\n", " ", " y", " ...\n"}));
+  // A long word of capitals backtracks through the first word pattern: one word, no crash.
+  EXPECT_EQ(words(PreType::kKimiK2, std::string(300000, 'A')).size(), 1u);
+}
+
+TEST(VocabUnit, KimiK2PreTokenizerLoads) {
+  io::GgufWriter w = tiny_bpe_writer();
+  w.set("tokenizer.ggml.pre", "kimi-k2");
+  const auto m = parse(w);
+  const Tokenizer tok = Tokenizer::from_gguf(*m->file);
+  EXPECT_EQ(tok.vocab().pre_type(), PreType::kKimiK2);
+  EXPECT_EQ(tok.tokenize("abab", false, false), (std::vector<int32_t>{2, 2}));
 }
 
 }  // namespace
