@@ -112,12 +112,28 @@ void ChatSession::sync_kv(const std::vector<int32_t>& tokens) {
 
 TurnStatus ChatSession::begin_turn(std::string_view user) {
   messages_.push_back({"user", std::string(user)});
-  return begin_formatted([this] { messages_.pop_back(); });
+  return begin_formatted(format_tokens(true), [this] { messages_.pop_back(); });
 }
 
 TurnStatus ChatSession::begin_messages(std::vector<ChatMessage> messages) {
   std::vector<ChatMessage> before = std::exchange(messages_, std::move(messages));
-  return begin_formatted([&] { messages_ = std::move(before); });
+  return begin_formatted(format_tokens(true), [&] { messages_ = std::move(before); });
+}
+
+TurnStatus ChatSession::begin_text(std::string_view text) {
+  // As llama.cpp's server tokenizes a completion prompt: BOS as the vocabulary says, and
+  // control strings as their ids.
+  return begin_tokens(tok_.tokenize(text, true, true));
+}
+
+TurnStatus ChatSession::begin_tokens(std::vector<int32_t> tokens) {
+  if (tokens.empty()) fail(ErrorKind::kBadValue, "the prompt is empty: nothing to continue");
+  for (size_t i = 0; i < tokens.size(); ++i)  // before the cache is touched
+    if (!tok_.vocab().valid_id(tokens[i]))
+      fail(ErrorKind::kBadValue, "prompt token {} (at {}) is not in the vocabulary ({} tokens)",
+           tokens[i], i, tok_.vocab().n_tokens());
+  std::vector<ChatMessage> before = std::exchange(messages_, {});
+  return begin_formatted(tokens, [&] { messages_ = std::move(before); });
 }
 
 void ChatSession::set_sampling(const SamplerParams& sampling) {
@@ -125,8 +141,8 @@ void ChatSession::set_sampling(const SamplerParams& sampling) {
   adopted_ = !kv_tokens_.empty();
 }
 
-TurnStatus ChatSession::begin_formatted(const std::function<void()>& undo) {
-  const std::vector<int32_t> tokens = format_tokens(true);
+TurnStatus ChatSession::begin_formatted(const std::vector<int32_t>& tokens,
+                                        const std::function<void()>& undo) {
   if (tokens.size() > fwd_.n_ctx()) {
     undo();
     stats_ = {};

@@ -71,6 +71,13 @@ class ChatSession {
   // messages, the system prompt included): replaces the conversation, then brings the cache to
   // it as begin_turn does, keeping the prefix the cache shares.
   TurnStatus begin_messages(std::vector<ChatMessage> messages);
+  // A raw completion (`strata serve`'s /v1/completions): the cache is brought to `text`
+  // tokenized as it stands (BOS as the vocabulary says, control strings as their ids) — no chat
+  // template — keeping the prefix it shares; the conversation is emptied (the reply then joins
+  // it as an assistant message, as after begin_turn). begin_tokens takes the ids themselves;
+  // an empty prompt is an Error (kBadValue), ids outside the vocabulary too.
+  TurnStatus begin_text(std::string_view text);
+  TurnStatus begin_tokens(std::vector<int32_t> tokens);
   // New sampling parameters (and seed) for the next replies; the sampler hears the tokens the
   // cache keeps at the next turn, as a fresh session's would.
   void set_sampling(const SamplerParams& sampling);
@@ -117,9 +124,9 @@ class ChatSession {
  private:
   // Makes the cache hold exactly `tokens`: keeps the common prefix, prefills the rest.
   void sync_kv(const std::vector<int32_t>& tokens);
-  // begin_turn's work once messages_ holds the conversation; `undo` restores messages_ when the
-  // formatted conversation does not fit, or its prefill throws.
-  TurnStatus begin_formatted(const std::function<void()>& undo);
+  // begin_turn's work once messages_ holds the conversation (tokens: it formatted, or a raw
+  // prompt); `undo` restores messages_ when the tokens do not fit, or their prefill throws.
+  TurnStatus begin_formatted(const std::vector<int32_t>& tokens, const std::function<void()>& undo);
   // After an exception from a forward pass (an I/O error of the tiers): the cache and the mirror
   // keep the positions both hold, so the next turn works.
   void recover();

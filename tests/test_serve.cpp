@@ -3,8 +3,8 @@
 // sampling and seed; a streamed reply (server-sent events) is the same text in pieces, ending with
 // a finish reason and [DONE]; the next request that continues the conversation prefills only what
 // is new; stop strings cut the reply; max_tokens ends it with "length"; every malformed request
-// is a 400 with a one-line OpenAI error object and the server keeps serving; SIGINT stops it
-// with exit code 0.
+// is a 400 with a one-line OpenAI error object and the server keeps serving; POST
+// /v1/completions continues a raw prompt as `strata run` does; SIGINT stops it with exit code 0.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -294,6 +294,100 @@ TEST_F(Serve, BadRequestsAre400sAndTheServerGoesOn) {
   // And it still answers.
   const json ok = post(chat_body({{"user", "hi"}}, 2));
   EXPECT_EQ(ok["choices"][0]["finish_reason"], "length");
+}
+
+// POST /v1/completions: the prompt continued as it stands (no chat template) — `strata run`'s
+// text for the same prompt; token ids give the same; streamed pieces concatenate to it.
+TEST_F(Serve, TextCompletionIsTheRunCommands) {
+  const std::string prompt = "The quick brown fox";
+  const std::string cmd = fmt::format(
+      "VRAM_GB=0 '{}' run -m '{}' -t 2 -p '{}' -n 10 --temp 0 --no-display-prompt > '{}' 2> "
+      "/dev/null",
+      kStrata.string(), kModel.string(), prompt, (dir_ / "run.out").string());
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  std::string want = slurp(dir_ / "run.out");
+  if (!want.empty() && want.back() == '\n') want.pop_back();  // run ends the text's line
+  want = as_json_text(want);
+
+  auto c = client();
+  const json body = {{"prompt", prompt}, {"max_tokens", 10}, {"temperature", 0}};
+  const auto res = c.Post("/v1/completions", body.dump(), "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const json r = json::parse(res->body);
+  EXPECT_EQ(r["object"], "text_completion");
+  EXPECT_EQ(r["choices"][0]["text"], want);
+  EXPECT_TRUE(r["choices"][0]["logprobs"].is_null());
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(r["usage"]["completion_tokens"], 10);
+  const int n_prompt = r["usage"]["prompt_tokens"];
+  EXPECT_GT(n_prompt, 1);
+
+  // The same prompt again keeps it all in the KV cache (the last token runs again for its
+  // logits) and continues the same way.
+  const auto again = c.Post("/v1/completions", body.dump(), "application/json");
+  ASSERT_TRUE(again);
+  const json a = json::parse(again->body);
+  EXPECT_EQ(a["choices"][0]["text"], want);
+  EXPECT_EQ(a["timings"]["prompt_n"], 1);
+
+  // Streamed: text chunks, a finish reason, [DONE].
+  json sbody = body;
+  sbody["stream"] = true;
+  const auto sres = c.Post("/v1/completions", sbody.dump(), "application/json");
+  ASSERT_TRUE(sres);
+  EXPECT_EQ(sres->get_header_value("Content-Type"), "text/event-stream");
+  std::string streamed, finish;
+  bool done = false;
+  std::istringstream lines(sres->body);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("data: ", 0) != 0) continue;
+    if (line == "data: [DONE]") {
+      done = true;
+      continue;
+    }
+    const json chunk = json::parse(line.substr(6));
+    EXPECT_EQ(chunk["object"], "text_completion");
+    streamed += chunk["choices"][0]["text"].get<std::string>();
+    if (!chunk["choices"][0]["finish_reason"].is_null())
+      finish = chunk["choices"][0]["finish_reason"];
+  }
+  EXPECT_TRUE(done);
+  EXPECT_EQ(streamed, want);
+  EXPECT_EQ(finish, "length");
+
+  // Token ids, after a chat request (the cache holds a conversation then).
+  (void)post(chat_body({{"user", "hi"}}, 2));
+  const json tbody = {{"prompt", json::array({1, 2, 3})}, {"max_tokens", 3}, {"temperature", 0}};
+  const auto tres = c.Post("/v1/completions", tbody.dump(), "application/json");
+  ASSERT_TRUE(tres);
+  EXPECT_EQ(tres->status, 200) << tres->body;
+  EXPECT_EQ(json::parse(tres->body)["usage"]["prompt_tokens"], 3);
+
+  const std::pair<std::string, std::string> bad[] = {
+      {R"({"max_tokens": 2})", "'prompt' must be"},
+      {R"({"prompt": ["a", "b"]})", "'prompt' must be"},
+      {R"({"prompt": [1, "b"]})", "'prompt' must be"},
+      {R"({"prompt": [-1]})", "'prompt' must be"},
+      {R"({"prompt": [99999999]})", "not in the vocabulary"},
+      {R"({"prompt": "hi", "echo": true})", "'echo'"},
+      {R"({"prompt": "hi", "logprobs": 5})", "'logprobs'"},
+      {R"({"prompt": "hi", "suffix": "end"})", "'suffix'"},
+      {R"({"prompt": "hi", "best_of": 3})", "'best_of' must be 1"},
+      {R"({"prompt": "hi", "n": 2})", "'n' must be 1"},
+      {R"({"prompt": ""})", "the prompt is empty"},
+  };
+  for (const auto& [b, want_msg] : bad) {
+    const auto e = c.Post("/v1/completions", b, "application/json");
+    ASSERT_TRUE(e) << b;
+    EXPECT_EQ(e->status, 400) << b;
+    const std::string msg = json::parse(e->body)["error"]["message"];
+    EXPECT_NE(msg.find(want_msg), std::string::npos) << b << " -> " << msg;
+  }
+  // The server still answers.
+  const auto ok = c.Post("/v1/completions", body.dump(), "application/json");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(json::parse(ok->body)["choices"][0]["text"], want);
 }
 
 // A second server on the same port is a one-line error, not a server sharing its connections.

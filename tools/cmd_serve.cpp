@@ -1,6 +1,7 @@
 // `strata serve -m MODEL [--host H] [--port P] [knob flags]`: an OpenAI-compatible HTTP server
-// over one engine::ChatSession — POST /v1/chat/completions (whole replies or server-sent events),
-// GET /v1/models, GET /health — so chat front ends and scripts that speak the OpenAI API can use
+// over one engine::ChatSession — POST /v1/chat/completions and POST /v1/completions (a raw
+// prompt, ChatSession::begin_text / begin_tokens; whole replies or server-sent events), GET
+// /v1/models, GET /health — so chat front ends and scripts that speak the OpenAI API can use
 // strata. One reply is computed at a time (others wait); each request carries its whole
 // conversation, and the KV cache keeps the prefix it shares with the previous one, so a client
 // continuing a conversation prefills only the new messages. Replies are the CLI's: the same
@@ -69,9 +70,20 @@ std::string error_body(const std::string& message, const char* type) {
   return json{{"error", {{"message", message}, {"type", type}}}}.dump();
 }
 
-// What a chat completion request asks for, checked.
-struct ChatRequest {
-  std::vector<engine::ChatMessage> messages;
+// The two completion endpoints: POST /v1/chat/completions (messages through the chat template)
+// and POST /v1/completions (a raw prompt continued as it stands).
+enum class Api { kChat, kText };
+
+const char* api_path(Api api) {
+  return api == Api::kChat ? "/v1/chat/completions" : "/v1/completions";
+}
+
+// What a completion request asks for, checked.
+struct CompletionRequest {
+  Api api = Api::kChat;
+  std::vector<engine::ChatMessage> messages;  // kChat
+  std::optional<std::string> prompt;          // kText: the prompt's text, or
+  std::vector<int32_t> prompt_ids;            // its token ids
   engine::SamplerParams sampling;
   int32_t max_tokens = -1;  // < 0: until end of generation or a full context
   bool stream = false;
@@ -120,12 +132,7 @@ std::string content_text(const json& content, size_t i) {
   return text;
 }
 
-ChatRequest parse_chat_request(const std::string& body_text,
-                               const engine::SamplerParams& defaults) {
-  const json body = json::parse(body_text, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded() || !body.is_object())
-    throw BadRequest{400, "the request body is not a JSON object"};
-  ChatRequest r;
+void parse_messages(const json& body, CompletionRequest& r) {
   const json* messages = field(body, "messages");
   if (!messages || !messages->is_array() || messages->empty())
     throw BadRequest{400, "'messages' must be a non-empty array"};
@@ -142,6 +149,58 @@ ChatRequest parse_chat_request(const std::string& body_text,
     if (!content) throw BadRequest{400, fmt::format("messages[{}] has no 'content'", i)};
     r.messages.push_back({role, content_text(*content, i)});
   }
+}
+
+// A flag strata does not implement: absent, null, false or 0 only.
+void refuse_flag(const json& body, const char* key, const char* what) {
+  const json* v = field(body, key);
+  if (!v || (v->is_boolean() && !v->get<bool>()) ||
+      (v->is_number_integer() && v->get<int64_t>() == 0))
+    return;
+  throw BadRequest{400, fmt::format("'{}' ({}) is not supported", key, what)};
+}
+
+void parse_prompt(const json& body, CompletionRequest& r) {
+  const json* p = field(body, "prompt");
+  const char* expected =
+      "'prompt' must be a string, an array holding one string, or an array of token ids (one "
+      "prompt per request)";
+  if (!p) throw BadRequest{400, expected};
+  if (p->is_string()) {
+    r.prompt = p->get<std::string>();
+  } else if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) {
+    r.prompt = (*p)[0].get<std::string>();
+  } else if (p->is_array() && !p->empty()) {
+    for (const json& id : *p) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
+          id.get<int64_t>() > std::numeric_limits<int32_t>::max())
+        throw BadRequest{400, expected};
+      r.prompt_ids.push_back(int32_t(id.get<int64_t>()));
+    }
+  } else {
+    throw BadRequest{400, expected};
+  }
+  refuse_flag(body, "echo", "the prompt in the reply");
+  refuse_flag(body, "logprobs", "token log-probabilities");
+  if (const json* x = field(body, "suffix");
+      x && !(x->is_string() && x->get<std::string>().empty()))
+    throw BadRequest{400, "'suffix' (fill in the middle) is not supported"};
+  if (const json* b = field(body, "best_of");
+      b && (!b->is_number_integer() || b->get<int64_t>() != 1))
+    throw BadRequest{400, "'best_of' must be 1 (one choice per request)"};
+}
+
+CompletionRequest parse_request(const std::string& body_text, const engine::SamplerParams& defaults,
+                                Api api) {
+  const json body = json::parse(body_text, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded() || !body.is_object())
+    throw BadRequest{400, "the request body is not a JSON object"};
+  CompletionRequest r;
+  r.api = api;
+  if (api == Api::kChat)
+    parse_messages(body, r);
+  else
+    parse_prompt(body, r);
   if (const json* n = field(body, "n"); n && (!n->is_number_integer() || n->get<int64_t>() != 1))
     throw BadRequest{400, "'n' must be 1 (one choice per request)"};
   r.sampling = defaults;
@@ -237,9 +296,9 @@ const char* finish_reason(engine::TurnStatus s, bool stopped) {
   }
 }
 
-std::string completion_id() {
+std::string completion_id(Api api) {
   static std::atomic<uint64_t> n{0};
-  return fmt::format("chatcmpl-strata-{}-{}", ::getpid(), n++);
+  return fmt::format("{}-strata-{}-{}", api == Api::kChat ? "chatcmpl" : "cmpl", ::getpid(), n++);
 }
 
 int64_t unix_now() {
@@ -305,12 +364,17 @@ class Server {
                             {"owned_by", "strata"}}}}};
       res.set_content(dump(list), "application/json");
     });
-    http_.Post("/v1/chat/completions",
-               [this](const httplib::Request& req, httplib::Response& res) { chat(req, res); });
+    http_.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+      complete(req, res, Api::kChat);
+    });
+    http_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+      complete(req, res, Api::kText);
+    });
     http_.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;
       res.set_content(error_body(fmt::format("{} {}: no such endpoint (strata serves POST "
-                                             "/v1/chat/completions, GET /v1/models, GET /health)",
+                                             "/v1/chat/completions, POST /v1/completions, GET "
+                                             "/v1/models, GET /health)",
                                              req.method, req.path),
                                  "invalid_request_error"),
                       "application/json");
@@ -324,7 +388,7 @@ class Server {
           fmt::print(stderr, "serve: {} {} 500: {}\n", req.method, req.path, describe(ep));
         });
     http_.set_logger([](const httplib::Request& req, const httplib::Response& res) {
-      if (req.path != "/v1/chat/completions")
+      if (req.path != api_path(Api::kChat) && req.path != api_path(Api::kText))
         fmt::print(stderr, "serve: {} {} {}\n", req.method, req.path, res.status);
     });
   }
@@ -345,12 +409,12 @@ class Server {
   }
 
  private:
-  void chat(const httplib::Request& req, httplib::Response& res) {
-    ChatRequest r;
+  void complete(const httplib::Request& req, httplib::Response& res, Api api) {
+    CompletionRequest r;
     try {
-      r = parse_chat_request(req.body, o_.sampling);
+      r = parse_request(req.body, o_.sampling, api);
     } catch (const BadRequest& e) {
-      reply_error(res, e.status, e.message);
+      reply_error(res, api, e.status, e.message);
       return;
     }
     // One reply at a time: the lock travels with a streamed reply until its last event.
@@ -360,21 +424,38 @@ class Server {
     session_.set_sampling(r.sampling);
     engine::TurnStatus st;
     try {
-      st = session_.begin_messages(r.messages);
+      st = api == Api::kChat ? session_.begin_messages(r.messages)
+           : r.prompt        ? session_.begin_text(*r.prompt)
+                             : session_.begin_tokens(r.prompt_ids);
     } catch (const Error& e) {
-      // A bad value (a token id the vocabulary lacks ...) is the request's; the rest (an I/O
-      // error of the tiers) is the server's.
-      reply_error(res, e.kind() == ErrorKind::kBadValue ? 400 : 500, e.what());
+      // A bad value (a token id the vocabulary lacks, an empty prompt ...) is the request's; the
+      // rest (an I/O error of the tiers) is the server's.
+      reply_error(res, api, e.kind() == ErrorKind::kBadValue ? 400 : 500, e.what());
       return;
     }
     if (st == engine::TurnStatus::kPromptTooLong) {
-      reply_error(res, 400,
-                  fmt::format("the conversation is {} tokens; the context holds {} (strata serve "
-                              "--ctx)",
+      reply_error(res, api, 400,
+                  fmt::format("the {} is {} tokens; the context holds {} (strata serve --ctx)",
+                              api == Api::kChat ? "conversation" : "prompt",
                               session_.last_stats().n_prompt, session_.n_ctx()));
       return;
     }
-    const std::string id = completion_id();
+    const std::string id = completion_id(api);
+    // One choice: the reply's text (whole, or one streamed piece) and its finish reason.
+    const auto choice = [api](std::optional<std::string> text, const char* finish, bool chunk) {
+      json c = {{"index", 0}, {"finish_reason", finish ? json(finish) : json(nullptr)}};
+      if (api == Api::kText) {
+        c["text"] = text.value_or("");
+        c["logprobs"] = nullptr;
+      } else if (!chunk) {
+        c["message"] = {{"role", "assistant"}, {"content", text.value_or("")}};
+      } else {
+        c["delta"] = text ? json{{"content", *text}} : json::object();
+      }
+      return c;
+    };
+    const char* object = api == Api::kChat ? "chat.completion" : "text_completion";
+    const char* chunk_object = api == Api::kChat ? "chat.completion.chunk" : "text_completion";
     if (!r.stream) {
       StopFilter filter(r.stop);
       DecodeClock clock(prof_, session_);
@@ -389,70 +470,69 @@ class Server {
           &stop_reply_);
       if (!filter.stopped()) text += filter.flush();
       json out = {{"id", id},
-                  {"object", "chat.completion"},
+                  {"object", object},
                   {"created", unix_now()},
                   {"model", model_id_},
-                  {"choices",
-                   {{{"index", 0},
-                     {"message", {{"role", "assistant"}, {"content", text}}},
-                     {"finish_reason", finish_reason(t.status, filter.stopped())}}}},
+                  {"choices", {choice(text, finish_reason(t.status, filter.stopped()), false)}},
                   {"usage", usage(t.stats)},
                   {"timings", timings(t.stats)}};
       res.set_content(dump(out), "application/json");
-      log(t.stats, t0, "");
+      log(api, t.stats, t0, "");
       return;
     }
     res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider("text/event-stream", [this, r, id, lock, t0](
-                                                              size_t, httplib::DataSink& sink) {
-      const auto event = [&](const json& delta, const char* finish) {
-        const json chunk = {{"id", id},
-                            {"object", "chat.completion.chunk"},
-                            {"created", unix_now()},
-                            {"model", model_id_},
-                            {"choices",
-                             {{{"index", 0},
-                               {"delta", delta},
-                               {"finish_reason", finish ? json(finish) : json(nullptr)}}}}};
-        const std::string line = "data: " + dump(chunk) + "\n\n";
-        return sink.write(line.data(), line.size());
-      };
-      bool gone = !event({{"role", "assistant"}, {"content", ""}}, nullptr);
-      StopFilter filter(r.stop);
-      DecodeClock clock(prof_, session_);
-      engine::TurnResult t;
-      try {
-        t = session_.generate(
-            r.max_tokens,
-            [&](std::string_view piece) {
-              clock.tick();
-              const std::string text = filter.add(piece);
-              if (!text.empty() && !gone) gone = !event({{"content", text}}, nullptr);
-              if (filter.stopped() || gone) stop_reply_.store(true);  // client left: stop
-            },
-            &stop_reply_);
-      } catch (const std::exception& e) {
-        // The headers are gone: the error is the stream's last event.
-        const std::string line =
-            "data: " + error_body(e.what(), "server_error") + "\n\ndata: [DONE]\n\n";
-        if (!gone) sink.write(line.data(), line.size());
-        fmt::print(stderr, "serve: POST /v1/chat/completions (streamed) failed: {}\n", e.what());
-        lock->unlock();
-        return false;
-      }
-      if (!gone) {
-        if (!filter.stopped())
-          if (const std::string rest = filter.flush(); !rest.empty())
-            gone = !event({{"content", rest}}, nullptr);
-        if (!gone) event(json::object(), finish_reason(t.status, filter.stopped()));
-        const std::string done = "data: [DONE]\n\n";
-        sink.write(done.data(), done.size());
-        sink.done();
-      }
-      log(t.stats, t0, gone ? " (client gone: stopped)" : " (streamed)");
-      lock->unlock();
-      return !gone;
-    });
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [this, r, id, lock, t0, choice, chunk_object](size_t, httplib::DataSink& sink) {
+          const auto event = [&](const json& c) {
+            const json chunk = {{"id", id},
+                                {"object", chunk_object},
+                                {"created", unix_now()},
+                                {"model", model_id_},
+                                {"choices", {c}}};
+            const std::string line = "data: " + dump(chunk) + "\n\n";
+            return sink.write(line.data(), line.size());
+          };
+          // A chat stream opens with the assistant's role (OpenAI's first delta).
+          bool gone =
+              r.api == Api::kChat && !event({{"index", 0},
+                                             {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                             {"finish_reason", nullptr}});
+          StopFilter filter(r.stop);
+          DecodeClock clock(prof_, session_);
+          engine::TurnResult t;
+          try {
+            t = session_.generate(
+                r.max_tokens,
+                [&](std::string_view piece) {
+                  clock.tick();
+                  const std::string text = filter.add(piece);
+                  if (!text.empty() && !gone) gone = !event(choice(text, nullptr, true));
+                  if (filter.stopped() || gone) stop_reply_.store(true);  // client left: stop
+                },
+                &stop_reply_);
+          } catch (const std::exception& e) {
+            // The headers are gone: the error is the stream's last event.
+            const std::string line =
+                "data: " + error_body(e.what(), "server_error") + "\n\ndata: [DONE]\n\n";
+            if (!gone) sink.write(line.data(), line.size());
+            fmt::print(stderr, "serve: POST {} (streamed) failed: {}\n", api_path(r.api), e.what());
+            lock->unlock();
+            return false;
+          }
+          if (!gone) {
+            if (!filter.stopped())
+              if (const std::string rest = filter.flush(); !rest.empty())
+                gone = !event(choice(rest, nullptr, true));
+            if (!gone) event(choice(std::nullopt, finish_reason(t.status, filter.stopped()), true));
+            const std::string done = "data: [DONE]\n\n";
+            sink.write(done.data(), done.size());
+            sink.done();
+          }
+          log(r.api, t.stats, t0, gone ? " (client gone: stopped)" : " (streamed)");
+          lock->unlock();
+          return !gone;
+        });
   }
 
   static json usage(const engine::TurnStats& s) {
@@ -468,22 +548,23 @@ class Server {
             {"predicted_n", s.n_generated},
             {"predicted_ms", s.decode_s * 1e3}};
   }
-  void log(const engine::TurnStats& s, std::chrono::steady_clock::time_point t0, const char* how) {
+  void log(Api api, const engine::TurnStats& s, std::chrono::steady_clock::time_point t0,
+           const char* how) {
     if (prof_ && prof_->enabled()) {
       prof_->add_prefill(s.n_prefilled, s.prefill_s);
       prof_->counters().sampling_seconds += s.sample_s;
     }
     fmt::print(stderr,
-               "serve: POST /v1/chat/completions 200{}: prompt {} tokens ({} kept in the KV "
-               "cache, {} prefilled at {:.1f} tok/s), reply {} tokens at {:.1f} tok/s, {:.2f} s\n",
-               how, s.n_prompt, s.n_reused, s.n_prefilled, s.prefill_tok_s(), s.n_generated,
-               s.decode_tok_s(),
+               "serve: POST {} 200{}: prompt {} tokens ({} kept in the KV cache, {} prefilled "
+               "at {:.1f} tok/s), reply {} tokens at {:.1f} tok/s, {:.2f} s\n",
+               api_path(api), how, s.n_prompt, s.n_reused, s.n_prefilled, s.prefill_tok_s(),
+               s.n_generated, s.decode_tok_s(),
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  static void reply_error(httplib::Response& res, int status, const std::string& message) {
+  static void reply_error(httplib::Response& res, Api api, int status, const std::string& message) {
     res.status = status;
     res.set_content(error_body(message, "invalid_request_error"), "application/json");
-    fmt::print(stderr, "serve: POST /v1/chat/completions {}: {}\n", status, message);
+    fmt::print(stderr, "serve: POST {} {}: {}\n", api_path(api), status, message);
   }
 
   const ServeOptions& o_;
@@ -537,7 +618,8 @@ int run_serve(ServeOptions o) {
   const int port = server.bind();
   fmt::print(stderr,
              "serve: listening on http://{}:{} — model \"{}\" ({}, {} layers, {} experts, context "
-             "{} tokens, template {}, {} threads); POST /v1/chat/completions; Ctrl-C stops\n",
+             "{} tokens, template {}, {} threads); POST /v1/chat/completions and /v1/completions; "
+             "Ctrl-C stops\n",
              o.host, port, id, cfg.arch_name, cfg.n_layer, cfg.n_expert, fwd.n_ctx(),
              engine::chat_family_name(family), threads);
   std::thread waiter([&] {
@@ -558,7 +640,9 @@ int run_serve(ServeOptions o) {
 
 void add_serve(CLI::App& app, CommandFn& run) {
   auto* cmd = app.add_subcommand(
-      "serve", "OpenAI-compatible HTTP server (POST /v1/chat/completions, streaming too)");
+      "serve",
+      "OpenAI-compatible HTTP server (POST /v1/chat/completions and /v1/completions, streaming "
+      "too)");
   auto o = std::make_shared<ServeOptions>();
   cmd->add_option("-m,--model", o->model, "GGUF model file")->required();
   cmd->add_option("--host", o->host, "Address to listen on (default 127.0.0.1: this host only)");
