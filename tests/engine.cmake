@@ -1,2 +1,3 @@
 strata_add_test(test_knobs LABEL unit SOURCES test_knobs.cpp LIBS strata_engine)
 strata_add_test(test_sampler LABEL unit SOURCES test_sampler.cpp LIBS strata_engine)
+strata_add_test(test_perplexity LABEL unit SOURCES test_perplexity.cpp LIBS strata_engine)

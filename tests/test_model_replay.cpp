@@ -13,11 +13,13 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "engine/logit_dump.h"
+#include "engine/perplexity.h"
 
 namespace fs = std::filesystem;
 using namespace strata::engine;
@@ -83,6 +85,19 @@ TEST_F(StrataCli, ReplayMatchesReference) {
                          (dir_ / "routing").string()));
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.err.find("tok/s"), std::string::npos) << r.err;
+  // The perplexity of both streams is the one llama.cpp's own logits give (every prediction).
+  NllStats want_nll;
+  for (int s = 0; s < 2; ++s) {
+    const LogitDump want =
+        read_logit_dump((kModelDir / "ref/F32" / fmt::format("stream{}.logits.bin", s)).string());
+    want_nll.add_stream(want.tokens, want.logits, want.n_vocab, 0);
+  }
+  const std::regex ppl_line(
+      R"(perplexity ([0-9.]+) \+/- [0-9.]+ over (\d+) predictions \(mean NLL ([0-9.]+))");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.err, m, ppl_line)) << r.err;
+  EXPECT_EQ(std::stoul(m[2]), want_nll.count());
+  EXPECT_NEAR(std::stod(m[3]), want_nll.mean_nll(), 1e-5);
   for (int s = 0; s < 2; ++s) {
     const auto name = [s](const char* kind) { return fmt::format("stream{}.{}.bin", s, kind); };
     const LogitDump got = read_logit_dump((dir_ / "logits" / name("logits")).string());
@@ -145,6 +160,46 @@ std::string from_hex(const std::string& hex) {
   for (size_t i = 0; i + 1 < hex.size(); i += 2)
     out += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
   return out;
+}
+
+// --text: the file tokenized once and cut into llama-perplexity's chunks (BOS first when the
+// vocabulary adds one), the second half of each scored; the printed perplexity is the one the
+// chunks' dumped logits give.
+TEST_F(StrataCli, ReplayTextScoresChunksAsLlamaPerplexity) {
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "The quick brown fox jumps over the lazy dog. ";
+  std::ofstream(dir_ / "text.txt") << text;
+  const Result r =
+      strata(fmt::format("replay -m '{}' --text '{}' --chunk 16 --chunks 3 --dump-logits '{}' -t 2",
+                         model("Q8_0"), (dir_ / "text.txt").string(), (dir_ / "tl").string()));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("3 chunks of 16"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("stream 3/3: perplexity so far"), std::string::npos) << r.err;
+  NllStats want;
+  for (int s = 0; s < 3; ++s) {
+    const LogitDump d =
+        read_logit_dump((dir_ / "tl" / fmt::format("stream{}.logits.bin", s)).string());
+    ASSERT_EQ(d.tokens.size(), 16u);
+    want.add_stream(d.tokens, d.logits, d.n_vocab, 8);
+  }
+  EXPECT_EQ(want.count(), 3u * 7u);
+  const std::regex ppl_line(
+      R"(perplexity ([0-9.]+) \+/- [0-9.]+ over (\d+) predictions \(mean NLL ([0-9.]+))");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.err, m, ppl_line)) << r.err;
+  EXPECT_EQ(std::stoul(m[2]), want.count());
+  EXPECT_NEAR(std::stod(m[3]), want.mean_nll(), 1e-6);
+
+  // Too short a text for one chunk, and a missing file: one line each, non-zero.
+  std::ofstream(dir_ / "short.txt") << "fox";
+  for (const auto& [file, needle] :
+       {std::pair{dir_ / "short.txt", std::string("fewer than one chunk of 16")},
+        std::pair{dir_ / "nope.txt", std::string("cannot open text file")}}) {
+    const Result e =
+        strata(fmt::format("replay -m '{}' --text '{}' --chunk 16", model("Q8_0"), file.string()));
+    EXPECT_NE(e.rc, 0);
+    EXPECT_NE(e.err.find(needle), std::string::npos) << e.err;
+  }
 }
 
 TEST_F(StrataCli, GreedyRunPrintsReferenceContinuation) {

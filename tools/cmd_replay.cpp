@@ -1,19 +1,24 @@
-// `strata replay -m MODEL --tokens FILE [--dump-logits DIR] [--dump-routing DIR] [-t N]
-// [--ubatch N] [--ctx N]`: every line of FILE is one stream of whitespace-separated token ids,
-// decoded teacher-forced into an empty KV cache as one prefill (chunks of --ubatch), like the
-// fixtures' references; the logits / routing of every position go to DIR/stream{N}.logits.bin /
-// .routing.bin (MOEL / MOER). Tested end to end by tests/test_model_replay.cpp.
+// `strata replay -m MODEL (--tokens FILE | --text FILE [--chunk N] [--chunks N]) [--score-from N]
+// [--dump-logits DIR] [--dump-routing DIR] [-t N] [--ubatch N] [--ctx N]`: every line of FILE
+// is one stream of whitespace-separated token ids (or, --text, the file tokenized and cut into
+// llama-perplexity's chunks), decoded teacher-forced into an empty KV cache as one prefill
+// (chunks of --ubatch), like the fixtures' references; the logits / routing of every position go
+// to DIR/stream{N}.logits.bin / .routing.bin (MOEL / MOER), and the streams' perplexity is
+// printed (engine/perplexity.h). Tested end to end by tests/test_model_replay.cpp.
 #include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/forward.h"
 #include "engine/logit_dump.h"
 #include "engine/model.h"
+#include "engine/perplexity.h"
+#include "engine/tokenizer.h"
 #include "io/check.h"
 #include "kernels/threadpool.h"
 #include "tools/cli.h"
@@ -28,6 +33,10 @@ namespace fs = std::filesystem;
 struct ReplayOptions {
   std::string model;
   std::string tokens;
+  std::string text;                    // --text: a text file, cut into perplexity chunks
+  uint32_t chunk = 512;                // --text: tokens per chunk (llama-perplexity's -c)
+  uint32_t max_chunks = 0;             // --text: at most this many chunks (0: all)
+  std::optional<uint32_t> score_from;  // first position scored (default: --text chunk / 2, else 0)
   std::string dump_logits;
   std::string dump_routing;
   uint32_t ubatch = 512;
@@ -81,7 +90,28 @@ int run_replay(const ReplayOptions& o) {
       knobs.int_opt("THREADS").value_or(int64_t(kernels::physical_core_cpus().size())));
   engine::Model model = engine::Model::load(o.model);
   const engine::ModelConfig& cfg = model.config();
-  const auto streams = read_streams(o.tokens, cfg.n_vocab);
+  std::vector<std::vector<int32_t>> streams;
+  if (!o.text.empty()) {
+    if (o.chunk < 2) fail(ErrorKind::kBadValue, "--chunk {}: at least 2 tokens", o.chunk);
+    std::ifstream in(o.text, std::ios::binary);
+    if (!in) fail(ErrorKind::kNotFound, "{}: cannot open text file", o.text);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in.bad()) fail(ErrorKind::kIo, "{}: read error", o.text);
+    // As llama-perplexity: the whole text tokenized with the vocabulary's BOS (control strings
+    // left as text), chunks of --chunk tokens each starting with BOS.
+    const engine::Tokenizer tok = engine::Tokenizer::from_gguf(model.file());
+    const std::vector<int32_t> ids = tok.tokenize(text, true, false);
+    const int32_t bos = tok.vocab().add_bos() ? tok.vocab().bos() : -1;
+    streams = engine::perplexity_chunks(ids, o.chunk, bos, o.max_chunks);
+    if (streams.empty())
+      fail(ErrorKind::kBadValue, "{}: {} tokens, fewer than one chunk of {} (--chunk)", o.text,
+           ids.size(), o.chunk);
+    std::fprintf(stderr, "replay: %s: %zu tokens, %zu chunks of %u\n", o.text.c_str(), ids.size(),
+                 streams.size(), o.chunk);
+  } else {
+    streams = read_streams(o.tokens, cfg.n_vocab);
+  }
+  const size_t score_from = o.score_from.value_or(o.text.empty() ? 0 : o.chunk / 2);
   size_t longest = 0;
   for (const auto& s : streams) longest = std::max(longest, s.size());
   if (o.ctx && longest > o.ctx)
@@ -106,6 +136,7 @@ int run_replay(const ReplayOptions& o) {
 
   std::vector<float> logits;
   engine::RoutingTrace trace;
+  engine::NllStats nll;
   size_t n_tokens = 0;
   double seconds = 0;
   bool interrupted = false;
@@ -135,6 +166,10 @@ int run_replay(const ReplayOptions& o) {
       interrupted = true;
       break;
     }
+    nll.add_stream(ids, logits, cfg.n_vocab, score_from);
+    if (streams.size() > 1 && nll.count() > 0)  // progress, and the estimate so far
+      std::fprintf(stderr, "replay: stream %zu/%zu: perplexity so far %.4f (%zu predictions)\n",
+                   s + 1, streams.size(), nll.ppl(), nll.count());
     if (!o.dump_logits.empty())
       engine::write_logit_dump(
           (fs::path(o.dump_logits) / fmt::format("stream{}.logits.bin", s)).string(), ids, logits,
@@ -147,6 +182,15 @@ int run_replay(const ReplayOptions& o) {
                "replay: %zu streams, %zu tokens in %.3f s (%.1f tok/s), %d threads, ubatch %u\n",
                streams.size(), n_tokens, seconds, seconds > 0 ? double(n_tokens) / seconds : 0.0,
                threads, o.ubatch);
+  if (nll.count() > 0)
+    std::fprintf(stderr,
+                 "replay: perplexity %.4f +/- %.5f over %zu predictions (mean NLL %.6f; scored "
+                 "from position %zu of each stream)\n",
+                 nll.ppl(), nll.ppl_error(), nll.count(), nll.mean_nll(), score_from);
+  else
+    std::fprintf(stderr,
+                 "replay: no prediction scored (streams shorter than --score-from %zu + 2)\n",
+                 score_from);
   finish_prof(*tiers.prof);
   return interrupted || sigint.requested() ? 130 : 0;
 }
@@ -155,18 +199,31 @@ int run_replay(const ReplayOptions& o) {
 
 void add_replay(CLI::App& app, CommandFn& run) {
   auto* cmd = app.add_subcommand(
-      "replay", "Teacher-forced decode of token streams; dump logits / routing per position");
+      "replay",
+      "Teacher-forced decode of token streams (or a text's chunks): perplexity, logits / routing "
+      "per position");
   auto o = std::make_shared<ReplayOptions>();
   cmd->add_option("-m,--model", o->model, "GGUF model file")->required();
-  cmd->add_option("--tokens", o->tokens,
-                  "Token file: one stream of whitespace-separated ids per line")
-      ->required();
+  auto* tokens = cmd->add_option("--tokens", o->tokens,
+                                 "Token file: one stream of whitespace-separated ids per line");
+  auto* text = cmd->add_option("--text", o->text,
+                               "Text file: tokenized and cut into --chunk-token streams, as "
+                               "llama-perplexity does (e.g. wiki.test.raw)");
+  tokens->excludes(text);
+  cmd->add_option("--chunk", o->chunk, "--text: tokens per stream (default 512)");
+  cmd->add_option("--chunks", o->max_chunks, "--text: at most this many streams (default all)");
+  cmd->add_option("--score-from", o->score_from,
+                  "First position whose next-token prediction the perplexity scores (default: "
+                  "half the chunk with --text, as llama-perplexity; 0 with --tokens)");
   cmd->add_option("--dump-logits", o->dump_logits, "Write DIR/stream{N}.logits.bin (MOEL)");
   cmd->add_option("--dump-routing", o->dump_routing, "Write DIR/stream{N}.routing.bin (MOER)");
   cmd->add_option("--ubatch", o->ubatch, "Prefill chunk size in tokens (default 512)");
   cmd->add_option("--ctx", o->ctx, "KV cache size (default: the longest stream)");
   add_knob_flags(cmd, o->knobs);
-  cmd->callback([&run, o] { run = [o] { return run_replay(*o); }; });
+  cmd->callback([&run, o, tokens, text] {
+    if (tokens->count() == 0 && text->count() == 0) throw CLI::RequiredError("--tokens or --text");
+    run = [o] { return run_replay(*o); };
+  });
 }
 
 }  // namespace strata::tools

@@ -1,0 +1,45 @@
+// Perplexity of teacher-forced token streams, computed as llama.cpp's llama-perplexity does: the
+// negative log-likelihood of each next token under the softmax of the logits before it (float
+// logits less their maximum, float exponentials summed in double), averaged; perplexity is
+// exp(mean NLL), its error the standard error of that mean carried through exp. And its text
+// mode's chunks: the text tokenized once, cut into chunks of n tokens, each chunk's first token
+// replaced by BOS when the vocabulary adds one, the second half of each chunk scored.
+// Used by `strata replay`; tested by tests/test_perplexity.cpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace strata::engine {
+
+// -log softmax(logits)[target].
+double token_nll(std::span<const float> logits, int32_t target);
+
+class NllStats {
+ public:
+  // Scores stream positions [from, n - 1): logits row i (of n rows, n_vocab wide) predicting
+  // tokens[i + 1].
+  void add_stream(std::span<const int32_t> tokens, std::span<const float> logits, size_t n_vocab,
+                  size_t from);
+  void add(double nll);
+
+  size_t count() const { return count_; }
+  double mean_nll() const { return count_ ? sum_ / double(count_) : 0.0; }
+  double ppl() const;
+  // One standard error of ppl() (0 with fewer than 2 predictions).
+  double ppl_error() const;
+
+ private:
+  double sum_ = 0;
+  double sum2_ = 0;
+  size_t count_ = 0;
+};
+
+// llama-perplexity's chunks of a tokenized text: floor(size / n) chunks of n tokens (at most
+// max_chunks when it is > 0), the first token of each replaced by `bos` when bos >= 0.
+std::vector<std::vector<int32_t>> perplexity_chunks(std::span<const int32_t> tokens, size_t n,
+                                                    int32_t bos, size_t max_chunks);
+
+}  // namespace strata::engine

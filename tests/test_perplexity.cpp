@@ -1,0 +1,69 @@
+// engine/perplexity: the next-token NLL against values worked by hand, the estimate and its
+// error from known NLLs, llama-perplexity's chunking (BOS in front, whole chunks only, a cap).
+// The end-to-end agreement with llama.cpp's own logits is in tests/test_model_replay.cpp.
+#include "engine/perplexity.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+namespace strata::engine {
+namespace {
+
+TEST(Perplexity, TokenNllByHand) {
+  // Uniform logits: every token has probability 1/n.
+  const std::vector<float> flat(7, 2.5f);
+  EXPECT_NEAR(token_nll(flat, 3), std::log(7.0), 1e-12);
+  // Two logits a and b: -log(e^a / (e^a + e^b)) = log(1 + e^(b - a)); large values stay finite
+  // (the maximum comes off first).
+  const std::vector<float> two = {1000.0f, 1001.0f};
+  EXPECT_NEAR(token_nll(two, 0), std::log1p(std::exp(1.0)), 1e-6);
+  EXPECT_NEAR(token_nll(two, 1), std::log1p(std::exp(-1.0)), 1e-6);
+}
+
+TEST(Perplexity, StreamScoresFromAPositionOn) {
+  // 4 tokens, vocabulary 2: row i predicts token i + 1.
+  const std::vector<int32_t> tokens = {0, 1, 1, 0};
+  const std::vector<float> logits = {0, 1, 0, 0, 3, 0, 9, 9};
+  NllStats all;
+  all.add_stream(tokens, logits, 2, 0);
+  ASSERT_EQ(all.count(), 3u);  // the last row predicts nothing
+  const double want = (token_nll({logits.data(), 2}, 1) + token_nll({logits.data() + 2, 2}, 1) +
+                       token_nll({logits.data() + 4, 2}, 0)) /
+                      3;
+  EXPECT_NEAR(all.mean_nll(), want, 1e-12);
+  NllStats tail;
+  tail.add_stream(tokens, logits, 2, 2);
+  EXPECT_EQ(tail.count(), 1u);
+  EXPECT_NEAR(tail.mean_nll(), token_nll({logits.data() + 4, 2}, 0), 1e-12);
+  NllStats none;
+  none.add_stream(tokens, logits, 2, 3);
+  EXPECT_EQ(none.count(), 0u);
+}
+
+TEST(Perplexity, EstimateAndError) {
+  NllStats s;
+  for (const double v : {1.0, 2.0, 3.0, 2.0}) s.add(v);
+  EXPECT_NEAR(s.mean_nll(), 2.0, 1e-12);
+  EXPECT_NEAR(s.ppl(), std::exp(2.0), 1e-9);
+  // Population variance 0.5; standard error sqrt(0.5 / 3), carried through exp.
+  EXPECT_NEAR(s.ppl_error(), std::exp(2.0) * std::sqrt(0.5 / 3), 1e-9);
+  NllStats one;
+  one.add(1.0);
+  EXPECT_EQ(one.ppl_error(), 0.0);
+}
+
+TEST(Perplexity, ChunksAsLlamaPerplexity) {
+  const std::vector<int32_t> ids = {5, 6, 7, 8, 9, 10, 11};
+  const auto c = perplexity_chunks(ids, 3, 1, 0);
+  ASSERT_EQ(c.size(), 2u);  // the 7th token makes no whole chunk
+  EXPECT_EQ(c[0], (std::vector<int32_t>{1, 6, 7}));
+  EXPECT_EQ(c[1], (std::vector<int32_t>{1, 9, 10}));
+  EXPECT_EQ(perplexity_chunks(ids, 3, -1, 0)[1], (std::vector<int32_t>{8, 9, 10}));  // no BOS
+  EXPECT_EQ(perplexity_chunks(ids, 3, 1, 1).size(), 1u);
+  EXPECT_TRUE(perplexity_chunks(ids, 8, 1, 0).empty());
+}
+
+}  // namespace
+}  // namespace strata::engine
