@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "engine/model_config.h"
@@ -44,6 +45,12 @@ class KvCache {
   uint32_t head_dim_k(uint32_t il) const { return k_dim_[il]; }
   uint32_t head_dim_v(uint32_t il) const { return v_dim_[il]; }
   uint64_t n_bytes() const { return n_bytes_; }
+  // Floats one position takes over all layers, K and V.
+  size_t floats_per_position() const;
+  // Positions [0, n) of every layer's K and V rows into `out` (resized; layer, K then V, head
+  // order), and back: a snapshot of a prefix (`strata serve`'s stash, ChatSession).
+  void copy_rows(uint32_t n, std::vector<float>& out) const;
+  void restore_rows(uint32_t n, std::span<const float> in);
 
  private:
   uint32_t n_ctx_;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <span>
 #include <utility>
 
 #include "io/check.h"
@@ -51,6 +52,7 @@ void ChatSession::reset() {
   fwd_.reset();
   lookup_.settle();
   kv_tokens_.clear();
+  stash_ = {};
   sampler_.reset();
   logits_ = {};
   turn_open_ = false;
@@ -78,10 +80,47 @@ std::vector<int32_t> ChatSession::format_tokens(bool add_assistant) const {
   return tok_.tokenize(format_chat(family_, messages_, add_assistant), true, true);
 }
 
+namespace {
+size_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b) {
+  return size_t(std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first - a.begin());
+}
+}  // namespace
+
+void ChatSession::set_stash(bool on) {
+  stash_on_ = on;
+  if (!on) stash_ = {};
+}
+
+void ChatSession::use_stash(const std::vector<int32_t>& tokens) {
+  const size_t live = common_prefix(kv_tokens_, tokens);
+  const size_t stashed = common_prefix(stash_.tokens, tokens);
+  if (stashed > live) {
+    // Trade places: the cache's rows go to the stash, the stash's come back.
+    Stash out{kv_tokens_, {}};
+    fwd_.kv().copy_rows(uint32_t(kv_tokens_.size()), out.rows);
+    const auto n = uint32_t(stash_.tokens.size());
+    fwd_.kv().restore_rows(n, stash_.rows);
+    fwd_.restored(n);
+    kv_tokens_ = std::move(stash_.tokens);
+    lookup_.settle();
+    stash_ = std::move(out);
+    // The sampler hears the kept prefix as after set_sampling (serve sets it every request).
+    sampler_.reset();
+    adopted_ = !kv_tokens_.empty();
+    stats_.from_stash = true;
+  } else if (const size_t drop = kv_tokens_.size() - live;
+             drop >= kStashMinDrop && 2 * drop > kv_tokens_.size()) {
+    Stash out{kv_tokens_, {}};
+    fwd_.kv().copy_rows(uint32_t(kv_tokens_.size()), out.rows);
+    stash_ = std::move(out);
+  }
+}
+
 void ChatSession::sync_kv(const std::vector<int32_t>& tokens) {
   STRATA_ASSERT(!tokens.empty(), "empty formatted conversation");
   STRATA_ASSERT(kv_tokens_.size() == fwd_.n_past(), "KV mirror {} != n_past {}", kv_tokens_.size(),
                 fwd_.n_past());
+  if (stash_on_) use_stash(tokens);
   const auto mismatch =
       std::mismatch(kv_tokens_.begin(), kv_tokens_.end(), tokens.begin(), tokens.end());
   size_t common = size_t(mismatch.first - kv_tokens_.begin());

@@ -37,8 +37,9 @@ struct TurnStats {
   uint32_t n_prefilled = 0;  // tokens prefilled this turn (n_prompt - n_reused)
   uint32_t n_generated = 0;  // reply tokens sampled (the end-of-generation token not counted)
   double prefill_s = 0;
-  double decode_s = 0;  // from the first sample to the last, seconds
-  double sample_s = 0;  // of decode_s, the time spent in the sampler
+  double decode_s = 0;      // from the first sample to the last, seconds
+  double sample_s = 0;      // of decode_s, the time spent in the sampler
+  bool from_stash = false;  // the kept prefix came from the stash (set_stash) this turn
   double prefill_tok_s() const { return prefill_s > 0 ? n_prefilled / prefill_s : 0; }
   double decode_tok_s() const { return decode_s > 0 ? n_generated / decode_s : 0; }
 };
@@ -97,6 +98,17 @@ class ChatSession {
   // begin_turn prefills it with the rest of the new suffix.
   void append_message(ChatMessage m);
 
+  // `strata serve`: keeps one more token sequence's KV rows in RAM, the stash. When a turn's
+  // tokens share a longer prefix with the stash than with the cache, the two trade places (the
+  // rows are copied, nothing is prefilled); when a turn would drop more than half of the cache's
+  // positions (at least kStashMinDrop) — another conversation, a chat front end's title request —
+  // the cache's rows are stashed first. The sampler then hears the kept prefix as after
+  // set_sampling. Off by default.
+  void set_stash(bool on);
+  static constexpr size_t kStashMinDrop = 32;
+  // Bytes the stash holds now.
+  uint64_t stash_bytes() const { return stash_.rows.size() * sizeof(float); }
+
   // Forgets the conversation (the system prompt stays), empties the KV cache, reseeds the sampler.
   void reset();
   // PROMPT_CACHE: the Forward's first tokens.size() positions were restored to hold `tokens`
@@ -131,6 +143,14 @@ class ChatSession {
   // keep the positions both hold, so the next turn works.
   void recover();
 
+  // set_stash: swaps the stash in, or stashes the cache, for the turn's tokens.
+  void use_stash(const std::vector<int32_t>& tokens);
+
+  struct Stash {
+    std::vector<int32_t> tokens;
+    std::vector<float> rows;  // KvCache::copy_rows of tokens.size() positions
+  };
+
   Forward& fwd_;
   const Tokenizer& tok_;
   ChatFamily family_;
@@ -144,6 +164,8 @@ class ChatSession {
   bool adopted_ = false;  // the cache's kept tokens not yet given to the sampler (adopt_kv,
                           // set_sampling)
   TurnStats stats_;
+  bool stash_on_ = false;
+  Stash stash_;
 };
 
 }  // namespace strata::engine

@@ -3,7 +3,7 @@
 set -euo pipefail
 PKGS=(cmake ninja-build g++ pkg-config git libdnnl-dev libnuma-dev liburing-dev libzstd-dev
       libcli11-dev libgtest-dev libbenchmark-dev nlohmann-json3-dev libpcre2-dev libfmt-dev
-      libxxhash-dev libcpp-httplib-dev)
+      libcpp-httplib-dev)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -220,6 +220,24 @@ TEST_F(Serve, ContinuingAConversationKeepsItsPrefix) {
   EXPECT_EQ(reused + prefilled, next["usage"]["prompt_tokens"].get<int>());
 }
 
+// A chat front end's side request (a title) between two turns of a conversation: the stash keeps
+// the conversation's rows, so the next turn prefills only its new messages.
+TEST_F(Serve, SideRequestDoesNotCostTheConversationItsPrefix) {
+  const std::string sys = kSystem + " Keep every answer about the red fox, its dens and its cubs.";
+  const json first = post(chat_body({{"system", sys}, {"user", "Tell me about foxes."}}, 8));
+  ASSERT_FALSE(first.is_null());
+  const std::string reply = first["choices"][0]["message"]["content"];
+  const json side = post(chat_body({{"user", "Write a three-word title for this chat."}}, 4));
+  EXPECT_FALSE(side["timings"]["prompt_from_stash"].get<bool>());
+  const json next = post(chat_body(
+      {{"system", sys}, {"user", "Tell me about foxes."}, {"assistant", reply}, {"user", "More?"}},
+      4));
+  ASSERT_FALSE(next.is_null());
+  EXPECT_TRUE(next["timings"]["prompt_from_stash"].get<bool>());
+  EXPECT_GT(next["timings"]["prompt_reused"].get<int>(),
+            first["usage"]["prompt_tokens"].get<int>() - 2);
+}
+
 TEST_F(Serve, StopStringCutsTheReply) {
   const json full = post(chat_body({{"system", kSystem}, {"user", "Tell me about foxes."}}, 12));
   ASSERT_FALSE(full.is_null());

@@ -247,6 +247,62 @@ TEST_P(Session, StopFlagInterruptsTheReply) {
   EXPECT_EQ(s.send("Go on.", 2, nullptr).status, TurnStatus::kMaxTokens);
 }
 
+// set_stash (`strata serve`): a side conversation stashes the main one's rows; the main one's
+// next turn trades them back and prefills only what is new — with the logits and greedy reply a
+// session without the stash gives (the rows are copies: the same bits); raw prompts use it too.
+TEST_P(Session, StashKeepsTheMainConversationAcrossASideRequest) {
+  const std::vector<ChatMessage> main_conv = {
+      {"system", "You are a helpful assistant who answers at length about foxes."},
+      {"user", "Tell me everything about the red fox, its habits, its dens and its food."}};
+  const std::vector<ChatMessage> side = {{"user", "Write a title."}};
+  std::vector<ChatMessage> next = main_conv;
+
+  auto fwd = forward();
+  ChatSession s(*fwd, *tok_, family_, greedy());
+  s.set_stash(true);
+  ASSERT_EQ(s.begin_messages(main_conv), TurnStatus::kEndOfGeneration);
+  const TurnResult r1 = s.generate(20, nullptr);
+  next.push_back({"assistant", r1.text});
+  next.push_back({"user", "And its cubs?"});
+  const uint32_t main_kept = s.n_past();
+  ASSERT_GE(main_kept, 2 * ChatSession::kStashMinDrop);
+
+  s.set_sampling(greedy());
+  ASSERT_EQ(s.begin_messages(side), TurnStatus::kEndOfGeneration);  // stashes the main rows
+  EXPECT_FALSE(s.last_stats().from_stash);
+  EXPECT_GT(s.stash_bytes(), 0u);
+  (void)s.generate(4, nullptr);
+
+  s.set_sampling(greedy());
+  ASSERT_EQ(s.begin_messages(next), TurnStatus::kEndOfGeneration);  // trades them back
+  EXPECT_TRUE(s.last_stats().from_stash);
+  EXPECT_GE(s.last_stats().n_reused + 1, r1.stats.n_prompt);
+  const std::vector<float> stashed_logits(s.logits().begin(), s.logits().end());
+  const std::vector<int32_t> stashed_tokens = as_vector(s.kv_tokens());
+  const TurnResult r2 = s.generate(12, nullptr);
+
+  // Without the stash: the same conversation from scratch.
+  auto fwd2 = forward();
+  ChatSession fresh(*fwd2, *tok_, family_, greedy());
+  ASSERT_EQ(fresh.begin_messages(next), TurnStatus::kEndOfGeneration);
+  EXPECT_EQ(as_vector(fresh.kv_tokens()), stashed_tokens);
+  float max_diff = 0;
+  for (size_t i = 0; i < stashed_logits.size(); ++i)
+    max_diff = std::max(max_diff, std::fabs(stashed_logits[i] - fresh.logits()[i]));
+  EXPECT_LE(max_diff, 1e-5f);  // one prefill chunk against several: within float rounding
+  EXPECT_EQ(fresh.generate(12, nullptr).text, r2.text);
+
+  // The side request comes back: it is in the stash now, and trades places again.
+  s.set_sampling(greedy());
+  ASSERT_EQ(s.begin_messages(side), TurnStatus::kEndOfGeneration);
+  EXPECT_TRUE(s.last_stats().from_stash);
+  // A raw prompt that starts no conversation, then off: the stash is dropped.
+  s.set_stash(false);
+  EXPECT_EQ(s.stash_bytes(), 0u);
+  ASSERT_EQ(s.begin_tokens({1, 2, 3}), TurnStatus::kEndOfGeneration);
+  EXPECT_FALSE(s.last_stats().from_stash);
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, Session,
                          ::testing::Values("tiny-qwen3moe/tiny-qwen3moe-Q8_0.gguf",
                                            "tiny-mixtral/tiny-mixtral-F32.gguf"),

@@ -56,6 +56,7 @@ struct ServeOptions {
   std::string chat_template;  // "" = from the model
   uint32_t ubatch = 512;
   std::optional<uint32_t> ctx;
+  bool stash = true;  // keep one more conversation's KV rows in RAM (ChatSession::set_stash)
   engine::SamplerParams sampling;  // defaults for requests that do not say
   KnobOverrides knobs;
 };
@@ -542,11 +543,9 @@ class Server {
   }
   // llama-server's names, plus what the KV cache kept.
   static json timings(const engine::TurnStats& s) {
-    return {{"prompt_n", s.n_prefilled},
-            {"prompt_reused", s.n_reused},
-            {"prompt_ms", s.prefill_s * 1e3},
-            {"predicted_n", s.n_generated},
-            {"predicted_ms", s.decode_s * 1e3}};
+    return {{"prompt_n", s.n_prefilled},        {"prompt_reused", s.n_reused},
+            {"prompt_ms", s.prefill_s * 1e3},   {"predicted_n", s.n_generated},
+            {"predicted_ms", s.decode_s * 1e3}, {"prompt_from_stash", s.from_stash}};
   }
   void log(Api api, const engine::TurnStats& s, std::chrono::steady_clock::time_point t0,
            const char* how) {
@@ -555,10 +554,10 @@ class Server {
       prof_->counters().sampling_seconds += s.sample_s;
     }
     fmt::print(stderr,
-               "serve: POST {} 200{}: prompt {} tokens ({} kept in the KV cache, {} prefilled "
-               "at {:.1f} tok/s), reply {} tokens at {:.1f} tok/s, {:.2f} s\n",
-               api_path(api), how, s.n_prompt, s.n_reused, s.n_prefilled, s.prefill_tok_s(),
-               s.n_generated, s.decode_tok_s(),
+               "serve: POST {} 200{}: prompt {} tokens ({} kept in the KV cache{}, {} "
+               "prefilled at {:.1f} tok/s), reply {} tokens at {:.1f} tok/s, {:.2f} s\n",
+               api_path(api), how, s.n_prompt, s.n_reused, s.from_stash ? " from the stash" : "",
+               s.n_prefilled, s.prefill_tok_s(), s.n_generated, s.decode_tok_s(),
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   static void reply_error(httplib::Response& res, Api api, int status, const std::string& message) {
@@ -608,6 +607,7 @@ int run_serve(ServeOptions o) {
   fo.prof = tiers.prof.get();
   engine::Forward fwd(model, fo);
   engine::ChatSession session(fwd, tok, family, o.sampling, {}, lookup);
+  session.set_stash(o.stash);
   const std::string id = !o.alias.empty()
                              ? o.alias
                              : model.file()
@@ -658,6 +658,10 @@ void add_serve(CLI::App& app, CommandFn& run) {
   cmd->add_option(
       "--ctx", o->ctx,
       "KV cache size in tokens; 0 is the model's training context (default: that, at most 4096)");
+  cmd->add_flag("!--no-stash", o->stash,
+                "Keep only the last request's KV cache (default: one more conversation's rows are "
+                "kept in RAM, so a side request — a front end's title — does not cost the main "
+                "conversation a full prefill)");
   add_knob_flags(cmd, o->knobs);
   cmd->callback([&run, o] { run = [o] { return run_serve(*o); }; });
 }
