@@ -1199,30 +1199,9 @@ void gemv_kx16(const void* w, size_t row_stride, const void* xq, float* y, int64
   });
 }
 
-template <template <int> class Dot>
-void gemm_kx16(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
-               size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
-               int64_t n_cols) {
-  const int64_t nb = n_cols / kQK_K;
-  const auto* xbase = static_cast<const uint8_t*>(xq);
-  auto xt = [&](int64_t t) { return reinterpret_cast<const BlockQ8_K*>(xbase + t * xq_stride); };
-  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
-    int64_t t = 0;
-    for (; t + 2 <= n_tokens; t += 2) {
-      const BlockQ8_K* xs[2] = {xt(t), xt(t + 1)};
-      float* outs[2] = {y + t * y_stride + r, y + (t + 1) * y_stride + r};
-      Dot<2>::run(g, r, xs, nb, outs);
-    }
-    for (; t < n_tokens; ++t) {
-      const BlockQ8_K* x = xt(t);
-      float* out = y + t * y_stride + r;
-      Dot<1>::run(g, r, &x, nb, &out);
-    }
-  });
-}
-
 template <int T>
 struct Q4KDot {
+  static constexpr bool kChains = true;
   static void run(const uint8_t* g, int64_t, const BlockQ8_K* const* xs, int64_t nb,
                   float* const* outs) {
     group_dot_k<T>(g, xs, nb, outs);
@@ -1234,6 +1213,7 @@ struct Q4KDot {
 };
 template <int T>
 struct IQ4XSDot {
+  static constexpr bool kChains = false;  // (chain passes were no faster: RESULTS session 27)
   static void run(const uint8_t* g, int64_t, const BlockQ8_K* const* xs, int64_t nb,
                   float* const* outs) {
     group_dot_iq4<T>(g, xs, nb, outs);
@@ -1241,6 +1221,7 @@ struct IQ4XSDot {
 };
 template <int T>
 struct Q5KDot {
+  static constexpr bool kChains = true;
   static void run(const uint8_t* g, int64_t, const BlockQ8_K* const* xs, int64_t nb,
                   float* const* outs) {
     group_dot_k<T, true>(g, xs, nb, outs);
@@ -1252,6 +1233,7 @@ struct Q5KDot {
 };
 template <int T>
 struct Q2KDot {
+  static constexpr bool kChains = false;  // (chain passes were no faster: RESULTS session 27)
   static void run(const uint8_t* g, int64_t, const BlockQ8_K* const* xs, int64_t nb,
                   float* const* outs) {
     group_dot_q2<T>(g, xs, nb, outs);
@@ -1259,6 +1241,7 @@ struct Q2KDot {
 };
 template <int T>
 struct Q3KDot {
+  static constexpr bool kChains = false;  // (chain passes were no faster: RESULTS session 27)
   static void run(const uint8_t* g, int64_t r, const BlockQ8_K* const* xs, int64_t nb,
                   float* const* outs) {
     group_dot_q3<T>(g, q3_kx16_group_odd(r, nb), xs, nb, outs);
@@ -1266,6 +1249,7 @@ struct Q3KDot {
 };
 template <int T>
 struct Q6KDot {
+  static constexpr bool kChains = true;
   static void run(const uint8_t* g, int64_t r, const BlockQ8_K* const* xs, int64_t nb,
                   float* const* outs) {
     group_dot_q6<T>(g, q6_kx16_group_odd(r, nb), xs, nb, outs);
@@ -1276,18 +1260,19 @@ struct Q6KDot {
   }
 };
 
-// GEMM over a K-quant layout whose Dot has a chain-order pass (Dot<T>::chain): for each group,
-// the tokens in for_batches' batches, chain passes for 2+ tokens (the first batch, which finds
-// the group cold, prefetching), the block-order GEMV pass (Dot<1>::run) for a lone token or every
-// token of a call under 4.
+// GEMM over the super-block layouts, per group. Dots with a chain-order pass (kChains: Q4_K, Q5_K,
+// Q6_K) take the tokens in for_batches' batches — chain passes for 2+ tokens, the first batch
+// (which finds the group cold) prefetching, and the block-order GEMV pass for a lone token or
+// every token of a call under 4; the others run block-order passes over 2 tokens, then 1.
 template <template <int> class Dot>
-void gemm_k_chains(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
-                   size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
-                   int64_t n_cols) {
+void gemm_kx16(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
+               size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
+               int64_t n_cols) {
   const int64_t nb = n_cols / kQK_K;
   const auto* xbase = static_cast<const uint8_t*>(xq);
   for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
-    for_batches<kGemmTokens>(n_tokens, nb, [&](auto tokens, int64_t t, size_t) {
+    // Tokens t .. t + T - 1 against the group.
+    auto pass = [&](auto tokens, int64_t t) {
       constexpr int T = decltype(tokens)::value;
       const BlockQ8_K* xs[T];
       float* outs[T];
@@ -1295,11 +1280,19 @@ void gemm_k_chains(const void* w, size_t row_stride, const void* xq, size_t xq_s
         xs[j] = reinterpret_cast<const BlockQ8_K*>(xbase + (t + j) * xq_stride);
         outs[j] = y + (t + j) * y_stride + r;
       }
-      if constexpr (T == 1)
-        Dot<1>::run(g, r, xs, nb, outs);
-      else
+      if constexpr (T > 1 && Dot<T>::kChains)
         Dot<T>::chain(g, r, xs, nb, outs, t == 0);
-    });
+      else
+        Dot<T>::run(g, r, xs, nb, outs);
+    };
+    if constexpr (Dot<1>::kChains) {
+      for_batches<kGemmTokens>(n_tokens, nb,
+                               [&](auto tokens, int64_t t, size_t) { pass(tokens, t); });
+    } else {
+      int64_t t = 0;
+      for (; t + 2 <= n_tokens; t += 2) pass(std::integral_constant<int, 2>{}, t);
+      for (; t < n_tokens; ++t) pass(std::integral_constant<int, 1>{}, t);
+    }
   });
 }
 
@@ -1326,12 +1319,9 @@ GemvKernels interleaved_kernels_avx512(WeightLayout layout) {
     return GemvKernels{&gemv_b32<WeightLayout::kQ4_1x16>, &gemm_b32<WeightLayout::kQ4_1x16>};
   if (layout == WeightLayout::kQ5_1x16)
     return GemvKernels{&gemv_b32<WeightLayout::kQ5_1x16>, &gemm_b32<WeightLayout::kQ5_1x16>};
-  if (layout == WeightLayout::kQ4_Kx16)
-    return GemvKernels{&gemv_kx16<Q4KDot>, &gemm_k_chains<Q4KDot>};
-  if (layout == WeightLayout::kQ6_Kx16)
-    return GemvKernels{&gemv_kx16<Q6KDot>, &gemm_k_chains<Q6KDot>};
-  if (layout == WeightLayout::kQ5_Kx16)
-    return GemvKernels{&gemv_kx16<Q5KDot>, &gemm_k_chains<Q5KDot>};
+  if (layout == WeightLayout::kQ4_Kx16) return GemvKernels{&gemv_kx16<Q4KDot>, &gemm_kx16<Q4KDot>};
+  if (layout == WeightLayout::kQ6_Kx16) return GemvKernels{&gemv_kx16<Q6KDot>, &gemm_kx16<Q6KDot>};
+  if (layout == WeightLayout::kQ5_Kx16) return GemvKernels{&gemv_kx16<Q5KDot>, &gemm_kx16<Q5KDot>};
   if (layout == WeightLayout::kQ2_Kx16) return GemvKernels{&gemv_kx16<Q2KDot>, &gemm_kx16<Q2KDot>};
   if (layout == WeightLayout::kQ3_Kx16) return GemvKernels{&gemv_kx16<Q3KDot>, &gemm_kx16<Q3KDot>};
   if (layout == WeightLayout::kIQ4_XSx16)

@@ -71,6 +71,16 @@ class StrataCli : public ::testing::Test {
   nlohmann::json ref_;
 };
 
+// replay's closing perplexity line names want's prediction count and mean NLL (within tol).
+void expect_perplexity(const std::string& err, const NllStats& want, double tol) {
+  const std::regex line(
+      R"(perplexity ([0-9.]+) \+/- [0-9.]+ over (\d+) predictions \(mean NLL ([0-9.]+))");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(err, m, line)) << err;
+  EXPECT_EQ(std::stoul(m[2]), want.count());
+  EXPECT_NEAR(std::stod(m[3]), want.mean_nll(), tol);
+}
+
 TEST_F(StrataCli, ReplayMatchesReference) {
   std::ofstream tokens(dir_ / "streams.txt");
   for (const auto& s : ref_["streams"]) {
@@ -92,12 +102,7 @@ TEST_F(StrataCli, ReplayMatchesReference) {
         read_logit_dump((kModelDir / "ref/F32" / fmt::format("stream{}.logits.bin", s)).string());
     want_nll.add_stream(want.tokens, want.logits, want.n_vocab, 0);
   }
-  const std::regex ppl_line(
-      R"(perplexity ([0-9.]+) \+/- [0-9.]+ over (\d+) predictions \(mean NLL ([0-9.]+))");
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(r.err, m, ppl_line)) << r.err;
-  EXPECT_EQ(std::stoul(m[2]), want_nll.count());
-  EXPECT_NEAR(std::stod(m[3]), want_nll.mean_nll(), 1e-5);
+  expect_perplexity(r.err, want_nll, 1e-5);
   for (int s = 0; s < 2; ++s) {
     const auto name = [s](const char* kind) { return fmt::format("stream{}.{}.bin", s, kind); };
     const LogitDump got = read_logit_dump((dir_ / "logits" / name("logits")).string());
@@ -183,12 +188,7 @@ TEST_F(StrataCli, ReplayTextScoresChunksAsLlamaPerplexity) {
     want.add_stream(d.tokens, d.logits, d.n_vocab, 8);
   }
   EXPECT_EQ(want.count(), 3u * 7u);
-  const std::regex ppl_line(
-      R"(perplexity ([0-9.]+) \+/- [0-9.]+ over (\d+) predictions \(mean NLL ([0-9.]+))");
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(r.err, m, ppl_line)) << r.err;
-  EXPECT_EQ(std::stoul(m[2]), want.count());
-  EXPECT_NEAR(std::stod(m[3]), want.mean_nll(), 1e-6);
+  expect_perplexity(r.err, want, 1e-6);
 
   // Too short a text for one chunk, and a missing file: one line each, non-zero.
   std::ofstream(dir_ / "short.txt") << "fox";

@@ -618,9 +618,11 @@ int run_serve(ServeOptions o) {
   const int port = server.bind();
   fmt::print(stderr,
              "serve: listening on http://{}:{} — model \"{}\" ({}, {} layers, {} experts, context "
-             "{} tokens, template {}, {} threads); POST /v1/chat/completions and /v1/completions; "
-             "Ctrl-C stops\n",
+             "{} tokens: KV cache {:.0f} MiB{}, template {}, {} threads); POST "
+             "/v1/chat/completions and /v1/completions; Ctrl-C stops\n",
              o.host, port, id, cfg.arch_name, cfg.n_layer, cfg.n_expert, fwd.n_ctx(),
+             double(fwd.kv().n_bytes()) / (1 << 20),
+             o.stash ? " + a stash of up to as much (--no-stash)" : "",
              engine::chat_family_name(family), threads);
   std::thread waiter([&] {
     int sig = 0;
