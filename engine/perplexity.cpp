@@ -42,6 +42,52 @@ double NllStats::ppl_error() const {
   return ppl() * std::sqrt(var / double(count_ - 1));
 }
 
+namespace {
+// log softmax(row) into out (double).
+void log_softmax(std::span<const float> row, std::vector<double>& out) {
+  const float max = *std::max_element(row.begin(), row.end());
+  double sum = 0;
+  for (const float l : row) sum += std::exp(double(l) - double(max));
+  const double log_sum = std::log(sum);
+  out.resize(row.size());
+  for (size_t i = 0; i < row.size(); ++i) out[i] = double(row[i]) - double(max) - log_sum;
+}
+}  // namespace
+
+double kl_divergence(std::span<const float> base, std::span<const float> test) {
+  STRATA_ASSERT(base.size() == test.size() && !base.empty(), "KL of {} and {} logits", base.size(),
+                test.size());
+  thread_local std::vector<double> lb, lt;
+  log_softmax(base, lb);
+  log_softmax(test, lt);
+  double kl = 0;
+  for (size_t i = 0; i < lb.size(); ++i) kl += std::exp(lb[i]) * (lb[i] - lt[i]);
+  return std::max(0.0, kl);  // rounding can leave a tiny negative for equal rows
+}
+
+void KlStats::add_stream(std::span<const float> base, std::span<const float> test, size_t n_tokens,
+                         size_t n_vocab, size_t from) {
+  STRATA_ASSERT(base.size() == n_tokens * n_vocab && test.size() == base.size(),
+                "KL over {} tokens x {}: {} and {} logits", n_tokens, n_vocab, base.size(),
+                test.size());
+  for (size_t i = from; i + 1 < n_tokens; ++i) {
+    const auto b = base.subspan(i * n_vocab, n_vocab), t = test.subspan(i * n_vocab, n_vocab);
+    const double kl = kl_divergence(b, t);
+    sum_ += kl;
+    sum2_ += kl * kl;
+    max_ = std::max(max_, kl);
+    ++count_;
+    same_top_ += std::max_element(b.begin(), b.end()) - b.begin() ==
+                 std::max_element(t.begin(), t.end()) - t.begin();
+  }
+}
+
+double KlStats::mean_error() const {
+  if (count_ < 2) return 0;
+  const double m = mean();
+  return std::sqrt(std::max(0.0, sum2_ / double(count_) - m * m) / double(count_ - 1));
+}
+
 std::vector<std::vector<int32_t>> perplexity_chunks(std::span<const int32_t> tokens, size_t n,
                                                     int32_t bos, size_t max_chunks) {
   STRATA_ASSERT(n >= 2, "perplexity chunks of {} tokens", n);

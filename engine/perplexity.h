@@ -4,7 +4,8 @@
 // exp(mean NLL), its error the standard error of that mean carried through exp. And its text
 // mode's chunks: the text tokenized once, cut into chunks of n tokens, each chunk's first token
 // replaced by BOS when the vocabulary adds one, the second half of each chunk scored.
-// Used by `strata replay`; tested by tests/test_perplexity.cpp.
+// And the KL divergence of one run's next-token distributions from a reference run's. Used by
+// `strata replay`; tested by tests/test_perplexity.cpp.
 #pragma once
 
 #include <cstddef>
@@ -35,6 +36,31 @@ class NllStats {
   double sum_ = 0;
   double sum2_ = 0;
   size_t count_ = 0;
+};
+
+// KL(base || test) of the softmaxes of two logit rows (natural log, double precision), llama-
+// perplexity --kl-divergence's measure of how far a file's next-token distributions drift from
+// a reference run's (a quantization against F16, one placement against another: 0).
+double kl_divergence(std::span<const float> base, std::span<const float> test);
+
+class KlStats {
+ public:
+  // Positions [from, n - 1) of two runs over the same n tokens (rows n_vocab wide).
+  void add_stream(std::span<const float> base, std::span<const float> test, size_t n_tokens,
+                  size_t n_vocab, size_t from);
+  size_t count() const { return count_; }
+  double mean() const { return count_ ? sum_ / double(count_) : 0.0; }
+  double mean_error() const;  // one standard error of mean()
+  double max() const { return max_; }
+  // Share of positions whose most likely token (first maximum) is the same in both runs.
+  double same_top() const { return count_ ? double(same_top_) / double(count_) : 0.0; }
+
+ private:
+  double sum_ = 0;
+  double sum2_ = 0;
+  double max_ = 0;
+  size_t count_ = 0;
+  size_t same_top_ = 0;
 };
 
 // llama-perplexity's chunks of a tokenized text: floor(size / n) chunks of n tokens (at most

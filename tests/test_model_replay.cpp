@@ -202,6 +202,49 @@ TEST_F(StrataCli, ReplayTextScoresChunksAsLlamaPerplexity) {
   }
 }
 
+// --kl-base: the KL divergence from llama.cpp's own F32 dumps (the fixture's reference: the
+// same MOEL files replay writes) — near 0 for the F32 file, small but not 0 for Q8_0; streams
+// that are not the dumps' are a one-line error.
+TEST_F(StrataCli, ReplayKlDivergenceFromReferenceDumps) {
+  std::ofstream tokens(dir_ / "streams.txt");
+  for (const auto& s : ref_["streams"]) {
+    for (int id : s["ids"]) tokens << id << ' ';
+    tokens << "\n";
+  }
+  tokens.close();
+  const std::regex kl_line(
+      R"(KL divergence from .*: mean ([0-9.e-]+) \+/- [0-9.e-]+, max ([0-9.e-]+); same top token at )"
+      R"(([0-9.]+)% of (\d+) positions)");
+  double mean_f32 = 0, mean_q8 = 0;
+  for (const char* variant : {"F32", "Q8_0"}) {
+    const Result r =
+        strata(fmt::format("replay -m '{}' --tokens '{}' --kl-base '{}' -t 2", model(variant),
+                           (dir_ / "streams.txt").string(), (kModelDir / "ref/F32").string()));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.err, m, kl_line)) << r.err;
+    const bool f32 = std::string(variant) == "F32";
+    (f32 ? mean_f32 : mean_q8) = std::stod(m[1]);
+    if (f32) {
+      EXPECT_GE(std::stod(m[3]), 99.0) << r.err;
+    }
+  }
+  EXPECT_LT(mean_f32, 1e-6);
+  EXPECT_GT(mean_q8, mean_f32);
+  EXPECT_LT(mean_q8, 0.1);
+
+  std::ofstream(dir_ / "other.txt") << "1 2 3 4\n";
+  const Result bad =
+      strata(fmt::format("replay -m '{}' --tokens '{}' --kl-base '{}'", model(),
+                         (dir_ / "other.txt").string(), (kModelDir / "ref/F32").string()));
+  EXPECT_NE(bad.rc, 0);
+  EXPECT_NE(bad.err.find("not this stream's"), std::string::npos) << bad.err;
+  const Result nodir = strata(fmt::format("replay -m '{}' --tokens '{}' --kl-base '{}'", model(),
+                                          (dir_ / "other.txt").string(), (dir_ / "nope").string()));
+  EXPECT_NE(nodir.rc, 0);
+  EXPECT_NE(nodir.err.find("not a directory"), std::string::npos) << nodir.err;
+}
+
 TEST_F(StrataCli, GreedyRunPrintsReferenceContinuation) {
   const auto& g = ref_["greedy"][0];
   const std::string prompt = g["prompt"];

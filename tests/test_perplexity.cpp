@@ -65,5 +65,27 @@ TEST(Perplexity, ChunksAsLlamaPerplexity) {
   EXPECT_TRUE(perplexity_chunks(ids, 8, 1, 0).empty());
 }
 
+TEST(Perplexity, KlDivergenceByHand) {
+  const std::vector<float> a = {0.0f, 1.0f, 2.0f};
+  EXPECT_EQ(kl_divergence(a, a), 0.0);
+  // Shifting every logit changes no probability.
+  const std::vector<float> shifted = {5.0f, 6.0f, 7.0f};
+  EXPECT_NEAR(kl_divergence(a, shifted), 0.0, 1e-12);
+  // Two tokens: p = (1/2, 1/2), q = softmax(0, ln 3) = (1/4, 3/4):
+  // KL = 1/2 ln(2) + 1/2 ln(2/3).
+  const std::vector<float> p = {0.0f, 0.0f}, q = {0.0f, float(std::log(3.0))};
+  EXPECT_NEAR(kl_divergence(p, q), 0.5 * std::log(2.0) + 0.5 * std::log(2.0 / 3.0), 1e-7);
+
+  // Over a stream: 3 tokens, 2 scored rows; row 0 equal, row 1 as above with the top token moved.
+  const std::vector<float> base = {1, 0, 0, 0, 9, 9};
+  const std::vector<float> test = {1, 0, 0, float(std::log(3.0)), 9, 9};
+  KlStats st;
+  st.add_stream(base, test, 3, 2, 0);
+  ASSERT_EQ(st.count(), 2u);
+  EXPECT_NEAR(st.mean(), kl_divergence(p, q) / 2, 1e-7);
+  EXPECT_NEAR(st.max(), kl_divergence(p, q), 1e-7);
+  EXPECT_DOUBLE_EQ(st.same_top(), 0.5);  // row 1's first maximum moved from token 0 to 1
+}
+
 }  // namespace
 }  // namespace strata::engine

@@ -1,10 +1,11 @@
 // `strata replay -m MODEL (--tokens FILE | --text FILE [--chunk N] [--chunks N]) [--score-from N]
-// [--dump-logits DIR] [--dump-routing DIR] [-t N] [--ubatch N] [--ctx N]`: every line of FILE
-// is one stream of whitespace-separated token ids (or, --text, the file tokenized and cut into
-// llama-perplexity's chunks), decoded teacher-forced into an empty KV cache as one prefill
-// (chunks of --ubatch), like the fixtures' references; the logits / routing of every position go
-// to DIR/stream{N}.logits.bin / .routing.bin (MOEL / MOER), and the streams' perplexity is
-// printed (engine/perplexity.h). Tested end to end by tests/test_model_replay.cpp.
+// [--kl-base DIR] [--dump-logits DIR] [--dump-routing DIR] [-t N] [--ubatch N] [--ctx N]`: every
+// line of FILE is one stream of whitespace-separated token ids (or, --text, the file tokenized
+// and cut into llama-perplexity's chunks), decoded teacher-forced into an empty KV cache as one
+// prefill (chunks of --ubatch), like the fixtures' references; the logits / routing of every
+// position go to DIR/stream{N}.logits.bin / .routing.bin (MOEL / MOER), and the streams'
+// perplexity is printed (engine/perplexity.h), with --kl-base the KL divergence from an earlier
+// run's dumps. Tested end to end by tests/test_model_replay.cpp.
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -33,10 +34,12 @@ namespace fs = std::filesystem;
 struct ReplayOptions {
   std::string model;
   std::string tokens;
-  std::string text;                    // --text: a text file, cut into perplexity chunks
-  uint32_t chunk = 512;                // --text: tokens per chunk (llama-perplexity's -c)
-  uint32_t max_chunks = 0;             // --text: at most this many chunks (0: all)
-  std::optional<uint32_t> score_from;  // first position scored (default: --text chunk / 2, else 0)
+  std::string text;         // --text: a text file, cut into perplexity chunks
+  uint32_t chunk = 512;     // --text: tokens per chunk (llama-perplexity's -c)
+  uint32_t max_chunks = 0;  // --text: at most this many chunks (0: all)
+  std::optional<uint32_t> score_from;
+  std::string kl_base;  // a DIR of an earlier replay's --dump-logits: KL divergence from it  //
+                        // first position scored (default: --text chunk / 2, else 0)
   std::string dump_logits;
   std::string dump_routing;
   uint32_t ubatch = 512;
@@ -118,6 +121,9 @@ int run_replay(const ReplayOptions& o) {
     fail(ErrorKind::kBadValue, "--ctx {} is shorter than the longest stream ({} tokens)", o.ctx,
          longest);
   if (o.ubatch == 0) fail(ErrorKind::kBadValue, "--ubatch must be > 0");
+  if (!o.kl_base.empty() && !fs::is_directory(o.kl_base))
+    fail(ErrorKind::kNotFound, "--kl-base {}: not a directory (an earlier replay's --dump-logits)",
+         o.kl_base);
   if (!o.dump_logits.empty()) make_dir(o.dump_logits);
   if (!o.dump_routing.empty()) make_dir(o.dump_routing);
 
@@ -137,6 +143,7 @@ int run_replay(const ReplayOptions& o) {
   std::vector<float> logits;
   engine::RoutingTrace trace;
   engine::NllStats nll;
+  engine::KlStats kl;
   size_t n_tokens = 0;
   double seconds = 0;
   bool interrupted = false;
@@ -167,6 +174,17 @@ int run_replay(const ReplayOptions& o) {
       break;
     }
     nll.add_stream(ids, logits, cfg.n_vocab, score_from);
+    if (!o.kl_base.empty()) {
+      const std::string path =
+          (fs::path(o.kl_base) / fmt::format("stream{}.logits.bin", s)).string();
+      const engine::LogitDump base = engine::read_logit_dump(path);
+      if (base.tokens != ids || base.n_vocab != cfg.n_vocab)
+        fail(ErrorKind::kBadValue,
+             "--kl-base {}: {} tokens x {} logits, not this stream's {} x {} (replay the same "
+             "streams)",
+             path, base.tokens.size(), base.n_vocab, ids.size(), cfg.n_vocab);
+      kl.add_stream(base.logits, logits, ids.size(), cfg.n_vocab, score_from);
+    }
     if (streams.size() > 1 && nll.count() > 0)  // progress, and the estimate so far
       std::fprintf(stderr, "replay: stream %zu/%zu: perplexity so far %.4f (%zu predictions)\n",
                    s + 1, streams.size(), nll.ppl(), nll.count());
@@ -191,6 +209,12 @@ int run_replay(const ReplayOptions& o) {
     std::fprintf(stderr,
                  "replay: no prediction scored (streams shorter than --score-from %zu + 2)\n",
                  score_from);
+  if (kl.count() > 0)
+    std::fprintf(stderr,
+                 "replay: KL divergence from %s: mean %.6g +/- %.3g, max %.6g; same top token at "
+                 "%.2f%% of %zu positions\n",
+                 o.kl_base.c_str(), kl.mean(), kl.mean_error(), kl.max(), 100.0 * kl.same_top(),
+                 kl.count());
   finish_prof(*tiers.prof);
   return interrupted || sigint.requested() ? 130 : 0;
 }
@@ -219,6 +243,9 @@ void add_replay(CLI::App& app, CommandFn& run) {
   cmd->add_option("--dump-routing", o->dump_routing, "Write DIR/stream{N}.routing.bin (MOER)");
   cmd->add_option("--ubatch", o->ubatch, "Prefill chunk size in tokens (default 512)");
   cmd->add_option("--ctx", o->ctx, "KV cache size (default: the longest stream)");
+  cmd->add_option("--kl-base", o->kl_base,
+                  "DIR of an earlier replay's --dump-logits (same streams, e.g. another file of "
+                  "the model): the KL divergence from its next-token distributions");
   add_knob_flags(cmd, o->knobs);
   cmd->callback([&run, o, tokens, text] {
     if (tokens->count() == 0 && text->count() == 0) throw CLI::RequiredError("--tokens or --text");
