@@ -48,7 +48,15 @@ struct ReplayOptions {
 };
 
 // Streams of token ids, one per non-blank line; a bad id is an error naming line and column.
+// An input file that exists and is a regular file (a directory opens, then fails to read).
+void check_input_file(const std::string& path, const char* what) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) fail(ErrorKind::kNotFound, "{}: cannot open {}", path, what);
+  if (!fs::is_regular_file(path, ec)) fail(ErrorKind::kBadValue, "{}: not a regular file", path);
+}
+
 std::vector<std::vector<int32_t>> read_streams(const std::string& path, uint32_t n_vocab) {
+  check_input_file(path, "token file");
   std::ifstream in(path);
   if (!in) fail(ErrorKind::kNotFound, "{}: cannot open token file", path);
   std::vector<std::vector<int32_t>> streams;
@@ -96,6 +104,7 @@ int run_replay(const ReplayOptions& o) {
   std::vector<std::vector<int32_t>> streams;
   if (!o.text.empty()) {
     if (o.chunk < 2) fail(ErrorKind::kBadValue, "--chunk {}: at least 2 tokens", o.chunk);
+    check_input_file(o.text, "text file");
     std::ifstream in(o.text, std::ios::binary);
     if (!in) fail(ErrorKind::kNotFound, "{}: cannot open text file", o.text);
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
