@@ -601,7 +601,9 @@ int run_serve(ServeOptions o) {
       o.ctx.value_or(cfg.n_ctx_train > 0 ? std::min(cfg.n_ctx_train, kDefaultCtx) : kDefaultCtx);
   fo.n_ubatch = o.ubatch;
   fo.n_threads = threads;
-  const TierSetup tiers = make_tier_setup(model, knobs, fo.n_ctx, /*progress_bar=*/true);
+  // RAM_GB auto leaves room for the KV cache, and for the stash's copy of up to as much.
+  const TierSetup tiers =
+      make_tier_setup(model, knobs, fo.n_ctx * (o.stash ? 2 : 1), /*progress_bar=*/true);
   fo.experts = tiers.experts.get();
   fo.route_trace = tiers.trace.get();
   fo.prof = tiers.prof.get();
