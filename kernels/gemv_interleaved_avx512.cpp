@@ -1000,6 +1000,78 @@ void group_dot_iq4(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, flo
   }
 }
 
+// The same group against T tokens in chain order, for GEMMs: each code line's table values feed
+// T tokens' vpdpbusd, one sub-block at a time (T sums live), each scaled into the token's
+// integer super-block sum; the 128 offset, sum over sub-blocks of scale * 128 * (its two bsums),
+// comes off once per super-block by 4 vpdpwssd (two sub-blocks' scales as a 16-bit pair against
+// the token's pair sums, |P| <= 32 * 128: exact). The same integers as group_dot_iq4's, then its
+// float step: the same bits. `cold`: the group's first batch, which prefetches as the GEMV does.
+template <int T>
+void chain_dot_iq4(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float* const* outs,
+                   bool cold) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i table = _mm512_xor_si512(
+      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues))),
+      _mm512_set1_epi8(static_cast<char>(0x80)));
+  auto step = [&](int64_t b, int, auto&& acc) {
+    const uint8_t* blk = g + b * kIQ4_XSx16Block;
+    if (cold) prefetch_lines<kIQ4_XSx16Block, kToL1>(blk + kIQ4_XSx16Prefetch);
+    const __m512i sh =
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32)));
+    const __m512i sl = _mm512_loadu_si512(blk + 64);
+    // Sub-block s's 6-bit scale less 32, one per lane (row).
+    auto scale = [&](int s) {
+      return _mm512_sub_epi32(
+          _mm512_or_si512(
+              _mm512_and_si512(_mm512_srli_epi32(sl, 4 * s), _mm512_set1_epi32(0x0F)),
+              _mm512_slli_epi32(
+                  _mm512_and_si512(_mm512_srli_epi32(sh, 2 * s), _mm512_set1_epi32(3)), 4)),
+          _mm512_set1_epi32(32));
+    };
+    __m512i sumi[T];
+    for (int t = 0; t < T; ++t) sumi[t] = _mm512_setzero_si512();
+    for (int s = 0; s < 8; ++s) {
+      __m512i sub[T];
+      for (int t = 0; t < T; ++t) sub[t] = _mm512_setzero_si512();
+      for (int ii = 0; ii < 4; ++ii) {
+        const __m512i v = _mm512_loadu_si512(blk + 128 + (4 * s + ii) * 64);
+        const __m512i lo = _mm512_shuffle_epi8(table, _mm512_and_si512(v, m4));
+        const __m512i hi = _mm512_shuffle_epi8(table, high_nibbles(v, m4));
+        for (int t = 0; t < T; ++t) {
+          const int8_t* xq = xs[t][b].qs + 32 * s + 4 * ii;
+          sub[t] = _mm512_dpbusd_epi32(sub[t], lo, bcast4(xq));
+          sub[t] = _mm512_dpbusd_epi32(sub[t], hi, bcast4(xq + 16));
+        }
+      }
+      const __m512i sc = scale(s);
+      for (int t = 0; t < T; ++t)
+        sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(sc, sub[t]));
+    }
+    __m512i pair[4];
+    for (int m = 0; m < 4; ++m)
+      pair[m] = _mm512_or_si512(_mm512_and_si512(scale(2 * m), _mm512_set1_epi32(0xFFFF)),
+                                _mm512_slli_epi32(scale(2 * m + 1), 16));
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
+    for (int t = 0; t < T; ++t) {
+      const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xs[t][b].bsums));
+      const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xs[t][b].bsums + 8));
+      const __m128i pairs = _mm_hadd_epi16(lo, hi);  // P_s = bsums[2s] + bsums[2s + 1], s < 8
+      __m512i off =
+          _mm512_dpwssd_epi32(_mm512_setzero_si512(), pair[0], _mm512_broadcastd_epi32(pairs));
+      off = _mm512_dpwssd_epi32(off, pair[1],
+                                _mm512_broadcastd_epi32(_mm_shuffle_epi32(pairs, 0x55)));
+      off = _mm512_dpwssd_epi32(off, pair[2],
+                                _mm512_broadcastd_epi32(_mm_shuffle_epi32(pairs, 0xAA)));
+      off = _mm512_dpwssd_epi32(off, pair[3],
+                                _mm512_broadcastd_epi32(_mm_shuffle_epi32(pairs, 0xFF)));
+      const __m512i isum = _mm512_sub_epi32(sumi[t], _mm512_slli_epi32(off, 7));
+      const __m512 dd = _mm512_mul_ps(dw, _mm512_set1_ps(xs[t][b].d));
+      acc(t) = _mm512_add_ps(acc(t), _mm512_mul_ps(dd, _mm512_cvtepi32_ps(isum)));
+    }
+  };
+  run_chains<T>(nb, outs, step);
+}
+
 // ---- kQ2_Kx16: Q2_K x Q8_K ----
 
 // vpshufb patterns (indexes within each 128-bit lane; 0x80 clears the byte) that spread bytes a and
@@ -1213,10 +1285,14 @@ struct Q4KDot {
 };
 template <int T>
 struct IQ4XSDot {
-  static constexpr bool kChains = false;  // (chain passes were no faster: RESULTS session 27)
+  static constexpr bool kChains = true;
   static void run(const uint8_t* g, int64_t, const BlockQ8_K* const* xs, int64_t nb,
                   float* const* outs) {
     group_dot_iq4<T>(g, xs, nb, outs);
+  }
+  static void chain(const uint8_t* g, int64_t, const BlockQ8_K* const* xs, int64_t nb,
+                    float* const* outs, bool cold) {
+    chain_dot_iq4<T>(g, xs, nb, outs, cold);
   }
 };
 template <int T>
