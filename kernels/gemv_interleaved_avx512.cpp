@@ -670,29 +670,42 @@ inline void min_step(__m512 (*acc)[8], int64_t b, const uint8_t* blk, const Bloc
   for (int t = 0; t < T; ++t) min_step_one(acc[t][b % 8], dw, dmw, xs[t][b].d, sumi[t], summ[t]);
 }
 
-// The 16 rows' mins of super-block blk against the activation's bsums (two 32-element sub-blocks
-// per vpdpwssd: the rows' 6-bit mins as 16-bit word pairs, the token's pair sums |P| <= 32 * 127
-// as the other pair: exact).
-struct KMins {
+// Eight per-row 16-bit weights w_s as four dword pairs (w_2m, w_2m+1), against a token's
+// sub-block pair sums P_s = bsums[2s] + bsums[2s + 1] (|P| <= 32 * 128): acc + sum_s w_s * P_s,
+// exact, by four vpdpwssd. The Q4_K / Q5_K mins and IQ4_XS's scales (its 128 offset).
+struct BsumPairDot {
   __m512i pair[4];
-  KMins(__m512i s1, __m512i s2) {
-    for (int k = 0; k < 4; ++k)
-      pair[k] =
-          _mm512_or_si512(k_min(s1, s2, 2 * k), _mm512_slli_epi32(k_min(s1, s2, 2 * k + 1), 16));
+  // From a function giving w_s (int32 lanes that fit int16) for s < 8; nonnegative ones need no
+  // mask to stay out of the high word.
+  template <typename W>
+  static BsumPairDot of(W&& w, bool nonnegative) {
+    BsumPairDot d;
+    for (int m = 0; m < 4; ++m) {
+      const __m512i low = w(2 * m);
+      d.pair[m] =
+          _mm512_or_si512(nonnegative ? low : _mm512_and_si512(low, _mm512_set1_epi32(0xFFFF)),
+                          _mm512_slli_epi32(w(2 * m + 1), 16));
+    }
+    return d;
   }
-  __m512i dot(__m512i summ, const int16_t* bsums) const {
+  __m512i dot(__m512i acc, const int16_t* bsums) const {
     const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bsums));
     const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bsums + 8));
-    const __m128i pairs = _mm_hadd_epi16(lo, hi);  // P_s = bsums[2s] + bsums[2s + 1], s < 8
-    summ = _mm512_dpwssd_epi32(summ, pair[0], _mm512_broadcastd_epi32(pairs));
-    summ =
-        _mm512_dpwssd_epi32(summ, pair[1], _mm512_broadcastd_epi32(_mm_shuffle_epi32(pairs, 0x55)));
-    summ =
-        _mm512_dpwssd_epi32(summ, pair[2], _mm512_broadcastd_epi32(_mm_shuffle_epi32(pairs, 0xAA)));
-    return _mm512_dpwssd_epi32(summ, pair[3],
+    const __m128i pairs = _mm_hadd_epi16(lo, hi);  // P_s, s < 8
+    acc = _mm512_dpwssd_epi32(acc, pair[0], _mm512_broadcastd_epi32(pairs));
+    acc =
+        _mm512_dpwssd_epi32(acc, pair[1], _mm512_broadcastd_epi32(_mm_shuffle_epi32(pairs, 0x55)));
+    acc =
+        _mm512_dpwssd_epi32(acc, pair[2], _mm512_broadcastd_epi32(_mm_shuffle_epi32(pairs, 0xAA)));
+    return _mm512_dpwssd_epi32(acc, pair[3],
                                _mm512_broadcastd_epi32(_mm_shuffle_epi32(pairs, 0xFF)));
   }
 };
+
+// The 16 rows' 6-bit mins of a Q4_K / Q5_K super-block (from its scale dwords S1, S2).
+inline BsumPairDot k_mins(__m512i s1, __m512i s2) {
+  return BsumPairDot::of([&](int s) { return k_min(s1, s2, s); }, true);
+}
 
 // One 16-row group of nb super-blocks against T activation rows: kQ4_Kx16, or kQ5_Kx16 (kFive:
 // each code line's 5th bits, bits 2c / 2c + 1 of the qh line at its position i, ORed in as 16).
@@ -739,7 +752,7 @@ void group_dot_k(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float
         sumi[t] = _mm512_add_epi32(sumi[t], _mm512_add_epi32(_mm512_mullo_epi32(sc_lo, lo_sum[t]),
                                                              _mm512_mullo_epi32(sc_hi, hi_sum[t])));
     }
-    const KMins mins(s1, s2);
+    const BsumPairDot mins = k_mins(s1, s2);
     for (int t = 0; t < T; ++t) summ[t] = mins.dot(summ[t], xs[t][b].bsums);
     min_step<T>(acc, b, blk, xs, sumi, summ);
   }
@@ -784,7 +797,7 @@ void chain_dot_k(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float
       for (int t = 0; t < T; ++t)
         sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(sc, sub[t]));
     }
-    const KMins mins(_mm512_loadu_si512(blk + 128), s2);
+    const BsumPairDot mins = k_mins(_mm512_loadu_si512(blk + 128), s2);
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
     const __m512 dmw =
         _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32)));
@@ -1047,23 +1060,10 @@ void chain_dot_iq4(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, flo
       for (int t = 0; t < T; ++t)
         sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(sc, sub[t]));
     }
-    __m512i pair[4];
-    for (int m = 0; m < 4; ++m)
-      pair[m] = _mm512_or_si512(_mm512_and_si512(scale(2 * m), _mm512_set1_epi32(0xFFFF)),
-                                _mm512_slli_epi32(scale(2 * m + 1), 16));
+    const BsumPairDot offsets = BsumPairDot::of(scale, false);  // scale - 32 may be negative
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
     for (int t = 0; t < T; ++t) {
-      const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xs[t][b].bsums));
-      const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xs[t][b].bsums + 8));
-      const __m128i pairs = _mm_hadd_epi16(lo, hi);  // P_s = bsums[2s] + bsums[2s + 1], s < 8
-      __m512i off =
-          _mm512_dpwssd_epi32(_mm512_setzero_si512(), pair[0], _mm512_broadcastd_epi32(pairs));
-      off = _mm512_dpwssd_epi32(off, pair[1],
-                                _mm512_broadcastd_epi32(_mm_shuffle_epi32(pairs, 0x55)));
-      off = _mm512_dpwssd_epi32(off, pair[2],
-                                _mm512_broadcastd_epi32(_mm_shuffle_epi32(pairs, 0xAA)));
-      off = _mm512_dpwssd_epi32(off, pair[3],
-                                _mm512_broadcastd_epi32(_mm_shuffle_epi32(pairs, 0xFF)));
+      const __m512i off = offsets.dot(_mm512_setzero_si512(), xs[t][b].bsums);
       const __m512i isum = _mm512_sub_epi32(sumi[t], _mm512_slli_epi32(off, 7));
       const __m512 dd = _mm512_mul_ps(dw, _mm512_set1_ps(xs[t][b].d));
       acc(t) = _mm512_add_ps(acc(t), _mm512_mul_ps(dd, _mm512_cvtepi32_ps(isum)));
