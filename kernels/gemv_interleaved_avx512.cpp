@@ -953,6 +953,44 @@ void chain_dot_q6(const uint8_t* g, bool odd, const BlockQ8_K* const* xs, int64_
 
 // ---- kIQ4_XSx16: IQ4_XS x Q8_K ----
 
+// The IQ4_NL table register: each value + 128 (an unsigned code), in every 128-bit lane.
+inline __m512i iq4_table() {
+  return _mm512_xor_si512(
+      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues))),
+      _mm512_set1_epi8(static_cast<char>(0x80)));
+}
+
+// Sub-block s's 6-bit scale less 32, one per lane (row), from the rows' scales_l dwords (sl) and
+// scales_h words widened to dwords (sh).
+inline __m512i iq4_scale(__m512i sl, __m512i sh, int s) {
+  return _mm512_sub_epi32(
+      _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(sl, 4 * s), _mm512_set1_epi32(0x0F)),
+                      _mm512_slli_epi32(
+                          _mm512_and_si512(_mm512_srli_epi32(sh, 2 * s), _mm512_set1_epi32(3)), 4)),
+      _mm512_set1_epi32(32));
+}
+
+// Sub-block s of super-block blk (its b-th) against T tokens: sub[t] = the sum of the rows'
+// table values + 128 times the token's codes, per lane (4 code lines, 8 vpdpbusd a token).
+// kPrefetch: each line's L1 prefetch ahead (the GEMV's stream).
+template <int T, bool kPrefetch>
+inline void iq4_subblock(const uint8_t* blk, int s, const BlockQ8_K* const* xs, int64_t b,
+                         __m512i table, __m512i m4, __m512i* sub) {
+  for (int t = 0; t < T; ++t) sub[t] = _mm512_setzero_si512();
+  for (int ii = 0; ii < 4; ++ii) {
+    const uint8_t* at = blk + 128 + (4 * s + ii) * 64;
+    if constexpr (kPrefetch) prefetch_lines<64, kToL1>(at + kIQ4_XSx16Prefetch);
+    const __m512i v = _mm512_loadu_si512(at);
+    const __m512i lo = _mm512_shuffle_epi8(table, _mm512_and_si512(v, m4));
+    const __m512i hi = _mm512_shuffle_epi8(table, high_nibbles(v, m4));
+    for (int t = 0; t < T; ++t) {
+      const int8_t* xq = xs[t][b].qs + 32 * s + 4 * ii;
+      sub[t] = _mm512_dpbusd_epi32(sub[t], lo, bcast4(xq));
+      sub[t] = _mm512_dpbusd_epi32(sub[t], hi, bcast4(xq + 16));
+    }
+  }
+}
+
 // One 16-row group of nb super-blocks against T activation rows. Per sub-block s, four code loads
 // (rows' qs dwords 4s..4s+3) give the table values + 128 of 8 elements a row each (vpshufb: one
 // table per 128-bit lane); 8 vpdpbusd sum the sub-block per lane; the 128 offset comes off through
@@ -961,9 +999,7 @@ void chain_dot_q6(const uint8_t* g, bool odd, const BlockQ8_K* const* xs, int64_
 template <int T>
 void group_dot_iq4(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float* const* outs) {
   const __m512i m4 = _mm512_set1_epi8(0x0F);
-  const __m512i table = _mm512_xor_si512(
-      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues))),
-      _mm512_set1_epi8(static_cast<char>(0x80)));
+  const __m512i table = iq4_table();
   __m512 acc[T][8];
   for (int t = 0; t < T; ++t)
     for (int k = 0; k < 8; ++k) acc[t][k] = _mm512_setzero_ps();
@@ -977,25 +1013,8 @@ void group_dot_iq4(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, flo
     for (int t = 0; t < T; ++t) sumi[t] = _mm512_setzero_si512();
     for (int s = 0; s < 8; ++s) {
       __m512i sub[T];
-      for (int t = 0; t < T; ++t) sub[t] = _mm512_setzero_si512();
-      for (int ii = 0; ii < 4; ++ii) {
-        const uint8_t* at = blk + 128 + (4 * s + ii) * 64;
-        prefetch_lines<64, kToL1>(at + kIQ4_XSx16Prefetch);
-        const __m512i v = _mm512_loadu_si512(at);
-        const __m512i lo = _mm512_shuffle_epi8(table, _mm512_and_si512(v, m4));
-        const __m512i hi = _mm512_shuffle_epi8(table, high_nibbles(v, m4));
-        for (int t = 0; t < T; ++t) {
-          const int8_t* xq = xs[t][b].qs + 32 * s + 4 * ii;
-          sub[t] = _mm512_dpbusd_epi32(sub[t], lo, bcast4(xq));
-          sub[t] = _mm512_dpbusd_epi32(sub[t], hi, bcast4(xq + 16));
-        }
-      }
-      const __m512i sc = _mm512_sub_epi32(
-          _mm512_or_si512(
-              _mm512_and_si512(_mm512_srli_epi32(sl, 4 * s), _mm512_set1_epi32(0x0F)),
-              _mm512_slli_epi32(
-                  _mm512_and_si512(_mm512_srli_epi32(sh, 2 * s), _mm512_set1_epi32(3)), 4)),
-          _mm512_set1_epi32(32));
+      iq4_subblock<T, true>(blk, s, xs, b, table, m4, sub);
+      const __m512i sc = iq4_scale(sl, sh, s);
       for (int t = 0; t < T; ++t) {
         const int32_t xsum = xs[t][b].bsums[2 * s] + xs[t][b].bsums[2 * s + 1];
         const __m512i centred = _mm512_sub_epi32(sub[t], _mm512_set1_epi32(128 * xsum));
@@ -1023,39 +1042,19 @@ template <int T>
 void chain_dot_iq4(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float* const* outs,
                    bool cold) {
   const __m512i m4 = _mm512_set1_epi8(0x0F);
-  const __m512i table = _mm512_xor_si512(
-      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues))),
-      _mm512_set1_epi8(static_cast<char>(0x80)));
+  const __m512i table = iq4_table();
   auto step = [&](int64_t b, int, auto&& acc) {
     const uint8_t* blk = g + b * kIQ4_XSx16Block;
     if (cold) prefetch_lines<kIQ4_XSx16Block, kToL1>(blk + kIQ4_XSx16Prefetch);
     const __m512i sh =
         _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32)));
     const __m512i sl = _mm512_loadu_si512(blk + 64);
-    // Sub-block s's 6-bit scale less 32, one per lane (row).
-    auto scale = [&](int s) {
-      return _mm512_sub_epi32(
-          _mm512_or_si512(
-              _mm512_and_si512(_mm512_srli_epi32(sl, 4 * s), _mm512_set1_epi32(0x0F)),
-              _mm512_slli_epi32(
-                  _mm512_and_si512(_mm512_srli_epi32(sh, 2 * s), _mm512_set1_epi32(3)), 4)),
-          _mm512_set1_epi32(32));
-    };
+    auto scale = [&](int s) { return iq4_scale(sl, sh, s); };
     __m512i sumi[T];
     for (int t = 0; t < T; ++t) sumi[t] = _mm512_setzero_si512();
     for (int s = 0; s < 8; ++s) {
       __m512i sub[T];
-      for (int t = 0; t < T; ++t) sub[t] = _mm512_setzero_si512();
-      for (int ii = 0; ii < 4; ++ii) {
-        const __m512i v = _mm512_loadu_si512(blk + 128 + (4 * s + ii) * 64);
-        const __m512i lo = _mm512_shuffle_epi8(table, _mm512_and_si512(v, m4));
-        const __m512i hi = _mm512_shuffle_epi8(table, high_nibbles(v, m4));
-        for (int t = 0; t < T; ++t) {
-          const int8_t* xq = xs[t][b].qs + 32 * s + 4 * ii;
-          sub[t] = _mm512_dpbusd_epi32(sub[t], lo, bcast4(xq));
-          sub[t] = _mm512_dpbusd_epi32(sub[t], hi, bcast4(xq + 16));
-        }
-      }
+      iq4_subblock<T, false>(blk, s, xs, b, table, m4, sub);
       const __m512i sc = scale(s);
       for (int t = 0; t < T; ++t)
         sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(sc, sub[t]));
