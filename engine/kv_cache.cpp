@@ -50,20 +50,26 @@ size_t KvCache::floats_per_position() const {
   return n;
 }
 
+template <typename Fn>
+void KvCache::for_each_prefix(uint32_t n, Fn&& fn) const {
+  for (uint32_t il = 0; il < n_head_.size(); ++il)
+    for (int part = 0; part < 2; ++part) {
+      const uint32_t dim = part == 0 ? k_dim_[il] : v_dim_[il];
+      for (uint32_t g = 0; g < n_head_[il] && dim > 0; ++g)
+        fn(part == 0 ? k_[il] + size_t{g} * n_ctx_ * dim : v_[il] + size_t{g} * n_ctx_ * dim,
+           size_t{n} * dim);
+    }
+}
+
 void KvCache::copy_rows(uint32_t n, std::vector<float>& out) const {
   STRATA_ASSERT(n <= n_ctx_, "copy_rows: {} positions of {}", n, n_ctx_);
   out.resize(size_t{n} * floats_per_position());
   if (n == 0) return;
   float* at = out.data();
-  for (uint32_t il = 0; il < n_head_.size(); ++il)
-    for (int part = 0; part < 2; ++part) {
-      const uint32_t dim = part == 0 ? k_dim_[il] : v_dim_[il];
-      for (uint32_t g = 0; g < n_head_[il] && dim > 0; ++g) {
-        const float* rows = part == 0 ? k(il, g, 0) : v(il, g, 0);
-        std::memcpy(at, rows, sizeof(float) * n * dim);
-        at += size_t{n} * dim;
-      }
-    }
+  for_each_prefix(n, [&](const float* rows, size_t floats) {
+    std::memcpy(at, rows, sizeof(float) * floats);
+    at += floats;
+  });
 }
 
 void KvCache::restore_rows(uint32_t n, std::span<const float> in) {
@@ -71,15 +77,10 @@ void KvCache::restore_rows(uint32_t n, std::span<const float> in) {
                 "restore_rows: {} floats for {} positions", in.size(), n);
   if (n == 0) return;
   const float* at = in.data();
-  for (uint32_t il = 0; il < n_head_.size(); ++il)
-    for (int part = 0; part < 2; ++part) {
-      const uint32_t dim = part == 0 ? k_dim_[il] : v_dim_[il];
-      for (uint32_t g = 0; g < n_head_[il] && dim > 0; ++g) {
-        float* rows = part == 0 ? k(il, g, 0) : v(il, g, 0);
-        std::memcpy(rows, at, sizeof(float) * n * dim);
-        at += size_t{n} * dim;
-      }
-    }
+  for_each_prefix(n, [&](float* rows, size_t floats) {
+    std::memcpy(rows, at, sizeof(float) * floats);
+    at += floats;
+  });
 }
 
 }  // namespace strata::engine

@@ -53,6 +53,10 @@ class KvCache {
   void restore_rows(uint32_t n, std::span<const float> in);
 
  private:
+  // fn(rows, floats) for each layer's K, then V, head by head: the first n positions' rows.
+  template <typename Fn>
+  void for_each_prefix(uint32_t n, Fn&& fn) const;
+
   uint32_t n_ctx_;
   uint64_t n_bytes_ = 0;
   std::vector<uint32_t> n_head_;  // KV heads per layer

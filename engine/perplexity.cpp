@@ -35,11 +35,17 @@ double NllStats::ppl() const {
   return std::exp(mean_nll());
 }
 
+namespace {
+// The standard error of the mean of count values from their sum and sum of squares (0 under 2).
+double standard_error(double sum, double sum2, size_t count) {
+  if (count < 2) return 0;
+  const double mean = sum / double(count);
+  return std::sqrt(std::max(0.0, sum2 / double(count) - mean * mean) / double(count - 1));
+}
+}  // namespace
+
 double NllStats::ppl_error() const {
-  if (count_ < 2) return 0;
-  const double mean = mean_nll();
-  const double var = std::max(0.0, sum2_ / double(count_) - mean * mean);
-  return ppl() * std::sqrt(var / double(count_ - 1));
+  return ppl() * standard_error(sum_, sum2_, count_);
 }
 
 namespace {
@@ -83,9 +89,7 @@ void KlStats::add_stream(std::span<const float> base, std::span<const float> tes
 }
 
 double KlStats::mean_error() const {
-  if (count_ < 2) return 0;
-  const double m = mean();
-  return std::sqrt(std::max(0.0, sum2_ / double(count_) - m * m) / double(count_ - 1));
+  return standard_error(sum_, sum2_, count_);
 }
 
 std::vector<std::vector<int32_t>> perplexity_chunks(std::span<const int32_t> tokens, size_t n,

@@ -121,9 +121,7 @@ void ChatSession::sync_kv(const std::vector<int32_t>& tokens) {
   STRATA_ASSERT(kv_tokens_.size() == fwd_.n_past(), "KV mirror {} != n_past {}", kv_tokens_.size(),
                 fwd_.n_past());
   if (stash_on_) use_stash(tokens);
-  const auto mismatch =
-      std::mismatch(kv_tokens_.begin(), kv_tokens_.end(), tokens.begin(), tokens.end());
-  size_t common = size_t(mismatch.first - kv_tokens_.begin());
+  size_t common = common_prefix(kv_tokens_, tokens);
   stats_.n_matched = uint32_t(common);
   // The last token is always run again when everything is cached: its logits start the reply.
   common = std::min(common, tokens.size() - 1);

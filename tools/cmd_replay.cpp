@@ -34,12 +34,11 @@ namespace fs = std::filesystem;
 struct ReplayOptions {
   std::string model;
   std::string tokens;
-  std::string text;         // --text: a text file, cut into perplexity chunks
-  uint32_t chunk = 512;     // --text: tokens per chunk (llama-perplexity's -c)
-  uint32_t max_chunks = 0;  // --text: at most this many chunks (0: all)
-  std::optional<uint32_t> score_from;
-  std::string kl_base;  // a DIR of an earlier replay's --dump-logits: KL divergence from it  //
-                        // first position scored (default: --text chunk / 2, else 0)
+  std::string text;                    // --text: a text file, cut into perplexity chunks
+  uint32_t chunk = 512;                // --text: tokens per chunk (llama-perplexity's -c)
+  uint32_t max_chunks = 0;             // --text: at most this many chunks (0: all)
+  std::optional<uint32_t> score_from;  // first position scored (default: --text chunk / 2, else 0)
+  std::string kl_base;  // a DIR of an earlier replay's --dump-logits: KL divergence from it
   std::string dump_logits;
   std::string dump_routing;
   uint32_t ubatch = 512;
