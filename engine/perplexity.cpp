@@ -17,6 +17,37 @@ double token_nll(std::span<const float> logits, int32_t target) {
   return std::log(sum) - double(logits[size_t(target)] - max);
 }
 
+TokenScore score_token(std::span<const float> logits, int32_t id, size_t top_n) {
+  STRATA_ASSERT(id >= 0 && size_t(id) < logits.size(), "token {} outside {} logits", id,
+                logits.size());
+  const float max = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (const float l : logits) sum += double(std::exp(l - max));
+  const double log_sum = std::log(sum);
+  const auto logprob = [&](int32_t t) { return float(double(logits[size_t(t)] - max) - log_sum); };
+  TokenScore s{id, logprob(id), {}};
+  // The top_n largest logits: a min-heap of the best so far (the worst on top).
+  top_n = std::min(top_n, logits.size());
+  const auto better = [&](int32_t a, int32_t b) {
+    return logits[size_t(a)] > logits[size_t(b)] ||
+           (logits[size_t(a)] == logits[size_t(b)] && a < b);
+  };
+  std::vector<int32_t> heap;
+  heap.reserve(top_n + 1);
+  for (size_t t = 0; t < logits.size() && top_n > 0; ++t) {
+    if (heap.size() == top_n && !better(int32_t(t), heap.front())) continue;
+    heap.push_back(int32_t(t));
+    std::push_heap(heap.begin(), heap.end(), better);
+    if (heap.size() > top_n) {
+      std::pop_heap(heap.begin(), heap.end(), better);
+      heap.pop_back();
+    }
+  }
+  std::sort_heap(heap.begin(), heap.end(), better);
+  for (const int32_t t : heap) s.top.push_back({t, logprob(t)});
+  return s;
+}
+
 void NllStats::add(double nll) {
   sum_ += nll;
   sum2_ += nll * nll;

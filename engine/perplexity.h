@@ -18,6 +18,22 @@ namespace strata::engine {
 // -log softmax(logits)[target].
 double token_nll(std::span<const float> logits, int32_t target);
 
+// A token's log-probability under the model — the log softmax of the raw logits (before
+// temperature, penalties and top-k/top-p/min-p), token_nll's arithmetic — and the top_n most
+// likely tokens with theirs (most likely first; ties by lower id). The token's own logprob is
+// computed as the top entries' are, so a greedy token's equals top[0]'s bit for bit. `strata
+// serve`'s logprobs.
+struct TokenLogprob {
+  int32_t id = -1;
+  float logprob = 0;
+};
+struct TokenScore {
+  int32_t id = -1;
+  float logprob = 0;  // NaN for a prompt's first token (nothing predicts it)
+  std::vector<TokenLogprob> top;
+};
+TokenScore score_token(std::span<const float> logits, int32_t id, size_t top_n);
+
 class NllStats {
  public:
   // Scores stream positions [from, n - 1): logits row i (of n rows, n_vocab wide) predicting

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <span>
 #include <utility>
 
@@ -52,6 +54,7 @@ void ChatSession::reset() {
   fwd_.reset();
   lookup_.settle();
   kv_tokens_.clear();
+  scores_.clear();
   stash_ = {};
   sampler_.reset();
   logits_ = {};
@@ -65,6 +68,7 @@ void ChatSession::adopt_kv(std::span<const int32_t> tokens) {
                 "adopt_kv: {} tokens restored, the cache holds {} and the session {}",
                 tokens.size(), fwd_.n_past(), kv_tokens_.size());
   kv_tokens_.assign(tokens.begin(), tokens.end());
+  scores_.clear();
   lookup_.settle();
   adopted_ = !tokens.empty();
 }
@@ -102,6 +106,7 @@ void ChatSession::use_stash(const std::vector<int32_t>& tokens) {
     fwd_.kv().restore_rows(n, stash_.rows);
     fwd_.restored(n);
     kv_tokens_ = std::move(stash_.tokens);
+    scores_.clear();  // the stash keeps no scores
     lookup_.settle();
     stash_ = std::move(out);
     // The sampler hears the kept prefix as after set_sampling (serve sets it every request).
@@ -116,20 +121,24 @@ void ChatSession::use_stash(const std::vector<int32_t>& tokens) {
   }
 }
 
-void ChatSession::sync_kv(const std::vector<int32_t>& tokens) {
+void ChatSession::sync_kv(const std::vector<int32_t>& tokens, bool score) {
   STRATA_ASSERT(!tokens.empty(), "empty formatted conversation");
   STRATA_ASSERT(kv_tokens_.size() == fwd_.n_past(), "KV mirror {} != n_past {}", kv_tokens_.size(),
                 fwd_.n_past());
   if (stash_on_) use_stash(tokens);
-  size_t common = common_prefix(kv_tokens_, tokens);
+  const size_t matched = common_prefix(kv_tokens_, tokens);
+  size_t common = matched;
   stats_.n_matched = uint32_t(common);
   // The last token is always run again when everything is cached: its logits start the reply.
-  common = std::min(common, tokens.size() - 1);
+  // Scoring, the first token whose score is unknown needs the logits of the position before it.
+  const size_t known = std::min(scores_.size(), common);
+  common = score ? (known > 0 ? known - 1 : 0) : std::min(common, tokens.size() - 1);
   if (common < kv_tokens_.size()) {
     // Roll the cache back to the common prefix; the differing tail is prefilled again.
     fwd_.truncate(uint32_t(common));
     kv_tokens_.resize(common);
   }
+  scores_.resize(std::min(scores_.size(), matched));  // a score holds while its prefix does
   if (adopted_) {
     // The restored prefix kept: the sampler hears it as a fresh session's prefill would.
     for (size_t i = 0; i < common; ++i) sampler_.accept(tokens[i]);
@@ -137,7 +146,10 @@ void ChatSession::sync_kv(const std::vector<int32_t>& tokens) {
   }
   const auto t0 = std::chrono::steady_clock::now();
   const std::span<const int32_t> suffix(tokens.data() + common, tokens.size() - common);
-  logits_ = fwd_.prefill(suffix);
+  if (score)
+    prefill_scored(tokens, common);
+  else
+    logits_ = fwd_.prefill(suffix);
   lookup_.settle();  // its next step starts at the new end of the cache
   stats_.prefill_s = seconds_since(t0);
   for (int32_t t : suffix) sampler_.accept(t);
@@ -145,6 +157,28 @@ void ChatSession::sync_kv(const std::vector<int32_t>& tokens) {
   stats_.n_prompt = uint32_t(tokens.size());
   stats_.n_reused = uint32_t(common);
   stats_.n_prefilled = uint32_t(suffix.size());
+}
+
+void ChatSession::prefill_scored(const std::vector<int32_t>& tokens, size_t keep) {
+  // Rows of logits at a time: at most 128 MiB of them (a 152k vocabulary: 220 rows), at most
+  // a prefill chunk.
+  const size_t n_vocab = tok_.vocab().n_tokens();
+  const size_t rows =
+      std::clamp<size_t>((size_t(128) << 20) / (sizeof(float) * n_vocab), 1, fwd_.n_ubatch());
+  const size_t n = tokens.size();
+  scores_.resize(n);
+  scores_[0] = {tokens[0], std::numeric_limits<float>::quiet_NaN(), {}};
+  for (size_t start = keep; start < n; start += rows) {
+    const size_t len = std::min(rows, n - start);
+    all_logits_.resize(len * n_vocab);
+    logits_ =
+        fwd_.prefill(std::span<const int32_t>(tokens.data() + start, len), all_logits_.data());
+    // Position p's logits score token p + 1.
+    for (size_t p = start; p < start + len && p + 1 < n; ++p)
+      scores_[p + 1] =
+          score_token(std::span<const float>(all_logits_.data() + (p - start) * n_vocab, n_vocab),
+                      tokens[p + 1], kMaxTopLogprobs);
+  }
 }
 
 TurnStatus ChatSession::begin_turn(std::string_view user) {
@@ -157,20 +191,21 @@ TurnStatus ChatSession::begin_messages(std::vector<ChatMessage> messages) {
   return begin_formatted(format_tokens(true), [&] { messages_ = std::move(before); });
 }
 
-TurnStatus ChatSession::begin_text(std::string_view text) {
+TurnStatus ChatSession::begin_text(std::string_view text, bool score_prompt) {
   // As llama.cpp's server tokenizes a completion prompt: BOS as the vocabulary says, and
   // control strings as their ids.
-  return begin_tokens(tok_.tokenize(text, true, true));
+  return begin_tokens(tok_.tokenize(text, true, true), score_prompt);
 }
 
-TurnStatus ChatSession::begin_tokens(std::vector<int32_t> tokens) {
+TurnStatus ChatSession::begin_tokens(std::vector<int32_t> tokens, bool score_prompt) {
   if (tokens.empty()) fail(ErrorKind::kBadValue, "the prompt is empty: nothing to continue");
   for (size_t i = 0; i < tokens.size(); ++i)  // before the cache is touched
     if (!tok_.vocab().valid_id(tokens[i]))
       fail(ErrorKind::kBadValue, "prompt token {} (at {}) is not in the vocabulary ({} tokens)",
            tokens[i], i, tok_.vocab().n_tokens());
   std::vector<ChatMessage> before = std::exchange(messages_, {});
-  return begin_formatted(tokens, [&] { messages_ = std::move(before); });
+  return begin_formatted(
+      tokens, [&] { messages_ = std::move(before); }, score_prompt);
 }
 
 void ChatSession::set_sampling(const SamplerParams& sampling) {
@@ -179,7 +214,7 @@ void ChatSession::set_sampling(const SamplerParams& sampling) {
 }
 
 TurnStatus ChatSession::begin_formatted(const std::vector<int32_t>& tokens,
-                                        const std::function<void()>& undo) {
+                                        const std::function<void()>& undo, bool score) {
   if (tokens.size() > fwd_.n_ctx()) {
     undo();
     stats_ = {};
@@ -188,7 +223,7 @@ TurnStatus ChatSession::begin_formatted(const std::vector<int32_t>& tokens,
   }
   stats_ = {};
   try {
-    sync_kv(tokens);
+    sync_kv(tokens, score);
   } catch (...) {
     undo();
     recover();
@@ -204,6 +239,7 @@ void ChatSession::recover() {
   const auto n = uint32_t(std::min<size_t>(kv_tokens_.size(), fwd_.n_past()));
   fwd_.truncate(n);
   kv_tokens_.resize(n);
+  scores_.resize(std::min<size_t>(scores_.size(), n));
   lookup_.settle();
   logits_ = {};
   turn_open_ = false;
@@ -211,6 +247,16 @@ void ChatSession::recover() {
 
 TurnResult ChatSession::generate(int32_t max_tokens, const PieceFn& on_piece,
                                  const std::atomic<bool>* stop) {
+  return generate(
+      max_tokens,
+      [&](std::string_view piece, const TokenScore*) {
+        if (on_piece) on_piece(piece);
+      },
+      stop, -1);
+}
+
+TurnResult ChatSession::generate(int32_t max_tokens, const TokenFn& on_token,
+                                 const std::atomic<bool>* stop, int top_n) {
   STRATA_ASSERT(turn_open_, "generate() without a successful begin_turn()");
   turn_open_ = false;
   TurnResult r;
@@ -237,7 +283,12 @@ TurnResult ChatSession::generate(int32_t max_tokens, const PieceFn& on_piece,
     tok_.append_piece(piece, id, false);
     r.text += piece;
     ++stats_.n_generated;
-    if (on_piece) on_piece(piece);
+    if (top_n >= 0) {
+      const TokenScore score = score_token(logits_, id, size_t(top_n));
+      if (on_token) on_token(piece, &score);
+    } else if (on_token) {
+      on_token(piece, nullptr);
+    }
     // The sampled token is kept in the reply; it is not run (its K/V would need a position), so
     // the next turn prefills it with the rest of the new suffix.
     if (max_tokens >= 0 && int64_t(stats_.n_generated) >= max_tokens) {

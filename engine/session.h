@@ -16,6 +16,7 @@
 #include "engine/chat_template.h"
 #include "engine/forward.h"
 #include "engine/lookup.h"
+#include "engine/perplexity.h"
 #include "engine/sampler.h"
 #include "engine/tokenizer.h"
 
@@ -52,6 +53,8 @@ struct TurnResult {
 
 // Receives each reply piece as it is generated (bytes; a UTF-8 character may span pieces).
 using PieceFn = std::function<void(std::string_view piece)>;
+// The same with the piece's token and its logprobs (generate's top_n >= 0; else null).
+using TokenFn = std::function<void(std::string_view piece, const TokenScore* score)>;
 
 class ChatSession {
  public:
@@ -77,8 +80,15 @@ class ChatSession {
   // template — keeping the prefix it shares; the conversation is emptied (the reply then joins
   // it as an assistant message, as after begin_turn). begin_tokens takes the ids themselves;
   // an empty prompt is an Error (kBadValue), ids outside the vocabulary too.
-  TurnStatus begin_text(std::string_view text);
-  TurnStatus begin_tokens(std::vector<int32_t> tokens);
+  // score_prompt: prompt_scores() then holds every prompt token's logprob and kMaxTopLogprobs
+  // alternatives (the logits of every position are computed; positions whose scores an earlier
+  // scored prompt left are kept, the rest is prefilled again from the first unscored one).
+  TurnStatus begin_text(std::string_view text, bool score_prompt = false);
+  TurnStatus begin_tokens(std::vector<int32_t> tokens, bool score_prompt = false);
+  static constexpr size_t kMaxTopLogprobs = 20;
+  // After a scored begin_text / begin_tokens: one score per prompt token (the first's logprob is
+  // NaN and its list empty: nothing predicts it).
+  std::span<const TokenScore> prompt_scores() const { return scores_; }
   // New sampling parameters (and seed) for the next replies; the sampler hears the tokens the
   // cache keeps at the next turn, as a fresh session's would.
   void set_sampling(const SamplerParams& sampling);
@@ -90,6 +100,10 @@ class ChatSession {
   // or when the context is full. The reply (even a partial one) joins the conversation.
   TurnResult generate(int32_t max_tokens, const PieceFn& on_piece,
                       const std::atomic<bool>* stop = nullptr);
+  // The same, and top_n >= 0 scores each reply token (score_token: its logprob under the raw
+  // logits and the top_n most likely) for on_token.
+  TurnResult generate(int32_t max_tokens, const TokenFn& on_token, const std::atomic<bool>* stop,
+                      int top_n);
   // begin_turn + generate.
   TurnResult send(std::string_view user, int32_t max_tokens, const PieceFn& on_piece,
                   const std::atomic<bool>* stop = nullptr);
@@ -134,11 +148,15 @@ class ChatSession {
   const LookupDecoder& lookup() const { return lookup_; }
 
  private:
-  // Makes the cache hold exactly `tokens`: keeps the common prefix, prefills the rest.
-  void sync_kv(const std::vector<int32_t>& tokens);
+  // Makes the cache hold exactly `tokens`: keeps the common prefix, prefills the rest (score:
+  // scores every token, keeping only the prefix whose scores are known).
+  void sync_kv(const std::vector<int32_t>& tokens, bool score = false);
+  // sync_kv's prefill of tokens[keep ..] with the logits of every position scored into scores_.
+  void prefill_scored(const std::vector<int32_t>& tokens, size_t keep);
   // begin_turn's work once messages_ holds the conversation (tokens: it formatted, or a raw
   // prompt); `undo` restores messages_ when the tokens do not fit, or their prefill throws.
-  TurnStatus begin_formatted(const std::vector<int32_t>& tokens, const std::function<void()>& undo);
+  TurnStatus begin_formatted(const std::vector<int32_t>& tokens, const std::function<void()>& undo,
+                             bool score = false);
   // After an exception from a forward pass (an I/O error of the tiers): the cache and the mirror
   // keep the positions both hold, so the next turn works.
   void recover();
@@ -159,8 +177,12 @@ class ChatSession {
   LookupDecoder lookup_;  // every reply step goes through it; settled between turns
   std::vector<ChatMessage> messages_;
   std::vector<int32_t> kv_tokens_;  // [n_past] mirror of what the cache holds
-  std::span<const float> logits_;   // [n_vocab] from the last prefill/decode
-  bool turn_open_ = false;          // begin_turn succeeded, generate not yet run
+  // scores_[j]: token kv_tokens_[j] scored after kv_tokens_[0 .. j) (kMaxTopLogprobs kept);
+  // valid for j < scores_.size() <= kv_tokens_.size() (empty when no prompt was scored).
+  std::vector<TokenScore> scores_;
+  std::vector<float> all_logits_;  // prefill_scored's rows
+  std::span<const float> logits_;  // [n_vocab] from the last prefill/decode
+  bool turn_open_ = false;         // begin_turn succeeded, generate not yet run
   bool adopted_ = false;  // the cache's kept tokens not yet given to the sampler (adopt_kv,
                           // set_sampling)
   TurnStats stats_;

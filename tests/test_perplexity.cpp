@@ -22,6 +22,30 @@ TEST(Perplexity, TokenNllByHand) {
   EXPECT_NEAR(token_nll(two, 1), std::log1p(std::exp(-1.0)), 1e-6);
 }
 
+TEST(Perplexity, ScoreTokenIsMinusTheNllWithTheTopInOrder) {
+  const std::vector<float> logits = {0.5f, 3.0f, -1.0f, 3.0f, 2.0f, -7.0f};
+  const TokenScore s = score_token(logits, 4, 3);
+  EXPECT_EQ(s.id, 4);
+  EXPECT_NEAR(s.logprob, -token_nll(logits, 4), 1e-6);
+  // Most likely first; the tie between ids 1 and 3 goes to the lower id.
+  ASSERT_EQ(s.top.size(), 3u);
+  EXPECT_EQ(s.top[0].id, 1);
+  EXPECT_EQ(s.top[1].id, 3);
+  EXPECT_EQ(s.top[2].id, 4);
+  EXPECT_EQ(s.top[0].logprob, s.top[1].logprob);
+  // The token's own logprob is its top entry's, bit for bit (a greedy check compares them).
+  EXPECT_EQ(s.top[2].logprob, s.logprob);
+  double total = 0;
+  for (int32_t t = 0; t < 6; ++t) total += std::exp(double(score_token(logits, t, 0).logprob));
+  EXPECT_NEAR(total, 1.0, 1e-6);
+  // No alternatives asked; more asked than the vocabulary holds.
+  EXPECT_TRUE(score_token(logits, 0, 0).top.empty());
+  const TokenScore all = score_token(logits, 5, 99);
+  ASSERT_EQ(all.top.size(), 6u);
+  EXPECT_EQ(all.top.back().id, 5);
+  for (size_t i = 1; i < all.top.size(); ++i) EXPECT_LE(all.top[i].logprob, all.top[i - 1].logprob);
+}
+
 TEST(Perplexity, StreamScoresFromAPositionOn) {
   // 4 tokens, vocabulary 2: row i predicts token i + 1.
   const std::vector<int32_t> tokens = {0, 1, 1, 0};

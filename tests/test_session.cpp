@@ -20,6 +20,7 @@
 #include "engine/chat_template.h"
 #include "engine/forward.h"
 #include "engine/model.h"
+#include "engine/perplexity.h"
 #include "engine/session.h"
 #include "engine/tokenizer.h"
 
@@ -301,6 +302,74 @@ TEST_P(Session, StashKeepsTheMainConversationAcrossASideRequest) {
   EXPECT_EQ(s.stash_bytes(), 0u);
   ASSERT_EQ(s.begin_tokens({1, 2, 3}), TurnStatus::kEndOfGeneration);
   EXPECT_FALSE(s.last_stats().from_stash);
+}
+
+// A scored raw prompt (`strata serve`'s echo with logprobs): every token's logprob is the log
+// softmax of a fresh prefill's logits at the position before it; a second prompt sharing a prefix
+// keeps the prefix's scores and cache rows and scores the rest as a fresh prefill would; the
+// reply's own scores are the logits' the sampler picked from.
+TEST_P(Session, ScoredPromptIsAFreshPrefillsLogSoftmax) {
+  std::vector<int32_t> prompt = tok_->tokenize(
+      "The quick brown fox jumps over the lazy dog while the engineers measure bytes.", true, true);
+  ASSERT_GE(prompt.size(), 8u);
+  const size_t n_vocab = tok_->vocab().n_tokens();
+  // The reference: one prefill of the prompt with every position's logits.
+  const auto reference = [&](const std::vector<int32_t>& tokens) {
+    auto f = forward();
+    std::vector<float> all(tokens.size() * n_vocab);
+    (void)f->prefill(tokens, all.data());
+    std::vector<double> lp(tokens.size(), std::nan(""));
+    for (size_t i = 1; i < tokens.size(); ++i)
+      lp[i] =
+          -token_nll(std::span<const float>(all.data() + (i - 1) * n_vocab, n_vocab), tokens[i]);
+    return lp;
+  };
+  const auto expect_scores = [&](const ChatSession& s, const std::vector<int32_t>& tokens,
+                                 double tol) {
+    const std::vector<double> want = reference(tokens);
+    const std::span<const TokenScore> got = s.prompt_scores();
+    ASSERT_EQ(got.size(), tokens.size());
+    EXPECT_EQ(got[0].id, tokens[0]);
+    EXPECT_TRUE(std::isnan(got[0].logprob));
+    for (size_t i = 1; i < tokens.size(); ++i) {
+      EXPECT_EQ(got[i].id, tokens[i]) << i;
+      EXPECT_NEAR(got[i].logprob, want[i], tol) << i;
+      ASSERT_EQ(got[i].top.size(), ChatSession::kMaxTopLogprobs);
+      EXPECT_GE(got[i].top[0].logprob, got[i].logprob) << i;
+    }
+  };
+
+  auto fwd = forward();
+  ChatSession s(*fwd, *tok_, family_, greedy());
+  ASSERT_EQ(s.begin_tokens(prompt, true), TurnStatus::kEndOfGeneration);
+  expect_scores(s, prompt, 1e-6);  // the same single chunk: the same bits up to the double sum
+  // The reply's scores: the greedy token is the most likely, its logprob the top entry's.
+  const std::vector<float> first_logits(s.logits().begin(), s.logits().end());
+  std::vector<TokenScore> reply;
+  const TurnResult r = s.generate(
+      3, [&](std::string_view, const TokenScore* sc) { reply.push_back(*sc); }, nullptr, 2);
+  ASSERT_EQ(reply.size(), r.stats.n_generated);  // the end-of-generation token is not a piece
+  ASSERT_FALSE(reply.empty());
+  EXPECT_EQ(reply[0].logprob, score_token(first_logits, reply[0].id, 0).logprob);
+  for (const TokenScore& r : reply) {
+    ASSERT_EQ(r.top.size(), 2u);
+    EXPECT_EQ(r.top[0].id, r.id);
+    EXPECT_EQ(r.top[0].logprob, r.logprob);
+  }
+
+  // A prompt sharing the first half: that half's rows and scores stay.
+  std::vector<int32_t> second(prompt.begin(), prompt.begin() + ptrdiff_t(prompt.size() / 2));
+  for (int32_t t : tok_->tokenize(" Then the cat slept.", false, false)) second.push_back(t);
+  s.set_sampling(greedy());
+  ASSERT_EQ(s.begin_tokens(second, true), TurnStatus::kEndOfGeneration);
+  EXPECT_EQ(s.last_stats().n_reused, prompt.size() / 2 - 1);
+  expect_scores(s, second, 1e-4);  // other chunk boundaries: within float rounding
+  // An unscored prompt, then the same prompt scored: only the last position runs again.
+  s.set_sampling(greedy());
+  ASSERT_EQ(s.begin_tokens(second), TurnStatus::kEndOfGeneration);
+  ASSERT_EQ(s.begin_tokens(second, true), TurnStatus::kEndOfGeneration);
+  EXPECT_EQ(s.last_stats().n_prefilled, 1u);
+  expect_scores(s, second, 1e-4);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Session,

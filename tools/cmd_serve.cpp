@@ -1,6 +1,7 @@
 // `strata serve -m MODEL [--host H] [--port P] [knob flags]`: an OpenAI-compatible HTTP server
 // over one engine::ChatSession — POST /v1/chat/completions and POST /v1/completions (a raw
-// prompt, ChatSession::begin_text / begin_tokens; whole replies or server-sent events), GET
+// prompt, ChatSession::begin_text / begin_tokens, or several, one choice each; whole replies or
+// server-sent events; logprobs and an echoed prompt's scores for evaluation harnesses), GET
 // /v1/models, GET /health — so chat front ends and scripts that speak the OpenAI API can use
 // strata. One reply is computed at a time (others wait); each request carries its whole
 // conversation, and the KV cache keeps the prefix it shares with the previous one, so a client
@@ -13,8 +14,10 @@
 #include <signal.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -23,6 +26,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -83,12 +87,20 @@ const char* api_path(Api api) {
 struct CompletionRequest {
   Api api = Api::kChat;
   std::vector<engine::ChatMessage> messages;  // kChat
-  std::optional<std::string> prompt;          // kText: the prompt's text, or
-  std::vector<int32_t> prompt_ids;            // its token ids
+  // kText: the prompts, each text or token ids; one choice each (streamed: one prompt).
+  struct Prompt {
+    std::optional<std::string> text;
+    std::vector<int32_t> ids;
+  };
+  std::vector<Prompt> prompts;
   engine::SamplerParams sampling;
   int32_t max_tokens = -1;  // < 0: until end of generation or a full context
   bool stream = false;
   std::vector<std::string> stop;
+  // Log-probabilities: < 0 none, else each token's and this many alternatives (kText:
+  // `logprobs`; kChat: `top_logprobs` with `logprobs: true`).
+  int logprobs = -1;
+  bool echo = false;  // kText: the prompt before the reply (with logprobs: its tokens scored)
 };
 
 const json* field(const json& body, const char* key) {
@@ -152,37 +164,48 @@ void parse_messages(const json& body, CompletionRequest& r) {
   }
 }
 
-// A flag strata does not implement: absent, null, false or 0 only.
-void refuse_flag(const json& body, const char* key, const char* what) {
+bool boolean(const json& body, const char* key) {
   const json* v = field(body, key);
-  if (!v || (v->is_boolean() && !v->get<bool>()) ||
-      (v->is_number_integer() && v->get<int64_t>() == 0))
-    return;
-  throw BadRequest{400, fmt::format("'{}' ({}) is not supported", key, what)};
+  if (v && !v->is_boolean()) throw BadRequest{400, fmt::format("'{}' must be true or false", key)};
+  return v && v->get<bool>();
 }
+
+constexpr int64_t kMaxTop = int64_t(engine::ChatSession::kMaxTopLogprobs);
+
+constexpr size_t kMaxPrompts = 1024;  // prompts in one /v1/completions request
 
 void parse_prompt(const json& body, CompletionRequest& r) {
   const json* p = field(body, "prompt");
   const char* expected =
-      "'prompt' must be a string, an array holding one string, or an array of token ids (one "
-      "prompt per request)";
+      "'prompt' must be a string, an array of token ids, or an array of those (one choice each)";
   if (!p) throw BadRequest{400, expected};
-  if (p->is_string()) {
-    r.prompt = p->get<std::string>();
-  } else if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) {
-    r.prompt = (*p)[0].get<std::string>();
-  } else if (p->is_array() && !p->empty()) {
-    for (const json& id : *p) {
-      if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
-          id.get<int64_t>() > std::numeric_limits<int32_t>::max())
-        throw BadRequest{400, expected};
-      r.prompt_ids.push_back(int32_t(id.get<int64_t>()));
+  // One prompt: a string or an array of token ids.
+  const auto one = [&](const json& x) {
+    CompletionRequest::Prompt q;
+    if (x.is_string()) {
+      q.text = x.get<std::string>();
+    } else if (x.is_array() && !x.empty()) {
+      for (const json& id : x) {
+        if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
+            id.get<int64_t>() > std::numeric_limits<int32_t>::max())
+          throw BadRequest{400, expected};
+        q.ids.push_back(int32_t(id.get<int64_t>()));
+      }
+    } else {
+      throw BadRequest{400, expected};
     }
+    r.prompts.push_back(std::move(q));
+  };
+  if (p->is_array() && !p->empty() && ((*p)[0].is_string() || (*p)[0].is_array())) {
+    if (p->size() > kMaxPrompts)
+      throw BadRequest{400,
+                       fmt::format("{} prompts; at most {} a request", p->size(), kMaxPrompts)};
+    for (const json& x : *p) one(x);
   } else {
-    throw BadRequest{400, expected};
+    one(*p);
   }
-  refuse_flag(body, "echo", "the prompt in the reply");
-  refuse_flag(body, "logprobs", "token log-probabilities");
+  r.echo = boolean(body, "echo");
+  r.logprobs = int(integer(body, "logprobs", 0, kMaxTop, -1));
   if (const json* x = field(body, "suffix");
       x && !(x->is_string() && x->get<std::string>().empty()))
     throw BadRequest{400, "'suffix' (fill in the middle) is not supported"};
@@ -198,10 +221,16 @@ CompletionRequest parse_request(const std::string& body_text, const engine::Samp
     throw BadRequest{400, "the request body is not a JSON object"};
   CompletionRequest r;
   r.api = api;
-  if (api == Api::kChat)
+  if (api == Api::kChat) {
     parse_messages(body, r);
-  else
+    const int64_t top = integer(body, "top_logprobs", 0, kMaxTop, -1);
+    if (boolean(body, "logprobs"))
+      r.logprobs = int(std::max<int64_t>(top, 0));
+    else if (top >= 0)
+      throw BadRequest{400, "'top_logprobs' needs 'logprobs': true"};
+  } else {
     parse_prompt(body, r);
+  }
   if (const json* n = field(body, "n"); n && (!n->is_number_integer() || n->get<int64_t>() != 1))
     throw BadRequest{400, "'n' must be 1 (one choice per request)"};
   r.sampling = defaults;
@@ -215,10 +244,9 @@ CompletionRequest parse_request(const std::string& body_text, const engine::Samp
   const int64_t max_tokens = integer(body, "max_completion_tokens", 0, 1 << 30, -1);
   r.max_tokens =
       int32_t(max_tokens >= 0 ? max_tokens : integer(body, "max_tokens", 0, 1 << 30, -1));
-  if (const json* s = field(body, "stream")) {
-    if (!s->is_boolean()) throw BadRequest{400, "'stream' must be true or false"};
-    r.stream = s->get<bool>();
-  }
+  r.stream = boolean(body, "stream");
+  if (r.stream && r.prompts.size() > 1)
+    throw BadRequest{400, "a streamed completion takes one prompt"};
   if (const json* s = field(body, "stop")) {
     if (s->is_string()) {
       r.stop.push_back(s->get<std::string>());
@@ -286,6 +314,116 @@ class StopFilter {
   bool stopped_ = false;
 };
 
+// A scored token of the reply (or of an echoed prompt): its bytes in the text at `offset`.
+struct ScoredToken {
+  std::string piece;
+  size_t offset = 0;
+  engine::TokenScore score;
+};
+
+// The reply's scored tokens, given out with the text that holds them: a stop string holds text
+// back, or cuts it.
+class ScoredTokens {
+ public:
+  void add(std::string_view piece, const engine::TokenScore& score) {
+    pending_.push_back({std::string(piece), end_, score});
+    end_ += piece.size();
+  }
+  // The tokens whose bytes are within the first `sent` of the reply; at the reply's end those
+  // that start there too (a stop string cut the text inside them).
+  std::vector<ScoredToken> take(size_t sent, bool end) {
+    std::vector<ScoredToken> out;
+    size_t n = 0;
+    while (n < pending_.size() && (pending_[n].offset + pending_[n].piece.size() <= sent ||
+                                   (end && pending_[n].offset < sent)))
+      ++n;
+    out.assign(std::make_move_iterator(pending_.begin()),
+               std::make_move_iterator(pending_.begin() + ptrdiff_t(n)));
+    pending_.erase(pending_.begin(), pending_.begin() + ptrdiff_t(n));
+    return out;
+  }
+
+ private:
+  std::vector<ScoredToken> pending_;
+  size_t end_ = 0;
+};
+
+// Reply tokens placed after an echoed prompt of `base` bytes.
+std::vector<ScoredToken> after(std::vector<ScoredToken> toks, size_t base) {
+  for (ScoredToken& t : toks) t.offset += base;
+  return toks;
+}
+
+// The echoed prompt's tokens: its text (control tokens rendered, a leading BOS not) and, when
+// scored, each token's score.
+struct EchoedPrompt {
+  std::string text;
+  std::vector<ScoredToken> tokens;
+};
+
+EchoedPrompt echo_prompt(const engine::Tokenizer& tok, std::span<const int32_t> ids,
+                         std::span<const engine::TokenScore> scores) {
+  EchoedPrompt e;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    std::string piece =
+        i == 0 && ids[0] == tok.vocab().bos() ? std::string() : tok.token_to_piece(ids[i], true);
+    if (i < scores.size()) e.tokens.push_back({piece, e.text.size(), scores[i]});
+    e.text += piece;
+  }
+  return e;
+}
+
+// /v1/completions' logprobs object (OpenAI's legacy form): tokens, their logprobs (null for a
+// prompt's first), the top alternatives as {text: logprob} (the token itself among them, as
+// OpenAI's "up to logprobs + 1"), and byte offsets into the choice's text.
+json text_logprobs(const engine::Tokenizer& tok, std::span<const ScoredToken> toks, size_t base,
+                   size_t top_n) {
+  json tokens = json::array(), logprobs = json::array(), tops = json::array(),
+       offsets = json::array();
+  for (const ScoredToken& t : toks) {
+    const std::string text = tok.token_to_piece(t.score.id, true);
+    tokens.push_back(text);
+    offsets.push_back(base + t.offset);
+    if (std::isnan(t.score.logprob)) {
+      logprobs.push_back(nullptr);
+      tops.push_back(nullptr);
+      continue;
+    }
+    logprobs.push_back(t.score.logprob);
+    json top = json::object();
+    for (size_t i = 0; i < std::min(top_n, t.score.top.size()); ++i) {
+      const std::string alt = tok.token_to_piece(t.score.top[i].id, true);
+      if (!top.contains(alt)) top[alt] = t.score.top[i].logprob;
+    }
+    if (!top.contains(text)) top[text] = t.score.logprob;
+    tops.push_back(std::move(top));
+  }
+  return {{"tokens", std::move(tokens)},
+          {"token_logprobs", std::move(logprobs)},
+          {"top_logprobs", std::move(tops)},
+          {"text_offset", std::move(offsets)}};
+}
+
+// /v1/chat/completions' logprobs object: {"content": [{token, logprob, bytes, top_logprobs}]}.
+json chat_logprobs(const engine::Tokenizer& tok, std::span<const ScoredToken> toks, size_t top_n) {
+  const auto entry = [&](int32_t id, float logprob) {
+    const std::string text = tok.token_to_piece(id, true);
+    json bytes = json::array();
+    for (const char c : text) bytes.push_back(int(static_cast<unsigned char>(c)));
+    return json{{"token", text}, {"logprob", logprob}, {"bytes", std::move(bytes)}};
+  };
+  json content = json::array();
+  for (const ScoredToken& t : toks) {
+    json e = entry(t.score.id, t.score.logprob);
+    json top = json::array();
+    for (size_t i = 0; i < std::min(top_n, t.score.top.size()); ++i)
+      top.push_back(entry(t.score.top[i].id, t.score.top[i].logprob));
+    e["top_logprobs"] = std::move(top);
+    content.push_back(std::move(e));
+  }
+  return {{"content", std::move(content)}, {"refusal", nullptr}};
+}
+
 const char* finish_reason(engine::TurnStatus s, bool stopped) {
   if (stopped) return "stop";
   switch (s) {
@@ -344,9 +482,9 @@ std::string dump(const json& j) {
 
 class Server {
  public:
-  Server(const ServeOptions& o, engine::ChatSession& session, std::string model_id,
-         engine::Profiler* prof)
-      : o_(o), session_(session), model_id_(std::move(model_id)), prof_(prof) {
+  Server(const ServeOptions& o, engine::ChatSession& session, const engine::Tokenizer& tok,
+         std::string model_id, engine::Profiler* prof)
+      : o_(o), session_(session), tok_(tok), model_id_(std::move(model_id)), prof_(prof) {
     // SO_REUSEADDR only: httplib's default, SO_REUSEPORT, lets a second server bind a port that
     // is in use and share its connections.
     http_.set_socket_options([](int sock) {
@@ -422,120 +560,184 @@ class Server {
     auto lock = std::make_shared<std::unique_lock<std::mutex>>(mu_);
     stop_reply_.store(false);
     const auto t0 = std::chrono::steady_clock::now();
-    session_.set_sampling(r.sampling);
-    engine::TurnStatus st;
-    try {
-      st = api == Api::kChat ? session_.begin_messages(r.messages)
-           : r.prompt        ? session_.begin_text(*r.prompt)
-                             : session_.begin_tokens(r.prompt_ids);
-    } catch (const Error& e) {
-      // A bad value (a token id the vocabulary lacks, an empty prompt ...) is the request's; the
-      // rest (an I/O error of the tiers) is the server's.
-      reply_error(res, api, e.kind() == ErrorKind::kBadValue ? 400 : 500, e.what());
-      return;
-    }
-    if (st == engine::TurnStatus::kPromptTooLong) {
-      reply_error(res, api, 400,
-                  fmt::format("the {} is {} tokens; the context holds {} (strata serve --ctx)",
-                              api == Api::kChat ? "conversation" : "prompt",
-                              session_.last_stats().n_prompt, session_.n_ctx()));
-      return;
-    }
     const std::string id = completion_id(api);
-    // One choice: the reply's text (whole, or one streamed piece) and its finish reason.
-    const auto choice = [api](std::optional<std::string> text, const char* finish, bool chunk) {
-      json c = {{"index", 0}, {"finish_reason", finish ? json(finish) : json(nullptr)}};
+    // The logprobs object of some scored tokens (offsets already past the echoed prompt).
+    const auto logprobs =
+        [this, api, want = r.logprobs >= 0,
+         top_n = size_t(std::max(r.logprobs, 0))](std::span<const ScoredToken> toks) -> json {
+      if (!want) return nullptr;
+      return api == Api::kText ? text_logprobs(tok_, toks, 0, top_n)
+                               : chat_logprobs(tok_, toks, top_n);
+    };
+    // One choice: the reply's text (whole, or one streamed piece), its tokens' logprobs and its
+    // finish reason.
+    const auto choice = [api](size_t index, std::optional<std::string> text, const char* finish,
+                              bool chunk, json logprobs) {
+      json c = {{"index", index}, {"finish_reason", finish ? json(finish) : json(nullptr)}};
       if (api == Api::kText) {
         c["text"] = text.value_or("");
-        c["logprobs"] = nullptr;
       } else if (!chunk) {
         c["message"] = {{"role", "assistant"}, {"content", text.value_or("")}};
       } else {
         c["delta"] = text ? json{{"content", *text}} : json::object();
       }
+      c["logprobs"] = std::move(logprobs);
       return c;
+    };
+    // Brings the session to the conversation, or to prompt i, and fills its echo (/v1/completions:
+    // the prompt's text, and scores, before the reply's); false when it replied an error.
+    const auto begin = [&](size_t i, EchoedPrompt& echo) {
+      session_.set_sampling(r.sampling);
+      const bool score_prompt = r.echo && r.logprobs >= 0;
+      engine::TurnStatus st;
+      try {
+        st = api == Api::kChat   ? session_.begin_messages(r.messages)
+             : r.prompts[i].text ? session_.begin_text(*r.prompts[i].text, score_prompt)
+                                 : session_.begin_tokens(r.prompts[i].ids, score_prompt);
+      } catch (const Error& e) {
+        // A bad value (a token id the vocabulary lacks, an empty prompt ...) is the request's;
+        // the rest (an I/O error of the tiers) is the server's.
+        reply_error(res, api, e.kind() == ErrorKind::kBadValue ? 400 : 500, e.what());
+        return false;
+      }
+      if (st == engine::TurnStatus::kPromptTooLong) {
+        reply_error(res, api, 400,
+                    fmt::format("the {} is {} tokens; the context holds {} (strata serve --ctx)",
+                                api == Api::kChat ? "conversation" : "prompt",
+                                session_.last_stats().n_prompt, session_.n_ctx()));
+        return false;
+      }
+      if (r.echo)
+        echo = echo_prompt(
+            tok_, session_.kv_tokens(),
+            score_prompt ? session_.prompt_scores() : std::span<const engine::TokenScore>());
+      return true;
     };
     const char* object = api == Api::kChat ? "chat.completion" : "text_completion";
     const char* chunk_object = api == Api::kChat ? "chat.completion.chunk" : "text_completion";
     if (!r.stream) {
-      StopFilter filter(r.stop);
-      DecodeClock clock(prof_, session_);
-      std::string text;
-      const engine::TurnResult t = session_.generate(
-          r.max_tokens,
-          [&](std::string_view piece) {
-            clock.tick();
-            text += filter.add(piece);
-            if (filter.stopped()) stop_reply_.store(true);
-          },
-          &stop_reply_);
-      if (!filter.stopped()) text += filter.flush();
+      json choices = json::array();
+      engine::TurnStats total;
+      for (size_t i = 0; i < std::max<size_t>(r.prompts.size(), 1); ++i) {
+        const auto t_begin = std::chrono::steady_clock::now();
+        EchoedPrompt echo;
+        if (!begin(i, echo)) return;
+        StopFilter filter(r.stop);
+        ScoredTokens scored;
+        DecodeClock clock(prof_, session_);
+        std::string text;
+        const engine::TurnResult t = session_.generate(
+            r.max_tokens,
+            [&](std::string_view piece, const engine::TokenScore* score) {
+              clock.tick();
+              if (score) scored.add(piece, *score);
+              text += filter.add(piece);
+              if (filter.stopped()) stop_reply_.store(true);
+            },
+            &stop_reply_, r.logprobs);
+        if (!filter.stopped()) text += filter.flush();
+        std::vector<ScoredToken> toks = std::move(echo.tokens);
+        for (ScoredToken& x : after(scored.take(text.size(), true), echo.text.size()))
+          toks.push_back(std::move(x));
+        choices.push_back(choice(i, echo.text + text, finish_reason(t.status, filter.stopped()),
+                                 false, logprobs(toks)));
+        add_stats(total, t.stats);
+        log(api, t.stats, t_begin, "");
+        if (filter.stopped()) stop_reply_.store(false);  // the next prompt's reply runs
+      }
       json out = {{"id", id},
                   {"object", object},
                   {"created", unix_now()},
                   {"model", model_id_},
-                  {"choices", {choice(text, finish_reason(t.status, filter.stopped()), false)}},
-                  {"usage", usage(t.stats)},
-                  {"timings", timings(t.stats)}};
+                  {"choices", std::move(choices)},
+                  {"usage", usage(total)},
+                  {"timings", timings(total)}};
       res.set_content(dump(out), "application/json");
-      log(api, t.stats, t0, "");
       return;
     }
+    EchoedPrompt echo;
+    if (!begin(0, echo)) return;
     res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [this, r, id, lock, t0, choice, chunk_object](size_t, httplib::DataSink& sink) {
-          const auto event = [&](const json& c) {
-            const json chunk = {{"id", id},
-                                {"object", chunk_object},
-                                {"created", unix_now()},
-                                {"model", model_id_},
-                                {"choices", {c}}};
-            const std::string line = "data: " + dump(chunk) + "\n\n";
-            return sink.write(line.data(), line.size());
-          };
-          // A chat stream opens with the assistant's role (OpenAI's first delta).
-          bool gone =
-              r.api == Api::kChat && !event({{"index", 0},
-                                             {"delta", {{"role", "assistant"}, {"content", ""}}},
-                                             {"finish_reason", nullptr}});
-          StopFilter filter(r.stop);
-          DecodeClock clock(prof_, session_);
-          engine::TurnResult t;
-          try {
-            t = session_.generate(
-                r.max_tokens,
-                [&](std::string_view piece) {
-                  clock.tick();
-                  const std::string text = filter.add(piece);
-                  if (!text.empty() && !gone) gone = !event(choice(text, nullptr, true));
-                  if (filter.stopped() || gone) stop_reply_.store(true);  // client left: stop
-                },
-                &stop_reply_);
-          } catch (const std::exception& e) {
-            // The headers are gone: the error is the stream's last event.
-            const std::string line =
-                "data: " + error_body(e.what(), "server_error") + "\n\ndata: [DONE]\n\n";
-            if (!gone) sink.write(line.data(), line.size());
-            fmt::print(stderr, "serve: POST {} (streamed) failed: {}\n", api_path(r.api), e.what());
-            lock->unlock();
-            return false;
-          }
-          if (!gone) {
-            if (!filter.stopped())
-              if (const std::string rest = filter.flush(); !rest.empty())
-                gone = !event(choice(rest, nullptr, true));
-            if (!gone) event(choice(std::nullopt, finish_reason(t.status, filter.stopped()), true));
-            const std::string done = "data: [DONE]\n\n";
-            sink.write(done.data(), done.size());
-            sink.done();
-          }
-          log(r.api, t.stats, t0, gone ? " (client gone: stopped)" : " (streamed)");
-          lock->unlock();
-          return !gone;
-        });
+    res.set_chunked_content_provider("text/event-stream", [this, r, id, lock, t0, choice,
+                                                           chunk_object, echo, logprobs](
+                                                              size_t, httplib::DataSink& sink) {
+      const auto event = [&](const json& c) {
+        const json chunk = {{"id", id},
+                            {"object", chunk_object},
+                            {"created", unix_now()},
+                            {"model", model_id_},
+                            {"choices", {c}}};
+        const std::string line = "data: " + dump(chunk) + "\n\n";
+        return sink.write(line.data(), line.size());
+      };
+      // A chat stream opens with the assistant's role (OpenAI's first delta).
+      bool gone =
+          r.api == Api::kChat && !event({{"index", 0},
+                                         {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                         {"logprobs", nullptr},
+                                         {"finish_reason", nullptr}});
+      // An echoed prompt is the first text event.
+      if (r.echo && !gone)
+        gone = !event(choice(0, echo.text, nullptr, true, logprobs(echo.tokens)));
+      StopFilter filter(r.stop);
+      ScoredTokens scored;
+      size_t sent = 0;  // reply bytes sent
+      DecodeClock clock(prof_, session_);
+      engine::TurnResult t;
+      try {
+        t = session_.generate(
+            r.max_tokens,
+            [&](std::string_view piece, const engine::TokenScore* score) {
+              clock.tick();
+              if (score) scored.add(piece, *score);
+              const std::string text = filter.add(piece);
+              sent += text.size();
+              const std::vector<ScoredToken> toks =
+                  after(scored.take(sent, false), echo.text.size());
+              if ((!text.empty() || !toks.empty()) && !gone)
+                gone = !event(choice(0, text, nullptr, true, logprobs(toks)));
+              if (filter.stopped() || gone) stop_reply_.store(true);  // client left: stop
+            },
+            &stop_reply_, r.logprobs);
+      } catch (const std::exception& e) {
+        // The headers are gone: the error is the stream's last event.
+        const std::string line =
+            "data: " + error_body(e.what(), "server_error") + "\n\ndata: [DONE]\n\n";
+        if (!gone) sink.write(line.data(), line.size());
+        fmt::print(stderr, "serve: POST {} (streamed) failed: {}\n", api_path(r.api), e.what());
+        lock->unlock();
+        return false;
+      }
+      if (!gone) {
+        const std::string rest = filter.stopped() ? std::string() : filter.flush();
+        const std::vector<ScoredToken> toks =
+            after(scored.take(sent + rest.size(), true), echo.text.size());
+        if (!rest.empty() || !toks.empty())
+          gone = !event(choice(0, rest, nullptr, true, logprobs(toks)));
+        if (!gone)
+          event(choice(0, std::nullopt, finish_reason(t.status, filter.stopped()), true, nullptr));
+        const std::string done = "data: [DONE]\n\n";
+        sink.write(done.data(), done.size());
+        sink.done();
+      }
+      log(r.api, t.stats, t0, gone ? " (client gone: stopped)" : " (streamed)");
+      lock->unlock();
+      return !gone;
+    });
   }
 
+  // A request's totals over its prompts.
+  static void add_stats(engine::TurnStats& a, const engine::TurnStats& b) {
+    a.n_prompt += b.n_prompt;
+    a.n_matched += b.n_matched;
+    a.n_reused += b.n_reused;
+    a.n_prefilled += b.n_prefilled;
+    a.n_generated += b.n_generated;
+    a.prefill_s += b.prefill_s;
+    a.decode_s += b.decode_s;
+    a.sample_s += b.sample_s;
+    a.from_stash = a.from_stash || b.from_stash;
+  }
   static json usage(const engine::TurnStats& s) {
     return {{"prompt_tokens", s.n_prompt},
             {"completion_tokens", s.n_generated},
@@ -568,6 +770,7 @@ class Server {
 
   const ServeOptions& o_;
   engine::ChatSession& session_;
+  const engine::Tokenizer& tok_;
   std::string model_id_;
   engine::Profiler* prof_;
   int64_t started_ = unix_now();
@@ -616,7 +819,7 @@ int run_serve(ServeOptions o) {
                                    .get_string_opt("general.name")
                                    .value_or(std::filesystem::path(o.model).stem().string());
 
-  Server server(o, session, id, tiers.prof.get());
+  Server server(o, session, tok, id, tiers.prof.get());
   const int port = server.bind();
   fmt::print(stderr,
              "serve: listening on http://{}:{} — model \"{}\" ({}, {} layers, {} experts, context "
