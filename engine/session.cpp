@@ -90,42 +90,60 @@ size_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b) {
 }
 }  // namespace
 
-void ChatSession::set_stash(bool on) {
-  stash_on_ = on;
-  if (!on) stash_ = {};
+void ChatSession::set_stash(size_t slots) {
+  stash_slots_ = slots;
+  if (stash_.size() > slots) stash_.resize(slots);
+}
+
+uint64_t ChatSession::stash_bytes() const {
+  uint64_t n = 0;
+  for (const Stash& s : stash_) n += s.rows.size() * sizeof(float);
+  return n;
 }
 
 void ChatSession::use_stash(const std::vector<int32_t>& tokens) {
   const size_t live = common_prefix(kv_tokens_, tokens);
-  const size_t stashed = common_prefix(stash_.tokens, tokens);
-  if (stashed > live) {
-    // Trade places: the cache's rows go to the stash, the stash's come back.
-    Stash out{kv_tokens_, {}};
-    fwd_.kv().copy_rows(uint32_t(kv_tokens_.size()), out.rows);
-    const auto n = uint32_t(stash_.tokens.size());
-    fwd_.kv().restore_rows(n, stash_.rows);
+  // A trade copies both row sets: worth it for at least kStashMinDrop more kept positions.
+  size_t best = stash_.size(), best_common = live + kStashMinDrop - 1;
+  for (size_t i = 0; i < stash_.size(); ++i)
+    if (const size_t c = common_prefix(stash_[i].tokens, tokens); c > best_common) {
+      best = i;
+      best_common = c;
+    }
+  const size_t drop = kv_tokens_.size() - live;
+  const bool trade = best < stash_.size();
+  if (!trade && !(drop >= kStashMinDrop && 2 * drop > kv_tokens_.size())) return;
+  // The cache's rows leave for the stash (a trade, or a turn that drops most of them).
+  Stash out{kv_tokens_, {}};
+  fwd_.kv().copy_rows(uint32_t(kv_tokens_.size()), out.rows);
+  if (trade) {
+    // The stashed sequence comes back.
+    Stash in = std::move(stash_[best]);
+    stash_.erase(stash_.begin() + ptrdiff_t(best));
+    const auto n = uint32_t(in.tokens.size());
+    fwd_.kv().restore_rows(n, in.rows);
     fwd_.restored(n);
-    kv_tokens_ = std::move(stash_.tokens);
+    kv_tokens_ = std::move(in.tokens);
     scores_.clear();  // the stash keeps no scores
     lookup_.settle();
-    stash_ = std::move(out);
     // The sampler hears the kept prefix as after set_sampling (serve sets it every request).
     sampler_.reset();
     adopted_ = !kv_tokens_.empty();
     stats_.from_stash = true;
-  } else if (const size_t drop = kv_tokens_.size() - live;
-             drop >= kStashMinDrop && 2 * drop > kv_tokens_.size()) {
-    Stash out{kv_tokens_, {}};
-    fwd_.kv().copy_rows(uint32_t(kv_tokens_.size()), out.rows);
-    stash_ = std::move(out);
   }
+  // A stashed sequence the leaving one extends (an earlier state of it) is worth nothing now.
+  std::erase_if(stash_, [&](const Stash& s) {
+    return common_prefix(s.tokens, out.tokens) == s.tokens.size();
+  });
+  if (!out.tokens.empty()) stash_.insert(stash_.begin(), std::move(out));
+  if (stash_.size() > stash_slots_) stash_.resize(stash_slots_);
 }
 
 void ChatSession::sync_kv(const std::vector<int32_t>& tokens, bool score) {
   STRATA_ASSERT(!tokens.empty(), "empty formatted conversation");
   STRATA_ASSERT(kv_tokens_.size() == fwd_.n_past(), "KV mirror {} != n_past {}", kv_tokens_.size(),
                 fwd_.n_past());
-  if (stash_on_) use_stash(tokens);
+  if (stash_slots_ > 0) use_stash(tokens);
   const size_t matched = common_prefix(kv_tokens_, tokens);
   size_t common = matched;
   stats_.n_matched = uint32_t(common);

@@ -112,16 +112,19 @@ class ChatSession {
   // begin_turn prefills it with the rest of the new suffix.
   void append_message(ChatMessage m);
 
-  // `strata serve`: keeps one more token sequence's KV rows in RAM, the stash. When a turn's
-  // tokens share a longer prefix with the stash than with the cache, the two trade places (the
-  // rows are copied, nothing is prefilled); when a turn would drop more than half of the cache's
-  // positions (at least kStashMinDrop) — another conversation, a chat front end's title request —
-  // the cache's rows are stashed first. The sampler then hears the kept prefix as after
-  // set_sampling. Off by default.
-  void set_stash(bool on);
+  // `strata serve`: keeps up to `slots` more token sequences' KV rows in RAM, the stash (0: off,
+  // the default). When a turn's tokens share a longer prefix with a stashed sequence than with
+  // the cache (by kStashMinDrop positions at least), the two trade places (the rows are copied,
+  // nothing is prefilled); when a turn
+  // would drop more than half of the cache's positions (at least kStashMinDrop) — another
+  // conversation, a chat front end's title request — the cache's rows are stashed first, the
+  // least recently used sequence leaving when the stash is full (and a stashed sequence the new
+  // one extends leaving at once). The sampler then hears the kept prefix as after set_sampling.
+  void set_stash(size_t slots);
   static constexpr size_t kStashMinDrop = 32;
-  // Bytes the stash holds now.
-  uint64_t stash_bytes() const { return stash_.rows.size() * sizeof(float); }
+  // Bytes the stash holds now, and the sequences in it.
+  uint64_t stash_bytes() const;
+  size_t stash_size() const { return stash_.size(); }
 
   // Forgets the conversation (the system prompt stays), empties the KV cache, reseeds the sampler.
   void reset();
@@ -161,7 +164,7 @@ class ChatSession {
   // keep the positions both hold, so the next turn works.
   void recover();
 
-  // set_stash: swaps the stash in, or stashes the cache, for the turn's tokens.
+  // set_stash: swaps a stashed sequence in, or stashes the cache, for the turn's tokens.
   void use_stash(const std::vector<int32_t>& tokens);
 
   struct Stash {
@@ -186,8 +189,8 @@ class ChatSession {
   bool adopted_ = false;  // the cache's kept tokens not yet given to the sampler (adopt_kv,
                           // set_sampling)
   TurnStats stats_;
-  bool stash_on_ = false;
-  Stash stash_;
+  size_t stash_slots_ = 0;
+  std::vector<Stash> stash_;  // most recently used first
 };
 
 }  // namespace strata::engine

@@ -260,7 +260,7 @@ TEST_P(Session, StashKeepsTheMainConversationAcrossASideRequest) {
 
   auto fwd = forward();
   ChatSession s(*fwd, *tok_, family_, greedy());
-  s.set_stash(true);
+  s.set_stash(1);
   ASSERT_EQ(s.begin_messages(main_conv), TurnStatus::kEndOfGeneration);
   const TurnResult r1 = s.generate(20, nullptr);
   next.push_back({"assistant", r1.text});
@@ -293,15 +293,65 @@ TEST_P(Session, StashKeepsTheMainConversationAcrossASideRequest) {
   EXPECT_LE(max_diff, 1e-5f);  // one prefill chunk against several: within float rounding
   EXPECT_EQ(fresh.generate(12, nullptr).text, r2.text);
 
-  // The side request comes back: it is in the stash now, and trades places again.
+  // The side request comes back: it is in the stash now, but too short to be worth a trade
+  // (fewer than kStashMinDrop positions more): it is prefilled, the conversation stashed.
   s.set_sampling(greedy());
   ASSERT_EQ(s.begin_messages(side), TurnStatus::kEndOfGeneration);
+  EXPECT_FALSE(s.last_stats().from_stash);
+  s.set_sampling(greedy());
+  ASSERT_EQ(s.begin_messages(next), TurnStatus::kEndOfGeneration);
   EXPECT_TRUE(s.last_stats().from_stash);
   // A raw prompt that starts no conversation, then off: the stash is dropped.
-  s.set_stash(false);
+  s.set_stash(0);
   EXPECT_EQ(s.stash_bytes(), 0u);
   ASSERT_EQ(s.begin_tokens({1, 2, 3}), TurnStatus::kEndOfGeneration);
   EXPECT_FALSE(s.last_stats().from_stash);
+}
+
+// Several stash slots (`strata serve --stash N`, one per user of a shared server): the least
+// recently used conversation leaves when they are full; a conversation that comes back trades
+// places with the cache; a stashed sequence the cache's extends is replaced, not kept twice.
+TEST_P(Session, StashSlotsKeepTheMostRecentConversations) {
+  const auto conv = [&](const char* topic) {
+    return tok_->tokenize(
+        fmt::format("{} {} {} {} {} {}", topic,
+                    "is the subject of this long conversation, which goes on and on about", topic,
+                    "and nothing else, so that the cache holds enough positions of it,", topic,
+                    "again and again."),
+        true, true);
+  };
+  const std::vector<int32_t> a = conv("foxes"), b = conv("rivers"), c = conv("castles"),
+                             d = conv("engines");
+  for (const auto* t : {&a, &b, &c, &d}) ASSERT_GE(t->size(), 2 * ChatSession::kStashMinDrop);
+  auto fwd = forward();
+  ChatSession s(*fwd, *tok_, family_, greedy());
+  s.set_stash(2);
+  const auto begin = [&](const std::vector<int32_t>& t) {
+    s.set_sampling(greedy());
+    EXPECT_EQ(s.begin_tokens(t), TurnStatus::kEndOfGeneration);
+    return s.last_stats().from_stash;
+  };
+  EXPECT_FALSE(begin(a));
+  EXPECT_FALSE(begin(b));  // stash: a
+  EXPECT_FALSE(begin(c));  // stash: b, a
+  EXPECT_EQ(s.stash_size(), 2u);
+  EXPECT_TRUE(begin(a));  // a back; stash: c, b
+  EXPECT_EQ(s.last_stats().n_reused, a.size() - 1);
+  EXPECT_FALSE(begin(d));  // stash: a, c (b, least recently used, left)
+  EXPECT_EQ(s.stash_size(), 2u);
+  EXPECT_FALSE(begin(b));  // stash: d, a
+  EXPECT_LT(s.last_stats().n_reused, b.size() / 2);
+  EXPECT_TRUE(begin(a));  // stash: b, d
+  // a, continued: when it is stashed again its shorter state does not stay beside it.
+  std::vector<int32_t> a2 = a;
+  for (int32_t t : conv("and more")) a2.push_back(t);
+  EXPECT_FALSE(begin(a2));  // keeps a's rows: no stash involved
+  EXPECT_EQ(s.last_stats().n_reused, a.size());
+  EXPECT_TRUE(begin(b));  // stash: a2, d
+  EXPECT_TRUE(begin(a));  // a2's rows serve a's prefix; stash: b, d
+  EXPECT_EQ(s.stash_size(), 2u);
+  s.set_stash(1);
+  EXPECT_EQ(s.stash_size(), 1u);
 }
 
 // A scored raw prompt (`strata serve`'s echo with logprobs): every token's logprob is the log

@@ -60,7 +60,7 @@ struct ServeOptions {
   std::string chat_template;  // "" = from the model
   uint32_t ubatch = 512;
   std::optional<uint32_t> ctx;
-  bool stash = true;  // keep one more conversation's KV rows in RAM (ChatSession::set_stash)
+  size_t stash = 1;  // more conversations' KV rows kept in RAM (ChatSession::set_stash)
   engine::SamplerParams sampling;  // defaults for requests that do not say
   KnobOverrides knobs;
 };
@@ -804,9 +804,9 @@ int run_serve(ServeOptions o) {
       o.ctx.value_or(cfg.n_ctx_train > 0 ? std::min(cfg.n_ctx_train, kDefaultCtx) : kDefaultCtx);
   fo.n_ubatch = o.ubatch;
   fo.n_threads = threads;
-  // RAM_GB auto leaves room for the KV cache, and for the stash's copy of up to as much.
-  const TierSetup tiers =
-      make_tier_setup(model, knobs, fo.n_ctx * (o.stash ? 2 : 1), /*progress_bar=*/true);
+  // RAM_GB auto leaves room for the KV cache, and for the stash's copies of up to as much each.
+  const TierSetup tiers = make_tier_setup(model, knobs, fo.n_ctx * uint32_t(1 + o.stash),
+                                          /*progress_bar=*/true);
   fo.experts = tiers.experts.get();
   fo.route_trace = tiers.trace.get();
   fo.prof = tiers.prof.get();
@@ -827,7 +827,9 @@ int run_serve(ServeOptions o) {
              "/v1/chat/completions and /v1/completions; Ctrl-C stops\n",
              o.host, port, id, cfg.arch_name, cfg.n_layer, cfg.n_expert, fwd.n_ctx(),
              double(fwd.kv().n_bytes()) / (1 << 20),
-             o.stash ? " + a stash of up to as much (--no-stash)" : "",
+             o.stash == 0   ? std::string()
+             : o.stash == 1 ? std::string(" + a stash of up to as much (--stash N)")
+                            : fmt::format(" + a stash of up to {} times as much", o.stash),
              engine::chat_family_name(family), threads);
   std::thread waiter([&] {
     int sig = 0;
@@ -865,10 +867,14 @@ void add_serve(CLI::App& app, CommandFn& run) {
   cmd->add_option(
       "--ctx", o->ctx,
       "KV cache size in tokens; 0 is the model's training context (default: that, at most 4096)");
-  cmd->add_flag("!--no-stash", o->stash,
-                "Keep only the last request's KV cache (default: one more conversation's rows are "
-                "kept in RAM, so a side request — a front end's title — does not cost the main "
-                "conversation a full prefill)");
+  cmd->add_option("--stash", o->stash,
+                  "Conversations whose KV rows are kept in RAM beside the cache, least recently "
+                  "used leaving first (default 1: a side request — a front end's title — does "
+                  "not cost the main conversation a full prefill; one per user of a shared "
+                  "server; each up to one KV cache)")
+      ->check(CLI::Range(0, 64));
+  cmd->add_flag_callback(
+      "--no-stash", [o] { o->stash = 0; }, "Keep only the last request's KV cache (--stash 0)");
   add_knob_flags(cmd, o->knobs);
   cmd->callback([&run, o] { run = [o] { return run_serve(*o); }; });
 }
