@@ -14,3 +14,7 @@ strata_add_test(test_prompt_cache LABEL model SOURCES test_prompt_cache.cpp LIBS
 strata_add_test(test_serve LABEL model SOURCES test_serve.cpp
                 LIBS fmt::fmt nlohmann_json::nlohmann_json PkgConfig::HTTPLIB)
 add_dependencies(test_serve strata)
+# `strata bench` (tools/cmd_bench): llama-bench's tests, JSON and markdown, bad values.
+strata_add_test(test_bench_cli LABEL model SOURCES test_bench_cli.cpp
+                LIBS fmt::fmt nlohmann_json::nlohmann_json)
+add_dependencies(test_bench_cli strata)

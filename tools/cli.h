@@ -24,5 +24,6 @@ void add_ab(CLI::App& app, CommandFn& run);
 void add_sweep(CLI::App& app, CommandFn& run);
 void add_pack(CLI::App& app, CommandFn& run);
 void add_serve(CLI::App& app, CommandFn& run);
+void add_bench(CLI::App& app, CommandFn& run);
 
 }  // namespace strata::tools

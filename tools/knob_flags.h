@@ -14,10 +14,14 @@ namespace strata::tools {
 
 using KnobOverrides = std::map<std::string, std::string>;
 
-inline void add_knob_flags(CLI::App* cmd, KnobOverrides& out) {
+// threads_flag false: no flag for THREADS (`bench` takes -t/--threads as a list itself).
+inline void add_knob_flags(CLI::App* cmd, KnobOverrides& out, bool threads_flag = true) {
   for (const auto& k : engine::knob_table()) {
     std::string flag = engine::knob_flag(k.name);
-    if (k.name == "THREADS") flag = "-t," + flag;
+    if (k.name == "THREADS") {
+      if (!threads_flag) continue;
+      flag = "-t," + flag;
+    }
     const std::string name(k.name);
     cmd->add_option_function<std::string>(
            flag, [&out, name](const std::string& v) { out[name] = v; },

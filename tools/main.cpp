@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   strata::tools::add_run(app, run);
   strata::tools::add_chat(app, run);
   strata::tools::add_serve(app, run);
+  strata::tools::add_bench(app, run);
   strata::tools::add_stats(app, run);
   strata::tools::add_plan(app, run);
   strata::tools::add_probe(app, run);
