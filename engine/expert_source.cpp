@@ -515,6 +515,7 @@ ExpertSource::ExpertSource(const Model& model, const TierOptions& opts)
 ExpertSource::~ExpertSource() = default;
 
 void ExpertSource::recover() {
+  if (lane_) lane_->abandon();
   if (store_) store_->recover();
   started_ = -1;
 }

@@ -170,8 +170,9 @@ class ExpertSource {
   // the calling thread: one token's router matmul is smaller than a fork/join of the pool.
   void prefetch_ahead(uint32_t il, const float* h, std::byte* xq_scratch);
 
-  // After an exception from compute() (an I/O error): the store waits for its reads in flight
-  // and drops what they were filling and every pin (ExpertStore::recover); the next pass runs.
+  // After an exception from compute() (an I/O error): the GPU lane's launch in flight is waited
+  // for and dropped (GpuLane::abandon), the store waits for its reads in flight and drops what
+  // they were filling and every pin (ExpertStore::recover); the next pass runs.
   void recover();
 
   bool tiered() const { return store_ != nullptr; }

@@ -337,13 +337,20 @@ GpuLane::GpuLane(const Model& model, const placement::PlacementPlan& plan,
 
 GpuLane::~GpuLane() {
   // A launch still in flight reads buffers the devices own; wait before they go.
+  abandon();
+}
+
+void GpuLane::abandon() {
   for (auto& dev : devs_) {
     if (dev->n_batches == 0) continue;
     try {
-      dev->wait();
+      dev->wait();  // the launch's first batch, the only one started
     } catch (...) {
     }
+    dev->n_batches = 0;
   }
+  in_flight_ = false;
+  x_ = nullptr;
 }
 
 void GpuLane::launch(uint32_t il, const ExpertStack& stack, const Dispatch& d, const float* x) {

@@ -74,6 +74,9 @@ class GpuLane {
   // Waits for every device and writes their rows into y (dispatch order). Runs any further
   // launches a large chunk needed. Returns the seconds the caller blocked.
   double join(float* y);
+  // After an exception between launch and join (an SSD read of the CPU's share failed): waits for
+  // the devices and drops the launch (its rows are not written); the next launch may follow.
+  void abandon();
 
   // REPIN between tokens (nothing in flight): expert (pl, pe), whose bytes are at `bytes` (a RAM
   // cache slot), takes the VRAM slot of (dl, de), which loses its VRAM home. Only when pe's device

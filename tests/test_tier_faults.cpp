@@ -60,6 +60,8 @@ class TierFaults : public ::testing::Test {
     });
   }
 
+  void chat_recovers(bool vram);
+
   ScratchDir dir_{"tier_faults"};
   fs::path model_path_;
   std::vector<std::string> notices_;
@@ -156,8 +158,26 @@ TEST_F(TierFaults, InjectedReadErrorsNameFileAndOffset) {
 // A read error inside a chat turn — `strata serve` keeps serving after one — leaves the session
 // usable: the next request gets a fresh session's reply, whether the error struck the prefill or
 // a reply step, and the KV cache and the session agree (no assertion at the next turn).
+// With VRAM homes too (the emulated GPU lane): the error strikes while the lane's launch is in
+// flight; recovery waits for it, so the next launch finds the lane idle.
 TEST_F(TierFaults, ChatSessionRecoversFromAReadError) {
+  for (const bool vram : {false, true}) {
+    SCOPED_TRACE(vram ? "with an emulated GPU lane" : "CPU only");
+    chat_recovers(vram);
+  }
+}
+
+void TierFaults::chat_recovers(bool vram) {
   const Model m = Model::load(model_path_.string());
+  const auto options = [&] {
+    TierOptions o = min_options(m);
+    if (vram) {
+      o.vram_emulate = true;
+      o.vram_gb = fmt::format("{:.12f}", double(engine::expert_sizes(m).total_bytes()) / 3 /
+                                             (1024.0 * 1024.0 * 1024.0));
+    }
+    return o;
+  };
   const engine::Tokenizer tok = engine::Tokenizer::from_gguf(m.file());
   const engine::ChatFamily family = engine::chat_family_for_template(tok.vocab().chat_template());
   engine::SamplerParams sp;
@@ -167,7 +187,10 @@ TEST_F(TierFaults, ChatSessionRecoversFromAReadError) {
   std::string want;
   uint64_t prefill_reads = 0, all_reads = 0;
   {
-    ExpertSource src(m, min_options(m));
+    ExpertSource src(m, options());
+    if (vram) {
+      ASSERT_NE(src.gpu_lane(), nullptr);
+    }
     Forward fwd(m, forward_options(&src));
     engine::ChatSession s(fwd, tok, family, sp);
     s.begin_messages(conv);
@@ -178,7 +201,7 @@ TEST_F(TierFaults, ChatSessionRecoversFromAReadError) {
   ASSERT_GT(all_reads, prefill_reads + 4);
   for (const uint64_t at : {prefill_reads / 2, (prefill_reads + all_reads) / 2}) {
     SCOPED_TRACE(at < prefill_reads ? "in the prefill" : "in a reply step");
-    TierOptions o = min_options(m);
+    TierOptions o = options();
     o.faults.fail_read = int64_t(at);
     ExpertSource src(m, o);
     Forward fwd(m, forward_options(&src));
