@@ -22,11 +22,26 @@ inline float fold8(__m256 v) {
 }
 
 // Lanes past n of the last partial group: the scalar steps on lane i % 8.
-inline __m256 dot_tail(__m256 acc, const float* a, const float* b, uint32_t i, uint32_t n) {
+// 8 KV elements as floats: F32 as they are, F16 widened exactly (F16C).
+inline __m256 load8(const float* p) {
+  return _mm256_loadu_ps(p);
+}
+inline __m256 load8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline float widen(float x) {
+  return x;
+}
+inline float widen(uint16_t h) {
+  return _cvtsh_ss(h);
+}
+
+template <typename T>
+inline __m256 dot_tail(__m256 acc, const float* a, const T* b, uint32_t i, uint32_t n) {
   if (i == n) return acc;
   alignas(32) float t[8];
   _mm256_store_ps(t, acc);
-  for (; i < n; ++i) t[i % 8] = t[i % 8] + a[i] * b[i];
+  for (; i < n; ++i) t[i % 8] = t[i % 8] + a[i] * widen(b[i]);
   return _mm256_load_ps(t);
 }
 
@@ -123,24 +138,29 @@ void softmax_scores_avx2(float* sc, uint32_t n, bool has_sink, float sink) {
   for (j = n8; j < n; ++j) sc[j] = sc[j] * inv;
 }
 
-void attention_row_avx2(const AttentionRow& a, float* sc, float* out) {
+namespace {
+
+template <typename T>
+void row_avx2(const AttentionRow& a, float* sc, float* out) {
+  const T* K = row_keys<T>(a);
+  const T* V = row_values<T>(a);
   const uint32_t n = a.n_kv, dk = a.head_dim_k, dv = a.head_dim_v;
   const uint32_t dk8 = dk & ~7u;
   // Scores, 4 keys at a time (each key's lanes and fold are exactly dot8's).
   uint32_t j = 0;
   for (; j + 4 <= n; j += 4) {
-    const float* k0 = a.k + j * a.k_stride;
-    const float* k1 = k0 + a.k_stride;
-    const float* k2 = k1 + a.k_stride;
-    const float* k3 = k2 + a.k_stride;
-    prefetch_keys_ahead(a, j);
+    const T* k0 = K + j * a.k_stride;
+    const T* k1 = k0 + a.k_stride;
+    const T* k2 = k1 + a.k_stride;
+    const T* k3 = k2 + a.k_stride;
+    prefetch_keys_ahead<T>(a, j);
     __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
     for (uint32_t i = 0; i < dk8; i += 8) {
       const __m256 q = _mm256_loadu_ps(a.q + i);
-      s0 = _mm256_add_ps(s0, _mm256_mul_ps(q, _mm256_loadu_ps(k0 + i)));
-      s1 = _mm256_add_ps(s1, _mm256_mul_ps(q, _mm256_loadu_ps(k1 + i)));
-      s2 = _mm256_add_ps(s2, _mm256_mul_ps(q, _mm256_loadu_ps(k2 + i)));
-      s3 = _mm256_add_ps(s3, _mm256_mul_ps(q, _mm256_loadu_ps(k3 + i)));
+      s0 = _mm256_add_ps(s0, _mm256_mul_ps(q, load8(k0 + i)));
+      s1 = _mm256_add_ps(s1, _mm256_mul_ps(q, load8(k1 + i)));
+      s2 = _mm256_add_ps(s2, _mm256_mul_ps(q, load8(k2 + i)));
+      s3 = _mm256_add_ps(s3, _mm256_mul_ps(q, load8(k3 + i)));
     }
     sc[j] = fold8(dot_tail(s0, a.q, k0, dk8, dk)) * a.scale;
     sc[j + 1] = fold8(dot_tail(s1, a.q, k1, dk8, dk)) * a.scale;
@@ -148,10 +168,10 @@ void attention_row_avx2(const AttentionRow& a, float* sc, float* out) {
     sc[j + 3] = fold8(dot_tail(s3, a.q, k3, dk8, dk)) * a.scale;
   }
   for (; j < n; ++j) {
-    const float* kj = a.k + j * a.k_stride;
+    const T* kj = K + j * a.k_stride;
     __m256 s = _mm256_setzero_ps();
     for (uint32_t i = 0; i < dk8; i += 8)
-      s = _mm256_add_ps(s, _mm256_mul_ps(_mm256_loadu_ps(a.q + i), _mm256_loadu_ps(kj + i)));
+      s = _mm256_add_ps(s, _mm256_mul_ps(_mm256_loadu_ps(a.q + i), load8(kj + i)));
     sc[j] = fold8(dot_tail(s, a.q, kj, dk8, dk)) * a.scale;
   }
   softmax_scores_avx2(sc, n, a.has_sink, a.sink);
@@ -160,27 +180,35 @@ void attention_row_avx2(const AttentionRow& a, float* sc, float* out) {
   for (; d + 64 <= dv; d += 64) {
     __m256 o[8];
     for (int r = 0; r < 8; ++r) o[r] = _mm256_setzero_ps();
-    const float* vj = a.v + d;
+    const T* vj = V + d;
     for (j = 0; j < n; ++j, vj += a.v_stride) {
       prefetch_values_ahead(a, vj, j);
       const __m256 p = _mm256_broadcast_ss(sc + j);
-      for (int r = 0; r < 8; ++r)
-        o[r] = _mm256_add_ps(o[r], _mm256_mul_ps(p, _mm256_loadu_ps(vj + 8 * r)));
+      for (int r = 0; r < 8; ++r) o[r] = _mm256_add_ps(o[r], _mm256_mul_ps(p, load8(vj + 8 * r)));
     }
     for (int r = 0; r < 8; ++r) _mm256_storeu_ps(out + d + 8 * r, o[r]);
   }
   for (; d + 8 <= dv; d += 8) {
     __m256 o = _mm256_setzero_ps();
-    const float* vj = a.v + d;
+    const T* vj = V + d;
     for (j = 0; j < n; ++j, vj += a.v_stride)
-      o = _mm256_add_ps(o, _mm256_mul_ps(_mm256_broadcast_ss(sc + j), _mm256_loadu_ps(vj)));
+      o = _mm256_add_ps(o, _mm256_mul_ps(_mm256_broadcast_ss(sc + j), load8(vj)));
     _mm256_storeu_ps(out + d, o);
   }
   for (; d < dv; ++d) {
     float o = 0.0f;
-    for (j = 0; j < n; ++j) o = o + sc[j] * a.v[j * a.v_stride + d];
+    for (j = 0; j < n; ++j) o = o + sc[j] * widen(V[j * a.v_stride + d]);
     out[d] = o;
   }
+}
+
+}  // namespace
+
+void attention_row_avx2(const AttentionRow& a, float* sc, float* out) {
+  if (a.k16 != nullptr)
+    row_avx2<uint16_t>(a, sc, out);
+  else
+    row_avx2<float>(a, sc, out);
 }
 
 }  // namespace strata::kernels

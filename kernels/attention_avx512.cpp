@@ -26,9 +26,20 @@ inline void fold_pair(__m512 v, float scale_a, float scale_b, float* sa, float* 
   *sb = (((t[8] + t[9]) + (t[10] + t[11])) + ((t[12] + t[13]) + (t[14] + t[15]))) * scale_b;
 }
 
-// The 8 floats at p in both halves.
+// The 8 KV elements at p (F16 ones widened exactly) in both halves.
 inline __m512 both(const float* p) {
   return _mm512_broadcast_f32x8(_mm256_loadu_ps(p));
+}
+inline __m512 both(const uint16_t* p) {
+  return _mm512_broadcast_f32x8(
+      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+// 16 KV elements at p as floats.
+inline __m512 load16(const float* p) {
+  return _mm512_loadu_ps(p);
+}
+inline __m512 load16(const uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
 // a in the low half, b in the high half.
@@ -50,9 +61,10 @@ inline __m512 fold4_pairs(__m512 a, __m512 b, __m512 c, __m512 d, __m512 scale) 
 }
 
 // Scores of 2P heads (P pairs) against every key, each K row loaded once for all of them.
-template <int P>
+template <int P, typename T>
 void group_scores(const AttentionRow* rows, float* sc) {
   const AttentionRow& a = rows[0];
+  const T* K = row_keys<T>(a);
   const uint32_t n = a.n_kv, dk = a.head_dim_k;
   // q of head pair p, 8 lanes at i: qq[p * (dk / 8) + i / 8] (L1-resident).
   __m512 qq[P * kAttentionPairMaxDim / 8];
@@ -66,11 +78,11 @@ void group_scores(const AttentionRow* rows, float* sc) {
   }
   uint32_t j = 0;
   for (; j + 4 <= n; j += 4) {
-    const float* k0 = a.k + j * a.k_stride;
-    const float* k1 = k0 + a.k_stride;
-    const float* k2 = k1 + a.k_stride;
-    const float* k3 = k2 + a.k_stride;
-    prefetch_keys_ahead(a, j);
+    const T* k0 = K + j * a.k_stride;
+    const T* k1 = k0 + a.k_stride;
+    const T* k2 = k1 + a.k_stride;
+    const T* k3 = k2 + a.k_stride;
+    prefetch_keys_ahead<T>(a, j);
     __m512 s[P][4];
     for (int p = 0; p < P; ++p)
       for (int r = 0; r < 4; ++r) s[p][r] = _mm512_setzero_ps();
@@ -92,7 +104,7 @@ void group_scores(const AttentionRow* rows, float* sc) {
     }
   }
   for (; j < n; ++j) {
-    const float* kj = a.k + j * a.k_stride;
+    const T* kj = K + j * a.k_stride;
     for (int p = 0; p < P; ++p) {
       __m512 s = _mm512_setzero_ps();
       for (uint32_t c = 0; c < nc; ++c)
@@ -106,18 +118,18 @@ void group_scores(const AttentionRow* rows, float* sc) {
 // out_h[d] = out_h[d] + p_h[j] * v_j[d] for every key j in order, H heads at once: each lane is
 // one output dimension of one head, and each V row's W * 16 floats at d are loaded once for all
 // H heads.
-template <int H, int W>
+template <int H, int W, typename T>
 void group_values(const AttentionRow& a, const float* sc, float* const* outs, uint32_t d) {
   const uint32_t n = a.n_kv;
   __m512 o[H][W];
   for (int h = 0; h < H; ++h)
     for (int w = 0; w < W; ++w) o[h][w] = _mm512_setzero_ps();
-  const float* vj = a.v + d;
+  const T* vj = row_values<T>(a) + d;
   for (uint32_t j = 0; j < n; ++j, vj += a.v_stride) {
     if (j + kAttentionPrefetchKeys < n)
       prefetch_floats<3>(vj + kAttentionPrefetchKeys * a.v_stride, 16 * W);
     __m512 v[W];
-    for (int w = 0; w < W; ++w) v[w] = _mm512_loadu_ps(vj + 16 * w);
+    for (int w = 0; w < W; ++w) v[w] = load16(vj + 16 * w);
     for (int h = 0; h < H; ++h) {
       const __m512 p = _mm512_set1_ps(sc[size_t(h) * n + j]);
       for (int w = 0; w < W; ++w) o[h][w] = _mm512_add_ps(o[h][w], _mm512_mul_ps(p, v[w]));
@@ -127,43 +139,43 @@ void group_values(const AttentionRow& a, const float* sc, float* const* outs, ui
     for (int w = 0; w < W; ++w) _mm512_storeu_ps(outs[h] + d + 16 * w, o[h][w]);
 }
 
-template <int H>
+template <int H, typename T>
 void group_pass(const AttentionRow* rows, float* sc, float* const* outs) {
   const AttentionRow& a = rows[0];
-  group_scores<H / 2>(rows, sc);
+  group_scores<H / 2, T>(rows, sc);
   for (int h = 0; h < H; ++h)
     softmax_scores_avx2(sc + size_t(h) * a.n_kv, a.n_kv, rows[h].has_sink, rows[h].sink);
   uint32_t d = 0;
-  for (; d + 32 <= a.head_dim_v; d += 32) group_values<H, 2>(a, sc, outs, d);
-  for (; d < a.head_dim_v; d += 16) group_values<H, 1>(a, sc, outs, d);
+  for (; d + 32 <= a.head_dim_v; d += 32) group_values<H, 2, T>(a, sc, outs, d);
+  for (; d < a.head_dim_v; d += 16) group_values<H, 1, T>(a, sc, outs, d);
 }
 
-}  // namespace
-
-void attention_rows_group_avx512(const AttentionRow* rows, uint32_t n_heads, float* scores,
-                                 float* const* outs) {
+template <typename T>
+void group_any(const AttentionRow* rows, uint32_t n_heads, float* scores, float* const* outs) {
   switch (n_heads) {
     case 2:
-      return group_pass<2>(rows, scores, outs);
+      return group_pass<2, T>(rows, scores, outs);
     case 4:
-      return group_pass<4>(rows, scores, outs);
+      return group_pass<4, T>(rows, scores, outs);
     case 6:
-      return group_pass<6>(rows, scores, outs);
+      return group_pass<6, T>(rows, scores, outs);
     case 8:
-      return group_pass<8>(rows, scores, outs);
+      return group_pass<8, T>(rows, scores, outs);
     default:
       break;
   }
 }
 
-void attention_row_pair_avx512(const AttentionRow& a, const AttentionRow& b, float* sc,
-                               float* out_a, float* out_b) {
+template <typename T>
+void pair_pass(const AttentionRow& a, const AttentionRow& b, float* sc, float* out_a,
+               float* out_b) {
+  const T* V = row_values<T>(a);
   const uint32_t n = a.n_kv, dv = a.head_dim_v;
   float* sa = sc;
   float* sb = sc + n;
   // Scores: the group pass's, one pair.
   const AttentionRow rows[2] = {a, b};
-  group_scores<1>(rows, sc);
+  group_scores<1, T>(rows, sc);
   softmax_scores_avx2(sa, n, a.has_sink, a.sink);
   softmax_scores_avx2(sb, n, b.has_sink, b.sink);
   // Weighted sum of V: 64 outputs of each head in registers across all keys, then 8.
@@ -171,7 +183,7 @@ void attention_row_pair_avx512(const AttentionRow& a, const AttentionRow& b, flo
   for (; d + 64 <= dv; d += 64) {
     __m512 o[8];
     for (int r = 0; r < 8; ++r) o[r] = _mm512_setzero_ps();
-    const float* vj = a.v + d;
+    const T* vj = V + d;
     for (uint32_t j = 0; j < n; ++j, vj += a.v_stride) {
       prefetch_values_ahead(a, vj, j);
       const __m512 p = halves(_mm256_set1_ps(sa[j]), _mm256_set1_ps(sb[j]));
@@ -184,13 +196,31 @@ void attention_row_pair_avx512(const AttentionRow& a, const AttentionRow& b, flo
   }
   for (; d < dv; d += 8) {
     __m512 o = _mm512_setzero_ps();
-    const float* vj = a.v + d;
+    const T* vj = V + d;
     for (uint32_t j = 0; j < n; ++j, vj += a.v_stride)
       o = _mm512_add_ps(
           o, _mm512_mul_ps(halves(_mm256_set1_ps(sa[j]), _mm256_set1_ps(sb[j])), both(vj)));
     _mm256_storeu_ps(out_a + d, _mm512_castps512_ps256(o));
     _mm256_storeu_ps(out_b + d, _mm512_extractf32x8_ps(o, 1));
   }
+}
+
+}  // namespace
+
+void attention_rows_group_avx512(const AttentionRow* rows, uint32_t n_heads, float* scores,
+                                 float* const* outs) {
+  if (rows[0].k16 != nullptr)
+    group_any<uint16_t>(rows, n_heads, scores, outs);
+  else
+    group_any<float>(rows, n_heads, scores, outs);
+}
+
+void attention_row_pair_avx512(const AttentionRow& a, const AttentionRow& b, float* sc,
+                               float* out_a, float* out_b) {
+  if (a.k16 != nullptr)
+    pair_pass<uint16_t>(a, b, sc, out_a, out_b);
+  else
+    pair_pass<float>(a, b, sc, out_a, out_b);
 }
 
 }  // namespace strata::kernels

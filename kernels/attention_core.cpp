@@ -9,13 +9,22 @@
 #include "io/check.h"
 #include "kernels/gemv.h"
 #include "kernels/portable_math.h"
+#include "kernels/quant.h"
 
 namespace strata::kernels {
 namespace {
 
-float dot8(const float* a, const float* b, uint32_t n) {
+inline float widen(float x) {
+  return x;
+}
+inline float widen(uint16_t h) {
+  return fp16_to_f32(h);
+}
+
+template <typename T>
+float dot8(const float* a, const T* b, uint32_t n) {
   float acc[8] = {};
-  for (uint32_t i = 0; i < n; ++i) acc[i % 8] = acc[i % 8] + a[i] * b[i];
+  for (uint32_t i = 0; i < n; ++i) acc[i % 8] = acc[i % 8] + a[i] * widen(b[i]);
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
@@ -23,13 +32,14 @@ double fold8(const double* b) {
   return ((b[0] + b[1]) + (b[2] + b[3])) + ((b[4] + b[5]) + (b[6] + b[7]));
 }
 
-}  // namespace
-
-void attention_row_portable(const AttentionRow& a, float* sc, float* out) {
+template <typename T>
+void row_portable(const AttentionRow& a, float* sc, float* out) {
+  const T* K = row_keys<T>(a);
+  const T* V = row_values<T>(a);
   const uint32_t n = a.n_kv;
   float m = -std::numeric_limits<float>::infinity();
   for (uint32_t j = 0; j < n; ++j) {
-    sc[j] = dot8(a.q, a.k + j * a.k_stride, a.head_dim_k) * a.scale;
+    sc[j] = dot8(a.q, K + j * a.k_stride, a.head_dim_k) * a.scale;
     m = std::max(m, sc[j]);
   }
   if (a.has_sink) m = std::max(m, a.sink);
@@ -45,9 +55,18 @@ void attention_row_portable(const AttentionRow& a, float* sc, float* out) {
   for (uint32_t d = 0; d < a.head_dim_v; ++d) out[d] = 0.0f;
   for (uint32_t j = 0; j < n; ++j) {
     const float p = sc[j];
-    const float* vj = a.v + j * a.v_stride;
-    for (uint32_t d = 0; d < a.head_dim_v; ++d) out[d] = out[d] + p * vj[d];
+    const T* vj = V + j * a.v_stride;
+    for (uint32_t d = 0; d < a.head_dim_v; ++d) out[d] = out[d] + p * widen(vj[d]);
   }
+}
+
+}  // namespace
+
+void attention_row_portable(const AttentionRow& a, float* sc, float* out) {
+  if (a.k16 != nullptr)
+    row_portable<uint16_t>(a, sc, out);
+  else
+    row_portable<float>(a, sc, out);
 }
 
 bool attention_avx2_supported() {
@@ -78,9 +97,9 @@ bool attention_pair_one_pass(uint32_t head_dim_k, uint32_t head_dim_v) {
 
 void attention_row_pair(const AttentionRow& a, const AttentionRow& b, float* scores, float* out_a,
                         float* out_b) {
-  STRATA_ASSERT(a.k == b.k && a.v == b.v && a.k_stride == b.k_stride && a.v_stride == b.v_stride &&
-                    a.n_kv == b.n_kv && a.head_dim_k == b.head_dim_k &&
-                    a.head_dim_v == b.head_dim_v,
+  STRATA_ASSERT(a.k == b.k && a.v == b.v && a.k16 == b.k16 && a.v16 == b.v16 &&
+                    a.k_stride == b.k_stride && a.v_stride == b.v_stride && a.n_kv == b.n_kv &&
+                    a.head_dim_k == b.head_dim_k && a.head_dim_v == b.head_dim_v,
                 "attention_row_pair: the two heads do not share their K and V rows");
   if (attention_pair_one_pass(a.head_dim_k, a.head_dim_v)) {
     attention_row_pair_avx512(a, b, scores, out_a, out_b);
@@ -100,8 +119,8 @@ void attention_rows_group(const AttentionRow* rows, uint32_t n_heads, float* sco
   const AttentionRow& a = rows[0];
   for (uint32_t h = 1; h < n_heads; ++h) {
     const AttentionRow& b = rows[h];
-    STRATA_ASSERT(a.k == b.k && a.v == b.v && a.k_stride == b.k_stride &&
-                      a.v_stride == b.v_stride && a.n_kv == b.n_kv &&
+    STRATA_ASSERT(a.k == b.k && a.v == b.v && a.k16 == b.k16 && a.v16 == b.v16 &&
+                      a.k_stride == b.k_stride && a.v_stride == b.v_stride && a.n_kv == b.n_kv &&
                       a.head_dim_k == b.head_dim_k && a.head_dim_v == b.head_dim_v,
                   "attention_rows_group: the heads do not share their K and V rows");
   }

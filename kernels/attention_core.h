@@ -13,6 +13,9 @@
 //         above; with a sink, sum = sum + (double)portable_expf(sink - m)
 //   p_j = e_j * (float)(1.0 / sum)
 //   out[d] = +0, then out[d] = out[d] + p_j * v_j[d] for j = 0 .. n-1 in order
+// KV_TYPE=f16 rows (k16 / v16 set instead of k / v): each element is widened to float exactly
+// (fp16_to_f32) where the order above reads it, so an F16 row gives the bits of the F32 kernels on
+// the widened rows, in every variant.
 // Tested by tests/test_ops.cpp (AVX2 == portable bit for bit, exp lanes == portable_expf).
 #pragma once
 
@@ -24,10 +27,13 @@ namespace strata::kernels {
 struct AttentionRow {
   const float* q = nullptr;  // [head_dim_k]
   const float* k = nullptr;  // key row 0; key row j at k + j * k_stride
-  size_t k_stride = 0;       // floats
+  size_t k_stride = 0;       // elements (floats, or halves for k16)
   const float* v = nullptr;  // value row 0; value row j at v + j * v_stride
-  size_t v_stride = 0;       // floats
-  uint32_t n_kv = 0;         // >= 1
+  size_t v_stride = 0;       // elements
+  // An F16 KV cache's rows (IEEE halves) instead of k and v: both set, k and v null.
+  const uint16_t* k16 = nullptr;
+  const uint16_t* v16 = nullptr;
+  uint32_t n_kv = 0;  // >= 1
   uint32_t head_dim_k = 0;
   uint32_t head_dim_v = 0;
   float scale = 1.0f;
@@ -79,22 +85,40 @@ void softmax_scores_avx2(float* scores, uint32_t n, bool has_sink, float sink);
 // poorly, and at decode a layer's KV comes from DRAM: the weights streamed since the last token
 // evicted it. Prefetches never change a value.
 constexpr uint32_t kAttentionPrefetchKeys = 32;
-template <int kLevel>
-inline void prefetch_floats(const float* p, uint32_t n) {
-  for (uint32_t i = 0; i < n; i += 16) __builtin_prefetch(p + i, 0, kLevel);
+// n elements from p, a line (64 bytes) at a time.
+template <int kLevel, typename T>
+inline void prefetch_floats(const T* p, uint32_t n) {
+  for (uint32_t i = 0; i < n; i += 64 / sizeof(T)) __builtin_prefetch(p + i, 0, kLevel);
+}
+// A row's keys and values as elements of T: float (k, v) or uint16_t (k16, v16).
+template <typename T>
+inline const T* row_keys(const AttentionRow& a) {
+  if constexpr (sizeof(T) == 2)
+    return a.k16;
+  else
+    return a.k;
+}
+template <typename T>
+inline const T* row_values(const AttentionRow& a) {
+  if constexpr (sizeof(T) == 2)
+    return a.v16;
+  else
+    return a.v;
 }
 // The scores loop at keys j..j+3: keys kAttentionPrefetchKeys ahead into L1, their value rows
 // into L2 for the weighted sum.
+template <typename T = float>
 inline void prefetch_keys_ahead(const AttentionRow& a, uint32_t j) {
   for (uint32_t r = j + kAttentionPrefetchKeys; r < j + kAttentionPrefetchKeys + 4 && r < a.n_kv;
        ++r) {
-    prefetch_floats<3>(a.k + r * a.k_stride, a.head_dim_k);
-    prefetch_floats<2>(a.v + r * a.v_stride, a.head_dim_v);
+    prefetch_floats<3>(row_keys<T>(a) + r * a.k_stride, a.head_dim_k);
+    prefetch_floats<2>(row_values<T>(a) + r * a.v_stride, a.head_dim_v);
   }
 }
-// The weighted sum at key j, whose 64 value floats from d are at vj: the same floats of the key
-// kAttentionPrefetchKeys ahead into L1.
-inline void prefetch_values_ahead(const AttentionRow& a, const float* vj, uint32_t j) {
+// The weighted sum at key j, whose 64 value elements from d are at vj: the same elements of the
+// key kAttentionPrefetchKeys ahead into L1.
+template <typename T>
+inline void prefetch_values_ahead(const AttentionRow& a, const T* vj, uint32_t j) {
   if (j + kAttentionPrefetchKeys < a.n_kv)
     prefetch_floats<3>(vj + kAttentionPrefetchKeys * a.v_stride, 64);
 }

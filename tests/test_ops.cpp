@@ -563,6 +563,73 @@ TEST(AttentionCore, GroupEqualsRowsBitForBit) {
     GTEST_SKIP() << "CPU lacks AVX-512: only the pair / row fallback was checked";
 }
 
+// KV_TYPE=f16: rows of IEEE halves (k16 / v16) give, in every variant (the portable row, AVX2,
+// the AVX-512 pair and group, their fallbacks), the bits of the portable kernel on the same rows
+// widened to F32: the halves are widened exactly where the order reads them.
+TEST(AttentionCore, F16RowsEqualWidenedF32RowsBitForBit) {
+  std::mt19937 rng(13);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const uint32_t dims[][2] = {{64, 64}, {128, 128}, {72, 136}, {7, 7}, {576, 512}};
+  for (uint32_t n_heads : {1u, 2u, 3u, 4u, 8u}) {
+    for (const auto& dd : dims) {
+      const uint32_t dk = dd[0], dv = dd[1];
+      for (uint32_t n_kv : {1u, 5u, 33u, 130u}) {
+        for (int variant = 0; variant < 3; ++variant) {  // plain, sinks + spread, V in K
+          const bool v_in_k = variant == 2 && dv <= dk;
+          const float spread = variant == 1 ? 40.0f : 1.0f;
+          const size_t k_stride = dk + 8, v_stride = dv + 3;
+          std::vector<float> q(n_heads * dk), kw(n_kv * k_stride), vw(n_kv * v_stride);
+          std::vector<uint16_t> k16(kw.size()), v16(vw.size());
+          for (auto& f : q) f = normal(rng) * spread;
+          for (size_t i = 0; i < kw.size(); ++i) {
+            k16[i] = kernels::f32_to_fp16(normal(rng));
+            kw[i] = kernels::fp16_to_f32(k16[i]);
+          }
+          for (size_t i = 0; i < vw.size(); ++i) {
+            v16[i] = kernels::f32_to_fp16(normal(rng));
+            vw[i] = kernels::fp16_to_f32(v16[i]);
+          }
+          std::vector<kernels::AttentionRow> half(n_heads), wide(n_heads);
+          for (uint32_t h = 0; h < n_heads; ++h) {
+            kernels::AttentionRow& a = wide[h];
+            a.q = q.data() + h * dk;
+            a.k = kw.data();
+            a.k_stride = k_stride;
+            a.v = v_in_k ? kw.data() : vw.data();
+            a.v_stride = v_in_k ? k_stride : v_stride;
+            a.n_kv = n_kv;
+            a.head_dim_k = dk;
+            a.head_dim_v = dv;
+            a.scale = 0.088f;
+            a.has_sink = variant == 1;
+            a.sink = 0.7f - 0.3f * float(h);
+            half[h] = a;
+            half[h].k = half[h].v = nullptr;
+            half[h].k16 = k16.data();
+            half[h].v16 = v_in_k ? k16.data() : v16.data();
+          }
+          std::vector<float> sc(n_heads * n_kv), got(n_heads * dv), want(dv), one(dv);
+          std::vector<float*> outs(n_heads);
+          for (uint32_t h = 0; h < n_heads; ++h) outs[h] = got.data() + h * dv;
+          kernels::attention_rows_group(half.data(), n_heads, sc.data(), outs.data());
+          for (uint32_t h = 0; h < n_heads; ++h) {
+            const auto where = [&] {
+              return fmt::format("heads {} head {} dk {} dv {} n_kv {} variant {}", n_heads, h, dk,
+                                 dv, n_kv, variant);
+            };
+            kernels::attention_row_portable(wide[h], sc.data(), want.data());
+            ASSERT_EQ(0, std::memcmp(outs[h], want.data(), dv * 4)) << "group " << where();
+            kernels::attention_row(half[h], sc.data(), one.data());
+            ASSERT_EQ(0, std::memcmp(one.data(), want.data(), dv * 4)) << "row " << where();
+            kernels::attention_row_portable(half[h], sc.data(), one.data());
+            ASSERT_EQ(0, std::memcmp(one.data(), want.data(), dv * 4)) << "portable " << where();
+          }
+        }
+      }
+    }
+  }
+}
+
 // The AVX2 SwiGLU (swiglu_row's path on AVX2 CPUs) is portable_swiglu on each element, bit for
 // bit: gates over the float range and the exp's branch edges, mixed-sign ups, NaN and infinities,
 // lengths with a scalar tail, and out aliasing gate.
