@@ -66,14 +66,14 @@ void attention(kernels::ThreadPool& pool, const AttentionShape& s, const KvCache
           const uint32_t n_kv = pos + 1 - j0;
           kernels::AttentionRow row;
           row.q = q + t * q_stride + size_t{h} * s.head_dim_k;
-          row.k = kv.k(il, g, j0);
           row.k_stride = kv.head_dim_k(il);
-          if (s.v_in_k) {
-            row.v = row.k;
-            row.v_stride = row.k_stride;
+          row.v_stride = s.v_in_k ? row.k_stride : kv.head_dim_v(il);
+          if (kv.f16(il)) {  // KV_TYPE=f16 (never an MLA layer, whose V is inside K)
+            row.k16 = kv.k16(il, g, j0);
+            row.v16 = kv.v16(il, g, j0);
           } else {
-            row.v = kv.v(il, g, j0);
-            row.v_stride = kv.head_dim_v(il);
+            row.k = kv.k(il, g, j0);
+            row.v = s.v_in_k ? row.k : kv.v(il, g, j0);
           }
           row.n_kv = n_kv;
           row.head_dim_k = s.head_dim_k;

@@ -109,13 +109,6 @@ uint64_t make_resident(const io::GgufFile& file, const tiers::ExtentTable& exten
   return total;
 }
 
-uint64_t kv_bytes(const ModelConfig& cfg, uint32_t n_ctx) {
-  uint64_t per_pos = 0;
-  for (uint32_t il = 0; il < cfg.n_layer; ++il)
-    per_pos += uint64_t{cfg.kv_k_width(il)} + cfg.kv_v_width(il);  // MLA: the latent only
-  return per_pos * sizeof(float) * n_ctx;
-}
-
 }  // namespace
 
 tiers::ExtentTable expert_extents(const Model& model) {
@@ -146,6 +139,7 @@ TierOptions tier_options(const Knobs& knobs) {
   if (const auto gb = knobs.float_opt("CACHE_GB"))
     o.cache_bytes = static_cast<uint64_t>(std::llround(*gb * kGiB));
   o.vram_gb = knobs.get_string("VRAM_GB");
+  o.kv_type = parse_kv_type(knobs.get_string("KV_TYPE"));
   o.vram_emulate = knobs.get_bool("VRAM_EMULATE");
   o.cuda_dense = static_cast<int>(knobs.get_int("CUDA_DENSE"));
   o.zstd = knobs.get_string("ZSTD");
@@ -382,7 +376,7 @@ ExpertSource::ExpertSource(const Model& model, const TierOptions& opts)
   } else {
     RamBudgetInputs in;
     in.available = memory_info().available();
-    in.kv_bytes = kv_bytes(cfg, opts.n_ctx);
+    in.kv_bytes = KvCache::position_bytes(cfg, opts.kv_type) * opts.n_ctx;
     in.dense_bytes = opts.resident_dense ? 0 : model.file().file_size() - sizes.total_bytes();
     budget = auto_ram_budget(in, sizes);
     if (budget < min && budget < all)

@@ -16,6 +16,7 @@
 
 #include "engine/gpu_lane.h"
 #include "engine/knobs.h"
+#include "engine/kv_cache.h"
 #include "engine/model.h"
 #include "engine/moe.h"
 #include "placement/plan.h"
@@ -60,11 +61,12 @@ struct TierOptions {
   // THREADS: RAM homes are first-touched by this many pinned workers (as the compute pool pins
   // its workers); 1 = by the constructing thread.
   int touch_threads = 1;
-  int io_threads = 4;          // pread fallback pool
-  int queue_depth = 32;        // reads in flight
-  uint32_t n_ctx = 0;          // KV cache positions the run will use (for the auto budget)
-  bool resident_dense = true;  // copy the dense weights out of the mapping (see make_resident)
-  tiers::IoFaults faults;      // test-only fault seam
+  int io_threads = 4;             // pread fallback pool
+  int queue_depth = 32;           // reads in flight
+  uint32_t n_ctx = 0;             // KV cache positions the run will use (for the auto budget)
+  KvType kv_type = KvType::kF32;  // KV_TYPE: the KV cache's element type (for the auto budget)
+  bool resident_dense = true;     // copy the dense weights out of the mapping (see make_resident)
+  tiers::IoFaults faults;         // test-only fault seam
   tiers::NoticeFn notice = tiers::notice_to_stderr;
   // Hears the loading of RAM-homed experts (bytes done, bytes total); may be empty.
   std::function<void(uint64_t, uint64_t)> progress;

@@ -34,7 +34,7 @@ Forward::Forward(const Model& model, const ForwardOptions& opts)
       w_(model.weights()),
       n_ubatch_(std::max<uint32_t>(1, opts.n_ubatch)),
       pool_(std::max(1, opts.n_threads)),
-      kv_(cfg_, resolve_n_ctx(cfg_, opts)),
+      kv_(cfg_, resolve_n_ctx(cfg_, opts), opts.kv_type),
       attn_(cfg_, n_ubatch_, std::max(1, opts.n_threads), kv_.n_ctx()),
       dispatch_(n_ubatch_ * cfg_.max_n_expert_used(), max_layer_n_expert(cfg_)),
       cpu_experts_(pool_, cfg_, n_ubatch_ * cfg_.max_n_expert_used()),

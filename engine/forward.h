@@ -30,9 +30,10 @@ namespace strata::engine {
 class Profiler;
 
 struct ForwardOptions {
-  uint32_t n_ctx = 0;       // KV cache positions; 0 = the model's training context
-  uint32_t n_ubatch = 512;  // prefill chunk size (tokens per matrix-matrix pass)
-  int n_threads = 1;        // including the calling thread
+  uint32_t n_ctx = 0;             // KV cache positions; 0 = the model's training context
+  uint32_t n_ubatch = 512;        // prefill chunk size (tokens per matrix-matrix pass)
+  KvType kv_type = KvType::kF32;  // KV_TYPE
+  int n_threads = 1;              // including the calling thread
   // Where routed experts' bytes come from (tiers); null = the model's mapping. Must outlive the
   // Forward.
   ExpertSource* experts = nullptr;

@@ -1,15 +1,44 @@
-// F32 KV cache storage (see kv_cache.h). Exercised by tests/test_model_forward.cpp.
+// KV cache storage (see kv_cache.h). Exercised by tests/test_model_forward.cpp and
+// tests/test_kv_f16.cpp.
 #include "engine/kv_cache.h"
 
 #include <cstring>
 
 #include "io/check.h"
+#include "kernels/quant.h"
 
 namespace strata::engine {
+namespace {
 
-KvCache::KvCache(const ModelConfig& cfg, uint32_t n_ctx) : n_ctx_(n_ctx) {
+// Bytes per element of layer il: MLA layers (V inside K) stay F32.
+uint32_t element_bytes_of(const ModelConfig& cfg, uint32_t il, KvType type) {
+  return type == KvType::kF16 && cfg.kv_v_width(il) > 0 ? 2 : 4;
+}
+
+}  // namespace
+
+KvType parse_kv_type(std::string_view s) {
+  if (s == "f32") return KvType::kF32;
+  if (s == "f16") return KvType::kF16;
+  fail(ErrorKind::kBadValue, "KV_TYPE={}: f32 or f16", s);
+}
+
+std::string_view kv_type_name(KvType t) {
+  return t == KvType::kF16 ? "f16" : "f32";
+}
+
+uint64_t KvCache::position_bytes(const ModelConfig& cfg, KvType type) {
+  uint64_t n = 0;
+  for (uint32_t il = 0; il < cfg.n_layer; ++il)
+    n += (uint64_t{cfg.kv_k_width(il)} + cfg.kv_v_width(il)) * element_bytes_of(cfg, il, type);
+  return n;
+}
+
+KvCache::KvCache(const ModelConfig& cfg, uint32_t n_ctx, KvType type) : n_ctx_(n_ctx), type_(type) {
   // Each layer's K and V start on a cache line.
-  const auto floats = [n_ctx](uint32_t width) { return (size_t{n_ctx} * width + 15) / 16 * 16; };
+  const auto bytes = [n_ctx](uint32_t width, uint32_t elem) {
+    return (size_t{n_ctx} * width * elem + 63) / 64 * 64;
+  };
   size_t total = 0;
   for (uint32_t il = 0; il < cfg.n_layer; ++il) {
     const uint32_t kw = cfg.kv_k_width(il), vw = cfg.kv_v_width(il);
@@ -19,34 +48,43 @@ KvCache::KvCache(const ModelConfig& cfg, uint32_t n_ctx) : n_ctx_(n_ctx) {
     n_head_.push_back(nh);
     k_dim_.push_back(kw / nh);
     v_dim_.push_back(vw / nh);
-    total += floats(kw) + floats(vw);
-    n_bytes_ += (size_t{n_ctx} * kw + size_t{n_ctx} * vw) * sizeof(float);
+    elem_.push_back(element_bytes_of(cfg, il, type));
+    total += bytes(kw, elem_.back()) + bytes(vw, elem_.back());
+    n_bytes_ += (size_t{n_ctx} * kw + size_t{n_ctx} * vw) * elem_.back();
   }
   // No first touch: positions fault their pages in as they fill (zeros until then).
   arena_ = tiers::RamArena(
-      total * sizeof(float), tiers::RamArena::kAnyNode, tiers::NumaMode::kOff,
-      [](std::span<std::byte>) {}, nullptr);
-  auto* at = reinterpret_cast<float*>(arena_.data());
+      total, tiers::RamArena::kAnyNode, tiers::NumaMode::kOff, [](std::span<std::byte>) {},
+      nullptr);
+  std::byte* at = arena_.data();
   for (uint32_t il = 0; il < cfg.n_layer; ++il) {
     k_.push_back(at);
-    at += floats(n_head_[il] * k_dim_[il]);
+    at += bytes(n_head_[il] * k_dim_[il], elem_[il]);
     v_.push_back(at);
-    at += floats(n_head_[il] * v_dim_[il]);
+    at += bytes(n_head_[il] * v_dim_[il], elem_[il]);
   }
 }
 
 void KvCache::store(uint32_t il, uint32_t pos, const float* k_row, const float* v_row) {
   for (uint32_t g = 0; g < n_head_[il]; ++g) {
-    std::memcpy(k(il, g, pos), k_row + size_t{g} * k_dim_[il], sizeof(float) * k_dim_[il]);
-    if (v_dim_[il] > 0)
-      std::memcpy(v(il, g, pos), v_row + size_t{g} * v_dim_[il], sizeof(float) * v_dim_[il]);
+    const float* kg = k_row + size_t{g} * k_dim_[il];
+    const float* vg = v_dim_[il] > 0 ? v_row + size_t{g} * v_dim_[il] : nullptr;
+    if (elem_[il] == 4) {
+      std::memcpy(k(il, g, pos), kg, sizeof(float) * k_dim_[il]);
+      if (vg) std::memcpy(v(il, g, pos), vg, sizeof(float) * v_dim_[il]);
+      continue;
+    }
+    auto* k16 = reinterpret_cast<uint16_t*>(k_bytes(il, g, pos));
+    for (uint32_t i = 0; i < k_dim_[il]; ++i) k16[i] = kernels::f32_to_fp16(kg[i]);
+    auto* v16 = reinterpret_cast<uint16_t*>(v_bytes(il, g, pos));
+    for (uint32_t i = 0; vg && i < v_dim_[il]; ++i) v16[i] = kernels::f32_to_fp16(vg[i]);
   }
 }
 
-size_t KvCache::floats_per_position() const {
+size_t KvCache::bytes_per_position() const {
   size_t n = 0;
   for (size_t il = 0; il < n_head_.size(); ++il)
-    n += size_t{n_head_[il]} * (k_dim_[il] + v_dim_[il]);
+    n += size_t{n_head_[il]} * (k_dim_[il] + v_dim_[il]) * elem_[il];
   return n;
 }
 
@@ -56,30 +94,29 @@ void KvCache::for_each_prefix(uint32_t n, Fn&& fn) const {
     for (int part = 0; part < 2; ++part) {
       const uint32_t dim = part == 0 ? k_dim_[il] : v_dim_[il];
       for (uint32_t g = 0; g < n_head_[il] && dim > 0; ++g)
-        fn(part == 0 ? k_[il] + size_t{g} * n_ctx_ * dim : v_[il] + size_t{g} * n_ctx_ * dim,
-           size_t{n} * dim);
+        fn(part == 0 ? k_bytes(il, g, 0) : v_bytes(il, g, 0), size_t{n} * dim * elem_[il]);
     }
 }
 
-void KvCache::copy_rows(uint32_t n, std::vector<float>& out) const {
+void KvCache::copy_rows(uint32_t n, std::vector<std::byte>& out) const {
   STRATA_ASSERT(n <= n_ctx_, "copy_rows: {} positions of {}", n, n_ctx_);
-  out.resize(size_t{n} * floats_per_position());
+  out.resize(size_t{n} * bytes_per_position());
   if (n == 0) return;
-  float* at = out.data();
-  for_each_prefix(n, [&](const float* rows, size_t floats) {
-    std::memcpy(at, rows, sizeof(float) * floats);
-    at += floats;
+  std::byte* at = out.data();
+  for_each_prefix(n, [&](const std::byte* rows, size_t bytes) {
+    std::memcpy(at, rows, bytes);
+    at += bytes;
   });
 }
 
-void KvCache::restore_rows(uint32_t n, std::span<const float> in) {
-  STRATA_ASSERT(n <= n_ctx_ && in.size() == size_t{n} * floats_per_position(),
-                "restore_rows: {} floats for {} positions", in.size(), n);
+void KvCache::restore_rows(uint32_t n, std::span<const std::byte> in) {
+  STRATA_ASSERT(n <= n_ctx_ && in.size() == size_t{n} * bytes_per_position(),
+                "restore_rows: {} bytes for {} positions", in.size(), n);
   if (n == 0) return;
-  const float* at = in.data();
-  for_each_prefix(n, [&](float* rows, size_t floats) {
-    std::memcpy(rows, at, sizeof(float) * floats);
-    at += floats;
+  const std::byte* at = in.data();
+  for_each_prefix(n, [&](std::byte* rows, size_t bytes) {
+    std::memcpy(rows, at, bytes);
+    at += bytes;
   });
 }
 

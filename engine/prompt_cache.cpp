@@ -85,13 +85,16 @@ std::vector<std::byte> header_bytes(const Forward& fwd, std::span<const int32_t>
 }  // namespace
 
 uint32_t prompt_cache_flags(const Knobs& knobs) {
-  return knobs.get_int("CUDA_DENSE") == 2 ? kPromptCacheGpuPrefill : 0;
+  return (knobs.get_int("CUDA_DENSE") == 2 ? kPromptCacheGpuPrefill : 0) |
+         (parse_kv_type(knobs.get_string("KV_TYPE")) == KvType::kF16 ? kPromptCacheF16 : 0);
 }
 
 uint64_t save_prompt_cache(const std::string& path, const Forward& fwd,
                            std::span<const int32_t> tokens, uint32_t flags) {
   STRATA_ASSERT(tokens.size() <= fwd.n_past(), "saving {} positions of {}", tokens.size(),
                 fwd.n_past());
+  STRATA_ASSERT(((flags & kPromptCacheF16) != 0) == (fwd.kv().type() == KvType::kF16),
+                "prompt cache flags {} for a {} KV cache", flags, kv_type_name(fwd.kv().type()));
   const std::string tmp = path + ".tmp";
   uint64_t written = 0;
   try {
@@ -107,9 +110,8 @@ uint64_t save_prompt_cache(const std::string& path, const Forward& fwd,
         const uint32_t dim = part == 0 ? kv.head_dim_k(il) : kv.head_dim_v(il);
         if (dim == 0) continue;
         for (uint32_t g = 0; g < kv.n_kv_head(il); ++g) {
-          const float* rows = part == 0 ? kv.k(il, g, 0) : kv.v(il, g, 0);
-          const std::span<const std::byte> seg(reinterpret_cast<const std::byte*>(rows),
-                                               n * dim * sizeof(float));
+          const std::byte* rows = part == 0 ? kv.k_bytes(il, g, 0) : kv.v_bytes(il, g, 0);
+          const std::span<const std::byte> seg(rows, n * dim * kv.element_bytes(il));
           sum = fold(sum, seg);
           f.write_at(written, seg);
           written += seg.size();
@@ -163,9 +165,14 @@ void read_prompt_cache(const io::Fd& f, Forward& fwd, std::span<const int32_t> w
     return;
   }
   if (const uint32_t fl = get<uint32_t>(fixed, 12); fl != flags) {
-    r.ignored = fmt::format(
-        "written {} CUDA_DENSE=2's GPU prefill, which computes other bits than this run's",
-        (fl & kPromptCacheGpuPrefill) ? "with" : "without");
+    r.ignored = (fl ^ flags) & kPromptCacheF16
+                    ? fmt::format("written with KV_TYPE={} (this run's cache is {})",
+                                  (fl & kPromptCacheF16) ? "f16" : "f32",
+                                  (flags & kPromptCacheF16) ? "f16" : "f32")
+                    : fmt::format(
+                          "written {} CUDA_DENSE=2's GPU prefill, which computes other bits than "
+                          "this run's",
+                          (fl & kPromptCacheGpuPrefill) ? "with" : "without");
     return;
   }
   const uint32_t n_layer = get<uint32_t>(fixed, 40);
@@ -179,7 +186,8 @@ void read_prompt_cache(const io::Fd& f, Forward& fwd, std::span<const int32_t> w
   const uint64_t head_bytes = kFixedBytes + uint64_t{n_layer} * 12 + uint64_t{n} * 4;
   uint64_t data_bytes = 0;
   for (uint32_t il = 0; il < n_layer; ++il)
-    data_bytes += uint64_t{n} * kv.n_kv_head(il) * (kv.head_dim_k(il) + kv.head_dim_v(il)) * 4;
+    data_bytes += uint64_t{n} * kv.n_kv_head(il) * (kv.head_dim_k(il) + kv.head_dim_v(il)) *
+                  kv.element_bytes(il);
   if (size != head_bytes + data_bytes + 8) {
     r.ignored = fmt::format("{} bytes where {} positions take {} (truncated?)", size, n,
                             head_bytes + data_bytes + 8);
@@ -210,21 +218,22 @@ void read_prompt_cache(const io::Fd& f, Forward& fwd, std::span<const int32_t> w
   // Every segment is read (the checksum covers them all); rows past `use` are not kept.
   uint64_t sum = fold(0, head);
   uint64_t at = head_bytes;
-  std::vector<float> scratch;
+  std::vector<std::byte> scratch;
   KvCache& dst = fwd.kv();
   for (uint32_t il = 0; il < n_layer; ++il) {
     for (int part = 0; part < 2; ++part) {
       const uint32_t dim = part == 0 ? kv.head_dim_k(il) : kv.head_dim_v(il);
       if (dim == 0) continue;
       for (uint32_t g = 0; g < kv.n_kv_head(il); ++g) {
-        float* rows = part == 0 ? dst.k(il, g, 0) : dst.v(il, g, 0);
-        const size_t floats = size_t{n} * dim;
+        std::byte* rows = part == 0 ? dst.k_bytes(il, g, 0) : dst.v_bytes(il, g, 0);
+        const size_t row_bytes = size_t{dim} * dst.element_bytes(il);
+        const size_t bytes = size_t{n} * row_bytes;
         // The rows go straight into the cache when it has room for all n positions.
-        float* into = n <= fwd.n_ctx() ? rows : (scratch.resize(floats), scratch.data());
-        const std::span<std::byte> seg(reinterpret_cast<std::byte*>(into), floats * 4);
+        std::byte* into = n <= fwd.n_ctx() ? rows : (scratch.resize(bytes), scratch.data());
+        const std::span<std::byte> seg(into, bytes);
         f.read_at(at, seg);
         sum = fold(sum, seg);
-        if (into != rows) std::memcpy(rows, into, use * dim * sizeof(float));
+        if (into != rows) std::memcpy(rows, into, use * row_bytes);
         at += seg.size();
       }
     }

@@ -97,7 +97,7 @@ void ChatSession::set_stash(size_t slots) {
 
 uint64_t ChatSession::stash_bytes() const {
   uint64_t n = 0;
-  for (const Stash& s : stash_) n += s.rows.size() * sizeof(float);
+  for (const Stash& s : stash_) n += s.rows.size();
   return n;
 }
 

@@ -169,7 +169,7 @@ class ChatSession {
 
   struct Stash {
     std::vector<int32_t> tokens;
-    std::vector<float> rows;  // KvCache::copy_rows of tokens.size() positions
+    std::vector<std::byte> rows;  // KvCache::copy_rows of tokens.size() positions
   };
 
   Forward& fwd_;

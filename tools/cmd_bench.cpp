@@ -126,6 +126,7 @@ class Bench {
     fo.n_ubatch = o_.ubatch;
     fo.n_threads = threads;
     fo.experts = tiers_.experts.get();
+    fo.kv_type = tiers_.kv_type;
     fo.prof = tiers_.prof.get();
     engine::Forward fwd(model_, fo);
     for (Test* t : tests) {

@@ -398,6 +398,7 @@ int run_chat(ChatOptions o) {
   const TierSetup tiers =
       make_tier_setup(model, knobs, fo.n_ctx, /*progress_bar=*/true, /*record_usage=*/true);
   fo.experts = tiers.experts.get();
+  fo.kv_type = tiers.kv_type;
   fo.route_trace = tiers.trace.get();
   fo.prof = tiers.prof.get();
   tiers.prof->reserve_decode(fo.n_ctx);

@@ -141,6 +141,7 @@ int run_replay(const ReplayOptions& o) {
   fo.n_threads = threads;
   const TierSetup tiers = make_tier_setup(model, knobs, fo.n_ctx);
   fo.experts = tiers.experts.get();
+  fo.kv_type = tiers.kv_type;
   fo.prof = tiers.prof.get();
   fo.route_trace = tiers.trace.get();
   // Ctrl-C: stop after the current chunk; USAGE_SAVE etc. still saved. Installed before the

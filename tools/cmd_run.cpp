@@ -69,6 +69,7 @@ int run_run(RunOptions o) {
   engine::Profiler& prof = *tiers.prof;
   arm_run_probe(prof, knobs, threads);
   fo.experts = tiers.experts.get();
+  fo.kv_type = tiers.kv_type;
   fo.prof = &prof;
   fo.route_trace = tiers.trace.get();
   engine::Forward fwd(model, fo);

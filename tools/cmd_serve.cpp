@@ -808,6 +808,7 @@ int run_serve(ServeOptions o) {
   const TierSetup tiers = make_tier_setup(model, knobs, fo.n_ctx * uint32_t(1 + o.stash),
                                           /*progress_bar=*/true);
   fo.experts = tiers.experts.get();
+  fo.kv_type = tiers.kv_type;
   fo.route_trace = tiers.trace.get();
   fo.prof = tiers.prof.get();
   engine::Forward fwd(model, fo);

@@ -141,6 +141,7 @@ int run_stats(const StatsOptions& o) {
   std::unique_ptr<UsageRecorder> recorder = apply_placement_knobs(model, knobs, topts, true);
   engine::ExpertSource experts(model, topts);
   fo.experts = &experts;
+  fo.kv_type = topts.kv_type;
   const std::unique_ptr<placement::RouteTraceWriter> trace = make_route_trace(model, knobs);
   fo.route_trace = trace.get();
   engine::Forward fwd(model, fo);

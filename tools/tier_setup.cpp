@@ -27,10 +27,9 @@ TierSetup make_tier_setup(engine::Model& model, const engine::Knobs& knobs, uint
   engine::DecodeBytes per_token;
   per_token.dense = engine::dense_bytes_per_token(model.weights());
   const engine::ModelConfig& cfg = model.config();
-  for (uint32_t il = 0; il < cfg.n_layer; ++il)
-    per_token.kv_per_position +=
-        (uint64_t{cfg.kv_k_width(il)} + cfg.kv_v_width(il)) * sizeof(float);
   engine::TierOptions opts = engine::tier_options(knobs);
+  per_token.kv_per_position = engine::KvCache::position_bytes(cfg, opts.kv_type);
+  s.kv_type = opts.kv_type;
   opts.n_ctx = n_ctx;
   opts.prof = s.prof.get();
   // The disk's measured speed decides whether a zstd sidecar pays (ZSTD=auto); without a

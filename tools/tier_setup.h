@@ -20,6 +20,7 @@ struct TierSetup {
   // ROUTE_TRACE; finished at exit. Give it to ForwardOptions::route_trace.
   std::unique_ptr<placement::RouteTraceWriter> trace;
   std::unique_ptr<engine::ExpertSource> experts;
+  engine::KvType kv_type = engine::KvType::kF32;  // KV_TYPE: give it to ForwardOptions::kv_type
 };
 
 // Prints "strata: plan: ..." (every line at PROF >= 1, the totals line otherwise) and builds the
