@@ -318,6 +318,10 @@ Verdict Profiler::verdict() const {
 void Profiler::add_prefill(uint64_t tokens, double seconds) {
   c_.prefill_tokens += tokens;
   c_.prefill_seconds += seconds;
+  mark();
+}
+
+void Profiler::mark() {
   if (store_) last_ = store_->counters();  // token_line() deltas start after the prompt
   if (store_) expert_ram_mark_ = last_.ram.served_bytes + last_.ssd.served_bytes;
   lane_mark_ = lane_now();

@@ -191,6 +191,9 @@ class Profiler {
   Verdict verdict() const;
 
   void add_prefill(uint64_t tokens, double seconds);
+  // Work the report should not count (`strata bench`'s warm-up runs and untimed context
+  // prefills): the next decode token's traffic is counted from here. add_prefill marks too.
+  void mark();
   // n_past: the positions the token attended (the KV cache's length after it), for the roofline.
   // LOOKUP: ran = false for a token whose logits a previous pass drafted (no pass ran for it);
   // drafted = the draft tokens the pass ran besides this one.

@@ -7,7 +7,9 @@
 // sample standard deviation over the repetitions. The random tokens come from a fixed seed, so
 // two runs feed the same tokens. Lists (-p 128,512 -t 1,2) run every combination, threads
 // outermost. Knobs as for `run` (RAM_GB, VRAM_GB, PIN, PROF ...; PROF=1 reports the tiers and the
-// roofline over all the tests at the end). Tested by tests/test_bench_cli.cpp.
+// roofline over all the tests at the end: the roofline counts the timed decode tokens' traffic
+// only; the time shares cover everything computed, warm-ups and -d prefills included). Tested by
+// tests/test_bench_cli.cpp.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -156,12 +158,17 @@ class Bench {
     engine::Profiler* prof = tiers_.prof.get();
     fwd.reset();
     if (t.depth > 0) (void)fwd.prefill(random_tokens(size_t(t.depth), true));
+    // PROF counts the timed part only (a warm-up's traffic is not a decode token's).
+    if (prof) prof->mark();
     if (t.n_prompt > 0) {
       const std::vector<int32_t> tokens = random_tokens(size_t(t.n_prompt), t.depth == 0);
       const auto t0 = std::chrono::steady_clock::now();
       (void)fwd.prefill(tokens);
       const double s = seconds_since(t0);
-      if (record && prof) prof->add_prefill(tokens.size(), s);
+      if (prof && record)
+        prof->add_prefill(tokens.size(), s);
+      else if (prof)
+        prof->mark();
       return s;
     }
     const std::vector<int32_t> tokens = random_tokens(size_t(t.n_gen), t.depth == 0);
@@ -171,6 +178,7 @@ class Bench {
       (void)fwd.decode(id);
       if (record && prof) prof->add_decode_token(seconds_since(t_token), fwd.n_past());
     }
+    if (prof) prof->mark();
     return seconds_since(t0);
   }
 
