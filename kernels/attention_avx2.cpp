@@ -1,10 +1,11 @@
-// attention_row with AVX2 (compiled with -mavx2, no FMA; -ffp-contract=off): the same float
-// operations as attention_row_portable (order in attention_core.h), 8 lanes at a time. Scores of
+// attention_row with AVX2 (compiled with -mavx2 -mfma, -ffp-contract=off: only the order's own
+// fused multiply-adds): the same float operations as attention_row_portable (order in attention_core.h), 8 lanes at a time. Scores of
 // 4 keys share each load of q; the weighted sum keeps 64 output floats in registers across all
 // keys. Tested by tests/test_ops.cpp.
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -41,7 +42,7 @@ inline __m256 dot_tail(__m256 acc, const float* a, const T* b, uint32_t i, uint3
   if (i == n) return acc;
   alignas(32) float t[8];
   _mm256_store_ps(t, acc);
-  for (; i < n; ++i) t[i % 8] = t[i % 8] + a[i] * widen(b[i]);
+  for (; i < n; ++i) t[i % 8] = std::fma(a[i], widen(b[i]), t[i % 8]);
   return _mm256_load_ps(t);
 }
 
@@ -157,10 +158,10 @@ void row_avx2(const AttentionRow& a, float* sc, float* out) {
     __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
     for (uint32_t i = 0; i < dk8; i += 8) {
       const __m256 q = _mm256_loadu_ps(a.q + i);
-      s0 = _mm256_add_ps(s0, _mm256_mul_ps(q, load8(k0 + i)));
-      s1 = _mm256_add_ps(s1, _mm256_mul_ps(q, load8(k1 + i)));
-      s2 = _mm256_add_ps(s2, _mm256_mul_ps(q, load8(k2 + i)));
-      s3 = _mm256_add_ps(s3, _mm256_mul_ps(q, load8(k3 + i)));
+      s0 = _mm256_fmadd_ps(q, load8(k0 + i), s0);
+      s1 = _mm256_fmadd_ps(q, load8(k1 + i), s1);
+      s2 = _mm256_fmadd_ps(q, load8(k2 + i), s2);
+      s3 = _mm256_fmadd_ps(q, load8(k3 + i), s3);
     }
     sc[j] = fold8(dot_tail(s0, a.q, k0, dk8, dk)) * a.scale;
     sc[j + 1] = fold8(dot_tail(s1, a.q, k1, dk8, dk)) * a.scale;
@@ -171,7 +172,7 @@ void row_avx2(const AttentionRow& a, float* sc, float* out) {
     const T* kj = K + j * a.k_stride;
     __m256 s = _mm256_setzero_ps();
     for (uint32_t i = 0; i < dk8; i += 8)
-      s = _mm256_add_ps(s, _mm256_mul_ps(_mm256_loadu_ps(a.q + i), load8(kj + i)));
+      s = _mm256_fmadd_ps(_mm256_loadu_ps(a.q + i), load8(kj + i), s);
     sc[j] = fold8(dot_tail(s, a.q, kj, dk8, dk)) * a.scale;
   }
   softmax_scores_avx2(sc, n, a.has_sink, a.sink);
@@ -184,7 +185,7 @@ void row_avx2(const AttentionRow& a, float* sc, float* out) {
     for (j = 0; j < n; ++j, vj += a.v_stride) {
       prefetch_values_ahead(a, vj, j);
       const __m256 p = _mm256_broadcast_ss(sc + j);
-      for (int r = 0; r < 8; ++r) o[r] = _mm256_add_ps(o[r], _mm256_mul_ps(p, load8(vj + 8 * r)));
+      for (int r = 0; r < 8; ++r) o[r] = _mm256_fmadd_ps(p, load8(vj + 8 * r), o[r]);
     }
     for (int r = 0; r < 8; ++r) _mm256_storeu_ps(out + d + 8 * r, o[r]);
   }
@@ -192,12 +193,12 @@ void row_avx2(const AttentionRow& a, float* sc, float* out) {
     __m256 o = _mm256_setzero_ps();
     const T* vj = V + d;
     for (j = 0; j < n; ++j, vj += a.v_stride)
-      o = _mm256_add_ps(o, _mm256_mul_ps(_mm256_broadcast_ss(sc + j), load8(vj)));
+      o = _mm256_fmadd_ps(_mm256_broadcast_ss(sc + j), load8(vj), o);
     _mm256_storeu_ps(out + d, o);
   }
   for (; d < dv; ++d) {
     float o = 0.0f;
-    for (j = 0; j < n; ++j) o = o + sc[j] * widen(V[j * a.v_stride + d]);
+    for (j = 0; j < n; ++j) o = std::fma(sc[j], widen(V[j * a.v_stride + d]), o);
     out[d] = o;
   }
 }

@@ -1,4 +1,4 @@
-// attention_row_pair with AVX-512 (compiled with -mavx512f -mavx512dq, no FMA; -ffp-contract=off):
+// attention_row_pair with AVX-512 (compiled with -mavx512f -mavx512dq -mfma; -ffp-contract=off):
 // two heads of one GQA group, which read the same K and V rows, in one pass. Each 512-bit register
 // holds head a's 8 lanes in its low half and head b's in its high half, and every K or V load is
 // broadcast to both halves, so each lane does exactly what attention_row_avx2 does for its head
@@ -91,10 +91,10 @@ void group_scores(const AttentionRow* rows, float* sc) {
       const __m512 x2 = both(k2 + 8 * c), x3 = both(k3 + 8 * c);
       for (int p = 0; p < P; ++p) {
         const __m512 q = qq[p * nc + c];
-        s[p][0] = _mm512_add_ps(s[p][0], _mm512_mul_ps(q, x0));
-        s[p][1] = _mm512_add_ps(s[p][1], _mm512_mul_ps(q, x1));
-        s[p][2] = _mm512_add_ps(s[p][2], _mm512_mul_ps(q, x2));
-        s[p][3] = _mm512_add_ps(s[p][3], _mm512_mul_ps(q, x3));
+        s[p][0] = _mm512_fmadd_ps(q, x0, s[p][0]);
+        s[p][1] = _mm512_fmadd_ps(q, x1, s[p][1]);
+        s[p][2] = _mm512_fmadd_ps(q, x2, s[p][2]);
+        s[p][3] = _mm512_fmadd_ps(q, x3, s[p][3]);
       }
     }
     for (int p = 0; p < P; ++p) {
@@ -107,8 +107,7 @@ void group_scores(const AttentionRow* rows, float* sc) {
     const T* kj = K + j * a.k_stride;
     for (int p = 0; p < P; ++p) {
       __m512 s = _mm512_setzero_ps();
-      for (uint32_t c = 0; c < nc; ++c)
-        s = _mm512_add_ps(s, _mm512_mul_ps(qq[p * nc + c], both(kj + 8 * c)));
+      for (uint32_t c = 0; c < nc; ++c) s = _mm512_fmadd_ps(qq[p * nc + c], both(kj + 8 * c), s);
       fold_pair(s, rows[2 * p].scale, rows[2 * p + 1].scale, sc + size_t(2 * p) * n + j,
                 sc + size_t(2 * p + 1) * n + j);
     }
@@ -132,7 +131,7 @@ void group_values(const AttentionRow& a, const float* sc, float* const* outs, ui
     for (int w = 0; w < W; ++w) v[w] = load16(vj + 16 * w);
     for (int h = 0; h < H; ++h) {
       const __m512 p = _mm512_set1_ps(sc[size_t(h) * n + j]);
-      for (int w = 0; w < W; ++w) o[h][w] = _mm512_add_ps(o[h][w], _mm512_mul_ps(p, v[w]));
+      for (int w = 0; w < W; ++w) o[h][w] = _mm512_fmadd_ps(p, v[w], o[h][w]);
     }
   }
   for (int h = 0; h < H; ++h)
@@ -187,7 +186,7 @@ void pair_pass(const AttentionRow& a, const AttentionRow& b, float* sc, float* o
     for (uint32_t j = 0; j < n; ++j, vj += a.v_stride) {
       prefetch_values_ahead(a, vj, j);
       const __m512 p = halves(_mm256_set1_ps(sa[j]), _mm256_set1_ps(sb[j]));
-      for (int r = 0; r < 8; ++r) o[r] = _mm512_add_ps(o[r], _mm512_mul_ps(p, both(vj + 8 * r)));
+      for (int r = 0; r < 8; ++r) o[r] = _mm512_fmadd_ps(p, both(vj + 8 * r), o[r]);
     }
     for (int r = 0; r < 8; ++r) {
       _mm256_storeu_ps(out_a + d + 8 * r, _mm512_castps512_ps256(o[r]));
@@ -198,8 +197,7 @@ void pair_pass(const AttentionRow& a, const AttentionRow& b, float* sc, float* o
     __m512 o = _mm512_setzero_ps();
     const T* vj = V + d;
     for (uint32_t j = 0; j < n; ++j, vj += a.v_stride)
-      o = _mm512_add_ps(
-          o, _mm512_mul_ps(halves(_mm256_set1_ps(sa[j]), _mm256_set1_ps(sb[j])), both(vj)));
+      o = _mm512_fmadd_ps(halves(_mm256_set1_ps(sa[j]), _mm256_set1_ps(sb[j])), both(vj), o);
     _mm256_storeu_ps(out_a + d, _mm512_castps512_ps256(o));
     _mm256_storeu_ps(out_b + d, _mm512_extractf32x8_ps(o, 1));
   }

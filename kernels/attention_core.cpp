@@ -24,7 +24,7 @@ inline float widen(uint16_t h) {
 template <typename T>
 float dot8(const float* a, const T* b, uint32_t n) {
   float acc[8] = {};
-  for (uint32_t i = 0; i < n; ++i) acc[i % 8] = acc[i % 8] + a[i] * widen(b[i]);
+  for (uint32_t i = 0; i < n; ++i) acc[i % 8] = std::fma(a[i], widen(b[i]), acc[i % 8]);
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
@@ -56,7 +56,7 @@ void row_portable(const AttentionRow& a, float* sc, float* out) {
   for (uint32_t j = 0; j < n; ++j) {
     const float p = sc[j];
     const T* vj = V + j * a.v_stride;
-    for (uint32_t d = 0; d < a.head_dim_v; ++d) out[d] = out[d] + p * widen(vj[d]);
+    for (uint32_t d = 0; d < a.head_dim_v; ++d) out[d] = std::fma(p, widen(vj[d]), out[d]);
   }
 }
 
@@ -72,7 +72,7 @@ void attention_row_portable(const AttentionRow& a, float* sc, float* out) {
 bool attention_avx2_supported() {
   static const bool ok = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") != 0;
+    return __builtin_cpu_supports("avx2") != 0 && __builtin_cpu_supports("fma") != 0;
   }();
   return ok && isa_cap() >= Isa::kAvx2;
 }

@@ -4,15 +4,18 @@
 // the same way. A portable version and an AVX2 one (attention_avx2.cpp) give the same bits; the
 // AVX2 one is used when the CPU has AVX2.
 //
-// THE ORDER (every variant; separately rounded IEEE float ops, no FMA):
-//   s_j = dot8(q, k_j)  8 lane sums a[l] += q[i] * k_j[i] over i with i % 8 == l, in i order,
-//                       then ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))
+// THE ORDER (every variant; IEEE float ops, fma = one fused multiply-add, rounded once):
+//   s_j = dot8(q, k_j)  8 lane sums a[l] = fma(q[i], k_j[i], a[l]) over i with i % 8 == l, in
+//                       i order, then ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))
 //   s_j = s_j * scale;  m = max(s_0 .. s_{n-1} [, sink])
 //   e_j = portable_expf(s_j - m)            (kernels/portable_math.h)
 //   sum = 8 double lane sums b[l] += (double)e_j over j with j % 8 == l, in j order, folded as
 //         above; with a sink, sum = sum + (double)portable_expf(sink - m)
 //   p_j = e_j * (float)(1.0 / sum)
-//   out[d] = +0, then out[d] = out[d] + p_j * v_j[d] for j = 0 .. n-1 in order
+//   out[d] = +0, then out[d] = fma(p_j, v_j[d], out[d]) for j = 0 .. n-1 in order
+// (The multiply-adds are fused: one instruction instead of two at a long context, where the pass
+// over the keys is compute-bound; the AVX2 and AVX-512 variants need FMA, which every AVX2 CPU
+// has.)
 // KV_TYPE=f16 rows (k16 / v16 set instead of k / v): each element is widened to float exactly
 // (fp16_to_f32) where the order above reads it, so an F16 row gives the bits of the F32 kernels on
 // the widened rows, in every variant.
