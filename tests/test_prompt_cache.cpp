@@ -211,6 +211,9 @@ TEST_P(PromptCacheFiles, UnusableFilesSayWhy) {
   EXPECT_NE(load(write("magic.kv", b)).ignored.find("not a strata prompt cache"),
             std::string::npos);
   b = bytes;
+  b[8] = 1;  // a version 1 file: rows from before the attention order fused its multiply-adds
+  EXPECT_EQ(load(write("v1.kv", b)).ignored, "version 1 (this build reads 2)");
+  b = bytes;
   b[16] ^= 1;  // the model fingerprint's file size
   EXPECT_NE(load(write("other.kv", b)).ignored.find("another model"), std::string::npos);
 
