@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <limits>
 #include <span>
 #include <utility>
@@ -180,7 +179,7 @@ void ChatSession::sync_kv(const std::vector<int32_t>& tokens, bool score) {
 void ChatSession::prefill_scored(const std::vector<int32_t>& tokens, size_t keep) {
   // Rows of logits at a time: at most 128 MiB of them (a 152k vocabulary: 220 rows), at most
   // a prefill chunk.
-  const size_t n_vocab = tok_.vocab().n_tokens();
+  const size_t n_vocab = fwd_.model().config().n_vocab;  // a logits row's width
   const size_t rows =
       std::clamp<size_t>((size_t(128) << 20) / (sizeof(float) * n_vocab), 1, fwd_.n_ubatch());
   const size_t n = tokens.size();

@@ -376,14 +376,13 @@ EchoedPrompt echo_prompt(const engine::Tokenizer& tok, std::span<const int32_t> 
 // /v1/completions' logprobs object (OpenAI's legacy form): tokens, their logprobs (null for a
 // prompt's first), the top alternatives as {text: logprob} (the token itself among them, as
 // OpenAI's "up to logprobs + 1"), and byte offsets into the choice's text.
-json text_logprobs(const engine::Tokenizer& tok, std::span<const ScoredToken> toks, size_t base,
-                   size_t top_n) {
+json text_logprobs(const engine::Tokenizer& tok, std::span<const ScoredToken> toks, size_t top_n) {
   json tokens = json::array(), logprobs = json::array(), tops = json::array(),
        offsets = json::array();
   for (const ScoredToken& t : toks) {
     const std::string text = tok.token_to_piece(t.score.id, true);
     tokens.push_back(text);
-    offsets.push_back(base + t.offset);
+    offsets.push_back(t.offset);
     if (std::isnan(t.score.logprob)) {
       logprobs.push_back(nullptr);
       tops.push_back(nullptr);
@@ -566,7 +565,7 @@ class Server {
         [this, api, want = r.logprobs >= 0,
          top_n = size_t(std::max(r.logprobs, 0))](std::span<const ScoredToken> toks) -> json {
       if (!want) return nullptr;
-      return api == Api::kText ? text_logprobs(tok_, toks, 0, top_n)
+      return api == Api::kText ? text_logprobs(tok_, toks, top_n)
                                : chat_logprobs(tok_, toks, top_n);
     };
     // One choice: the reply's text (whole, or one streamed piece), its tokens' logprobs and its
