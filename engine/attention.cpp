@@ -68,9 +68,9 @@ void attention(kernels::ThreadPool& pool, const AttentionShape& s, const KvCache
           row.q = q + t * q_stride + size_t{h} * s.head_dim_k;
           row.k_stride = kv.head_dim_k(il);
           row.v_stride = s.v_in_k ? row.k_stride : kv.head_dim_v(il);
-          if (kv.f16(il)) {  // KV_TYPE=f16 (never an MLA layer, whose V is inside K)
+          if (kv.f16(il)) {  // KV_TYPE=f16
             row.k16 = kv.k16(il, g, j0);
-            row.v16 = kv.v16(il, g, j0);
+            row.v16 = s.v_in_k ? row.k16 : kv.v16(il, g, j0);
           } else {
             row.k = kv.k(il, g, j0);
             row.v = s.v_in_k ? row.k : kv.v(il, g, j0);

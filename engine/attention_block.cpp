@@ -44,6 +44,9 @@ AttentionBlock::AttentionBlock(const ModelConfig& cfg, uint32_t n_ubatch, int n_
     } else {
       attn_.resize(nu * n_head * cfg.head_dim_v_mla);
       v_.resize(nu * n_head * (nope + cfg.head_dim_v_mla));  // W_kv_b · c: [k_nope | v] per head
+      // One token's cache rows, K [k_nope | k_pe] and V per head, as KvCache::store takes them.
+      q_abs_.resize(size_t{n_head} * cfg.head_dim_k_mla);
+      v_heads_.resize(size_t{n_head} * cfg.head_dim_v_mla);
     }
     // head_matmul() packs every head's rows of one input: n_head × n_lora_kv floats per token.
     widest_in = std::max({widest_in, cfg.n_lora_q, n_head * cfg.n_lora_kv,

@@ -65,7 +65,9 @@ class AttentionBlock {
   // MLA only.
   std::vector<float> q_a_;      // [n_ubatch, n_lora_q] the normed query LoRA input
   std::vector<float> q_abs_;    // [n_ubatch, n_head * (n_lora_kv + n_rot)] [W_kb q_nope ; q_pe]
+                                // (decompressed MLA: one token's K rows)
   std::vector<float> v_heads_;  // [n_ubatch, n_head * head_dim_v_mla] W_vb · latent outputs
+                                // (decompressed MLA: one token's V rows)
   static constexpr uint32_t kHeadRowBlock = 16;  // weight rows per head_matmul work item
   struct HeadItem {
     uint32_t head, row_begin, row_end;

@@ -106,8 +106,8 @@ constexpr KnobSpec kKnobs[] = {
      "half the KV memory (more RAM left for experts at long contexts) and half the KV bytes each "
      "decode token reads, at a rounding of K and V (on the fixtures, logits within 2e-3 of f32's). "
      "Decode, "
-     "prefill, threads and ISAs still agree bit for bit. MLA layers (DeepSeek, Kimi-K2: a "
-     "compressed latent cache) stay f32. PROMPT_CACHE files are per type."},
+     "prefill, threads and ISAs still agree bit for bit. MLA layers (DeepSeek, Kimi-K2) store "
+     "their compressed latents as halves too. PROMPT_CACHE files are per type."},
     {"REPACK", KnobType::kBool, "1", "", "0|1",
      "Repack quantized weights held in RAM (RAM-homed experts at load and on REPIN, attention "
      "and other dense matrices, an untied output head) into 16-row interleaved groups (Q4_0 on "

@@ -10,9 +10,9 @@
 namespace strata::engine {
 namespace {
 
-// Bytes per element of layer il: MLA layers (V inside K) stay F32.
-uint32_t element_bytes_of(const ModelConfig& cfg, uint32_t il, KvType type) {
-  return type == KvType::kF16 && cfg.kv_v_width(il) > 0 ? 2 : 4;
+// Bytes per element of layer il: every layer, MLA's latent rows included, takes the type.
+uint32_t element_bytes_of(KvType type) {
+  return type == KvType::kF16 ? 2 : 4;
 }
 
 }  // namespace
@@ -30,7 +30,7 @@ std::string_view kv_type_name(KvType t) {
 uint64_t KvCache::position_bytes(const ModelConfig& cfg, KvType type) {
   uint64_t n = 0;
   for (uint32_t il = 0; il < cfg.n_layer; ++il)
-    n += (uint64_t{cfg.kv_k_width(il)} + cfg.kv_v_width(il)) * element_bytes_of(cfg, il, type);
+    n += (uint64_t{cfg.kv_k_width(il)} + cfg.kv_v_width(il)) * element_bytes_of(type);
   return n;
 }
 
@@ -48,7 +48,7 @@ KvCache::KvCache(const ModelConfig& cfg, uint32_t n_ctx, KvType type) : n_ctx_(n
     n_head_.push_back(nh);
     k_dim_.push_back(kw / nh);
     v_dim_.push_back(vw / nh);
-    elem_.push_back(element_bytes_of(cfg, il, type));
+    elem_.push_back(element_bytes_of(type));
     total += bytes(kw, elem_.back()) + bytes(vw, elem_.back());
     n_bytes_ += (size_t{n_ctx} * kw + size_t{n_ctx} * vw) * elem_.back();
   }

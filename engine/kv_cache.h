@@ -5,11 +5,11 @@
 // attention core, which reads one group's rows for all of its query heads, streams them instead of
 // taking a head_dim slice every n_kv_head * head_dim floats (at 2K positions that strided read was
 // most of a decode token). MLA layers keep one head, K = [c ; k_pe] (V is read from it:
-// cfg.kv_v_width() is 0), always F32. All layers live in one 2 MiB-aligned huge-page arena
-// (tiers::RamArena, no NUMA policy): on 4 KiB pages a long context's attention took a TLB miss
-// every few positions. Pages are faulted in as positions fill (anonymous memory reads as zeros
-// until then). Exercised by tests/test_model_forward.cpp, tests/test_arch_forward.cpp and
-// tests/test_arch_ops.cpp.
+// cfg.kv_v_width() is 0), of the cache's type like every layer. All layers live in one 2
+// MiB-aligned huge-page arena (tiers::RamArena, no NUMA policy): on 4 KiB pages a long context's
+// attention took a TLB miss every few positions. Pages are faulted in as positions fill (anonymous
+// memory reads as zeros until then). Exercised by tests/test_model_forward.cpp,
+// tests/test_arch_forward.cpp and tests/test_arch_ops.cpp.
 #pragma once
 
 #include <cstdint>
@@ -37,7 +37,7 @@ class KvCache {
 
   uint32_t n_ctx() const { return n_ctx_; }
   KvType type() const { return type_; }
-  // Whether layer il stores halves (KV_TYPE=f16 and not an MLA layer).
+  // Whether layer il stores halves (KV_TYPE=f16: every layer).
   bool f16(uint32_t il) const { return elem_[il] == 2; }
   // KV head g's row at position pos in layer il: head_dim_k(il) elements of K, head_dim_v(il) of
   // V; the row of position pos + 1 follows it. k / v for F32 layers, k16 / v16 for F16 ones.

@@ -143,11 +143,12 @@ void AttentionBlock::mla_decompressed(kernels::ThreadPool& pool, const LayerWeig
     const float* k_pe = k_.data() + size_t{t} * n_row + n_lat;
     for (uint32_t h = 0; h < n_head; ++h) {
       const float* src = kvb + size_t{h} * (nope + hd_v);
-      float* kh = kv.k(il, h, pos0 + t);
+      float* kh = q_abs_.data() + size_t{h} * hd;
       std::memcpy(kh, src, sizeof(float) * nope);
       std::memcpy(kh + nope, k_pe, sizeof(float) * n_rot);
-      std::memcpy(kv.v(il, h, pos0 + t), src + nope, sizeof(float) * hd_v);
+      std::memcpy(v_heads_.data() + size_t{h} * hd_v, src + nope, sizeof(float) * hd_v);
     }
+    kv.store(il, pos0 + t, q_abs_.data(), v_heads_.data());
   }
   const AttentionShape shape{n_head, n_head, hd, hd_v, cfg_.kq_scale};
   attention(pool, shape, kv, il, pos0, n, q_.data(), attn_.data(), scratch_);

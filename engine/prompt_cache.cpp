@@ -20,7 +20,8 @@ namespace {
 constexpr char kMagic[8] = {'S', 'T', 'R', 'A', 'T', 'A', 'K', 'V'};
 // 2: the attention order fuses its multiply-adds (kernels/attention_core.h), so rows a version 1
 // file holds are not what this build computes for the same tokens; such a file is not used.
-constexpr uint32_t kVersion = 2;
+// 3: with KV_TYPE=f16, MLA layers store halves too (a version 2 F16 file holds their floats).
+constexpr uint32_t kVersion = 3;
 constexpr size_t kFixedBytes = 48;  // magic .. n_tokens
 
 // A checksum of one segment: 8-byte words multiplied in, the tail packed into a last word.

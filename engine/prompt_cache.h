@@ -20,7 +20,7 @@
 namespace strata::engine {
 
 constexpr uint32_t kPromptCacheGpuPrefill = 1;  // written by a run with CUDA_DENSE=2's prefill
-constexpr uint32_t kPromptCacheF16 = 2;         // KV_TYPE=f16 rows (halves; MLA layers F32)
+constexpr uint32_t kPromptCacheF16 = 2;         // KV_TYPE=f16 rows (IEEE halves)
 // The flags a run with these knobs writes and accepts.
 uint32_t prompt_cache_flags(const Knobs& knobs);
 

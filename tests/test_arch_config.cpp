@@ -99,10 +99,12 @@ fs::path rewrite(const fs::path& src, const Rewrite& r, const fs::path& dst) {
   return dst;
 }
 
-std::vector<float> stream_logits(const Model& m, const std::vector<int32_t>& ids) {
+std::vector<float> stream_logits(const Model& m, const std::vector<int32_t>& ids,
+                                 KvType kv_type = KvType::kF32) {
   ForwardOptions o;
   o.n_ctx = 128;
   o.n_threads = 2;
+  o.kv_type = kv_type;
   Forward f(m, o);
   std::vector<float> logits(ids.size() * m.config().n_vocab);
   f.prefill(ids, logits.data());
@@ -301,6 +303,21 @@ TEST(ArchConfig, LegacyDeepseekRunsDecompressed) {
     ASSERT_TRUE(std::equal(row.begin(), row.end(), got.begin() + i * legacy.config().n_vocab))
         << "decode differs from prefill at " << i;
   }
+  // KV_TYPE=f16: the per-head rows as halves; decode still equals prefill, the logits move by
+  // rounding only.
+  const std::vector<float> halves = stream_logits(legacy, ids, KvType::kF16);
+  o.kv_type = KvType::kF16;
+  Forward f16(legacy, o);
+  double vs_f32 = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const auto row = f16.decode(ids[i]);
+    ASSERT_TRUE(std::equal(row.begin(), row.end(), halves.begin() + i * legacy.config().n_vocab))
+        << "f16 decode differs from prefill at " << i;
+  }
+  for (size_t i = 0; i < got.size(); ++i)
+    vs_f32 = std::max(vs_f32, std::fabs(double(halves[i]) - got[i]));
+  EXPECT_GT(vs_f32, 0.0);
+  EXPECT_LE(vs_f32, 1e-2);
 
   // A legacy file without its attn_kv_b is refused naming the tensor.
   Rewrite t = r;

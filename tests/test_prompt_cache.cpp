@@ -212,7 +212,9 @@ TEST_P(PromptCacheFiles, UnusableFilesSayWhy) {
             std::string::npos);
   b = bytes;
   b[8] = 1;  // a version 1 file: rows from before the attention order fused its multiply-adds
-  EXPECT_EQ(load(write("v1.kv", b)).ignored, "version 1 (this build reads 2)");
+  EXPECT_EQ(load(write("v1.kv", b)).ignored, "version 1 (this build reads 3)");
+  b[8] = 2;  // version 2: its KV_TYPE=f16 files kept MLA layers as floats
+  EXPECT_EQ(load(write("v2.kv", b)).ignored, "version 2 (this build reads 3)");
   b = bytes;
   b[16] ^= 1;  // the model fingerprint's file size
   EXPECT_NE(load(write("other.kv", b)).ignored.find("another model"), std::string::npos);
