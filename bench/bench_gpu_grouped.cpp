@@ -77,14 +77,13 @@ std::vector<uint8_t> random_matrix(GgmlType t, int64_t rows, int64_t cols, std::
   std::vector<uint8_t> w(ggml_row_bytes(t, cols) * rows);
   for (auto& b : w) b = static_cast<uint8_t>(rng());
   const uint16_t d = kernels::f32_to_fp16(1.0f / 512);
-  for (size_t off = 0; off < w.size(); off += info.type_size) {
-    if (t == GgmlType::Q4_K) {
-      std::memcpy(&w[off], &d, 2);
-      std::memcpy(&w[off + 2], &d, 2);
-    } else {
-      std::memcpy(&w[off], &d, 2);  // Q4_0, Q8_0: d first
-    }
-  }
+  // The block's fp16 scale fields: d (and dmin) first, except Q2_K's and Q3_K's at the end.
+  std::vector<size_t> fields = {0};
+  if (t == GgmlType::Q4_K || t == GgmlType::Q5_K) fields = {0, 2};
+  if (t == GgmlType::Q2_K) fields = {80, 82};
+  if (t == GgmlType::Q3_K) fields = {108};
+  for (size_t off = 0; off < w.size(); off += info.type_size)
+    for (size_t f : fields) std::memcpy(&w[off + f], &d, 2);
   return w;
 }
 
@@ -197,6 +196,9 @@ int run(int argc, char** argv) {
   const int reps = quick ? 3 : 7;
   for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_K})
     for (int experts : {8, 64}) bench_type(type, experts, launches, reps, s, &rows);
+  // The other K-quant and IQ4 experts (Q5_K_M, Q3_K_M and IQ4_XS files), at the decode width.
+  for (GgmlType type : {GgmlType::Q5_K, GgmlType::Q3_K, GgmlType::IQ4_XS})
+    bench_type(type, 64, launches, reps, s, &rows);
 
   std::printf(
       "| type | experts | stages | overlap | MB/launch | us/launch | GB/s | %% of copy |\n");

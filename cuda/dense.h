@@ -3,7 +3,8 @@
 // with x quantized on the device exactly as kernels::quantize_activation_row does and the
 // grouped expert kernel's canonical-order row dots (a one-matrix, one-row stage of
 // cuda/grouped.cu), so every y is bit-identical to kernels::gemv on the CPU. Types: the grouped
-// kernel's (Q4_0, Q5_0, Q8_0, Q4_K, Q6_K, MXFP4); the caller keeps other matrices on the CPU.
+// kernel's (the quantized types, cuda::grouped_supported); the caller keeps F32 / F16 / BF16
+// matrices on the CPU.
 // emulate: private host copies and the kernels' element functions on the calling thread (the
 // VRAM_EMULATE knob), the same numbers without a device. Plain C++ header, no CUDA types.
 // Tested by tests/test_cuda_grouped.cpp (emulated vs kernels::gemv; the device when there is one)

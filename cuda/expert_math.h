@@ -387,17 +387,19 @@ STRATA_HD inline uint32_t load_u32_a1(const uint8_t* p) {
   return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
          (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
 }
-// Four codes (one per byte, low nibbles of n) → their four kv bytes.
-STRATA_HD inline uint32_t mxfp4_kv4(uint32_t n) {
-  constexpr uint64_t kPos = 0x0C08060403020100ull;  // kv[0..7] as bytes
-  constexpr uint64_t kNeg = 0xF4F8FAFCFDFEFF00ull;  // kv[8..15]
+// Four 4-bit codes (one per byte, low nibbles of n) → their four table bytes: codes 0..7 from
+// lo's bytes, 8..15 from hi's.
+STRATA_HD inline uint32_t table_kv4(uint32_t n, uint64_t lo, uint64_t hi) {
   uint32_t out = 0;
   for (int i = 0; i < 4; ++i) {
     const uint32_t c = (n >> (8 * i)) & 0xFu;
-    const uint64_t tab = c < 8 ? kPos : kNeg;
+    const uint64_t tab = c < 8 ? lo : hi;
     out |= static_cast<uint32_t>((tab >> (8 * (c & 7u))) & 0xFFu) << (8 * i);
   }
   return out;
+}
+STRATA_HD inline uint32_t mxfp4_kv4(uint32_t n) {
+  return table_kv4(n, 0x0C08060403020100ull, 0xF4F8FAFCFDFEFF00ull);  // kv[0..7], kv[8..15]
 }
 // 2^(e - 128) from the bits (kernels' e8m0_to_f32_half).
 STRATA_HD inline float e8m0_half(uint32_t e) {
@@ -424,6 +426,264 @@ struct Dot<GgmlType::MXFP4> {
   }
   STRATA_HD static float finish(const uint8_t* w, const ActView& x, int64_t b, Partial t) {
     return mul_rn(static_cast<float>(t.a), mul_rn(e8m0_half(w[0]), x.d[b]));
+  }
+};
+
+// Q4_1 / Q5_1 x Q8_0, one thread per block (element = d_w · code + m_w, codes unsigned):
+//   r = (float)isum · (d_w · d_x) + m_w · (d_x · (float)xsum),  xsum = sum of the block's x codes
+// Q4_1: 20 bytes (d, m, qs[16]); Q5_1: 24 bytes (d, m, qh[4], qs[16]).
+STRATA_HD inline float q_1_finish(const uint8_t* w, const ActView& x, int64_t b, int32_t isum) {
+  const float dx = x.d[b];
+  const int32_t xsum = x.sum16[2 * b] + x.sum16[2 * b + 1];
+  return add_rn(mul_rn(static_cast<float>(isum), mul_rn(half_to_f32(load_u16_a2(w)), dx)),
+                mul_rn(half_to_f32(load_u16_a2(w + 2)), mul_rn(dx, static_cast<float>(xsum))));
+}
+template <>
+struct Dot<GgmlType::Q4_1> {
+  static constexpr int kElems = 32;
+  static constexpr int kBytes = 20;
+  static constexpr int kThreads = 1;
+  static constexpr int kActBlock = 32;
+  static constexpr bool kHasM = false;
+  STRATA_HD static Partial part(const uint8_t* w, const ActView& x, int64_t b, int) {
+    uint32_t xv[8];
+    load_4x32_a16(x.qs + 32 * b, xv);
+    load_4x32_a16(x.qs + 32 * b + 16, xv + 4);
+    int32_t a = 0;
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t q = load_u32_a4(w + 4 + 4 * i);  // elements 4i..4i+3 low, +16 high
+      a = dp4a(q & 0x0F0F0F0Fu, xv[i], a);
+      a = dp4a((q >> 4) & 0x0F0F0F0Fu, xv[4 + i], a);
+    }
+    return Partial{a, 0};
+  }
+  STRATA_HD static float finish(const uint8_t* w, const ActView& x, int64_t b, Partial t) {
+    return q_1_finish(w, x, b, t.a);
+  }
+};
+template <>
+struct Dot<GgmlType::Q5_1> {
+  static constexpr int kElems = 32;
+  static constexpr int kBytes = 24;
+  static constexpr int kThreads = 1;
+  static constexpr int kActBlock = 32;
+  static constexpr bool kHasM = false;
+  STRATA_HD static Partial part(const uint8_t* w, const ActView& x, int64_t b, int) {
+    uint32_t xv[8];
+    load_4x32_a16(x.qs + 32 * b, xv);
+    load_4x32_a16(x.qs + 32 * b + 16, xv + 4);
+    const uint32_t qh = load_u32_a4(w + 4);
+    int32_t a = 0;
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t q = load_u32_a4(w + 8 + 4 * i);
+      a = dp4a((q & 0x0F0F0F0Fu) | spread_bits4((qh >> (4 * i)) & 0xFu), xv[i], a);
+      a = dp4a(((q >> 4) & 0x0F0F0F0Fu) | spread_bits4((qh >> (16 + 4 * i)) & 0xFu), xv[4 + i], a);
+    }
+    return Partial{a, 0};
+  }
+  STRATA_HD static float finish(const uint8_t* w, const ActView& x, int64_t b, Partial t) {
+    return q_1_finish(w, x, b, t.a);
+  }
+};
+
+// IQ4_NL / IQ4_XS code points (kernels' kIq4nlValues) as bytes: codes 0..7, 8..15.
+constexpr uint64_t kIq4Lo = 0xF6EADDCFBFAD9881ull;  // -127 -104 -83 -65 -49 -35 -22 -10
+constexpr uint64_t kIq4Hi = 0x7159453526190D01ull;  // 1 13 25 38 53 69 89 113
+STRATA_HD inline uint32_t iq4_kv4(uint32_t n) {
+  return table_kv4(n, kIq4Lo, kIq4Hi);
+}
+
+// IQ4_NL x Q8_0, one thread per block (18 bytes: d, qs[16] packed as Q4_0's): isum = sum(kv·x),
+// r = (float)isum · (d_w · d_x).
+template <>
+struct Dot<GgmlType::IQ4_NL> {
+  static constexpr int kElems = 32;
+  static constexpr int kBytes = 18;
+  static constexpr int kThreads = 1;
+  static constexpr int kActBlock = 32;
+  static constexpr bool kHasM = false;
+  STRATA_HD static Partial part(const uint8_t* w, const ActView& x, int64_t b, int) {
+    uint32_t xv[8];
+    load_4x32_a16(x.qs + 32 * b, xv);
+    load_4x32_a16(x.qs + 32 * b + 16, xv + 4);
+    int32_t a = 0;
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t q = load_u32_a2(w + 2 + 4 * i);
+      a = dp4a(iq4_kv4(q & 0x0F0F0F0Fu), xv[i], a);
+      a = dp4a(iq4_kv4((q >> 4) & 0x0F0F0F0Fu), xv[4 + i], a);
+    }
+    return Partial{a, 0};
+  }
+  STRATA_HD static float finish(const uint8_t* w, const ActView& x, int64_t b, Partial t) {
+    return mul_rn(static_cast<float>(t.a), mul_rn(half_to_f32(load_u16_a2(w)), x.d[b]));
+  }
+};
+
+// IQ4_XS x Q8_K, four threads per 256-element super-block (136 bytes: d, scales_h, scales_l[4],
+// qs[128]); thread k takes sub-blocks 2k and 2k+1 (qs[32k .. 32k+31]), each 16 bytes packed as
+// IQ4_NL's, with signed 6-bit scales sc_s (the field - 32):
+//   a = sum_s sc_s · sum(kv·x),  r = (d_w · d_x) · (float)a
+template <>
+struct Dot<GgmlType::IQ4_XS> {
+  static constexpr int kElems = 256;
+  static constexpr int kBytes = 136;
+  static constexpr int kThreads = 4;
+  static constexpr int kActBlock = 256;
+  static constexpr bool kHasM = false;
+  STRATA_HD static int32_t scale(const uint8_t* w, int s) {
+    const uint32_t low = (w[4 + s / 2] >> (4 * (s % 2))) & 0xFu;
+    const uint32_t high = (load_u16_a2(w + 2) >> (2 * s)) & 3u;
+    return static_cast<int32_t>(low | (high << 4)) - 32;
+  }
+  STRATA_HD static Partial part(const uint8_t* w, const ActView& x, int64_t b, int k) {
+    int32_t a = 0;
+    for (int h = 0; h < 2; ++h) {
+      const int s = 2 * k + h;
+      uint32_t xv[8];
+      load_4x32_a16(x.qs + 256 * b + 32 * s, xv);
+      load_4x32_a16(x.qs + 256 * b + 32 * s + 16, xv + 4);
+      int32_t isum = 0;
+      for (int i = 0; i < 4; ++i) {
+        const uint32_t q = load_u32_a4(w + 8 + 16 * s + 4 * i);
+        isum = dp4a(iq4_kv4(q & 0x0F0F0F0Fu), xv[i], isum);
+        isum = dp4a(iq4_kv4((q >> 4) & 0x0F0F0F0Fu), xv[4 + i], isum);
+      }
+      a += scale(w, s) * isum;
+    }
+    return Partial{a, 0};
+  }
+  STRATA_HD static float finish(const uint8_t* w, const ActView& x, int64_t b, Partial t) {
+    return mul_rn(mul_rn(half_to_f32(load_u16_a2(w)), x.d[b]), static_cast<float>(t.a));
+  }
+};
+
+// Q5_K x Q8_K, four threads per super-block (176 bytes: d, dmin, scales[12], qh[32], qs[128]):
+// Q4_K's split and sums, the code of element 32s + l being its nibble | (bit s of qh[l]) << 4.
+template <>
+struct Dot<GgmlType::Q5_K> {
+  static constexpr int kElems = 256;
+  static constexpr int kBytes = 176;
+  static constexpr int kThreads = 4;
+  static constexpr int kActBlock = 256;
+  static constexpr bool kHasM = true;
+  STRATA_HD static Partial part(const uint8_t* w, const ActView& x, int64_t b, int k) {
+    int32_t sc0, mn0, sc1, mn1;
+    q4_k_scale_min(w + 4, 2 * k, &sc0, &mn0);
+    q4_k_scale_min(w + 4, 2 * k + 1, &sc1, &mn1);
+    const int8_t* xb = x.qs + 256 * b + 64 * k;
+    int32_t lo = 0, hi = 0;
+    for (int h = 0; h < 2; ++h) {
+      uint32_t q[4], qh[4], xl[4], xh[4];
+      load_4x32_a16(w + 48 + 32 * k + 16 * h, q);
+      load_4x32_a16(w + 16 + 16 * h, qh);
+      load_4x32_a16(xb + 16 * h, xl);
+      load_4x32_a16(xb + 32 + 16 * h, xh);
+      for (int i = 0; i < 4; ++i) {
+        const uint32_t b_lo = ((qh[i] >> (2 * k)) & 0x01010101u) << 4;
+        const uint32_t b_hi = ((qh[i] >> (2 * k + 1)) & 0x01010101u) << 4;
+        lo = dp4a((q[i] & 0x0F0F0F0Fu) | b_lo, xl[i], lo);
+        hi = dp4a(((q[i] >> 4) & 0x0F0F0F0Fu) | b_hi, xh[i], hi);
+      }
+    }
+    const int32_t* s16 = x.sum16 + 16 * b + 4 * k;
+    return Partial{sc0 * lo + sc1 * hi, mn0 * (s16[0] + s16[1]) + mn1 * (s16[2] + s16[3])};
+  }
+  STRATA_HD static float finish(const uint8_t* w, const ActView& x, int64_t b, Partial t) {
+    return Dot<GgmlType::Q4_K>::finish(w, x, b, t);
+  }
+};
+
+// Q2_K x Q8_K, four threads per super-block (84 bytes: scales[16], qs[64], d, dmin; blocks are
+// 4-byte aligned): element 128h + 32j + l has code (qs[32h + l] >> 2j) & 3 and sits in group
+// g = (128h + 32j + l) / 16 with scale sc_g = scales[g] & 15 and min m_g = scales[g] >> 4.
+// Thread k takes h = k / 2, j in {2(k % 2), 2(k % 2) + 1}: groups 4k .. 4k+3.
+//   a = sum_g sc_g · sum(code·x),  m = sum_g m_g · bsums[g]
+//   r = (d_w · d_x) · (float)a - (dmin_w · d_x) · (float)m
+template <>
+struct Dot<GgmlType::Q2_K> {
+  static constexpr int kElems = 256;
+  static constexpr int kBytes = 84;
+  static constexpr int kThreads = 4;
+  static constexpr int kActBlock = 256;
+  static constexpr bool kHasM = true;
+  STRATA_HD static Partial part(const uint8_t* w, const ActView& x, int64_t b, int k) {
+    const int h = k >> 1;
+    int32_t a = 0, m = 0;
+    for (int jj = 0; jj < 2; ++jj) {
+      const int j = 2 * (k & 1) + jj;
+      const int8_t* xb = x.qs + 256 * b + 128 * h + 32 * j;
+      uint32_t xv[8];
+      load_4x32_a16(xb, xv);
+      load_4x32_a16(xb + 16, xv + 4);
+      int32_t isum[2] = {0, 0};  // the two groups of 16
+      for (int i = 0; i < 8; ++i) {
+        const uint32_t q = load_u32_a4(w + 16 + 32 * h + 4 * i);
+        isum[i >> 2] = dp4a((q >> (2 * j)) & 0x03030303u, xv[i], isum[i >> 2]);
+      }
+      for (int e = 0; e < 2; ++e) {
+        const int g = 8 * h + 2 * j + e;
+        a += static_cast<int32_t>(w[g] & 0xF) * isum[e];
+        m += static_cast<int32_t>(w[g] >> 4) * x.sum16[16 * b + g];
+      }
+    }
+    return Partial{a, m};
+  }
+  STRATA_HD static float finish(const uint8_t* w, const ActView& x, int64_t b, Partial t) {
+    const float dd = mul_rn(half_to_f32(load_u16_a2(w + 80)), x.d[b]);
+    const float dm = mul_rn(half_to_f32(load_u16_a2(w + 82)), x.d[b]);
+    return sub_rn(mul_rn(dd, static_cast<float>(t.a)), mul_rn(dm, static_cast<float>(t.m)));
+  }
+};
+
+// Q3_K x Q8_K, four threads per super-block (110 bytes: hmask[32], qs[64], scales[12], d; blocks
+// are 2-byte aligned): element e = 128h + 32j + l has code c = ((qs[32h + l] >> 2j) & 3) |
+// (bit (e / 32) of hmask[l]) << 2 in [0, 7] standing for c - 4, in group g = e / 16 with the
+// signed 6-bit scale sc_g (the field - 32). Thread k takes Q2_K's elements:
+//   a = sum_g sc_g · sum(c·x),  m = sum_g sc_g · bsums[g]  (isum = a - 4·m)
+//   r = (d_w · d_x) · (float)isum
+template <>
+struct Dot<GgmlType::Q3_K> {
+  static constexpr int kElems = 256;
+  static constexpr int kBytes = 110;
+  static constexpr int kThreads = 4;
+  static constexpr int kActBlock = 256;
+  static constexpr bool kHasM = true;
+  // Group g's scale: its low nibble in byte g % 8 of scales (high half from g = 8), its top two
+  // bits in byte 8 + g % 4 at bit 2 (g / 4) (kernels' q3_k_scale_words).
+  STRATA_HD static int32_t scale(const uint8_t* s, int g) {
+    const uint32_t low = (s[g % 8] >> (4 * (g / 8))) & 0xFu;
+    const uint32_t high = (s[8 + g % 4] >> (2 * (g / 4))) & 3u;
+    return static_cast<int32_t>(low | (high << 4)) - 32;
+  }
+  STRATA_HD static Partial part(const uint8_t* w, const ActView& x, int64_t b, int k) {
+    const int h = k >> 1;
+    int32_t a = 0, m = 0;
+    for (int jj = 0; jj < 2; ++jj) {
+      const int j = 2 * (k & 1) + jj;
+      const int bit = 4 * h + j;  // the element's hmask bit, e / 32
+      const int8_t* xb = x.qs + 256 * b + 128 * h + 32 * j;
+      uint32_t xv[8];
+      load_4x32_a16(xb, xv);
+      load_4x32_a16(xb + 16, xv + 4);
+      int32_t isum[2] = {0, 0};
+      for (int i = 0; i < 8; ++i) {
+        const uint32_t q = load_u32_a2(w + 32 + 32 * h + 4 * i);
+        const uint32_t hm = load_u32_a2(w + 4 * i);
+        const uint32_t c = ((q >> (2 * j)) & 0x03030303u) | (((hm >> bit) & 0x01010101u) << 2);
+        isum[i >> 2] = dp4a(c, xv[i], isum[i >> 2]);
+      }
+      for (int e = 0; e < 2; ++e) {
+        const int g = 8 * h + 2 * j + e;
+        const int32_t sc = scale(w + 96, g);
+        a += sc * isum[e];
+        m += sc * x.sum16[16 * b + g];
+      }
+    }
+    return Partial{a, m};
+  }
+  STRATA_HD static float finish(const uint8_t* w, const ActView& x, int64_t b, Partial t) {
+    const int32_t isum = t.a - 4 * t.m;
+    return mul_rn(mul_rn(half_to_f32(load_u16_a2(w + 108)), x.d[b]), static_cast<float>(isum));
   }
 };
 
@@ -628,24 +888,38 @@ bool dispatch_grouped(GgmlType t, Fn&& fn) {
     case GgmlType::MXFP4:
       fn(TypeTag<GgmlType::MXFP4>{});
       return true;
+    case GgmlType::Q4_1:
+      fn(TypeTag<GgmlType::Q4_1>{});
+      return true;
+    case GgmlType::Q5_1:
+      fn(TypeTag<GgmlType::Q5_1>{});
+      return true;
+    case GgmlType::IQ4_NL:
+      fn(TypeTag<GgmlType::IQ4_NL>{});
+      return true;
+    case GgmlType::IQ4_XS:
+      fn(TypeTag<GgmlType::IQ4_XS>{});
+      return true;
+    case GgmlType::Q2_K:
+      fn(TypeTag<GgmlType::Q2_K>{});
+      return true;
+    case GgmlType::Q3_K:
+      fn(TypeTag<GgmlType::Q3_K>{});
+      return true;
+    case GgmlType::Q5_K:
+      fn(TypeTag<GgmlType::Q5_K>{});
+      return true;
     case GgmlType::F32:
     case GgmlType::F16:
     case GgmlType::BF16:
-    case GgmlType::Q4_1:
-    case GgmlType::Q5_1:
     case GgmlType::Q8_1:
-    case GgmlType::Q2_K:
-    case GgmlType::Q3_K:
-    case GgmlType::Q5_K:
     case GgmlType::Q8_K:
     case GgmlType::IQ2_XXS:
     case GgmlType::IQ2_XS:
     case GgmlType::IQ3_XXS:
     case GgmlType::IQ1_S:
-    case GgmlType::IQ4_NL:
     case GgmlType::IQ3_S:
     case GgmlType::IQ2_S:
-    case GgmlType::IQ4_XS:
     case GgmlType::I8:
     case GgmlType::I16:
     case GgmlType::I32:

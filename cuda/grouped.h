@@ -3,8 +3,8 @@
 // quantize x, gate and up GEMVs, SwiGLU, quantize, down GEMV — and returns one output row per
 // (token, expert) pair, unweighted and not summed (the host combines in its fixed order). Each
 // output is bit-identical to kernels::expert_forward_ref for the same expert and token.
-// Weight types: Q4_0, Q8_0, Q4_K, Q6_K, MXFP4 (gpt-oss), and Q5_0 (what llama-quantize uses for
-// K-quant files whose rows are not a multiple of 256), any per matrix. Activations: SiLU-GLU
+// Weight types: every quantized type the CPU kernels take — Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K,
+// Q3_K, Q4_K, Q5_K, Q6_K, MXFP4 (gpt-oss), IQ4_NL, IQ4_XS — any per matrix. Activations: SiLU-GLU
 // (the portable SwiGLU) or gpt-oss's SwiGLU-OAI; optional per-expert F32 biases on gate, up, down
 // (added to each output element after its dot, as engine/moe.cpp's add_bias_rows). A build without
 // CUDA links stubs (cuda/stub.cpp); the host emulation below works in every build. Tested by

@@ -2,7 +2,8 @@
 // GroupedHost.* (label unit, no GPU): the kernel's element functions run on the host against the
 // CPU path bit for bit — activation quantization vs kernels::quantize_activation_row, per-row dots
 // vs the kernels' GEMV (every ISA), whole experts vs kernels::expert_forward_ref — at awkward sizes
-// with fresh random data, Q4_0 / Q5_0 / Q8_0 / Q4_K / Q6_K / MXFP4, mixed layers, gpt-oss's
+// with fresh random data, Q4_0 / Q5_0 / Q8_0 / Q4_K / Q6_K / MXFP4 / Q4_1 / Q5_1 / IQ4_NL /
+// IQ4_XS / Q2_K / Q3_K / Q5_K, mixed layers, gpt-oss's
 // SwiGLU-OAI with expert biases (against the engine's own swiglu_oai and add_bias_rows order,
 // glibc's expf included), and the fixture models' real experts. GroupedDevice.* / VramStore.*
 // (label gpu): the real launches vs expert_forward_ref bit for bit, and the store's slots; they
@@ -92,11 +93,23 @@ std::vector<uint8_t> random_blocks(GgmlType t, int64_t rows, int64_t cols, std::
       case GgmlType::Q4_0:
       case GgmlType::Q5_0:
       case GgmlType::Q8_0:
+      case GgmlType::IQ4_NL:
+      case GgmlType::IQ4_XS:  // d; the scale fields' bits stay random
         put16(blk, scale(rng));
         break;
-      case GgmlType::Q4_K:
+      case GgmlType::Q4_1:  // d, m
+      case GgmlType::Q5_1:
+      case GgmlType::Q4_K:  // d, dmin
+      case GgmlType::Q5_K:
         put16(blk, scale(rng));
         put16(blk + 2, scale(rng));
+        break;
+      case GgmlType::Q2_K:
+        put16(blk + 80, scale(rng));
+        put16(blk + 82, scale(rng));
+        break;
+      case GgmlType::Q3_K:
+        put16(blk + 108, scale(rng));
         break;
       case GgmlType::Q6_K:
         put16(blk + 208, scale(rng));
@@ -203,6 +216,10 @@ TEST(GroupedHost, RowDotMatchesGemvEveryIsa) {
       {GgmlType::Q4_0, {32, 96, 288, 1056, 2048}}, {GgmlType::Q5_0, {32, 96, 288, 1056, 2048}},
       {GgmlType::Q8_0, {32, 96, 288, 1056, 2048}}, {GgmlType::Q4_K, {256, 768, 2304, 4352}},
       {GgmlType::Q6_K, {256, 768, 2304, 4352}},    {GgmlType::MXFP4, {32, 96, 288, 1056, 2880}},
+      {GgmlType::Q4_1, {32, 96, 288, 1056, 2048}}, {GgmlType::Q5_1, {32, 96, 288, 1056, 2048}},
+      {GgmlType::IQ4_NL, {32, 96, 288, 1056}},     {GgmlType::IQ4_XS, {256, 768, 2304, 4352}},
+      {GgmlType::Q5_K, {256, 768, 2304, 4352}},    {GgmlType::Q2_K, {256, 768, 2304, 4352}},
+      {GgmlType::Q3_K, {256, 768, 2304, 4352}},
   };
   for (const DotCase& c : cases) {
     const GgmlType vdt = kernels::vec_dot_type(c.type);
@@ -242,7 +259,11 @@ TEST(GroupedHost, UnsupportedTypeThrows) {
   EXPECT_TRUE(grouped_supported(GgmlType::Q6_K));
   EXPECT_TRUE(grouped_supported(GgmlType::Q5_0));
   EXPECT_TRUE(grouped_supported(GgmlType::MXFP4));
-  EXPECT_FALSE(grouped_supported(GgmlType::Q5_K));
+  for (GgmlType t : {GgmlType::Q4_1, GgmlType::Q5_1, GgmlType::IQ4_NL, GgmlType::IQ4_XS,
+                     GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q5_K})
+    EXPECT_TRUE(grouped_supported(t)) << ggml_type_name(t);
+  EXPECT_FALSE(grouped_supported(GgmlType::F16));
+  EXPECT_FALSE(grouped_supported(GgmlType::IQ2_XXS));
 }
 
 // ---- whole experts ----
@@ -478,6 +499,20 @@ const LayerCase kLayerCases[] = {
      shape(256, 96, GgmlType::Q4_0, GgmlType::Q4_0, GgmlType::Q8_0, kOai), 4, 5, 2, true, 4.0f},
     {"biases, silu, q4_k", shape(512, 256, GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q6_K), 4, 3, 2,
      true},
+    // llama.cpp's Q5_K_M, Q3_K_M and Q2_K mixes, Q4_1 / Q5_1, and the IQ4 files' experts.
+    {"q5_k+q6_k down (Q5_K_M)", shape(512, 256, GgmlType::Q5_K, GgmlType::Q5_K, GgmlType::Q6_K), 4,
+     10, 2},
+    {"q3_k+q5_k down (Q3_K_M)", shape(512, 768, GgmlType::Q3_K, GgmlType::Q3_K, GgmlType::Q5_K), 4,
+     10, 2},
+    {"q2_k+q3_k down (Q2_K)", shape(768, 256, GgmlType::Q2_K, GgmlType::Q2_K, GgmlType::Q3_K), 4,
+     10, 2},
+    {"q4_1 gate, q5_1 up, q4_1 down",
+     shape(288, 96, GgmlType::Q4_1, GgmlType::Q5_1, GgmlType::Q4_1), 5, 11, 2},
+    {"iq4_xs+iq4_nl down", shape(512, 288, GgmlType::IQ4_XS, GgmlType::IQ4_XS, GgmlType::IQ4_NL), 4,
+     10, 2},
+    {"iq4_xs, swiglu-oai + biases",
+     shape(256, 512, GgmlType::IQ4_XS, GgmlType::IQ4_XS, GgmlType::IQ4_XS, kOai), 4, 5, 2, true,
+     4.0f},
 };
 
 TEST(GroupedHost, EmulatedExpertsMatchExpertForwardRef) {
@@ -587,9 +622,11 @@ struct DenseCase {
   int64_t n_rows, n_cols;
 };
 const DenseCase kDenseCases[] = {
-    {GgmlType::Q4_0, 96, 288},   {GgmlType::Q4_0, 1000, 512}, {GgmlType::Q5_0, 33, 96},
-    {GgmlType::Q8_0, 200, 160},  {GgmlType::Q4_K, 77, 512},   {GgmlType::Q6_K, 130, 768},
-    {GgmlType::MXFP4, 64, 2880},
+    {GgmlType::Q4_0, 96, 288},   {GgmlType::Q4_0, 1000, 512},  {GgmlType::Q5_0, 33, 96},
+    {GgmlType::Q8_0, 200, 160},  {GgmlType::Q4_K, 77, 512},    {GgmlType::Q6_K, 130, 768},
+    {GgmlType::MXFP4, 64, 2880}, {GgmlType::Q5_K, 45, 768},    {GgmlType::Q3_K, 70, 512},
+    {GgmlType::Q2_K, 33, 256},   {GgmlType::IQ4_XS, 50, 1024}, {GgmlType::IQ4_NL, 31, 96},
+    {GgmlType::Q4_1, 40, 160},   {GgmlType::Q5_1, 40, 160},
 };
 
 std::vector<float> cpu_gemv(GgmlType t, const std::vector<uint8_t>& w, int64_t rows, int64_t cols,

@@ -273,6 +273,22 @@ TEST_F(GpuLane, EmulatedSynthTinyIsBitIdenticalAcrossVramBudgets) {
   EXPECT_TRUE(check_model(model, /*emulate=*/true, /*decode=*/true, /*expect_vram_repin=*/true));
 }
 
+// The expert types of llama.cpp's Q5_K_M, Q3_K_M, Q2_K and IQ4_XS files, through the lane (the
+// tiny preset's experts synthesized in each type).
+TEST_F(GpuLane, EmulatedSynthTypesAreBitIdenticalAcrossVramBudgets) {
+  for (const char* type : {"Q5_K", "Q3_K", "Q2_K", "IQ4_XS"}) {
+    SCOPED_TRACE(type);
+    const fs::path model = dir_ / fmt::format("synth-tiny-{}.gguf", type);
+    const Result r = run_strata(dir_.path(), fmt::format("synth --preset tiny --type {} --out '{}' "
+                                                         "--threads 2",
+                                                         type, model.string()));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_TRUE(
+        engine::gpu_stack_supported(Model::load(model.string()).weights().layers[1].experts));
+    EXPECT_TRUE(check_model(model, /*emulate=*/true, /*decode=*/false));
+  }
+}
+
 TEST_F(GpuLane, EmulatedFixturesAreBitIdenticalAcrossVramBudgets) {
   const auto models = lane_fixtures();
   if (models.empty()) GTEST_SKIP() << "fixtures not found at " << kFixtures;
