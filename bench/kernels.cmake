@@ -9,3 +9,6 @@ target_link_libraries(bench_moe PRIVATE strata_engine)
 # REPACK: one expert-shaped GEMV streamed in the file's layout vs interleaved (kernels/interleave.h).
 add_executable(bench_layout bench_layout.cpp)
 target_link_libraries(bench_layout PRIVATE strata_kernels)
+# The attention core at decode per KV cache type (f32, f16, q8_0): cached and streamed rates.
+add_executable(bench_attention bench_attention.cpp)
+target_link_libraries(bench_attention PRIVATE strata_kernels)

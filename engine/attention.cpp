@@ -68,12 +68,21 @@ void attention(kernels::ThreadPool& pool, const AttentionShape& s, const KvCache
           row.q = q + t * q_stride + size_t{h} * s.head_dim_k;
           row.k_stride = kv.head_dim_k(il);
           row.v_stride = s.v_in_k ? row.k_stride : kv.head_dim_v(il);
-          if (kv.f16(il)) {  // KV_TYPE=f16
-            row.k16 = kv.k16(il, g, j0);
-            row.v16 = s.v_in_k ? row.k16 : kv.v16(il, g, j0);
-          } else {
-            row.k = kv.k(il, g, j0);
-            row.v = s.v_in_k ? row.k : kv.v(il, g, j0);
+          switch (kv.type()) {
+            case KvType::kF32:
+              row.k = kv.k(il, g, j0);
+              row.v = s.v_in_k ? row.k : kv.v(il, g, j0);
+              break;
+            case KvType::kF16:
+              row.k16 = kv.k16(il, g, j0);
+              row.v16 = s.v_in_k ? row.k16 : kv.v16(il, g, j0);
+              break;
+            case KvType::kQ8_0:  // strides in bytes
+              row.k_stride = kv.k_row_bytes(il);
+              row.v_stride = s.v_in_k ? row.k_stride : kv.v_row_bytes(il);
+              row.k8 = kv.k_bytes(il, g, j0);
+              row.v8 = s.v_in_k ? row.k8 : kv.v_bytes(il, g, j0);
+              break;
           }
           row.n_kv = n_kv;
           row.head_dim_k = s.head_dim_k;

@@ -100,14 +100,18 @@ constexpr KnobSpec kKnobs[] = {
     {"NUMA", KnobType::kEnum, "interleave", "", "interleave|local|off",
      "Expert RAM over NUMA nodes: interleave pages over every node, bind each layer's experts to "
      "one node (local, layers alternate), or no policy (off: first touch decides)."},
-    {"KV_TYPE", KnobType::kEnum, "f32", "", "f32|f16",
+    {"KV_TYPE", KnobType::kEnum, "f32", "", "f32|f16|q8_0",
      "Element type of the attention KV cache. f32 (the default) keeps the projections' floats, "
      "as llama.cpp's reference runs do; f16 stores IEEE halves (llama.cpp's default cache type): "
      "half the KV memory (more RAM left for experts at long contexts) and half the KV bytes each "
      "decode token reads, at a rounding of K and V (on the fixtures, logits within 2e-3 of f32's). "
      "Decode, "
      "prefill, threads and ISAs still agree bit for bit. MLA layers (DeepSeek, Kimi-K2) store "
-     "their compressed latents as halves too. PROMPT_CACHE files are per type."},
+     "their compressed latents as halves too. q8_0 stores Q8_0 blocks (8-bit codes and an fp16 "
+     "scale per 32 elements, llama.cpp's -ctk/-ctv q8_0): 34 bytes per 32 elements, under a "
+     "third of f32's, for a larger rounding (on the fixtures' tiny random models, logits within "
+     "0.03-0.9 of f32's, top tokens at 90%+ of positions the same); "
+     "needs KV heads whose widths are multiples of 32. PROMPT_CACHE files are per type."},
     {"REPACK", KnobType::kBool, "1", "", "0|1",
      "Repack quantized weights held in RAM (RAM-homed experts at load and on REPIN, attention "
      "and other dense matrices, an untied output head) into 16-row interleaved groups (Q4_0 on "

@@ -1,5 +1,5 @@
 // KV cache storage (see kv_cache.h). Exercised by tests/test_model_forward.cpp and
-// tests/test_kv_f16.cpp.
+// tests/test_kv_types.cpp.
 #include "engine/kv_cache.h"
 
 #include <cstring>
@@ -10,9 +10,31 @@
 namespace strata::engine {
 namespace {
 
-// Bytes per element of layer il: every layer, MLA's latent rows included, takes the type.
-uint32_t element_bytes_of(KvType type) {
-  return type == KvType::kF16 ? 2 : 4;
+// Bytes of one head's row of n elements: every layer, MLA's latent rows included, takes the type.
+uint32_t row_bytes_of(KvType type, uint32_t n) {
+  switch (type) {
+    case KvType::kF16:
+      return 2 * n;
+    case KvType::kQ8_0:
+      return n / 32 * 34;
+    case KvType::kF32:
+      break;
+  }
+  return 4 * n;
+}
+
+// Q8_0 rows are whole blocks of 32: every head's K and V width must be a multiple of 32.
+void check_type(const ModelConfig& cfg, KvType type) {
+  if (type != KvType::kQ8_0) return;
+  for (uint32_t il = 0; il < cfg.n_layer; ++il) {
+    const uint32_t nh = cfg.n_head_kv(il);
+    const uint32_t kd = cfg.kv_k_width(il) / nh, vd = cfg.kv_v_width(il) / nh;
+    if (kd % 32 != 0 || vd % 32 != 0)
+      fail(ErrorKind::kUnsupported,
+           "KV_TYPE=q8_0: layer {}'s KV heads are {} (K) and {} (V) elements wide, not multiples "
+           "of 32 (Q8_0's block); use KV_TYPE=f16",
+           il, kd, vd);
+  }
 }
 
 }  // namespace
@@ -20,24 +42,38 @@ uint32_t element_bytes_of(KvType type) {
 KvType parse_kv_type(std::string_view s) {
   if (s == "f32") return KvType::kF32;
   if (s == "f16") return KvType::kF16;
-  fail(ErrorKind::kBadValue, "KV_TYPE={}: f32 or f16", s);
+  if (s == "q8_0") return KvType::kQ8_0;
+  fail(ErrorKind::kBadValue, "KV_TYPE={}: f32, f16 or q8_0", s);
 }
 
 std::string_view kv_type_name(KvType t) {
-  return t == KvType::kF16 ? "f16" : "f32";
+  switch (t) {
+    case KvType::kF16:
+      return "f16";
+    case KvType::kQ8_0:
+      return "q8_0";
+    case KvType::kF32:
+      break;
+  }
+  return "f32";
 }
 
 uint64_t KvCache::position_bytes(const ModelConfig& cfg, KvType type) {
+  check_type(cfg, type);
   uint64_t n = 0;
-  for (uint32_t il = 0; il < cfg.n_layer; ++il)
-    n += (uint64_t{cfg.kv_k_width(il)} + cfg.kv_v_width(il)) * element_bytes_of(type);
+  for (uint32_t il = 0; il < cfg.n_layer; ++il) {
+    const uint32_t nh = cfg.n_head_kv(il);
+    n += uint64_t{nh} * (row_bytes_of(type, cfg.kv_k_width(il) / nh) +
+                         row_bytes_of(type, cfg.kv_v_width(il) / nh));
+  }
   return n;
 }
 
 KvCache::KvCache(const ModelConfig& cfg, uint32_t n_ctx, KvType type) : n_ctx_(n_ctx), type_(type) {
+  check_type(cfg, type);
   // Each layer's K and V start on a cache line.
-  const auto bytes = [n_ctx](uint32_t width, uint32_t elem) {
-    return (size_t{n_ctx} * width * elem + 63) / 64 * 64;
+  const auto bytes = [n_ctx](uint32_t n_head, uint32_t row) {
+    return (size_t{n_ctx} * n_head * row + 63) / 64 * 64;
   };
   size_t total = 0;
   for (uint32_t il = 0; il < cfg.n_layer; ++il) {
@@ -48,9 +84,10 @@ KvCache::KvCache(const ModelConfig& cfg, uint32_t n_ctx, KvType type) : n_ctx_(n
     n_head_.push_back(nh);
     k_dim_.push_back(kw / nh);
     v_dim_.push_back(vw / nh);
-    elem_.push_back(element_bytes_of(type));
-    total += bytes(kw, elem_.back()) + bytes(vw, elem_.back());
-    n_bytes_ += (size_t{n_ctx} * kw + size_t{n_ctx} * vw) * elem_.back();
+    k_row_.push_back(row_bytes_of(type, kw / nh));
+    v_row_.push_back(row_bytes_of(type, vw / nh));
+    total += bytes(nh, k_row_.back()) + bytes(nh, v_row_.back());
+    n_bytes_ += size_t{n_ctx} * nh * (k_row_.back() + v_row_.back());
   }
   // No first touch: positions fault their pages in as they fill (zeros until then).
   arena_ = tiers::RamArena(
@@ -59,9 +96,9 @@ KvCache::KvCache(const ModelConfig& cfg, uint32_t n_ctx, KvType type) : n_ctx_(n
   std::byte* at = arena_.data();
   for (uint32_t il = 0; il < cfg.n_layer; ++il) {
     k_.push_back(at);
-    at += bytes(n_head_[il] * k_dim_[il], elem_[il]);
+    at += bytes(n_head_[il], k_row_[il]);
     v_.push_back(at);
-    at += bytes(n_head_[il] * v_dim_[il], elem_[il]);
+    at += bytes(n_head_[il], v_row_[il]);
   }
 }
 
@@ -69,22 +106,30 @@ void KvCache::store(uint32_t il, uint32_t pos, const float* k_row, const float* 
   for (uint32_t g = 0; g < n_head_[il]; ++g) {
     const float* kg = k_row + size_t{g} * k_dim_[il];
     const float* vg = v_dim_[il] > 0 ? v_row + size_t{g} * v_dim_[il] : nullptr;
-    if (elem_[il] == 4) {
-      std::memcpy(k(il, g, pos), kg, sizeof(float) * k_dim_[il]);
-      if (vg) std::memcpy(v(il, g, pos), vg, sizeof(float) * v_dim_[il]);
-      continue;
+    switch (type_) {
+      case KvType::kF32:
+        std::memcpy(k(il, g, pos), kg, sizeof(float) * k_dim_[il]);
+        if (vg) std::memcpy(v(il, g, pos), vg, sizeof(float) * v_dim_[il]);
+        break;
+      case KvType::kF16: {
+        auto* k16 = reinterpret_cast<uint16_t*>(k_bytes(il, g, pos));
+        for (uint32_t i = 0; i < k_dim_[il]; ++i) k16[i] = kernels::f32_to_fp16(kg[i]);
+        auto* v16 = reinterpret_cast<uint16_t*>(v_bytes(il, g, pos));
+        for (uint32_t i = 0; vg && i < v_dim_[il]; ++i) v16[i] = kernels::f32_to_fp16(vg[i]);
+        break;
+      }
+      case KvType::kQ8_0:
+        kernels::quantize_row(GgmlType::Q8_0, kg, k_bytes(il, g, pos), k_dim_[il]);
+        if (vg) kernels::quantize_row(GgmlType::Q8_0, vg, v_bytes(il, g, pos), v_dim_[il]);
+        break;
     }
-    auto* k16 = reinterpret_cast<uint16_t*>(k_bytes(il, g, pos));
-    for (uint32_t i = 0; i < k_dim_[il]; ++i) k16[i] = kernels::f32_to_fp16(kg[i]);
-    auto* v16 = reinterpret_cast<uint16_t*>(v_bytes(il, g, pos));
-    for (uint32_t i = 0; vg && i < v_dim_[il]; ++i) v16[i] = kernels::f32_to_fp16(vg[i]);
   }
 }
 
 size_t KvCache::bytes_per_position() const {
   size_t n = 0;
   for (size_t il = 0; il < n_head_.size(); ++il)
-    n += size_t{n_head_[il]} * (k_dim_[il] + v_dim_[il]) * elem_[il];
+    n += size_t{n_head_[il]} * (k_row_[il] + v_row_[il]);
   return n;
 }
 
@@ -92,9 +137,9 @@ template <typename Fn>
 void KvCache::for_each_prefix(uint32_t n, Fn&& fn) const {
   for (uint32_t il = 0; il < n_head_.size(); ++il)
     for (int part = 0; part < 2; ++part) {
-      const uint32_t dim = part == 0 ? k_dim_[il] : v_dim_[il];
-      for (uint32_t g = 0; g < n_head_[il] && dim > 0; ++g)
-        fn(part == 0 ? k_bytes(il, g, 0) : v_bytes(il, g, 0), size_t{n} * dim * elem_[il]);
+      const uint32_t row = part == 0 ? k_row_[il] : v_row_[il];
+      for (uint32_t g = 0; g < n_head_[il] && row > 0; ++g)
+        fn(part == 0 ? k_bytes(il, g, 0) : v_bytes(il, g, 0), size_t{n} * row);
     }
 }
 

@@ -1,6 +1,8 @@
 // The attention KV cache: K and V per layer as F32 (the default: llama.cpp's references were made
-// with an F32 cache, so no rounding enters here) or, with KV_TYPE=f16, IEEE halves (round to
-// nearest even at store; the attention core widens them exactly), group-major: each KV head (GQA
+// with an F32 cache, so no rounding enters here), with KV_TYPE=f16 IEEE halves (round to nearest
+// even at store), or with KV_TYPE=q8_0 Q8_0 blocks (per 32 elements an fp16 d = amax / 127 and 32
+// int8 codes, quantized at store as kernels::quantize_row does a Q8_0 weight row); the attention
+// core widens halves and d · code exactly. Group-major: each KV head (GQA
 // group) of a layer keeps its positions' rows contiguous, [head][position][head_dim], so the
 // attention core, which reads one group's rows for all of its query heads, streams them instead of
 // taking a head_dim slice every n_kv_head * head_dim floats (at 2K positions that strided read was
@@ -22,8 +24,8 @@
 
 namespace strata::engine {
 
-enum class KvType : uint8_t { kF32, kF16 };
-// KV_TYPE's value: "f32" or "f16" (anything else throws Error(kBadValue)).
+enum class KvType : uint8_t { kF32, kF16, kQ8_0 };
+// KV_TYPE's value: "f32", "f16" or "q8_0" (anything else throws Error(kBadValue)).
 KvType parse_kv_type(std::string_view s);
 std::string_view kv_type_name(KvType t);
 
@@ -32,15 +34,15 @@ class KvCache {
   KvCache(const ModelConfig& cfg, uint32_t n_ctx, KvType type = KvType::kF32);
 
   // Bytes one position takes over all layers, K and V, for a cache of this type (RAM budgets,
-  // PROF's roofline).
+  // PROF's roofline). Both this and the constructor throw Error(kUnsupported) for q8_0 on a model
+  // whose KV heads are not multiples of 32 wide.
   static uint64_t position_bytes(const ModelConfig& cfg, KvType type);
 
   uint32_t n_ctx() const { return n_ctx_; }
   KvType type() const { return type_; }
-  // Whether layer il stores halves (KV_TYPE=f16: every layer).
-  bool f16(uint32_t il) const { return elem_[il] == 2; }
   // KV head g's row at position pos in layer il: head_dim_k(il) elements of K, head_dim_v(il) of
-  // V; the row of position pos + 1 follows it. k / v for F32 layers, k16 / v16 for F16 ones.
+  // V (k_row_bytes / v_row_bytes bytes); the row of position pos + 1 follows it. k / v for an F32
+  // cache, k16 / v16 for an F16 one, k_bytes / v_bytes (Q8_0 blocks) for q8_0.
   float* k(uint32_t il, uint32_t g, uint32_t pos) {
     return reinterpret_cast<float*>(k_bytes(il, g, pos));
   }
@@ -60,12 +62,13 @@ class KvCache {
     return reinterpret_cast<const uint16_t*>(v_bytes(il, g, pos));
   }
   std::byte* k_bytes(uint32_t il, uint32_t g, uint32_t pos) const {
-    return k_[il] + (size_t{g} * n_ctx_ + pos) * k_dim_[il] * elem_[il];
+    return k_[il] + (size_t{g} * n_ctx_ + pos) * k_row_[il];
   }
   std::byte* v_bytes(uint32_t il, uint32_t g, uint32_t pos) const {
-    return v_[il] + (size_t{g} * n_ctx_ + pos) * v_dim_[il] * elem_[il];
+    return v_[il] + (size_t{g} * n_ctx_ + pos) * v_row_[il];
   }
-  uint32_t element_bytes(uint32_t il) const { return elem_[il]; }
+  uint32_t k_row_bytes(uint32_t il) const { return k_row_[il]; }
+  uint32_t v_row_bytes(uint32_t il) const { return v_row_[il]; }
   // Stores position pos of layer il from whole rows as the projections give them: k_row is
   // [n_kv_head(il), head_dim_k(il)], v_row [n_kv_head(il), head_dim_v(il)] (nullptr for MLA).
   void store(uint32_t il, uint32_t pos, const float* k_row, const float* v_row);
@@ -91,7 +94,8 @@ class KvCache {
   std::vector<uint32_t> n_head_;  // KV heads per layer
   std::vector<uint32_t> k_dim_;   // elements per head and position
   std::vector<uint32_t> v_dim_;   // 0 for MLA
-  std::vector<uint32_t> elem_;    // bytes per element: 4, or 2 (F16)
+  std::vector<uint32_t> k_row_;   // bytes of one head's K row at one position
+  std::vector<uint32_t> v_row_;   // 0 for MLA
   tiers::RamArena arena_;         // every layer's K then V rows
   std::vector<std::byte*> k_;     // per layer [n_kv_head, n_ctx, head_dim_k] in arena_
   std::vector<std::byte*> v_;     // per layer [n_kv_head, n_ctx, head_dim_v] in arena_

@@ -87,16 +87,28 @@ std::vector<std::byte> header_bytes(const Forward& fwd, std::span<const int32_t>
 
 }  // namespace
 
+uint32_t prompt_cache_kv_flag(KvType t) {
+  switch (t) {
+    case KvType::kF16:
+      return kPromptCacheF16;
+    case KvType::kQ8_0:
+      return kPromptCacheQ8_0;
+    case KvType::kF32:
+      break;
+  }
+  return 0;
+}
+
 uint32_t prompt_cache_flags(const Knobs& knobs) {
   return (knobs.get_int("CUDA_DENSE") == 2 ? kPromptCacheGpuPrefill : 0) |
-         (parse_kv_type(knobs.get_string("KV_TYPE")) == KvType::kF16 ? kPromptCacheF16 : 0);
+         prompt_cache_kv_flag(parse_kv_type(knobs.get_string("KV_TYPE")));
 }
 
 uint64_t save_prompt_cache(const std::string& path, const Forward& fwd,
                            std::span<const int32_t> tokens, uint32_t flags) {
   STRATA_ASSERT(tokens.size() <= fwd.n_past(), "saving {} positions of {}", tokens.size(),
                 fwd.n_past());
-  STRATA_ASSERT(((flags & kPromptCacheF16) != 0) == (fwd.kv().type() == KvType::kF16),
+  STRATA_ASSERT((flags & kPromptCacheKvTypes) == prompt_cache_kv_flag(fwd.kv().type()),
                 "prompt cache flags {} for a {} KV cache", flags, kv_type_name(fwd.kv().type()));
   const std::string tmp = path + ".tmp";
   uint64_t written = 0;
@@ -110,11 +122,11 @@ uint64_t save_prompt_cache(const std::string& path, const Forward& fwd,
     const size_t n = tokens.size();
     for (uint32_t il = 0; il < fwd.model().config().n_layer; ++il) {
       for (int part = 0; part < 2; ++part) {
-        const uint32_t dim = part == 0 ? kv.head_dim_k(il) : kv.head_dim_v(il);
-        if (dim == 0) continue;
+        const uint32_t row = part == 0 ? kv.k_row_bytes(il) : kv.v_row_bytes(il);
+        if (row == 0) continue;
         for (uint32_t g = 0; g < kv.n_kv_head(il); ++g) {
           const std::byte* rows = part == 0 ? kv.k_bytes(il, g, 0) : kv.v_bytes(il, g, 0);
-          const std::span<const std::byte> seg(rows, n * dim * kv.element_bytes(il));
+          const std::span<const std::byte> seg(rows, n * row);
           sum = fold(sum, seg);
           f.write_at(written, seg);
           written += seg.size();
@@ -168,10 +180,12 @@ void read_prompt_cache(const io::Fd& f, Forward& fwd, std::span<const int32_t> w
     return;
   }
   if (const uint32_t fl = get<uint32_t>(fixed, 12); fl != flags) {
-    r.ignored = (fl ^ flags) & kPromptCacheF16
-                    ? fmt::format("written with KV_TYPE={} (this run's cache is {})",
-                                  (fl & kPromptCacheF16) ? "f16" : "f32",
-                                  (flags & kPromptCacheF16) ? "f16" : "f32")
+    const auto type_of = [](uint32_t f) {
+      return (f & kPromptCacheQ8_0) ? "q8_0" : (f & kPromptCacheF16) ? "f16" : "f32";
+    };
+    r.ignored = (fl ^ flags) & kPromptCacheKvTypes
+                    ? fmt::format("written with KV_TYPE={} (this run's cache is {})", type_of(fl),
+                                  type_of(flags))
                     : fmt::format(
                           "written {} CUDA_DENSE=2's GPU prefill, which computes other bits than "
                           "this run's",
@@ -189,8 +203,7 @@ void read_prompt_cache(const io::Fd& f, Forward& fwd, std::span<const int32_t> w
   const uint64_t head_bytes = kFixedBytes + uint64_t{n_layer} * 12 + uint64_t{n} * 4;
   uint64_t data_bytes = 0;
   for (uint32_t il = 0; il < n_layer; ++il)
-    data_bytes += uint64_t{n} * kv.n_kv_head(il) * (kv.head_dim_k(il) + kv.head_dim_v(il)) *
-                  kv.element_bytes(il);
+    data_bytes += uint64_t{n} * kv.n_kv_head(il) * (kv.k_row_bytes(il) + kv.v_row_bytes(il));
   if (size != head_bytes + data_bytes + 8) {
     r.ignored = fmt::format("{} bytes where {} positions take {} (truncated?)", size, n,
                             head_bytes + data_bytes + 8);
@@ -225,11 +238,10 @@ void read_prompt_cache(const io::Fd& f, Forward& fwd, std::span<const int32_t> w
   KvCache& dst = fwd.kv();
   for (uint32_t il = 0; il < n_layer; ++il) {
     for (int part = 0; part < 2; ++part) {
-      const uint32_t dim = part == 0 ? kv.head_dim_k(il) : kv.head_dim_v(il);
-      if (dim == 0) continue;
+      const size_t row_bytes = part == 0 ? kv.k_row_bytes(il) : kv.v_row_bytes(il);
+      if (row_bytes == 0) continue;
       for (uint32_t g = 0; g < kv.n_kv_head(il); ++g) {
         std::byte* rows = part == 0 ? dst.k_bytes(il, g, 0) : dst.v_bytes(il, g, 0);
-        const size_t row_bytes = size_t{dim} * dst.element_bytes(il);
         const size_t bytes = size_t{n} * row_bytes;
         // The rows go straight into the cache when it has room for all n positions.
         std::byte* into = n <= fwd.n_ctx() ? rows : (scratch.resize(bytes), scratch.data());

@@ -21,12 +21,16 @@ namespace strata::engine {
 
 constexpr uint32_t kPromptCacheGpuPrefill = 1;  // written by a run with CUDA_DENSE=2's prefill
 constexpr uint32_t kPromptCacheF16 = 2;         // KV_TYPE=f16 rows (IEEE halves)
+constexpr uint32_t kPromptCacheQ8_0 = 4;        // KV_TYPE=q8_0 rows (Q8_0 blocks)
+constexpr uint32_t kPromptCacheKvTypes = kPromptCacheF16 | kPromptCacheQ8_0;
+// The flag of a cache of this type (0 for f32).
+uint32_t prompt_cache_kv_flag(KvType t);
 // The flags a run with these knobs writes and accepts.
 uint32_t prompt_cache_flags(const Knobs& knobs);
 
 // Writes positions 0 .. tokens.size() - 1 of fwd's cache (which must hold at least that many)
 // and the tokens they hold to path (PATH.tmp, fsynced, renamed). flags: prompt_cache_flags' (the
-// cache's rows are written as stored: kPromptCacheF16 must match its type). Returns the bytes
+// cache's rows are written as stored: the KV type's flag must match its type). Returns the bytes
 // written. Error(kIo) naming the path on failure (no file left behind).
 uint64_t save_prompt_cache(const std::string& path, const Forward& fwd,
                            std::span<const int32_t> tokens, uint32_t flags);

@@ -1,7 +1,7 @@
 // attention_row with AVX2 (compiled with -mavx2 -mfma, -ffp-contract=off: only the order's own
-// fused multiply-adds): the same float operations as attention_row_portable (order in attention_core.h), 8 lanes at a time. Scores of
-// 4 keys share each load of q; the weighted sum keeps 64 output floats in registers across all
-// keys. Tested by tests/test_ops.cpp.
+// fused multiply-adds): the same float operations as attention_row_portable (order in
+// attention_core.h), 8 lanes at a time. Scores of 4 keys share each load of q; the weighted sum
+// keeps 64 output floats in registers across all keys. Tested by tests/test_ops.cpp.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -22,27 +22,30 @@ inline float fold8(__m256 v) {
   return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
 }
 
-// Lanes past n of the last partial group: the scalar steps on lane i % 8.
-// 8 KV elements as floats: F32 as they are, F16 widened exactly (F16C).
-inline __m256 load8(const float* p) {
-  return _mm256_loadu_ps(p);
+// KV elements i..i+7 of a row as floats: F32 as they are, F16 widened exactly (F16C), Q8_0 codes
+// times their block's scale (exact; i % 8 == 0, so the 8 share a block).
+inline __m256 load8(const float* row, uint32_t i) {
+  return _mm256_loadu_ps(row + i);
 }
-inline __m256 load8(const uint16_t* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+inline __m256 load8(const uint16_t* row, uint32_t i) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + i)));
 }
-inline float widen(float x) {
-  return x;
-}
-inline float widen(uint16_t h) {
-  return _cvtsh_ss(h);
+inline __m256 load8(const std::byte* row, uint32_t i) {
+  const std::byte* b = q8_block(row, i);
+  uint16_t d;
+  std::memcpy(&d, b, sizeof(d));
+  const __m256i q =
+      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + i % kQ8Block)));
+  return _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(_cvtsh_ss(d)));
 }
 
+// Lanes past n of the last partial group: the scalar steps on lane i % 8.
 template <typename T>
 inline __m256 dot_tail(__m256 acc, const float* a, const T* b, uint32_t i, uint32_t n) {
   if (i == n) return acc;
   alignas(32) float t[8];
   _mm256_store_ps(t, acc);
-  for (; i < n; ++i) t[i % 8] = std::fma(a[i], widen(b[i]), t[i % 8]);
+  for (; i < n; ++i) t[i % 8] = std::fma(a[i], widen_at(b, i), t[i % 8]);
   return _mm256_load_ps(t);
 }
 
@@ -158,10 +161,10 @@ void row_avx2(const AttentionRow& a, float* sc, float* out) {
     __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
     for (uint32_t i = 0; i < dk8; i += 8) {
       const __m256 q = _mm256_loadu_ps(a.q + i);
-      s0 = _mm256_fmadd_ps(q, load8(k0 + i), s0);
-      s1 = _mm256_fmadd_ps(q, load8(k1 + i), s1);
-      s2 = _mm256_fmadd_ps(q, load8(k2 + i), s2);
-      s3 = _mm256_fmadd_ps(q, load8(k3 + i), s3);
+      s0 = _mm256_fmadd_ps(q, load8(k0, i), s0);
+      s1 = _mm256_fmadd_ps(q, load8(k1, i), s1);
+      s2 = _mm256_fmadd_ps(q, load8(k2, i), s2);
+      s3 = _mm256_fmadd_ps(q, load8(k3, i), s3);
     }
     sc[j] = fold8(dot_tail(s0, a.q, k0, dk8, dk)) * a.scale;
     sc[j + 1] = fold8(dot_tail(s1, a.q, k1, dk8, dk)) * a.scale;
@@ -172,7 +175,7 @@ void row_avx2(const AttentionRow& a, float* sc, float* out) {
     const T* kj = K + j * a.k_stride;
     __m256 s = _mm256_setzero_ps();
     for (uint32_t i = 0; i < dk8; i += 8)
-      s = _mm256_fmadd_ps(_mm256_loadu_ps(a.q + i), load8(kj + i), s);
+      s = _mm256_fmadd_ps(_mm256_loadu_ps(a.q + i), load8(kj, i), s);
     sc[j] = fold8(dot_tail(s, a.q, kj, dk8, dk)) * a.scale;
   }
   softmax_scores_avx2(sc, n, a.has_sink, a.sink);
@@ -181,24 +184,24 @@ void row_avx2(const AttentionRow& a, float* sc, float* out) {
   for (; d + 64 <= dv; d += 64) {
     __m256 o[8];
     for (int r = 0; r < 8; ++r) o[r] = _mm256_setzero_ps();
-    const T* vj = V + d;
+    const T* vj = V;
     for (j = 0; j < n; ++j, vj += a.v_stride) {
-      prefetch_values_ahead(a, vj, j);
+      prefetch_values_ahead(a, vj, d, j);
       const __m256 p = _mm256_broadcast_ss(sc + j);
-      for (int r = 0; r < 8; ++r) o[r] = _mm256_fmadd_ps(p, load8(vj + 8 * r), o[r]);
+      for (int r = 0; r < 8; ++r) o[r] = _mm256_fmadd_ps(p, load8(vj, d + 8 * r), o[r]);
     }
     for (int r = 0; r < 8; ++r) _mm256_storeu_ps(out + d + 8 * r, o[r]);
   }
   for (; d + 8 <= dv; d += 8) {
     __m256 o = _mm256_setzero_ps();
-    const T* vj = V + d;
+    const T* vj = V;
     for (j = 0; j < n; ++j, vj += a.v_stride)
-      o = _mm256_fmadd_ps(_mm256_broadcast_ss(sc + j), load8(vj), o);
+      o = _mm256_fmadd_ps(_mm256_broadcast_ss(sc + j), load8(vj, d), o);
     _mm256_storeu_ps(out + d, o);
   }
   for (; d < dv; ++d) {
     float o = 0.0f;
-    for (j = 0; j < n; ++j) o = std::fma(sc[j], widen(V[j * a.v_stride + d]), o);
+    for (j = 0; j < n; ++j) o = std::fma(sc[j], widen_at(V + j * a.v_stride, d), o);
     out[d] = o;
   }
 }
@@ -206,7 +209,9 @@ void row_avx2(const AttentionRow& a, float* sc, float* out) {
 }  // namespace
 
 void attention_row_avx2(const AttentionRow& a, float* sc, float* out) {
-  if (a.k16 != nullptr)
+  if (a.k8 != nullptr)
+    row_avx2<std::byte>(a, sc, out);
+  else if (a.k16 != nullptr)
     row_avx2<uint16_t>(a, sc, out);
   else
     row_avx2<float>(a, sc, out);

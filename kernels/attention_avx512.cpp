@@ -26,20 +26,39 @@ inline void fold_pair(__m512 v, float scale_a, float scale_b, float* sa, float* 
   *sb = (((t[8] + t[9]) + (t[10] + t[11])) + ((t[12] + t[13]) + (t[14] + t[15]))) * scale_b;
 }
 
-// The 8 KV elements at p (F16 ones widened exactly) in both halves.
-inline __m512 both(const float* p) {
-  return _mm512_broadcast_f32x8(_mm256_loadu_ps(p));
+// KV elements i..i+7 of a row (F16 ones widened exactly, Q8_0 codes times their block's scale,
+// exact) in both halves.
+inline __m512 both(const float* row, uint32_t i) {
+  return _mm512_broadcast_f32x8(_mm256_loadu_ps(row + i));
 }
-inline __m512 both(const uint16_t* p) {
+inline __m512 both(const uint16_t* row, uint32_t i) {
   return _mm512_broadcast_f32x8(
-      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + i))));
 }
-// 16 KV elements at p as floats.
-inline __m512 load16(const float* p) {
-  return _mm512_loadu_ps(p);
+inline float q8_scale_f16c(const std::byte* block) {
+  uint16_t d;
+  std::memcpy(&d, block, sizeof(d));
+  return _cvtsh_ss(d);
 }
-inline __m512 load16(const uint16_t* p) {
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+inline __m512 both(const std::byte* row, uint32_t i) {
+  const std::byte* b = q8_block(row, i);
+  const __m256i q =
+      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + i % kQ8Block)));
+  return _mm512_broadcast_f32x8(
+      _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(q8_scale_f16c(b))));
+}
+// KV elements i..i+15 of a row as floats (i % 16 == 0).
+inline __m512 load16(const float* row, uint32_t i) {
+  return _mm512_loadu_ps(row + i);
+}
+inline __m512 load16(const uint16_t* row, uint32_t i) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + i)));
+}
+inline __m512 load16(const std::byte* row, uint32_t i) {
+  const std::byte* b = q8_block(row, i);
+  const __m512i q =
+      _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + i % kQ8Block)));
+  return _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(q8_scale_f16c(b)));
 }
 
 // a in the low half, b in the high half.
@@ -87,8 +106,8 @@ void group_scores(const AttentionRow* rows, float* sc) {
     for (int p = 0; p < P; ++p)
       for (int r = 0; r < 4; ++r) s[p][r] = _mm512_setzero_ps();
     for (uint32_t c = 0; c < nc; ++c) {
-      const __m512 x0 = both(k0 + 8 * c), x1 = both(k1 + 8 * c);
-      const __m512 x2 = both(k2 + 8 * c), x3 = both(k3 + 8 * c);
+      const __m512 x0 = both(k0, 8 * c), x1 = both(k1, 8 * c);
+      const __m512 x2 = both(k2, 8 * c), x3 = both(k3, 8 * c);
       for (int p = 0; p < P; ++p) {
         const __m512 q = qq[p * nc + c];
         s[p][0] = _mm512_fmadd_ps(q, x0, s[p][0]);
@@ -107,7 +126,7 @@ void group_scores(const AttentionRow* rows, float* sc) {
     const T* kj = K + j * a.k_stride;
     for (int p = 0; p < P; ++p) {
       __m512 s = _mm512_setzero_ps();
-      for (uint32_t c = 0; c < nc; ++c) s = _mm512_fmadd_ps(qq[p * nc + c], both(kj + 8 * c), s);
+      for (uint32_t c = 0; c < nc; ++c) s = _mm512_fmadd_ps(qq[p * nc + c], both(kj, 8 * c), s);
       fold_pair(s, rows[2 * p].scale, rows[2 * p + 1].scale, sc + size_t(2 * p) * n + j,
                 sc + size_t(2 * p + 1) * n + j);
     }
@@ -123,12 +142,11 @@ void group_values(const AttentionRow& a, const float* sc, float* const* outs, ui
   __m512 o[H][W];
   for (int h = 0; h < H; ++h)
     for (int w = 0; w < W; ++w) o[h][w] = _mm512_setzero_ps();
-  const T* vj = row_values<T>(a) + d;
+  const T* vj = row_values<T>(a);
   for (uint32_t j = 0; j < n; ++j, vj += a.v_stride) {
-    if (j + kAttentionPrefetchKeys < n)
-      prefetch_floats<3>(vj + kAttentionPrefetchKeys * a.v_stride, 16 * W);
+    prefetch_values_ahead(a, vj, d, j, 16 * W);
     __m512 v[W];
-    for (int w = 0; w < W; ++w) v[w] = load16(vj + 16 * w);
+    for (int w = 0; w < W; ++w) v[w] = load16(vj, d + 16 * w);
     for (int h = 0; h < H; ++h) {
       const __m512 p = _mm512_set1_ps(sc[size_t(h) * n + j]);
       for (int w = 0; w < W; ++w) o[h][w] = _mm512_fmadd_ps(p, v[w], o[h][w]);
@@ -182,11 +200,11 @@ void pair_pass(const AttentionRow& a, const AttentionRow& b, float* sc, float* o
   for (; d + 64 <= dv; d += 64) {
     __m512 o[8];
     for (int r = 0; r < 8; ++r) o[r] = _mm512_setzero_ps();
-    const T* vj = V + d;
+    const T* vj = V;
     for (uint32_t j = 0; j < n; ++j, vj += a.v_stride) {
-      prefetch_values_ahead(a, vj, j);
+      prefetch_values_ahead(a, vj, d, j);
       const __m512 p = halves(_mm256_set1_ps(sa[j]), _mm256_set1_ps(sb[j]));
-      for (int r = 0; r < 8; ++r) o[r] = _mm512_fmadd_ps(p, both(vj + 8 * r), o[r]);
+      for (int r = 0; r < 8; ++r) o[r] = _mm512_fmadd_ps(p, both(vj, d + 8 * r), o[r]);
     }
     for (int r = 0; r < 8; ++r) {
       _mm256_storeu_ps(out_a + d + 8 * r, _mm512_castps512_ps256(o[r]));
@@ -195,9 +213,9 @@ void pair_pass(const AttentionRow& a, const AttentionRow& b, float* sc, float* o
   }
   for (; d < dv; d += 8) {
     __m512 o = _mm512_setzero_ps();
-    const T* vj = V + d;
+    const T* vj = V;
     for (uint32_t j = 0; j < n; ++j, vj += a.v_stride)
-      o = _mm512_fmadd_ps(halves(_mm256_set1_ps(sa[j]), _mm256_set1_ps(sb[j])), both(vj), o);
+      o = _mm512_fmadd_ps(halves(_mm256_set1_ps(sa[j]), _mm256_set1_ps(sb[j])), both(vj, d), o);
     _mm256_storeu_ps(out_a + d, _mm512_castps512_ps256(o));
     _mm256_storeu_ps(out_b + d, _mm512_extractf32x8_ps(o, 1));
   }
@@ -207,7 +225,9 @@ void pair_pass(const AttentionRow& a, const AttentionRow& b, float* sc, float* o
 
 void attention_rows_group_avx512(const AttentionRow* rows, uint32_t n_heads, float* scores,
                                  float* const* outs) {
-  if (rows[0].k16 != nullptr)
+  if (rows[0].k8 != nullptr)
+    group_any<std::byte>(rows, n_heads, scores, outs);
+  else if (rows[0].k16 != nullptr)
     group_any<uint16_t>(rows, n_heads, scores, outs);
   else
     group_any<float>(rows, n_heads, scores, outs);
@@ -215,7 +235,9 @@ void attention_rows_group_avx512(const AttentionRow* rows, uint32_t n_heads, flo
 
 void attention_row_pair_avx512(const AttentionRow& a, const AttentionRow& b, float* sc,
                                float* out_a, float* out_b) {
-  if (a.k16 != nullptr)
+  if (a.k8 != nullptr)
+    pair_pass<std::byte>(a, b, sc, out_a, out_b);
+  else if (a.k16 != nullptr)
     pair_pass<uint16_t>(a, b, sc, out_a, out_b);
   else
     pair_pass<float>(a, b, sc, out_a, out_b);

@@ -14,17 +14,10 @@
 namespace strata::kernels {
 namespace {
 
-inline float widen(float x) {
-  return x;
-}
-inline float widen(uint16_t h) {
-  return fp16_to_f32(h);
-}
-
 template <typename T>
 float dot8(const float* a, const T* b, uint32_t n) {
   float acc[8] = {};
-  for (uint32_t i = 0; i < n; ++i) acc[i % 8] = std::fma(a[i], widen(b[i]), acc[i % 8]);
+  for (uint32_t i = 0; i < n; ++i) acc[i % 8] = std::fma(a[i], widen_at(b, i), acc[i % 8]);
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
@@ -56,14 +49,16 @@ void row_portable(const AttentionRow& a, float* sc, float* out) {
   for (uint32_t j = 0; j < n; ++j) {
     const float p = sc[j];
     const T* vj = V + j * a.v_stride;
-    for (uint32_t d = 0; d < a.head_dim_v; ++d) out[d] = std::fma(p, widen(vj[d]), out[d]);
+    for (uint32_t d = 0; d < a.head_dim_v; ++d) out[d] = std::fma(p, widen_at(vj, d), out[d]);
   }
 }
 
 }  // namespace
 
 void attention_row_portable(const AttentionRow& a, float* sc, float* out) {
-  if (a.k16 != nullptr)
+  if (a.k8 != nullptr)
+    row_portable<std::byte>(a, sc, out);
+  else if (a.k16 != nullptr)
     row_portable<uint16_t>(a, sc, out);
   else
     row_portable<float>(a, sc, out);
@@ -97,9 +92,10 @@ bool attention_pair_one_pass(uint32_t head_dim_k, uint32_t head_dim_v) {
 
 void attention_row_pair(const AttentionRow& a, const AttentionRow& b, float* scores, float* out_a,
                         float* out_b) {
-  STRATA_ASSERT(a.k == b.k && a.v == b.v && a.k16 == b.k16 && a.v16 == b.v16 &&
-                    a.k_stride == b.k_stride && a.v_stride == b.v_stride && a.n_kv == b.n_kv &&
-                    a.head_dim_k == b.head_dim_k && a.head_dim_v == b.head_dim_v,
+  STRATA_ASSERT(a.k == b.k && a.v == b.v && a.k16 == b.k16 && a.v16 == b.v16 && a.k8 == b.k8 &&
+                    a.v8 == b.v8 && a.k_stride == b.k_stride && a.v_stride == b.v_stride &&
+                    a.n_kv == b.n_kv && a.head_dim_k == b.head_dim_k &&
+                    a.head_dim_v == b.head_dim_v,
                 "attention_row_pair: the two heads do not share their K and V rows");
   if (attention_pair_one_pass(a.head_dim_k, a.head_dim_v)) {
     attention_row_pair_avx512(a, b, scores, out_a, out_b);
@@ -119,9 +115,10 @@ void attention_rows_group(const AttentionRow* rows, uint32_t n_heads, float* sco
   const AttentionRow& a = rows[0];
   for (uint32_t h = 1; h < n_heads; ++h) {
     const AttentionRow& b = rows[h];
-    STRATA_ASSERT(a.k == b.k && a.v == b.v && a.k16 == b.k16 && a.v16 == b.v16 &&
-                      a.k_stride == b.k_stride && a.v_stride == b.v_stride && a.n_kv == b.n_kv &&
-                      a.head_dim_k == b.head_dim_k && a.head_dim_v == b.head_dim_v,
+    STRATA_ASSERT(a.k == b.k && a.v == b.v && a.k16 == b.k16 && a.v16 == b.v16 && a.k8 == b.k8 &&
+                      a.v8 == b.v8 && a.k_stride == b.k_stride && a.v_stride == b.v_stride &&
+                      a.n_kv == b.n_kv && a.head_dim_k == b.head_dim_k &&
+                      a.head_dim_v == b.head_dim_v,
                   "attention_rows_group: the heads do not share their K and V rows");
   }
   if (attention_group_one_pass(n_heads, a.head_dim_k, a.head_dim_v)) {

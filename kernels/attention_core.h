@@ -18,24 +18,33 @@
 // has.)
 // KV_TYPE=f16 rows (k16 / v16 set instead of k / v): each element is widened to float exactly
 // (fp16_to_f32) where the order above reads it, so an F16 row gives the bits of the F32 kernels on
-// the widened rows, in every variant.
+// the widened rows, in every variant. KV_TYPE=q8_0 rows (k8 / v8): Q8_0 blocks (an fp16 scale d,
+// then 32 int8 codes: 34 bytes per 32 elements), element i = d · code (an fp16 times an int8 has
+// at most 18 significant bits, so the float product is exact): again the F32 kernels' bits on the
+// widened rows. Q8_0 rows need head dims that are multiples of 32 (V inside K included).
 // Tested by tests/test_ops.cpp (AVX2 == portable bit for bit, exp lanes == portable_expf).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+
+#include "kernels/quant.h"
 
 namespace strata::kernels {
 
 struct AttentionRow {
   const float* q = nullptr;  // [head_dim_k]
   const float* k = nullptr;  // key row 0; key row j at k + j * k_stride
-  size_t k_stride = 0;       // elements (floats, or halves for k16)
+  size_t k_stride = 0;       // elements (floats, halves for k16, bytes for k8)
   const float* v = nullptr;  // value row 0; value row j at v + j * v_stride
   size_t v_stride = 0;       // elements
   // An F16 KV cache's rows (IEEE halves) instead of k and v: both set, k and v null.
   const uint16_t* k16 = nullptr;
   const uint16_t* v16 = nullptr;
+  // A Q8_0 KV cache's rows instead (strides in bytes): both set, the others null.
+  const std::byte* k8 = nullptr;
+  const std::byte* v8 = nullptr;
   uint32_t n_kv = 0;  // >= 1
   uint32_t head_dim_k = 0;
   uint32_t head_dim_v = 0;
@@ -83,27 +92,71 @@ void attention_rows_group_avx512(const AttentionRow* rows, uint32_t n_heads, flo
 // attention_row_avx2's softmax of n scores in place (the order in this header's comment).
 void softmax_scores_avx2(float* scores, uint32_t n, bool has_sink, float sink);
 
+// A KV row's element types: float (k, v), uint16_t (k16, v16: IEEE halves) and std::byte (k8, v8:
+// Q8_0 blocks). Element i of a Q8_0 row is code i % 32 of block i / 32.
+constexpr uint32_t kQ8Block = 32;       // elements per block
+constexpr uint32_t kQ8BlockBytes = 34;  // fp16 d + 32 codes
+inline const std::byte* q8_block(const std::byte* row, uint32_t i) {
+  return row + size_t{i / kQ8Block} * kQ8BlockBytes;
+}
+inline float q8_scale(const std::byte* block) {
+  uint16_t d;
+  std::memcpy(&d, block, sizeof(d));
+  return fp16_to_f32(d);
+}
+// Element i of a row as a float, exactly (the scalar steps of every variant).
+inline float widen_at(const float* row, uint32_t i) {
+  return row[i];
+}
+inline float widen_at(const uint16_t* row, uint32_t i) {
+  return fp16_to_f32(row[i]);
+}
+inline float widen_at(const std::byte* row, uint32_t i) {
+  const std::byte* b = q8_block(row, i);
+  return q8_scale(b) * static_cast<float>(static_cast<int8_t>(b[2 + i % kQ8Block]));
+}
+// Where element i of a row is stored (for prefetches), and the bytes n elements take.
+template <typename T>
+inline const void* element_at(const T* row, uint32_t i) {
+  if constexpr (sizeof(T) == 1)
+    return q8_block(row, i) + 2 + i % kQ8Block;
+  else
+    return row + i;
+}
+template <typename T>
+inline size_t row_bytes(uint32_t n) {
+  if constexpr (sizeof(T) == 1)
+    return size_t{(n + kQ8Block - 1) / kQ8Block} * kQ8BlockBytes;
+  else
+    return size_t{n} * sizeof(T);
+}
+
 // The AVX2 and AVX-512 passes prefetch key and value rows this many keys ahead. A head's rows are
 // strided (the KV heads of a position are adjacent), which the hardware prefetchers follow
 // poorly, and at decode a layer's KV comes from DRAM: the weights streamed since the last token
 // evicted it. Prefetches never change a value.
 constexpr uint32_t kAttentionPrefetchKeys = 32;
-// n elements from p, a line (64 bytes) at a time.
-template <int kLevel, typename T>
-inline void prefetch_floats(const T* p, uint32_t n) {
-  for (uint32_t i = 0; i < n; i += 64 / sizeof(T)) __builtin_prefetch(p + i, 0, kLevel);
+// n bytes from p, a line (64 bytes) at a time.
+template <int kLevel>
+inline void prefetch_bytes(const void* p, size_t n) {
+  const char* c = static_cast<const char*>(p);
+  for (size_t i = 0; i < n; i += 64) __builtin_prefetch(c + i, 0, kLevel);
 }
-// A row's keys and values as elements of T: float (k, v) or uint16_t (k16, v16).
+// A row's keys and values as elements of T.
 template <typename T>
 inline const T* row_keys(const AttentionRow& a) {
-  if constexpr (sizeof(T) == 2)
+  if constexpr (sizeof(T) == 1)
+    return a.k8;
+  else if constexpr (sizeof(T) == 2)
     return a.k16;
   else
     return a.k;
 }
 template <typename T>
 inline const T* row_values(const AttentionRow& a) {
-  if constexpr (sizeof(T) == 2)
+  if constexpr (sizeof(T) == 1)
+    return a.v8;
+  else if constexpr (sizeof(T) == 2)
     return a.v16;
   else
     return a.v;
@@ -114,16 +167,17 @@ template <typename T = float>
 inline void prefetch_keys_ahead(const AttentionRow& a, uint32_t j) {
   for (uint32_t r = j + kAttentionPrefetchKeys; r < j + kAttentionPrefetchKeys + 4 && r < a.n_kv;
        ++r) {
-    prefetch_floats<3>(row_keys<T>(a) + r * a.k_stride, a.head_dim_k);
-    prefetch_floats<2>(row_values<T>(a) + r * a.v_stride, a.head_dim_v);
+    prefetch_bytes<3>(row_keys<T>(a) + r * a.k_stride, row_bytes<T>(a.head_dim_k));
+    prefetch_bytes<2>(row_values<T>(a) + r * a.v_stride, row_bytes<T>(a.head_dim_v));
   }
 }
-// The weighted sum at key j, whose 64 value elements from d are at vj: the same elements of the
-// key kAttentionPrefetchKeys ahead into L1.
+// The weighted sum at key j, whose n value elements from d are in row vj: the same elements of
+// the key kAttentionPrefetchKeys ahead into L1.
 template <typename T>
-inline void prefetch_values_ahead(const AttentionRow& a, const T* vj, uint32_t j) {
+inline void prefetch_values_ahead(const AttentionRow& a, const T* vj, uint32_t d, uint32_t j,
+                                  uint32_t n = 64) {
   if (j + kAttentionPrefetchKeys < a.n_kv)
-    prefetch_floats<3>(vj + kAttentionPrefetchKeys * a.v_stride, 64);
+    prefetch_bytes<3>(element_at(vj + kAttentionPrefetchKeys * a.v_stride, d), row_bytes<T>(n));
 }
 
 // out[i] = portable_expf(x[i]) with AVX2 (tests compare it with the scalar function).

@@ -12,7 +12,7 @@ strata_add_test(test_model_replay LABEL model SOURCES test_model_replay.cpp
 add_dependencies(test_model_replay strata)
 # Q4_1, Q5_1, Q2_K, Q3_K, Q5_K models (the F32 fixture requantized) vs dequantized peers.
 strata_add_test(test_kquant_model LABEL model SOURCES test_kquant_model.cpp LIBS strata_engine)
-# KV_TYPE=f16 (engine/kv_cache): paths to the bit, closeness to F32, MLA kept F32, prompt cache
-# and stash with halves.
-strata_add_test(test_kv_f16 LABEL model SOURCES test_kv_f16.cpp
+# KV_TYPE=f16 / q8_0 (engine/kv_cache): paths to the bit, closeness to F32, MLA latents, prompt
+# cache and stash with rounded rows, q8_0 refused on heads that are not whole blocks.
+strata_add_test(test_kv_types LABEL model SOURCES test_kv_types.cpp
                 LIBS strata_engine nlohmann_json::nlohmann_json fmt::fmt)

@@ -630,6 +630,76 @@ TEST(AttentionCore, F16RowsEqualWidenedF32RowsBitForBit) {
   }
 }
 
+// KV_TYPE=q8_0: rows of Q8_0 blocks (k8 / v8, strides in bytes) give, in every variant, the bits
+// of the portable kernel on the rows dequantized to F32 (d · code is exact); V inside K (MLA's
+// latent rows) reads the K row's first blocks.
+TEST(AttentionCore, Q8RowsEqualWidenedF32RowsBitForBit) {
+  std::mt19937 rng(17);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const uint32_t dims[][2] = {{64, 64}, {128, 128}, {96, 160}, {32, 32}, {576, 512}};
+  for (uint32_t n_heads : {1u, 2u, 3u, 4u, 8u}) {
+    for (const auto& dd : dims) {
+      const uint32_t dk = dd[0], dv = dd[1];
+      for (uint32_t n_kv : {1u, 5u, 33u, 130u}) {
+        for (int variant = 0; variant < 3; ++variant) {  // plain, sinks + spread, V in K
+          const bool v_in_k = variant == 2 && dv <= dk;
+          const float spread = variant == 1 ? 40.0f : 1.0f;
+          const size_t kb = dk / 32 * 34 + 6, vb = dv / 32 * 34 + 2;  // byte strides, padded
+          std::vector<float> q(n_heads * dk), kw(n_kv * dk), vw(n_kv * dv), tmp(std::max(dk, dv));
+          std::vector<std::byte> k8(n_kv * kb), v8(n_kv * vb);
+          for (auto& f : q) f = normal(rng) * spread;
+          for (uint32_t j = 0; j < n_kv; ++j) {
+            for (auto& f : tmp) f = normal(rng);
+            if (j % 7 == 3) std::fill(tmp.begin(), tmp.begin() + 32, 0.0f);  // a zero block
+            kernels::quantize_row(GgmlType::Q8_0, tmp.data(), k8.data() + j * kb, dk);
+            kernels::dequantize_row(GgmlType::Q8_0, k8.data() + j * kb, kw.data() + j * dk, dk);
+            for (uint32_t i = 0; i < dv; ++i) tmp[i] = normal(rng) * 3.0f;
+            kernels::quantize_row(GgmlType::Q8_0, tmp.data(), v8.data() + j * vb, dv);
+            kernels::dequantize_row(GgmlType::Q8_0, v8.data() + j * vb, vw.data() + j * dv, dv);
+          }
+          std::vector<kernels::AttentionRow> q8(n_heads), wide(n_heads);
+          for (uint32_t h = 0; h < n_heads; ++h) {
+            kernels::AttentionRow& a = wide[h];
+            a.q = q.data() + h * dk;
+            a.k = kw.data();
+            a.k_stride = dk;
+            a.v = v_in_k ? kw.data() : vw.data();
+            a.v_stride = v_in_k ? dk : dv;
+            a.n_kv = n_kv;
+            a.head_dim_k = dk;
+            a.head_dim_v = dv;
+            a.scale = 0.088f;
+            a.has_sink = variant == 1;
+            a.sink = 0.7f - 0.3f * float(h);
+            q8[h] = a;
+            q8[h].k = q8[h].v = nullptr;
+            q8[h].k8 = k8.data();
+            q8[h].v8 = v_in_k ? k8.data() : v8.data();
+            q8[h].k_stride = kb;
+            q8[h].v_stride = v_in_k ? kb : vb;
+          }
+          std::vector<float> sc(n_heads * n_kv), got(n_heads * dv), want(dv), one(dv);
+          std::vector<float*> outs(n_heads);
+          for (uint32_t h = 0; h < n_heads; ++h) outs[h] = got.data() + h * dv;
+          kernels::attention_rows_group(q8.data(), n_heads, sc.data(), outs.data());
+          for (uint32_t h = 0; h < n_heads; ++h) {
+            const auto where = [&] {
+              return fmt::format("heads {} head {} dk {} dv {} n_kv {} variant {}", n_heads, h, dk,
+                                 dv, n_kv, variant);
+            };
+            kernels::attention_row_portable(wide[h], sc.data(), want.data());
+            ASSERT_EQ(0, std::memcmp(outs[h], want.data(), dv * 4)) << "group " << where();
+            kernels::attention_row(q8[h], sc.data(), one.data());
+            ASSERT_EQ(0, std::memcmp(one.data(), want.data(), dv * 4)) << "row " << where();
+            kernels::attention_row_portable(q8[h], sc.data(), one.data());
+            ASSERT_EQ(0, std::memcmp(one.data(), want.data(), dv * 4)) << "portable " << where();
+          }
+        }
+      }
+    }
+  }
+}
+
 // The AVX2 SwiGLU (swiglu_row's path on AVX2 CPUs) is portable_swiglu on each element, bit for
 // bit: gates over the float range and the exp's branch edges, mixed-sign ups, NaN and infinities,
 // lengths with a scalar tail, and out aliasing gate.
