@@ -43,10 +43,53 @@ const tiers::TierCounters& tier(const tiers::StoreCounters& s, size_t home) {
                                             : s.vram;
 }
 
-tiers::TierCounters minus(const tiers::TierCounters& a, const tiers::TierCounters& b) {
-  return {a.served - b.served, a.served_bytes - b.served_bytes, a.loads - b.loads,
-          a.load_bytes - b.load_bytes, a.load_seconds - b.load_seconds};
+// op(a.f, b.f) for every counter field f (windows subtract a base; untimed intervals shift it).
+template <typename Op>
+void each_field(tiers::TierCounters& a, const tiers::TierCounters& b, Op op) {
+  op(a.served, b.served);
+  op(a.served_bytes, b.served_bytes);
+  op(a.loads, b.loads);
+  op(a.load_bytes, b.load_bytes);
+  op(a.load_seconds, b.load_seconds);
 }
+template <typename Op>
+void each_field(tiers::StoreCounters& a, const tiers::StoreCounters& b, Op op) {
+  each_field(a.ram, b.ram, op);
+  each_field(a.ssd, b.ssd, op);
+  each_field(a.vram, b.vram, op);
+  op(a.cache_hits, b.cache_hits);
+  op(a.cache_misses, b.cache_misses);
+  op(a.evictions, b.evictions);
+  op(a.reads, b.reads);
+  op(a.io_wait_seconds, b.io_wait_seconds);
+  op(a.io_service_seconds, b.io_service_seconds);
+  op(a.frames, b.frames);
+  op(a.frame_raw_bytes, b.frame_raw_bytes);
+  op(a.decompress_seconds, b.decompress_seconds);
+  op(a.prefetch_issued, b.prefetch_issued);
+  op(a.prefetch_used, b.prefetch_used);
+  op(a.prefetch_wasted, b.prefetch_wasted);
+  op(a.prefetch_refused, b.prefetch_refused);
+  op(a.prefetch_needed, b.prefetch_needed);
+  op(a.prefetch_head_start_seconds, b.prefetch_head_start_seconds);
+  op(a.decode_layers_missed, b.decode_layers_missed);
+  op(a.decode_layers_missed_wait, b.decode_layers_missed_wait);
+  op(a.decode_layers_saved, b.decode_layers_saved);
+  op(a.repin_passes, b.repin_passes);
+  op(a.repin_moves, b.repin_moves);
+}
+template <typename Op>
+void each_field(GpuDeviceStats& a, const GpuDeviceStats& b, Op op) {
+  op(a.launches, b.launches);
+  op(a.experts, b.experts);
+  op(a.rows, b.rows);
+  op(a.bytes_read, b.bytes_read);
+  op(a.kernel_seconds, b.kernel_seconds);
+  op(a.repin_moves, b.repin_moves);
+}
+constexpr auto kSub = [](auto& x, const auto& y) { x -= y; };
+constexpr auto kAdd = [](auto& x, const auto& y) { x += y; };
+
 
 std::string slurp(const char* path) {
   std::ifstream in(path);
@@ -178,43 +221,14 @@ Profiler::LaneMark Profiler::lane_now() const {
 
 std::vector<GpuDeviceStats> Profiler::window_gpu() const {
   std::vector<GpuDeviceStats> out = gpu_ ? gpu_->stats() : std::vector<GpuDeviceStats>{};
-  for (size_t i = 0; i < out.size() && i < gpu_base_.size(); ++i) {
-    const GpuDeviceStats& b = gpu_base_[i];
-    out[i].launches -= b.launches;
-    out[i].experts -= b.experts;
-    out[i].rows -= b.rows;
-    out[i].bytes_read -= b.bytes_read;
-    out[i].kernel_seconds -= b.kernel_seconds;
-    out[i].repin_moves -= b.repin_moves;
-  }
+  for (size_t i = 0; i < out.size() && i < gpu_base_.size(); ++i)
+    each_field(out[i], gpu_base_[i], kSub);
   return out;
 }
 
 tiers::StoreCounters Profiler::window_counters() const {
   tiers::StoreCounters s = store_ ? store_->counters() : tiers::StoreCounters{};
-  s.ram = minus(s.ram, base_.ram);
-  s.ssd = minus(s.ssd, base_.ssd);
-  s.vram = minus(s.vram, base_.vram);
-  s.cache_hits -= base_.cache_hits;
-  s.cache_misses -= base_.cache_misses;
-  s.evictions -= base_.evictions;
-  s.reads -= base_.reads;
-  s.io_wait_seconds -= base_.io_wait_seconds;
-  s.io_service_seconds -= base_.io_service_seconds;
-  s.frames -= base_.frames;
-  s.frame_raw_bytes -= base_.frame_raw_bytes;
-  s.decompress_seconds -= base_.decompress_seconds;
-  s.prefetch_issued -= base_.prefetch_issued;
-  s.prefetch_used -= base_.prefetch_used;
-  s.prefetch_wasted -= base_.prefetch_wasted;
-  s.prefetch_refused -= base_.prefetch_refused;
-  s.prefetch_needed -= base_.prefetch_needed;
-  s.prefetch_head_start_seconds -= base_.prefetch_head_start_seconds;
-  s.decode_layers_missed -= base_.decode_layers_missed;
-  s.decode_layers_missed_wait -= base_.decode_layers_missed_wait;
-  s.decode_layers_saved -= base_.decode_layers_saved;
-  s.repin_passes -= base_.repin_passes;
-  s.repin_moves -= base_.repin_moves;
+  each_field(s, base_, kSub);
   return s;
 }
 
@@ -318,6 +332,45 @@ Verdict Profiler::verdict() const {
 void Profiler::add_prefill(uint64_t tokens, double seconds) {
   c_.prefill_tokens += tokens;
   c_.prefill_seconds += seconds;
+  mark();
+}
+
+void Profiler::begin_untimed() {
+  STRATA_ASSERT(!untimed_.open, "begin_untimed() twice");
+  untimed_.open = true;
+  std::vector<double> tokens = std::move(c_.decode_token_seconds);
+  untimed_.c = c_;
+  c_.decode_token_seconds = std::move(tokens);
+  untimed_.store = store_ ? store_->counters() : tiers::StoreCounters{};
+  untimed_.gpu = gpu_ ? gpu_->stats() : std::vector<GpuDeviceStats>{};
+  untimed_.dense_calls = dense_ ? dense_->calls() : 0;
+  untimed_.dense_seconds = dense_ ? dense_->seconds() : 0;
+}
+
+void Profiler::end_untimed() {
+  STRATA_ASSERT(untimed_.open, "end_untimed() without begin_untimed()");
+  untimed_.open = false;
+  // The counters return to the snapshot; the sources' totals moved on, so their bases move with
+  // them by what the interval added.
+  std::vector<double> tokens = std::move(c_.decode_token_seconds);
+  c_ = untimed_.c;
+  c_.decode_token_seconds = std::move(tokens);
+  if (store_) {
+    tiers::StoreCounters added = store_->counters();
+    each_field(added, untimed_.store, kSub);
+    each_field(base_, added, kAdd);
+  }
+  if (gpu_) {
+    std::vector<GpuDeviceStats> now = gpu_->stats();
+    for (size_t i = 0; i < now.size() && i < untimed_.gpu.size() && i < gpu_base_.size(); ++i) {
+      each_field(now[i], untimed_.gpu[i], kSub);
+      each_field(gpu_base_[i], now[i], kAdd);
+    }
+  }
+  if (dense_) {
+    dense_base_calls_ += dense_->calls() - untimed_.dense_calls;
+    dense_base_seconds_ += dense_->seconds() - untimed_.dense_seconds;
+  }
   mark();
 }
 

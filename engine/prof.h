@@ -191,9 +191,15 @@ class Profiler {
   Verdict verdict() const;
 
   void add_prefill(uint64_t tokens, double seconds);
-  // Work the report should not count (`strata bench`'s warm-up runs and untimed context
-  // prefills): the next decode token's traffic is counted from here. add_prefill marks too.
+  // The next decode token's traffic is counted from here (the roofline's expert bytes, PROF=2's
+  // token line). add_prefill marks too.
   void mark();
+  // Work the report must not count (`strata bench`'s untimed context prefills and warm-up runs):
+  // what runs between begin_untimed() and end_untimed() reaches no part of the report — time
+  // shares, tier and cache counters, hit rates, I/O, GPU lanes and devices, CUDA_DENSE, the
+  // roofline. The interval records no prefill or decode tokens. end_untimed() marks.
+  void begin_untimed();
+  void end_untimed();
   // n_past: the positions the token attended (the KV cache's length after it), for the roofline.
   // LOOKUP: ran = false for a token whose logits a previous pass drafted (no pass ran for it);
   // drafted = the draft tokens the pass ran besides this one.
@@ -238,7 +244,17 @@ class Profiler {
   LaneMark lane_mark_;
   LaneMark lane_now() const;
   tiers::StoreCounters last_;  // for token_line deltas
-  tiers::StoreCounters base_;  // store counters at begin_window()
+  tiers::StoreCounters base_;  // store counters at begin_window(), less later untimed intervals
+  // begin_untimed()'s snapshot: the counters to return to, and the sources' totals then.
+  struct Untimed {
+    bool open = false;
+    ProfCounters c;  // decode_token_seconds left empty
+    tiers::StoreCounters store;
+    std::vector<GpuDeviceStats> gpu;
+    uint64_t dense_calls = 0;
+    double dense_seconds = 0;
+  };
+  Untimed untimed_;
   TierCeilings ceilings_;
   DecodeBytes decode_bytes_;
   uint64_t expert_ram_mark_ = 0;  // RAM + cache served bytes at the last prefill / decode token

@@ -104,6 +104,20 @@ TEST_F(BenchCli, MarkdownTableAndProf) {
   EXPECT_NE(err_.find("prof:"), std::string::npos) << "PROF=1 reports at the end";
 }
 
+// PROF counts the timed parts only: the -d context's prefills and the warm-up run are untimed, so
+// the report's expert uses are exactly those of the timed decode tokens (2 repetitions x 4 tokens
+// x 4 MoE layers x top-4), and no prefill is reported.
+TEST_F(BenchCli, ProfCountsTheTimedTokensOnly) {
+  const fs::path pj = dir_ / "prof.json";
+  ASSERT_EQ(bench("-p 0 -n 4 -d 16 -r 2 -t 2", "VRAM_GB=0 PROF=1 PROF_JSON='" + pj.string() + "'"),
+            0)
+      << err_;
+  const json j = json::parse(slurp(pj));
+  EXPECT_EQ(j["decode_tokens"].get<uint64_t>(), 8u);
+  EXPECT_EQ(j["prefill_tokens"].get<uint64_t>(), 0u);
+  EXPECT_EQ(j["hit_rates"]["expert_uses"].get<uint64_t>(), 2u * 4 * 4 * 4);
+}
+
 TEST_F(BenchCli, BadValuesAreOneLineErrors) {
   const std::pair<const char*, const char*> bad[] = {
       {"-r 0", "strata: error: -r 0: at least one repetition\n"},

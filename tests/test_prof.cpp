@@ -260,6 +260,27 @@ TEST(Prof, BeginWindowStartsOver) {
   EXPECT_GE(p.counters().decode_token_seconds.capacity(), 64u);  // still preallocated
 }
 
+// `strata bench`'s untimed work (a -d prefill, a warm-up) leaves no trace in the report; what the
+// timed parts add around it stays.
+TEST(Prof, UntimedIntervalsAreLeftOut) {
+  Profiler p(1, "");
+  p.counters().attention_seconds = 1.0;
+  p.add_decode_token(2.0, 10);
+  p.begin_untimed();
+  p.counters().attention_seconds += 50.0;  // a deep context's prefill
+  p.counters().compute_seconds[size_t(ExpertHome::kRam)] += 30.0;
+  p.counters().router_seconds += 5.0;
+  p.end_untimed();
+  p.counters().attention_seconds += 0.5;
+  p.add_decode_token(1.0, 11);
+  EXPECT_EQ(p.counters().decode_tokens, 2u);
+  EXPECT_DOUBLE_EQ(p.counters().attention_seconds, 1.5);
+  EXPECT_DOUBLE_EQ(p.counters().compute_seconds[size_t(ExpertHome::kRam)], 0.0);
+  EXPECT_DOUBLE_EQ(p.counters().router_seconds, 0.0);
+  EXPECT_EQ(p.counters().decode_token_seconds.size(), 2u);
+  EXPECT_NEAR(p.time_shares().attention, 1.5 / 3.0, 1e-12);
+}
+
 TEST(Prof, OffMeansOff) {
   Profiler p(0, "");
   EXPECT_FALSE(p.enabled());

@@ -7,9 +7,8 @@
 // sample standard deviation over the repetitions. The random tokens come from a fixed seed, so
 // two runs feed the same tokens. Lists (-p 128,512 -t 1,2) run every combination, threads
 // outermost. Knobs as for `run` (RAM_GB, VRAM_GB, PIN, PROF ...; PROF=1 reports the tiers and the
-// roofline over all the tests at the end: the roofline counts the timed decode tokens' traffic
-// only; the time shares cover everything computed, warm-ups and -d prefills included). Tested by
-// tests/test_bench_cli.cpp.
+// roofline over all the tests at the end, of the timed parts only: the -d prefills and warm-ups
+// are Profiler::begin_untimed() / end_untimed() intervals). Tested by tests/test_bench_cli.cpp.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -153,33 +152,33 @@ class Bench {
     return t;
   }
 
-  // One repetition: seconds of the timed part.
+  // One repetition: seconds of the timed part. PROF counts the timed part of a recorded
+  // repetition only: the -d context's prefill and a whole warm-up run are untimed.
   double once(engine::Forward& fwd, const Test& t, bool record) {
     engine::Profiler* prof = tiers_.prof.get();
+    if (prof) prof->begin_untimed();
     fwd.reset();
     if (t.depth > 0) (void)fwd.prefill(random_tokens(size_t(t.depth), true));
-    // PROF counts the timed part only (a warm-up's traffic is not a decode token's).
-    if (prof) prof->mark();
+    if (prof && record) prof->end_untimed();
+    double s = 0;
     if (t.n_prompt > 0) {
       const std::vector<int32_t> tokens = random_tokens(size_t(t.n_prompt), t.depth == 0);
       const auto t0 = std::chrono::steady_clock::now();
       (void)fwd.prefill(tokens);
-      const double s = seconds_since(t0);
-      if (prof && record)
-        prof->add_prefill(tokens.size(), s);
-      else if (prof)
-        prof->mark();
-      return s;
+      s = seconds_since(t0);
+      if (prof && record) prof->add_prefill(tokens.size(), s);
+    } else {
+      const std::vector<int32_t> tokens = random_tokens(size_t(t.n_gen), t.depth == 0);
+      const auto t0 = std::chrono::steady_clock::now();
+      for (const int32_t id : tokens) {
+        const auto t_token = std::chrono::steady_clock::now();
+        (void)fwd.decode(id);
+        if (record && prof) prof->add_decode_token(seconds_since(t_token), fwd.n_past());
+      }
+      s = seconds_since(t0);
     }
-    const std::vector<int32_t> tokens = random_tokens(size_t(t.n_gen), t.depth == 0);
-    const auto t0 = std::chrono::steady_clock::now();
-    for (const int32_t id : tokens) {
-      const auto t_token = std::chrono::steady_clock::now();
-      (void)fwd.decode(id);
-      if (record && prof) prof->add_decode_token(seconds_since(t_token), fwd.n_past());
-    }
-    if (prof) prof->mark();
-    return seconds_since(t0);
+    if (prof && !record) prof->end_untimed();
+    return s;
   }
 
   engine::Model& model_;
