@@ -279,6 +279,13 @@ TEST(Prof, UntimedIntervalsAreLeftOut) {
   EXPECT_DOUBLE_EQ(p.counters().router_seconds, 0.0);
   EXPECT_EQ(p.counters().decode_token_seconds.size(), 2u);
   EXPECT_NEAR(p.time_shares().attention, 1.5 / 3.0, 1e-12);
+  // Half the run in attention: the verdict offers a smaller KV type, then a shorter context.
+  EXPECT_EQ(p.verdict().bound, "attention-bound");
+  EXPECT_EQ(p.verdict().knob, "KV_TYPE");
+  DecodeBytes b;
+  b.kv_q8_0 = true;
+  p.set_decode_bytes(b);
+  EXPECT_EQ(p.verdict().knob, "--ctx");
 }
 
 TEST(Prof, OffMeansOff) {
