@@ -90,7 +90,6 @@ void each_field(GpuDeviceStats& a, const GpuDeviceStats& b, Op op) {
 constexpr auto kSub = [](auto& x, const auto& y) { x -= y; };
 constexpr auto kAdd = [](auto& x, const auto& y) { x += y; };
 
-
 std::string slurp(const char* path) {
   std::ifstream in(path);
   std::stringstream ss;
