@@ -410,7 +410,9 @@ TEST(PreTokenizerUnit, KimiK2) {
   EXPECT_EQ(words(PreType::kKimiK2, "I don't KNOW'S 1234567"),
             (Words{"I", " don't", " KNOW'S", " ", "123", "456", "7"}));
   // Hiragana and Hangul are letters but not Han: one word with the Latin letters around them.
-  EXPECT_EQ(words(PreType::kKimiK2, "a\xe3\x81\x82\xea\xb0\x80\xe6\xbc\xa2" "b"),  // aあ가漢b
+  EXPECT_EQ(words(PreType::kKimiK2,
+                  "a\xe3\x81\x82\xea\xb0\x80\xe6\xbc\xa2"
+                  "b"),  // aあ가漢b
             (Words{"a\xe3\x81\x82\xea\xb0\x80", "\xe6\xbc\xa2", "b"}));
   EXPECT_EQ(words(PreType::kKimiK2, "x\n\n  y ...\n"), (Words{"x", "\n\n", " ", " y", " ...\n"}));
   // A long word of capitals backtracks through the first word pattern: one word, no crash.
