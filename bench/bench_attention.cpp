@@ -9,6 +9,7 @@
 // KV bytes / second, and for stream the % of the probe. Outputs are checked against the portable
 // kernel on the widened rows (same bits) before timing.
 // Run: bench_attention [--n-kv 4096] [--heads 8] [--dim 128] [--pool-mib 1024] [--rounds 5]
+//                      [--isa avx2] (the AVX2 kernels on an AVX-512 host, as ISA=avx2 does)
 // Results and commands: bench/RESULTS.md ("Session 29").
 
 #include <sys/mman.h>
@@ -26,6 +27,7 @@
 #include "bench/read_probe.h"
 #include "io/ggml_type.h"
 #include "kernels/attention_core.h"
+#include "kernels/gemv.h"
 #include "kernels/quant.h"
 
 namespace {
@@ -117,6 +119,13 @@ int main(int argc, char** argv) {
   const uint32_t dim = static_cast<uint32_t>(std::stoul(arg(argc, argv, "--dim", "128")));
   const size_t pool = size_t(std::stoll(arg(argc, argv, "--pool-mib", "1024"))) << 20;
   const int rounds = std::stoi(arg(argc, argv, "--rounds", "5"));
+  const std::string isa = arg(argc, argv, "--isa", "auto");
+  if (isa == "avx2") {
+    set_isa_cap(Isa::kAvx2);
+  } else if (isa != "auto") {
+    std::fprintf(stderr, "bench_attention: --isa is auto or avx2, not %s\n", isa.c_str());
+    return 1;
+  }
   if (n_kv == 0 || heads == 0 || heads > kAttentionGroupMax || dim % 32 != 0 || dim == 0 ||
       rounds < 1) {
     std::fprintf(stderr,
@@ -130,7 +139,8 @@ int main(int argc, char** argv) {
       "%u keys; 1 thread, thread CPU time; %s\n",
       heads, dim, n_kv,
       attention_group_one_pass(heads, dim, dim) ? "AVX-512 one-pass group kernel"
-                                                : "pair / row kernels");
+      : attention_avx2_supported()              ? "AVX2 kernels"
+                                                : "portable kernel");
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> q(size_t{heads} * dim), sc(size_t{heads} * n_kv), out(size_t{heads} * dim),

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "kernels/attention_core.h"
 #include "kernels/portable_math.h"
@@ -30,13 +31,19 @@ inline __m256 load8(const float* row, uint32_t i) {
 inline __m256 load8(const uint16_t* row, uint32_t i) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + i)));
 }
+inline float q8_scale_f16c(const std::byte* block) {
+  uint16_t d;
+  std::memcpy(&d, block, sizeof(d));
+  return _cvtsh_ss(d);
+}
+// 8 Q8_0 codes at p times their block's scale d (in every lane).
+inline __m256 q8_codes8(const std::byte* p, __m256 d) {
+  const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_mul_ps(_mm256_cvtepi32_ps(q), d);
+}
 inline __m256 load8(const std::byte* row, uint32_t i) {
   const std::byte* b = q8_block(row, i);
-  uint16_t d;
-  std::memcpy(&d, b, sizeof(d));
-  const __m256i q =
-      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + i % kQ8Block)));
-  return _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(_cvtsh_ss(d)));
+  return q8_codes8(b + 2 + i % kQ8Block, _mm256_set1_ps(q8_scale_f16c(b)));
 }
 
 // Lanes past n of the last partial group: the scalar steps on lane i % 8.
@@ -206,7 +213,178 @@ void row_avx2(const AttentionRow& a, float* sc, float* out) {
   }
 }
 
+// ---- attention_rows_group_avx2: the heads of a GQA group, each K and V element widened once ----
+
+// [fold8(a), fold8(b), fold8(c), fold8(d)]: adjacent lanes, then pairs of those, then the two
+// halves, each add one of dot8's in its order (the shuffles only move floats).
+inline __m128 fold4(__m256 a, __m256 b, __m256 c, __m256 d) {
+  const __m256 ab = _mm256_add_ps(_mm256_shuffle_ps(a, b, 0x88), _mm256_shuffle_ps(a, b, 0xDD));
+  const __m256 cd = _mm256_add_ps(_mm256_shuffle_ps(c, d, 0x88), _mm256_shuffle_ps(c, d, 0xDD));
+  const __m256 q = _mm256_add_ps(_mm256_shuffle_ps(ab, cd, 0x88), _mm256_shuffle_ps(ab, cd, 0xDD));
+  return _mm_add_ps(_mm256_castps256_ps128(q), _mm256_extractf128_ps(q, 1));
+}
+
+// Scores of HS heads (rows[0 .. HS)) against keys [j0, j1), NK keys a step: each K chunk widened
+// once for the HS heads. The next block's K rows (to next_end) are prefetched on the way.
+template <int HS, int NK, typename T>
+void set_scores(const AttentionRow* rows, float* sc, uint32_t j0, uint32_t j1, uint32_t next_end) {
+  const AttentionRow& a = rows[0];
+  const T* K = row_keys<T>(a);
+  const uint32_t n = a.n_kv, dk = a.head_dim_k;
+  const size_t kbytes = row_bytes<T>(dk);
+  constexpr int kAcc = (HS * NK + 3) / 4 * 4;
+  const float* qs[HS];
+  float scale[HS];
+  for (int h = 0; h < HS; ++h) {
+    qs[h] = rows[h].q;
+    scale[h] = rows[h].scale;
+  }
+  uint32_t jp = j1;  // the next row to prefetch
+  uint32_t j = j0;
+  for (; j + NK <= j1; j += NK) {
+    for (int r = 0; r < NK && jp < next_end; ++r, ++jp)
+      prefetch_bytes<3>(K + size_t{jp} * a.k_stride, kbytes);
+    const T* kr[NK];
+    for (int r = 0; r < NK; ++r) kr[r] = K + size_t{j + r} * a.k_stride;
+    __m256 s[kAcc];
+    for (int i = 0; i < kAcc; ++i) s[i] = _mm256_setzero_ps();
+    const auto step = [&](uint32_t i, const __m256* x) {
+      for (int h = 0; h < HS; ++h) {
+        const __m256 q = _mm256_loadu_ps(qs[h] + i);
+        for (int r = 0; r < NK; ++r) s[h * NK + r] = _mm256_fmadd_ps(q, x[r], s[h * NK + r]);
+      }
+    };
+    if constexpr (sizeof(T) == 1) {
+      // Q8_0: each block's scale widened once per key for its 4 chunks.
+      for (uint32_t i = 0; i < dk; i += kQ8Block) {
+        __m256 d[NK];
+        for (int r = 0; r < NK; ++r) d[r] = _mm256_set1_ps(q8_scale_f16c(q8_block(kr[r], i)));
+        for (uint32_t c = 0; c < kQ8Block; c += 8) {
+          __m256 x[NK];
+          for (int r = 0; r < NK; ++r) x[r] = q8_codes8(q8_block(kr[r], i) + 2 + c, d[r]);
+          step(i + c, x);
+        }
+      }
+    } else {
+      for (uint32_t i = 0; i < dk; i += 8) {
+        __m256 x[NK];
+        for (int r = 0; r < NK; ++r) x[r] = load8(kr[r], i);
+        step(i, x);
+      }
+    }
+    alignas(16) float t[kAcc];
+    for (int i = 0; i < kAcc; i += 4)
+      _mm_store_ps(t + i, fold4(s[i], s[i + 1], s[i + 2], s[i + 3]));
+    for (int h = 0; h < HS; ++h)
+      for (int r = 0; r < NK; ++r) sc[size_t(h) * n + j + r] = t[h * NK + r] * scale[h];
+  }
+  for (; j < j1; ++j) {
+    const T* kj = K + size_t{j} * a.k_stride;
+    for (int h = 0; h < HS; ++h) {
+      __m256 acc = _mm256_setzero_ps();
+      for (uint32_t i = 0; i < dk; i += 8)
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(qs[h] + i), load8(kj, i), acc);
+      sc[size_t(h) * n + j] = fold8(acc) * scale[h];
+    }
+  }
+}
+
+// outs[h][d .. d + 8W) of HS heads over keys [j0, j1) (a block of at most `block` keys),
+// continuing the partial sums in outs (from zero at j0 == 0): each lane one output dimension of
+// one head, out = fma(p_j, v_j[d], out) in key order. With prefetch, the same slice of the next
+// block's V rows is prefetched on the way, so over a block's passes its successor streams in.
+template <int HS, int W, typename T>
+void set_values(const AttentionRow& a, const float* sc, float* const* outs, uint32_t d, uint32_t j0,
+                uint32_t j1, uint32_t block, bool prefetch) {
+  const uint32_t n = a.n_kv;
+  __m256 o[HS][W];
+  for (int h = 0; h < HS; ++h)
+    for (int w = 0; w < W; ++w)
+      o[h][w] = j0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(outs[h] + d + 8 * w);
+  const T* vj = row_values<T>(a) + size_t{j0} * a.v_stride;
+  const size_t ahead = size_t{block} * a.v_stride;
+  const size_t slice = row_bytes<T>(8 * W);
+  const uint32_t prefetch_end = prefetch ? n : 0;
+  for (uint32_t j = j0; j < j1; ++j, vj += a.v_stride) {
+    if (j + block < prefetch_end) prefetch_bytes<3>(element_at(vj + ahead, d), slice);
+    __m256 v[W];
+    for (int w = 0; w < W; ++w) v[w] = load8(vj, d + 8 * w);
+    for (int h = 0; h < HS; ++h) {
+      const __m256 p = _mm256_broadcast_ss(sc + size_t(h) * n + j);
+      for (int w = 0; w < W; ++w) o[h][w] = _mm256_fmadd_ps(p, v[w], o[h][w]);
+    }
+  }
+  for (int h = 0; h < HS; ++h)
+    for (int w = 0; w < W; ++w) _mm256_storeu_ps(outs[h] + d + 8 * w, o[h][w]);
+}
+
+template <int HS, typename T>
+void set_scores_any(const AttentionRow* rows, float* sc, uint32_t j0, uint32_t j1,
+                    uint32_t next_end) {
+  // 8 accumulators or so: enough chains to hide the multiply-add latency, no spills.
+  constexpr int kNk = HS >= 3 ? 2 : 4;
+  set_scores<HS, kNk, T>(rows, sc, j0, j1, next_end);
+}
+
+template <int HS, typename T>
+void set_values_any(const AttentionRow& a, const float* sc, float* const* outs, uint32_t j0,
+                    uint32_t j1, uint32_t block, bool prefetch) {
+  constexpr int kW = HS >= 3 ? 2 : HS == 2 ? 4 : 8;
+  uint32_t d = 0;
+  for (; d + 8 * kW <= a.head_dim_v; d += 8 * kW)
+    set_values<HS, kW, T>(a, sc, outs, d, j0, j1, block, prefetch);
+  for (; d < a.head_dim_v; d += 8) set_values<HS, 1, T>(a, sc, outs, d, j0, j1, block, prefetch);
+}
+
+// Calls f(integral_constant<HS>, h) for head sets of at most kSet heads covering [0, n_heads).
+template <int kSet, typename F>
+void for_head_sets(uint32_t n_heads, F&& f) {
+  uint32_t h = 0;
+  for (; h + kSet <= n_heads; h += kSet) f(std::integral_constant<int, kSet>{}, h);
+  if constexpr (kSet > 1) {
+    if (h < n_heads) {
+      if (n_heads - h == kSet - 1) return f(std::integral_constant<int, kSet - 1>{}, h);
+      return for_head_sets<kSet - 1>(n_heads - h, [&](auto hs, uint32_t g) { f(hs, h + g); });
+    }
+  }
+}
+
+template <typename T>
+void group_avx2(const AttentionRow* rows, uint32_t n_heads, float* sc, float* const* outs) {
+  const AttentionRow& a = rows[0];
+  const uint32_t n = a.n_kv;
+  // Key blocks whose rows (about 16 KiB of them) stay in L1 while every head set (scores) or
+  // every head set and dimension pass (values) goes over them; the next block streams in behind.
+  const uint32_t block = attention_key_block<T>(a.head_dim_k);
+  for (uint32_t j0 = 0; j0 < n; j0 += block) {
+    const uint32_t j1 = std::min(n, j0 + block), next_end = std::min(n, j1 + block);
+    for_head_sets<4>(n_heads, [&](auto hs, uint32_t h) {
+      set_scores_any<decltype(hs)::value, T>(rows + h, sc + size_t{h} * n, j0, j1,
+                                             h == 0 ? next_end : j1);
+    });
+  }
+  for (uint32_t h = 0; h < n_heads; ++h)
+    softmax_scores_avx2(sc + size_t{h} * n, n, rows[h].has_sink, rows[h].sink);
+  for (uint32_t j0 = 0; j0 < n; j0 += block) {
+    const uint32_t j1 = std::min(n, j0 + block);
+    for_head_sets<4>(n_heads, [&](auto hs, uint32_t h) {
+      set_values_any<decltype(hs)::value, T>(a, sc + size_t{h} * n, outs + h, j0, j1, block,
+                                             h == 0);
+    });
+  }
+}
+
 }  // namespace
+
+void attention_rows_group_avx2(const AttentionRow* rows, uint32_t n_heads, float* scores,
+                               float* const* outs) {
+  if (rows[0].k8 != nullptr)
+    group_avx2<std::byte>(rows, n_heads, scores, outs);
+  else if (rows[0].k16 != nullptr)
+    group_avx2<uint16_t>(rows, n_heads, scores, outs);
+  else
+    group_avx2<float>(rows, n_heads, scores, outs);
+}
 
 void attention_row_avx2(const AttentionRow& a, float* sc, float* out) {
   if (a.k8 != nullptr)

@@ -8,6 +8,8 @@
 // weighted sum with one lane per output dimension), each K and V row loaded once for all of them.
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include "kernels/attention_core.h"
 
 // GCC 12 reports the _mm512_undefined_*() pass-through operands inside its own broadcast / insert
@@ -40,12 +42,14 @@ inline float q8_scale_f16c(const std::byte* block) {
   std::memcpy(&d, block, sizeof(d));
   return _cvtsh_ss(d);
 }
+// 8 Q8_0 codes at p times their block's scale d, in both halves.
+inline __m512 q8_both(const std::byte* p, __m256 d) {
+  const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  return _mm512_broadcast_f32x8(_mm256_mul_ps(_mm256_cvtepi32_ps(q), d));
+}
 inline __m512 both(const std::byte* row, uint32_t i) {
   const std::byte* b = q8_block(row, i);
-  const __m256i q =
-      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + i % kQ8Block)));
-  return _mm512_broadcast_f32x8(
-      _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(q8_scale_f16c(b))));
+  return q8_both(b + 2 + i % kQ8Block, _mm256_set1_ps(q8_scale_f16c(b)));
 }
 // KV elements i..i+15 of a row as floats (i % 16 == 0).
 inline __m512 load16(const float* row, uint32_t i) {
@@ -95,19 +99,21 @@ void group_scores(const AttentionRow* rows, float* sc) {
           halves(_mm256_loadu_ps(rows[2 * p].q + i), _mm256_loadu_ps(rows[2 * p + 1].q + i));
     scale[p] = halves(_mm256_set1_ps(rows[2 * p].scale), _mm256_set1_ps(rows[2 * p + 1].scale));
   }
+  const size_t kbytes = row_bytes<T>(dk);
+  const uint32_t ahead = attention_key_block<T>(dk);
   uint32_t j = 0;
   for (; j + 4 <= n; j += 4) {
     const T* k0 = K + j * a.k_stride;
     const T* k1 = k0 + a.k_stride;
     const T* k2 = k1 + a.k_stride;
     const T* k3 = k2 + a.k_stride;
-    prefetch_keys_ahead<T>(a, j);
+    // The K rows a block on (the V rows stream in with the weighted sum's blocks).
+    for (uint32_t r = j + ahead; r < j + ahead + 4 && r < n; ++r)
+      prefetch_bytes<3>(K + size_t{r} * a.k_stride, kbytes);
     __m512 s[P][4];
     for (int p = 0; p < P; ++p)
       for (int r = 0; r < 4; ++r) s[p][r] = _mm512_setzero_ps();
-    for (uint32_t c = 0; c < nc; ++c) {
-      const __m512 x0 = both(k0, 8 * c), x1 = both(k1, 8 * c);
-      const __m512 x2 = both(k2, 8 * c), x3 = both(k3, 8 * c);
+    const auto step = [&](uint32_t c, __m512 x0, __m512 x1, __m512 x2, __m512 x3) {
       for (int p = 0; p < P; ++p) {
         const __m512 q = qq[p * nc + c];
         s[p][0] = _mm512_fmadd_ps(q, x0, s[p][0]);
@@ -115,6 +121,23 @@ void group_scores(const AttentionRow* rows, float* sc) {
         s[p][2] = _mm512_fmadd_ps(q, x2, s[p][2]);
         s[p][3] = _mm512_fmadd_ps(q, x3, s[p][3]);
       }
+    };
+    if constexpr (sizeof(T) == 1) {
+      // Q8_0: each block's scale widened once per key for its 4 chunks.
+      for (uint32_t c = 0; c < nc; c += kQ8Block / 8) {
+        const std::byte* b0 = q8_block(k0, 8 * c);
+        const std::byte* b1 = q8_block(k1, 8 * c);
+        const std::byte* b2 = q8_block(k2, 8 * c);
+        const std::byte* b3 = q8_block(k3, 8 * c);
+        const __m256 d0 = _mm256_set1_ps(q8_scale_f16c(b0)), d1 = _mm256_set1_ps(q8_scale_f16c(b1));
+        const __m256 d2 = _mm256_set1_ps(q8_scale_f16c(b2)), d3 = _mm256_set1_ps(q8_scale_f16c(b3));
+        for (uint32_t e = 0; e < kQ8Block / 8; ++e)
+          step(c + e, q8_both(b0 + 2 + 8 * e, d0), q8_both(b1 + 2 + 8 * e, d1),
+               q8_both(b2 + 2 + 8 * e, d2), q8_both(b3 + 2 + 8 * e, d3));
+      }
+    } else {
+      for (uint32_t c = 0; c < nc; ++c)
+        step(c, both(k0, 8 * c), both(k1, 8 * c), both(k2, 8 * c), both(k3, 8 * c));
     }
     for (int p = 0; p < P; ++p) {
       const __m512 f = fold4_pairs(s[p][0], s[p][1], s[p][2], s[p][3], scale[p]);
@@ -133,18 +156,22 @@ void group_scores(const AttentionRow* rows, float* sc) {
   }
 }
 
-// out_h[d] = out_h[d] + p_h[j] * v_j[d] for every key j in order, H heads at once: each lane is
-// one output dimension of one head, and each V row's W * 16 floats at d are loaded once for all
-// H heads.
+// The weighted sum over keys [j0, j1) (a block of at most `block` keys) for H heads at dims
+// d .. d + 16 W, continuing outs' partial sums (from zero when first). The same slice of the next
+// block's V rows is prefetched on the way, so over a block's passes its successor streams in.
 template <int H, int W, typename T>
-void group_values(const AttentionRow& a, const float* sc, float* const* outs, uint32_t d) {
+void group_values_block(const AttentionRow& a, const float* sc, float* const* outs, uint32_t d,
+                        uint32_t j0, uint32_t j1, uint32_t block) {
   const uint32_t n = a.n_kv;
   __m512 o[H][W];
   for (int h = 0; h < H; ++h)
-    for (int w = 0; w < W; ++w) o[h][w] = _mm512_setzero_ps();
-  const T* vj = row_values<T>(a);
-  for (uint32_t j = 0; j < n; ++j, vj += a.v_stride) {
-    prefetch_values_ahead(a, vj, d, j, 16 * W);
+    for (int w = 0; w < W; ++w)
+      o[h][w] = j0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(outs[h] + d + 16 * w);
+  const T* vj = row_values<T>(a) + size_t{j0} * a.v_stride;
+  const size_t ahead = size_t{block} * a.v_stride;
+  const size_t slice = row_bytes<T>(16 * W);
+  for (uint32_t j = j0; j < j1; ++j, vj += a.v_stride) {
+    if (j + block < n) prefetch_bytes<3>(element_at(vj + ahead, d), slice);
     __m512 v[W];
     for (int w = 0; w < W; ++w) v[w] = load16(vj, d + 16 * w);
     for (int h = 0; h < H; ++h) {
@@ -162,9 +189,14 @@ void group_pass(const AttentionRow* rows, float* sc, float* const* outs) {
   group_scores<H / 2, T>(rows, sc);
   for (int h = 0; h < H; ++h)
     softmax_scores_avx2(sc + size_t(h) * a.n_kv, a.n_kv, rows[h].has_sink, rows[h].sink);
-  uint32_t d = 0;
-  for (; d + 32 <= a.head_dim_v; d += 32) group_values<H, 2, T>(a, sc, outs, d);
-  for (; d < a.head_dim_v; d += 16) group_values<H, 1, T>(a, sc, outs, d);
+  const uint32_t block = attention_key_block<T>(a.head_dim_k);
+  for (uint32_t j0 = 0; j0 < a.n_kv; j0 += block) {
+    const uint32_t j1 = std::min(a.n_kv, j0 + block);
+    uint32_t d = 0;
+    for (; d + 32 <= a.head_dim_v; d += 32)
+      group_values_block<H, 2, T>(a, sc, outs, d, j0, j1, block);
+    for (; d < a.head_dim_v; d += 16) group_values_block<H, 1, T>(a, sc, outs, d, j0, j1, block);
+  }
 }
 
 template <typename T>

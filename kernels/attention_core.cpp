@@ -80,15 +80,33 @@ void attention_row(const AttentionRow& a, float* scores, float* out) {
   }
 }
 
-bool attention_pair_one_pass(uint32_t head_dim_k, uint32_t head_dim_v) {
+bool attention_avx512_supported() {
   static const bool ok = [] {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512f") &&
            __builtin_cpu_supports("avx512dq");
   }();
-  return ok && isa_cap() >= Isa::kAvx512 && head_dim_k % 8 == 0 && head_dim_v % 8 == 0 &&
+  return ok && isa_cap() >= Isa::kAvx512;
+}
+
+bool attention_pair_one_pass(uint32_t head_dim_k, uint32_t head_dim_v) {
+  return attention_avx512_supported() && head_dim_k % 8 == 0 && head_dim_v % 8 == 0 &&
          head_dim_k <= kAttentionPairMaxDim;
 }
+
+namespace {
+
+bool group_avx512(uint32_t n_heads, uint32_t head_dim_k, uint32_t head_dim_v) {
+  return n_heads % 2 == 0 && n_heads >= 2 && n_heads <= kAttentionGroupMax &&
+         attention_pair_one_pass(head_dim_k, head_dim_v) && head_dim_v % 16 == 0;
+}
+
+bool group_avx2(uint32_t n_heads, uint32_t head_dim_k, uint32_t head_dim_v) {
+  return n_heads >= 1 && n_heads <= kAttentionGroupMax && attention_avx2_supported() &&
+         head_dim_k % 8 == 0 && head_dim_v % 8 == 0;
+}
+
+}  // namespace
 
 void attention_row_pair(const AttentionRow& a, const AttentionRow& b, float* scores, float* out_a,
                         float* out_b) {
@@ -106,8 +124,8 @@ void attention_row_pair(const AttentionRow& a, const AttentionRow& b, float* sco
 }
 
 bool attention_group_one_pass(uint32_t n_heads, uint32_t head_dim_k, uint32_t head_dim_v) {
-  return n_heads % 2 == 0 && n_heads >= 2 && n_heads <= kAttentionGroupMax &&
-         attention_pair_one_pass(head_dim_k, head_dim_v) && head_dim_v % 16 == 0;
+  return group_avx512(n_heads, head_dim_k, head_dim_v) ||
+         (n_heads >= 2 && group_avx2(n_heads, head_dim_k, head_dim_v));
 }
 
 void attention_rows_group(const AttentionRow* rows, uint32_t n_heads, float* scores,
@@ -121,8 +139,12 @@ void attention_rows_group(const AttentionRow* rows, uint32_t n_heads, float* sco
                       a.head_dim_v == b.head_dim_v,
                   "attention_rows_group: the heads do not share their K and V rows");
   }
-  if (attention_group_one_pass(n_heads, a.head_dim_k, a.head_dim_v)) {
+  if (group_avx512(n_heads, a.head_dim_k, a.head_dim_v)) {
     attention_rows_group_avx512(rows, n_heads, scores, outs);
+    return;
+  }
+  if (n_heads >= 2 && group_avx2(n_heads, a.head_dim_k, a.head_dim_v)) {
+    attention_rows_group_avx2(rows, n_heads, scores, outs);
     return;
   }
   uint32_t h = 0;

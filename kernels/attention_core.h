@@ -69,15 +69,17 @@ bool attention_pair_one_pass(uint32_t head_dim_k, uint32_t head_dim_v);
 
 // Several heads of one query row that read the same K and V rows (heads of a GQA group; rows[h]
 // agree on everything but q, the scale and the sink): the same bits as attention_row on each.
-// scores: scratch of n_heads * n_kv floats. With AVX-512 (see attention_group_one_pass) all heads
-// go through one pass that loads each K and V row once, so a layer's KV is read from memory once
-// per group instead of once per head pair; otherwise pairs (attention_row_pair) and a single row.
+// scores: scratch of n_heads * n_kv floats. With AVX-512 or AVX2 (see attention_group_one_pass)
+// all heads go through one pass that reads each K and V row from memory once and widens each F16
+// or Q8_0 element once, so a layer's KV is read once per group instead of once per head (pair);
+// otherwise pairs (attention_row_pair) and a single row.
 void attention_rows_group(const AttentionRow* rows, uint32_t n_heads, float* scores,
                           float* const* outs);
 constexpr uint32_t kAttentionGroupMax = 8;
-// Whether attention_rows_group takes the one-pass kernel for n_heads heads of these dims: an even
-// n_heads <= kAttentionGroupMax, head_dim_k a multiple of 8 (at most kAttentionPairMaxDim),
-// head_dim_v a multiple of 16, AVX-512.
+// Whether attention_rows_group takes a one-pass kernel for n_heads heads of these dims: AVX-512
+// with an even n_heads <= kAttentionGroupMax, head_dim_k a multiple of 8 (at most
+// kAttentionPairMaxDim) and head_dim_v a multiple of 16; else AVX2 with 2 <= n_heads <=
+// kAttentionGroupMax and both head dims multiples of 8.
 bool attention_group_one_pass(uint32_t n_heads, uint32_t head_dim_k, uint32_t head_dim_v);
 
 // The variants, for tests: portable and AVX2 (only on CPUs with AVX2), the AVX-512 pair (only where
@@ -89,6 +91,13 @@ void attention_row_pair_avx512(const AttentionRow& a, const AttentionRow& b, flo
                                float* out_a, float* out_b);
 void attention_rows_group_avx512(const AttentionRow* rows, uint32_t n_heads, float* scores,
                                  float* const* outs);
+// The AVX2 group pass (any 1 <= n_heads <= kAttentionGroupMax; head dims multiples of 8): heads in
+// sets of up to 4 over key blocks of about kAttentionBlockBytes of K rows, each block's rows in
+// L1 while every head set (then every head set and output slice) goes over them.
+void attention_rows_group_avx2(const AttentionRow* rows, uint32_t n_heads, float* scores,
+                               float* const* outs);
+// Whether this CPU (and the ISA cap) runs attention_rows_group_avx512 / _avx2.
+bool attention_avx512_supported();
 // attention_row_avx2's softmax of n scores in place (the order in this header's comment).
 void softmax_scores_avx2(float* scores, uint32_t n, bool has_sink, float sink);
 
@@ -131,11 +140,19 @@ inline size_t row_bytes(uint32_t n) {
     return size_t{n} * sizeof(T);
 }
 
-// The AVX2 and AVX-512 passes prefetch key and value rows this many keys ahead. A head's rows are
-// strided (the KV heads of a position are adjacent), which the hardware prefetchers follow
-// poorly, and at decode a layer's KV comes from DRAM: the weights streamed since the last token
-// evicted it. Prefetches never change a value.
+// The AVX2 and AVX-512 row and pair passes prefetch key and value rows this many keys ahead: at
+// decode a layer's KV comes from DRAM (the weights streamed since the last token evicted it).
+// Prefetches never change a value.
 constexpr uint32_t kAttentionPrefetchKeys = 32;
+// The group passes go over the keys in blocks of about this many bytes of K rows (8 to 256 keys):
+// a block stays in L1 while every head (set) and output slice reads it, and the next block is
+// prefetched behind it, so its reads overlap the block's multiply-adds.
+constexpr uint32_t kAttentionBlockBytes = 16 << 10;
+template <typename T>
+inline uint32_t attention_key_block(uint32_t head_dim_k) {
+  const uint32_t keys = kAttentionBlockBytes / static_cast<uint32_t>(row_bytes<T>(head_dim_k));
+  return keys < 8 ? 8 : keys > 256 ? 256 : keys;
+}
 // n bytes from p, a line (64 bytes) at a time.
 template <int kLevel>
 inline void prefetch_bytes(const void* p, size_t n) {

@@ -513,10 +513,10 @@ TEST(AttentionCore, GroupEqualsRowsBitForBit) {
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const uint32_t dims[][2] = {{64, 64}, {128, 128}, {8, 16}, {72, 136}, {576, 512}, {128, 48}};
-  for (uint32_t n_heads : {2u, 3u, 4u, 6u, 8u}) {
+  for (uint32_t n_heads : {1u, 2u, 3u, 4u, 5u, 6u, 8u}) {
     for (const auto& dd : dims) {
       const uint32_t dk = dd[0], dv = dd[1];
-      for (uint32_t n_kv : {1u, 3u, 4u, 7u, 33u, 37u, 130u}) {
+      for (uint32_t n_kv : {1u, 3u, 4u, 7u, 33u, 37u, 130u, 300u}) {
         for (int variant = 0; variant < 3; ++variant) {  // plain, sinks + spread, V in K
           const bool v_in_k = variant == 2 && dv <= dk;
           const float spread = variant == 1 ? 40.0f : 1.0f;
@@ -555,12 +555,21 @@ TEST(AttentionCore, GroupEqualsRowsBitForBit) {
             ASSERT_EQ(0, std::memcmp(outs[h], want.data(), dv * 4)) << where();
             ASSERT_EQ(0, std::memcmp(outs[h], ref.data(), dv * 4)) << where();
           }
+          // The AVX2 group pass (what an AVX2 CPU runs) on the same rows, any head count.
+          std::fill(got.begin(), got.end(), -1.0f);
+          kernels::attention_rows_group_avx2(rows.data(), n_heads, sc.data(), outs.data());
+          for (uint32_t h = 0; h < n_heads; ++h) {
+            kernels::attention_row_portable(rows[h], sc.data(), ref.data());
+            ASSERT_EQ(0, std::memcmp(outs[h], ref.data(), dv * 4))
+                << fmt::format("AVX2 group: heads {} head {} dk {} dv {} n_kv {} variant {}",
+                               n_heads, h, dk, dv, n_kv, variant);
+          }
         }
       }
     }
   }
-  if (!kernels::attention_group_one_pass(8, 128, 128))
-    GTEST_SKIP() << "CPU lacks AVX-512: only the pair / row fallback was checked";
+  if (!kernels::attention_avx512_supported())
+    GTEST_SKIP() << "CPU lacks AVX-512: the AVX2 group and the pair / row fallback were checked";
 }
 
 // KV_TYPE=f16: rows of IEEE halves (k16 / v16) give, in every variant (the portable row, AVX2,
@@ -570,10 +579,10 @@ TEST(AttentionCore, F16RowsEqualWidenedF32RowsBitForBit) {
   std::mt19937 rng(13);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const uint32_t dims[][2] = {{64, 64}, {128, 128}, {72, 136}, {7, 7}, {576, 512}};
-  for (uint32_t n_heads : {1u, 2u, 3u, 4u, 8u}) {
+  for (uint32_t n_heads : {1u, 2u, 3u, 4u, 5u, 8u}) {
     for (const auto& dd : dims) {
       const uint32_t dk = dd[0], dv = dd[1];
-      for (uint32_t n_kv : {1u, 5u, 33u, 130u}) {
+      for (uint32_t n_kv : {1u, 5u, 33u, 130u, 257u}) {
         for (int variant = 0; variant < 3; ++variant) {  // plain, sinks + spread, V in K
           const bool v_in_k = variant == 2 && dv <= dk;
           const float spread = variant == 1 ? 40.0f : 1.0f;
@@ -624,6 +633,15 @@ TEST(AttentionCore, F16RowsEqualWidenedF32RowsBitForBit) {
             kernels::attention_row_portable(half[h], sc.data(), one.data());
             ASSERT_EQ(0, std::memcmp(one.data(), want.data(), dv * 4)) << "portable " << where();
           }
+          if (kernels::attention_avx2_supported() && dk % 8 == 0 && dv % 8 == 0) {
+            kernels::attention_rows_group_avx2(half.data(), n_heads, sc.data(), outs.data());
+            for (uint32_t h = 0; h < n_heads; ++h) {
+              kernels::attention_row_portable(wide[h], sc.data(), want.data());
+              ASSERT_EQ(0, std::memcmp(outs[h], want.data(), dv * 4))
+                  << fmt::format("AVX2 group: heads {} head {} dk {} dv {} n_kv {} variant {}",
+                                 n_heads, h, dk, dv, n_kv, variant);
+            }
+          }
         }
       }
     }
@@ -637,10 +655,10 @@ TEST(AttentionCore, Q8RowsEqualWidenedF32RowsBitForBit) {
   std::mt19937 rng(17);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const uint32_t dims[][2] = {{64, 64}, {128, 128}, {96, 160}, {32, 32}, {576, 512}};
-  for (uint32_t n_heads : {1u, 2u, 3u, 4u, 8u}) {
+  for (uint32_t n_heads : {1u, 2u, 3u, 4u, 5u, 8u}) {
     for (const auto& dd : dims) {
       const uint32_t dk = dd[0], dv = dd[1];
-      for (uint32_t n_kv : {1u, 5u, 33u, 130u}) {
+      for (uint32_t n_kv : {1u, 5u, 33u, 130u, 257u}) {
         for (int variant = 0; variant < 3; ++variant) {  // plain, sinks + spread, V in K
           const bool v_in_k = variant == 2 && dv <= dk;
           const float spread = variant == 1 ? 40.0f : 1.0f;
@@ -693,6 +711,15 @@ TEST(AttentionCore, Q8RowsEqualWidenedF32RowsBitForBit) {
             ASSERT_EQ(0, std::memcmp(one.data(), want.data(), dv * 4)) << "row " << where();
             kernels::attention_row_portable(q8[h], sc.data(), one.data());
             ASSERT_EQ(0, std::memcmp(one.data(), want.data(), dv * 4)) << "portable " << where();
+          }
+          if (kernels::attention_avx2_supported()) {
+            kernels::attention_rows_group_avx2(q8.data(), n_heads, sc.data(), outs.data());
+            for (uint32_t h = 0; h < n_heads; ++h) {
+              kernels::attention_row_portable(wide[h], sc.data(), want.data());
+              ASSERT_EQ(0, std::memcmp(outs[h], want.data(), dv * 4))
+                  << fmt::format("AVX2 group: heads {} head {} dk {} dv {} n_kv {} variant {}",
+                                 n_heads, h, dk, dv, n_kv, variant);
+            }
           }
         }
       }
