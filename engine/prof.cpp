@@ -316,14 +316,15 @@ Verdict Profiler::verdict() const {
     const double gbs = secs > 0 ? double(s.ram.served_bytes + s.ssd.served_bytes) / 1e9 / secs : 0;
     v = cpu_experts_verdict(cpu_experts, gbs, ceilings_.ram_gb_s, t.expert_vram > 0);
   } else if (t.attention >= 0.4) {
-    // At a long context the pass over the KV cache is most of it: a smaller cache type reads
-    // fewer bytes a key (and computes no more), a shorter context fewer keys.
-    v = {"attention-bound", decode_bytes_.kv_q8_0 ? "--ctx" : "KV_TYPE",
+    // At a long context the pass over the KV cache is most of it: F16 rows are half the bytes a
+    // key for the same arithmetic (q8_0 fewer still, but widening them costs more arithmetic
+    // than it saves reads on the CPUs measured), a shorter context fewer keys.
+    v = {"attention-bound", decode_bytes_.kv_f32 ? "KV_TYPE" : "--ctx",
          fmt::format("attention is {:.0f}% of the run{}", 100 * t.attention,
-                     decode_bytes_.kv_q8_0
-                         ? " (a shorter context reads fewer keys)"
-                         : " (KV_TYPE=f16 or q8_0 reads fewer KV bytes a key; a shorter context "
-                           "fewer keys)")};
+                     decode_bytes_.kv_f32
+                         ? " (KV_TYPE=f16 reads half the KV bytes a key; a shorter context "
+                           "fewer keys)"
+                         : " (a shorter context reads fewer keys)")};
   } else {
     v.bound = "balanced";
     v.knob = "THREADS";

@@ -106,7 +106,7 @@ TierCeilings probed_ceilings(const Knobs& knobs);
 struct DecodeBytes {
   uint64_t dense = 0;
   uint64_t kv_per_position = 0;
-  bool kv_q8_0 = false;  // KV_TYPE=q8_0: the attention-bound verdict has no smaller type to offer
+  bool kv_f32 = true;  // KV_TYPE=f32: the attention-bound verdict offers f16 (half the bytes)
   // CUDA_DENSE: the resident weights a decode token reads from GPU 0's memory instead (not in
   // `dense`, not in the RAM roofline; reported beside it).
   uint64_t vram_dense = 0;

@@ -42,14 +42,18 @@ inline float q8_scale_f16c(const std::byte* block) {
   std::memcpy(&d, block, sizeof(d));
   return _cvtsh_ss(d);
 }
-// 8 Q8_0 codes at p times their block's scale d, in both halves.
-inline __m512 q8_both(const std::byte* p, __m256 d) {
-  const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-  return _mm512_broadcast_f32x8(_mm256_mul_ps(_mm256_cvtepi32_ps(q), d));
-}
 inline __m512 both(const std::byte* row, uint32_t i) {
   const std::byte* b = q8_block(row, i);
-  return q8_both(b + 2 + i % kQ8Block, _mm256_set1_ps(q8_scale_f16c(b)));
+  const __m256i q =
+      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + i % kQ8Block)));
+  return _mm512_broadcast_f32x8(
+      _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(q8_scale_f16c(b))));
+}
+// Codes e .. e + 15 of Q8_0 block b (e is 0 or 16) times its scale.
+inline __m512 q8_wide16(const std::byte* b, uint32_t e) {
+  const __m512i q =
+      _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + e)));
+  return _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(q8_scale_f16c(b)));
 }
 // KV elements i..i+15 of a row as floats (i % 16 == 0).
 inline __m512 load16(const float* row, uint32_t i) {
@@ -59,10 +63,7 @@ inline __m512 load16(const uint16_t* row, uint32_t i) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + i)));
 }
 inline __m512 load16(const std::byte* row, uint32_t i) {
-  const std::byte* b = q8_block(row, i);
-  const __m512i q =
-      _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + i % kQ8Block)));
-  return _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(q8_scale_f16c(b)));
+  return q8_wide16(q8_block(row, i), i % kQ8Block);
 }
 
 // a in the low half, b in the high half.
@@ -123,17 +124,18 @@ void group_scores(const AttentionRow* rows, float* sc) {
       }
     };
     if constexpr (sizeof(T) == 1) {
-      // Q8_0: each block's scale widened once per key for its 4 chunks.
-      for (uint32_t c = 0; c < nc; c += kQ8Block / 8) {
-        const std::byte* b0 = q8_block(k0, 8 * c);
-        const std::byte* b1 = q8_block(k1, 8 * c);
-        const std::byte* b2 = q8_block(k2, 8 * c);
-        const std::byte* b3 = q8_block(k3, 8 * c);
-        const __m256 d0 = _mm256_set1_ps(q8_scale_f16c(b0)), d1 = _mm256_set1_ps(q8_scale_f16c(b1));
-        const __m256 d2 = _mm256_set1_ps(q8_scale_f16c(b2)), d3 = _mm256_set1_ps(q8_scale_f16c(b3));
-        for (uint32_t e = 0; e < kQ8Block / 8; ++e)
-          step(c + e, q8_both(b0 + 2 + 8 * e, d0), q8_both(b1 + 2 + 8 * e, d1),
-               q8_both(b2 + 2 + 8 * e, d2), q8_both(b3 + 2 + 8 * e, d3));
+      // Q8_0: 16 codes of a key widened at once (times the block's scale, exact), then each 8
+      // broadcast to both halves.
+      const T* kr[4] = {k0, k1, k2, k3};
+      for (uint32_t c = 0; c < nc; c += 2) {
+        __m512 lo[4], hi[4];
+        for (int r = 0; r < 4; ++r) {
+          const __m512 x = q8_wide16(q8_block(kr[r], 8 * c), 8 * c % kQ8Block);
+          lo[r] = _mm512_shuffle_f32x4(x, x, 0x44);
+          hi[r] = _mm512_shuffle_f32x4(x, x, 0xEE);
+        }
+        step(c, lo[0], lo[1], lo[2], lo[3]);
+        step(c + 1, hi[0], hi[1], hi[2], hi[3]);
       }
     } else {
       for (uint32_t c = 0; c < nc; ++c)

@@ -279,11 +279,12 @@ TEST(Prof, UntimedIntervalsAreLeftOut) {
   EXPECT_DOUBLE_EQ(p.counters().router_seconds, 0.0);
   EXPECT_EQ(p.counters().decode_token_seconds.size(), 2u);
   EXPECT_NEAR(p.time_shares().attention, 1.5 / 3.0, 1e-12);
-  // Half the run in attention: the verdict offers a smaller KV type, then a shorter context.
+  // Half the run in attention: the verdict offers F16 rows, then (already f16 or q8_0) a shorter
+  // context.
   EXPECT_EQ(p.verdict().bound, "attention-bound");
   EXPECT_EQ(p.verdict().knob, "KV_TYPE");
   DecodeBytes b;
-  b.kv_q8_0 = true;
+  b.kv_f32 = false;
   p.set_decode_bytes(b);
   EXPECT_EQ(p.verdict().knob, "--ctx");
 }

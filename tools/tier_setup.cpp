@@ -29,7 +29,7 @@ TierSetup make_tier_setup(engine::Model& model, const engine::Knobs& knobs, uint
   const engine::ModelConfig& cfg = model.config();
   engine::TierOptions opts = engine::tier_options(knobs);
   per_token.kv_per_position = engine::KvCache::position_bytes(cfg, opts.kv_type);
-  per_token.kv_q8_0 = opts.kv_type == engine::KvType::kQ8_0;
+  per_token.kv_f32 = opts.kv_type == engine::KvType::kF32;
   s.kv_type = opts.kv_type;
   opts.n_ctx = n_ctx;
   opts.prof = s.prof.get();
