@@ -10,7 +10,7 @@
 // kernel on the widened rows (same bits) before timing.
 // Run: bench_attention [--n-kv 4096] [--heads 8] [--dim 128] [--pool-mib 1024] [--rounds 5]
 //                      [--isa avx2] (the AVX2 kernels on an AVX-512 host, as ISA=avx2 does)
-// Results and commands: bench/RESULTS.md ("Session 29").
+// Results and commands: bench/RESULTS.md ("Session 29", "Session 30").
 
 #include <sys/mman.h>
 

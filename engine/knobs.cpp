@@ -110,8 +110,9 @@ constexpr KnobSpec kKnobs[] = {
      "their compressed latents as halves too. q8_0 stores Q8_0 blocks (8-bit codes and an fp16 "
      "scale per 32 elements, llama.cpp's -ctk/-ctv q8_0): 34 bytes per 32 elements, under a "
      "third of f32's, for a larger rounding (on the fixtures' tiny random models, logits within "
-     "0.03-0.9 of f32's, top tokens at 90%+ of positions the same); "
-     "needs KV heads whose widths are multiples of 32. PROMPT_CACHE files are per type."},
+     "0.03-0.9 of f32's, top tokens at 90%+ of positions the same) and no faster decode than "
+     "f16 (widening its codes costs the attention core what its fewer bytes save): a choice for "
+     "memory; needs KV heads whose widths are multiples of 32. PROMPT_CACHE files are per type."},
     {"REPACK", KnobType::kBool, "1", "", "0|1",
      "Repack quantized weights held in RAM (RAM-homed experts at load and on REPIN, attention "
      "and other dense matrices, an untied output head) into 16-row interleaved groups (Q4_0 on "
