@@ -53,7 +53,9 @@ struct AttentionRow {
   float sink = 0.0f;
 };
 
-// out[0 .. head_dim_v) for one row; scores is scratch of n_kv floats.
+// out[0 .. head_dim_v) for one row; scores is scratch of n_kv floats. With AVX2 and head dims
+// that are multiples of 8 it is the AVX2 group pass with one head, else attention_row_avx2, else
+// the portable kernel: the same bits.
 void attention_row(const AttentionRow& a, float* scores, float* out);
 
 // Two heads of one query row that read the same K and V rows (two heads of a GQA group): the same
