@@ -308,7 +308,14 @@ void set_values(const AttentionRow& a, const float* sc, float* const* outs, uint
   for (uint32_t j = j0; j < j1; ++j, vj += a.v_stride) {
     if (j + block < prefetch_end) prefetch_bytes<3>(element_at(vj + ahead, d), slice);
     __m256 v[W];
-    for (int w = 0; w < W; ++w) v[w] = load8(vj, d + 8 * w);
+    if constexpr (sizeof(T) == 1 && 8 * W <= kQ8Block) {
+      // Q8_0: the slice lies in one block (d is a multiple of 8 W): its scale widened once.
+      const std::byte* b = q8_block(vj, d);
+      const __m256 scale = _mm256_set1_ps(q8_scale_f16c(b));
+      for (int w = 0; w < W; ++w) v[w] = q8_codes8(b + 2 + (d + 8 * w) % kQ8Block, scale);
+    } else {
+      for (int w = 0; w < W; ++w) v[w] = load8(vj, d + 8 * w);
+    }
     for (int h = 0; h < HS; ++h) {
       const __m256 p = _mm256_broadcast_ss(sc + size_t(h) * n + j);
       for (int w = 0; w < W; ++w) o[h][w] = _mm256_fmadd_ps(p, v[w], o[h][w]);
