@@ -107,8 +107,9 @@ TierOptions tier_options(const Knobs& knobs);
 
 // The automatic RAM_GB: the memory available (MemAvailable capped by the memory cgroup, read
 // after the dense weights were made resident) minus the KV cache, dense bytes not resident yet and
-// headroom (512 MiB + 5% of available, for scratch, stacks and the allocator), at most what every
-// expert in RAM needs.
+// headroom (512 MiB + 5% of available, for scratch — activations, attention scores, up to 128 MiB
+// of a scored prompt's logits rows —, stacks and the allocator), at most what every expert in RAM
+// needs.
 struct RamBudgetInputs {
   uint64_t available = 0;    // bytes, engine::memory_info().available()
   uint64_t kv_bytes = 0;     // the KV cache the run will allocate
