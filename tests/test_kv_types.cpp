@@ -59,6 +59,29 @@ std::vector<float> logits_of(const Model& m, const std::vector<int32_t>& ids, Kv
   return out;
 }
 
+// How far got's logits rows (n_vocab wide) are from ref's: the largest |difference|, the largest
+// |ref logit|, the positions whose top token is the same, and whether every got logit is finite.
+struct Drift {
+  float worst = 0;
+  float scale = 0;
+  size_t same_top = 0;
+  bool finite = true;
+};
+Drift drift_of(const std::vector<float>& ref, const std::vector<float>& got, size_t nv) {
+  Drift d;
+  for (size_t p = 0; p < ref.size() / nv; ++p) {
+    const float* a = ref.data() + p * nv;
+    const float* c = got.data() + p * nv;
+    for (size_t i = 0; i < nv; ++i) {
+      d.finite = d.finite && std::isfinite(c[i]);
+      d.worst = std::max(d.worst, std::fabs(a[i] - c[i]));
+      d.scale = std::max(d.scale, std::fabs(a[i]));
+    }
+    d.same_top += std::max_element(a, a + nv) - a == std::max_element(c, c + nv) - c;
+  }
+  return d;
+}
+
 class KvTypes : public ::testing::TestWithParam<std::tuple<const char*, KvType>> {
  protected:
   void SetUp() override {
@@ -88,18 +111,7 @@ TEST_P(KvTypes, PathsAgreeAndLogitsStayClose) {
   else
     EXPECT_EQ(128 * b, 34 * b32);
   EXPECT_FALSE(got == f32) << "the type rounds K and V";
-  const size_t nv = model_->config().n_vocab;
-  float worst = 0, scale = 0;
-  size_t same_top = 0;
-  for (size_t p = 0; p < ids_.size(); ++p) {
-    const float* a = f32.data() + p * nv;
-    const float* c = got.data() + p * nv;
-    for (size_t i = 0; i < nv; ++i) {
-      worst = std::max(worst, std::fabs(a[i] - c[i]));
-      scale = std::max(scale, std::fabs(a[i]));
-    }
-    same_top += std::max_element(a, a + nv) - a == std::max_element(c, c + nv) - c;
-  }
+  const auto [worst, scale, same_top, finite] = drift_of(f32, got, model_->config().n_vocab);
   RecordProperty("max_abs_diff", fmt::format("{:.3g} of {:.3g}", worst, scale));
   std::printf("  KV_TYPE=%s: max |logit - f32's| %.3g of %.3g\n",
               std::string(kv_type_name(type_)).c_str(), worst, scale);
@@ -221,25 +233,14 @@ TEST(KvTypesMla, Q8_0OnWholeBlockLatents) {
   EXPECT_TRUE(q8 == logits_of(m, ids, KvType::kQ8_0, 7, false)) << "chunked differs";
   EXPECT_FALSE(q8 == f32) << "q8_0 rounds the latents";
   const size_t nv = m.config().n_vocab;
-  float worst = 0, scale = 0;
-  size_t same_top = 0;
-  for (size_t p = 0; p < ids.size(); ++p) {
-    const float* a = f32.data() + p * nv;
-    const float* c = q8.data() + p * nv;
-    for (size_t i = 0; i < nv; ++i) {
-      ASSERT_TRUE(std::isfinite(c[i]));
-      worst = std::max(worst, std::fabs(a[i] - c[i]));
-      scale = std::max(scale, std::fabs(a[i]));
-    }
-    same_top += std::max_element(a, a + nv) - a == std::max_element(c, c + nv) - c;
-  }
+  const auto [worst, scale, same_top, finite] = drift_of(f32, q8, nv);
+  ASSERT_TRUE(finite);
   // The f16 latents on the same model, for scale. Synthetic models are far more sensitive to KV
   // rounding than llama.cpp's fixtures (random weights make near one-hot attention): here f16
   // itself moves the logits by ~0.6 of ~4.8 (on the deepseek2 fixture 0.0013 of 8.3), so the bound
   // is q8_0's drift against f16's, and the top token, which a misread row would scramble.
   const std::vector<float> f16 = logits_of(m, ids, KvType::kF16, 512, false);
-  float worst16 = 0;
-  for (size_t i = 0; i < f16.size(); ++i) worst16 = std::max(worst16, std::fabs(f16[i] - f32[i]));
+  const float worst16 = drift_of(f32, f16, nv).worst;
   std::printf(
       "  MLA KV_TYPE=q8_0: max |logit - f32's| %.3g of %.3g (f16: %.3g), top token same at "
       "%zu/%zu\n",

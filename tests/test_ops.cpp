@@ -503,6 +503,22 @@ TEST(AttentionCore, PairEqualsTwoRowsBitForBit) {
   if (!one_pass) GTEST_SKIP() << "CPU lacks AVX-512: only the two-call fallback was checked";
 }
 
+// The AVX2 group pass (what an AVX2 CPU runs) on rows, any head count: each head's output has the
+// bits of the portable kernel on ref_rows[h] (the same rows, or their widened F32 twins).
+static void expect_avx2_group_bits(const std::vector<kernels::AttentionRow>& rows,
+                                   const std::vector<kernels::AttentionRow>& ref_rows, float* sc,
+                                   const std::vector<float*>& outs, const std::string& where) {
+  const uint32_t n_heads = uint32_t(rows.size()), dv = rows[0].head_dim_v;
+  for (float* o : outs) std::fill(o, o + dv, -1.0f);
+  kernels::attention_rows_group_avx2(rows.data(), n_heads, sc, outs.data());
+  std::vector<float> want(dv);
+  for (uint32_t h = 0; h < n_heads; ++h) {
+    kernels::attention_row_portable(ref_rows[h], sc, want.data());
+    ASSERT_EQ(0, std::memcmp(outs[h], want.data(), dv * 4))
+        << fmt::format("AVX2 group: {} head {}", where, h);
+  }
+}
+
 // attention_rows_group (up to 8 heads of a GQA group in one pass) gives each head the bits of its
 // own attention_row, AVX2 and portable: group sizes the one-pass kernel takes (2, 4, 6, 8) and the
 // fallback's (3: a pair and a row), head dims it takes (multiples of 8 / 16) and those it leaves
@@ -555,15 +571,10 @@ TEST(AttentionCore, GroupEqualsRowsBitForBit) {
             ASSERT_EQ(0, std::memcmp(outs[h], want.data(), dv * 4)) << where();
             ASSERT_EQ(0, std::memcmp(outs[h], ref.data(), dv * 4)) << where();
           }
-          // The AVX2 group pass (what an AVX2 CPU runs) on the same rows, any head count.
-          std::fill(got.begin(), got.end(), -1.0f);
-          kernels::attention_rows_group_avx2(rows.data(), n_heads, sc.data(), outs.data());
-          for (uint32_t h = 0; h < n_heads; ++h) {
-            kernels::attention_row_portable(rows[h], sc.data(), ref.data());
-            ASSERT_EQ(0, std::memcmp(outs[h], ref.data(), dv * 4))
-                << fmt::format("AVX2 group: heads {} head {} dk {} dv {} n_kv {} variant {}",
-                               n_heads, h, dk, dv, n_kv, variant);
-          }
+          ASSERT_NO_FATAL_FAILURE(
+              expect_avx2_group_bits(rows, rows, sc.data(), outs,
+                                     fmt::format("heads {} dk {} dv {} n_kv {} variant {}", n_heads,
+                                                 dk, dv, n_kv, variant)));
         }
       }
     }
@@ -634,13 +645,10 @@ TEST(AttentionCore, F16RowsEqualWidenedF32RowsBitForBit) {
             ASSERT_EQ(0, std::memcmp(one.data(), want.data(), dv * 4)) << "portable " << where();
           }
           if (kernels::attention_avx2_supported() && dk % 8 == 0 && dv % 8 == 0) {
-            kernels::attention_rows_group_avx2(half.data(), n_heads, sc.data(), outs.data());
-            for (uint32_t h = 0; h < n_heads; ++h) {
-              kernels::attention_row_portable(wide[h], sc.data(), want.data());
-              ASSERT_EQ(0, std::memcmp(outs[h], want.data(), dv * 4))
-                  << fmt::format("AVX2 group: heads {} head {} dk {} dv {} n_kv {} variant {}",
-                                 n_heads, h, dk, dv, n_kv, variant);
-            }
+            ASSERT_NO_FATAL_FAILURE(
+                expect_avx2_group_bits(half, wide, sc.data(), outs,
+                                       fmt::format("heads {} dk {} dv {} n_kv {} variant {}",
+                                                   n_heads, dk, dv, n_kv, variant)));
           }
         }
       }
@@ -713,13 +721,10 @@ TEST(AttentionCore, Q8RowsEqualWidenedF32RowsBitForBit) {
             ASSERT_EQ(0, std::memcmp(one.data(), want.data(), dv * 4)) << "portable " << where();
           }
           if (kernels::attention_avx2_supported()) {
-            kernels::attention_rows_group_avx2(q8.data(), n_heads, sc.data(), outs.data());
-            for (uint32_t h = 0; h < n_heads; ++h) {
-              kernels::attention_row_portable(wide[h], sc.data(), want.data());
-              ASSERT_EQ(0, std::memcmp(outs[h], want.data(), dv * 4))
-                  << fmt::format("AVX2 group: heads {} head {} dk {} dv {} n_kv {} variant {}",
-                                 n_heads, h, dk, dv, n_kv, variant);
-            }
+            ASSERT_NO_FATAL_FAILURE(
+                expect_avx2_group_bits(q8, wide, sc.data(), outs,
+                                       fmt::format("heads {} dk {} dv {} n_kv {} variant {}",
+                                                   n_heads, dk, dv, n_kv, variant)));
           }
         }
       }
