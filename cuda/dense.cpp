@@ -15,8 +15,10 @@ bool dense_gemv_supported(GgmlType t, int64_t n_cols) {
   return n_cols > 0 && n_cols % block == 0;
 }
 
+// The device dequantizer covers every grouped type (test_cuda_dequant checks it); the emulation
+// dequantizes with the CPU's kernels::dequantize_row.
 bool dense_gemm_supported(GgmlType t) {
-  return t == GgmlType::Q4_0 || t == GgmlType::Q8_0 || t == GgmlType::Q4_K || t == GgmlType::Q6_K;
+  return grouped_supported(t);
 }
 
 DenseGemv::DenseGemv(int device, bool emulate, int64_t max_cols, int64_t max_out)

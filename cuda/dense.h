@@ -31,7 +31,7 @@ struct DenseMatrix {
 
 // Whether DenseGemv takes matrices of type t with n_cols columns.
 bool dense_gemv_supported(GgmlType t, int64_t n_cols);
-// Whether gemm() takes type t: the types the device dequantizer has (Q4_0, Q8_0, Q4_K, Q6_K).
+// Whether gemm() takes type t: the types the device dequantizer has (all of the GEMV's).
 bool dense_gemm_supported(GgmlType t);
 
 // y = W·x as the device computes it, on the host (the emulation's arithmetic).

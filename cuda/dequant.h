@@ -10,8 +10,9 @@
 
 namespace strata::cuda {
 
-// Types cuda_dequantize accepts: Q4_0, Q8_0, Q4_K, Q6_K, F32, F16, BF16 (false for all in a build
-// without CUDA).
+// Types cuda_dequantize accepts: every weight type of the grouped kernel (Q4_0, Q4_1, Q5_0, Q5_1,
+// Q8_0, MXFP4, IQ4_NL, IQ4_XS, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) and F32, F16, BF16 (false for all in
+// a build without CUDA).
 bool cuda_dequantize_supported(GgmlType t);
 
 // dev_dst[n] = dequantize(dev_src), both device pointers; enqueued on `stream` (a cudaStream_t,

@@ -45,11 +45,12 @@ constexpr KnobSpec kKnobs[] = {
      "1: in decode, the attention projections (q, k, v, o; not MLA), the dense FFN layers, the "
      "shared experts and the output head on GPU 0, uploaded once at load, computed by the GPU's "
      "own dequant-GEMV kernels in the CPU kernels' canonical order (an FFN's activation on the "
-     "host), so the numbers do not change; other weight types (and FFNs with biases) stay on the "
-     "CPU, as does prefill. 2: also prefill's attention projections and those FFNs, as cuBLASLt "
-     "F32 GEMMs on weights dequantized on the "
-     "GPU (Q4_0/Q8_0/Q4_K/Q6_K): faster long prompts, logits close to but not bit-identical "
-     "with the CPU's. Needs a CUDA device (or VRAM_EMULATE=1)."},
+     "host), so the numbers do not change; weights of the GPU kernels' types (Q4_0, Q4_1, Q5_0, "
+     "Q5_1, Q8_0, MXFP4, IQ4_NL, IQ4_XS, Q2_K..Q6_K) only: F32/F16/BF16 matrices (and FFNs with "
+     "biases) stay on the CPU, as does prefill. 2: also prefill's attention projections and those "
+     "FFNs, as cuBLASLt F32 GEMMs on those weights dequantized on the GPU: faster long prompts, "
+     "logits close to but not bit-identical with the CPU's. Needs a CUDA device (or "
+     "VRAM_EMULATE=1)."},
     {"VRAM_EMULATE", KnobType::kBool, "0", "", "0|1",
      "testing: VRAM homes computed by the host emulation of the CUDA kernels on one worker thread "
      "per emulated GPU (VRAM_GB entries); no device needed. Same numbers as a GPU, far slower."},

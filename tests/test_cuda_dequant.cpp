@@ -1,7 +1,9 @@
-// Tests for cuda/: device dequantization (Q4_0, Q8_0, Q4_K, Q6_K, F32, F16, BF16) against an
-// independent CPU reference written from the ggml block layouts, bit for bit; the host emulation
-// of the same kernels; CUDA_CHECK errors; cuBLASLt F32 matmul. Device tests GTEST_SKIP without a
-// GPU; the CudaHost.* tests need none (also registered as a `unit` test in tests/gpu.cmake).
+// Tests for cuda/: device dequantization bit for bit against the CPU (Q4_0, Q8_0, Q4_K, Q6_K, F32,
+// F16, BF16 against an independent reference written from the ggml block layouts; Q4_1, Q5_0,
+// Q5_1, MXFP4, IQ4_NL, IQ4_XS, Q2_K, Q3_K, Q5_K against the CPU's kernels::dequantize_row, which
+// test_quant checks); the host emulation of the same kernels; CUDA_CHECK errors; cuBLASLt F32
+// matmul. Device tests GTEST_SKIP without a GPU; the CudaHost.* tests need none (also registered as
+// a `unit` test in tests/gpu.cmake).
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -14,7 +16,9 @@
 
 #include "cuda/blaslt.h"
 #include "cuda/cuda_check.h"
+#include "cuda/dense.h"
 #include "cuda/dequant.h"
+#include "cuda/grouped.h"
 #include "cuda/runtime.h"
 #include "io/check.h"
 #include "io/ggml_type.h"
@@ -183,6 +187,36 @@ std::vector<uint8_t> random_row(GgmlType t, int64_t n, std::mt19937& rng) {
         put_u16(blk + offsetof(BlockQ4_K, d), random_fp16(rng));
         put_u16(blk + offsetof(BlockQ4_K, dmin), random_fp16(rng));
         break;
+      case GgmlType::Q5_K:
+        put_u16(blk + offsetof(kernels::BlockQ5_K, d), random_fp16(rng));
+        put_u16(blk + offsetof(kernels::BlockQ5_K, dmin), random_fp16(rng));
+        break;
+      case GgmlType::Q2_K:
+        put_u16(blk + offsetof(kernels::BlockQ2_K, d), random_fp16(rng));
+        put_u16(blk + offsetof(kernels::BlockQ2_K, dmin), random_fp16(rng));
+        break;
+      case GgmlType::Q3_K:
+        put_u16(blk + offsetof(kernels::BlockQ3_K, d), random_fp16(rng));
+        break;
+      case GgmlType::Q4_1:
+        put_u16(blk + offsetof(kernels::BlockQ4_1, d), random_fp16(rng));
+        put_u16(blk + offsetof(kernels::BlockQ4_1, m), random_fp16(rng));
+        break;
+      case GgmlType::Q5_1:
+        put_u16(blk + offsetof(kernels::BlockQ5_1, d), random_fp16(rng));
+        put_u16(blk + offsetof(kernels::BlockQ5_1, m), random_fp16(rng));
+        break;
+      case GgmlType::Q5_0:
+        put_u16(blk + offsetof(kernels::BlockQ5_0, d), random_fp16(rng));
+        break;
+      case GgmlType::IQ4_NL:
+        put_u16(blk + offsetof(kernels::BlockIQ4_NL, d), random_fp16(rng));
+        break;
+      case GgmlType::IQ4_XS:
+        put_u16(blk + offsetof(kernels::BlockIQ4_XS, d), random_fp16(rng));
+        break;
+      case GgmlType::MXFP4:  // any exponent byte is a finite power of two
+        break;
       case GgmlType::Q6_K:
         put_u16(blk + offsetof(BlockQ6_K, d), random_fp16(rng));
         break;
@@ -207,8 +241,25 @@ std::vector<uint8_t> random_row(GgmlType t, int64_t n, std::mt19937& rng) {
   return bytes;
 }
 
-const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K,
-                           GgmlType::F32,  GgmlType::F16,  GgmlType::BF16};
+// Types with an independent reference above, and those checked against the CPU's dequantize_row.
+const GgmlType kRefTypes[] = {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K,
+                              GgmlType::F32,  GgmlType::F16,  GgmlType::BF16};
+const GgmlType kCpuPeerTypes[] = {GgmlType::Q4_1,  GgmlType::Q5_0,   GgmlType::Q5_1,
+                                  GgmlType::MXFP4, GgmlType::IQ4_NL, GgmlType::IQ4_XS,
+                                  GgmlType::Q2_K,  GgmlType::Q3_K,   GgmlType::Q5_K};
+
+std::vector<GgmlType> all_types() {
+  std::vector<GgmlType> v(std::begin(kRefTypes), std::end(kRefTypes));
+  v.insert(v.end(), std::begin(kCpuPeerTypes), std::end(kCpuPeerTypes));
+  return v;
+}
+
+// What the device must produce: the independent reference where there is one, else the CPU's.
+void want_dequantize(GgmlType t, const void* src, float* y, int64_t n) {
+  for (GgmlType r : kRefTypes)
+    if (r == t) return ref_dequantize(t, src, y, n);
+  kernels::dequantize_row(t, src, y, n);
+}
 const int64_t kBlockCounts[] = {1, 3, 31, 33, 511, 1023};
 
 // Bitwise comparison (the kernels promise the CPU's exact bits); prints the first mismatches.
@@ -231,13 +282,13 @@ std::string case_name(GgmlType t, int64_t n) {
 
 TEST(CudaHost, EmulatedKernelsMatchReference) {
   std::mt19937 rng(1234);
-  for (GgmlType t : kTypes) {
+  for (GgmlType t : all_types()) {
     ASSERT_TRUE(cuda_dequantize_supported(t)) << ggml_type_name(t);
     for (int64_t nb : kBlockCounts) {
       const int64_t n = nb * ggml_type_info(t).block_size;
       const std::vector<uint8_t> src = random_row(t, n, rng);
       std::vector<float> want(n), got(n + 8, -7.0f);
-      ref_dequantize(t, src.data(), want.data(), n);
+      want_dequantize(t, src.data(), want.data(), n);
       cuda_dequantize_emulated(t, src.data(), got.data(), n);
       expect_same_bits(got.data(), want.data(), n, case_name(t, n));
       for (int k = 0; k < 8; ++k) EXPECT_EQ(got[n + k], -7.0f) << "wrote past the end";
@@ -249,7 +300,7 @@ TEST(CudaHost, EmulatedKernelsMatchReference) {
 // kernels (checked against the same reference below) agree with the CPU path.
 TEST(CudaHost, CpuDequantizeRowMatchesReference) {
   std::mt19937 rng(4321);
-  for (GgmlType t : kTypes) {
+  for (GgmlType t : kRefTypes) {
     for (int64_t nb : kBlockCounts) {
       const int64_t n = nb * ggml_type_info(t).block_size;
       const std::vector<uint8_t> src = random_row(t, n, rng);
@@ -275,17 +326,28 @@ TEST(CudaHost, Fp16SpecialValues) {
   EXPECT_TRUE(std::isnan(got[0]));
 }
 
+// CUDA_DENSE=2 dequantizes any matrix the dense GEMV holds: every grouped type has a kernel.
+TEST(CudaHost, EveryGroupedTypeHasADequantizer) {
+  for (int v = 0; v < 64; ++v) {
+    const auto t = static_cast<GgmlType>(v);
+    if (grouped_supported(t)) {
+      EXPECT_TRUE(cuda_dequantize_supported(t)) << ggml_type_name(t);
+      EXPECT_TRUE(dense_gemm_supported(t)) << ggml_type_name(t);
+    }
+  }
+}
+
 TEST(CudaHost, UnsupportedTypeThrows) {
-  EXPECT_FALSE(cuda_dequantize_supported(GgmlType::Q5_K));
-  EXPECT_FALSE(cuda_dequantize_supported(GgmlType::MXFP4));
-  std::vector<uint8_t> src(256);
+  EXPECT_FALSE(cuda_dequantize_supported(GgmlType::Q8_K));
+  EXPECT_FALSE(cuda_dequantize_supported(GgmlType::IQ2_XXS));
+  std::vector<uint8_t> src(1024);
   std::vector<float> dst(256);
   try {
-    cuda_dequantize_emulated(GgmlType::Q5_K, src.data(), dst.data(), 256);
+    cuda_dequantize_emulated(GgmlType::IQ2_XXS, src.data(), dst.data(), 256);
     FAIL() << "no throw";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
-    EXPECT_NE(std::string(e.what()).find("Q5_K"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("IQ2_XXS"), std::string::npos) << e.what();
   }
 }
 
@@ -328,12 +390,12 @@ TEST(CudaDequant, DeviceMatchesReferenceBitForBit) {
   constexpr int kGuard = 64;
   const uint32_t kSentinel = 0x7FC0DEADu;  // a NaN pattern no kernel writes
   int launches = 0;
-  for (GgmlType t : kTypes) {
+  for (GgmlType t : all_types()) {
     for (int64_t nb : kBlockCounts) {
       const int64_t n = nb * ggml_type_info(t).block_size;
       const std::vector<uint8_t> src = random_row(t, n, rng);
       std::vector<float> want(n);
-      ref_dequantize(t, src.data(), want.data(), n);
+      want_dequantize(t, src.data(), want.data(), n);
 
       DeviceBuffer d_src(src.size());
       DeviceBuffer d_dst((n + kGuard) * sizeof(float));
