@@ -29,6 +29,12 @@ std::string slurp(const fs::path& p) {
   return ss.str();
 }
 
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 class BenchCli : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -87,10 +93,32 @@ TEST_F(BenchCli, JsonHasEveryCombinationWithItsSamples) {
         EXPECT_NEAR(e["stddev_ts"].get<double>(), std::sqrt(ss / 2), mean * 1e-9);
       }
   // One progress line per repetition on stderr.
-  size_t lines = 0;
-  for (size_t at = err_.find("bench: "); at != std::string::npos; at = err_.find("bench: ", at + 1))
-    ++lines;
-  EXPECT_EQ(lines, 8u * 3u);
+  EXPECT_EQ(count(err_, ": repetition "), 8u * 3u);
+}
+
+// The -d context is prefilled once per thread count and shared: every repetition, warm-up and
+// test at a depth truncates back to it, a deeper one extends it, a shallower one reuses its start.
+TEST_F(BenchCli, DepthIsFilledOnceAndExtended) {
+  ASSERT_EQ(bench("-p 4 -n 2 -d 8,32,16 -r 3 -t 1,2"), 0) << err_;
+  EXPECT_EQ(count(err_, ": repetition "), 2u * 3u * 2u * 3u);
+  for (int t : {1, 2}) {
+    EXPECT_EQ(count(err_, fmt::format("bench: t={}: filling the context to depth 8 (8 tokens", t)),
+              1u)
+        << err_;
+    EXPECT_EQ(
+        count(err_, fmt::format("bench: t={}: filling the context to depth 32 (24 tokens", t)), 1u)
+        << err_;
+  }
+  EXPECT_EQ(count(err_, "filling the context"), 4u) << err_;
+  EXPECT_EQ(count(err_, "exceeds the model's training context"), 0u) << err_;
+}
+
+// A context past the model's context_length (512 for the fixture) runs, with one warning line.
+TEST_F(BenchCli, DepthPastTheTrainingContextWarns) {
+  ASSERT_EQ(bench("-p 0 -n 1 -d 520 -r 1 -t 2"), 0) << err_;
+  EXPECT_EQ(count(err_, "strata: warning: context 521 exceeds the model's training context 512\n"),
+            1u)
+      << err_;
 }
 
 TEST_F(BenchCli, MarkdownTableAndProf) {

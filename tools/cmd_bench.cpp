@@ -130,7 +130,9 @@ class Bench {
     fo.kv_type = tiers_.kv_type;
     fo.prof = tiers_.prof.get();
     engine::Forward fwd(model_, fo);
+    filled_ = 0;
     for (Test* t : tests) {
+      if (t->depth > 0 && !sigint.requested()) fill_depth(fwd, uint32_t(t->depth), threads);
       if (!o_.no_warmup && !sigint.requested()) {
         Test warm = *t;
         if (warm.n_gen > 0) warm.n_gen = 1;
@@ -152,14 +154,35 @@ class Bench {
     return t;
   }
 
-  // One repetition: seconds of the timed part. PROF counts the timed part of a recorded
-  // repetition only: the -d context's prefill and a whole warm-up run are untimed.
-  double once(engine::Forward& fwd, const Test& t, bool record) {
+  // The -d context: random tokens at positions 0 .. depth - 1, prefilled once per thread count
+  // and shared by every repetition and test at that depth (each truncates back to it; a deeper
+  // test extends it). Untimed and outside PROF, like llama-bench's; it says what it does, since a
+  // deep context on a big model takes minutes.
+  void fill_depth(engine::Forward& fwd, uint32_t depth, int threads) {
+    if (depth <= filled_) return;
     engine::Profiler* prof = tiers_.prof.get();
     if (prof) prof->begin_untimed();
-    fwd.reset();
-    if (t.depth > 0) (void)fwd.prefill(random_tokens(size_t(t.depth), true));
-    if (prof && record) prof->end_untimed();
+    fmt::print(stderr, "bench: t={}: filling the context to depth {} ({} tokens, untimed) ...\n",
+               threads, depth, depth - filled_);
+    const auto t0 = std::chrono::steady_clock::now();
+    fwd.truncate(filled_);
+    (void)fwd.prefill(random_tokens(size_t(depth - filled_), filled_ == 0));
+    filled_ = depth;
+    fmt::print(stderr, "bench: t={}: depth {} filled in {:.1f} s\n", threads, depth,
+               seconds_since(t0));
+    if (prof) prof->end_untimed();
+  }
+
+  // One repetition: seconds of the timed part. PROF counts the timed part of a recorded
+  // repetition only: the -d context's prefill (fill_depth) and a whole warm-up run are untimed.
+  double once(engine::Forward& fwd, const Test& t, bool record) {
+    engine::Profiler* prof = tiers_.prof.get();
+    if (prof && !record) prof->begin_untimed();
+    // Positions from the depth on are rewritten: only the context below it stays filled.
+    const uint32_t depth = uint32_t(t.depth);
+    STRATA_ASSERT(depth <= filled_, "bench: depth {} was not filled ({})", depth, filled_);
+    fwd.truncate(depth);
+    filled_ = depth;
     double s = 0;
     if (t.n_prompt > 0) {
       const std::vector<int32_t> tokens = random_tokens(size_t(t.n_prompt), t.depth == 0);
@@ -185,6 +208,7 @@ class Bench {
   const BenchOptions& o_;
   const TierSetup& tiers_;
   uint32_t n_ctx_;
+  uint32_t filled_ = 0;  // positions 0 .. filled_ - 1 hold the -d context
   int32_t bos_;
   int32_t n_vocab_ = 1;
   std::mt19937 rng_{1234};
@@ -279,6 +303,7 @@ int run_bench(BenchOptions o) {
   const engine::ModelInfo info = engine::summarize_model(model.file());
   uint64_t params = 0;
   for (const auto& t : model.file().tensors()) params += t.n_elements();
+  warn_context_beyond_training(n_ctx, model.config());
   const TierSetup tiers = make_tier_setup(model, knobs, n_ctx);
   // VRAM homes or CUDA_DENSE put part of the work on a GPU (VRAM_EMULATE's lane too).
   const std::string backend =
@@ -314,7 +339,8 @@ void add_bench(CLI::App& app, CommandFn& run) {
   cmd->add_option("-n,--n-gen", o->n_gen, "Tokens decoded by the tg tests (default 128)")
       ->delimiter(',');
   cmd->add_option("-d,--n-depth", o->depth,
-                  "Context tokens prefilled (untimed) before each test (default 0)")
+                  "Context tokens before each test (default 0): prefilled once per thread count, "
+                  "untimed, and shared by the repetitions")
       ->delimiter(',');
   cmd->add_option("-t,--threads", o->threads,
                   "Thread counts (default: THREADS, else the physical cores)")

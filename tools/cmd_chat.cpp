@@ -389,9 +389,7 @@ int run_chat(ChatOptions o) {
   engine::ForwardOptions fo;
   fo.n_ctx =
       o.ctx.value_or(cfg.n_ctx_train > 0 ? std::min(cfg.n_ctx_train, kDefaultCtx) : kDefaultCtx);
-  if (fo.n_ctx > cfg.n_ctx_train && cfg.n_ctx_train > 0)
-    fmt::print(stderr, "strata: warning: context {} exceeds the model's training context {}\n",
-               fo.n_ctx, cfg.n_ctx_train);
+  warn_context_beyond_training(fo.n_ctx, cfg);
   fo.n_ubatch = o.ubatch;
   fo.n_threads = threads;
   // Usage is always counted (cheap), so /save-usage FILE works without USAGE_SAVE.

@@ -60,9 +60,7 @@ int run_run(RunOptions o) {
   if (needed > fo.n_ctx)
     fail(ErrorKind::kBadValue, "prompt ({} tokens) + -n {} exceeds --ctx {}", prompt.size(),
          o.n_predict, fo.n_ctx);
-  if (fo.n_ctx > cfg.n_ctx_train && cfg.n_ctx_train > 0)
-    std::fprintf(stderr, "strata: warning: context %u exceeds the model's training context %u\n",
-                 fo.n_ctx, cfg.n_ctx_train);
+  warn_context_beyond_training(fo.n_ctx, cfg);
   fo.n_ubatch = o.ubatch;
   fo.n_threads = threads;
   const TierSetup tiers = make_tier_setup(model, knobs, fo.n_ctx);

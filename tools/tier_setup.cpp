@@ -122,6 +122,12 @@ TierSetup make_tier_setup(engine::Model& model, const engine::Knobs& knobs, uint
   return s;
 }
 
+void warn_context_beyond_training(uint32_t n_ctx, const engine::ModelConfig& cfg) {
+  if (cfg.n_ctx_train > 0 && n_ctx > cfg.n_ctx_train)
+    fmt::print(stderr, "strata: warning: context {} exceeds the model's training context {}\n",
+               n_ctx, cfg.n_ctx_train);
+}
+
 int probe_every_knob(const engine::Knobs& knobs) {
   const int every = static_cast<int>(knobs.get_int("PROF_PROBE_EVERY"));
   if (every > 0 && knobs.get_int("PROF_PROBE") == 0)
