@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "io/check.h"
+#include "kernels/cpu_features.h"
 #include "kernels/gemv.h"
 #include "kernels/portable_math.h"
 #include "kernels/quant.h"
@@ -66,8 +67,7 @@ void attention_row_portable(const AttentionRow& a, float* sc, float* out) {
 
 bool attention_avx2_supported() {
   static const bool ok = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") != 0 && __builtin_cpu_supports("fma") != 0;
+    return cpu_has(CpuFeature::kAvx2) && cpu_has(CpuFeature::kFma) && cpu_has(CpuFeature::kF16c);
   }();
   return ok && isa_cap() >= Isa::kAvx2;
 }
@@ -86,9 +86,8 @@ void attention_row(const AttentionRow& a, float* scores, float* out) {
 
 bool attention_avx512_supported() {
   static const bool ok = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512f") &&
-           __builtin_cpu_supports("avx512dq");
+    return cpu_has(CpuFeature::kAvx2) && cpu_has(CpuFeature::kAvx512f) &&
+           cpu_has(CpuFeature::kAvx512dq);
   }();
   return ok && isa_cap() >= Isa::kAvx512;
 }

@@ -58,6 +58,7 @@
 #include <atomic>
 
 #include "io/check.h"
+#include "kernels/cpu_features.h"
 #include "kernels/gemv_internal.h"
 #include "kernels/interleave.h"
 #include "kernels/quant.h"
@@ -70,17 +71,16 @@ std::atomic<Isa> g_isa_cap{Isa::kAvx512};
 
 // What the CPU itself can run, without the cap.
 bool cpu_supports(Isa isa) {
-  __builtin_cpu_init();  // idempotent; makes the checks valid even during static initialization
   switch (isa) {
     case Isa::kRef:
       return true;
     case Isa::kAvx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
+      return cpu_has(CpuFeature::kAvx2) && cpu_has(CpuFeature::kFma) &&
+             cpu_has(CpuFeature::kF16c) && cpu_has(CpuFeature::kBmi2);
     case Isa::kAvx512:
-      return cpu_supports(Isa::kAvx2) && __builtin_cpu_supports("avx512f") &&
-             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
+      return cpu_supports(Isa::kAvx2) && cpu_has(CpuFeature::kAvx512f) &&
+             cpu_has(CpuFeature::kAvx512bw) && cpu_has(CpuFeature::kAvx512vl) &&
+             cpu_has(CpuFeature::kAvx512dq) && cpu_has(CpuFeature::kAvx512vnni);
   }
   return false;
 }
@@ -152,7 +152,7 @@ void set_avxvnni_allowed(bool allowed) {
 }
 
 bool avxvnni_in_use() {
-  static const bool cpu = __builtin_cpu_supports("avxvnni");
+  static const bool cpu = cpu_has(CpuFeature::kAvxVnni);
   return cpu && g_avxvnni_allowed.load(std::memory_order_relaxed);
 }
 

@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/cpu_features.h"
 #include "kernels/gemv_internal.h"
 #include "kernels/gemv_rows_internal.h"
 #include "kernels/quant.h"
@@ -456,7 +457,7 @@ void gemm_q4_k(const void* w, size_t row_stride, const void* xq, size_t xq_strid
 // Types without an entry here use the AVX2 kernels (bit-identical): on the machine measured in
 // bench/RESULTS.md the 512-bit versions of F16 and F32 were not faster than AVX2.
 GemvKernels gemv_kernels_avx512(GgmlType type) {
-  static const bool vbmi = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("gfni");
+  static const bool vbmi = cpu_has(CpuFeature::kAvx512vbmi) && cpu_has(CpuFeature::kGfni);
   if (vbmi) {
     const GemvKernels k = gemv_kernels_avx512_vbmi(type);
     if (k.gemv != nullptr) return k;

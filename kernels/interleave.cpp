@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "io/check.h"
+#include "kernels/cpu_features.h"
 #include "kernels/gemv.h"
 #include "kernels/interleave_internal.h"
 #include "kernels/quant.h"
@@ -552,7 +553,7 @@ GemvKernels gemv_kernels(GgmlType type, WeightLayout layout, Isa isa) {
       GemvKernels k{nullptr, nullptr};
       switch (isa) {
         case Isa::kAvx512: {
-          static const bool gfni = __builtin_cpu_supports("gfni");
+          static const bool gfni = cpu_has(CpuFeature::kGfni);
           k = gfni ? detail::interleaved_kernels_avx512_gfni(layout)
                    : detail::interleaved_kernels_avx512(layout);
           break;

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "io/check.h"
+#include "kernels/cpu_features.h"
 #include "kernels/gemv.h"
 #include "kernels/quant_internal.h"
 
@@ -1046,7 +1047,7 @@ void quantize_activation_row_ref(GgmlType t, const float* src, void* dst, int64_
 }
 
 void quantize_activation_row(GgmlType t, const float* src, void* dst, int64_t n) {
-  static const bool cpu_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  static const bool cpu_avx2 = cpu_has(CpuFeature::kAvx2) && cpu_has(CpuFeature::kF16c);
   const bool avx2 = cpu_avx2 && isa_cap() >= Isa::kAvx2;
   // A length that is not whole blocks goes on to the scalar code, which reports it.
   if (avx2 && t == GgmlType::Q8_0 && n % kQK == 0)

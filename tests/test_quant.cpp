@@ -13,6 +13,7 @@
 
 #include "io/check.h"
 #include "io/gguf.h"
+#include "kernels/cpu_features.h"
 #include "kernels/quant.h"
 
 namespace strata::kernels {
@@ -37,6 +38,28 @@ __attribute__((target("f16c"))) uint16_t hw_float_to_half(float f) {
 }
 
 // ---- fp16 / bf16 ----
+
+// kernels::cpu_has reads CPUID itself (clang 14 lacks some of __builtin_cpu_supports' names);
+// on this GCC build both must agree for every feature the kernels dispatch on.
+TEST(CpuFeatures, AgreeWithGccBuiltins) {
+  using kernels::CpuFeature;
+  __builtin_cpu_init();
+  const std::pair<CpuFeature, bool> features[] = {
+      {CpuFeature::kAvx2, __builtin_cpu_supports("avx2") != 0},
+      {CpuFeature::kFma, __builtin_cpu_supports("fma") != 0},
+      {CpuFeature::kF16c, __builtin_cpu_supports("f16c") != 0},
+      {CpuFeature::kBmi2, __builtin_cpu_supports("bmi2") != 0},
+      {CpuFeature::kAvx512f, __builtin_cpu_supports("avx512f") != 0},
+      {CpuFeature::kAvx512bw, __builtin_cpu_supports("avx512bw") != 0},
+      {CpuFeature::kAvx512vl, __builtin_cpu_supports("avx512vl") != 0},
+      {CpuFeature::kAvx512dq, __builtin_cpu_supports("avx512dq") != 0},
+      {CpuFeature::kAvx512vnni, __builtin_cpu_supports("avx512vnni") != 0},
+      {CpuFeature::kAvx512vbmi, __builtin_cpu_supports("avx512vbmi") != 0},
+      {CpuFeature::kGfni, __builtin_cpu_supports("gfni") != 0},
+      {CpuFeature::kAvxVnni, __builtin_cpu_supports("avxvnni") != 0},
+  };
+  for (const auto& [f, want] : features) EXPECT_EQ(kernels::cpu_has(f), want) << int(f);
+}
 
 TEST(Fp16, EveryHalfDecodesLikeF16c) {
   if (!__builtin_cpu_supports("f16c")) GTEST_SKIP() << "CPU lacks F16C";
