@@ -230,6 +230,12 @@ ModelConfig load_model_config(const io::GgufFile& file) {
   const uint32_t n_block = kr.u32(Key::kBlockCount);
   c.n_ctx_train = kr.u32(Key::kContextLength);
   require(c.n_embd > 0 && n_block > 0, file, "embedding_length and block_count must be > 0");
+  // Per-layer tables are sized from block_count before any tensor is checked: a damaged count
+  // must be an error here, not a huge allocation (llama.cpp allows 512 layers;
+  // tests/data/meta_bad/block_count_huge.bin).
+  constexpr uint32_t kMaxBlocks = 4096;
+  require(n_block <= kMaxBlocks, file,
+          fmt::format("block_count {} is more than {} layers", n_block, kMaxBlocks));
   // Multi-token-prediction layers are counted in block_count but are not part of the forward
   // pass (llama.cpp loads and skips them); they are only used for speculative decoding.
   c.n_layer_nextn = kr.u32_or(Key::kNextnPredictLayers, 0);

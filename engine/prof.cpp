@@ -830,7 +830,7 @@ std::string Profiler::json() const {
     j["plan"] = nullptr;
   }
   j["header"] = header_;
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 double Profiler::device_ceiling(int device) const {

@@ -99,7 +99,7 @@ void save_machine_profile(const MachineProfile& p, const std::string& path) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp);
-    out << j.dump(2) << "\n";
+    out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     if (!out) fail(ErrorKind::kIo, "machine profile: cannot write {}", tmp);
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {

@@ -1,17 +1,36 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer target for the GGUF parser with clang and runs it.
-#   scripts/fuzz.sh [SECONDS]   (default 300)
-# Seeds: tests/data/gguf_bad/*.bin. Crashes are written as crash-* in fuzz-corpus/; copy each into
-# tests/data/gguf_bad/ as a .bin file once fixed, so it stays a unit test.
+# Builds a libFuzzer target with clang (ASan + UBSan) and runs it.
+#   scripts/fuzz.sh [SECONDS]          the GGUF parser (fuzz_gguf), default 300 s
+#   scripts/fuzz.sh meta [SECONDS]     a model load's metadata (fuzz_model_meta: config, summary,
+#                                      vocabulary, tokenizer, chat template)
+# Seeds: tests/data/gguf_bad/*.bin (gguf); the fixtures' metadata without tensors, written by
+# fuzz_meta_seeds, and tests/data/meta_bad/*.bin (meta). Findings are written as crash-* / oom-* /
+# timeout-* in fuzz-corpus[-meta]/; once fixed, copy each into tests/data/gguf_bad/ or
+# tests/data/meta_bad/ as a .bin file, so it stays a unit test (test_gguf, test_model_meta).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+TARGET=gguf
+if [[ "${1:-}" == meta || "${1:-}" == gguf ]]; then TARGET="$1"; shift; fi
 SECONDS_TO_RUN="${1:-300}"
 command -v clang++ >/dev/null || { echo "fuzz.sh needs clang (apt-get install clang)" >&2; exit 1; }
 cmake -S . -B build-fuzz -G Ninja -DSTRATA_FUZZ=ON -DSTRATA_CUDA=OFF -DSTRATA_BENCH=OFF \
       -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null
-cmake --build build-fuzz --target fuzz_gguf
-mkdir -p fuzz-corpus
-cp -n tests/data/gguf_bad/*.bin fuzz-corpus/ 2>/dev/null || true
-cd fuzz-corpus
-../build-fuzz/tests/fuzz_gguf -max_total_time="$SECONDS_TO_RUN" -max_len=4096 -timeout=10 \
-  -rss_limit_mb=2048 -print_final_stats=1 .
+if [[ "$TARGET" == gguf ]]; then
+  cmake --build build-fuzz --target fuzz_gguf
+  mkdir -p fuzz-corpus
+  cp -n tests/data/gguf_bad/*.bin fuzz-corpus/ 2>/dev/null || true
+  cd fuzz-corpus
+  exec ../build-fuzz/tests/fuzz_gguf -max_total_time="$SECONDS_TO_RUN" -max_len=4096 -timeout=10 \
+    -rss_limit_mb=2048 -print_final_stats=1 .
+fi
+cmake --build build-fuzz --target fuzz_model_meta fuzz_meta_seeds
+mkdir -p fuzz-corpus-meta
+FIXTURES="${STRATA_FIXTURES_DIR:-../shared/fixtures}"
+shopt -s nullglob
+seeds=("$FIXTURES"/*/*-Q4_0.gguf)
+[[ ${#seeds[@]} -gt 0 ]] && build-fuzz/tests/fuzz_meta_seeds fuzz-corpus-meta "${seeds[@]}" >/dev/null
+cp -n tests/data/meta_bad/*.bin fuzz-corpus-meta/ 2>/dev/null || true
+cd fuzz-corpus-meta
+# The seeds are whole vocabularies (tens of KB): -max_len must let the fuzzer keep them.
+exec ../build-fuzz/tests/fuzz_model_meta -max_total_time="$SECONDS_TO_RUN" -max_len=262144 \
+  -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 .

@@ -4,6 +4,16 @@
 strata_add_test(test_ops LABEL unit SOURCES test_ops.cpp LIBS strata_engine)
 strata_add_test(test_model_config LABEL model SOURCES test_model_config.cpp
                 LIBS strata_engine nlohmann_json::nlohmann_json)
+# Bad metadata (every fixture key edited, fuzzer findings) is a strata::Error, never a crash.
+strata_add_test(test_model_meta LABEL unit SOURCES test_model_meta.cpp LIBS strata_engine)
+add_dependencies(strata_unit_tests test_model_meta)
+if(STRATA_FUZZ)
+  # libFuzzer target for a model load's metadata (scripts/fuzz.sh meta) and its seed writer.
+  add_executable(fuzz_model_meta fuzz_model_meta.cpp)
+  target_link_libraries(fuzz_model_meta PRIVATE strata_engine -fsanitize=fuzzer)
+  add_executable(fuzz_meta_seeds fuzz_meta_seeds.cpp)
+  target_link_libraries(fuzz_meta_seeds PRIVATE strata_io)
+endif()
 strata_add_test(test_model_forward LABEL model SOURCES test_model_forward.cpp
                 LIBS strata_engine nlohmann_json::nlohmann_json)
 # Runs the built `strata` binary (replay + run) against the fixtures.

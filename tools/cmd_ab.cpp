@@ -233,7 +233,7 @@ int run_ab(const AbOptions& o) {
     const std::string tmp = o.json + ".tmp";
     {
       std::ofstream out(tmp, std::ios::trunc);
-      out << j.dump(2) << "\n";
+      out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
       if (!out.flush()) fail(ErrorKind::kIo, "{}: write failed", tmp);
     }
     std::error_code ec;

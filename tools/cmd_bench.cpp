@@ -265,7 +265,7 @@ void print_json(const std::vector<Test>& tests, const BenchOptions& o, const std
     j["samples_ts"] = t.rates();
     out.push_back(std::move(j));
   }
-  fmt::print("{}\n", out.dump(2));
+  fmt::print("{}\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 int run_bench(BenchOptions o) {

@@ -72,7 +72,8 @@ struct BadRequest {
 };
 
 std::string error_body(const std::string& message, const char* type) {
-  return json{{"error", {{"message", message}, {"type", type}}}}.dump();
+  return json{{"error", {{"message", message}, {"type", type}}}}.dump(
+      -1, ' ', false, json::error_handler_t::replace);
 }
 
 // The two completion endpoints: POST /v1/chat/completions (messages through the chat template)

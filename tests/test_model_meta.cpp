@@ -1,0 +1,165 @@
+// Bad model metadata gets a strata::Error, never a crash or another exception: every fixture's
+// metadata (no tensors) loaded as tests/model_meta_probe.h does (config, summary, vocabulary,
+// tokenizer, chat template), then again with each key edited in turn — numbers to 0, 1, -1 and
+// their type's largest value, strings emptied or garbled, arrays emptied, halved or given a wrong
+// element type, the key removed. Plus the files the fuzzer (tests/fuzz_model_meta.cpp) found, in
+// tests/data/meta_bad/. Runs under ASan/UBSan with the unit tests.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "io/check.h"
+#include "io/gguf.h"
+#include "model_meta_probe.h"
+
+namespace fs = std::filesystem;
+using namespace strata;
+using io::GgufArray;
+using io::GgufKv;
+using io::GgufType;
+using io::GgufValue;
+
+namespace {
+
+std::vector<std::byte> metadata_bytes(const std::vector<GgufKv>& kvs) {
+  io::GgufWriter w;
+  for (const GgufKv& kv : kvs) w.set(kv.key, kv.value);
+  return w.to_bytes([](size_t, std::span<std::byte>) {});
+}
+
+// "" when the load ended well (loaded, or a strata::Error); else what escaped.
+std::string load_outcome(const std::vector<std::byte>& bytes) {
+  try {
+    strata::testing::load_model_metadata(bytes);
+  } catch (const Error&) {
+  } catch (const std::exception& e) {
+    return std::string("escaped: ") + e.what();
+  }
+  return "";
+}
+
+// The variants of one value that a broken converter or a hostile file would write.
+std::vector<GgufValue> edits_of(const GgufValue& v) {
+  std::vector<GgufValue> out;
+  switch (v.type()) {
+    case GgufType::kU32:
+      for (uint32_t x : {0u, 1u, 3u, 0x7FFFFFFFu, std::numeric_limits<uint32_t>::max()})
+        out.emplace_back(x);
+      out.emplace_back(int32_t{-1});  // a signed type where unsigned is expected
+      out.emplace_back(1.5f);         // a float where an integer is expected
+      break;
+    case GgufType::kI32:
+      for (int32_t x : {0, 1, -1, std::numeric_limits<int32_t>::max(),
+                        std::numeric_limits<int32_t>::min()})
+        out.emplace_back(x);
+      break;
+    case GgufType::kU64:
+      for (uint64_t x : {uint64_t{0}, uint64_t{1}, std::numeric_limits<uint64_t>::max()})
+        out.emplace_back(x);
+      break;
+    case GgufType::kF32:
+      for (float x : {0.0f, -1.0f, std::numeric_limits<float>::infinity(),
+                      std::numeric_limits<float>::quiet_NaN(), 1e30f})
+        out.emplace_back(x);
+      break;
+    case GgufType::kBool:
+      out.emplace_back(!*v.as_bool());
+      out.emplace_back(uint32_t{2});
+      break;
+    case GgufType::kString:
+      out.emplace_back(std::string());
+      out.emplace_back(std::string("\xff\xfe{% for %}\x00x", 14));
+      out.emplace_back(uint32_t{7});
+      break;
+    case GgufType::kArray: {
+      const GgufArray& a = *v.as_array();
+      out.emplace_back(GgufArray{a.elem_type, {}});
+      GgufArray half{a.elem_type, std::vector<GgufValue>(a.items.begin(), a.items.begin() + std::ptrdiff_t(a.items.size() / 2))};
+      out.emplace_back(half);
+      if (!a.items.empty()) {
+        GgufArray longer = a;
+        longer.items.push_back(a.items.back());
+        out.emplace_back(longer);
+      }
+      out.emplace_back(io::gguf_i32_array({-1, 0, 1 << 30}));
+      out.emplace_back(io::gguf_string_array({"", "\xc3", "a b"}));
+      break;
+    }
+    default:
+      out.emplace_back(uint32_t{0});
+      break;
+  }
+  return out;
+}
+
+std::vector<fs::path> fixture_ggufs() {
+  std::vector<fs::path> out;
+  const fs::path root(STRATA_FIXTURES_DIR);
+  if (!fs::exists(root)) return out;
+  for (const auto& dir : fs::directory_iterator(root)) {
+    if (!dir.is_directory()) continue;
+    // One file per model: the metadata is the same across variants but for file_type.
+    for (const auto& f : fs::directory_iterator(dir.path()))
+      if (f.path().extension() == ".gguf") {
+        out.push_back(f.path());
+        break;
+      }
+  }
+  return out;
+}
+
+TEST(ModelMeta, FixtureMetadataLoads) {
+  const auto files = fixture_ggufs();
+  if (files.empty()) GTEST_SKIP() << "fixtures not found";
+  for (const fs::path& p : files) {
+    SCOPED_TRACE(p.string());
+    const io::GgufFile f = io::GgufFile::open(p.string());
+    EXPECT_NO_THROW(strata::testing::load_model_metadata(metadata_bytes(f.metadata())));
+  }
+}
+
+TEST(ModelMeta, EveryKeyEditedIsAnErrorOrLoads) {
+  const auto files = fixture_ggufs();
+  if (files.empty()) GTEST_SKIP() << "fixtures not found";
+  size_t cases = 0;
+  for (const fs::path& p : files) {
+    const io::GgufFile f = io::GgufFile::open(p.string());
+    const std::vector<GgufKv>& kvs = f.metadata();
+    for (size_t k = 0; k < kvs.size(); ++k) {
+      std::vector<GgufValue> edits = edits_of(kvs[k].value);
+      for (size_t e = 0; e <= edits.size(); ++e) {
+        std::vector<GgufKv> edited = kvs;
+        if (e == edits.size())
+          edited.erase(edited.begin() + std::ptrdiff_t(k));  // the key removed
+        else
+          edited[k].value = edits[e];
+        const std::string what = load_outcome(metadata_bytes(edited));
+        EXPECT_EQ(what, "") << p.filename().string() << ": " << kvs[k].key << " edit " << e;
+        ++cases;
+      }
+    }
+  }
+  EXPECT_GT(cases, 500u);
+}
+
+TEST(ModelMeta, FuzzerFindings) {
+  const fs::path dir = fs::path(STRATA_TEST_DATA_DIR) / "meta_bad";
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() != ".bin") continue;
+    std::ifstream in(e.path(), std::ios::binary);
+    const std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<std::byte> bytes(s.size());
+    std::memcpy(bytes.data(), s.data(), s.size());
+    EXPECT_EQ(load_outcome(bytes), "") << e.path().filename().string();
+    ++n;
+  }
+  EXPECT_GT(n, 0);
+}
+
+}  // namespace
