@@ -354,6 +354,18 @@ ExpertSource::ExpertSource(const Model& model, const TierOptions& opts)
     resident_seconds_ =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
+  // The KV cache is allocated (and zeroed) by Forward later: a context that cannot fit is an
+  // error here, not an OOM kill when its pages are touched.
+  const uint64_t kv_bytes = KvCache::position_bytes(cfg, opts.kv_type) * uint64_t{opts.n_ctx};
+  const uint64_t available = memory_info().available();
+  if (kv_bytes > available)
+    fail(ErrorKind::kOutOfMemory,
+         "the KV cache of {} positions takes {} ({} each, KV_TYPE={}), more than the {} of "
+         "memory available; lower --ctx{}",
+         opts.n_ctx, placement::format_bytes(kv_bytes),
+         placement::format_bytes(KvCache::position_bytes(cfg, opts.kv_type)),
+         kv_type_name(opts.kv_type), placement::format_bytes(available),
+         opts.kv_type == KvType::kF32 ? " or set KV_TYPE=f16 (half the bytes)" : "");
   if (sizes.total_experts() == 0) return;  // a dense model: nothing to tier
 
   placement::DefaultPolicy policy;
@@ -375,16 +387,18 @@ ExpertSource::ExpertSource(const Model& model, const TierOptions& opts)
            placement::format_bytes(sizes.slot_bytes), sizes.n_expert_used);
   } else {
     RamBudgetInputs in;
-    in.available = memory_info().available();
-    in.kv_bytes = KvCache::position_bytes(cfg, opts.kv_type) * opts.n_ctx;
+    in.available = available;
+    in.kv_bytes = kv_bytes;
     in.dense_bytes = opts.resident_dense ? 0 : model.file().file_size() - sizes.total_bytes();
     budget = auto_ram_budget(in, sizes);
     if (budget < min && budget < all)
       fail(ErrorKind::kOutOfMemory,
-           "RAM_GB auto: {} of memory available leaves {} GiB for experts after the KV cache and "
-           "headroom, below this model's minimum of {} GiB; free memory or set RAM_GB",
+           "RAM_GB auto: {} of memory available leaves {} GiB for experts after the KV cache "
+           "({} for {} positions) and headroom, below this model's minimum of {} GiB; free "
+           "memory, lower --ctx or set RAM_GB",
            placement::format_bytes(in.available),
-           fmt::format("{:.4f}", static_cast<double>(budget) / kGiB), gib_up(min));
+           fmt::format("{:.4f}", static_cast<double>(budget) / kGiB),
+           placement::format_bytes(kv_bytes), opts.n_ctx, gib_up(min));
   }
   if (opts.cache_bytes) {
     if (placement::arena_round(*opts.cache_bytes) > budget && budget < all)

@@ -187,6 +187,20 @@ TEST_F(ChatCli, OneShotPromptTooLongFails) {
   EXPECT_EQ(count(r.err.substr(r.err.find("strata: error:")), "\n"), 1u) << r.err;
 }
 
+// A context whose KV cache cannot fit in memory is refused before anything is allocated (the
+// fixture's KV takes 4 KiB a position: 2^32 - 1 positions are 16 TiB), explicit RAM_GB or not.
+TEST_F(ChatCli, ContextPastMemoryIsAnError) {
+  for (const char* ram : {"auto", "1"}) {
+    const Result r = chat(fmt::format("--ctx 4294967295 -p hi --ram-gb {}", ram));
+    EXPECT_EQ(r.rc, 1) << ram;
+    EXPECT_NE(r.err.find("strata: error: the KV cache of 4294967295 positions takes 16.0 TiB"),
+              std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("lower --ctx or set KV_TYPE=f16"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, "");
+  }
+}
+
 TEST_F(ChatCli, UnknownTemplateNameIsAnError) {
   const Result r = chat("--chat-template nonsense -p hi");
   EXPECT_NE(r.rc, 0);

@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -806,7 +807,11 @@ int run_serve(ServeOptions o) {
   fo.n_ubatch = o.ubatch;
   fo.n_threads = threads;
   // RAM_GB auto leaves room for the KV cache, and for the stash's copies of up to as much each.
-  const TierSetup tiers = make_tier_setup(model, knobs, fo.n_ctx * uint32_t(1 + o.stash),
+  const uint64_t kv_positions = uint64_t{fo.n_ctx} * (1 + uint64_t{o.stash});
+  if (kv_positions > std::numeric_limits<uint32_t>::max())
+    fail(ErrorKind::kBadValue, "--ctx {} with --stash {}: {} KV positions, more than {}", fo.n_ctx,
+         o.stash, kv_positions, std::numeric_limits<uint32_t>::max());
+  const TierSetup tiers = make_tier_setup(model, knobs, uint32_t(kv_positions),
                                           /*progress_bar=*/true);
   fo.experts = tiers.experts.get();
   fo.kv_type = tiers.kv_type;
