@@ -3,9 +3,13 @@
 // tokenizer, chat template), then again with each key edited in turn — numbers to 0, 1, -1 and
 // their type's largest value, strings emptied or garbled, arrays emptied, halved or given a wrong
 // element type, the key removed. Plus the files the fuzzer (tests/fuzz_model_meta.cpp) found, in
-// tests/data/meta_bad/. Runs under ASan/UBSan with the unit tests.
+// tests/data/meta_bad/. And whole models: each fixture written again with one hyperparameter
+// edited (its tensors as they were) must fail Model::load with a strata::Error or load and run a
+// prefill and a decode step. Runs under ASan/UBSan with the unit tests.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/forward.h"
+#include "engine/model.h"
 #include "io/check.h"
 #include "io/gguf.h"
 #include "model_meta_probe.h"
@@ -54,8 +60,8 @@ std::vector<GgufValue> edits_of(const GgufValue& v) {
       out.emplace_back(1.5f);         // a float where an integer is expected
       break;
     case GgufType::kI32:
-      for (int32_t x : {0, 1, -1, std::numeric_limits<int32_t>::max(),
-                        std::numeric_limits<int32_t>::min()})
+      for (int32_t x :
+           {0, 1, -1, std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min()})
         out.emplace_back(x);
       break;
     case GgufType::kU64:
@@ -79,7 +85,9 @@ std::vector<GgufValue> edits_of(const GgufValue& v) {
     case GgufType::kArray: {
       const GgufArray& a = *v.as_array();
       out.emplace_back(GgufArray{a.elem_type, {}});
-      GgufArray half{a.elem_type, std::vector<GgufValue>(a.items.begin(), a.items.begin() + std::ptrdiff_t(a.items.size() / 2))};
+      GgufArray half{a.elem_type,
+                     std::vector<GgufValue>(a.items.begin(),
+                                            a.items.begin() + std::ptrdiff_t(a.items.size() / 2))};
       out.emplace_back(half);
       if (!a.items.empty()) {
         GgufArray longer = a;
@@ -145,6 +153,76 @@ TEST(ModelMeta, EveryKeyEditedIsAnErrorOrLoads) {
     }
   }
   EXPECT_GT(cases, 500u);
+}
+
+// "" when Model::load refused the file with a strata::Error or the model ran two positions as a
+// prefill and one as a decode (counted in *ran); else what went wrong.
+std::string run_outcome(const std::string& path, size_t* ran) {
+  try {
+    const engine::Model m = engine::Model::load(path);
+    engine::ForwardOptions o;
+    o.n_ctx = 8;
+    o.n_threads = 2;
+    engine::Forward f(m, o);
+    (void)f.prefill(std::vector<int32_t>{1, 2});
+    (void)f.decode(3);
+    ++*ran;
+  } catch (const Error&) {
+  } catch (const std::exception& e) {
+    return std::string("escaped: ") + e.what();
+  }
+  return "";
+}
+
+// The hyperparameters (numbers, per-layer arrays of them) of a model's architecture.
+bool is_hparam(const GgufKv& kv, const std::string& arch) {
+  if (kv.key.rfind(arch + ".", 0) != 0) return false;
+  const GgufType t = kv.value.type();
+  return t != GgufType::kString &&
+         (t != GgufType::kArray || kv.value.as_array()->elem_type != GgufType::kString);
+}
+
+TEST(ModelMeta, WholeModelsWithAnEditedHyperparameterLoadOrFail) {
+  const auto files = fixture_ggufs();
+  if (files.empty()) GTEST_SKIP() << "fixtures not found";
+  const fs::path dir = fs::temp_directory_path() / ("strata_meta_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  size_t cases = 0, ran = 0;
+  for (const fs::path& p : files) {
+    const io::GgufFile f = io::GgufFile::open(p.string());
+    std::string arch;
+    for (const GgufKv& kv : f.metadata())
+      if (kv.key == "general.architecture") arch = *kv.value.as_string();
+    const std::vector<GgufKv>& kvs = f.metadata();
+    for (size_t k = 0; k < kvs.size(); ++k) {
+      if (!is_hparam(kvs[k], arch)) continue;
+      std::vector<GgufValue> edits = edits_of(kvs[k].value);
+      for (size_t e = 0; e <= edits.size(); ++e) {
+        io::GgufWriter w(f.alignment());
+        for (size_t j = 0; j < kvs.size(); ++j) {
+          if (j != k)
+            w.set(kvs[j].key, kvs[j].value);
+          else if (e < edits.size())
+            w.set(kvs[j].key, edits[e]);  // e == edits.size(): the key removed
+        }
+        for (const auto& t : f.tensors())
+          w.add_tensor(t.name, t.type,
+                       std::vector<uint64_t>(t.ne.begin(), t.ne.begin() + std::max(t.n_dims, 1u)));
+        const fs::path out = dir / "m.gguf";
+        w.write(out.string(), [&](size_t i, std::span<std::byte> bytes) {
+          std::memcpy(bytes.data(), f.tensor_data(f.tensors()[i]), bytes.size());
+        });
+        EXPECT_EQ(run_outcome(out.string(), &ran), "")
+            << p.filename().string() << ": " << kvs[k].key << " edit " << e;
+        ++cases;
+      }
+    }
+  }
+  fs::remove_all(dir);
+  EXPECT_GT(cases, 200u);
+  EXPECT_GT(ran, 20u);           // edits the model tolerates (rope, eps, counts it re-derives) ran
+  EXPECT_GT(cases - ran, 100u);  // and the rest were refused
+  std::printf("%zu edited models: %zu ran, %zu refused\n", cases, ran, cases - ran);
 }
 
 TEST(ModelMeta, FuzzerFindings) {
