@@ -110,6 +110,8 @@ TEST_F(BenchCli, DepthIsFilledOnceAndExtended) {
         << err_;
   }
   EXPECT_EQ(count(err_, "filling the context"), 4u) << err_;
+  // Each fill ends with one summary line (a bar only on a terminal).
+  EXPECT_EQ(count(err_, "bench: t=2: depth 32 tokens: 24 in "), 1u) << err_;
   EXPECT_EQ(count(err_, "exceeds the model's training context"), 0u) << err_;
 }
 
