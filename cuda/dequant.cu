@@ -209,30 +209,23 @@ struct Format<GgmlType::Q5_0> {
 };
 
 // 32 elements: x = d · q + m (Q4_1: q as Q4_0's nibbles; Q5_1: plus bit j of qh as the 5th).
-template <>
-struct Format<GgmlType::Q4_1> {
+template <typename Block, bool kFifthBit>
+struct MinFormat {
   static constexpr int kBlock = kernels::kQK;
-  static constexpr int kBytes = sizeof(BlockQ4_1);
+  static constexpr int kBytes = sizeof(Block);
   static STRATA_HD float element(const uint8_t* b, int j) {
-    const float d = fp16_to_f32(load_u16(b + offsetof(BlockQ4_1, d)));
-    const float m = fp16_to_f32(load_u16(b + offsetof(BlockQ4_1, m)));
-    const uint32_t q = nibble32(b + offsetof(BlockQ4_1, qs), j);
+    const float d = fp16_to_f32(load_u16(b + offsetof(Block, d)));
+    const float m = fp16_to_f32(load_u16(b + offsetof(Block, m)));
+    uint32_t q = nibble32(b + offsetof(Block, qs), j);
+    if constexpr (kFifthBit) q |= bit32(b + offsetof(Block, qh), j) << 4;
     return add_rn(mul_rn(d, static_cast<float>(q)), m);
   }
 };
 
 template <>
-struct Format<GgmlType::Q5_1> {
-  static constexpr int kBlock = kernels::kQK;
-  static constexpr int kBytes = sizeof(BlockQ5_1);
-  static STRATA_HD float element(const uint8_t* b, int j) {
-    const float d = fp16_to_f32(load_u16(b + offsetof(BlockQ5_1, d)));
-    const float m = fp16_to_f32(load_u16(b + offsetof(BlockQ5_1, m)));
-    const uint32_t q =
-        nibble32(b + offsetof(BlockQ5_1, qs), j) | (bit32(b + offsetof(BlockQ5_1, qh), j) << 4);
-    return add_rn(mul_rn(d, static_cast<float>(q)), m);
-  }
-};
+struct Format<GgmlType::Q4_1> : MinFormat<BlockQ4_1, false> {};
+template <>
+struct Format<GgmlType::Q5_1> : MinFormat<BlockQ5_1, true> {};
 
 // 32 elements: x = d · table[q] (q as Q4_0's nibbles).
 template <>
