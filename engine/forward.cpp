@@ -89,6 +89,7 @@ std::span<const float> Forward::prefill(std::span<const int32_t> tokens, float* 
     run_chunk(tokens.data() + done, n, n_past_, rows, trace);
     n_past_ += n;
     done += n;
+    if (progress_ && tokens.size() > n_ubatch_) progress_(done, tokens.size());
   }
   return last_logits_;
 }

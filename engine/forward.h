@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -58,6 +59,10 @@ class Forward {
                                  RoutingTrace* trace = nullptr);
   // One token at position n_past(); returns its logits.
   std::span<const float> decode(int32_t token, RoutingTrace* trace = nullptr);
+  // Called by prefill after each chunk of a call longer than one chunk: (tokens done, tokens of
+  // the call). For progress bars on long prompts; an empty function turns it off.
+  using PrefillProgress = std::function<void(size_t done, size_t total)>;
+  void set_prefill_progress(PrefillProgress fn) { progress_ = std::move(fn); }
 
   void reset() { n_past_ = 0; }  // empty the KV cache
   // Keep only the first n positions (later rows are overwritten by the next prefill/decode).
@@ -94,6 +99,7 @@ class Forward {
   kernels::ThreadPool pool_;
   KvCache kv_;
   uint32_t n_past_ = 0;
+  PrefillProgress progress_;
 
   // Scratch, [n_ubatch, ...] each.
   std::vector<float> h_;            // [n_ubatch, n_embd] residual stream

@@ -318,6 +318,30 @@ TEST(ModelConfig, ThreadsChunksAndDecodeAgreeOnTinyModel) {
   }
 }
 
+// set_prefill_progress: one call per chunk of a prefill longer than a chunk (tokens done, tokens
+// of the call), none for a single chunk; the logits do not change.
+TEST(ModelConfig, PrefillProgressPerChunk) {
+  TmpDir tmp;
+  const Model m = Model::load(write_tiny({}, tmp / "t.gguf").string());
+  const std::vector<int32_t> tokens = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8};
+  ForwardOptions o;
+  o.n_ctx = 64;
+  o.n_threads = 2;
+  o.n_ubatch = 4;
+  Forward f(m, o);
+  std::vector<std::pair<size_t, size_t>> calls;
+  f.set_prefill_progress([&](size_t done, size_t total) { calls.emplace_back(done, total); });
+  std::vector<float> out(tokens.size() * kVocab);
+  f.prefill(tokens, out.data());
+  const std::vector<std::pair<size_t, size_t>> want = {
+      {4, 19}, {8, 19}, {12, 19}, {16, 19}, {19, 19}};
+  EXPECT_EQ(calls, want);
+  EXPECT_TRUE(out == logits_of(m, tokens, 2, 4));
+  calls.clear();
+  f.prefill(std::vector<int32_t>{1, 2, 3});  // one chunk
+  EXPECT_TRUE(calls.empty());
+}
+
 // Scratch is planned up front: steady-state decode allocates nothing (prefill of a chunk no
 // larger than n_ubatch neither).
 TEST(ModelConfig, DecodeDoesNotAllocate) {

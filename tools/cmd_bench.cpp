@@ -166,18 +166,14 @@ class Bench {
     fmt::print(stderr, "bench: t={}: filling the context to depth {} ({} tokens, untimed) ...\n",
                threads, depth, depth - filled_);
     // A bar on a terminal (a deep context on a big model takes minutes), then one summary line:
-    // "bench: t=2: depth 4096 tokens: 4096 in 41 s (99.9/s)". Pieces of n_ubatch tokens are what
-    // prefill runs anyway (the same bits however the tokens are split).
+    // "bench: t=2: depth 4096 tokens: 4096 in 41 s (99.9/s)".
     Progress bar(fmt::format("bench: t={}: depth {} tokens", threads, depth), depth - filled_,
                  ProgressUnit::kItems);
-    const std::vector<int32_t> tokens = random_tokens(size_t(depth - filled_), filled_ == 0);
     fwd.truncate(filled_);
-    const size_t piece = std::max<size_t>(1, o_.ubatch);
-    for (size_t at = 0; at < tokens.size(); at += piece) {
-      const size_t n = std::min(piece, tokens.size() - at);
-      (void)fwd.prefill(std::span(tokens).subspan(at, n));
-      bar.update(at + n);
-    }
+    fwd.set_prefill_progress([&bar](size_t done, size_t) { bar.update(done); });
+    (void)fwd.prefill(random_tokens(size_t(depth - filled_), filled_ == 0));
+    fwd.set_prefill_progress({});
+    bar.update(depth - filled_);  // a fill of one chunk reports nothing on the way
     bar.finish();
     filled_ = depth;
     if (prof) prof->end_untimed();

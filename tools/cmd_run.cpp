@@ -3,8 +3,11 @@
 // tokens parsed), prefills it, then samples N tokens one at a time and streams their text to
 // stdout; stops early at an end-of-generation token. Prefill and decode tok/s go to stderr.
 // Exercised by tests/test_model_replay.cpp (greedy run vs the fixture's reference continuation).
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -19,6 +22,7 @@
 #include "kernels/threadpool.h"
 #include "tools/cli.h"
 #include "tools/knob_flags.h"
+#include "tools/progress.h"
 #include "tools/tier_setup.h"
 
 namespace strata::tools {
@@ -93,13 +97,29 @@ int run_run(RunOptions o) {
   }
   const size_t reused = cached.tokens.size();
 
-  if (!o.no_display_prompt) {
+  // A prompt longer than one chunk gets a progress bar on a terminal (minutes where experts
+  // stream from SSD); the prompt text is shown after it then, not under it.
+  const size_t to_prefill = prompt.size() - reused;
+  std::optional<Progress> bar;
+  if (::isatty(STDERR_FILENO) && to_prefill > fwd.n_ubatch()) {
+    bar.emplace("prefill tokens", to_prefill, ProgressUnit::kItems);
+    fwd.set_prefill_progress([&bar](size_t done, size_t) { bar->update(done); });
+  }
+  const auto display_prompt = [&] {
+    if (o.no_display_prompt) return;
     std::fputs(o.prompt.c_str(), stdout);
     std::fflush(stdout);
-  }
+  };
+  if (!bar) display_prompt();
   auto t0 = std::chrono::steady_clock::now();
   std::span<const float> logits = fwd.prefill(std::span(prompt).subspan(reused));
   const double prefill_s = seconds_since(t0);
+  if (bar) {
+    fwd.set_prefill_progress({});
+    bar->update(to_prefill);
+    bar->finish();
+    display_prompt();
+  }
   prof.add_prefill(prompt.size() - reused, prefill_s);
   if (!cache_path.empty() && cached.file_tokens != prompt) {
     const uint64_t bytes = engine::save_prompt_cache(cache_path, fwd, prompt, cache_flags);
