@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <set>
+#include <thread>
 #include <unordered_set>
 
 #include "engine/forward.h"
@@ -429,6 +431,9 @@ TEST(Progress, TerminalRedrawsOneLine) {
   ASSERT_NE(f, nullptr);
   {
     tools::Progress bar("gen", 2000000000, tools::ProgressUnit::kBytes, f, 1);
+    bar.update(500000000);  // within 0.1 s of the start: no bar yet
+    EXPECT_EQ(std::ftell(f), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(120));
     bar.update(1000000000);
   }  // the destructor finishes
   std::rewind(f);

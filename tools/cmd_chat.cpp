@@ -34,6 +34,7 @@
 #include "placement/plan.h"
 #include "tools/cli.h"
 #include "tools/knob_flags.h"
+#include "tools/progress.h"
 #include "tools/tier_setup.h"
 
 namespace strata::tools {
@@ -403,6 +404,23 @@ int run_chat(ChatOptions o) {
   arm_run_probe(*tiers.prof, knobs, threads);
   if (tiers.prof->enabled()) tiers.prof->set_ceilings(engine::probed_ceilings(knobs));
   engine::Forward fwd(model, fo);
+  // A message longer than one prefill chunk (a pasted document) draws a bar on a terminal while
+  // it prefills; the bar is cleared before the reply streams (the turn's stats say the rest).
+  std::optional<Progress> prefill_bar;
+  size_t prefill_done = 0;
+  if (::isatty(STDERR_FILENO))
+    fwd.set_prefill_progress([&](size_t done, size_t total) {
+      if (!prefill_bar || done <= prefill_done) {  // a new prefill (the last one may have thrown)
+        if (prefill_bar) prefill_bar->abort();
+        prefill_bar.emplace("prefill tokens", total, ProgressUnit::kItems);
+      }
+      prefill_done = done;
+      prefill_bar->update(done);
+      if (done == total) {
+        prefill_bar->abort();
+        prefill_bar.reset();
+      }
+    });
   const std::string placed = placement_line(*tiers.experts);
 
   o.sampling.seed = o.seed >= 0 ? uint64_t(o.seed) : std::random_device{}();

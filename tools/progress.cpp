@@ -58,7 +58,9 @@ void Progress::update(uint64_t done) {
   done_ = done;
   if (!tty_) return;
   const auto now = Clock::now();
-  if (drawn_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
+  // The first draw waits 0.1 s too: a job that ends sooner draws no bar, and the rate shown is
+  // never taken over a few microseconds.
+  if (now - last_draw_ < std::chrono::milliseconds(100)) return;
   last_draw_ = now;
   draw(false);
 }

@@ -22,7 +22,8 @@ class Progress {
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
 
-  // done = units completed so far. Redraws at most ~10 times a second (terminal only).
+  // done = units completed so far. Redraws at most ~10 times a second, the first time 0.1 s after
+  // the start (terminal only).
   void update(uint64_t done);
   // Prints the final line ("label: 17.3 GB in 12.0 s (1.44 GB/s)") once, in both modes.
   void finish();
