@@ -3,6 +3,8 @@
 #   scripts/fuzz.sh [SECONDS]          the GGUF parser (fuzz_gguf), default 300 s
 #   scripts/fuzz.sh meta [SECONDS]     a model load's metadata (fuzz_model_meta: config, summary,
 #                                      vocabulary, tokenizer, chat template)
+#   scripts/fuzz.sh text [SECONDS]     any text through every fixture vocabulary (fuzz_tokenize:
+#                                      no throw, ids in range, UTF-8 round trips)
 # Warnings are not errors there (clang does not know some of GCC's warning pragmas).
 # Seeds: tests/data/gguf_bad/*.bin (gguf); the fixtures' metadata without tensors, written by
 # fuzz_meta_seeds, and tests/data/meta_bad/*.bin (meta). Findings are written as crash-* / oom-* /
@@ -11,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TARGET=gguf
-if [[ "${1:-}" == meta || "${1:-}" == gguf ]]; then TARGET="$1"; shift; fi
+if [[ "${1:-}" == meta || "${1:-}" == gguf || "${1:-}" == text ]]; then TARGET="$1"; shift; fi
 SECONDS_TO_RUN="${1:-300}"
 command -v clang++ >/dev/null || { echo "fuzz.sh needs clang (apt-get install clang)" >&2; exit 1; }
 cmake -S . -B build-fuzz -G Ninja -DSTRATA_FUZZ=ON -DSTRATA_CUDA=OFF -DSTRATA_BENCH=OFF -DSTRATA_WERROR=OFF \
@@ -23,6 +25,13 @@ if [[ "$TARGET" == gguf ]]; then
   cd fuzz-corpus
   exec ../build-fuzz/tests/fuzz_gguf -max_total_time="$SECONDS_TO_RUN" -max_len=4096 -timeout=10 \
     -rss_limit_mb=2048 -print_final_stats=1 .
+fi
+if [[ "$TARGET" == text ]]; then
+  cmake --build build-fuzz --target fuzz_tokenize
+  mkdir -p fuzz-corpus-text
+  cd fuzz-corpus-text
+  exec ../build-fuzz/tests/fuzz_tokenize -max_total_time="$SECONDS_TO_RUN" -max_len=2048 \
+    -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 .
 fi
 cmake --build build-fuzz --target fuzz_model_meta fuzz_meta_seeds
 mkdir -p fuzz-corpus-meta
