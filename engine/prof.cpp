@@ -282,6 +282,17 @@ Verdict cpu_experts_verdict(double share, double streamed_gb_s, double probed_gb
   return v;
 }
 
+double Profiler::kv_bytes_per_step() const {
+  return c_.decode_steps > 0 ? double(c_.decode_kv_bytes) / double(c_.decode_steps) : 0.0;
+}
+
+// Decode ran, and its KV reads were under a quarter of the dense weights it read (the attention
+// projections among them): attention time is then mostly the projections' GEMVs.
+bool Profiler::projections_dominate() const {
+  return c_.decode_steps > 0 && decode_bytes_.dense > 0 &&
+         4 * kv_bytes_per_step() < double(decode_bytes_.dense);
+}
+
 Verdict Profiler::verdict() const {
   const TimeShares t = time_shares();
   const tiers::StoreCounters s = window_counters();
@@ -315,6 +326,16 @@ Verdict Profiler::verdict() const {
         c_.compute_seconds[size_t(ExpertHome::kRam)] + c_.compute_seconds[size_t(ExpertHome::kSsd)];
     const double gbs = secs > 0 ? double(s.ram.served_bytes + s.ssd.served_bytes) / 1e9 / secs : 0;
     v = cpu_experts_verdict(cpu_experts, gbs, ceilings_.ram_gb_s, t.expert_vram > 0);
+  } else if (t.attention >= 0.4 && projections_dominate()) {
+    // A short context: the KV pass is small next to the q/k/v/o matrices, which no KV knob
+    // shrinks.
+    v = {"attention-bound", "-",
+         fmt::format("attention is {:.0f}% of the run, mostly its q/k/v/o projections: a decode "
+                     "token read {:.2f} MB of KV cache against {:.1f} MB of dense weights, so "
+                     "neither KV_TYPE nor a shorter context would help (CUDA_DENSE=1 moves the "
+                     "projections to a GPU)",
+                     100 * t.attention, kv_bytes_per_step() / 1e6,
+                     double(decode_bytes_.dense) / 1e6)};
   } else if (t.attention >= 0.4) {
     // At a long context the pass over the KV cache is most of it: F16 rows are half the bytes a
     // key for the same arithmetic (q8_0 fewer still, but widening them costs more arithmetic

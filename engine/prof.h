@@ -214,6 +214,8 @@ class Profiler {
   RunProbe run_probe() const;
   // The roofline's per-token bytes besides the experts (the report omits the line when unset).
   void set_decode_bytes(const DecodeBytes& b) { decode_bytes_ = b; }
+  // The KV bytes an average decode step read (0 without decode steps).
+  double kv_bytes_per_step() const;
   // PROF=2: "prof: decode token 7: 81.2 ms, ssd 5 experts 13.2 MB, cache 3/8, wait 40.1 ms"
   // (the counters since the previous call); with a GPU lane also ", gpu 96 experts 96 rows,
   // lanes cpu 30.2 gpu 12.1 wait 0.3 ms, straggler CPU (2/48 steps GPU)" (docs/FORMATS.md).
@@ -225,6 +227,7 @@ class Profiler {
   void write_json() const;
 
  private:
+  bool projections_dominate() const;  // the attention-bound verdict: see prof.cpp
   int level_;
   bool enabled_;
   std::string json_path_;

@@ -289,6 +289,30 @@ TEST(Prof, UntimedIntervalsAreLeftOut) {
   EXPECT_EQ(p.verdict().knob, "--ctx");
 }
 
+// Attention-bound at a short context: the KV pass is small beside the dense weights (the q/k/v/o
+// projections), so the verdict names no KV knob; at a long one it does.
+TEST(Prof, AttentionVerdictTellsProjectionsFromTheKvPass) {
+  Profiler p(1, "");
+  DecodeBytes b;
+  b.dense = 40'000'000;
+  b.kv_per_position = 100'000;
+  p.set_decode_bytes(b);
+  p.counters().attention_seconds = 2.0;
+  p.add_decode_token(1.5, 10);  // 1 MB of KV against 40 MB of dense weights
+  p.add_decode_token(1.5, 12);
+  EXPECT_DOUBLE_EQ(p.kv_bytes_per_step(), 1.1e6);
+  EXPECT_EQ(p.verdict().bound, "attention-bound");
+  EXPECT_EQ(p.verdict().knob, "-");
+  EXPECT_NE(p.verdict().why.find("mostly its q/k/v/o projections"), std::string::npos)
+      << p.verdict().why;
+  Profiler q(1, "");
+  q.set_decode_bytes(b);
+  q.counters().attention_seconds = 2.0;
+  q.add_decode_token(1.5, 4000);  // 400 MB of KV
+  q.add_decode_token(1.5, 4001);
+  EXPECT_EQ(q.verdict().knob, "KV_TYPE");
+}
+
 TEST(Prof, OffMeansOff) {
   Profiler p(0, "");
   EXPECT_FALSE(p.enabled());
