@@ -89,7 +89,8 @@ KvCache::KvCache(const ModelConfig& cfg, uint32_t n_ctx, KvType type) : n_ctx_(n
     total += bytes(nh, k_row_.back()) + bytes(nh, v_row_.back());
     n_bytes_ += size_t{n_ctx} * nh * (k_row_.back() + v_row_.back());
   }
-  // No first touch: positions fault their pages in as they fill (zeros until then).
+  // No first touch here: Forward faults the first positions' pages in on all its threads, later
+  // ones fault in as they fill (zeros until written).
   arena_ = tiers::RamArena(
       total, tiers::RamArena::kAnyNode, tiers::NumaMode::kOff, [](std::span<std::byte>) {},
       nullptr);
@@ -141,6 +142,15 @@ void KvCache::for_each_prefix(uint32_t n, Fn&& fn) const {
       for (uint32_t g = 0; g < n_head_[il] && row > 0; ++g)
         fn(part == 0 ? k_bytes(il, g, 0) : v_bytes(il, g, 0), size_t{n} * row);
     }
+}
+
+std::vector<std::span<std::byte>> KvCache::prefix_ranges(uint32_t n) const {
+  STRATA_ASSERT(n <= n_ctx_, "prefix_ranges: {} positions of {}", n, n_ctx_);
+  std::vector<std::span<std::byte>> out;
+  for_each_prefix(n, [&](const std::byte* rows, size_t bytes) {
+    out.emplace_back(const_cast<std::byte*>(rows), bytes);
+  });
+  return out;
 }
 
 void KvCache::copy_rows(uint32_t n, std::vector<std::byte>& out) const {

@@ -76,6 +76,9 @@ class KvCache {
   uint32_t head_dim_k(uint32_t il) const { return k_dim_[il]; }
   uint32_t head_dim_v(uint32_t il) const { return v_dim_[il]; }
   uint64_t n_bytes() const { return n_bytes_; }
+  // Where positions [0, n) of every layer's K and V rows live: one range per layer, K or V and
+  // head (Forward faults the first positions' pages in up front).
+  std::vector<std::span<std::byte>> prefix_ranges(uint32_t n) const;
   // Bytes one position takes over all layers, K and V.
   size_t bytes_per_position() const;
   // Positions [0, n) of every layer's K and V rows into `out` (resized; layer, K then V, head

@@ -163,6 +163,30 @@ TEST(ArchOps, SoftmaxWithSink) {
   EXPECT_LT(y[0] + y[1] + y[2], 1.0f);
 }
 
+// prefix_ranges(n): one range per layer, K then V, head, each exactly positions [0, n) of that
+// head's rows (what Forward faults in up front).
+TEST(ArchOps, KvPrefixRangesCoverTheFirstPositions) {
+  ModelConfig c;
+  c.n_layer = 2;
+  c.n_head_arr = {4, 4};
+  c.n_head_kv_arr = {2, 2};
+  c.head_dim_k = c.head_dim_v = 8;
+  KvCache kv(c, 50);
+  const auto ranges = kv.prefix_ranges(20);
+  ASSERT_EQ(ranges.size(), 2u * 2u * 2u);
+  size_t total = 0;
+  for (const auto& r : ranges) {
+    EXPECT_EQ(r.size(), 20u * 8u * sizeof(float));
+    total += r.size();
+  }
+  EXPECT_EQ(total, 20 * kv.bytes_per_position());
+  EXPECT_EQ(ranges[0].data(), kv.k_bytes(0, 0, 0));
+  EXPECT_EQ(ranges[1].data(), kv.k_bytes(0, 1, 0));
+  EXPECT_EQ(ranges[2].data(), kv.v_bytes(0, 0, 0));
+  EXPECT_EQ(ranges[7].data(), kv.v_bytes(1, 1, 0));
+  EXPECT_TRUE(kv.prefix_ranges(0).empty() || kv.prefix_ranges(0)[0].empty());
+}
+
 // attention() with a sliding window and sinks against a float64 brute force: query i sees keys
 // j with i - j < n_swa, and exp(sink_h) joins each head's denominator.
 TEST(ArchOps, AttentionSlidingWindowAndSinks) {
