@@ -19,6 +19,7 @@
 
 #include "engine/forward.h"
 #include "engine/model.h"
+#include "fixture_models.h"
 #include "io/check.h"
 #include "io/gguf.h"
 #include "model_meta_probe.h"
@@ -105,24 +106,8 @@ std::vector<GgufValue> edits_of(const GgufValue& v) {
   return out;
 }
 
-std::vector<fs::path> fixture_ggufs() {
-  std::vector<fs::path> out;
-  const fs::path root(STRATA_FIXTURES_DIR);
-  if (!fs::exists(root)) return out;
-  for (const auto& dir : fs::directory_iterator(root)) {
-    if (!dir.is_directory()) continue;
-    // One file per model: the metadata is the same across variants but for file_type.
-    for (const auto& f : fs::directory_iterator(dir.path()))
-      if (f.path().extension() == ".gguf") {
-        out.push_back(f.path());
-        break;
-      }
-  }
-  return out;
-}
-
 TEST(ModelMeta, FixtureMetadataLoads) {
-  const auto files = fixture_ggufs();
+  const auto files = strata::testing::one_gguf_per_fixture();
   if (files.empty()) GTEST_SKIP() << "fixtures not found";
   for (const fs::path& p : files) {
     SCOPED_TRACE(p.string());
@@ -132,7 +117,7 @@ TEST(ModelMeta, FixtureMetadataLoads) {
 }
 
 TEST(ModelMeta, EveryKeyEditedIsAnErrorOrLoads) {
-  const auto files = fixture_ggufs();
+  const auto files = strata::testing::one_gguf_per_fixture();
   if (files.empty()) GTEST_SKIP() << "fixtures not found";
   size_t cases = 0;
   for (const fs::path& p : files) {
@@ -183,7 +168,7 @@ bool is_hparam(const GgufKv& kv, const std::string& arch) {
 }
 
 TEST(ModelMeta, WholeModelsWithAnEditedHyperparameterLoadOrFail) {
-  const auto files = fixture_ggufs();
+  const auto files = strata::testing::one_gguf_per_fixture();
   if (files.empty()) GTEST_SKIP() << "fixtures not found";
   const fs::path dir = fs::temp_directory_path() / ("strata_meta_" + std::to_string(::getpid()));
   fs::create_directories(dir);

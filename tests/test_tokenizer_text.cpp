@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/tokenizer.h"
+#include "fixture_models.h"
 #include "io/gguf.h"
 #include "tokenizer_probe.h"
 
@@ -76,23 +77,8 @@ std::string random_text(std::mt19937& rng) {
   return s;
 }
 
-std::vector<fs::path> fixture_ggufs() {
-  std::vector<fs::path> out;
-  const fs::path root(STRATA_FIXTURES_DIR);
-  if (!fs::exists(root)) return out;
-  for (const auto& dir : fs::directory_iterator(root)) {
-    if (!dir.is_directory()) continue;
-    for (const auto& f : fs::directory_iterator(dir.path()))
-      if (f.path().extension() == ".gguf") {
-        out.push_back(f.path());
-        break;
-      }
-  }
-  return out;
-}
-
 TEST(TokenizerText, RandomTextBehavesInEveryFixtureVocabulary) {
-  const auto files = fixture_ggufs();
+  const auto files = strata::testing::one_gguf_per_fixture();
   if (files.empty()) GTEST_SKIP() << "fixtures not found";
   for (const fs::path& p : files) {
     const io::GgufFile f = io::GgufFile::open(p.string());
