@@ -10,12 +10,26 @@
 #include "io/check.h"
 #include "kernels/quant.h"
 #include "placement/route_trace.h"
-#include "tiers/ram_arena.h"
 
 namespace strata::engine {
 namespace {
 
-constexpr uint32_t kPrefaultPositions = 4096;  // KV positions faulted in by the constructor
+// The KV cache's pages are faulted in ahead of the positions that fill them (Forward::fault_ahead):
+// kFaultExtent positions at a time, the first extent by the constructor, each next one while
+// decode is still kFaultLead positions short of it, kFaultRegionsPerToken regions a token.
+constexpr uint32_t kFaultExtent = 4096;
+constexpr uint32_t kFaultLead = 1024;
+constexpr uint32_t kFaultRegionsPerToken = 1;
+constexpr uint32_t kFaultAll = ~uint32_t{0};  // fault_ahead's budget: everything, on every thread
+
+// Faults in every 4 KiB page of `range` for writing without changing its bytes (rows restored
+// from a prompt cache may already hold data there).
+void touch_keeping(std::span<std::byte> range) {
+  constexpr size_t kPage = 4096;
+  volatile std::byte* p = range.data();
+  for (size_t off = 0; off < range.size(); off += kPage) p[off] = p[off];
+  if (!range.empty()) p[range.size() - 1] = p[range.size() - 1];
+}
 
 uint32_t max_layer_n_expert(const ModelConfig& cfg) {
   uint32_t m = 1;
@@ -60,19 +74,44 @@ Forward::Forward(const Model& model, const ForwardOptions& opts)
   last_logits_.resize(cfg_.n_vocab);
   attn_.set_gpu_dense(experts_->gpu_dense());  // CUDA_DENSE (null: off)
   shared_.set_gpu_dense(experts_->gpu_dense());
-  // The pages of the KV cache's first kPrefaultPositions positions are faulted in here, on every
-  // thread, not by the first prefill: huge pages are zeroed on their first write (2 MiB each) and
-  // the group-major rows put position 0 of every head group in pages of its own, so a first
-  // prompt of a few tokens zeroed up to the whole cache inside the prefill's time (0.25 s of a
-  // 17-token prompt at 4096 positions on the demo model: a prefill rate 4x too low). Later
-  // positions fault in as they fill; RAM_GB auto counts the whole cache either way.
-  const std::vector<std::span<std::byte>> ranges =
-      kv_.prefix_ranges(std::min(kv_.n_ctx(), kPrefaultPositions));
-  std::vector<uint64_t> cost(ranges.size());
-  for (size_t i = 0; i < ranges.size(); ++i) cost[i] = ranges[i].size();
-  pool_.parallel_for(int64_t(ranges.size()), cost, [&](int64_t begin, int64_t end, int) {
-    for (int64_t i = begin; i < end; ++i) tiers::touch_pages(ranges[size_t(i)]);
-  });
+  // The KV cache is a huge-page arena whose group-major rows put position 0 of every (layer, head
+  // group, K or V) region in a 2 MiB page of its own, zeroed by the kernel on its first write: a
+  // first prompt of a few tokens paid for zeroing most of the cache inside its prefill (0.25 s of
+  // a 17-token prompt at 4096 positions on the demo model, 1.2 s on the 30B), and a decode token
+  // crossing into the next pages for every region at once stalled (0.62 s at position 8192 on
+  // the demo model). So the first extent is faulted in here, on every thread, and later ones a
+  // few regions a token ahead of decode (fault_ahead). RAM_GB auto counts the whole cache.
+  kv_regions_ = kv_.prefix_ranges(kv_.n_ctx());
+  fault_ahead(std::min(kv_.n_ctx(), kFaultExtent), kFaultAll);
+}
+
+void Forward::fault_ahead(uint32_t target, uint32_t budget) {
+  const uint32_t n_ctx = kv_.n_ctx();
+  target = std::min(target, n_ctx);
+  const size_t n_regions = kv_regions_.size();
+  const bool all = budget == kFaultAll;
+  while (faulted_ < target && n_regions > 0 && budget > 0) {
+    const uint32_t end = std::min(n_ctx, faulted_ + kFaultExtent);
+    const size_t stop = all ? n_regions : std::min(n_regions, fault_next_ + budget);
+    const auto part = [&](size_t r) {
+      const std::span<std::byte> rows = kv_regions_[r];
+      const size_t row = rows.size() / n_ctx;
+      touch_keeping(rows.subspan(size_t{faulted_} * row, size_t{end - faulted_} * row));
+    };
+    if (all) {  // on every thread
+      const size_t first = fault_next_;
+      pool_.parallel_for(int64_t(stop - first), {}, [&](int64_t b, int64_t e, int) {
+        for (int64_t i = b; i < e; ++i) part(first + size_t(i));
+      });
+    } else {
+      for (size_t r = fault_next_; r < stop; ++r) part(r);
+      budget -= uint32_t(stop - fault_next_);
+    }
+    fault_next_ = stop;
+    if (fault_next_ < n_regions) return;  // the budget ran out inside this extent
+    faulted_ = end;
+    fault_next_ = 0;
+  }
 }
 
 void Forward::check_tokens(std::span<const int32_t> tokens) const {
@@ -98,6 +137,9 @@ std::span<const float> Forward::prefill(std::span<const int32_t> tokens, float* 
                                         RoutingTrace* trace) {
   check_tokens(tokens);
   if (tokens.empty()) return {};
+  const uint32_t n_new = uint32_t(tokens.size());
+  fault_ahead(n_past_ + n_new, kFaultAll);                                   // the rows it writes
+  fault_ahead(n_past_ + n_new + kFaultLead, n_new * kFaultRegionsPerToken);  // and ahead
   if (trace) trace->ensure_positions(n_past_ + uint32_t(tokens.size()));
   for (size_t done = 0; done < tokens.size();) {
     const uint32_t n = uint32_t(std::min<size_t>(n_ubatch_, tokens.size() - done));
@@ -112,6 +154,8 @@ std::span<const float> Forward::prefill(std::span<const int32_t> tokens, float* 
 
 std::span<const float> Forward::decode(int32_t token, RoutingTrace* trace) {
   check_tokens({&token, 1});
+  fault_ahead(n_past_ + 1, kFaultAll);
+  fault_ahead(n_past_ + 1 + kFaultLead, kFaultRegionsPerToken);
   if (trace) trace->ensure_positions(n_past_ + 1);
   run_chunk(&token, 1, n_past_, nullptr, trace);
   ++n_past_;

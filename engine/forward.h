@@ -100,6 +100,14 @@ class Forward {
   KvCache kv_;
   uint32_t n_past_ = 0;
   PrefillProgress progress_;
+  // The KV cache's page faulting ahead of the rows (forward.cpp): every (layer, K/V, head) region's
+  // rows, positions [0, faulted_) of all of them faulted in, and of the next extent regions
+  // [0, fault_next_).
+  void fault_ahead(uint32_t target,
+                   uint32_t budget);  // budget: regions (kFaultAll: all, in parallel)
+  std::vector<std::span<std::byte>> kv_regions_;
+  uint32_t faulted_ = 0;
+  size_t fault_next_ = 0;
 
   // Scratch, [n_ubatch, ...] each.
   std::vector<float> h_;            // [n_ubatch, n_embd] residual stream

@@ -342,6 +342,32 @@ TEST(ModelConfig, PrefillProgressPerChunk) {
   EXPECT_TRUE(calls.empty());
 }
 
+// The KV cache's pages are faulted in ahead of decode an extent at a time (Forward::fault_ahead);
+// faulting must keep rows already there: rows restored past the first extent (a prompt cache, a
+// stash) continue exactly as the cache that computed them.
+TEST(ModelConfig, FaultingAheadKeepsRestoredRows) {
+  TmpDir tmp;
+  const Model m = Model::load(write_tiny({}, tmp / "t.gguf").string());
+  ForwardOptions o;
+  o.n_ctx = 9000;
+  o.n_threads = 2;
+  o.n_ubatch = 512;
+  std::mt19937 rng(11);
+  std::vector<int32_t> tokens(5000);
+  for (int32_t& t : tokens) t = int32_t(rng() % kVocab);
+  Forward a(m, o);
+  a.prefill(tokens);
+  std::vector<std::byte> rows;
+  a.kv().copy_rows(5000, rows);
+  Forward b(m, o);  // faults positions [0, 4096) only
+  b.kv().restore_rows(5000, rows);
+  b.restored(5000);
+  for (int32_t t : {3, 7, 1}) {  // decode faults [4096, 8192) ahead, over restored rows
+    const std::span<const float> la = a.decode(t), lb = b.decode(t);
+    ASSERT_TRUE(std::equal(la.begin(), la.end(), lb.begin())) << "token " << t;
+  }
+}
+
 // Scratch is planned up front: steady-state decode allocates nothing (prefill of a chunk no
 // larger than n_ubatch neither).
 TEST(ModelConfig, DecodeDoesNotAllocate) {
