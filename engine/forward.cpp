@@ -10,6 +10,7 @@
 #include "io/check.h"
 #include "kernels/quant.h"
 #include "placement/route_trace.h"
+#include "tiers/ram_arena.h"
 
 namespace strata::engine {
 namespace {
@@ -21,15 +22,6 @@ constexpr uint32_t kFaultExtent = 4096;
 constexpr uint32_t kFaultLead = 1024;
 constexpr uint32_t kFaultRegionsPerToken = 1;
 constexpr uint32_t kFaultAll = ~uint32_t{0};  // fault_ahead's budget: everything, on every thread
-
-// Faults in every 4 KiB page of `range` for writing without changing its bytes (rows restored
-// from a prompt cache may already hold data there).
-void touch_keeping(std::span<std::byte> range) {
-  constexpr size_t kPage = 4096;
-  volatile std::byte* p = range.data();
-  for (size_t off = 0; off < range.size(); off += kPage) p[off] = p[off];
-  if (!range.empty()) p[range.size() - 1] = p[range.size() - 1];
-}
 
 uint32_t max_layer_n_expert(const ModelConfig& cfg) {
   uint32_t m = 1;
@@ -96,7 +88,8 @@ void Forward::fault_ahead(uint32_t target, uint32_t budget) {
     const auto part = [&](size_t r) {
       const std::span<std::byte> rows = kv_regions_[r];
       const size_t row = rows.size() / n_ctx;
-      touch_keeping(rows.subspan(size_t{faulted_} * row, size_t{end - faulted_} * row));
+      tiers::touch_pages_keeping(
+          rows.subspan(size_t{faulted_} * row, size_t{end - faulted_} * row));
     };
     if (all) {  // on every thread
       const size_t first = fault_next_;
@@ -138,8 +131,11 @@ std::span<const float> Forward::prefill(std::span<const int32_t> tokens, float* 
   check_tokens(tokens);
   if (tokens.empty()) return {};
   const uint32_t n_new = uint32_t(tokens.size());
-  fault_ahead(n_past_ + n_new, kFaultAll);                                   // the rows it writes
-  fault_ahead(n_past_ + n_new + kFaultLead, n_new * kFaultRegionsPerToken);  // and ahead
+  fault_ahead(n_past_ + n_new, kFaultAll);  // the rows it writes
+  // And ahead: a whole chunk or more is throughput work (all of it, on every thread); a short
+  // call (a LOOKUP draft) is decode's latency, a few regions a token.
+  fault_ahead(n_past_ + n_new + kFaultLead,
+              n_new >= n_ubatch_ ? kFaultAll : n_new * kFaultRegionsPerToken);
   if (trace) trace->ensure_positions(n_past_ + uint32_t(tokens.size()));
   for (size_t done = 0; done < tokens.size();) {
     const uint32_t n = uint32_t(std::min<size_t>(n_ubatch_, tokens.size() - done));

@@ -100,11 +100,11 @@ class Forward {
   KvCache kv_;
   uint32_t n_past_ = 0;
   PrefillProgress progress_;
-  // The KV cache's page faulting ahead of the rows (forward.cpp): every (layer, K/V, head) region's
-  // rows, positions [0, faulted_) of all of them faulted in, and of the next extent regions
-  // [0, fault_next_).
-  void fault_ahead(uint32_t target,
-                   uint32_t budget);  // budget: regions (kFaultAll: all, in parallel)
+  // The KV cache's page faulting ahead of the rows (forward.cpp): faults positions up to target
+  // in, at most `budget` regions on this thread (kFaultAll: all that is missing, on every
+  // thread). kv_regions_: every (layer, K/V, head) region's rows; positions [0, faulted_) of all
+  // of them are faulted in, and of the next extent regions [0, fault_next_).
+  void fault_ahead(uint32_t target, uint32_t budget);
   std::vector<std::span<std::byte>> kv_regions_;
   uint32_t faulted_ = 0;
   size_t fault_next_ = 0;

@@ -33,6 +33,12 @@ void touch_pages(std::span<std::byte> range) {
   for (uint64_t off = 0; off < range.size(); off += kPage) p[off] = std::byte{0};
 }
 
+void touch_pages_keeping(std::span<std::byte> range) {
+  volatile std::byte* p = range.data();
+  for (uint64_t off = 0; off < range.size(); off += kPage) p[off] = p[off];
+  if (!range.empty()) p[range.size() - 1] = p[range.size() - 1];  // a range that ends mid-page
+}
+
 NumaInfo numa_info() {
   NumaInfo info;
   if (numa_available() < 0) return info;

@@ -24,6 +24,9 @@ enum class NumaMode {
 using FirstTouch = std::function<void(std::span<std::byte>)>;
 // Writes one zero byte per 4 KiB page (a 2 MiB huge page is faulted by its first write).
 void touch_pages(std::span<std::byte> range);
+// The same faults for writing, but each byte written is the one read there: bytes already in the
+// range stay (the KV cache's rows restored ahead of its faulting, engine/forward.cpp).
+void touch_pages_keeping(std::span<std::byte> range);
 
 // One-line notices ("one NUMA node", fallbacks): the engine routes them to its log.
 using NoticeFn = std::function<void(const std::string&)>;
