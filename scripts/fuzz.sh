@@ -15,6 +15,8 @@ cd "$(dirname "$0")/.."
 TARGET=gguf
 if [[ "${1:-}" == meta || "${1:-}" == gguf || "${1:-}" == text ]]; then TARGET="$1"; shift; fi
 SECONDS_TO_RUN="${1:-300}"
+[[ "$SECONDS_TO_RUN" =~ ^[0-9]+$ ]] || {
+  echo "fuzz.sh: '$SECONDS_TO_RUN' is neither gguf/meta/text nor a number of seconds" >&2; exit 2; }
 command -v clang++ >/dev/null || { echo "fuzz.sh needs clang (apt-get install clang)" >&2; exit 1; }
 cmake -S . -B build-fuzz -G Ninja -DSTRATA_FUZZ=ON -DSTRATA_CUDA=OFF -DSTRATA_BENCH=OFF -DSTRATA_WERROR=OFF \
       -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null
