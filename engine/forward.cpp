@@ -60,6 +60,7 @@ Forward::Forward(const Model& model, const ForwardOptions& opts)
   tmp_.resize(nu * cfg_.n_embd);
   xq_.resize(nu * activation_row_bytes(std::max(cfg_.n_embd, n_q)));
   probs_.resize(nu * max_layer_n_expert(cfg_));
+  shared_gate_.resize(cfg_.shared_expert_gate ? nu : 0);
   topk_.resize(nu * k);
   weights_.resize(nu * k);
   moe_y_.resize(nu * k * cfg_.n_embd);
@@ -213,6 +214,7 @@ void Forward::ffn_block(uint32_t il, uint32_t n, uint32_t pos0, RoutingTrace* tr
   r.probs = probs_.data();
   r.topk = topk_.data();
   r.weights = weights_.data();
+  r.shared_gate = l.shared_gate.present() ? shared_gate_.data() : nullptr;
   {
     const ScopedTimer t(prof_, prof_ ? prof_->counters().router_seconds : unused_seconds_);
     route(pool_, cfg_, l, x_.data(), r, xq_.data());
@@ -243,7 +245,8 @@ void Forward::ffn_block(uint32_t il, uint32_t n, uint32_t pos0, RoutingTrace* tr
   }
   experts_->compute(il, l.experts, dispatch_, cpu_experts_, x_.data(), moe_y_.data());
   combine(pool_, r, dispatch_, moe_y_.data(), n_embd, tmp_.data());
-  if (l.shared.n_expert > 0) shared_.add(il, l.shared, n, x_.data(), cpu_experts_, tmp_.data());
+  if (l.shared.n_expert > 0)
+    shared_.add(il, l.shared, n, x_.data(), cpu_experts_, tmp_.data(), r.shared_gate);
   for (size_t i = 0; i < size_t{n} * n_embd; ++i) h_[i] += tmp_[i];
 }
 

@@ -115,6 +115,7 @@ class Forward {
   std::vector<float> tmp_;          // [n_ubatch, n_embd] block output before the residual add
   std::vector<std::byte> xq_;       // [n_ubatch, activation_row_bytes(widest matmul input)]
   std::vector<float> probs_;        // [n_ubatch, max n_expert]
+  std::vector<float> shared_gate_;  // [n_ubatch] shared expert gate logits (qwen2moe)
   std::vector<int32_t> topk_;       // [n_ubatch, max k]
   std::vector<float> weights_;      // [n_ubatch, max k]
   std::vector<float> moe_y_;        // [n_ubatch * max k, n_embd] expert outputs, dispatch order

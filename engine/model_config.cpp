@@ -1,5 +1,5 @@
-// Fills ModelConfig from GGUF metadata for qwen3moe, llama (Mixtral), deepseek2, glm4moe, olmoe
-// and gpt-oss. Defaults follow llama.cpp's hparams loader. Exercised by
+// Fills ModelConfig from GGUF metadata for qwen3moe, llama (Mixtral), deepseek2, glm4moe, olmoe,
+// gpt-oss and qwen2moe. Defaults follow llama.cpp's hparams loader. Exercised by
 // tests/test_model_config.cpp and tests/test_arch_config.cpp.
 #include "engine/model_config.h"
 
@@ -197,7 +197,10 @@ std::vector<std::pair<std::string, std::string>> ModelConfig::arch_details() con
           fmt::format("{} of {} kept (top-2 sum per group)", n_group_used, n_expert_groups));
     add("weights", fmt::format("{}normalized, scale {:g}", norm_topk_weights ? "" : "not ",
                                expert_weights_scale));
-    if (n_ff_shexp > 0)
+    if (shared_expert_gate)
+      add("shared expert",
+          fmt::format("1 x {} (resident), gated by sigmoid(ffn_gate_inp_shexp)", n_ff_shexp));
+    else if (n_ff_shexp > 0)
       add("shared experts", fmt::format("{} x {} (resident)", n_expert_shared, n_ff_exp));
     if (n_layer_dense_lead > 0)
       add("leading dense layers", fmt::format("{} (ffn {})", n_layer_dense_lead, n_ff(0)));
@@ -215,13 +218,14 @@ ModelConfig load_model_config(const io::GgufFile& file) {
   static constexpr std::pair<std::string_view, Arch> kArchs[] = {
       {"qwen3moe", Arch::kQwen3Moe}, {"llama", Arch::kLlama}, {"deepseek2", Arch::kDeepseek2},
       {"glm4moe", Arch::kGlm4Moe},   {"olmoe", Arch::kOlmoe}, {"gpt-oss", Arch::kGptOss},
+      {"qwen2moe", Arch::kQwen2Moe},
   };
   const auto* found = std::find_if(std::begin(kArchs), std::end(kArchs),
                                    [&](const auto& a) { return a.first == c.arch_name; });
   if (found == std::end(kArchs))
     fail(ErrorKind::kUnsupported,
-         "{}: architecture '{}' is not supported (qwen3moe, llama, deepseek2, glm4moe, olmoe, "
-         "gpt-oss)",
+         "{}: architecture '{}' is not supported (qwen3moe, qwen2moe, llama, deepseek2, glm4moe, "
+         "olmoe, gpt-oss)",
          file.path(), c.arch_name);
   c.arch = found->second;
   const KeyReader kr(file, c.arch_name);
@@ -410,6 +414,19 @@ ModelConfig load_model_config(const io::GgufFile& file) {
       c.norm_topk_weights = false;
       c.activation = FfnActivation::kSwigluOai;
       break;
+    case Arch::kQwen2Moe:
+      // llama.cpp: expert widths default to feed_forward_length / top-k and feed_forward_length.
+      c.rope_type = RopeType::kNeox;
+      c.n_expert = kr.u32(Key::kExpertCount);
+      c.n_expert_used = kr.u32(Key::kExpertUsedCount);
+      require(c.n_expert_used > 0, file,
+              fmt::format("{} must be > 0", kr.name(Key::kExpertUsedCount)));
+      c.n_ff_exp = kr.u32_or(Key::kExpertFeedForwardLength,
+                             kr.u32(Key::kFeedForwardLength) / c.n_expert_used);
+      c.norm_topk_weights = false;
+      c.n_expert_shared = 1;
+      c.shared_expert_gate = true;
+      break;
   }
   // 0 (absent) and 1 both mean "no scale" in llama.cpp.
   c.expert_weights_scale = kr.f32_or(Key::kExpertWeightsScale, 0.0f);
@@ -442,7 +459,10 @@ ModelConfig load_model_config(const io::GgufFile& file) {
                         c.n_expert));
     require(c.n_ff_exp > 0, file, "expert feed-forward length must be > 0");
     c.n_ff_arr = kr.per_layer_or(Key::kFeedForwardLength, n_block, 0);
-    c.n_ff_shexp = c.n_ff_exp * c.n_expert_shared;
+    c.n_ff_shexp = c.arch == Arch::kQwen2Moe ? kr.u32_or(Key::kExpertSharedFeedForwardLength,
+                                                         kr.u32(Key::kFeedForwardLength))
+                                             : c.n_ff_exp * c.n_expert_shared;
+    require(c.n_expert_shared == 0 || c.n_ff_shexp > 0, file, "shared expert width must be > 0");
     c.n_expert_groups = kr.u32_or(Key::kExpertGroupCount, 0);
     c.n_group_used = kr.u32_or(Key::kExpertGroupUsedCount, 0);
     if (c.n_expert_groups > 1) {

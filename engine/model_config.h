@@ -20,6 +20,7 @@ enum class Arch {
   kGlm4Moe,    // glm4moe: q/k/v biases, per-head q/k norm, partial NEOX RoPE, shared expert
   kOlmoe,      // olmoe: q/k RMSNorm over the whole projection, softmax routing, no renorm
   kGptOss,     // gpt-oss: sinks, alternating sliding window, biases, SwiGLU-OAI experts
+  kQwen2Moe,   // qwen2moe: q/k/v biases, NEOX RoPE, softmax routing, no renorm, gated shared expert
 };
 
 // How router logits become expert probabilities and weights (llama.cpp's gating functions).
@@ -91,6 +92,7 @@ struct ModelConfig {
   uint32_t n_layer_dense_lead = 0;    // leading layers with a dense FFN
   uint32_t n_expert_shared = 0;       // always-on shared experts per MoE layer
   uint32_t n_ff_shexp = 0;            // their combined width (n_ff_exp × n_expert_shared)
+  bool shared_expert_gate = false;    // qwen2moe: × sigmoid(ffn_gate_inp_shexp · x) per token
   uint32_t n_layer_nextn = 0;         // trailing MTP layers in the file, not run (not in n_layer)
   FfnActivation activation = FfnActivation::kSiluGlu;  // routed experts
 

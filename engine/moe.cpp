@@ -92,7 +92,15 @@ void route(kernels::ThreadPool& pool, const ModelConfig& cfg, const LayerWeights
     }
     return;
   }
-  matmul(pool, layer.ffn_gate_inp.matrix(), x, cfg.n_embd, n, r.probs, r.n_expert, xq_scratch);
+  if (r.shared_gate && layer.shared_gate.present()) {
+    // One parallel region for the router and the shared expert's gate (both read x).
+    const MatrixRef w[] = {layer.ffn_gate_inp.matrix(), layer.shared_gate.matrix()};
+    float* const y[] = {r.probs, r.shared_gate};
+    const size_t y_stride[] = {r.n_expert, 1};
+    ActivationRows(pool, x, cfg.n_embd, n, cfg.n_embd, xq_scratch).matmul_many(w, y, y_stride);
+  } else {
+    matmul(pool, layer.ffn_gate_inp.matrix(), x, cfg.n_embd, n, r.probs, r.n_expert, xq_scratch);
+  }
   for (uint32_t t = 0; t < n; ++t)
     select_experts(cfg, layer, r.probs + size_t{t} * r.n_expert, r.n_expert, r.k,
                    r.topk + size_t{t} * r.k, r.weights + size_t{t} * r.k);

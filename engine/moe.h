@@ -24,10 +24,14 @@ struct Routing {
   float* probs = nullptr;    // [n_tokens, n_expert] gating probabilities (softmax)
   int32_t* topk = nullptr;   // [n_tokens, k] selected experts, probability-descending
   float* weights = nullptr;  // [n_tokens, k] the multiplier of each selected expert's output
+  // [n_tokens] the shared expert's gate logits (qwen2moe), computed in the router's region when
+  // set and the layer has a gate.
+  float* shared_gate = nullptr;
 };
 
 // Stage 1. Router logits W_gate_inp·x, softmax, top-k (ties → lower index), renormalized weights.
-// A dense FFN (n_expert = 1) routes every token to expert 0 with weight 1.
+// A dense FFN (n_expert = 1) routes every token to expert 0 with weight 1. A layer with a shared
+// expert gate also gets the gate's logits into r.shared_gate (when set).
 //   x: [n_tokens, n_embd] (the ffn-normed residual); xq_scratch: activation quantization scratch
 void route(kernels::ThreadPool& pool, const ModelConfig& cfg, const LayerWeights& layer,
            const float* x, Routing& r, std::byte* xq_scratch);

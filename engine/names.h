@@ -33,20 +33,21 @@ enum class Key {
   kTokenizerTokens,
   // Second-batch architectures (deepseek2, glm4moe, olmoe, gpt-oss); all optional unless the
   // architecture's loader says otherwise.
-  kLeadingDenseBlockCount,  // first N layers have a dense FFN
-  kExpertSharedCount,       // always-on shared experts (their width is n_ff_exp × count)
-  kExpertWeightsScale,      // routed weights × this (0 or 1 = none)
-  kExpertWeightsNorm,       // renormalize the k routed weights to sum 1
-  kExpertGatingFunc,        // 1 softmax, 2 sigmoid, 3 softmax over the selected k (llama.cpp enum)
-  kExpertGroupCount,        // group-limited routing: contiguous groups of experts
-  kExpertGroupUsedCount,    // groups kept per token
-  kNextnPredictLayers,      // trailing multi-token-prediction layers counted in block_count
-  kQLoraRank,               // MLA: query low-rank width (absent on V2-Lite: plain attn_q)
-  kKvLoraRank,              // MLA: compressed KV latent width
-  kKeyLengthMla,            // MLA: per-head q/k width before absorption (nope + rope)
-  kValueLengthMla,          // MLA: per-head v width after decompression
-  kSlidingWindow,           // sliding-window attention width (gpt-oss: on even layers)
-  kRopeFreqBaseSwa,         // RoPE base of the sliding-window layers (default: freq_base)
+  kLeadingDenseBlockCount,         // first N layers have a dense FFN
+  kExpertSharedCount,              // always-on shared experts (their width is n_ff_exp × count)
+  kExpertSharedFeedForwardLength,  // qwen2moe: the shared expert's own width
+  kExpertWeightsScale,             // routed weights × this (0 or 1 = none)
+  kExpertWeightsNorm,              // renormalize the k routed weights to sum 1
+  kExpertGatingFunc,      // 1 softmax, 2 sigmoid, 3 softmax over the selected k (llama.cpp enum)
+  kExpertGroupCount,      // group-limited routing: contiguous groups of experts
+  kExpertGroupUsedCount,  // groups kept per token
+  kNextnPredictLayers,    // trailing multi-token-prediction layers counted in block_count
+  kQLoraRank,             // MLA: query low-rank width (absent on V2-Lite: plain attn_q)
+  kKvLoraRank,            // MLA: compressed KV latent width
+  kKeyLengthMla,          // MLA: per-head q/k width before absorption (nope + rope)
+  kValueLengthMla,        // MLA: per-head v width after decompression
+  kSlidingWindow,         // sliding-window attention width (gpt-oss: on even layers)
+  kRopeFreqBaseSwa,       // RoPE base of the sliding-window layers (default: freq_base)
   kRopeScalingFactor,
   kRopeScaleLinear,  // older spelling of the scaling factor
   kRopeScalingAttnFactor,
@@ -85,6 +86,7 @@ inline constexpr KeySpec kKeyTable[] = {
     {Key::kTokenizerTokens, "tokenizer.ggml.tokens"},
     {Key::kLeadingDenseBlockCount, "{arch}.leading_dense_block_count"},
     {Key::kExpertSharedCount, "{arch}.expert_shared_count"},
+    {Key::kExpertSharedFeedForwardLength, "{arch}.expert_shared_feed_forward_length"},
     {Key::kExpertWeightsScale, "{arch}.expert_weights_scale"},
     {Key::kExpertWeightsNorm, "{arch}.expert_weights_norm"},
     {Key::kExpertGatingFunc, "{arch}.expert_gating_func"},
@@ -177,7 +179,8 @@ enum class TensorId {
   kFfnGateShexp,  // shared expert: a resident dense FFN added to every token's MoE output
   kFfnUpShexp,
   kFfnDownShexp,
-  kCount,  // not a tensor: the table size
+  kFfnGateInpShexp,  // qwen2moe: the shared expert's sigmoid gate {n_embd} (one logit per token)
+  kCount,            // not a tensor: the table size
 };
 
 struct TensorSpec {
@@ -229,6 +232,7 @@ inline constexpr TensorSpec kTensorTable[] = {
     {TensorId::kFfnGateShexp, "blk.{layer}.ffn_gate_shexp.weight", true, false},
     {TensorId::kFfnUpShexp, "blk.{layer}.ffn_up_shexp.weight", true, false},
     {TensorId::kFfnDownShexp, "blk.{layer}.ffn_down_shexp.weight", true, false},
+    {TensorId::kFfnGateInpShexp, "blk.{layer}.ffn_gate_inp_shexp.weight", true, false},
 };
 static_assert(std::size(kTensorTable) == static_cast<size_t>(TensorId::kCount));
 

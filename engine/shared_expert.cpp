@@ -1,6 +1,7 @@
 // The shared expert (see shared_expert.h). Exercised by tests/test_arch_forward.cpp.
 #include "engine/shared_expert.h"
 
+#include <cmath>
 #include <numeric>
 
 #include "engine/gpu_lane.h"
@@ -15,7 +16,7 @@ SharedExpert::SharedExpert(const ModelConfig& cfg, uint32_t n_ubatch)
 }
 
 void SharedExpert::add(uint32_t il, const ExpertStack& shared, uint32_t n, const float* x,
-                       ExpertExecutor& cpu, float* out) {
+                       ExpertExecutor& cpu, float* out, const float* gate_logits) {
   STRATA_ASSERT(shared.n_expert == 1 && n <= row_token_.size(), "shared expert: {} rows of {}", n,
                 row_token_.size());
   if (dense_ == nullptr || !dense_->ffn(il, GpuDense::kSharedFfn, x, n, y_.data())) {
@@ -23,6 +24,15 @@ void SharedExpert::add(uint32_t il, const ExpertStack& shared, uint32_t n, const
     cpu.compute(shared, {&job, 1}, row_token_.data(), x, y_.data());
   }
   const size_t n_embd = size_t(shared.n_embd);
+  if (gate_logits) {
+    for (size_t t = 0; t < n; ++t) {
+      const float g = 1.0f / (1.0f + std::exp(-gate_logits[t]));
+      const float* y = y_.data() + t * n_embd;
+      float* o = out + t * n_embd;
+      for (size_t i = 0; i < n_embd; ++i) o[i] += y[i] * g;
+    }
+    return;
+  }
   for (size_t i = 0; i < n * n_embd; ++i) out[i] += y_[i];
 }
 

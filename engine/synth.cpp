@@ -156,6 +156,53 @@ constexpr SynthPreset kPresets[] = {
      .n_swa = 128,
      .yarn_factor = 32.0f,
      .yarn_orig_ctx = 4096},
+    // Qwen2-MoE: q/k/v biases, softmax routing without renormalization, one shared expert scaled
+    // by sigmoid(ffn_gate_inp_shexp · x). Checked against llama.cpp (tests/test_qwen2moe.cpp).
+    {.name = "tiny-qwen2moe",
+     .doc = "qwen2moe (q/k/v biases, sigmoid-gated shared expert x 256): 4 layers, n_embd 256, "
+            "4/2 heads x 64, 16 experts top-4 x 128, vocab 512 (tests)",
+     .n_layer = 4,
+     .n_embd = 256,
+     .n_head = 4,
+     .n_head_kv = 2,
+     .head_dim = 64,
+     .n_expert = 16,
+     .n_expert_used = 4,
+     .n_ff_exp = 128,
+     .n_ff = 512,
+     .n_vocab = 512,
+     .n_ctx = 4096,
+     .rope_freq_base = 1e6f,
+     .rms_eps = 1e-6f,
+     .expert_type = GgmlType::Q4_0,
+     .attn_type = GgmlType::Q8_0,
+     .embd_type = GgmlType::Q8_0,
+     .output_type = GgmlType::Q6_K,
+     .arch = "qwen2moe",
+     .n_ff_shexp = 256},
+    // Qwen1.5-MoE-A2.7B (config.json of Qwen/Qwen1.5-MoE-A2.7B).
+    {.name = "qwen1.5-moe-a2.7b",
+     .doc = "Qwen1.5-MoE-A2.7B shapes: 24 layers, n_embd 2048, 16 heads x 128, 60 experts top-4 x "
+            "1408 + shared 5632 (gated), vocab 151936 (~8 GB)",
+     .n_layer = 24,
+     .n_embd = 2048,
+     .n_head = 16,
+     .n_head_kv = 16,
+     .head_dim = 128,
+     .n_expert = 60,
+     .n_expert_used = 4,
+     .n_ff_exp = 1408,
+     .n_ff = 5632,
+     .n_vocab = 151936,
+     .n_ctx = 8192,
+     .rope_freq_base = 1e6f,
+     .rms_eps = 1e-6f,
+     .expert_type = GgmlType::Q4_0,
+     .attn_type = GgmlType::Q4_0,
+     .embd_type = GgmlType::Q8_0,
+     .output_type = GgmlType::Q6_K,
+     .arch = "qwen2moe",
+     .n_ff_shexp = 5632},
 };
 
 // ---- counter-based RNG: the n-th output of a splitmix64 stream is mix(key + n * gamma) ----
@@ -1081,6 +1128,9 @@ std::vector<float> normals(uint64_t key, size_t n) {
   return z;
 }
 
+// Attention biases of the qwen2moe presets: std of their N(0, sigma^2) values.
+constexpr double kBiasSigma = 0.5;
+
 // Variance the residual stream gains over all layers, beyond the embedding's (see SynthModel).
 constexpr double kResidGrowth = 0.2;
 
@@ -1152,10 +1202,14 @@ uint32_t file_type_of(GgmlType expert_type) {
       return 8;  // LLAMA_FTYPE_MOSTLY_Q5_0
     case GgmlType::Q5_1:
       return 9;  // LLAMA_FTYPE_MOSTLY_Q5_1
+    case GgmlType::F32:
+      return 0;  // LLAMA_FTYPE_ALL_F32
+    case GgmlType::F16:
+      return 1;  // LLAMA_FTYPE_MOSTLY_F16
     default:
       fail(ErrorKind::kUnsupported,
            "synth: expert type {} (use Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, MXFP4, "
-           "IQ4_XS, Q2_K or Q3_K)",
+           "IQ4_XS, Q2_K, Q3_K, F16 or F32)",
            ggml_type_name(expert_type));
   }
 }
@@ -1170,13 +1224,17 @@ GgmlType fit_type(GgmlType t, uint64_t ne0) {
 
 SynthModel::SynthModel(const SynthOptions& options)
     : opt_(options), expert_type_(options.expert_type.value_or(options.preset.expert_type)) {
+  // An unquantized expert type makes the whole model unquantized (exact peer comparisons).
+  if (expert_type_ == GgmlType::F32 || expert_type_ == GgmlType::F16)
+    opt_.preset.attn_type = opt_.preset.embd_type = opt_.preset.output_type = expert_type_;
   const SynthPreset& p = opt_.preset;
   const uint64_t seed = opt_.seed;
   STRATA_ASSERT(p.n_embd > kMassiveDim && p.n_embd % 32 == 0, "n_embd {}", p.n_embd);
   const std::string arch(p.arch);
-  const bool ds2 = arch == "deepseek2", oss = arch == "gpt-oss";
-  if (!ds2 && !oss && arch != "qwen3moe")
-    fail(ErrorKind::kUnsupported, "synth: architecture '{}' (qwen3moe, deepseek2, gpt-oss)", arch);
+  const bool ds2 = arch == "deepseek2", oss = arch == "gpt-oss", q2 = arch == "qwen2moe";
+  if (!ds2 && !oss && !q2 && arch != "qwen3moe")
+    fail(ErrorKind::kUnsupported,
+         "synth: architecture '{}' (qwen3moe, deepseek2, gpt-oss, qwen2moe)", arch);
   STRATA_ASSERT(p.n_expert_used <= p.n_expert && p.n_expert_used <= 64, "top-{} of {}",
                 p.n_expert_used, p.n_expert);
   const uint32_t file_type = file_type_of(expert_type_);
@@ -1286,6 +1344,7 @@ SynthModel::SynthModel(const SynthOptions& options)
     }
   }
   if (oss) w.set(key(Key::kSlidingWindow), p.n_swa);
+  if (q2) w.set(key(Key::kExpertSharedFeedForwardLength), p.n_ff_shexp);
   if (p.yarn_factor > 1) {
     w.set(key(Key::kRopeScalingType), "yarn");
     w.set(key(Key::kRopeScalingFactor), p.yarn_factor);
@@ -1383,6 +1442,10 @@ SynthModel::SynthModel(const SynthOptions& options)
         add(TensorId::kAttnQBias, l, GgmlType::F32, {n_q}, Role::kZero, 0);
         add(TensorId::kAttnKBias, l, GgmlType::F32, {n_kv}, Role::kZero, 0);
         add(TensorId::kAttnVBias, l, GgmlType::F32, {n_kv}, Role::kZero, 0);
+      } else if (q2) {  // nonzero, so a peer check sees them
+        add(TensorId::kAttnQBias, l, GgmlType::F32, {n_q}, Role::kBias, kBiasSigma);
+        add(TensorId::kAttnKBias, l, GgmlType::F32, {n_kv}, Role::kBias, kBiasSigma);
+        add(TensorId::kAttnVBias, l, GgmlType::F32, {n_kv}, Role::kBias, kBiasSigma);
       } else {
         add(TensorId::kAttnQNorm, l, GgmlType::F32, {p.head_dim}, Role::kNorm, 0);
         add(TensorId::kAttnKNorm, l, GgmlType::F32, {p.head_dim}, Role::kNorm, 0);
@@ -1414,6 +1477,12 @@ SynthModel::SynthModel(const SynthOptions& options)
     if (ds2 && p.n_shared > 0)
       add_ffn(l, TensorId::kFfnGateShexp, TensorId::kFfnUpShexp, TensorId::kFfnDownShexp,
               uint64_t(p.n_ff_exp) * p.n_shared, 0, at);
+    if (q2) {
+      // The gate reads the normalized stream like the other input matrices: logits ~N(0, 1).
+      add(TensorId::kFfnGateInpShexp, l, GgmlType::F32, {p.n_embd}, Role::kIn, in_sigma(p.n_embd));
+      add_ffn(l, TensorId::kFfnGateShexp, TensorId::kFfnUpShexp, TensorId::kFfnDownShexp,
+              p.n_ff_shexp, 0, at);
+    }
   }
   add(TensorId::kOutputNorm, -1, GgmlType::F32, {p.n_embd}, Role::kNorm, 0);
   add(TensorId::kOutput, -1, fit_type(p.output_type, p.n_embd), {p.n_embd, p.n_vocab},
@@ -1496,7 +1565,8 @@ void SynthModel::fill_rows(size_t index, std::span<std::byte> out, uint64_t row_
     }
     case Role::kIn:
     case Role::kResidualOut:
-    case Role::kOutput: {
+    case Role::kOutput:
+    case Role::kBias: {
       const uint64_t stride = words_per_block(t.type, opt_.dist);
       for (uint64_t row = row_begin; row < row_end; ++row) {
         std::byte* dst = out.data() + row * row_bytes;

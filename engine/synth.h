@@ -1,5 +1,6 @@
-// Synthetic MoE models: a qwen3moe, deepseek2 (MLA, shared experts, dense lead layers) or gpt-oss
-// (sinks, sliding window, biases, MXFP4 experts) GGUF with random quantized weights, a working
+// Synthetic MoE models: a qwen3moe, deepseek2 (MLA, shared experts, dense lead layers), gpt-oss
+// (sinks, sliding window, biases, MXFP4 experts) or qwen2moe (q/k/v biases, gated shared expert)
+// GGUF with random quantized weights, a working
 // byte-level BPE tokenizer and routing skewed like a real model, written deterministically from a
 // seed (the generator behind `strata synth`). Tested by tests/test_synth.cpp and (the deepseek2 /
 // gpt-oss presets) tests/test_arch_synth.cpp.
@@ -71,6 +72,7 @@ struct SynthPreset {
   float yarn_factor = 0;       // > 1: YaRN RoPE scaling with this factor
   uint32_t yarn_orig_ctx = 0;  // YaRN original context length
   float yarn_log_mul = 0;      // deepseek2: rope.scaling.yarn_log_multiplier as written
+  uint32_t n_ff_shexp = 0;     // qwen2moe: the sigmoid-gated shared expert's width
 };
 
 // tiny (a few MB, tests), demo (~1 GB), qwen3-30b-a3b (the real Qwen3-30B-A3B shapes, ~17 GB),
@@ -165,7 +167,7 @@ class SynthModel {
   std::vector<std::byte> to_bytes() const;
 
  private:
-  enum class Role { kEmbd, kNorm, kRouter, kIn, kResidualOut, kOutput, kZero };
+  enum class Role { kEmbd, kNorm, kRouter, kIn, kResidualOut, kOutput, kZero, kBias };
   struct Recipe {
     Role role = Role::kNorm;
     int layer = -1;

@@ -133,9 +133,10 @@ void bind_gqa(const Binder& b, const ModelConfig& cfg, LayerWeights& l, uint32_t
   l.wk = b.bind(TensorId::kAttnK, i, {n_embd, n_k}, Use::kMatmul);
   l.wv = b.bind(TensorId::kAttnV, i, {n_embd, n_v}, Use::kMatmul);
   l.wo = b.bind(TensorId::kAttnOut, i, {cfg.n_head(il) * cfg.head_dim_v, n_embd}, Use::kMatmul);
-  // llama.cpp reads attention biases for these architectures only (required for gpt-oss).
-  if (cfg.arch == Arch::kGlm4Moe || cfg.arch == Arch::kGptOss) {
-    const bool req = cfg.arch == Arch::kGptOss;
+  // llama.cpp reads attention biases for these architectures only (required for gpt-oss and
+  // qwen2moe).
+  if (cfg.arch == Arch::kGlm4Moe || cfg.arch == Arch::kGptOss || cfg.arch == Arch::kQwen2Moe) {
+    const bool req = cfg.arch != Arch::kGlm4Moe;
     l.bq = b.bind(TensorId::kAttnQBias, i, {n_q}, Use::kVector, req);
     l.bk = b.bind(TensorId::kAttnKBias, i, {n_k}, Use::kVector, req);
     l.bv = b.bind(TensorId::kAttnVBias, i, {n_v}, Use::kVector, req);
@@ -229,6 +230,9 @@ ModelWeights bind_weights(const io::GgufFile& file, const ModelConfig& cfg) {
       if (cfg.has_shared_experts(il))
         bind_stack(b, l.shared, i, TensorId::kFfnGateShexp, TensorId::kFfnUpShexp,
                    TensorId::kFfnDownShexp, n_embd, cfg.n_ff_shexp, 1);
+      // One output row: any matrix type (converted files keep the 1-row matrix as F16/F32).
+      if (cfg.has_shared_experts(il) && cfg.shared_expert_gate)
+        l.shared_gate = b.bind(TensorId::kFfnGateInpShexp, i, {n_embd, 1}, Use::kMatmul);
     } else {
       bind_stack(b, l.experts, i, TensorId::kFfnGate, TensorId::kFfnUp, TensorId::kFfnDown, n_embd,
                  cfg.n_ff(il), 1);
@@ -271,7 +275,8 @@ std::vector<View*> collect_decode_dense(Weights& w) {
                     &l.ffn_norm,
                     &l.ffn_gate_inp,
                     &l.ffn_gate_inp_b,
-                    &l.exp_probs_b})
+                    &l.exp_probs_b,
+                    &l.shared_gate})
       add(*v);
     // MLA reads the absorbed wk_b / wv_b when the file has them, else the decompressed wkv_b.
     if (!l.wk_b.present() || !l.wv_b.present()) add(l.wkv_b);

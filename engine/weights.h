@@ -106,7 +106,7 @@ struct LayerWeights {
   WeightView wk;           // {n_embd, n_head_kv * head_dim_k}   (GQA only)
   WeightView wv;           // {n_embd, n_head_kv * head_dim_v}   (GQA only)
   WeightView wo;           // {n_head * head_dim_v, n_embd}; MLA: n_head * head_dim_v_mla
-  WeightView bq, bk, bv;   // optional q/k/v biases [width of wq/wk/wv] (glm4moe, gpt-oss)
+  WeightView bq, bk, bv;   // q/k/v biases [width of wq/wk/wv] (glm4moe, gpt-oss, qwen2moe)
   WeightView bo;           // optional output bias [n_embd] (gpt-oss)
   WeightView attn_sinks;   // [n_head], when cfg.attn_sinks
   WeightView attn_q_norm;  // [head_dim_k] (whole projection: [n_head * head_dim_k])
@@ -126,6 +126,7 @@ struct LayerWeights {
   WeightView exp_probs_b;     // optional selection bias [n_expert] (sigmoid gating)
   ExpertStack experts;        // routed experts (tiered), or the dense FFN (n_expert 1)
   ExpertStack shared;         // always-on shared expert, resident (n_expert 0 when none)
+  WeightView shared_gate;     // qwen2moe: ffn_gate_inp_shexp {n_embd}, the shared expert's gate
 };
 
 struct ModelWeights {

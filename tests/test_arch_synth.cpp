@@ -2,7 +2,7 @@
 // load with the engine's config and weight binding (MLA + YaRN + groups + shared expert + dense
 // lead; sinks + sliding window + biases + MXFP4 experts), run finite and the same through decode,
 // chunked prefill and any thread count, and route with the calibrated skew; the real-shape presets
-// (deepseek-v2-lite, gpt-oss-20b) hold the published models' tensor shapes.
+// (deepseek-v2-lite, gpt-oss-20b, qwen1.5-moe-a2.7b) hold the published models' tensor shapes.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -118,6 +118,11 @@ TEST(ArchSynth, TinyDeepseek2Runs) {
   EXPECT_NEAR(c.kq_scale, std::pow(1 + 0.1 * std::log(4.0), 2) / std::sqrt(48.0), 1e-6);
 }
 
+// qwen2moe against llama.cpp: tests/test_qwen2moe.cpp.
+TEST(ArchSynth, TinyQwen2MoeRuns) {
+  check_tiny("tiny-qwen2moe");
+}
+
 TEST(ArchSynth, TinyGptOssRuns) {
   check_tiny("tiny-gpt-oss");
   const SynthModel sm(opts("tiny-gpt-oss"));
@@ -143,9 +148,9 @@ TEST(ArchSynth, TinyGptOssRuns) {
 }
 
 // Scratch is planned at construction: prefill and decode of MLA, sliding-window/sink attention,
-// shared experts and biased SwiGLU-OAI experts allocate nothing.
+// shared experts (gated too) and biased SwiGLU-OAI experts allocate nothing.
 TEST(ArchSynth, DecodeAndPrefillAllocateNothing) {
-  for (const char* preset : {"tiny-deepseek2", "tiny-gpt-oss"}) {
+  for (const char* preset : {"tiny-deepseek2", "tiny-gpt-oss", "tiny-qwen2moe"}) {
     SCOPED_TRACE(preset);
     const auto bytes = SynthModel(opts(preset)).to_bytes();
     const Model m = Model::from_file(io::GgufFile::parse(preset, bytes));
@@ -155,7 +160,7 @@ TEST(ArchSynth, DecodeAndPrefillAllocateNothing) {
     fo.n_threads = 2;
     Forward f(m, fo);
     std::vector<int32_t> prompt(40);
-    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t(i * 13 % 900);
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t(i * 13 % 500);
     f.prefill(prompt);
     f.decode(7);  // warm-up
     f.reset();
@@ -168,7 +173,7 @@ TEST(ArchSynth, DecodeAndPrefillAllocateNothing) {
   }
 }
 
-// The real-shape presets (~9-12 GB, not generated here): their tensor tables hold the published
+// The real-shape presets (~8-12 GB, not generated here): their tensor tables hold the published
 // models' shapes (the tiny presets above take the same code paths through the engine).
 TEST(ArchSynth, RealShapePresetsHaveTheModelsShapes) {
   using Ne = std::vector<uint64_t>;
@@ -204,6 +209,18 @@ TEST(ArchSynth, RealShapePresetsHaveTheModelsShapes) {
         {"output.weight", {2880, 201088}}},
        11,
        14},
+      {"qwen1.5-moe-a2.7b",
+       {{"blk.0.attn_q.weight", {2048, 2048}},
+        {"blk.0.attn_k.bias", {2048}},
+        {"blk.0.ffn_gate_inp.weight", {2048, 60}},
+        {"blk.0.ffn_gate_exps.weight", {2048, 1408, 60}},
+        {"blk.23.ffn_down_exps.weight", {1408, 2048, 60}},
+        {"blk.23.ffn_gate_inp_shexp.weight", {2048}},
+        {"blk.23.ffn_up_shexp.weight", {2048, 5632}},
+        {"blk.23.ffn_down_shexp.weight", {5632, 2048}},
+        {"output.weight", {2048, 151936}}},
+       7,
+       9.5},
   };
   for (const Want& w : wants) {
     SCOPED_TRACE(w.preset);

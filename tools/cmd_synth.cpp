@@ -1,5 +1,5 @@
 // `strata synth --preset NAME [--out FILE] [--seed N] [--dist uniform|gaussian] [--type T]
-// [--force]`: writes a synthetic qwen3moe GGUF (engine/synth.h) with a progress bar, after checking
+// [--force]`: writes a synthetic MoE GGUF (engine/synth.h) with a progress bar, after checking
 // the disk has room. Tested by tests/test_synth.cpp (the generator) and by hand (docs in the
 // issue).
 #include <sys/statvfs.h>
@@ -75,10 +75,11 @@ int run_synth(const Options& o) {
     if (!t || (*t != GgmlType::Q4_0 && *t != GgmlType::Q8_0 && *t != GgmlType::Q4_K &&
                *t != GgmlType::MXFP4 && *t != GgmlType::IQ4_XS && *t != GgmlType::Q2_K &&
                *t != GgmlType::Q3_K && *t != GgmlType::Q5_K && *t != GgmlType::Q6_K &&
-               *t != GgmlType::Q4_1 && *t != GgmlType::Q5_0 && *t != GgmlType::Q5_1))
+               *t != GgmlType::Q4_1 && *t != GgmlType::Q5_0 && *t != GgmlType::Q5_1 &&
+               *t != GgmlType::F16 && *t != GgmlType::F32))
       fail(ErrorKind::kBadValue,
            "synth: --type '{}' (use Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, MXFP4, IQ4_XS, "
-           "Q2_K or Q3_K)",
+           "Q2_K, Q3_K, F16 or F32)",
            o.type);
     so.expert_type = *t;
   }
@@ -148,8 +149,8 @@ int run_synth(const Options& o) {
 
 void add_synth(CLI::App& app, CommandFn& run) {
   auto opt = std::make_shared<Options>();
-  auto* cmd = app.add_subcommand(
-      "synth", "Write a synthetic MoE GGUF (qwen3moe, random weights, skewed routing)");
+  auto* cmd =
+      app.add_subcommand("synth", "Write a synthetic MoE GGUF (random weights, skewed routing)");
   cmd->footer("Presets:" + preset_list());
   cmd->add_option("--preset", opt->preset, "Model shape (see Presets below)")->required();
   cmd->add_option("--out", opt->out, "Output file (default <cache_dir>/<preset>.gguf)");
@@ -160,7 +161,7 @@ void add_synth(CLI::App& app, CommandFn& run) {
   cmd->add_option(
       "--type", opt->type,
       "Routed expert type: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, MXFP4, IQ4_XS, Q2_K "
-      "or Q3_K (default: preset)");
+      "or Q3_K (default: preset); F16 or F32 makes every matrix unquantized");
   cmd->add_option("--threads", opt->threads, "Generation threads (0 = all hardware threads)")
       ->capture_default_str();
   cmd->add_flag("--force", opt->force, "Overwrite an existing output file");

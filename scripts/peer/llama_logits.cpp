@@ -1,0 +1,110 @@
+// Peer reference harness: llama.cpp's logits for a synthetic model, the way the fixtures'
+// references were made (../shared/fixtures/README.md "How the references were made"): CPU, 2
+// threads, n_ctx = n_batch = n_ubatch = 512, K and V cache in F32, flash attention off.
+//
+//   llama_logits MODEL.gguf TEXT N_POS N_GEN OUT.logits.bin
+//
+// Tokenizes TEXT (add_special, no parse_special), keeps the first N_POS ids, teacher-forces them
+// as one batch and writes every position's logits as MOEL (docs/FORMATS.md); then greedy-decodes
+// N_GEN tokens and prints them as "gen ID ..." on stdout. Not part of the strata build: compile it
+// against a llama.cpp build (scripts/peer/qwen2moe_refs.sh shows how).
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "llama.h"
+
+namespace {
+
+int argmax(const float* x, int n) {
+  int best = 0;
+  for (int i = 1; i < n; ++i)
+    if (x[i] > x[best]) best = i;
+  return best;
+}
+
+void put_u32(FILE* f, uint32_t v) {
+  std::fwrite(&v, 4, 1, f);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 6) {
+    std::fprintf(stderr, "usage: llama_logits MODEL.gguf TEXT N_POS N_GEN OUT.logits.bin\n");
+    return 2;
+  }
+  const std::string text = argv[2];
+  const int n_pos_max = std::atoi(argv[3]);
+  const int n_gen = std::atoi(argv[4]);
+  llama_backend_init();
+  llama_model* model = llama_model_load_from_file(argv[1], llama_model_default_params());
+  if (!model) {
+    std::fprintf(stderr, "llama_logits: cannot load %s\n", argv[1]);
+    return 1;
+  }
+  const llama_vocab* vocab = llama_model_get_vocab(model);
+  llama_context_params cp = llama_context_default_params();
+  cp.n_ctx = cp.n_batch = cp.n_ubatch = 512;
+  cp.n_threads = cp.n_threads_batch = 2;
+  cp.type_k = cp.type_v = GGML_TYPE_F32;
+  cp.flash_attn = false;
+  llama_context* ctx = llama_init_from_model(model, cp);
+
+  std::vector<llama_token> ids(text.size() + 8);
+  const int n_tok = llama_tokenize(vocab, text.data(), int(text.size()), ids.data(),
+                                   int(ids.size()), true, false);
+  if (n_tok <= 0 || n_tok < n_pos_max || n_pos_max + n_gen > 512) {
+    std::fprintf(stderr, "llama_logits: the text gives %d tokens, need %d (+%d <= 512)\n", n_tok,
+                 n_pos_max, n_gen);
+    return 1;
+  }
+  const int n = n_pos_max;
+  ids.resize(n);
+  const int n_vocab = llama_vocab_n_tokens(vocab);
+
+  llama_batch b = llama_batch_init(512, 0, 1);
+  for (int i = 0; i < n; ++i) {
+    b.token[i] = ids[i];
+    b.pos[i] = i;
+    b.n_seq_id[i] = 1;
+    b.seq_id[i][0] = 0;
+    b.logits[i] = 1;
+  }
+  b.n_tokens = n;
+  if (llama_decode(ctx, b) != 0) return 1;
+
+  FILE* f = std::fopen(argv[5], "wb");
+  if (!f) return 1;
+  put_u32(f, 0x4C454F4D);  // "MOEL"
+  put_u32(f, 1);
+  put_u32(f, uint32_t(n));
+  put_u32(f, uint32_t(n_vocab));
+  std::fwrite(ids.data(), 4, size_t(n), f);
+  for (int i = 0; i < n; ++i) std::fwrite(llama_get_logits_ith(ctx, i), 4, size_t(n_vocab), f);
+  if (std::fclose(f) != 0) return 1;
+
+  std::printf("ids");
+  for (int i = 0; i < n; ++i) std::printf(" %d", ids[i]);
+  std::printf("\ngen");
+  llama_token next = argmax(llama_get_logits_ith(ctx, n - 1), n_vocab);
+  for (int g = 0; g < n_gen; ++g) {
+    std::printf(" %d", next);
+    b.n_tokens = 1;
+    b.token[0] = next;
+    b.pos[0] = n + g;
+    b.n_seq_id[0] = 1;
+    b.seq_id[0][0] = 0;
+    b.logits[0] = 1;
+    if (llama_decode(ctx, b) != 0) return 1;
+    next = argmax(llama_get_logits_ith(ctx, 0), n_vocab);
+  }
+  std::printf("\n");
+  llama_batch_free(b);
+  llama_free(ctx);
+  llama_model_free(model);
+  llama_backend_free();
+  return 0;
+}

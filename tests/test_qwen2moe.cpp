@@ -1,0 +1,244 @@
+// qwen2moe (Qwen1.5-MoE, Qwen2-57B-A14B) against llama.cpp. The fixtures have no qwen2moe model,
+// so the peer reference is llama.cpp's logits for the synthetic tiny-qwen2moe preset
+// (tests/data/peer/tiny-qwen2moe, made by scripts/peer/qwen2moe_refs.sh with llama.cpp c392e50 and
+// the fixtures' settings). The generator is deterministic, so the test rebuilds the exact files
+// the reference was made from (checked by hash) and compares:
+//   - the tokenizer's ids for the reference text with llama.cpp's;
+//   - F32: every logit within kF32Atol, and 16 greedy tokens identical;
+//   - Q4_0: the fixtures' quantized rules (tests/forward_ref.h): rel-RMS <= 2e-2, at least 25% of
+//     rows within kF32Atol (activation quantization reproduced), top-1 agreement wherever the
+//     reference margin exceeds kTop1Margin;
+//   - decode, chunked prefill and thread counts give the one-batch prefill's bits.
+// The numbers this checks are what q/k/v biases, NEOX RoPE, unnormalized softmax top-k and the
+// sigmoid-gated shared expert compute; leaving out the gate or a bias fails the F32 bound by
+// orders of magnitude.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/forward.h"
+#include "engine/logit_dump.h"
+#include "engine/model.h"
+#include "engine/synth.h"
+#include "engine/tokenizer.h"
+#include "io/gguf.h"
+
+using namespace strata;
+using namespace strata::engine;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr double kF32Atol = 1e-4;             // as tests/forward_ref.h
+constexpr double kQuantRelRms = 2e-2;         // as tests/test_model_forward.cpp
+constexpr double kTop1Margin = 0.05;          // quantized: top-1 must agree above this logit gap
+constexpr double kGreedyStopMargin = 1e-3;    // stop comparing greedy after a step this close
+constexpr double kQuantExactRowShare = 0.25;  // quantized rows within kF32Atol
+
+fs::path ref_dir() {
+  return fs::path(STRATA_TEST_DATA_DIR) / "peer" / "tiny-qwen2moe";
+}
+
+nlohmann::json ref_json() {
+  std::ifstream in(ref_dir() / "ref.json");
+  return nlohmann::json::parse(in);
+}
+
+std::string fnv1a64(const std::vector<std::byte>& bytes) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (std::byte b : bytes) h = (h ^ uint64_t(b)) * 0x100000001b3ull;
+  return fmt::format("{:016x}", h);
+}
+
+double rel_rms(const float* got, const float* ref, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double d = double(got[i]) - double(ref[i]);
+    num += d * d;
+    den += double(ref[i]) * double(ref[i]);
+  }
+  return den > 0 ? std::sqrt(num / den) : 0.0;
+}
+
+// Index of the largest value and its gap to the second largest.
+std::pair<int32_t, double> top1(const float* x, uint32_t n) {
+  int32_t best = 0;
+  float second = -INFINITY;
+  for (uint32_t i = 1; i < n; ++i) {
+    if (x[i] > x[best]) {
+      second = x[best];
+      best = int32_t(i);
+    } else if (x[i] > second) {
+      second = x[i];
+    }
+  }
+  return {best, double(x[best]) - double(second)};
+}
+
+class Qwen2MoeRef : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    ref_ = ref_json();
+    const std::string variant = GetParam();
+    SynthOptions o;
+    o.preset = *find_synth_preset("tiny-qwen2moe");
+    o.expert_type = ggml_type_from_name(variant);
+    o.n_threads = 2;
+    bytes_ = SynthModel(o).to_bytes();
+    // The reference was made from these exact bytes; a generator change needs new references.
+    ASSERT_EQ(fnv1a64(bytes_), ref_["variants"][variant]["gguf_fnv1a64"].get<std::string>())
+        << "strata synth's tiny-qwen2moe changed: regenerate the references with "
+           "scripts/peer/qwen2moe_refs.sh";
+    model_ = std::make_unique<Model>(Model::from_file(io::GgufFile::parse(variant, bytes_)));
+    ref_logits_ = read_logit_dump((ref_dir() / (variant + ".logits.bin")).string());
+    ids_ = ref_["ids"].get<std::vector<int32_t>>();
+    ASSERT_EQ(ref_logits_.tokens, ids_);
+    ASSERT_EQ(ref_logits_.n_vocab, model_->config().n_vocab);
+  }
+
+  std::vector<float> run(uint32_t n_ubatch, int n_threads, bool decode) const {
+    ForwardOptions fo;
+    fo.n_ctx = 512;
+    fo.n_ubatch = n_ubatch;
+    fo.n_threads = n_threads;
+    Forward f(*model_, fo);
+    const uint32_t n_vocab = model_->config().n_vocab;
+    std::vector<float> logits(ids_.size() * n_vocab);
+    if (decode) {
+      for (size_t i = 0; i < ids_.size(); ++i) {
+        const auto row = f.decode(ids_[i]);
+        std::copy(row.begin(), row.end(), logits.begin() + i * n_vocab);
+      }
+    } else {
+      f.prefill(ids_, logits.data());
+    }
+    return logits;
+  }
+
+  bool f32() const { return std::string(GetParam()) == "F32"; }
+
+  nlohmann::json ref_;
+  std::vector<std::byte> bytes_;
+  std::unique_ptr<Model> model_;
+  LogitDump ref_logits_;
+  std::vector<int32_t> ids_;
+};
+
+TEST_P(Qwen2MoeRef, ConfigAndTokenizer) {
+  const ModelConfig& c = model_->config();
+  EXPECT_EQ(c.arch, Arch::kQwen2Moe);
+  EXPECT_EQ(c.rope_type, RopeType::kNeox);
+  EXPECT_FALSE(c.norm_topk_weights);
+  EXPECT_TRUE(c.shared_expert_gate);
+  EXPECT_EQ(c.n_ff_shexp, 256u);
+  EXPECT_EQ(c.n_ff_exp, 128u);
+  EXPECT_TRUE(model_->weights().layers[0].bq.present());
+  EXPECT_TRUE(model_->weights().layers[0].shared_gate.present());
+  const Tokenizer tok = Tokenizer::from_gguf(model_->file());
+  const std::vector<int32_t> ids = tok.tokenize(ref_["text"].get<std::string>(), true, false);
+  ASSERT_GE(ids.size(), ids_.size());
+  EXPECT_EQ(std::vector<int32_t>(ids.begin(), ids.begin() + ptrdiff_t(ids_.size())), ids_);
+}
+
+TEST_P(Qwen2MoeRef, LogitsMatchLlamaCpp) {
+  const std::vector<float> got = run(512, 2, false);
+  const uint32_t n_vocab = model_->config().n_vocab;
+  size_t exact = 0;
+  double max_abs = 0;
+  for (uint32_t p = 0; p < ids_.size(); ++p) {
+    const float* g = got.data() + size_t{p} * n_vocab;
+    const float* r = ref_logits_.row(p);
+    double row_max = 0;
+    for (uint32_t v = 0; v < n_vocab; ++v)
+      row_max = std::max(row_max, std::fabs(double(g[v]) - r[v]));
+    max_abs = std::max(max_abs, row_max);
+    exact += row_max <= kF32Atol;
+    const auto [ref_top, margin] = top1(r, n_vocab);
+    if (margin > kTop1Margin) {
+      EXPECT_EQ(top1(g, n_vocab).first, ref_top) << "position " << p << " margin " << margin;
+    }
+  }
+  const double rr = rel_rms(got.data(), ref_logits_.logits.data(), got.size());
+  std::printf("  tiny-qwen2moe-%s: max|dlogit| %.3g, rel-RMS %.3g, %zu/%zu rows within %g\n",
+              GetParam(), max_abs, rr, exact, ids_.size(), kF32Atol);
+  if (f32()) {
+    EXPECT_LE(max_abs, kF32Atol);
+  } else {
+    EXPECT_LE(rr, kQuantRelRms);
+    EXPECT_GE(double(exact), kQuantExactRowShare * double(ids_.size()))
+        << "too few rows reproduce llama.cpp exactly: activation quantization not emulated?";
+  }
+}
+
+TEST_P(Qwen2MoeRef, PathsBitIdentical) {
+  const std::vector<float> base = run(512, 2, false);
+  EXPECT_TRUE(base == run(512, 1, true)) << "decode differs from prefill";
+  EXPECT_TRUE(base == run(512, 3, true)) << "3-thread decode differs from prefill";
+  EXPECT_TRUE(base == run(7, 3, false)) << "chunked prefill differs from one batch";
+  EXPECT_TRUE(base == run(512, 1, false)) << "1 thread differs from 2 threads";
+}
+
+// llama.cpp's greedy continuation after the stream. F32: identical up to the first step whose
+// top-1 margin (ours: the reference has no logits for these steps) is under kGreedyStopMargin.
+// Q4_0: only reported (a rounding flip in the stream may legitimately change the continuation).
+TEST_P(Qwen2MoeRef, GreedyContinuation) {
+  const auto want = ref_["variants"][GetParam()]["greedy_ids"].get<std::vector<int32_t>>();
+  ForwardOptions fo;
+  fo.n_ctx = 512;
+  fo.n_threads = 2;
+  Forward f(*model_, fo);
+  std::span<const float> logits = f.prefill(ids_);
+  size_t same = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const auto [got, margin] = top1(logits.data(), uint32_t(logits.size()));
+    same += got == want[i];
+    if (f32()) {
+      ASSERT_EQ(got, want[i]) << "greedy step " << i << " (margin " << margin << ")";
+      if (margin < kGreedyStopMargin) break;
+    }
+    if (i + 1 < want.size()) logits = f.decode(want[i]);
+  }
+  std::printf("  tiny-qwen2moe-%s greedy: %zu/%zu tokens as llama.cpp\n", GetParam(), same,
+              want.size());
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, Qwen2MoeRef, ::testing::Values("F32", "Q4_0"));
+
+}  // namespace
+
+namespace {
+
+// llama.cpp's defaults where a qwen2moe file leaves the expert widths out: routed experts
+// feed_forward_length / top-k, the shared expert feed_forward_length.
+TEST(Qwen2MoeConfig, WidthsDefaultAsLlamaCpp) {
+  SynthOptions o;
+  o.preset = *find_synth_preset("tiny-qwen2moe");
+  o.n_threads = 2;
+  const std::vector<std::byte> bytes = SynthModel(o).to_bytes();
+  const io::GgufFile f = io::GgufFile::parse("tiny-qwen2moe", bytes);
+  const ModelConfig full = load_model_config(f);
+  EXPECT_EQ(full.n_ff_exp, 128u);
+  EXPECT_EQ(full.n_ff_shexp, 256u);
+  EXPECT_EQ(full.n_expert_shared, 1u);
+
+  io::GgufWriter w(f.alignment());
+  for (const io::GgufKv& kv : f.metadata())
+    if (kv.key != "qwen2moe.expert_feed_forward_length" &&
+        kv.key != "qwen2moe.expert_shared_feed_forward_length")
+      w.set(kv.key, kv.value);
+  const std::vector<std::byte> edited = w.to_bytes([](size_t, std::span<std::byte>) {});
+  const ModelConfig c = load_model_config(io::GgufFile::parse("edited", edited));
+  EXPECT_EQ(c.n_ff_exp, 512u / 4u);  // feed_forward_length 512, top-4
+  EXPECT_EQ(c.n_ff_shexp, 512u);
+  EXPECT_TRUE(c.shared_expert_gate);
+  EXPECT_FALSE(c.norm_topk_weights);
+}
+
+}  // namespace
