@@ -421,8 +421,9 @@ ModelConfig load_model_config(const io::GgufFile& file) {
       c.n_expert_used = kr.u32(Key::kExpertUsedCount);
       require(c.n_expert_used > 0, file,
               fmt::format("{} must be > 0", kr.name(Key::kExpertUsedCount)));
-      c.n_ff_exp = kr.u32_or(Key::kExpertFeedForwardLength,
-                             kr.u32(Key::kFeedForwardLength) / c.n_expert_used);
+      c.n_ff_exp = kr.has(Key::kExpertFeedForwardLength)
+                       ? kr.u32(Key::kExpertFeedForwardLength)
+                       : kr.u32(Key::kFeedForwardLength) / c.n_expert_used;
       c.norm_topk_weights = false;
       c.n_expert_shared = 1;
       c.shared_expert_gate = true;
@@ -459,9 +460,12 @@ ModelConfig load_model_config(const io::GgufFile& file) {
                         c.n_expert));
     require(c.n_ff_exp > 0, file, "expert feed-forward length must be > 0");
     c.n_ff_arr = kr.per_layer_or(Key::kFeedForwardLength, n_block, 0);
-    c.n_ff_shexp = c.arch == Arch::kQwen2Moe ? kr.u32_or(Key::kExpertSharedFeedForwardLength,
-                                                         kr.u32(Key::kFeedForwardLength))
-                                             : c.n_ff_exp * c.n_expert_shared;
+    if (c.arch != Arch::kQwen2Moe)
+      c.n_ff_shexp = c.n_ff_exp * c.n_expert_shared;
+    else if (kr.has(Key::kExpertSharedFeedForwardLength))
+      c.n_ff_shexp = kr.u32(Key::kExpertSharedFeedForwardLength);
+    else
+      c.n_ff_shexp = kr.u32(Key::kFeedForwardLength);
     require(c.n_expert_shared == 0 || c.n_ff_shexp > 0, file, "shared expert width must be > 0");
     c.n_expert_groups = kr.u32_or(Key::kExpertGroupCount, 0);
     c.n_group_used = kr.u32_or(Key::kExpertGroupUsedCount, 0);

@@ -14,6 +14,7 @@
 // orders of magnitude.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -228,17 +229,25 @@ TEST(Qwen2MoeConfig, WidthsDefaultAsLlamaCpp) {
   EXPECT_EQ(full.n_ff_shexp, 256u);
   EXPECT_EQ(full.n_expert_shared, 1u);
 
-  io::GgufWriter w(f.alignment());
-  for (const io::GgufKv& kv : f.metadata())
-    if (kv.key != "qwen2moe.expert_feed_forward_length" &&
-        kv.key != "qwen2moe.expert_shared_feed_forward_length")
-      w.set(kv.key, kv.value);
-  const std::vector<std::byte> edited = w.to_bytes([](size_t, std::span<std::byte>) {});
-  const ModelConfig c = load_model_config(io::GgufFile::parse("edited", edited));
+  // The file's metadata without some keys (tensors left out: only the config is read).
+  auto without = [&](std::initializer_list<std::string_view> keys) {
+    io::GgufWriter w(f.alignment());
+    for (const io::GgufKv& kv : f.metadata())
+      if (std::find(keys.begin(), keys.end(), kv.key) == keys.end()) w.set(kv.key, kv.value);
+    return w.to_bytes([](size_t, std::span<std::byte>) {});
+  };
+  const std::vector<std::byte> no_widths = without(
+      {"qwen2moe.expert_feed_forward_length", "qwen2moe.expert_shared_feed_forward_length"});
+  const ModelConfig c = load_model_config(io::GgufFile::parse("no widths", no_widths));
   EXPECT_EQ(c.n_ff_exp, 512u / 4u);  // feed_forward_length 512, top-4
   EXPECT_EQ(c.n_ff_shexp, 512u);
   EXPECT_TRUE(c.shared_expert_gate);
-  EXPECT_FALSE(c.norm_topk_weights);
+  // With both widths given, feed_forward_length is not needed.
+  const std::vector<std::byte> no_ff = without({"qwen2moe.feed_forward_length"});
+  const ModelConfig d = load_model_config(io::GgufFile::parse("no ff", no_ff));
+  EXPECT_EQ(d.n_ff_exp, 128u);
+  EXPECT_EQ(d.n_ff_shexp, 256u);
+  EXPECT_FALSE(d.norm_topk_weights);
 }
 
 }  // namespace
