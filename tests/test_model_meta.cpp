@@ -5,7 +5,8 @@
 // element type, the key removed. Plus the files the fuzzer (tests/fuzz_model_meta.cpp) found, in
 // tests/data/meta_bad/. And whole models: each fixture written again with one hyperparameter
 // edited (its tensors as they were) must fail Model::load with a strata::Error or load and run a
-// prefill and a decode step. Runs under ASan/UBSan with the unit tests.
+// prefill and a decode step. The synthetic tiny-qwen2moe joins the fixtures (an architecture they
+// lack). Runs under ASan/UBSan with the unit tests.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -19,6 +20,7 @@
 
 #include "engine/forward.h"
 #include "engine/model.h"
+#include "engine/synth.h"
 #include "fixture_models.h"
 #include "io/check.h"
 #include "io/gguf.h"
@@ -32,6 +34,28 @@ using io::GgufType;
 using io::GgufValue;
 
 namespace {
+
+// One GGUF per fixture model, plus the synthetic tiny-qwen2moe (written once per process).
+std::vector<fs::path> models() {
+  static const fs::path synth = [] {
+    const fs::path p = fs::temp_directory_path() /
+                       ("strata_meta_qwen2moe_" + std::to_string(::getpid()) + ".gguf");
+    engine::SynthOptions o;
+    o.preset = *engine::find_synth_preset("tiny-qwen2moe");
+    o.n_threads = 1;
+    engine::SynthModel(o).write(p.string());
+    std::atexit([] {
+      std::error_code ec;
+      fs::remove(fs::temp_directory_path() /
+                     ("strata_meta_qwen2moe_" + std::to_string(::getpid()) + ".gguf"),
+                 ec);
+    });
+    return p;
+  }();
+  std::vector<fs::path> out = strata::testing::one_gguf_per_fixture();
+  out.push_back(synth);
+  return out;
+}
 
 std::vector<std::byte> metadata_bytes(const std::vector<GgufKv>& kvs) {
   io::GgufWriter w;
@@ -107,8 +131,7 @@ std::vector<GgufValue> edits_of(const GgufValue& v) {
 }
 
 TEST(ModelMeta, FixtureMetadataLoads) {
-  const auto files = strata::testing::one_gguf_per_fixture();
-  if (files.empty()) GTEST_SKIP() << "fixtures not found";
+  const auto files = models();
   for (const fs::path& p : files) {
     SCOPED_TRACE(p.string());
     const io::GgufFile f = io::GgufFile::open(p.string());
@@ -117,8 +140,7 @@ TEST(ModelMeta, FixtureMetadataLoads) {
 }
 
 TEST(ModelMeta, EveryKeyEditedIsAnErrorOrLoads) {
-  const auto files = strata::testing::one_gguf_per_fixture();
-  if (files.empty()) GTEST_SKIP() << "fixtures not found";
+  const auto files = models();
   size_t cases = 0;
   for (const fs::path& p : files) {
     const io::GgufFile f = io::GgufFile::open(p.string());
@@ -168,8 +190,7 @@ bool is_hparam(const GgufKv& kv, const std::string& arch) {
 }
 
 TEST(ModelMeta, WholeModelsWithAnEditedHyperparameterLoadOrFail) {
-  const auto files = strata::testing::one_gguf_per_fixture();
-  if (files.empty()) GTEST_SKIP() << "fixtures not found";
+  const auto files = models();
   const fs::path dir = fs::temp_directory_path() / ("strata_meta_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   size_t cases = 0, ran = 0;
