@@ -166,6 +166,8 @@ void Forward::run_chunk(const int32_t* tokens, uint32_t n, uint32_t pos0, float*
   for (uint32_t t = 0; t < n; ++t)
     kernels::dequantize_row(w_.token_embd.type, w_.token_embd.row(tokens[t]),
                             h_.data() + size_t{t} * n_embd, n_embd);
+  if (cfg_.embedding_scale != 0.0f)  // granitemoe
+    for (size_t i = 0; i < size_t{n} * n_embd; ++i) h_[i] *= cfg_.embedding_scale;
   // RoPE angles depend only on the position: once per chunk for every layer.
   attn_.begin_chunk(pos0, n);
 
@@ -186,7 +188,7 @@ void Forward::attention_block(uint32_t il, uint32_t n, uint32_t pos0) {
     rms_norm(h_.data() + size_t{t} * n_embd, l.attn_norm.f32(), x_.data() + size_t{t} * n_embd,
              n_embd, cfg_.norm_eps);
   attn_.run(pool_, l, il, n, pos0, x_.data(), kv_, tmp_.data());
-  for (size_t i = 0; i < size_t{n} * n_embd; ++i) h_[i] += tmp_[i];
+  add_residual(n);
 }
 
 void Forward::ffn_block(uint32_t il, uint32_t n, uint32_t pos0, RoutingTrace* trace) {
@@ -203,7 +205,7 @@ void Forward::ffn_block(uint32_t il, uint32_t n, uint32_t pos0, RoutingTrace* tr
   if (dense && dense->ffn(il, GpuDense::kDenseFfn, x_.data(), n, tmp_.data())) {
     if (n == 1) experts_->prefetch_ahead(il, h_.data(), xq_.data());  // PREFETCH: next MoE layers
     if (l.shared.n_expert > 0) shared_.add(il, l.shared, n, x_.data(), cpu_experts_, tmp_.data());
-    for (size_t i = 0; i < size_t{n} * n_embd; ++i) h_[i] += tmp_[i];
+    add_residual(n);
     return;
   }
 
@@ -247,7 +249,16 @@ void Forward::ffn_block(uint32_t il, uint32_t n, uint32_t pos0, RoutingTrace* tr
   combine(pool_, r, dispatch_, moe_y_.data(), n_embd, tmp_.data());
   if (l.shared.n_expert > 0)
     shared_.add(il, l.shared, n, x_.data(), cpu_experts_, tmp_.data(), r.shared_gate);
-  for (size_t i = 0; i < size_t{n} * n_embd; ++i) h_[i] += tmp_[i];
+  add_residual(n);
+}
+
+void Forward::add_residual(uint32_t n) {
+  const size_t count = size_t{n} * cfg_.n_embd;
+  if (cfg_.residual_scale != 0.0f) {  // granitemoe
+    for (size_t i = 0; i < count; ++i) h_[i] += tmp_[i] * cfg_.residual_scale;
+    return;
+  }
+  for (size_t i = 0; i < count; ++i) h_[i] += tmp_[i];
 }
 
 void Forward::output_head(uint32_t n, float* all_logits) {
@@ -263,6 +274,10 @@ void Forward::output_head(uint32_t n, float* all_logits) {
   if (n - first != 1 || !dense || !dense->output(x_.data() + size_t{first} * n_embd, out))
     matmul(pool_, w_.output.matrix(), x_.data() + size_t{first} * n_embd, n_embd, n - first, out,
            cfg_.n_vocab, xq_.data());
+  if (cfg_.logit_scale != 0.0f) {  // granitemoe: × 1/logit_scale, as llama.cpp scales
+    const float inv = 1.0f / cfg_.logit_scale;
+    for (size_t i = 0; i < size_t{n - first} * cfg_.n_vocab; ++i) out[i] *= inv;
+  }
   if (!all_logits) return;
   std::memcpy(last_logits_.data(), all_logits + size_t{n - 1} * cfg_.n_vocab,
               sizeof(float) * cfg_.n_vocab);

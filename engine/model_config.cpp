@@ -1,5 +1,5 @@
 // Fills ModelConfig from GGUF metadata for qwen3moe, llama (Mixtral), deepseek2, glm4moe, olmoe,
-// gpt-oss and qwen2moe. Defaults follow llama.cpp's hparams loader. Exercised by
+// gpt-oss, qwen2moe and granitemoe. Defaults follow llama.cpp's hparams loader. Exercised by
 // tests/test_model_config.cpp and tests/test_arch_config.cpp.
 #include "engine/model_config.h"
 
@@ -147,6 +147,9 @@ std::string ModelConfig::describe() const {
   if (gating != GatingType::kSoftmax) s += fmt::format(", {} gating", gating_name(gating));
   if (n_expert_groups > 1) s += fmt::format(", groups {}/{}", n_group_used, n_expert_groups);
   if (n_swa > 0) s += fmt::format(", swa {}", n_swa);
+  if (residual_scale != 0.0f || embedding_scale != 0.0f || logit_scale != 0.0f)
+    s += fmt::format(", scales embd {:g} resid {:g} logit 1/{:g}", embedding_scale, residual_scale,
+                     logit_scale);
   if (rope_scaling.type != RopeScalingType::kNone && rope.freq_scale != 1.0f)
     s += fmt::format(", rope {} x{:g}", scaling_name(rope_scaling.type), rope_scaling.factor);
   return s;
@@ -174,6 +177,9 @@ std::vector<std::pair<std::string, std::string>> ModelConfig::arch_details() con
     add("sliding window", fmt::format("{} (layers {}: S = window, F = full)", n_swa, layers));
   }
   add("kq scale", fmt::format("{:g}", kq_scale));
+  if (embedding_scale != 0.0f) add("embedding scale", fmt::format("{:g}", embedding_scale));
+  if (residual_scale != 0.0f) add("residual scale", fmt::format("{:g}", residual_scale));
+  if (logit_scale != 0.0f) add("logit scale", fmt::format("1/{:g}", logit_scale));
   add("rope", fmt::format("{} on {} dims, base {:g}",
                           rope_type == RopeType::kNeox ? "neox" : "norm", n_rot, rope_freq_base));
   if (rope_scaling.type != RopeScalingType::kNone && rope.freq_scale != 1.0f) {
@@ -216,16 +222,17 @@ ModelConfig load_model_config(const io::GgufFile& file) {
   ModelConfig c;
   c.arch_name = file.get_string(key_name(Key::kArchitecture, ""));
   static constexpr std::pair<std::string_view, Arch> kArchs[] = {
-      {"qwen3moe", Arch::kQwen3Moe}, {"llama", Arch::kLlama}, {"deepseek2", Arch::kDeepseek2},
-      {"glm4moe", Arch::kGlm4Moe},   {"olmoe", Arch::kOlmoe}, {"gpt-oss", Arch::kGptOss},
-      {"qwen2moe", Arch::kQwen2Moe},
+      {"qwen3moe", Arch::kQwen3Moe},   {"llama", Arch::kLlama},
+      {"deepseek2", Arch::kDeepseek2}, {"glm4moe", Arch::kGlm4Moe},
+      {"olmoe", Arch::kOlmoe},         {"gpt-oss", Arch::kGptOss},
+      {"qwen2moe", Arch::kQwen2Moe},   {"granitemoe", Arch::kGraniteMoe},
   };
   const auto* found = std::find_if(std::begin(kArchs), std::end(kArchs),
                                    [&](const auto& a) { return a.first == c.arch_name; });
   if (found == std::end(kArchs))
     fail(ErrorKind::kUnsupported,
-         "{}: architecture '{}' is not supported (qwen3moe, qwen2moe, llama, deepseek2, glm4moe, "
-         "olmoe, gpt-oss)",
+         "{}: architecture '{}' is not supported (qwen3moe, qwen2moe, llama, granitemoe, "
+         "deepseek2, glm4moe, olmoe, gpt-oss)",
          file.path(), c.arch_name);
   c.arch = found->second;
   const KeyReader kr(file, c.arch_name);
@@ -307,6 +314,7 @@ ModelConfig load_model_config(const io::GgufFile& file) {
   c.norm_topk_weights = true;
   c.activation = FfnActivation::kSiluGlu;
   const bool has_q_norm = file.find_tensor(tensor_name(TensorId::kAttnQNorm, 0)) != nullptr;
+  float attention_scale = 0;  // granitemoe's attention.scale (0: 1/sqrt(head dim))
   switch (c.arch) {
     case Arch::kQwen3Moe:
       c.qk_norm = true;
@@ -428,6 +436,26 @@ ModelConfig load_model_config(const io::GgufFile& file) {
       c.n_expert_shared = 1;
       c.shared_expert_gate = true;
       break;
+    case Arch::kGraniteMoe: {
+      // llama.cpp reads the four multipliers as required keys; experts are feed_forward_length
+      // wide, their top-k weights renormalized (its llama graph).
+      c.rope_type = RopeType::kNorm;
+      c.n_expert = kr.u32(Key::kExpertCount);
+      c.n_expert_used = kr.u32(Key::kExpertUsedCount);
+      c.n_ff_exp = kr.has(Key::kExpertFeedForwardLength) ? kr.u32(Key::kExpertFeedForwardLength)
+                                                         : kr.u32(Key::kFeedForwardLength);
+      c.embedding_scale = kr.f32(Key::kEmbeddingScale);
+      c.residual_scale = kr.f32(Key::kResidualScale);
+      c.logit_scale = kr.f32(Key::kLogitScale);
+      attention_scale = kr.f32(Key::kAttentionScale);
+      for (const auto& [key, v] : {std::pair{Key::kEmbeddingScale, c.embedding_scale},
+                                   std::pair{Key::kResidualScale, c.residual_scale},
+                                   std::pair{Key::kLogitScale, c.logit_scale},
+                                   std::pair{Key::kAttentionScale, attention_scale}})
+        require(std::isfinite(v) && v >= 0.0f, file,
+                fmt::format("{} = {:g} must be finite and >= 0 (0: none)", kr.name(key), v));
+      break;
+    }
   }
   // 0 (absent) and 1 both mean "no scale" in llama.cpp.
   c.expert_weights_scale = kr.f32_or(Key::kExpertWeightsScale, 0.0f);
@@ -447,7 +475,8 @@ ModelConfig load_model_config(const io::GgufFile& file) {
                             c.arch == Arch::kDeepseek2);
   c.kq_scale = c.has_mla_projections()
                    ? mla_kq_scale(c.rope, c.rope_scaling.yarn_log_mul, c.head_dim_k_mla)
-                   : 1.0f / std::sqrt(static_cast<float>(c.head_dim_k));
+               : attention_scale != 0.0f ? attention_scale
+                                         : 1.0f / std::sqrt(static_cast<float>(c.head_dim_k));
 
   require(c.n_layer_dense_lead <= c.n_layer, file,
           fmt::format("leading_dense_block_count {} > block_count {}", c.n_layer_dense_lead,

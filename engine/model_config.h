@@ -21,6 +21,7 @@ enum class Arch {
   kOlmoe,      // olmoe: q/k RMSNorm over the whole projection, softmax routing, no renorm
   kGptOss,     // gpt-oss: sinks, alternating sliding window, biases, SwiGLU-OAI experts
   kQwen2Moe,   // qwen2moe: q/k/v biases, NEOX RoPE, softmax routing, no renorm, gated shared expert
+  kGraniteMoe,  // granitemoe: llama (Mixtral) with embedding / residual / attention / logit scales
 };
 
 // How router logits become expert probabilities and weights (llama.cpp's gating functions).
@@ -66,6 +67,11 @@ struct ModelConfig {
   bool attn_sinks = false;     // a learned per-head logit joins the softmax denominator
   uint32_t n_swa = 0;          // sliding window of the is_swa layers (query sees n_swa keys)
   float kq_scale = 0;          // attention score scale (1/sqrt(head dim), MLA: YaRN-corrected)
+  // granitemoe's multipliers (0 = none, as in llama.cpp): embeddings × embedding_scale, each
+  // attention / FFN output × residual_scale before it joins the residual, logits × 1/logit_scale.
+  float embedding_scale = 0;
+  float residual_scale = 0;
+  float logit_scale = 0;
   RopeType rope_type = RopeType::kNorm;
   uint32_t n_rot = 0;  // rotated dims per head (the first n_rot; MLA: the decoupled rope part)
   float rope_freq_base = 10000.0f;

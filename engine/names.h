@@ -36,8 +36,12 @@ enum class Key {
   kLeadingDenseBlockCount,         // first N layers have a dense FFN
   kExpertSharedCount,              // always-on shared experts (their width is n_ff_exp × count)
   kExpertSharedFeedForwardLength,  // qwen2moe: the shared expert's own width
-  kExpertWeightsScale,             // routed weights × this (0 or 1 = none)
-  kExpertWeightsNorm,              // renormalize the k routed weights to sum 1
+  kEmbeddingScale,                 // granitemoe: token embeddings × this
+  kResidualScale,         // granitemoe: attention and FFN outputs × this before the residual
+  kLogitScale,            // granitemoe: logits ÷ this
+  kAttentionScale,        // granitemoe: the kq scale (instead of 1/sqrt(head dim))
+  kExpertWeightsScale,    // routed weights × this (0 or 1 = none)
+  kExpertWeightsNorm,     // renormalize the k routed weights to sum 1
   kExpertGatingFunc,      // 1 softmax, 2 sigmoid, 3 softmax over the selected k (llama.cpp enum)
   kExpertGroupCount,      // group-limited routing: contiguous groups of experts
   kExpertGroupUsedCount,  // groups kept per token
@@ -87,6 +91,10 @@ inline constexpr KeySpec kKeyTable[] = {
     {Key::kLeadingDenseBlockCount, "{arch}.leading_dense_block_count"},
     {Key::kExpertSharedCount, "{arch}.expert_shared_count"},
     {Key::kExpertSharedFeedForwardLength, "{arch}.expert_shared_feed_forward_length"},
+    {Key::kEmbeddingScale, "{arch}.embedding_scale"},
+    {Key::kResidualScale, "{arch}.residual_scale"},
+    {Key::kLogitScale, "{arch}.logit_scale"},
+    {Key::kAttentionScale, "{arch}.attention.scale"},
     {Key::kExpertWeightsScale, "{arch}.expert_weights_scale"},
     {Key::kExpertWeightsNorm, "{arch}.expert_weights_norm"},
     {Key::kExpertGatingFunc, "{arch}.expert_gating_func"},

@@ -4,7 +4,7 @@
 // token by sigmoid(ffn_gate_inp_shexp · x) first (the gate logits come from route()). It never goes
 // through the tiers. With CUDA_DENSE a one-token pass computes it on GPU 0 (GpuDense::ffn, the same
 // bits) where it is held (CUDA_DENSE=2: chunks too, through GEMMs). Exercised by
-// tests/test_arch_forward.cpp (tiny-deepseek2, tiny-glm4moe), tests/test_qwen2moe.cpp (the
+// tests/test_arch_forward.cpp (tiny-deepseek2, tiny-glm4moe), tests/test_synth_peer.cpp (the
 // synthetic tiny-qwen2moe against llama.cpp) and tests/test_gpu_lane.cpp (CUDA_DENSE).
 #pragma once
 

@@ -157,7 +157,7 @@ constexpr SynthPreset kPresets[] = {
      .yarn_factor = 32.0f,
      .yarn_orig_ctx = 4096},
     // Qwen2-MoE: q/k/v biases, softmax routing without renormalization, one shared expert scaled
-    // by sigmoid(ffn_gate_inp_shexp · x). Checked against llama.cpp (tests/test_qwen2moe.cpp).
+    // by sigmoid(ffn_gate_inp_shexp · x). Checked against llama.cpp (tests/test_synth_peer.cpp).
     {.name = "tiny-qwen2moe",
      .doc = "qwen2moe (q/k/v biases, sigmoid-gated shared expert x 256): 4 layers, n_embd 256, "
             "4/2 heads x 64, 16 experts top-4 x 128, vocab 512 (tests)",
@@ -203,6 +203,34 @@ constexpr SynthPreset kPresets[] = {
      .output_type = GgmlType::Q6_K,
      .arch = "qwen2moe",
      .n_ff_shexp = 5632},
+    // Granite-3.x-MoE: llama (Mixtral) with four multipliers and the embedding as the head.
+    // Checked against llama.cpp (tests/test_synth_peer.cpp).
+    {.name = "tiny-granitemoe",
+     .doc = "granitemoe (embedding x12, residual x0.22, attention scale 1/64, logits /8, tied "
+            "head): 4 layers, n_embd 256, 4/2 heads x 64, 16 experts top-4 x 128, vocab 512 "
+            "(tests)",
+     .n_layer = 4,
+     .n_embd = 256,
+     .n_head = 4,
+     .n_head_kv = 2,
+     .head_dim = 64,
+     .n_expert = 16,
+     .n_expert_used = 4,
+     .n_ff_exp = 128,
+     .n_ff = 128,
+     .n_vocab = 512,
+     .n_ctx = 4096,
+     .rope_freq_base = 10000.0f,
+     .rms_eps = 1e-6f,
+     .expert_type = GgmlType::Q4_0,
+     .attn_type = GgmlType::Q8_0,
+     .embd_type = GgmlType::Q8_0,
+     .output_type = GgmlType::Q8_0,
+     .arch = "granitemoe",
+     .embedding_scale = 12.0f,
+     .residual_scale = 0.22f,
+     .attention_scale = 0.015625f,
+     .logit_scale = 8.0f},
 };
 
 // ---- counter-based RNG: the n-th output of a splitmix64 stream is mix(key + n * gamma) ----
@@ -1232,9 +1260,10 @@ SynthModel::SynthModel(const SynthOptions& options)
   STRATA_ASSERT(p.n_embd > kMassiveDim && p.n_embd % 32 == 0, "n_embd {}", p.n_embd);
   const std::string arch(p.arch);
   const bool ds2 = arch == "deepseek2", oss = arch == "gpt-oss", q2 = arch == "qwen2moe";
-  if (!ds2 && !oss && !q2 && arch != "qwen3moe")
+  const bool granite = arch == "granitemoe";
+  if (!ds2 && !oss && !q2 && !granite && arch != "qwen3moe")
     fail(ErrorKind::kUnsupported,
-         "synth: architecture '{}' (qwen3moe, deepseek2, gpt-oss, qwen2moe)", arch);
+         "synth: architecture '{}' (qwen3moe, deepseek2, gpt-oss, qwen2moe, granitemoe)", arch);
   STRATA_ASSERT(p.n_expert_used <= p.n_expert && p.n_expert_used <= 64, "top-{} of {}",
                 p.n_expert_used, p.n_expert);
   const uint32_t file_type = file_type_of(expert_type_);
@@ -1330,7 +1359,7 @@ SynthModel::SynthModel(const SynthOptions& options)
   w.set(key(Key::kRmsEps), p.rms_eps);
   w.set(key(Key::kExpertCount), p.n_expert);
   w.set(key(Key::kExpertUsedCount), p.n_expert_used);
-  w.set(key(Key::kExpertFeedForwardLength), p.n_ff_exp);
+  if (!granite) w.set(key(Key::kExpertFeedForwardLength), p.n_ff_exp);  // granite: n_ff
   if (ds2) {
     w.set(key(Key::kVocabSize), p.n_vocab);
     w.set(key(Key::kLeadingDenseBlockCount), p.n_dense_lead);
@@ -1345,6 +1374,12 @@ SynthModel::SynthModel(const SynthOptions& options)
   }
   if (oss) w.set(key(Key::kSlidingWindow), p.n_swa);
   if (q2) w.set(key(Key::kExpertSharedFeedForwardLength), p.n_ff_shexp);
+  if (granite) {
+    w.set(key(Key::kEmbeddingScale), p.embedding_scale);
+    w.set(key(Key::kResidualScale), p.residual_scale);
+    w.set(key(Key::kAttentionScale), p.attention_scale);
+    w.set(key(Key::kLogitScale), p.logit_scale);
+  }
   if (p.yarn_factor > 1) {
     w.set(key(Key::kRopeScalingType), "yarn");
     w.set(key(Key::kRopeScalingFactor), p.yarn_factor);
@@ -1446,7 +1481,7 @@ SynthModel::SynthModel(const SynthOptions& options)
         add(TensorId::kAttnQBias, l, GgmlType::F32, {n_q}, Role::kBias, kBiasSigma);
         add(TensorId::kAttnKBias, l, GgmlType::F32, {n_kv}, Role::kBias, kBiasSigma);
         add(TensorId::kAttnVBias, l, GgmlType::F32, {n_kv}, Role::kBias, kBiasSigma);
-      } else {
+      } else if (!granite) {
         add(TensorId::kAttnQNorm, l, GgmlType::F32, {p.head_dim}, Role::kNorm, 0);
         add(TensorId::kAttnKNorm, l, GgmlType::F32, {p.head_dim}, Role::kNorm, 0);
       }
@@ -1485,8 +1520,9 @@ SynthModel::SynthModel(const SynthOptions& options)
     }
   }
   add(TensorId::kOutputNorm, -1, GgmlType::F32, {p.n_embd}, Role::kNorm, 0);
-  add(TensorId::kOutput, -1, fit_type(p.output_type, p.n_embd), {p.n_embd, p.n_vocab},
-      Role::kOutput, in_sigma(p.n_embd));
+  if (!granite)  // granite's head is the token embedding (tied)
+    add(TensorId::kOutput, -1, fit_type(p.output_type, p.n_embd), {p.n_embd, p.n_vocab},
+        Role::kOutput, in_sigma(p.n_embd));
   file_bytes_ = w.total_bytes();
 }
 

@@ -1,9 +1,9 @@
 // Synthetic MoE models: a qwen3moe, deepseek2 (MLA, shared experts, dense lead layers), gpt-oss
-// (sinks, sliding window, biases, MXFP4 experts) or qwen2moe (q/k/v biases, gated shared expert)
-// GGUF with random quantized weights, a working
-// byte-level BPE tokenizer and routing skewed like a real model, written deterministically from a
-// seed (the generator behind `strata synth`). Tested by tests/test_synth.cpp and (the deepseek2 /
-// gpt-oss presets) tests/test_arch_synth.cpp.
+// (sinks, sliding window, biases, MXFP4 experts), qwen2moe (q/k/v biases, gated shared expert) or
+// granitemoe (embedding / residual / attention / logit scales, tied head) GGUF with random
+// quantized weights, a working byte-level BPE tokenizer and routing skewed like a real model,
+// written deterministically from a seed (the generator behind `strata synth`). Tested by
+// tests/test_synth.cpp and (the deepseek2 / gpt-oss presets) tests/test_arch_synth.cpp.
 //
 // Routing skew (the fixtures' recipe, ../shared/fixtures/README.md "Routing skew"): every token
 // embedding holds the constant kMassiveValue in dimension kMassiveDim; the matrices writing to the
@@ -73,6 +73,11 @@ struct SynthPreset {
   uint32_t yarn_orig_ctx = 0;  // YaRN original context length
   float yarn_log_mul = 0;      // deepseek2: rope.scaling.yarn_log_multiplier as written
   uint32_t n_ff_shexp = 0;     // qwen2moe: the sigmoid-gated shared expert's width
+  // granitemoe's multipliers (its experts are n_ff wide and its output head is the embedding).
+  float embedding_scale = 0;
+  float residual_scale = 0;
+  float attention_scale = 0;
+  float logit_scale = 0;
 };
 
 // tiny (a few MB, tests), demo (~1 GB), qwen3-30b-a3b (the real Qwen3-30B-A3B shapes, ~17 GB),

@@ -8,6 +8,6 @@ strata_add_test(test_arch_config LABEL model SOURCES test_arch_config.cpp
 strata_add_test(test_arch_rope LABEL unit SOURCES test_arch_rope.cpp LIBS strata_engine)
 strata_add_test(test_arch_ops LABEL unit SOURCES test_arch_ops.cpp LIBS strata_engine)
 strata_add_test(test_arch_synth LABEL unit SOURCES test_arch_synth.cpp LIBS strata_engine)
-# qwen2moe against llama.cpp's logits for the synthetic tiny-qwen2moe (tests/data/peer): no
+# qwen2moe and granitemoe against llama.cpp's logits for synthetic models (tests/data/peer): no
 # fixtures needed, so it is a unit test.
-strata_add_test(test_qwen2moe LABEL unit SOURCES test_qwen2moe.cpp LIBS strata_engine)
+strata_add_test(test_synth_peer LABEL unit SOURCES test_synth_peer.cpp LIBS strata_engine)

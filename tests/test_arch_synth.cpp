@@ -118,9 +118,13 @@ TEST(ArchSynth, TinyDeepseek2Runs) {
   EXPECT_NEAR(c.kq_scale, std::pow(1 + 0.1 * std::log(4.0), 2) / std::sqrt(48.0), 1e-6);
 }
 
-// qwen2moe against llama.cpp: tests/test_qwen2moe.cpp.
+// qwen2moe and granitemoe against llama.cpp: tests/test_synth_peer.cpp.
 TEST(ArchSynth, TinyQwen2MoeRuns) {
   check_tiny("tiny-qwen2moe");
+}
+
+TEST(ArchSynth, TinyGraniteMoeRuns) {
+  check_tiny("tiny-granitemoe");
 }
 
 TEST(ArchSynth, TinyGptOssRuns) {
@@ -150,7 +154,8 @@ TEST(ArchSynth, TinyGptOssRuns) {
 // Scratch is planned at construction: prefill and decode of MLA, sliding-window/sink attention,
 // shared experts (gated too) and biased SwiGLU-OAI experts allocate nothing.
 TEST(ArchSynth, DecodeAndPrefillAllocateNothing) {
-  for (const char* preset : {"tiny-deepseek2", "tiny-gpt-oss", "tiny-qwen2moe"}) {
+  for (const char* preset :
+       {"tiny-deepseek2", "tiny-gpt-oss", "tiny-qwen2moe", "tiny-granitemoe"}) {
     SCOPED_TRACE(preset);
     const auto bytes = SynthModel(opts(preset)).to_bytes();
     const Model m = Model::from_file(io::GgufFile::parse(preset, bytes));

@@ -5,8 +5,8 @@
 // element type, the key removed. Plus the files the fuzzer (tests/fuzz_model_meta.cpp) found, in
 // tests/data/meta_bad/. And whole models: each fixture written again with one hyperparameter
 // edited (its tensors as they were) must fail Model::load with a strata::Error or load and run a
-// prefill and a decode step. The synthetic tiny-qwen2moe joins the fixtures (an architecture they
-// lack). Runs under ASan/UBSan with the unit tests.
+// prefill and a decode step. The synthetic tiny-qwen2moe and tiny-granitemoe join the fixtures
+// (architectures they lack). Runs under ASan/UBSan with the unit tests.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -35,25 +35,30 @@ using io::GgufValue;
 
 namespace {
 
-// One GGUF per fixture model, plus the synthetic tiny-qwen2moe (written once per process).
+// One GGUF per fixture model, plus the synthetic tiny-qwen2moe and tiny-granitemoe (architectures
+// the fixtures lack; written once per process, removed at exit).
 std::vector<fs::path> models() {
-  static const fs::path synth = [] {
-    const fs::path p = fs::temp_directory_path() /
-                       ("strata_meta_qwen2moe_" + std::to_string(::getpid()) + ".gguf");
-    engine::SynthOptions o;
-    o.preset = *engine::find_synth_preset("tiny-qwen2moe");
-    o.n_threads = 1;
-    engine::SynthModel(o).write(p.string());
+  static const std::vector<fs::path> synth = [] {
+    std::vector<fs::path> paths;
+    for (const char* preset : {"tiny-qwen2moe", "tiny-granitemoe"}) {
+      paths.push_back(fs::temp_directory_path() /
+                      fmt::format("strata_meta_{}_{}.gguf", preset, ::getpid()));
+      engine::SynthOptions o;
+      o.preset = *engine::find_synth_preset(preset);
+      o.n_threads = 1;
+      engine::SynthModel(o).write(paths.back().string());
+    }
     std::atexit([] {
       std::error_code ec;
-      fs::remove(fs::temp_directory_path() /
-                     ("strata_meta_qwen2moe_" + std::to_string(::getpid()) + ".gguf"),
-                 ec);
+      for (const char* preset : {"tiny-qwen2moe", "tiny-granitemoe"})
+        fs::remove(
+            fs::temp_directory_path() / fmt::format("strata_meta_{}_{}.gguf", preset, ::getpid()),
+            ec);
     });
-    return p;
+    return paths;
   }();
   std::vector<fs::path> out = strata::testing::one_gguf_per_fixture();
-  out.push_back(synth);
+  out.insert(out.end(), synth.begin(), synth.end());
   return out;
 }
 

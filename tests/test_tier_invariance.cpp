@@ -373,14 +373,16 @@ TEST_F(TierInvariance, RooflineCountsTheBytesADecodeTokenReads) {
   EXPECT_NE(g.err.find("dense weights read on GPU 0"), std::string::npos) << g.err;
 }
 
-// qwen2moe (no fixture): its gated shared expert stays resident while the routed experts move.
-TEST_F(TierInvariance, SynthQwen2MoeIsBitIdenticalAcrossHomes) {
-  const fs::path model = dir_ / "synth-tiny-qwen2moe.gguf";
-  const Result r = run_strata(
-      dir_.path(),
-      fmt::format("synth --preset tiny-qwen2moe --out '{}' --threads 2", model.string()));
-  ASSERT_EQ(r.rc, 0) << r.err;
-  EXPECT_TRUE(check_model(model, false));
+// qwen2moe and granitemoe (no fixtures): qwen2moe's gated shared expert stays resident while the
+// routed experts move; granitemoe's head is its embedding.
+TEST_F(TierInvariance, SynthQwen2MoeAndGraniteMoeAreBitIdenticalAcrossHomes) {
+  for (const char* preset : {"tiny-qwen2moe", "tiny-granitemoe"}) {
+    const fs::path model = dir_ / fmt::format("synth-{}.gguf", preset);
+    const Result r = run_strata(dir_.path(), fmt::format("synth --preset {} --out '{}' --threads 2",
+                                                         preset, model.string()));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_TRUE(check_model(model, false));
+  }
 }
 
 TEST_F(TierInvariance, SynthTinyIsBitIdenticalAcrossHomes) {

@@ -7,7 +7,7 @@
 // Tokenizes TEXT (add_special, no parse_special), keeps the first N_POS ids, teacher-forces them
 // as one batch and writes every position's logits as MOEL (docs/FORMATS.md); then greedy-decodes
 // N_GEN tokens and prints them as "gen ID ..." on stdout. Not part of the strata build: compile it
-// against a llama.cpp build (scripts/peer/qwen2moe_refs.sh shows how).
+// against a llama.cpp build (scripts/peer/synth_refs.sh shows how).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>

@@ -1,49 +1,56 @@
 #!/usr/bin/env bash
-# Regenerates tests/data/peer/tiny-qwen2moe/: llama.cpp's logits for the synthetic tiny-qwen2moe
-# model (F32 and Q4_0), which tests/test_qwen2moe.cpp checks strata against. The fixtures in
-# ../shared/fixtures have no qwen2moe model, so this is its peer reference.
+# Regenerates tests/data/peer/<preset>/: llama.cpp's logits for synthetic models (F32 and Q4_0) of
+# the architectures ../shared/fixtures has no model of (qwen2moe, granitemoe), which
+# tests/test_synth_peer.cpp checks strata against.
 #
-#   LLAMA_DIR=/path/to/llama.cpp scripts/peer/qwen2moe_refs.sh [build-dir]
+#   LLAMA_DIR=/path/to/llama.cpp scripts/peer/synth_refs.sh [build-dir] [PRESET ...]
 #
+# PRESETs default to tiny-qwen2moe and tiny-granitemoe.
 # LLAMA_DIR is a llama.cpp checkout built on the CPU with static libraries:
 #   cmake -S $LLAMA_DIR -B $LLAMA_DIR/build -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF \
 #         -DLLAMA_CURL=OFF && cmake --build $LLAMA_DIR/build --target llama
 # The committed references were made with llama.cpp c392e50 (2025-02-22) on an AMD Zen 5 CPU.
-# LLAMA_COMMIT names the commit where LLAMA_DIR is not a git checkout.
+# LLAMA_COMMIT names the commit where LLAMA_DIR is not a git checkout. (c392e50 aborts on models
+# with more experts than a batch has tokens unless its repacked MUL_MAT_ID work size is fixed, as
+# upstream PR 14292 did; these 16-expert models run without the fix.)
 # Needs python3 (ref.json) and a strata build (default build/).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD="${1:-build}"
+shift || true
+PRESETS=("$@")
+[[ ${#PRESETS[@]} -gt 0 ]] || PRESETS=(tiny-qwen2moe tiny-granitemoe)
 STRATA="$BUILD/tools/strata"
 : "${LLAMA_DIR:?set LLAMA_DIR to a llama.cpp checkout built with static libraries}"
-[[ -x "$STRATA" ]] || { echo "qwen2moe_refs: no $STRATA (build first)" >&2; exit 1; }
+[[ -x "$STRATA" ]] || { echo "synth_refs: no $STRATA (build first)" >&2; exit 1; }
 L="$LLAMA_DIR/build"
-[[ -f "$L/src/libllama.a" ]] || { echo "qwen2moe_refs: no $L/src/libllama.a" >&2; exit 1; }
-OUT=tests/data/peer/tiny-qwen2moe
+[[ -f "$L/src/libllama.a" ]] || { echo "synth_refs: no $L/src/libllama.a" >&2; exit 1; }
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-mkdir -p "$OUT"
 
 g++ -O2 -std=c++17 scripts/peer/llama_logits.cpp -I"$LLAMA_DIR/include" -I"$LLAMA_DIR/ggml/include" \
   "$L/src/libllama.a" "$L/ggml/src/libggml.a" "$L/ggml/src/libggml-cpu.a" \
   "$L/ggml/src/libggml-base.a" -fopenmp -lpthread -o "$TMP/llama_logits"
 
-# Must match tests/test_qwen2moe.cpp.
+# The test reads the text and the ids from ref.json.
 TEXT="GNU GENERAL PUBLIC LICENSE Version 3, 29 June 2007. Everyone is permitted to copy and distribute verbatim copies of this license document, but changing it is not allowed."
 N_POS=40
 N_GEN=16
 COMMIT="${LLAMA_COMMIT:-$(git -C "$LLAMA_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 
-for v in F32 Q4_0; do
-  "$STRATA" synth --preset tiny-qwen2moe --type "$v" --out "$TMP/tiny-qwen2moe-$v.gguf" >/dev/null
-  "$TMP/llama_logits" "$TMP/tiny-qwen2moe-$v.gguf" "$TEXT" "$N_POS" "$N_GEN" \
-    "$OUT/$v.logits.bin" >"$TMP/$v.txt" 2>"$TMP/$v.log" ||
-    { cat "$TMP/$v.log" >&2; exit 1; }
-done
-
-python3 - "$TMP" "$OUT" "$TEXT" "$N_POS" "$COMMIT" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" <<'PY'
+for preset in "${PRESETS[@]}"; do
+  OUT="tests/data/peer/$preset"
+  mkdir -p "$OUT"
+  for v in F32 Q4_0; do
+    "$STRATA" synth --preset "$preset" --type "$v" --out "$TMP/$preset-$v.gguf" >/dev/null
+    "$TMP/llama_logits" "$TMP/$preset-$v.gguf" "$TEXT" "$N_POS" "$N_GEN" \
+      "$OUT/$v.logits.bin" >"$TMP/$v.txt" 2>"$TMP/$v.log" ||
+      { cat "$TMP/$v.log" >&2; exit 1; }
+  done
+  python3 - "$TMP" "$OUT" "$TEXT" "$N_POS" "$COMMIT" "$preset" \
+    "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" <<'PY'
 import json, sys
-tmp, out, text, n_pos, commit, cpu = sys.argv[1:7]
+tmp, out, text, n_pos, commit, preset, cpu = sys.argv[1:8]
 def fnv1a64(path):
     h = 0xcbf29ce484222325
     with open(path, 'rb') as f:
@@ -52,13 +59,14 @@ def fnv1a64(path):
     return '%016x' % h
 ref = {'peer': 'llama.cpp ' + commit + ' (CPU, 2 threads, n_ctx = n_batch = 512, F32 KV cache, '
                'no flash attention)',
-       'cpu': cpu, 'model': 'strata synth --preset tiny-qwen2moe --type VARIANT (seed 1)',
+       'cpu': cpu, 'model': f'strata synth --preset {preset} --type VARIANT (seed 1)',
        'text': text, 'n_pos': int(n_pos), 'variants': {}}
 for v in ('F32', 'Q4_0'):
     lines = dict(l.split(' ', 1) for l in open(f'{tmp}/{v}.txt').read().splitlines())
     ref['ids'] = [int(x) for x in lines['ids'].split()]
-    ref['variants'][v] = {'gguf_fnv1a64': fnv1a64(f'{tmp}/tiny-qwen2moe-{v}.gguf'),
+    ref['variants'][v] = {'gguf_fnv1a64': fnv1a64(f'{tmp}/{preset}-{v}.gguf'),
                           'greedy_ids': [int(x) for x in lines['gen'].split()]}
 json.dump(ref, open(f'{out}/ref.json', 'w'), indent=1)
 PY
-echo "qwen2moe_refs: wrote $OUT (llama.cpp $COMMIT)"
+  echo "synth_refs: wrote $OUT (llama.cpp $COMMIT)"
+done

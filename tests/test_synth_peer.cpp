@@ -1,17 +1,18 @@
-// qwen2moe (Qwen1.5-MoE, Qwen2-57B-A14B) against llama.cpp. The fixtures have no qwen2moe model,
-// so the peer reference is llama.cpp's logits for the synthetic tiny-qwen2moe preset
-// (tests/data/peer/tiny-qwen2moe, made by scripts/peer/qwen2moe_refs.sh with llama.cpp c392e50 and
-// the fixtures' settings). The generator is deterministic, so the test rebuilds the exact files
-// the reference was made from (checked by hash) and compares:
+// Architectures the fixtures have no model of — qwen2moe (Qwen1.5-MoE, Qwen2-57B-A14B) and
+// granitemoe (Granite-3.x-MoE) — against llama.cpp. The peer reference is llama.cpp's logits for
+// the synthetic tiny-qwen2moe / tiny-granitemoe presets (tests/data/peer/<preset>, made by
+// scripts/peer/synth_refs.sh with llama.cpp c392e50 and the fixtures' settings). The generator is
+// deterministic, so the test rebuilds the exact files the reference was made from (checked by hash)
+// and compares:
 //   - the tokenizer's ids for the reference text with llama.cpp's;
 //   - F32: every logit within kF32Atol, and 16 greedy tokens identical;
 //   - Q4_0: the fixtures' quantized rules (tests/forward_ref.h): rel-RMS <= 2e-2, at least 25% of
 //     rows within kF32Atol (activation quantization reproduced), top-1 agreement wherever the
 //     reference margin exceeds kTop1Margin;
 //   - decode, chunked prefill and thread counts give the one-batch prefill's bits.
-// The numbers this checks are what q/k/v biases, NEOX RoPE, unnormalized softmax top-k and the
-// sigmoid-gated shared expert compute; leaving out the gate or a bias fails the F32 bound by
-// orders of magnitude.
+// What the numbers check: qwen2moe's q/k/v biases, unnormalized softmax top-k and sigmoid-gated
+// shared expert (leaving out the gate or a bias fails the F32 bound by orders of magnitude);
+// granitemoe's embedding / residual / attention / logit multipliers and tied head.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -43,13 +44,16 @@ constexpr double kTop1Margin = 0.05;          // quantized: top-1 must agree abo
 constexpr double kGreedyStopMargin = 1e-3;    // stop comparing greedy after a step this close
 constexpr double kQuantExactRowShare = 0.25;  // quantized rows within kF32Atol
 
-fs::path ref_dir() {
-  return fs::path(STRATA_TEST_DATA_DIR) / "peer" / "tiny-qwen2moe";
+struct Case {
+  const char* preset;
+  const char* variant;
+};
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.preset << "-" << c.variant;
 }
 
-nlohmann::json ref_json() {
-  std::ifstream in(ref_dir() / "ref.json");
-  return nlohmann::json::parse(in);
+fs::path ref_dir(const char* preset) {
+  return fs::path(STRATA_TEST_DATA_DIR) / "peer" / preset;
 }
 
 std::string fnv1a64(const std::vector<std::byte>& bytes) {
@@ -83,22 +87,26 @@ std::pair<int32_t, double> top1(const float* x, uint32_t n) {
   return {best, double(x[best]) - double(second)};
 }
 
-class Qwen2MoeRef : public ::testing::TestWithParam<const char*> {
+class SynthPeer : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
-    ref_ = ref_json();
-    const std::string variant = GetParam();
+    const Case& c = GetParam();
+    {
+      std::ifstream in(ref_dir(c.preset) / "ref.json");
+      ref_ = nlohmann::json::parse(in);
+    }
+    const std::string variant = c.variant;
     SynthOptions o;
-    o.preset = *find_synth_preset("tiny-qwen2moe");
+    o.preset = *find_synth_preset(c.preset);
     o.expert_type = ggml_type_from_name(variant);
     o.n_threads = 2;
     bytes_ = SynthModel(o).to_bytes();
     // The reference was made from these exact bytes; a generator change needs new references.
     ASSERT_EQ(fnv1a64(bytes_), ref_["variants"][variant]["gguf_fnv1a64"].get<std::string>())
-        << "strata synth's tiny-qwen2moe changed: regenerate the references with "
-           "scripts/peer/qwen2moe_refs.sh";
+        << "strata synth's " << c.preset
+        << " changed: regenerate the references with scripts/peer/synth_refs.sh";
     model_ = std::make_unique<Model>(Model::from_file(io::GgufFile::parse(variant, bytes_)));
-    ref_logits_ = read_logit_dump((ref_dir() / (variant + ".logits.bin")).string());
+    ref_logits_ = read_logit_dump((ref_dir(c.preset) / (variant + ".logits.bin")).string());
     ids_ = ref_["ids"].get<std::vector<int32_t>>();
     ASSERT_EQ(ref_logits_.tokens, ids_);
     ASSERT_EQ(ref_logits_.n_vocab, model_->config().n_vocab);
@@ -123,7 +131,8 @@ class Qwen2MoeRef : public ::testing::TestWithParam<const char*> {
     return logits;
   }
 
-  bool f32() const { return std::string(GetParam()) == "F32"; }
+  bool f32() const { return std::string(GetParam().variant) == "F32"; }
+  std::string name() const { return std::string(GetParam().preset) + "-" + GetParam().variant; }
 
   nlohmann::json ref_;
   std::vector<std::byte> bytes_;
@@ -132,23 +141,37 @@ class Qwen2MoeRef : public ::testing::TestWithParam<const char*> {
   std::vector<int32_t> ids_;
 };
 
-TEST_P(Qwen2MoeRef, ConfigAndTokenizer) {
+TEST_P(SynthPeer, ConfigAndTokenizer) {
   const ModelConfig& c = model_->config();
-  EXPECT_EQ(c.arch, Arch::kQwen2Moe);
-  EXPECT_EQ(c.rope_type, RopeType::kNeox);
-  EXPECT_FALSE(c.norm_topk_weights);
-  EXPECT_TRUE(c.shared_expert_gate);
-  EXPECT_EQ(c.n_ff_shexp, 256u);
-  EXPECT_EQ(c.n_ff_exp, 128u);
-  EXPECT_TRUE(model_->weights().layers[0].bq.present());
-  EXPECT_TRUE(model_->weights().layers[0].shared_gate.present());
+  const LayerWeights& l0 = model_->weights().layers[0];
+  if (std::string(GetParam().preset) == "tiny-qwen2moe") {
+    EXPECT_EQ(c.arch, Arch::kQwen2Moe);
+    EXPECT_EQ(c.rope_type, RopeType::kNeox);
+    EXPECT_FALSE(c.norm_topk_weights);
+    EXPECT_TRUE(c.shared_expert_gate);
+    EXPECT_EQ(c.n_ff_shexp, 256u);
+    EXPECT_EQ(c.n_ff_exp, 128u);
+    EXPECT_TRUE(l0.bq.present());
+    EXPECT_TRUE(l0.shared_gate.present());
+  } else {
+    EXPECT_EQ(c.arch, Arch::kGraniteMoe);
+    EXPECT_EQ(c.rope_type, RopeType::kNorm);
+    EXPECT_TRUE(c.norm_topk_weights);
+    EXPECT_EQ(c.n_ff_exp, 128u);  // feed_forward_length
+    EXPECT_FLOAT_EQ(c.embedding_scale, 12.0f);
+    EXPECT_FLOAT_EQ(c.residual_scale, 0.22f);
+    EXPECT_FLOAT_EQ(c.logit_scale, 8.0f);
+    EXPECT_FLOAT_EQ(c.kq_scale, 0.015625f);
+    EXPECT_TRUE(model_->weights().output_tied);
+    EXPECT_FALSE(l0.bq.present());
+  }
   const Tokenizer tok = Tokenizer::from_gguf(model_->file());
   const std::vector<int32_t> ids = tok.tokenize(ref_["text"].get<std::string>(), true, false);
   ASSERT_GE(ids.size(), ids_.size());
   EXPECT_EQ(std::vector<int32_t>(ids.begin(), ids.begin() + ptrdiff_t(ids_.size())), ids_);
 }
 
-TEST_P(Qwen2MoeRef, LogitsMatchLlamaCpp) {
+TEST_P(SynthPeer, LogitsMatchLlamaCpp) {
   const std::vector<float> got = run(512, 2, false);
   const uint32_t n_vocab = model_->config().n_vocab;
   size_t exact = 0;
@@ -167,8 +190,8 @@ TEST_P(Qwen2MoeRef, LogitsMatchLlamaCpp) {
     }
   }
   const double rr = rel_rms(got.data(), ref_logits_.logits.data(), got.size());
-  std::printf("  tiny-qwen2moe-%s: max|dlogit| %.3g, rel-RMS %.3g, %zu/%zu rows within %g\n",
-              GetParam(), max_abs, rr, exact, ids_.size(), kF32Atol);
+  std::printf("  %s: max|dlogit| %.3g, rel-RMS %.3g, %zu/%zu rows within %g\n", name().c_str(),
+              max_abs, rr, exact, ids_.size(), kF32Atol);
   if (f32()) {
     EXPECT_LE(max_abs, kF32Atol);
   } else {
@@ -178,7 +201,7 @@ TEST_P(Qwen2MoeRef, LogitsMatchLlamaCpp) {
   }
 }
 
-TEST_P(Qwen2MoeRef, PathsBitIdentical) {
+TEST_P(SynthPeer, PathsBitIdentical) {
   const std::vector<float> base = run(512, 2, false);
   EXPECT_TRUE(base == run(512, 1, true)) << "decode differs from prefill";
   EXPECT_TRUE(base == run(512, 3, true)) << "3-thread decode differs from prefill";
@@ -189,8 +212,8 @@ TEST_P(Qwen2MoeRef, PathsBitIdentical) {
 // llama.cpp's greedy continuation after the stream. F32: identical up to the first step whose
 // top-1 margin (ours: the reference has no logits for these steps) is under kGreedyStopMargin.
 // Q4_0: only reported (a rounding flip in the stream may legitimately change the continuation).
-TEST_P(Qwen2MoeRef, GreedyContinuation) {
-  const auto want = ref_["variants"][GetParam()]["greedy_ids"].get<std::vector<int32_t>>();
+TEST_P(SynthPeer, GreedyContinuation) {
+  const auto want = ref_["variants"][GetParam().variant]["greedy_ids"].get<std::vector<int32_t>>();
   ForwardOptions fo;
   fo.n_ctx = 512;
   fo.n_threads = 2;
@@ -206,11 +229,19 @@ TEST_P(Qwen2MoeRef, GreedyContinuation) {
     }
     if (i + 1 < want.size()) logits = f.decode(want[i]);
   }
-  std::printf("  tiny-qwen2moe-%s greedy: %zu/%zu tokens as llama.cpp\n", GetParam(), same,
-              want.size());
+  std::printf("  %s greedy: %zu/%zu tokens as llama.cpp\n", name().c_str(), same, want.size());
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, Qwen2MoeRef, ::testing::Values("F32", "Q4_0"));
+INSTANTIATE_TEST_SUITE_P(Models, SynthPeer,
+                         ::testing::Values(Case{"tiny-qwen2moe", "F32"},
+                                           Case{"tiny-qwen2moe", "Q4_0"},
+                                           Case{"tiny-granitemoe", "F32"},
+                                           Case{"tiny-granitemoe", "Q4_0"}),
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                           std::string n = std::string(i.param.preset) + "_" + i.param.variant;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
 
 }  // namespace
 
