@@ -26,6 +26,8 @@ class KeyReader {
     const auto v = file_.get_uint_opt(name(key));
     return v ? checked_u32(name(key), *v) : dflt;
   }
+  // key, else fallback (read only when key is absent: a file may lack the fallback).
+  uint32_t u32_or_key(Key key, Key fallback) const { return has(key) ? u32(key) : u32(fallback); }
   float f32(Key key) const { return static_cast<float>(file_.get_double(name(key))); }
   float f32_or(Key key, float dflt) const {
     const auto v = file_.get_double_opt(name(key));
@@ -329,7 +331,7 @@ ModelConfig load_model_config(const io::GgufFile& file) {
       if (c.n_expert > 0) {
         c.n_expert_used = kr.u32(Key::kExpertUsedCount);
         // Mixtral's experts use feed_forward_length (llama.cpp); a newer file may say it directly.
-        c.n_ff_exp = kr.u32_or(Key::kExpertFeedForwardLength, kr.u32(Key::kFeedForwardLength));
+        c.n_ff_exp = kr.u32_or_key(Key::kExpertFeedForwardLength, Key::kFeedForwardLength);
       }
       break;
     case Arch::kDeepseek2: {
@@ -407,7 +409,7 @@ ModelConfig load_model_config(const io::GgufFile& file) {
       c.rope_type = RopeType::kNeox;
       c.n_expert = kr.u32(Key::kExpertCount);
       c.n_expert_used = kr.u32(Key::kExpertUsedCount);
-      c.n_ff_exp = kr.u32_or(Key::kExpertFeedForwardLength, kr.u32(Key::kFeedForwardLength));
+      c.n_ff_exp = kr.u32_or_key(Key::kExpertFeedForwardLength, Key::kFeedForwardLength);
       c.norm_topk_weights = false;
       break;
     case Arch::kGptOss:
@@ -442,8 +444,7 @@ ModelConfig load_model_config(const io::GgufFile& file) {
       c.rope_type = RopeType::kNorm;
       c.n_expert = kr.u32(Key::kExpertCount);
       c.n_expert_used = kr.u32(Key::kExpertUsedCount);
-      c.n_ff_exp = kr.has(Key::kExpertFeedForwardLength) ? kr.u32(Key::kExpertFeedForwardLength)
-                                                         : kr.u32(Key::kFeedForwardLength);
+      c.n_ff_exp = kr.u32_or_key(Key::kExpertFeedForwardLength, Key::kFeedForwardLength);
       c.embedding_scale = kr.f32(Key::kEmbeddingScale);
       c.residual_scale = kr.f32(Key::kResidualScale);
       c.logit_scale = kr.f32(Key::kLogitScale);
@@ -491,10 +492,8 @@ ModelConfig load_model_config(const io::GgufFile& file) {
     c.n_ff_arr = kr.per_layer_or(Key::kFeedForwardLength, n_block, 0);
     if (c.arch != Arch::kQwen2Moe)
       c.n_ff_shexp = c.n_ff_exp * c.n_expert_shared;
-    else if (kr.has(Key::kExpertSharedFeedForwardLength))
-      c.n_ff_shexp = kr.u32(Key::kExpertSharedFeedForwardLength);
     else
-      c.n_ff_shexp = kr.u32(Key::kFeedForwardLength);
+      c.n_ff_shexp = kr.u32_or_key(Key::kExpertSharedFeedForwardLength, Key::kFeedForwardLength);
     require(c.n_expert_shared == 0 || c.n_ff_shexp > 0, file, "shared expert width must be > 0");
     c.n_expert_groups = kr.u32_or(Key::kExpertGroupCount, 0);
     c.n_group_used = kr.u32_or(Key::kExpertGroupUsedCount, 0);
