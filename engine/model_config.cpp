@@ -1,6 +1,6 @@
 // Fills ModelConfig from GGUF metadata for qwen3moe, llama (Mixtral), deepseek2, glm4moe, olmoe,
-// gpt-oss, qwen2moe and granitemoe. Defaults follow llama.cpp's hparams loader. Exercised by
-// tests/test_model_config.cpp and tests/test_arch_config.cpp.
+// gpt-oss, qwen2moe, granitemoe and deepseek. Defaults follow llama.cpp's hparams loader. Exercised
+// by tests/test_model_config.cpp and tests/test_arch_config.cpp.
 #include "engine/model_config.h"
 
 #include <fmt/format.h>
@@ -228,13 +228,14 @@ ModelConfig load_model_config(const io::GgufFile& file) {
       {"deepseek2", Arch::kDeepseek2}, {"glm4moe", Arch::kGlm4Moe},
       {"olmoe", Arch::kOlmoe},         {"gpt-oss", Arch::kGptOss},
       {"qwen2moe", Arch::kQwen2Moe},   {"granitemoe", Arch::kGraniteMoe},
+      {"deepseek", Arch::kDeepseek},
   };
   const auto* found = std::find_if(std::begin(kArchs), std::end(kArchs),
                                    [&](const auto& a) { return a.first == c.arch_name; });
   if (found == std::end(kArchs))
     fail(ErrorKind::kUnsupported,
          "{}: architecture '{}' is not supported (qwen3moe, qwen2moe, llama, granitemoe, "
-         "deepseek2, glm4moe, olmoe, gpt-oss)",
+         "deepseek, deepseek2, glm4moe, olmoe, gpt-oss)",
          file.path(), c.arch_name);
   c.arch = found->second;
   const KeyReader kr(file, c.arch_name);
@@ -438,6 +439,19 @@ ModelConfig load_model_config(const io::GgufFile& file) {
       c.n_expert_shared = 1;
       c.shared_expert_gate = true;
       break;
+    case Arch::kDeepseek:
+      // DeepSeek-MoE (V1): llama's attention and RoPE, deepseek2's FFN layout (dense lead layers,
+      // shared experts n_ff_exp x count wide), softmax top-k without renormalization. llama.cpp
+      // requires expert_weights_scale but does not apply it (its scale_w is off for this graph).
+      c.rope_type = RopeType::kNorm;
+      c.n_expert = kr.u32(Key::kExpertCount);
+      c.n_expert_used = kr.u32(Key::kExpertUsedCount);
+      c.n_ff_exp = kr.u32(Key::kExpertFeedForwardLength);
+      c.n_expert_shared = kr.u32(Key::kExpertSharedCount);
+      c.n_layer_dense_lead = kr.u32(Key::kLeadingDenseBlockCount);
+      (void)kr.f32(Key::kExpertWeightsScale);
+      c.norm_topk_weights = false;
+      break;
     case Arch::kGraniteMoe: {
       // llama.cpp reads the four multipliers as required keys; experts are feed_forward_length
       // wide, their top-k weights renormalized (its llama graph).
@@ -460,7 +474,7 @@ ModelConfig load_model_config(const io::GgufFile& file) {
   }
   // 0 (absent) and 1 both mean "no scale" in llama.cpp.
   c.expert_weights_scale = kr.f32_or(Key::kExpertWeightsScale, 0.0f);
-  if (c.expert_weights_scale == 0.0f) c.expert_weights_scale = 1.0f;
+  if (c.expert_weights_scale == 0.0f || c.arch == Arch::kDeepseek) c.expert_weights_scale = 1.0f;
   require(std::isfinite(c.expert_weights_scale) && c.expert_weights_scale > 0.0f, file,
           fmt::format("{} = {:g} must be > 0", kr.name(Key::kExpertWeightsScale),
                       c.expert_weights_scale));

@@ -22,6 +22,7 @@ enum class Arch {
   kGptOss,     // gpt-oss: sinks, alternating sliding window, biases, SwiGLU-OAI experts
   kQwen2Moe,   // qwen2moe: q/k/v biases, NEOX RoPE, softmax routing, no renorm, gated shared expert
   kGraniteMoe,  // granitemoe: llama (Mixtral) with embedding / residual / attention / logit scales
+  kDeepseek,    // deepseek (DeepSeek-MoE-16B): llama attention, dense lead layers, shared experts
 };
 
 // How router logits become expert probabilities and weights (llama.cpp's gating functions).

@@ -203,6 +203,56 @@ constexpr SynthPreset kPresets[] = {
      .output_type = GgmlType::Q6_K,
      .arch = "qwen2moe",
      .n_ff_shexp = 5632},
+    // DeepSeek-MoE (V1, deepseek-moe-16b): llama attention, a dense lead layer, shared experts.
+    // Checked against llama.cpp (tests/test_synth_peer.cpp).
+    {.name = "tiny-deepseek",
+     .doc = "deepseek (V1: llama attention, 1 dense lead layer, 2 shared experts, softmax top-4 "
+            "not renormalized): 4 layers, n_embd 256, 4/4 heads x 64, 16 experts top-4 x 128, "
+            "vocab 512 (tests)",
+     .n_layer = 4,
+     .n_embd = 256,
+     .n_head = 4,
+     .n_head_kv = 4,
+     .head_dim = 64,
+     .n_expert = 16,
+     .n_expert_used = 4,
+     .n_ff_exp = 128,
+     .n_ff = 512,
+     .n_vocab = 512,
+     .n_ctx = 4096,
+     .rope_freq_base = 10000.0f,
+     .rms_eps = 1e-6f,
+     .expert_type = GgmlType::Q4_0,
+     .attn_type = GgmlType::Q8_0,
+     .embd_type = GgmlType::Q8_0,
+     .output_type = GgmlType::Q6_K,
+     .arch = "deepseek",
+     .n_dense_lead = 1,
+     .n_shared = 2},
+    // DeepSeek-MoE-16B (config.json of deepseek-ai/deepseek-moe-16b-base).
+    {.name = "deepseek-moe-16b",
+     .doc = "DeepSeek-MoE-16B shapes: 28 layers, n_embd 2048, 16 heads x 128, 64 experts top-6 x "
+            "1408 + 2 shared, 1 dense lead (10944), vocab 102400 (~9 GB)",
+     .n_layer = 28,
+     .n_embd = 2048,
+     .n_head = 16,
+     .n_head_kv = 16,
+     .head_dim = 128,
+     .n_expert = 64,
+     .n_expert_used = 6,
+     .n_ff_exp = 1408,
+     .n_ff = 10944,
+     .n_vocab = 102400,
+     .n_ctx = 4096,
+     .rope_freq_base = 10000.0f,
+     .rms_eps = 1e-6f,
+     .expert_type = GgmlType::Q4_0,
+     .attn_type = GgmlType::Q4_0,
+     .embd_type = GgmlType::Q8_0,
+     .output_type = GgmlType::Q6_K,
+     .arch = "deepseek",
+     .n_dense_lead = 1,
+     .n_shared = 2},
     // Granite-3.x-MoE: llama (Mixtral) with four multipliers and the embedding as the head.
     // Checked against llama.cpp (tests/test_synth_peer.cpp).
     {.name = "tiny-granitemoe",
@@ -1260,10 +1310,11 @@ SynthModel::SynthModel(const SynthOptions& options)
   STRATA_ASSERT(p.n_embd > kMassiveDim && p.n_embd % 32 == 0, "n_embd {}", p.n_embd);
   const std::string arch(p.arch);
   const bool ds2 = arch == "deepseek2", oss = arch == "gpt-oss", q2 = arch == "qwen2moe";
-  const bool granite = arch == "granitemoe";
-  if (!ds2 && !oss && !q2 && !granite && arch != "qwen3moe")
+  const bool granite = arch == "granitemoe", ds1 = arch == "deepseek";
+  if (!ds2 && !oss && !q2 && !granite && !ds1 && arch != "qwen3moe")
     fail(ErrorKind::kUnsupported,
-         "synth: architecture '{}' (qwen3moe, deepseek2, gpt-oss, qwen2moe, granitemoe)", arch);
+         "synth: architecture '{}' (qwen3moe, deepseek2, gpt-oss, qwen2moe, granitemoe, deepseek)",
+         arch);
   STRATA_ASSERT(p.n_expert_used <= p.n_expert && p.n_expert_used <= 64, "top-{} of {}",
                 p.n_expert_used, p.n_expert);
   const uint32_t file_type = file_type_of(expert_type_);
@@ -1371,6 +1422,11 @@ SynthModel::SynthModel(const SynthOptions& options)
       w.set(key(Key::kExpertGroupCount), p.n_groups);
       w.set(key(Key::kExpertGroupUsedCount), p.n_groups_used);
     }
+  }
+  if (ds1) {  // the keys llama.cpp's deepseek loader requires
+    w.set(key(Key::kLeadingDenseBlockCount), p.n_dense_lead);
+    w.set(key(Key::kExpertSharedCount), p.n_shared);
+    w.set(key(Key::kExpertWeightsScale), 1.0f);
   }
   if (oss) w.set(key(Key::kSlidingWindow), p.n_swa);
   if (q2) w.set(key(Key::kExpertSharedFeedForwardLength), p.n_ff_shexp);
@@ -1481,7 +1537,7 @@ SynthModel::SynthModel(const SynthOptions& options)
         add(TensorId::kAttnQBias, l, GgmlType::F32, {n_q}, Role::kBias, kBiasSigma);
         add(TensorId::kAttnKBias, l, GgmlType::F32, {n_kv}, Role::kBias, kBiasSigma);
         add(TensorId::kAttnVBias, l, GgmlType::F32, {n_kv}, Role::kBias, kBiasSigma);
-      } else if (!granite) {
+      } else if (!granite && !ds1) {
         add(TensorId::kAttnQNorm, l, GgmlType::F32, {p.head_dim}, Role::kNorm, 0);
         add(TensorId::kAttnKNorm, l, GgmlType::F32, {p.head_dim}, Role::kNorm, 0);
       }
@@ -1494,7 +1550,7 @@ SynthModel::SynthModel(const SynthOptions& options)
     }
     add(oss ? TensorId::kPostAttnNorm : TensorId::kFfnNorm, l, GgmlType::F32, {p.n_embd},
         Role::kNorm, 0);
-    if (ds2 && uint32_t(l) < p.n_dense_lead) {
+    if ((ds2 || ds1) && uint32_t(l) < p.n_dense_lead) {
       add_ffn(l, TensorId::kFfnGate, TensorId::kFfnUp, TensorId::kFfnDown, p.n_ff, 0, at);
       continue;
     }
@@ -1509,7 +1565,7 @@ SynthModel::SynthModel(const SynthOptions& options)
       add(TensorId::kFfnUpExpsBias, l, GgmlType::F32, {p.n_ff_exp, p.n_expert}, Role::kZero, 0);
       add(TensorId::kFfnDownExpsBias, l, GgmlType::F32, {p.n_embd, p.n_expert}, Role::kZero, 0);
     }
-    if (ds2 && p.n_shared > 0)
+    if ((ds2 || ds1) && p.n_shared > 0)
       add_ffn(l, TensorId::kFfnGateShexp, TensorId::kFfnUpShexp, TensorId::kFfnDownShexp,
               uint64_t(p.n_ff_exp) * p.n_shared, 0, at);
     if (q2) {

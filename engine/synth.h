@@ -1,6 +1,7 @@
 // Synthetic MoE models: a qwen3moe, deepseek2 (MLA, shared experts, dense lead layers), gpt-oss
-// (sinks, sliding window, biases, MXFP4 experts), qwen2moe (q/k/v biases, gated shared expert) or
-// granitemoe (embedding / residual / attention / logit scales, tied head) GGUF with random
+// (sinks, sliding window, biases, MXFP4 experts), qwen2moe (q/k/v biases, gated shared expert),
+// granitemoe (embedding / residual / attention / logit scales, tied head) or deepseek (V1: llama
+// attention, dense lead layers, shared experts) GGUF with random
 // quantized weights, a working byte-level BPE tokenizer and routing skewed like a real model,
 // written deterministically from a seed (the generator behind `strata synth`). Tested by
 // tests/test_synth.cpp and (the deepseek2 / gpt-oss presets) tests/test_arch_synth.cpp.

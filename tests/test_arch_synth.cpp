@@ -1,8 +1,10 @@
-// `strata synth` presets of the second-batch architectures: the tiny deepseek2 / gpt-oss models
-// load with the engine's config and weight binding (MLA + YaRN + groups + shared expert + dense
-// lead; sinks + sliding window + biases + MXFP4 experts), run finite and the same through decode,
-// chunked prefill and any thread count, and route with the calibrated skew; the real-shape presets
-// (deepseek-v2-lite, gpt-oss-20b, qwen1.5-moe-a2.7b) hold the published models' tensor shapes.
+// `strata synth` presets of the second-batch architectures: the tiny deepseek2 / gpt-oss /
+// qwen2moe / granitemoe / deepseek models load with the engine's config and weight binding (MLA +
+// YaRN + groups + shared expert + dense lead; sinks + sliding window + biases + MXFP4 experts;
+// biases + gated shared expert; multipliers + tied head; dense lead + shared experts), run finite
+// and the same through decode, chunked prefill and any thread count, and route with the calibrated
+// skew; the real-shape presets (deepseek-v2-lite, gpt-oss-20b, qwen1.5-moe-a2.7b, deepseek-moe-16b)
+// hold the published models' tensor shapes.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -118,13 +120,17 @@ TEST(ArchSynth, TinyDeepseek2Runs) {
   EXPECT_NEAR(c.kq_scale, std::pow(1 + 0.1 * std::log(4.0), 2) / std::sqrt(48.0), 1e-6);
 }
 
-// qwen2moe and granitemoe against llama.cpp: tests/test_synth_peer.cpp.
+// qwen2moe, granitemoe and deepseek against llama.cpp: tests/test_synth_peer.cpp.
 TEST(ArchSynth, TinyQwen2MoeRuns) {
   check_tiny("tiny-qwen2moe");
 }
 
 TEST(ArchSynth, TinyGraniteMoeRuns) {
   check_tiny("tiny-granitemoe");
+}
+
+TEST(ArchSynth, TinyDeepseekRuns) {
+  check_tiny("tiny-deepseek");
 }
 
 TEST(ArchSynth, TinyGptOssRuns) {
@@ -155,7 +161,7 @@ TEST(ArchSynth, TinyGptOssRuns) {
 // shared experts (gated too) and biased SwiGLU-OAI experts allocate nothing.
 TEST(ArchSynth, DecodeAndPrefillAllocateNothing) {
   for (const char* preset :
-       {"tiny-deepseek2", "tiny-gpt-oss", "tiny-qwen2moe", "tiny-granitemoe"}) {
+       {"tiny-deepseek2", "tiny-gpt-oss", "tiny-qwen2moe", "tiny-granitemoe", "tiny-deepseek"}) {
     SCOPED_TRACE(preset);
     const auto bytes = SynthModel(opts(preset)).to_bytes();
     const Model m = Model::from_file(io::GgufFile::parse(preset, bytes));
@@ -226,6 +232,16 @@ TEST(ArchSynth, RealShapePresetsHaveTheModelsShapes) {
         {"output.weight", {2048, 151936}}},
        7,
        9.5},
+      {"deepseek-moe-16b",
+       {{"blk.0.attn_q.weight", {2048, 2048}},
+        {"blk.0.ffn_gate.weight", {2048, 10944}},
+        {"blk.1.ffn_gate_inp.weight", {2048, 64}},
+        {"blk.1.ffn_up_exps.weight", {2048, 1408, 64}},
+        {"blk.27.ffn_down_exps.weight", {1408, 2048, 64}},
+        {"blk.27.ffn_gate_shexp.weight", {2048, 2 * 1408}},
+        {"output.weight", {2048, 102400}}},
+       8,
+       10.5},
   };
   for (const Want& w : wants) {
     SCOPED_TRACE(w.preset);

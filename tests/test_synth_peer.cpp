@@ -12,7 +12,8 @@
 //   - decode, chunked prefill and thread counts give the one-batch prefill's bits.
 // What the numbers check: qwen2moe's q/k/v biases, unnormalized softmax top-k and sigmoid-gated
 // shared expert (leaving out the gate or a bias fails the F32 bound by orders of magnitude);
-// granitemoe's embedding / residual / attention / logit multipliers and tied head.
+// granitemoe's embedding / residual / attention / logit multipliers and tied head; deepseek's
+// dense lead layer and two shared experts under llama attention.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -153,6 +154,15 @@ TEST_P(SynthPeer, ConfigAndTokenizer) {
     EXPECT_EQ(c.n_ff_exp, 128u);
     EXPECT_TRUE(l0.bq.present());
     EXPECT_TRUE(l0.shared_gate.present());
+  } else if (std::string(GetParam().preset) == "tiny-deepseek") {
+    EXPECT_EQ(c.arch, Arch::kDeepseek);
+    EXPECT_EQ(c.rope_type, RopeType::kNorm);
+    EXPECT_FALSE(c.norm_topk_weights);
+    EXPECT_FALSE(c.is_moe(0));
+    EXPECT_TRUE(c.is_moe(1));
+    EXPECT_EQ(c.n_ff_shexp, 2u * 128u);
+    EXPECT_EQ(c.expert_weights_scale, 1.0f);
+    EXPECT_FALSE(c.shared_expert_gate);
   } else {
     EXPECT_EQ(c.arch, Arch::kGraniteMoe);
     EXPECT_EQ(c.rope_type, RopeType::kNorm);
@@ -232,16 +242,16 @@ TEST_P(SynthPeer, GreedyContinuation) {
   std::printf("  %s greedy: %zu/%zu tokens as llama.cpp\n", name().c_str(), same, want.size());
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, SynthPeer,
-                         ::testing::Values(Case{"tiny-qwen2moe", "F32"},
-                                           Case{"tiny-qwen2moe", "Q4_0"},
-                                           Case{"tiny-granitemoe", "F32"},
-                                           Case{"tiny-granitemoe", "Q4_0"}),
-                         [](const ::testing::TestParamInfo<Case>& i) {
-                           std::string n = std::string(i.param.preset) + "_" + i.param.variant;
-                           std::replace(n.begin(), n.end(), '-', '_');
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Models, SynthPeer,
+    ::testing::Values(Case{"tiny-qwen2moe", "F32"}, Case{"tiny-qwen2moe", "Q4_0"},
+                      Case{"tiny-granitemoe", "F32"}, Case{"tiny-granitemoe", "Q4_0"},
+                      Case{"tiny-deepseek", "F32"}, Case{"tiny-deepseek", "Q4_0"}),
+    [](const ::testing::TestParamInfo<Case>& i) {
+      std::string n = std::string(i.param.preset) + "_" + i.param.variant;
+      std::replace(n.begin(), n.end(), '-', '_');
+      return n;
+    });
 
 }  // namespace
 

@@ -373,10 +373,10 @@ TEST_F(TierInvariance, RooflineCountsTheBytesADecodeTokenReads) {
   EXPECT_NE(g.err.find("dense weights read on GPU 0"), std::string::npos) << g.err;
 }
 
-// qwen2moe and granitemoe (no fixtures): qwen2moe's gated shared expert stays resident while the
-// routed experts move; granitemoe's head is its embedding.
-TEST_F(TierInvariance, SynthQwen2MoeAndGraniteMoeAreBitIdenticalAcrossHomes) {
-  for (const char* preset : {"tiny-qwen2moe", "tiny-granitemoe"}) {
+// qwen2moe, granitemoe and deepseek (no fixtures): shared experts and dense lead layers stay
+// resident while the routed experts move; granitemoe's head is its embedding.
+TEST_F(TierInvariance, SynthArchitecturesWithoutFixturesAreBitIdenticalAcrossHomes) {
+  for (const char* preset : {"tiny-qwen2moe", "tiny-granitemoe", "tiny-deepseek"}) {
     const fs::path model = dir_ / fmt::format("synth-{}.gguf", preset);
     const Result r = run_strata(dir_.path(), fmt::format("synth --preset {} --out '{}' --threads 2",
                                                          preset, model.string()));
