@@ -30,6 +30,7 @@
 #include "engine/model.h"
 #include "engine/synth.h"
 #include "engine/tokenizer.h"
+#include "forward_ref.h"
 #include "io/gguf.h"
 
 using namespace strata;
@@ -39,11 +40,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr double kF32Atol = 1e-4;             // as tests/forward_ref.h
-constexpr double kQuantRelRms = 2e-2;         // as tests/test_model_forward.cpp
-constexpr double kTop1Margin = 0.05;          // quantized: top-1 must agree above this logit gap
-constexpr double kGreedyStopMargin = 1e-3;    // stop comparing greedy after a step this close
-constexpr double kQuantExactRowShare = 0.25;  // quantized rows within kF32Atol
+// The fixtures' rules (tests/forward_ref.h, tests/test_model_forward.cpp).
+using forward_ref::kF32Atol;
+using forward_ref::kGreedyStopMargin;
+using forward_ref::kQuantExactRowShare;
+using forward_ref::kTop1Margin;
+using forward_ref::rel_rms;
+constexpr double kQuantRelRms = 2e-2;
 
 struct Case {
   const char* preset;
@@ -61,16 +64,6 @@ std::string fnv1a64(const std::vector<std::byte>& bytes) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (std::byte b : bytes) h = (h ^ uint64_t(b)) * 0x100000001b3ull;
   return fmt::format("{:016x}", h);
-}
-
-double rel_rms(const float* got, const float* ref, size_t n) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const double d = double(got[i]) - double(ref[i]);
-    num += d * d;
-    den += double(ref[i]) * double(ref[i]);
-  }
-  return den > 0 ? std::sqrt(num / den) : 0.0;
 }
 
 // Index of the largest value and its gap to the second largest.
