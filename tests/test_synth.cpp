@@ -4,10 +4,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <sys/wait.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <thread>
 #include <unordered_set>
@@ -445,4 +449,57 @@ TEST(Progress, TerminalRedrawsOneLine) {
   EXPECT_EQ(std::count(s.begin(), s.end(), '\n'), 1) << s;
   EXPECT_EQ(tools::human_bytes(17.3e9), "17.3 GB");
   EXPECT_EQ(tools::human_duration(185), "3m05s");
+}
+
+namespace {
+
+struct CliResult {
+  int rc;
+  std::string err;
+};
+// Runs the strata binary with args; stdout discarded, stderr returned.
+CliResult run_cli(const std::string& args) {
+  const std::filesystem::path err =
+      std::filesystem::temp_directory_path() / fmt::format("strata_synth_cli_{}.err", ::getpid());
+  const std::string cmd =
+      fmt::format("'{}/tools/strata' {} >/dev/null 2>'{}'", STRATA_BINARY_DIR, args, err.string());
+  const int status = std::system(cmd.c_str());
+  std::ifstream in(err);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::filesystem::remove(err);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128, text};
+}
+
+}  // namespace
+
+// Bad `strata synth` arguments: one line on stderr naming the problem, exit 1, no file written.
+TEST(SynthCli, BadArgumentsAreOneLineErrors) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / fmt::format("strata_synth_cli_{}", ::getpid());
+  fs::create_directories(dir);
+  const std::string out = (dir / "m.gguf").string();
+  struct Case {
+    std::string args, says;
+  };
+  const Case cases[] = {
+      {"synth --preset nope --out '" + out + "'", "unknown preset 'nope'"},
+      {"synth --preset tiny --type Q9_9 --out '" + out + "'", "--type 'Q9_9'"},
+      {"synth --preset tiny --dist wide --out '" + out + "'", "--dist 'wide'"},
+      {"synth --preset tiny --out '" + (dir / "missing" / "m.gguf").string() + "'",
+       "does not exist"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.args);
+    const CliResult r = run_cli(c.args);
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(fs::exists(out));
+  }
+  // An existing file needs --force.
+  ASSERT_EQ(run_cli("synth --preset tiny-granitemoe --out '" + out + "'").rc, 0);
+  const CliResult again = run_cli("synth --preset tiny-granitemoe --out '" + out + "'");
+  EXPECT_EQ(again.rc, 1);
+  EXPECT_NE(again.err.find("--force"), std::string::npos) << again.err;
+  fs::remove_all(dir);
 }

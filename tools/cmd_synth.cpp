@@ -5,6 +5,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -45,7 +46,10 @@ struct Options {
 
 std::string preset_list() {
   std::string s;
-  for (const auto& p : engine::synth_presets()) s += fmt::format("\n  {:<14} {}", p.name, p.doc);
+  size_t width = 0;
+  for (const auto& p : engine::synth_presets()) width = std::max(width, p.name.size());
+  for (const auto& p : engine::synth_presets())
+    s += fmt::format("\n  {:<{}}  {}", p.name, width, p.doc);
   return s;
 }
 
@@ -108,6 +112,8 @@ int run_synth(const Options& o) {
   const engine::SynthModel model(so);
   const uint64_t need = model.file_bytes();
   const fs::path dir = fs::absolute(path).parent_path();
+  if (!fs::is_directory(dir))
+    fail(ErrorKind::kBadValue, "{}: the output directory {} does not exist", out, dir.string());
   const uint64_t have = free_bytes(dir);
   if (need > have)
     fail(ErrorKind::kIo,
