@@ -12,7 +12,7 @@ if(STRATA_FUZZ)
   add_executable(fuzz_model_meta fuzz_model_meta.cpp)
   target_link_libraries(fuzz_model_meta PRIVATE strata_engine -fsanitize=fuzzer)
   add_executable(fuzz_meta_seeds fuzz_meta_seeds.cpp)
-  target_link_libraries(fuzz_meta_seeds PRIVATE strata_io)
+  target_link_libraries(fuzz_meta_seeds PRIVATE strata_engine)
 endif()
 strata_add_test(test_model_forward LABEL model SOURCES test_model_forward.cpp
                 LIBS strata_engine nlohmann_json::nlohmann_json)

@@ -2,9 +2,8 @@
 // the tokenizer's consistency, the massive-activation structure, the router Monte-Carlo Gini, and
 // the progress bar's non-terminal mode (tools/progress.h). Tiny preset only, to stay fast.
 #include <gtest/gtest.h>
-#include <unistd.h>
-
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
