@@ -247,8 +247,10 @@ void Forward::ffn_block(uint32_t il, uint32_t n, uint32_t pos0, RoutingTrace* tr
   }
   experts_->compute(il, l.experts, dispatch_, cpu_experts_, x_.data(), moe_y_.data());
   combine(pool_, r, dispatch_, moe_y_.data(), n_embd, tmp_.data());
-  if (l.shared.n_expert > 0)
+  if (l.shared.n_expert > 0) {
+    const ScopedTimer t(prof_, prof_ ? prof_->counters().shared_expert_seconds : unused_seconds_);
     shared_.add(il, l.shared, n, x_.data(), cpu_experts_, tmp_.data(), r.shared_gate);
+  }
   add_residual(n);
 }
 

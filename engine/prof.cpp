@@ -250,15 +250,16 @@ TimeShares Profiler::time_shares() const {
   t.expert_vram = c_.compute_seconds[size_t(ExpertHome::kVram)];
   t.io_wait = s.io_wait_seconds;
   t.router = c_.router_seconds;
+  t.shared_experts = c_.shared_expert_seconds;
   t.head = c_.head_seconds;
   t.sampling = c_.sampling_seconds;
   const double known = t.attention + t.expert_ram + t.expert_ssd + t.expert_vram + t.io_wait +
-                       t.router + t.head + t.sampling;
+                       t.router + t.shared_experts + t.head + t.sampling;
   // The parts are timed inside the run, so they fit; rounding can overshoot a little: then scale
   // them down instead of a negative "other".
   const double base = std::max(total, known);
   for (double* v : {&t.attention, &t.expert_ram, &t.expert_ssd, &t.expert_vram, &t.io_wait,
-                    &t.router, &t.head, &t.sampling})
+                    &t.router, &t.shared_experts, &t.head, &t.sampling})
     *v /= base;
   t.other = std::max(0.0, 1.0 - known / base);
   return t;
@@ -350,8 +351,11 @@ Verdict Profiler::verdict() const {
     v.bound = "balanced";
     v.knob = "THREADS";
     v.why = fmt::format(
-        "no stage dominates: experts {:.0f}%, I/O wait {:.0f}%, attention {:.0f}%, other {:.0f}%",
-        100 * (cpu_experts + t.expert_vram), 100 * t.io_wait, 100 * t.attention, 100 * t.other);
+        "no stage dominates: experts {:.0f}%, I/O wait {:.0f}%, attention {:.0f}%, {}other {:.0f}%",
+        100 * (cpu_experts + t.expert_vram), 100 * t.io_wait, 100 * t.attention,
+        t.shared_experts > 0 ? fmt::format("shared experts {:.0f}%, ", 100 * t.shared_experts)
+                             : std::string(),
+        100 * t.other);
   }
   return v;
 }
@@ -632,9 +636,13 @@ std::string Profiler::report() const {
   const TimeShares ts = time_shares();
   out += fmt::format(
       "prof: time: attention {:.1f}%, experts RAM {:.1f}% SSD {:.1f}% VRAM {:.1f}%, I/O wait felt "
-      "{:.1f}%, router {:.1f}%, output head {:.1f}%, sampling {:.1f}%, other {:.1f}%{}\n",
+      "{:.1f}%, router {:.1f}%, {}output head {:.1f}%, sampling {:.1f}%, other {:.1f}%{}\n",
       100 * ts.attention, 100 * ts.expert_ram, 100 * ts.expert_ssd, 100 * ts.expert_vram,
-      100 * ts.io_wait, 100 * ts.router, 100 * ts.head, 100 * ts.sampling, 100 * ts.other,
+      100 * ts.io_wait, 100 * ts.router,
+      c_.shared_expert_seconds > 0
+          ? fmt::format("shared experts {:.1f}%, ", 100 * ts.shared_experts)
+          : std::string(),
+      100 * ts.head, 100 * ts.sampling, 100 * ts.other,
       c_.attention_seconds + c_.router_seconds == 0
           ? " (attention and router not timed yet: in other)"
           : "");
@@ -739,6 +747,7 @@ std::string Profiler::json() const {
                       {"expert_vram", ts.expert_vram},
                       {"io_wait", ts.io_wait},
                       {"router", ts.router},
+                      {"shared_experts", ts.shared_experts},
                       {"head", ts.head},
                       {"sampling", ts.sampling},
                       {"other", ts.other}};

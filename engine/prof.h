@@ -38,7 +38,8 @@ struct ProfCounters {
   // Filled where a caller times them (0 = not timed in this build; the time stays in "other").
   double attention_seconds = 0;
   double router_seconds = 0;
-  double head_seconds = 0;  // final norm + output head (the rows whose logits are wanted)
+  double shared_expert_seconds = 0;  // always-on shared experts (resident; not in compute_seconds)
+  double head_seconds = 0;           // final norm + output head (the rows whose logits are wanted)
   double sampling_seconds = 0;
   // Of sampling_seconds, what a caller timed outside the prefill and decode clocks (`strata run`
   // times each decode step without its sampler; chat's token latency includes it): added to the
@@ -119,7 +120,7 @@ std::string machine_summary();
 // Shares of the run's wall time (prefill + decode), each in [0, 1], summing to 1 (other = rest).
 struct TimeShares {
   double attention = 0, expert_ram = 0, expert_ssd = 0, expert_vram = 0, io_wait = 0, router = 0,
-         head = 0, sampling = 0, other = 0;
+         shared_experts = 0, head = 0, sampling = 0, other = 0;
 };
 
 // The bound of a run and the knob most likely to help, with the number behind it.

@@ -13,8 +13,8 @@ namespace strata::engine {
 namespace {
 
 double sum(const TimeShares& t) {
-  return t.attention + t.expert_ram + t.expert_ssd + t.expert_vram + t.io_wait + t.router + t.head +
-         t.sampling + t.other;
+  return t.attention + t.expert_ram + t.expert_ssd + t.expert_vram + t.io_wait + t.router +
+         t.shared_experts + t.head + t.sampling + t.other;
 }
 
 TEST(Prof, SharesSumToOneAndVerdictFollowsTheLargest) {
@@ -326,6 +326,34 @@ TEST(Prof, MachineSummaryNamesTheHost) {
   EXPECT_NE(m.find("CPU "), std::string::npos) << m;
   EXPECT_NE(m.find("RAM "), std::string::npos) << m;
   EXPECT_NE(m.find("GPUs "), std::string::npos) << m;
+}
+
+}  // namespace
+}  // namespace strata::engine
+
+namespace strata::engine {
+namespace {
+
+// Shared experts (DeepSeek / GLM / Qwen2-MoE) get their own share instead of hiding in "other",
+// in the text report, the JSON and the balanced verdict's sentence.
+TEST(Prof, SharedExpertsHaveTheirOwnShare) {
+  Profiler p(1, "");
+  p.add_prefill(1, 1.0);
+  p.counters().compute_seconds[size_t(ExpertHome::kRam)] = 0.3;
+  p.counters().shared_expert_seconds = 0.3;
+  p.counters().attention_seconds = 0.3;
+  const TimeShares t = p.time_shares();
+  EXPECT_NEAR(sum(t), 1.0, 1e-9);
+  EXPECT_NEAR(t.shared_experts, 0.3, 1e-9);
+  EXPECT_NEAR(t.other, 0.1, 1e-9);
+  EXPECT_NE(p.report().find("shared experts 30.0%"), std::string::npos) << p.report();
+  EXPECT_NEAR(nlohmann::json::parse(p.json())["time_shares"]["shared_experts"].get<double>(), 0.3,
+              1e-9);
+  EXPECT_NE(p.verdict().why.find("shared experts 30%"), std::string::npos) << p.verdict().why;
+  // A model without them keeps the line as it was.
+  Profiler q(1, "");
+  q.add_prefill(1, 1.0);
+  EXPECT_EQ(q.report().find("shared experts"), std::string::npos);
 }
 
 }  // namespace
