@@ -185,8 +185,7 @@ void Forward::attention_block(uint32_t il, uint32_t n, uint32_t pos0) {
   const LayerWeights& l = w_.layers[il];
   const uint32_t n_embd = cfg_.n_embd;
   for (uint32_t t = 0; t < n; ++t)
-    rms_norm(h_.data() + size_t{t} * n_embd, l.attn_norm.f32(), x_.data() + size_t{t} * n_embd,
-             n_embd, cfg_.norm_eps);
+    norm(h_.data() + size_t{t} * n_embd, l.attn_norm, x_.data() + size_t{t} * n_embd);
   attn_.run(pool_, l, il, n, pos0, x_.data(), kv_, tmp_.data());
   add_residual(n);
 }
@@ -195,8 +194,7 @@ void Forward::ffn_block(uint32_t il, uint32_t n, uint32_t pos0, RoutingTrace* tr
   const LayerWeights& l = w_.layers[il];
   const uint32_t n_embd = cfg_.n_embd;
   for (uint32_t t = 0; t < n; ++t)
-    rms_norm(h_.data() + size_t{t} * n_embd, l.ffn_norm.f32(), x_.data() + size_t{t} * n_embd,
-             n_embd, cfg_.norm_eps);
+    norm(h_.data() + size_t{t} * n_embd, l.ffn_norm, x_.data() + size_t{t} * n_embd);
 
   // CUDA_DENSE: a dense FFN on GPU 0 where it is held (one token: the CPU's bits, its one-expert
   // combine multiplies by weight 1; chunks only with CUDA_DENSE=2); no routing, dispatch or
@@ -254,6 +252,10 @@ void Forward::ffn_block(uint32_t il, uint32_t n, uint32_t pos0, RoutingTrace* tr
   add_residual(n);
 }
 
+void Forward::norm(const float* x, const WeightView& w, float* y) const {
+  (cfg_.layer_norm ? layer_norm : rms_norm)(x, w.f32(), y, cfg_.n_embd, cfg_.norm_eps);
+}
+
 void Forward::add_residual(uint32_t n) {
   const size_t count = size_t{n} * cfg_.n_embd;
   if (cfg_.residual_scale != 0.0f) {  // granitemoe
@@ -269,8 +271,7 @@ void Forward::output_head(uint32_t n, float* all_logits) {
   // Only the rows whose logits are wanted go through the head.
   const uint32_t first = all_logits ? 0 : n - 1;
   for (uint32_t t = first; t < n; ++t)
-    rms_norm(h_.data() + size_t{t} * n_embd, w_.output_norm.f32(), x_.data() + size_t{t} * n_embd,
-             n_embd, cfg_.norm_eps);
+    norm(h_.data() + size_t{t} * n_embd, w_.output_norm, x_.data() + size_t{t} * n_embd);
   float* out = all_logits ? all_logits : last_logits_.data();
   GpuDense* dense = experts_->gpu_dense();  // CUDA_DENSE: a one-token head on the GPU
   if (n - first != 1 || !dense || !dense->output(x_.data() + size_t{first} * n_embd, out))

@@ -1,6 +1,6 @@
 // Fills ModelConfig from GGUF metadata for qwen3moe, llama (Mixtral), deepseek2, glm4moe, olmoe,
-// gpt-oss, qwen2moe, granitemoe and deepseek. Defaults follow llama.cpp's hparams loader. Exercised
-// by tests/test_model_config.cpp and tests/test_arch_config.cpp.
+// gpt-oss, qwen2moe, granitemoe, deepseek and dbrx. Defaults follow llama.cpp's hparams loader.
+// Exercised by tests/test_model_config.cpp and tests/test_arch_config.cpp.
 #include "engine/model_config.h"
 
 #include <fmt/format.h>
@@ -171,6 +171,8 @@ std::vector<std::pair<std::string, std::string>> ModelConfig::arch_details() con
     add("head dim v", std::to_string(head_dim_v_mla));
   }
   add("kv cache floats/token/layer", std::to_string(kv_k_width(0) + kv_v_width(0)));
+  if (layer_norm) add("norms", "LayerNorm (no bias)");
+  if (clamp_kqv > 0) add("q/k/v clamp", fmt::format("[-{0:g}, {0:g}]", clamp_kqv));
   if (qk_norm) add("q/k norm", qk_norm_whole ? "RMSNorm over the whole projection" : "per head");
   if (attn_sinks) add("attention sinks", "yes");
   if (n_swa > 0) {
@@ -228,14 +230,14 @@ ModelConfig load_model_config(const io::GgufFile& file) {
       {"deepseek2", Arch::kDeepseek2}, {"glm4moe", Arch::kGlm4Moe},
       {"olmoe", Arch::kOlmoe},         {"gpt-oss", Arch::kGptOss},
       {"qwen2moe", Arch::kQwen2Moe},   {"granitemoe", Arch::kGraniteMoe},
-      {"deepseek", Arch::kDeepseek},
+      {"deepseek", Arch::kDeepseek},   {"dbrx", Arch::kDbrx},
   };
   const auto* found = std::find_if(std::begin(kArchs), std::end(kArchs),
                                    [&](const auto& a) { return a.first == c.arch_name; });
   if (found == std::end(kArchs))
     fail(ErrorKind::kUnsupported,
          "{}: architecture '{}' is not supported (qwen3moe, qwen2moe, llama, granitemoe, "
-         "deepseek, deepseek2, glm4moe, olmoe, gpt-oss)",
+         "deepseek, deepseek2, glm4moe, olmoe, gpt-oss, dbrx)",
          file.path(), c.arch_name);
   c.arch = found->second;
   const KeyReader kr(file, c.arch_name);
@@ -280,7 +282,8 @@ ModelConfig load_model_config(const io::GgufFile& file) {
   c.head_dim_k = kr.u32_or(Key::kKeyLength, default_head_dim);
   c.head_dim_v = kr.u32_or(Key::kValueLength, default_head_dim);
   require(c.head_dim_k > 0 && c.head_dim_v > 0, file, "head dimension must be > 0");
-  c.norm_eps = kr.f32(Key::kRmsEps);
+  c.layer_norm = c.arch == Arch::kDbrx;
+  c.norm_eps = kr.f32(c.layer_norm ? Key::kLayerNormEps : Key::kRmsEps);
   c.n_rot = kr.u32_or(Key::kRopeDimensionCount, c.head_dim_k);
   require(c.n_rot % 2 == 0 && c.n_rot <= c.head_dim_k, file,
           fmt::format("rope.dimension_count {} must be even and <= head dim {}", c.n_rot,
@@ -451,6 +454,16 @@ ModelConfig load_model_config(const io::GgufFile& file) {
       c.n_layer_dense_lead = kr.u32(Key::kLeadingDenseBlockCount);
       (void)kr.f32(Key::kExpertWeightsScale);
       c.norm_topk_weights = false;
+      break;
+    case Arch::kDbrx:
+      // llama.cpp: experts are feed_forward_length wide, top-k renormalized; clamp_kqv required.
+      c.rope_type = RopeType::kNeox;
+      c.n_expert = kr.u32(Key::kExpertCount);
+      c.n_expert_used = kr.u32(Key::kExpertUsedCount);
+      c.n_ff_exp = kr.u32_or_key(Key::kExpertFeedForwardLength, Key::kFeedForwardLength);
+      c.clamp_kqv = kr.f32(Key::kClampKqv);
+      require(std::isfinite(c.clamp_kqv) && c.clamp_kqv > 0.0f, file,
+              fmt::format("{} = {:g} must be > 0", kr.name(Key::kClampKqv), c.clamp_kqv));
       break;
     case Arch::kGraniteMoe: {
       // llama.cpp reads the four multipliers as required keys; experts are feed_forward_length

@@ -23,6 +23,7 @@ enum class Arch {
   kQwen2Moe,   // qwen2moe: q/k/v biases, NEOX RoPE, softmax routing, no renorm, gated shared expert
   kGraniteMoe,  // granitemoe: llama (Mixtral) with embedding / residual / attention / logit scales
   kDeepseek,    // deepseek (DeepSeek-MoE-16B): llama attention, dense lead layers, shared experts
+  kDbrx,        // dbrx: LayerNorms, fused q/k/v clamped, NEOX RoPE, softmax top-k renormalized
 };
 
 // How router logits become expert probabilities and weights (llama.cpp's gating functions).
@@ -62,7 +63,9 @@ struct ModelConfig {
   AttentionKind attention = AttentionKind::kGqa;
   uint32_t head_dim_k = 0;     // per-head width of q and k
   uint32_t head_dim_v = 0;     // per-head width of v
-  float norm_eps = 0;          // RMSNorm epsilon
+  float norm_eps = 0;          // RMSNorm epsilon (LayerNorm's where layer_norm)
+  bool layer_norm = false;     // dbrx: the block and output norms are LayerNorms (no bias)
+  float clamp_kqv = 0;         // dbrx: > 0 clamps q, k and v to [-clamp_kqv, clamp_kqv]
   bool qk_norm = false;        // RMSNorm of q and k (attn_q_norm / attn_k_norm)
   bool qk_norm_whole = false;  // ... over the whole projection (olmoe), not per head
   bool attn_sinks = false;     // a learned per-head logit joins the softmax denominator

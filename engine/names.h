@@ -40,6 +40,8 @@ enum class Key {
   kResidualScale,         // granitemoe: attention and FFN outputs × this before the residual
   kLogitScale,            // granitemoe: logits ÷ this
   kAttentionScale,        // granitemoe: the kq scale (instead of 1/sqrt(head dim))
+  kLayerNormEps,          // dbrx: LayerNorm epsilon (its norms are LayerNorms)
+  kClampKqv,              // dbrx: q, k and v clamped to [-c, c] after the projection
   kExpertWeightsScale,    // routed weights × this (0 or 1 = none)
   kExpertWeightsNorm,     // renormalize the k routed weights to sum 1
   kExpertGatingFunc,      // 1 softmax, 2 sigmoid, 3 softmax over the selected k (llama.cpp enum)
@@ -95,6 +97,8 @@ inline constexpr KeySpec kKeyTable[] = {
     {Key::kResidualScale, "{arch}.residual_scale"},
     {Key::kLogitScale, "{arch}.logit_scale"},
     {Key::kAttentionScale, "{arch}.attention.scale"},
+    {Key::kLayerNormEps, "{arch}.attention.layer_norm_epsilon"},
+    {Key::kClampKqv, "{arch}.attention.clamp_kqv"},
     {Key::kExpertWeightsScale, "{arch}.expert_weights_scale"},
     {Key::kExpertWeightsNorm, "{arch}.expert_weights_norm"},
     {Key::kExpertGatingFunc, "{arch}.expert_gating_func"},
@@ -188,6 +192,8 @@ enum class TensorId {
   kFfnUpShexp,
   kFfnDownShexp,
   kFfnGateInpShexp,  // qwen2moe: the shared expert's sigmoid gate {n_embd} (one logit per token)
+  kAttnQkv,          // dbrx: q, k and v fused {n_embd, n_q + 2 n_kv} (bound as three row slices)
+  kAttnOutNorm,      // dbrx: the pre-FFN norm under its llama.cpp name
   kCount,            // not a tensor: the table size
 };
 
@@ -241,6 +247,8 @@ inline constexpr TensorSpec kTensorTable[] = {
     {TensorId::kFfnUpShexp, "blk.{layer}.ffn_up_shexp.weight", true, false},
     {TensorId::kFfnDownShexp, "blk.{layer}.ffn_down_shexp.weight", true, false},
     {TensorId::kFfnGateInpShexp, "blk.{layer}.ffn_gate_inp_shexp.weight", true, false},
+    {TensorId::kAttnQkv, "blk.{layer}.attn_qkv.weight", true, false},
+    {TensorId::kAttnOutNorm, "blk.{layer}.attn_output_norm.weight", true, false},
 };
 static_assert(std::size(kTensorTable) == static_cast<size_t>(TensorId::kCount));
 

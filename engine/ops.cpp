@@ -33,6 +33,35 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
   }
 }
 
+void layer_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
+  // ggml_norm's order: the mean from double sums, then the variance of the float differences.
+  double part[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) part[j] += static_cast<double>(x[i + j]);
+  for (int j = 0; i + j < n; ++j) part[j] += static_cast<double>(x[i + j]);
+  double sum =
+      ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
+  const float mean = static_cast<float>(sum / static_cast<double>(n));
+  for (double& p : part) p = 0;
+  for (i = 0; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) {
+      const float d = x[i + j] - mean;
+      part[j] += static_cast<double>(d * d);
+    }
+  for (int j = 0; i + j < n; ++j) {
+    const float d = x[i + j] - mean;
+    part[j] += static_cast<double>(d * d);
+  }
+  sum = ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
+  const float variance = static_cast<float>(sum / static_cast<double>(n));
+  const float scale = 1.0f / std::sqrt(variance + eps);
+  for (int64_t k = 0; k < n; ++k) {
+    const float d = (x[k] - mean) * scale;
+    y[k] = w ? d * w[k] : d;
+  }
+}
+
 void idle_read_rows(kernels::ThreadPool& pool, std::span<const MatrixRef> ws) {
   constexpr int kMaxThreads = 64;
   const int n = pool.size();

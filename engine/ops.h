@@ -17,6 +17,9 @@ namespace strata::engine {
 // partial sums, element i into i % 8, folded in a fixed order) and the scale applied before the
 // weight, as ggml_rms_norm followed by ggml_mul. w may be nullptr (no weight). y may alias x.
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
+// y = (x - mean(x)) / sqrt(var(x) + eps) * w: ggml_norm followed by ggml_mul (dbrx's LayerNorm,
+// no bias). w may be nullptr. y may alias x.
+void layer_norm(const float* x, const float* w, float* y, int64_t n, float eps);
 
 // cos/sin of every rotated pair at position pos: cs[2i] = cos θ_i, cs[2i+1] = sin θ_i for
 // i < n_rot/2, θ_i = pos · base^(−2i/n_rot). θ is advanced by repeated multiplication in float as

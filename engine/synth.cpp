@@ -253,6 +253,31 @@ constexpr SynthPreset kPresets[] = {
      .arch = "deepseek",
      .n_dense_lead = 1,
      .n_shared = 2},
+    // DBRX: LayerNorms, one fused q/k/v matrix whose output is clamped, NEOX RoPE. The clamp is
+    // tight here (1.5, DBRX's is 8) so that it cuts values. Checked against llama.cpp
+    // (tests/test_synth_peer.cpp).
+    {.name = "tiny-dbrx",
+     .doc = "dbrx (LayerNorms, fused q/k/v clamped to 1.5, softmax top-4 renormalized): 4 layers, "
+            "n_embd 256, 4/2 heads x 64, 16 experts top-4 x 128, vocab 512 (tests)",
+     .n_layer = 4,
+     .n_embd = 256,
+     .n_head = 4,
+     .n_head_kv = 2,
+     .head_dim = 64,
+     .n_expert = 16,
+     .n_expert_used = 4,
+     .n_ff_exp = 128,
+     .n_ff = 128,
+     .n_vocab = 512,
+     .n_ctx = 4096,
+     .rope_freq_base = 500000.0f,
+     .rms_eps = 1e-5f,
+     .expert_type = GgmlType::Q4_0,
+     .attn_type = GgmlType::Q8_0,
+     .embd_type = GgmlType::Q8_0,
+     .output_type = GgmlType::Q6_K,
+     .arch = "dbrx",
+     .clamp_kqv = 1.5f},
     // Granite-3.x-MoE: llama (Mixtral) with four multipliers and the embedding as the head.
     // Checked against llama.cpp (tests/test_synth_peer.cpp).
     {.name = "tiny-granitemoe",
@@ -1310,10 +1335,11 @@ SynthModel::SynthModel(const SynthOptions& options)
   STRATA_ASSERT(p.n_embd > kMassiveDim && p.n_embd % 32 == 0, "n_embd {}", p.n_embd);
   const std::string arch(p.arch);
   const bool ds2 = arch == "deepseek2", oss = arch == "gpt-oss", q2 = arch == "qwen2moe";
-  const bool granite = arch == "granitemoe", ds1 = arch == "deepseek";
-  if (!ds2 && !oss && !q2 && !granite && !ds1 && arch != "qwen3moe")
+  const bool granite = arch == "granitemoe", ds1 = arch == "deepseek", dbrx = arch == "dbrx";
+  if (!ds2 && !oss && !q2 && !granite && !ds1 && !dbrx && arch != "qwen3moe")
     fail(ErrorKind::kUnsupported,
-         "synth: architecture '{}' (qwen3moe, deepseek2, gpt-oss, qwen2moe, granitemoe, deepseek)",
+         "synth: architecture '{}' (qwen3moe, deepseek2, gpt-oss, qwen2moe, granitemoe, deepseek, "
+         "dbrx)",
          arch);
   STRATA_ASSERT(p.n_expert_used <= p.n_expert && p.n_expert_used <= 64, "top-{} of {}",
                 p.n_expert_used, p.n_expert);
@@ -1407,10 +1433,16 @@ SynthModel::SynthModel(const SynthOptions& options)
     w.set(key(Key::kValueLength), p.head_dim);
   }
   w.set(key(Key::kRopeFreqBase), p.rope_freq_base);
-  w.set(key(Key::kRmsEps), p.rms_eps);
+  if (dbrx) {
+    w.set(key(Key::kLayerNormEps), p.rms_eps);
+    w.set(key(Key::kClampKqv), p.clamp_kqv);
+  } else {
+    w.set(key(Key::kRmsEps), p.rms_eps);
+  }
   w.set(key(Key::kExpertCount), p.n_expert);
   w.set(key(Key::kExpertUsedCount), p.n_expert_used);
-  if (!granite) w.set(key(Key::kExpertFeedForwardLength), p.n_ff_exp);  // granite: n_ff
+  // granite and dbrx: the experts are feed_forward_length (n_ff) wide.
+  if (!granite && !dbrx) w.set(key(Key::kExpertFeedForwardLength), p.n_ff_exp);
   if (ds2) {
     w.set(key(Key::kVocabSize), p.n_vocab);
     w.set(key(Key::kLeadingDenseBlockCount), p.n_dense_lead);
@@ -1523,12 +1555,17 @@ SynthModel::SynthModel(const SynthOptions& options)
       add(TensorId::kAttnOut, l, fit_type(at, n_v), {n_v, p.n_embd}, Role::kResidualOut,
           in_sigma(n_v) * resid_scale);
     } else {
-      add(TensorId::kAttnQ, l, fit_type(at, p.n_embd), {p.n_embd, n_q}, Role::kIn,
-          in_sigma(p.n_embd));
-      add(TensorId::kAttnK, l, fit_type(at, p.n_embd), {p.n_embd, n_kv}, Role::kIn,
-          in_sigma(p.n_embd));
-      add(TensorId::kAttnV, l, fit_type(at, p.n_embd), {p.n_embd, n_kv}, Role::kIn,
-          in_sigma(p.n_embd));
+      if (dbrx) {
+        add(TensorId::kAttnQkv, l, fit_type(at, p.n_embd), {p.n_embd, n_q + 2 * n_kv}, Role::kIn,
+            in_sigma(p.n_embd));
+      } else {
+        add(TensorId::kAttnQ, l, fit_type(at, p.n_embd), {p.n_embd, n_q}, Role::kIn,
+            in_sigma(p.n_embd));
+        add(TensorId::kAttnK, l, fit_type(at, p.n_embd), {p.n_embd, n_kv}, Role::kIn,
+            in_sigma(p.n_embd));
+        add(TensorId::kAttnV, l, fit_type(at, p.n_embd), {p.n_embd, n_kv}, Role::kIn,
+            in_sigma(p.n_embd));
+      }
       if (oss) {
         add(TensorId::kAttnQBias, l, GgmlType::F32, {n_q}, Role::kZero, 0);
         add(TensorId::kAttnKBias, l, GgmlType::F32, {n_kv}, Role::kZero, 0);
@@ -1537,7 +1574,7 @@ SynthModel::SynthModel(const SynthOptions& options)
         add(TensorId::kAttnQBias, l, GgmlType::F32, {n_q}, Role::kBias, kBiasSigma);
         add(TensorId::kAttnKBias, l, GgmlType::F32, {n_kv}, Role::kBias, kBiasSigma);
         add(TensorId::kAttnVBias, l, GgmlType::F32, {n_kv}, Role::kBias, kBiasSigma);
-      } else if (!granite && !ds1) {
+      } else if (!granite && !ds1 && !dbrx) {
         add(TensorId::kAttnQNorm, l, GgmlType::F32, {p.head_dim}, Role::kNorm, 0);
         add(TensorId::kAttnKNorm, l, GgmlType::F32, {p.head_dim}, Role::kNorm, 0);
       }
@@ -1548,8 +1585,10 @@ SynthModel::SynthModel(const SynthOptions& options)
         add(TensorId::kAttnSinks, l, GgmlType::F32, {p.n_head}, Role::kZero, 0);
       }
     }
-    add(oss ? TensorId::kPostAttnNorm : TensorId::kFfnNorm, l, GgmlType::F32, {p.n_embd},
-        Role::kNorm, 0);
+    add(oss    ? TensorId::kPostAttnNorm
+        : dbrx ? TensorId::kAttnOutNorm
+               : TensorId::kFfnNorm,
+        l, GgmlType::F32, {p.n_embd}, Role::kNorm, 0);
     if ((ds2 || ds1) && uint32_t(l) < p.n_dense_lead) {
       add_ffn(l, TensorId::kFfnGate, TensorId::kFfnUp, TensorId::kFfnDown, p.n_ff, 0, at);
       continue;

@@ -1,9 +1,9 @@
 // Synthetic MoE models: a qwen3moe, deepseek2 (MLA, shared experts, dense lead layers), gpt-oss
 // (sinks, sliding window, biases, MXFP4 experts), qwen2moe (q/k/v biases, gated shared expert),
-// granitemoe (embedding / residual / attention / logit scales, tied head) or deepseek (V1: llama
-// attention, dense lead layers, shared experts) GGUF with random
-// quantized weights, a working byte-level BPE tokenizer and routing skewed like a real model,
-// written deterministically from a seed (the generator behind `strata synth`). Tested by
+// granitemoe (embedding / residual / attention / logit scales, tied head), deepseek (V1: llama
+// attention, dense lead layers, shared experts) or dbrx (LayerNorms, fused clamped q/k/v) GGUF with
+// random quantized weights, a working byte-level BPE tokenizer and routing skewed like a real
+// model, written deterministically from a seed (the generator behind `strata synth`). Tested by
 // tests/test_synth.cpp and (the deepseek2 / gpt-oss presets) tests/test_arch_synth.cpp.
 //
 // Routing skew (the fixtures' recipe, ../shared/fixtures/README.md "Routing skew"): every token
@@ -79,6 +79,7 @@ struct SynthPreset {
   float residual_scale = 0;
   float attention_scale = 0;
   float logit_scale = 0;
+  float clamp_kqv = 0;  // dbrx: q/k/v clamp (its norms are LayerNorms, its q/k/v one tensor)
 };
 
 // tiny (a few MB, tests), demo (~1 GB), qwen3-30b-a3b (the real Qwen3-30B-A3B shapes, ~17 GB),

@@ -123,15 +123,35 @@ void bind_stack(const Binder& b, ExpertStack& x, int layer, TensorId gate, Tenso
   }
 }
 
+// Rows [row0, row0 + rows) of a 2-D matrix as a matrix of its own (named "<tensor>[what]").
+WeightView row_slice(const WeightView& w, int64_t row0, int64_t rows, const char* what) {
+  WeightView v = w;
+  v.name = fmt::format("{}[{}]", w.name, what);
+  v.ne = {w.ne[0], rows, 1, 1};
+  const uint64_t skip = uint64_t(row0) * w.row_bytes;
+  v.data = w.data + skip;
+  v.file_offset = w.file_offset + skip;
+  v.n_bytes = uint64_t(rows) * w.row_bytes;
+  return v;
+}
+
 void bind_gqa(const Binder& b, const ModelConfig& cfg, LayerWeights& l, uint32_t il) {
   const int i = static_cast<int>(il);
   const int64_t n_embd = cfg.n_embd;
   const int64_t n_q = cfg.n_embd_q(il);
   const int64_t n_k = cfg.n_embd_k_gqa(il);
   const int64_t n_v = cfg.n_embd_v_gqa(il);
-  l.wq = b.bind(TensorId::kAttnQ, i, {n_embd, n_q}, Use::kMatmul);
-  l.wk = b.bind(TensorId::kAttnK, i, {n_embd, n_k}, Use::kMatmul);
-  l.wv = b.bind(TensorId::kAttnV, i, {n_embd, n_v}, Use::kMatmul);
+  if (cfg.arch == Arch::kDbrx) {
+    // One fused matrix: q, k and v are its consecutive row ranges.
+    const WeightView qkv = b.bind(TensorId::kAttnQkv, i, {n_embd, n_q + n_k + n_v}, Use::kMatmul);
+    l.wq = row_slice(qkv, 0, n_q, "q");
+    l.wk = row_slice(qkv, n_q, n_k, "k");
+    l.wv = row_slice(qkv, n_q + n_k, n_v, "v");
+  } else {
+    l.wq = b.bind(TensorId::kAttnQ, i, {n_embd, n_q}, Use::kMatmul);
+    l.wk = b.bind(TensorId::kAttnK, i, {n_embd, n_k}, Use::kMatmul);
+    l.wv = b.bind(TensorId::kAttnV, i, {n_embd, n_v}, Use::kMatmul);
+  }
   l.wo = b.bind(TensorId::kAttnOut, i, {cfg.n_head(il) * cfg.head_dim_v, n_embd}, Use::kMatmul);
   // llama.cpp reads attention biases for these architectures only (required for gpt-oss and
   // qwen2moe).
@@ -193,10 +213,11 @@ ModelWeights bind_weights(const io::GgufFile& file, const ModelConfig& cfg) {
     m.output = m.token_embd;
     m.output_tied = true;
   }
-  // glm4moe and gpt-oss name the pre-FFN norm after its position.
+  // glm4moe, gpt-oss and dbrx name the pre-FFN norm after its position.
   const TensorId ffn_norm = cfg.arch == Arch::kGlm4Moe || cfg.arch == Arch::kGptOss
                                 ? TensorId::kPostAttnNorm
-                                : TensorId::kFfnNorm;
+                            : cfg.arch == Arch::kDbrx ? TensorId::kAttnOutNorm
+                                                      : TensorId::kFfnNorm;
   m.layers.resize(cfg.n_layer);
   for (uint32_t il = 0; il < cfg.n_layer; ++il) {
     LayerWeights& l = m.layers[il];

@@ -7,7 +7,7 @@
 #                                      no throw, ids in range, UTF-8 round trips)
 # Warnings are not errors there (clang does not know some of GCC's warning pragmas).
 # Seeds: tests/data/gguf_bad/*.bin (gguf); the fixtures' metadata without tensors and that of the
-# synthetic qwen2moe / granitemoe / deepseek presets, written by fuzz_meta_seeds, and
+# synthetic qwen2moe / granitemoe / deepseek / dbrx presets, written by fuzz_meta_seeds, and
 # tests/data/meta_bad/*.bin (meta). Findings are written as crash-* / oom-* /
 # timeout-* in fuzz-corpus[-meta]/; once fixed, copy each into tests/data/gguf_bad/ or
 # tests/data/meta_bad/ as a .bin file, so it stays a unit test (test_gguf, test_model_meta).
@@ -40,7 +40,8 @@ cmake --build build-fuzz --target fuzz_model_meta fuzz_meta_seeds
 mkdir -p fuzz-corpus-meta
 FIXTURES="${STRATA_FIXTURES_DIR:-../shared/fixtures}"
 shopt -s nullglob
-seeds=("$FIXTURES"/*/*-Q4_0.gguf synth:tiny-qwen2moe synth:tiny-granitemoe synth:tiny-deepseek)
+seeds=("$FIXTURES"/*/*-Q4_0.gguf synth:tiny-qwen2moe synth:tiny-granitemoe synth:tiny-deepseek
+       synth:tiny-dbrx)
 build-fuzz/tests/fuzz_meta_seeds fuzz-corpus-meta "${seeds[@]}" >/dev/null
 cp -n tests/data/meta_bad/*.bin fuzz-corpus-meta/ 2>/dev/null || true
 cd fuzz-corpus-meta

@@ -1,10 +1,10 @@
 // `strata synth` presets of the second-batch architectures: the tiny deepseek2 / gpt-oss /
-// qwen2moe / granitemoe / deepseek models load with the engine's config and weight binding (MLA +
-// YaRN + groups + shared expert + dense lead; sinks + sliding window + biases + MXFP4 experts;
-// biases + gated shared expert; multipliers + tied head; dense lead + shared experts), run finite
-// and the same through decode, chunked prefill and any thread count, and route with the calibrated
-// skew; the real-shape presets (deepseek-v2-lite, gpt-oss-20b, qwen1.5-moe-a2.7b, deepseek-moe-16b)
-// hold the published models' tensor shapes.
+// qwen2moe / granitemoe / deepseek / dbrx models load with the engine's config and weight binding
+// (MLA + YaRN + groups + shared expert + dense lead; sinks + sliding window + biases + MXFP4
+// experts; biases + gated shared expert; multipliers + tied head; dense lead + shared experts;
+// LayerNorms + fused clamped q/k/v), run finite and the same through decode, chunked prefill and
+// any thread count, and route with the calibrated skew; the real-shape presets (deepseek-v2-lite,
+// gpt-oss-20b, qwen1.5-moe-a2.7b, deepseek-moe-16b) hold the published models' tensor shapes.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -120,7 +120,7 @@ TEST(ArchSynth, TinyDeepseek2Runs) {
   EXPECT_NEAR(c.kq_scale, std::pow(1 + 0.1 * std::log(4.0), 2) / std::sqrt(48.0), 1e-6);
 }
 
-// qwen2moe, granitemoe and deepseek against llama.cpp: tests/test_synth_peer.cpp.
+// qwen2moe, granitemoe, deepseek and dbrx against llama.cpp: tests/test_synth_peer.cpp.
 TEST(ArchSynth, TinyQwen2MoeRuns) {
   check_tiny("tiny-qwen2moe");
 }
@@ -131,6 +131,10 @@ TEST(ArchSynth, TinyGraniteMoeRuns) {
 
 TEST(ArchSynth, TinyDeepseekRuns) {
   check_tiny("tiny-deepseek");
+}
+
+TEST(ArchSynth, TinyDbrxRuns) {
+  check_tiny("tiny-dbrx");
 }
 
 TEST(ArchSynth, TinyGptOssRuns) {
@@ -160,8 +164,8 @@ TEST(ArchSynth, TinyGptOssRuns) {
 // Scratch is planned at construction: prefill and decode of MLA, sliding-window/sink attention,
 // shared experts (gated too) and biased SwiGLU-OAI experts allocate nothing.
 TEST(ArchSynth, DecodeAndPrefillAllocateNothing) {
-  for (const char* preset :
-       {"tiny-deepseek2", "tiny-gpt-oss", "tiny-qwen2moe", "tiny-granitemoe", "tiny-deepseek"}) {
+  for (const char* preset : {"tiny-deepseek2", "tiny-gpt-oss", "tiny-qwen2moe", "tiny-granitemoe",
+                             "tiny-deepseek", "tiny-dbrx"}) {
     SCOPED_TRACE(preset);
     const auto bytes = SynthModel(opts(preset)).to_bytes();
     const Model m = Model::from_file(io::GgufFile::parse(preset, bytes));

@@ -5,8 +5,8 @@
 // element type, the key removed. Plus the files the fuzzer (tests/fuzz_model_meta.cpp) found, in
 // tests/data/meta_bad/. And whole models: each fixture written again with one hyperparameter
 // edited (its tensors as they were) must fail Model::load with a strata::Error or load and run a
-// prefill and a decode step. The synthetic tiny-qwen2moe, tiny-granitemoe and tiny-deepseek join
-// the fixtures (architectures they lack). Runs under ASan/UBSan with the unit tests.
+// prefill and a decode step. The synthetic tiny-qwen2moe, tiny-granitemoe, tiny-deepseek and
+// tiny-dbrx join the fixtures (architectures they lack). Runs under ASan/UBSan with the unit tests.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -35,12 +35,12 @@ using io::GgufValue;
 
 namespace {
 
-// One GGUF per fixture model, plus the synthetic tiny-qwen2moe, tiny-granitemoe and tiny-deepseek
-// (architectures the fixtures lack; written once per process, removed at exit).
+// One GGUF per fixture model, plus the synthetic tiny-qwen2moe, tiny-granitemoe, tiny-deepseek and
+// tiny-dbrx (architectures the fixtures lack; written once per process, removed at exit).
 std::vector<fs::path> models() {
   static const std::vector<fs::path> synth = [] {
     std::vector<fs::path> paths;
-    for (const char* preset : {"tiny-qwen2moe", "tiny-granitemoe", "tiny-deepseek"}) {
+    for (const char* preset : {"tiny-qwen2moe", "tiny-granitemoe", "tiny-deepseek", "tiny-dbrx"}) {
       paths.push_back(fs::temp_directory_path() /
                       fmt::format("strata_meta_{}_{}.gguf", preset, ::getpid()));
       engine::SynthOptions o;
@@ -50,7 +50,7 @@ std::vector<fs::path> models() {
     }
     std::atexit([] {
       std::error_code ec;
-      for (const char* preset : {"tiny-qwen2moe", "tiny-granitemoe", "tiny-deepseek"})
+      for (const char* preset : {"tiny-qwen2moe", "tiny-granitemoe", "tiny-deepseek", "tiny-dbrx"})
         fs::remove(
             fs::temp_directory_path() / fmt::format("strata_meta_{}_{}.gguf", preset, ::getpid()),
             ec);

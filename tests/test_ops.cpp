@@ -55,6 +55,28 @@ TEST(Ops, RmsNorm) {
   }
 }
 
+// dbrx's LayerNorm (no bias) against a double-precision reference, in place and without a weight.
+TEST(Ops, LayerNorm) {
+  for (int64_t n : {1, 3, 31, 64, 257}) {
+    auto x = random_vec(n, uint32_t(n) + 7, 3.0f);
+    for (float& v : x) v += 2.5f;  // a mean far from 0, which the norm must remove
+    const auto w = random_vec(n, uint32_t(n) + 8);
+    std::vector<float> y(n);
+    layer_norm(x.data(), w.data(), y.data(), n, 1e-5f);
+    double mean = 0, var = 0;
+    for (float v : x) mean += v;
+    mean /= double(n);
+    for (float v : x) var += (v - mean) * (v - mean);
+    const double scale = 1.0 / std::sqrt(var / double(n) + 1e-5);
+    for (int64_t i = 0; i < n; ++i)
+      EXPECT_NEAR(y[i], (x[i] - mean) * scale * w[i], 1e-5 * (1 + std::fabs(y[i])));
+    std::vector<float> z = x;
+    layer_norm(z.data(), nullptr, z.data(), n, 1e-5f);
+    for (int64_t i = 0; i < n; ++i)
+      EXPECT_NEAR(z[i], (x[i] - mean) * scale, 1e-5 * (1 + std::fabs(z[i])));
+  }
+}
+
 TEST(Ops, RopePairsAndAngles) {
   const int64_t head_dim = 8, n_rot = 8, n_head = 2;
   const float base = 10000.0f;

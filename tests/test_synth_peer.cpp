@@ -13,7 +13,8 @@
 // What the numbers check: qwen2moe's q/k/v biases, unnormalized softmax top-k and sigmoid-gated
 // shared expert (leaving out the gate or a bias fails the F32 bound by orders of magnitude);
 // granitemoe's embedding / residual / attention / logit multipliers and tied head; deepseek's
-// dense lead layer and two shared experts under llama attention.
+// dense lead layer and two shared experts under llama attention; dbrx's LayerNorms and fused,
+// clamped q/k/v.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -147,6 +148,15 @@ TEST_P(SynthPeer, ConfigAndTokenizer) {
     EXPECT_EQ(c.n_ff_exp, 128u);
     EXPECT_TRUE(l0.bq.present());
     EXPECT_TRUE(l0.shared_gate.present());
+  } else if (std::string(GetParam().preset) == "tiny-dbrx") {
+    EXPECT_EQ(c.arch, Arch::kDbrx);
+    EXPECT_EQ(c.rope_type, RopeType::kNeox);
+    EXPECT_TRUE(c.layer_norm);
+    EXPECT_FLOAT_EQ(c.clamp_kqv, 1.5f);
+    EXPECT_TRUE(c.norm_topk_weights);
+    // q, k and v are consecutive row ranges of the fused attn_qkv.
+    EXPECT_EQ(l0.wk.data, l0.wq.data + l0.wq.n_bytes);
+    EXPECT_EQ(l0.wv.data, l0.wk.data + l0.wk.n_bytes);
   } else if (std::string(GetParam().preset) == "tiny-deepseek") {
     EXPECT_EQ(c.arch, Arch::kDeepseek);
     EXPECT_EQ(c.rope_type, RopeType::kNorm);
@@ -239,7 +249,8 @@ INSTANTIATE_TEST_SUITE_P(
     Models, SynthPeer,
     ::testing::Values(Case{"tiny-qwen2moe", "F32"}, Case{"tiny-qwen2moe", "Q4_0"},
                       Case{"tiny-granitemoe", "F32"}, Case{"tiny-granitemoe", "Q4_0"},
-                      Case{"tiny-deepseek", "F32"}, Case{"tiny-deepseek", "Q4_0"}),
+                      Case{"tiny-deepseek", "F32"}, Case{"tiny-deepseek", "Q4_0"},
+                      Case{"tiny-dbrx", "F32"}, Case{"tiny-dbrx", "Q4_0"}),
     [](const ::testing::TestParamInfo<Case>& i) {
       std::string n = std::string(i.param.preset) + "_" + i.param.variant;
       std::replace(n.begin(), n.end(), '-', '_');

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Regenerates tests/data/peer/<preset>/: llama.cpp's logits for synthetic models (F32 and Q4_0) of
-# the architectures ../shared/fixtures has no model of (qwen2moe, granitemoe, deepseek), which
+# the architectures ../shared/fixtures has no model of (qwen2moe, granitemoe, deepseek, dbrx), which
 # tests/test_synth_peer.cpp checks strata against.
 #
 #   LLAMA_DIR=/path/to/llama.cpp scripts/peer/synth_refs.sh [build-dir] [PRESET ...]
 #
-# PRESETs default to tiny-qwen2moe, tiny-granitemoe and tiny-deepseek.
+# PRESETs default to tiny-qwen2moe, tiny-granitemoe, tiny-deepseek and tiny-dbrx.
 # LLAMA_DIR is a llama.cpp checkout built on the CPU with static libraries:
 #   cmake -S $LLAMA_DIR -B $LLAMA_DIR/build -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF \
 #         -DLLAMA_CURL=OFF && cmake --build $LLAMA_DIR/build --target llama
@@ -19,7 +19,7 @@ cd "$(dirname "$0")/../.."
 BUILD="${1:-build}"
 shift || true
 PRESETS=("$@")
-[[ ${#PRESETS[@]} -gt 0 ]] || PRESETS=(tiny-qwen2moe tiny-granitemoe tiny-deepseek)
+[[ ${#PRESETS[@]} -gt 0 ]] || PRESETS=(tiny-qwen2moe tiny-granitemoe tiny-deepseek tiny-dbrx)
 STRATA="$BUILD/tools/strata"
 : "${LLAMA_DIR:?set LLAMA_DIR to a llama.cpp checkout built with static libraries}"
 [[ -x "$STRATA" ]] || { echo "synth_refs: no $STRATA (build first)" >&2; exit 1; }
