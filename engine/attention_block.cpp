@@ -118,10 +118,12 @@ void AttentionBlock::gqa(kernels::ThreadPool& pool, const LayerWeights& l, uint3
     float* v = v_.data() + size_t{t} * n_v;
     if (cfg_.clamp_kqv > 0.0f) {  // dbrx: the fused projection's output clamped (ggml_clamp)
       const float c = cfg_.clamp_kqv;
-      for (float* p : {q, k, v}) {
-        const uint32_t w = p == q ? n_q : p == k ? n_k : n_v;
+      const auto clamp = [c](float* p, uint32_t w) {
         for (uint32_t i = 0; i < w; ++i) p[i] = std::max(std::min(p[i], c), -c);
-      }
+      };
+      clamp(q, n_q);
+      clamp(k, n_k);
+      clamp(v, n_v);
     }
     // Biases are added to the projection before any norm (llama.cpp's build_qkv).
     if (l.bq.present()) add_bias_rows(l.bq.f32(), q, n_q, 1, 0, n_q);
