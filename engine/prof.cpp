@@ -322,11 +322,17 @@ Verdict Profiler::verdict() const {
   } else if (t.expert_vram >= 0.5) {
     v = {"GPU-bound", "VRAM_GB",
          fmt::format("GPU expert compute is {:.0f}% of the run", 100 * t.expert_vram)};
-  } else if (cpu_experts >= 0.5) {
+  } else if (cpu_experts + t.shared_experts >= 0.5) {
+    // Shared experts are the same GEMVs over resident weights: with the routed experts they are
+    // the expert compute the run is bound by (the rate is the routed experts', the one counted).
     const double secs =
         c_.compute_seconds[size_t(ExpertHome::kRam)] + c_.compute_seconds[size_t(ExpertHome::kSsd)];
     const double gbs = secs > 0 ? double(s.ram.served_bytes + s.ssd.served_bytes) / 1e9 / secs : 0;
-    v = cpu_experts_verdict(cpu_experts, gbs, ceilings_.ram_gb_s, t.expert_vram > 0);
+    v = cpu_experts_verdict(cpu_experts + t.shared_experts, gbs, ceilings_.ram_gb_s,
+                            t.expert_vram > 0);
+    if (t.shared_experts > 0)
+      v.why += fmt::format(" (shared experts {:.0f}% of the run, routed {:.0f}%)",
+                           100 * t.shared_experts, 100 * cpu_experts);
   } else if (t.attention >= 0.4 && projections_dominate()) {
     // A short context: the KV pass is small next to the q/k/v/o matrices, which no KV knob
     // shrinks.

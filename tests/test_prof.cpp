@@ -335,7 +335,7 @@ namespace strata::engine {
 namespace {
 
 // Shared experts (DeepSeek / GLM / Qwen2-MoE) get their own share instead of hiding in "other",
-// in the text report, the JSON and the balanced verdict's sentence.
+// in the text report, the JSON and the verdict (they count as expert compute).
 TEST(Prof, SharedExpertsHaveTheirOwnShare) {
   Profiler p(1, "");
   p.add_prefill(1, 1.0);
@@ -349,6 +349,13 @@ TEST(Prof, SharedExpertsHaveTheirOwnShare) {
   EXPECT_NE(p.report().find("shared experts 30.0%"), std::string::npos) << p.report();
   EXPECT_NEAR(nlohmann::json::parse(p.json())["time_shares"]["shared_experts"].get<double>(), 0.3,
               1e-9);
+  // Routed 30% + shared 30%: expert compute bounds the run (not "balanced").
+  EXPECT_EQ(p.verdict().bound, "RAM-bandwidth-bound") << p.verdict().why;
+  EXPECT_NE(p.verdict().why.find("shared experts 30% of the run, routed 30%"), std::string::npos)
+      << p.verdict().why;
+  // Below half together: balanced, the sentence naming the shared experts' share.
+  p.counters().compute_seconds[size_t(ExpertHome::kRam)] = 0.1;
+  EXPECT_EQ(p.verdict().bound, "balanced");
   EXPECT_NE(p.verdict().why.find("shared experts 30%"), std::string::npos) << p.verdict().why;
   // A model without them keeps the line as it was.
   Profiler q(1, "");
