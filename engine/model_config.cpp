@@ -440,6 +440,8 @@ ModelConfig load_model_config(const io::GgufFile& file) {
                        : kr.u32(Key::kFeedForwardLength) / c.n_expert_used;
       c.norm_topk_weights = false;
       c.n_expert_shared = 1;
+      c.n_ff_shexp = kr.u32_or_key(Key::kExpertSharedFeedForwardLength, Key::kFeedForwardLength);
+      require(c.n_ff_shexp > 0, file, "shared expert width must be > 0");
       c.shared_expert_gate = true;
       break;
     case Arch::kDeepseek:
@@ -517,10 +519,8 @@ ModelConfig load_model_config(const io::GgufFile& file) {
                         c.n_expert));
     require(c.n_ff_exp > 0, file, "expert feed-forward length must be > 0");
     c.n_ff_arr = kr.per_layer_or(Key::kFeedForwardLength, n_block, 0);
-    if (c.arch != Arch::kQwen2Moe)
-      c.n_ff_shexp = c.n_ff_exp * c.n_expert_shared;
-    else
-      c.n_ff_shexp = kr.u32_or_key(Key::kExpertSharedFeedForwardLength, Key::kFeedForwardLength);
+    // Shared experts are n_expert_shared routed-expert widths unless the architecture says.
+    if (c.n_ff_shexp == 0) c.n_ff_shexp = c.n_ff_exp * c.n_expert_shared;
     require(c.n_expert_shared == 0 || c.n_ff_shexp > 0, file, "shared expert width must be > 0");
     c.n_expert_groups = kr.u32_or(Key::kExpertGroupCount, 0);
     c.n_group_used = kr.u32_or(Key::kExpertGroupUsedCount, 0);

@@ -13,6 +13,15 @@
 
 namespace strata::engine {
 
+namespace {
+
+// Eight partial sums folded in one fixed order (the same bits on every ISA).
+double fold8(const double (&part)[8]) {
+  return ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
+}
+
+}  // namespace
+
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
   // Eight double partial sums (element i into sum i % 8), folded in a fixed order: the same bits
   // on every ISA, and a decode step's norms (2 × n_embd plus the q/k heads per layer, on the
@@ -22,8 +31,7 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
   for (; i + 8 <= n; i += 8)
     for (int j = 0; j < 8; ++j) part[j] += static_cast<double>(x[i + j] * x[i + j]);
   for (int j = 0; i + j < n; ++j) part[j] += static_cast<double>(x[i + j] * x[i + j]);
-  const double sum =
-      ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
+  const double sum = fold8(part);
   const float mean = static_cast<float>(sum / static_cast<double>(n));
   const float scale = 1.0f / std::sqrt(mean + eps);
   if (w) {
@@ -40,8 +48,7 @@ void layer_norm(const float* x, const float* w, float* y, int64_t n, float eps) 
   for (; i + 8 <= n; i += 8)
     for (int j = 0; j < 8; ++j) part[j] += static_cast<double>(x[i + j]);
   for (int j = 0; i + j < n; ++j) part[j] += static_cast<double>(x[i + j]);
-  double sum =
-      ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
+  double sum = fold8(part);
   const float mean = static_cast<float>(sum / static_cast<double>(n));
   for (double& p : part) p = 0;
   for (i = 0; i + 8 <= n; i += 8)
@@ -53,7 +60,7 @@ void layer_norm(const float* x, const float* w, float* y, int64_t n, float eps) 
     const float d = x[i + j] - mean;
     part[j] += static_cast<double>(d * d);
   }
-  sum = ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
+  sum = fold8(part);
   const float variance = static_cast<float>(sum / static_cast<double>(n));
   const float scale = 1.0f / std::sqrt(variance + eps);
   for (int64_t k = 0; k < n; ++k) {

@@ -25,6 +25,7 @@
 #include "io/check.h"
 #include "io/gguf.h"
 #include "model_meta_probe.h"
+#include "tier_test_util.h"
 
 namespace fs = std::filesystem;
 using namespace strata;
@@ -36,25 +37,19 @@ using io::GgufValue;
 namespace {
 
 // One GGUF per fixture model, plus the synthetic tiny-qwen2moe, tiny-granitemoe, tiny-deepseek and
-// tiny-dbrx (architectures the fixtures lack; written once per process, removed at exit).
+// tiny-dbrx (architectures the fixtures lack; written once per process into a scratch directory
+// removed at exit).
 std::vector<fs::path> models() {
+  static const tier_test::ScratchDir dir("meta_synth");
   static const std::vector<fs::path> synth = [] {
     std::vector<fs::path> paths;
     for (const char* preset : {"tiny-qwen2moe", "tiny-granitemoe", "tiny-deepseek", "tiny-dbrx"}) {
-      paths.push_back(fs::temp_directory_path() /
-                      fmt::format("strata_meta_{}_{}.gguf", preset, ::getpid()));
+      paths.push_back(dir / fmt::format("{}.gguf", preset));
       engine::SynthOptions o;
       o.preset = *engine::find_synth_preset(preset);
       o.n_threads = 1;
       engine::SynthModel(o).write(paths.back().string());
     }
-    std::atexit([] {
-      std::error_code ec;
-      for (const char* preset : {"tiny-qwen2moe", "tiny-granitemoe", "tiny-deepseek", "tiny-dbrx"})
-        fs::remove(
-            fs::temp_directory_path() / fmt::format("strata_meta_{}_{}.gguf", preset, ::getpid()),
-            ec);
-    });
     return paths;
   }();
   std::vector<fs::path> out = strata::testing::one_gguf_per_fixture();

@@ -2,7 +2,6 @@
 // the tokenizer's consistency, the massive-activation structure, the router Monte-Carlo Gini, and
 // the progress bar's non-terminal mode (tools/progress.h). Tiny preset only, to stay fast.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,7 +9,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <thread>
 #include <unordered_set>
@@ -22,6 +20,7 @@
 #include "io/check.h"
 #include "io/gguf.h"
 #include "kernels/quant.h"
+#include "tier_test_util.h"
 #include "tools/progress.h"
 
 namespace fs = std::filesystem;
@@ -450,32 +449,11 @@ TEST(Progress, TerminalRedrawsOneLine) {
   EXPECT_EQ(tools::human_duration(185), "3m05s");
 }
 
-namespace {
-
-struct CliResult {
-  int rc;
-  std::string err;
-};
-// Runs the strata binary with args; stdout discarded, stderr returned.
-CliResult run_cli(const std::string& args) {
-  const std::filesystem::path err =
-      std::filesystem::temp_directory_path() / fmt::format("strata_synth_cli_{}.err", ::getpid());
-  const std::string cmd =
-      fmt::format("'{}/tools/strata' {} >/dev/null 2>'{}'", STRATA_BINARY_DIR, args, err.string());
-  const int status = std::system(cmd.c_str());
-  std::ifstream in(err);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::filesystem::remove(err);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128, text};
-}
-
-}  // namespace
-
 // Bad `strata synth` arguments: one line on stderr naming the problem, exit 1, no file written.
 TEST(SynthCli, BadArgumentsAreOneLineErrors) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / fmt::format("strata_synth_cli_{}", ::getpid());
-  fs::create_directories(dir);
+  using tier_test::run_strata;
+  const tier_test::ScratchDir dir("synth_cli");
   const std::string out = (dir / "m.gguf").string();
   struct Case {
     std::string args, says;
@@ -489,16 +467,16 @@ TEST(SynthCli, BadArgumentsAreOneLineErrors) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.args);
-    const CliResult r = run_cli(c.args);
+    const tier_test::Result r = run_strata(dir.path(), c.args);
     EXPECT_EQ(r.rc, 1);
     EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     EXPECT_FALSE(fs::exists(out));
   }
   // An existing file needs --force.
-  ASSERT_EQ(run_cli("synth --preset tiny-granitemoe --out '" + out + "'").rc, 0);
-  const CliResult again = run_cli("synth --preset tiny-granitemoe --out '" + out + "'");
+  ASSERT_EQ(run_strata(dir.path(), "synth --preset tiny-granitemoe --out '" + out + "'").rc, 0);
+  const tier_test::Result again =
+      run_strata(dir.path(), "synth --preset tiny-granitemoe --out '" + out + "'");
   EXPECT_EQ(again.rc, 1);
   EXPECT_NE(again.err.find("--force"), std::string::npos) << again.err;
-  fs::remove_all(dir);
 }

@@ -67,21 +67,6 @@ std::string fnv1a64(const std::vector<std::byte>& bytes) {
   return fmt::format("{:016x}", h);
 }
 
-// Index of the largest value and its gap to the second largest.
-std::pair<int32_t, double> top1(const float* x, uint32_t n) {
-  int32_t best = 0;
-  float second = -INFINITY;
-  for (uint32_t i = 1; i < n; ++i) {
-    if (x[i] > x[best]) {
-      second = x[best];
-      best = int32_t(i);
-    } else if (x[i] > second) {
-      second = x[i];
-    }
-  }
-  return {best, double(x[best]) - double(second)};
-}
-
 class SynthPeer : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
@@ -197,9 +182,10 @@ TEST_P(SynthPeer, LogitsMatchLlamaCpp) {
       row_max = std::max(row_max, std::fabs(double(g[v]) - r[v]));
     max_abs = std::max(max_abs, row_max);
     exact += row_max <= kF32Atol;
-    const auto [ref_top, margin] = top1(r, n_vocab);
+    const int32_t ref_top = argmax({r, n_vocab});
+    const double margin = forward_ref::top_margin(r, n_vocab);
     if (margin > kTop1Margin) {
-      EXPECT_EQ(top1(g, n_vocab).first, ref_top) << "position " << p << " margin " << margin;
+      EXPECT_EQ(argmax({g, n_vocab}), ref_top) << "position " << p << " margin " << margin;
     }
   }
   const double rr = rel_rms(got.data(), ref_logits_.logits.data(), got.size());
@@ -234,7 +220,8 @@ TEST_P(SynthPeer, GreedyContinuation) {
   std::span<const float> logits = f.prefill(ids_);
   size_t same = 0;
   for (size_t i = 0; i < want.size(); ++i) {
-    const auto [got, margin] = top1(logits.data(), uint32_t(logits.size()));
+    const int32_t got = argmax(logits);
+    const double margin = forward_ref::top_margin(logits.data(), uint32_t(logits.size()));
     same += got == want[i];
     if (f32()) {
       ASSERT_EQ(got, want[i]) << "greedy step " << i << " (margin " << margin << ")";
