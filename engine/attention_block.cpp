@@ -66,8 +66,9 @@ void AttentionBlock::begin_chunk(uint32_t pos0, uint32_t n) {
   STRATA_ASSERT(n <= n_ubatch_, "chunk of {} > n_ubatch {}", n, n_ubatch_);
   const size_t nr = cfg_.n_rot;
   for (uint32_t t = 0; t < n; ++t) {
-    rope_cache(cfg_.rope, pos0 + t, cs_.data() + t * nr);
-    if (!cs_swa_.empty()) rope_cache(cfg_.rope_swa, pos0 + t, cs_swa_.data() + t * nr);
+    rope_cache(cfg_.rope, pos0 + t, cs_.data() + t * nr, rope_factors_);
+    if (!cs_swa_.empty())
+      rope_cache(cfg_.rope_swa, pos0 + t, cs_swa_.data() + t * nr, rope_factors_);
   }
 }
 
@@ -141,10 +142,13 @@ void AttentionBlock::gqa(kernels::ThreadPool& pool, const LayerWeights& l, uint3
     const float* cs = rope_cs(il, t);
     rope_apply(cfg_.rope_type, q, n_head, hd_k, cfg_.n_rot, cs);
     rope_apply(cfg_.rope_type, k, n_head_kv, hd_k, cfg_.n_rot, cs);
+    if (cfg_.kq_scale_on_q)  // ggml_scale of q: not the same rounding as scaling the scores
+      for (uint32_t i = 0; i < n_q; ++i) q[i] *= cfg_.kq_scale;
     kv.store(il, pos0 + t, k, v);
   }
 
-  AttentionShape shape{n_head, n_head_kv, hd_k, cfg_.head_dim_v, cfg_.kq_scale};
+  AttentionShape shape{n_head, n_head_kv, hd_k, cfg_.head_dim_v,
+                       cfg_.kq_scale_on_q ? 1.0f : cfg_.kq_scale};
   shape.n_swa = cfg_.is_swa(il) ? cfg_.n_swa : 0;
   shape.sinks = l.attn_sinks.present() ? l.attn_sinks.f32() : nullptr;
   if (!dense_) idle_read_rows(pool, wo);

@@ -33,6 +33,8 @@ class AttentionBlock {
 
   // CUDA_DENSE: one-token projections go to the GPU where it holds them (null: all on the CPU).
   void set_gpu_dense(GpuDense* dense) { dense_ = dense; }
+  // RoPE frequency divisors [n_rot / 2] for every layer (rope_freq_factors(); nullptr: none).
+  void set_rope_factors(const float* f) { rope_factors_ = f; }
 
  private:
   void gqa(kernels::ThreadPool& pool, const LayerWeights& l, uint32_t il, uint32_t n, uint32_t pos0,
@@ -57,6 +59,7 @@ class AttentionBlock {
   AttentionScratch scratch_;
   std::vector<std::byte> xq_;  // [n_ubatch, activation_row_bytes(widest projection input)]
   std::vector<float> cs_;      // [n_ubatch, n_rot] cos/sin (full-attention layers)
+  const float* rope_factors_ = nullptr;
   std::vector<float> cs_swa_;  // [n_ubatch, n_rot] (sliding-window layers), when any
   std::vector<float> q_;       // [n_ubatch, n_head * head_dim_k] (MLA: head_dim_k_mla)
   std::vector<float> k_;       // [n_ubatch, n_head_kv * head_dim_k] (MLA: [c ; k_pe])

@@ -584,8 +584,7 @@ void ExpertSource::prefetch_ahead(uint32_t il, const float* h, std::byte* xq_scr
   for (uint32_t m = il + 1; m <= last; ++m) {
     if (!cfg.is_moe(m) || homes_[m].empty()) continue;
     const LayerWeights& lm = model_.weights().layers[m];
-    (cfg.layer_norm ? layer_norm : rms_norm)(h, lm.ffn_norm.f32(), pf_x_.data(), cfg.n_embd,
-                                             cfg.norm_eps);
+    block_norm(cfg, h, lm.ffn_norm, lm.ffn_norm_b, pf_x_.data());
     Routing r;
     r.n_tokens = 1;
     r.n_expert = cfg.layer_n_expert(m);

@@ -66,6 +66,7 @@ Forward::Forward(const Model& model, const ForwardOptions& opts)
   moe_y_.resize(nu * k * cfg_.n_embd);
   last_logits_.resize(cfg_.n_vocab);
   attn_.set_gpu_dense(experts_->gpu_dense());  // CUDA_DENSE (null: off)
+  attn_.set_rope_factors(rope_freq_factors(w_, cfg_, kv_.n_ctx()));
   shared_.set_gpu_dense(experts_->gpu_dense());
   // The KV cache is a huge-page arena whose group-major rows put position 0 of every (layer, head
   // group, K or V) region in a 2 MiB page of its own, zeroed by the kernel on its first write: a
@@ -185,7 +186,8 @@ void Forward::attention_block(uint32_t il, uint32_t n, uint32_t pos0) {
   const LayerWeights& l = w_.layers[il];
   const uint32_t n_embd = cfg_.n_embd;
   for (uint32_t t = 0; t < n; ++t)
-    norm(h_.data() + size_t{t} * n_embd, l.attn_norm, x_.data() + size_t{t} * n_embd);
+    block_norm(cfg_, h_.data() + size_t{t} * n_embd, l.attn_norm, l.attn_norm_b,
+               x_.data() + size_t{t} * n_embd);
   attn_.run(pool_, l, il, n, pos0, x_.data(), kv_, tmp_.data());
   add_residual(n);
 }
@@ -194,7 +196,8 @@ void Forward::ffn_block(uint32_t il, uint32_t n, uint32_t pos0, RoutingTrace* tr
   const LayerWeights& l = w_.layers[il];
   const uint32_t n_embd = cfg_.n_embd;
   for (uint32_t t = 0; t < n; ++t)
-    norm(h_.data() + size_t{t} * n_embd, l.ffn_norm, x_.data() + size_t{t} * n_embd);
+    block_norm(cfg_, h_.data() + size_t{t} * n_embd, l.ffn_norm, l.ffn_norm_b,
+               x_.data() + size_t{t} * n_embd);
 
   // CUDA_DENSE: a dense FFN on GPU 0 where it is held (one token: the CPU's bits, its one-expert
   // combine multiplies by weight 1; chunks only with CUDA_DENSE=2); no routing, dispatch or
@@ -252,10 +255,6 @@ void Forward::ffn_block(uint32_t il, uint32_t n, uint32_t pos0, RoutingTrace* tr
   add_residual(n);
 }
 
-void Forward::norm(const float* x, const WeightView& w, float* y) const {
-  (cfg_.layer_norm ? layer_norm : rms_norm)(x, w.f32(), y, cfg_.n_embd, cfg_.norm_eps);
-}
-
 void Forward::add_residual(uint32_t n) {
   const size_t count = size_t{n} * cfg_.n_embd;
   if (cfg_.residual_scale != 0.0f) {  // granitemoe
@@ -271,12 +270,15 @@ void Forward::output_head(uint32_t n, float* all_logits) {
   // Only the rows whose logits are wanted go through the head.
   const uint32_t first = all_logits ? 0 : n - 1;
   for (uint32_t t = first; t < n; ++t)
-    norm(h_.data() + size_t{t} * n_embd, w_.output_norm, x_.data() + size_t{t} * n_embd);
+    block_norm(cfg_, h_.data() + size_t{t} * n_embd, w_.output_norm, w_.output_norm_b,
+               x_.data() + size_t{t} * n_embd);
   float* out = all_logits ? all_logits : last_logits_.data();
   GpuDense* dense = experts_->gpu_dense();  // CUDA_DENSE: a one-token head on the GPU
   if (n - first != 1 || !dense || !dense->output(x_.data() + size_t{first} * n_embd, out))
     matmul(pool_, w_.output.matrix(), x_.data() + size_t{first} * n_embd, n_embd, n - first, out,
            cfg_.n_vocab, xq_.data());
+  if (w_.output_b.present())  // phimoe
+    add_bias_rows(w_.output_b.f32(), out, cfg_.n_vocab, n - first, 0, cfg_.n_vocab);
   if (cfg_.logit_scale != 0.0f) {  // granitemoe: × 1/logit_scale, as llama.cpp scales
     const float inv = 1.0f / cfg_.logit_scale;
     for (size_t i = 0; i < size_t{n - first} * cfg_.n_vocab; ++i) out[i] *= inv;

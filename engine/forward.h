@@ -90,8 +90,6 @@ class Forward {
                  RoutingTrace* trace);
   void attention_block(uint32_t il, uint32_t n, uint32_t pos0);
   void ffn_block(uint32_t il, uint32_t n, uint32_t pos0, RoutingTrace* trace);
-  // One row's block / output norm: RMSNorm, or LayerNorm for dbrx (cfg_.layer_norm).
-  void norm(const float* x, const WeightView& w, float* y) const;
   // h += tmp over n tokens (granitemoe: tmp × residual_scale first).
   void add_residual(uint32_t n);
   void output_head(uint32_t n, float* all_logits);

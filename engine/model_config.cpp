@@ -1,6 +1,6 @@
 // Fills ModelConfig from GGUF metadata for qwen3moe, llama (Mixtral), deepseek2, glm4moe, olmoe,
-// gpt-oss, qwen2moe, granitemoe, deepseek and dbrx. Defaults follow llama.cpp's hparams loader.
-// Exercised by tests/test_model_config.cpp and tests/test_arch_config.cpp.
+// gpt-oss, qwen2moe, granitemoe, deepseek, dbrx and phimoe. Defaults follow llama.cpp's hparams
+// loader. Exercised by tests/test_model_config.cpp and tests/test_arch_config.cpp.
 #include "engine/model_config.h"
 
 #include <fmt/format.h>
@@ -172,6 +172,7 @@ std::vector<std::pair<std::string, std::string>> ModelConfig::arch_details() con
   }
   add("kv cache floats/token/layer", std::to_string(kv_k_width(0) + kv_v_width(0)));
   if (layer_norm) add("norms", "LayerNorm (no bias)");
+  if (norm_bias) add("norms", "RMSNorm with bias (weight, then + bias); output head bias");
   if (clamp_kqv > 0) add("q/k/v clamp", fmt::format("[-{0:g}, {0:g}]", clamp_kqv));
   if (qk_norm) add("q/k norm", qk_norm_whole ? "RMSNorm over the whole projection" : "per head");
   if (attn_sinks) add("attention sinks", "yes");
@@ -186,6 +187,8 @@ std::vector<std::pair<std::string, std::string>> ModelConfig::arch_details() con
   if (logit_scale != 0.0f) add("logit scale", fmt::format("1/{:g}", logit_scale));
   add("rope", fmt::format("{} on {} dims, base {:g}",
                           rope_type == RopeType::kNeox ? "neox" : "norm", n_rot, rope_freq_base));
+  if (rope.ext_factor == 0.0f && rope.attn_factor != 1.0f)
+    add("rope magnitude", fmt::format("{:g} (rope.scaling.attn_factor)", rope.attn_factor));
   if (rope_scaling.type != RopeScalingType::kNone && rope.freq_scale != 1.0f) {
     add("rope scaling",
         fmt::format("{} factor {:g}, original context {}", scaling_name(rope_scaling.type),
@@ -231,13 +234,14 @@ ModelConfig load_model_config(const io::GgufFile& file) {
       {"olmoe", Arch::kOlmoe},         {"gpt-oss", Arch::kGptOss},
       {"qwen2moe", Arch::kQwen2Moe},   {"granitemoe", Arch::kGraniteMoe},
       {"deepseek", Arch::kDeepseek},   {"dbrx", Arch::kDbrx},
+      {"phimoe", Arch::kPhiMoe},
   };
   const auto* found = std::find_if(std::begin(kArchs), std::end(kArchs),
                                    [&](const auto& a) { return a.first == c.arch_name; });
   if (found == std::end(kArchs))
     fail(ErrorKind::kUnsupported,
          "{}: architecture '{}' is not supported (qwen3moe, qwen2moe, llama, granitemoe, "
-         "deepseek, deepseek2, glm4moe, olmoe, gpt-oss, dbrx)",
+         "deepseek, deepseek2, glm4moe, olmoe, gpt-oss, dbrx, phimoe)",
          file.path(), c.arch_name);
   c.arch = found->second;
   const KeyReader kr(file, c.arch_name);
@@ -466,6 +470,17 @@ ModelConfig load_model_config(const io::GgufFile& file) {
       c.clamp_kqv = kr.f32(Key::kClampKqv);
       require(std::isfinite(c.clamp_kqv) && c.clamp_kqv > 0.0f, file,
               fmt::format("{} = {:g} must be > 0", kr.name(Key::kClampKqv), c.clamp_kqv));
+      break;
+    case Arch::kPhiMoe:
+      // llama.cpp's phi3 graph: biased RMSNorms, NEOX RoPE with the LongRoPE factor tensors,
+      // experts feed_forward_length wide, softmax top-k renormalized; no sliding window (the
+      // converter writes one, llama.cpp's phimoe loader does not read it).
+      c.rope_type = RopeType::kNeox;
+      c.norm_bias = true;
+      c.kq_scale_on_q = true;
+      c.n_expert = kr.u32(Key::kExpertCount);
+      c.n_expert_used = kr.u32(Key::kExpertUsedCount);
+      c.n_ff_exp = kr.u32_or_key(Key::kExpertFeedForwardLength, Key::kFeedForwardLength);
       break;
     case Arch::kGraniteMoe: {
       // llama.cpp reads the four multipliers as required keys; experts are feed_forward_length

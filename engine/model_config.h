@@ -24,6 +24,7 @@ enum class Arch {
   kGraniteMoe,  // granitemoe: llama (Mixtral) with embedding / residual / attention / logit scales
   kDeepseek,    // deepseek (DeepSeek-MoE-16B): llama attention, dense lead layers, shared experts
   kDbrx,        // dbrx: LayerNorms, fused q/k/v clamped, NEOX RoPE, softmax top-k renormalized
+  kPhiMoe,      // phimoe (Phi-3.5-MoE): biased RMSNorms, q/k/v/o and head biases, LongRoPE factors
 };
 
 // How router logits become expert probabilities and weights (llama.cpp's gating functions).
@@ -65,12 +66,14 @@ struct ModelConfig {
   uint32_t head_dim_v = 0;     // per-head width of v
   float norm_eps = 0;          // RMSNorm epsilon (LayerNorm's where layer_norm)
   bool layer_norm = false;     // dbrx: the block and output norms are LayerNorms (no bias)
+  bool norm_bias = false;      // phimoe: every norm adds a bias after its weight (ggml_add)
   float clamp_kqv = 0;         // dbrx: > 0 clamps q, k and v to [-clamp_kqv, clamp_kqv]
   bool qk_norm = false;        // RMSNorm of q and k (attn_q_norm / attn_k_norm)
   bool qk_norm_whole = false;  // ... over the whole projection (olmoe), not per head
   bool attn_sinks = false;     // a learned per-head logit joins the softmax denominator
   uint32_t n_swa = 0;          // sliding window of the is_swa layers (query sees n_swa keys)
   float kq_scale = 0;          // attention score scale (1/sqrt(head dim), MLA: YaRN-corrected)
+  bool kq_scale_on_q = false;  // phimoe: q × kq_scale after RoPE, the scores unscaled (its graph)
   // granitemoe's multipliers (0 = none, as in llama.cpp): embeddings × embedding_scale, each
   // attention / FFN output × residual_scale before it joins the residual, logits × 1/logit_scale.
   float embedding_scale = 0;

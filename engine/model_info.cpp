@@ -10,6 +10,7 @@
 #include <map>
 
 #include "engine/model_config.h"
+#include "engine/names.h"
 #include "io/check.h"
 
 namespace strata::engine {
@@ -232,6 +233,15 @@ ModelInfo summarize_model(const io::GgufFile& f) {
     const ModelConfig cfg = load_model_config(f);
     info.engine_summary = cfg.describe();
     info.arch_details = cfg.arch_details();
+    // The RoPE divisor tensors the engine binds (weights.h rope_freq_factors()).
+    const bool llama_graph = cfg.arch == Arch::kLlama || cfg.arch == Arch::kGraniteMoe;
+    if (llama_graph && f.find_tensor(tensor_name(TensorId::kRopeFreqs)))
+      info.arch_details.emplace_back("rope frequency factors", "rope_freqs (Llama 3.1), always");
+    if (cfg.arch == Arch::kPhiMoe && f.find_tensor(tensor_name(TensorId::kRopeFactorsLong)))
+      info.arch_details.emplace_back(
+          "rope frequency factors",
+          fmt::format("LongRoPE: the long set when the context exceeds {}, else the short set",
+                      cfg.rope_scaling.n_ctx_orig ? cfg.rope_scaling.n_ctx_orig : cfg.n_ctx_train));
   } catch (const Error& e) {
     info.engine_error = e.what();
   }

@@ -194,7 +194,14 @@ enum class TensorId {
   kFfnGateInpShexp,  // qwen2moe: the shared expert's sigmoid gate {n_embd} (one logit per token)
   kAttnQkv,          // dbrx: q, k and v fused {n_embd, n_q + 2 n_kv} (bound as three row slices)
   kAttnOutNorm,      // dbrx: the pre-FFN norm under its llama.cpp name
-  kCount,            // not a tensor: the table size
+  kAttnNormBias,     // phimoe: the norms' biases (RMSNorm · w + b) and the head's bias
+  kFfnNormBias,
+  kOutputNormBias,
+  kOutputBias,
+  kRopeFreqs,         // llama / granitemoe (Llama 3.1): RoPE frequency divisors [n_rot / 2]
+  kRopeFactorsLong,   // phimoe (LongRoPE): divisors for contexts beyond the original length
+  kRopeFactorsShort,  // ... and within it
+  kCount,             // not a tensor: the table size
 };
 
 struct TensorSpec {
@@ -249,6 +256,13 @@ inline constexpr TensorSpec kTensorTable[] = {
     {TensorId::kFfnGateInpShexp, "blk.{layer}.ffn_gate_inp_shexp.weight", true, false},
     {TensorId::kAttnQkv, "blk.{layer}.attn_qkv.weight", true, false},
     {TensorId::kAttnOutNorm, "blk.{layer}.attn_output_norm.weight", true, false},
+    {TensorId::kAttnNormBias, "blk.{layer}.attn_norm.bias", true, false},
+    {TensorId::kFfnNormBias, "blk.{layer}.ffn_norm.bias", true, false},
+    {TensorId::kOutputNormBias, "output_norm.bias", false, false},
+    {TensorId::kOutputBias, "output.bias", false, false},
+    {TensorId::kRopeFreqs, "rope_freqs.weight", false, false},
+    {TensorId::kRopeFactorsLong, "rope_factors_long.weight", false, false},
+    {TensorId::kRopeFactorsShort, "rope_factors_short.weight", false, false},
 };
 static_assert(std::size(kTensorTable) == static_cast<size_t>(TensorId::kCount));
 

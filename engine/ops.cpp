@@ -69,6 +69,14 @@ void layer_norm(const float* x, const float* w, float* y, int64_t n, float eps) 
   }
 }
 
+void block_norm(const ModelConfig& cfg, const float* x, const WeightView& w, const WeightView& b,
+                float* y) {
+  (cfg.layer_norm ? layer_norm : rms_norm)(x, w.f32(), y, cfg.n_embd, cfg.norm_eps);
+  if (!b.present()) return;
+  const float* bias = b.f32();
+  for (uint32_t i = 0; i < cfg.n_embd; ++i) y[i] += bias[i];
+}
+
 void idle_read_rows(kernels::ThreadPool& pool, std::span<const MatrixRef> ws) {
   constexpr int kMaxThreads = 64;
   const int n = pool.size();

@@ -20,6 +20,11 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
 // y = (x - mean(x)) / sqrt(var(x) + eps) * w: ggml_norm followed by ggml_mul (dbrx's LayerNorm,
 // no bias). w may be nullptr. y may alias x.
 void layer_norm(const float* x, const float* w, float* y, int64_t n, float eps);
+// A block or output norm of cfg's model over n_embd: RMSNorm (LayerNorm when cfg.layer_norm)
+// times w, then + b when b is present (phimoe's biased RMSNorm: ggml_mul, then ggml_add).
+// y may alias x.
+void block_norm(const ModelConfig& cfg, const float* x, const WeightView& w, const WeightView& b,
+                float* y);
 
 // cos/sin of every rotated pair at position pos: cs[2i] = cos θ_i, cs[2i+1] = sin θ_i for
 // i < n_rot/2, θ_i = pos · base^(−2i/n_rot). θ is advanced by repeated multiplication in float as

@@ -63,10 +63,11 @@ RopeParams resolve_rope(int64_t n_rot, float freq_base, uint32_t n_ctx_train, co
   return p;
 }
 
-void rope_cache(const RopeParams& p, int64_t pos, float* cs) {
+void rope_cache(const RopeParams& p, int64_t pos, float* cs, const float* freq_factors) {
   const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_rot));
-  float theta_extrap = static_cast<float>(pos);
+  float theta_base = static_cast<float>(pos);
   for (int64_t i = 0; i < p.n_rot / 2; ++i) {
+    const float theta_extrap = freq_factors ? theta_base / freq_factors[i] : theta_base;
     float theta = p.freq_scale * theta_extrap;
     float mscale = p.attn_factor;
     if (p.ext_factor != 0.0f) {
@@ -78,7 +79,7 @@ void rope_cache(const RopeParams& p, int64_t pos, float* cs) {
     }
     cs[2 * i + 0] = std::cos(theta) * mscale;
     cs[2 * i + 1] = std::sin(theta) * mscale;
-    theta_extrap *= theta_scale;
+    theta_base *= theta_scale;
   }
 }
 

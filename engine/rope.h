@@ -59,7 +59,9 @@ void yarn_corr_dims(int64_t n_rot, uint32_t n_ctx_orig, float freq_base, float b
 
 // cs[2i] = m·cos θ_i, cs[2i+1] = m·sin θ_i for i < n_rot/2 at position pos (see RopeParams).
 // θ_extrap is advanced by repeated float multiplication, as ggml's rope cache does.
-void rope_cache(const RopeParams& p, int64_t pos, float* cs);
+// freq_factors (ggml's, n_rot/2 of them; Llama 3.1's rope_freqs, LongRoPE's long/short sets):
+// pair i uses θ_extrap / freq_factors[i]; nullptr: none.
+void rope_cache(const RopeParams& p, int64_t pos, float* cs, const float* freq_factors = nullptr);
 
 // DeepSeek's attention scale with YaRN: 1/sqrt(head_dim_k) times mscale², mscale =
 // attn_factor_org · (1 + 0.1 · yarn_log_mul · ln(1/freq_scale)), attn_factor_org undoing the

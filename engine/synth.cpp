@@ -278,6 +278,80 @@ constexpr SynthPreset kPresets[] = {
      .output_type = GgmlType::Q6_K,
      .arch = "dbrx",
      .clamp_kqv = 1.5f},
+    // A Mixtral-layout llama MoE built from Llama 3.1 models (mergekit-moe style): llama's graph
+    // with the rope_freqs divisors the converter writes for Llama 3.1. Checked against llama.cpp
+    // (tests/test_synth_peer.cpp).
+    {.name = "tiny-llama3-moe",
+     .doc = "llama with experts and Llama 3.1 rope_freqs (softmax top-2 renormalized): 4 layers, "
+            "n_embd 256, 4/2 heads x 64, 8 experts top-2 x 128, vocab 512 (tests)",
+     .n_layer = 4,
+     .n_embd = 256,
+     .n_head = 4,
+     .n_head_kv = 2,
+     .head_dim = 64,
+     .n_expert = 8,
+     .n_expert_used = 2,
+     .n_ff_exp = 128,
+     .n_ff = 128,
+     .n_vocab = 512,
+     .n_ctx = 4096,
+     .rope_freq_base = 500000.0f,
+     .rms_eps = 1e-5f,
+     .expert_type = GgmlType::Q4_0,
+     .attn_type = GgmlType::Q8_0,
+     .embd_type = GgmlType::Q8_0,
+     .output_type = GgmlType::Q6_K,
+     .arch = "llama",
+     .llama3_rope = true},
+    // Phi-3.5-MoE: biased RMSNorms, q/k/v/o and head biases, NEOX RoPE with LongRoPE's factor
+    // sets (the long set here: the tests' 512 positions exceed the original 256). Checked against
+    // llama.cpp (tests/test_synth_peer.cpp).
+    {.name = "tiny-phimoe",
+     .doc = "phimoe (biased RMSNorms, q/k/v/o and head biases, LongRoPE from 256, softmax top-2 "
+            "renormalized): 4 layers, n_embd 256, 4/2 heads x 64, 16 experts top-2 x 128, vocab "
+            "512 (tests)",
+     .n_layer = 4,
+     .n_embd = 256,
+     .n_head = 4,
+     .n_head_kv = 2,
+     .head_dim = 64,
+     .n_expert = 16,
+     .n_expert_used = 2,
+     .n_ff_exp = 128,
+     .n_ff = 128,
+     .n_vocab = 512,
+     .n_ctx = 4096,
+     .rope_freq_base = 10000.0f,
+     .rms_eps = 1e-5f,
+     .expert_type = GgmlType::Q4_0,
+     .attn_type = GgmlType::Q8_0,
+     .embd_type = GgmlType::Q8_0,
+     .output_type = GgmlType::Q6_K,
+     .arch = "phimoe",
+     .longrope_orig_ctx = 256},
+    // Phi-3.5-MoE-instruct's shapes (41.9B parameters, 6.6B active).
+    {.name = "phi-3.5-moe",
+     .doc = "Phi-3.5-MoE shapes (phimoe): 32 layers, n_embd 4096, 32/8 heads x 128, 16 experts "
+            "top-2 x 6400, vocab 32064, LongRoPE 4096 -> 131072 (~23 GB)",
+     .n_layer = 32,
+     .n_embd = 4096,
+     .n_head = 32,
+     .n_head_kv = 8,
+     .head_dim = 128,
+     .n_expert = 16,
+     .n_expert_used = 2,
+     .n_ff_exp = 6400,
+     .n_ff = 6400,
+     .n_vocab = 32064,
+     .n_ctx = 131072,
+     .rope_freq_base = 10000.0f,
+     .rms_eps = 1e-5f,
+     .expert_type = GgmlType::Q4_0,
+     .attn_type = GgmlType::Q8_0,
+     .embd_type = GgmlType::Q8_0,
+     .output_type = GgmlType::Q6_K,
+     .arch = "phimoe",
+     .longrope_orig_ctx = 4096},
     // Granite-3.x-MoE: llama (Mixtral) with four multipliers and the embedding as the head.
     // Checked against llama.cpp (tests/test_synth_peer.cpp).
     {.name = "tiny-granitemoe",
@@ -1336,10 +1410,11 @@ SynthModel::SynthModel(const SynthOptions& options)
   const std::string arch(p.arch);
   const bool ds2 = arch == "deepseek2", oss = arch == "gpt-oss", q2 = arch == "qwen2moe";
   const bool granite = arch == "granitemoe", ds1 = arch == "deepseek", dbrx = arch == "dbrx";
-  if (!ds2 && !oss && !q2 && !granite && !ds1 && !dbrx && arch != "qwen3moe")
+  const bool phi = arch == "phimoe", llama = arch == "llama";
+  if (!ds2 && !oss && !q2 && !granite && !ds1 && !dbrx && !phi && !llama && arch != "qwen3moe")
     fail(ErrorKind::kUnsupported,
          "synth: architecture '{}' (qwen3moe, deepseek2, gpt-oss, qwen2moe, granitemoe, deepseek, "
-         "dbrx)",
+         "dbrx, phimoe, llama)",
          arch);
   STRATA_ASSERT(p.n_expert_used <= p.n_expert && p.n_expert_used <= 64, "top-{} of {}",
                 p.n_expert_used, p.n_expert);
@@ -1441,8 +1516,8 @@ SynthModel::SynthModel(const SynthOptions& options)
   }
   w.set(key(Key::kExpertCount), p.n_expert);
   w.set(key(Key::kExpertUsedCount), p.n_expert_used);
-  // granite and dbrx: the experts are feed_forward_length (n_ff) wide.
-  if (!granite && !dbrx) w.set(key(Key::kExpertFeedForwardLength), p.n_ff_exp);
+  // granite, dbrx, phimoe and llama (Mixtral): the experts are feed_forward_length (n_ff) wide.
+  if (!granite && !dbrx && !phi && !llama) w.set(key(Key::kExpertFeedForwardLength), p.n_ff_exp);
   if (ds2) {
     w.set(key(Key::kVocabSize), p.n_vocab);
     w.set(key(Key::kLeadingDenseBlockCount), p.n_dense_lead);
@@ -1461,6 +1536,16 @@ SynthModel::SynthModel(const SynthOptions& options)
     w.set(key(Key::kExpertWeightsScale), 1.0f);
   }
   if (oss) w.set(key(Key::kSlidingWindow), p.n_swa);
+  if (phi) {
+    // What llama.cpp's converter writes for a LongRoPE model: the original context, the
+    // attention factor sqrt(1 + ln(scale) / ln(original)), and a sliding window as large as the
+    // context that llama.cpp's phimoe loader does not read.
+    const double scale = double(p.n_ctx) / p.longrope_orig_ctx;
+    w.set(key(Key::kRopeScalingOrigCtx), p.longrope_orig_ctx);
+    w.set(key(Key::kRopeScalingAttnFactor),
+          static_cast<float>(std::sqrt(1 + std::log(scale) / std::log(p.longrope_orig_ctx))));
+    w.set(key(Key::kSlidingWindow), p.n_ctx);
+  }
   if (q2) w.set(key(Key::kExpertSharedFeedForwardLength), p.n_ff_shexp);
   if (granite) {
     w.set(key(Key::kEmbeddingScale), p.embedding_scale);
@@ -1513,6 +1598,14 @@ SynthModel::SynthModel(const SynthOptions& options)
   };
   auto in_sigma = [](uint64_t fan_in) { return 1.0 / std::sqrt(double(fan_in)); };
   add(TensorId::kTokenEmbd, -1, p.embd_type, {p.n_embd, p.n_vocab}, Role::kEmbd, 1.0);
+  if (p.llama3_rope)
+    add(TensorId::kRopeFreqs, -1, GgmlType::F32, {p.head_dim / 2}, Role::kRopeLlama3, 0);
+  if (phi) {
+    add(TensorId::kRopeFactorsLong, -1, GgmlType::F32, {p.head_dim / 2}, Role::kRopeLong, 0);
+    add(TensorId::kRopeFactorsShort, -1, GgmlType::F32, {p.head_dim / 2}, Role::kRopeShort, 0);
+  }
+  // phimoe's norms have biases: small, so the routers stay near their calibration.
+  constexpr double kNormBiasSigma = 0.05;
   const GgmlType at = p.attn_type;
   const GgmlType et = expert_type_;
   // One FFN stack: a dense FFN / shared expert (n_expert 0: 2-D) or the routed experts (3-D).
@@ -1529,6 +1622,8 @@ SynthModel::SynthModel(const SynthOptions& options)
   };
   for (int l = 0; l < int(p.n_layer); ++l) {
     add(TensorId::kAttnNorm, l, GgmlType::F32, {p.n_embd}, Role::kNorm, 0);
+    if (phi)
+      add(TensorId::kAttnNormBias, l, GgmlType::F32, {p.n_embd}, Role::kBias, kNormBiasSigma);
     if (ds2) {
       // MLA. attn_q_b / attn_k_b / attn_v_b read LoRA outputs, not the residual stream; their
       // zeroed massive-dimension column is harmless there.
@@ -1570,16 +1665,18 @@ SynthModel::SynthModel(const SynthOptions& options)
         add(TensorId::kAttnQBias, l, GgmlType::F32, {n_q}, Role::kZero, 0);
         add(TensorId::kAttnKBias, l, GgmlType::F32, {n_kv}, Role::kZero, 0);
         add(TensorId::kAttnVBias, l, GgmlType::F32, {n_kv}, Role::kZero, 0);
-      } else if (q2) {  // nonzero, so a peer check sees them
+      } else if (q2 || phi) {  // nonzero, so a peer check sees them
         add(TensorId::kAttnQBias, l, GgmlType::F32, {n_q}, Role::kBias, kBiasSigma);
         add(TensorId::kAttnKBias, l, GgmlType::F32, {n_kv}, Role::kBias, kBiasSigma);
         add(TensorId::kAttnVBias, l, GgmlType::F32, {n_kv}, Role::kBias, kBiasSigma);
-      } else if (!granite && !ds1 && !dbrx) {
+      } else if (!granite && !ds1 && !dbrx && !llama) {
         add(TensorId::kAttnQNorm, l, GgmlType::F32, {p.head_dim}, Role::kNorm, 0);
         add(TensorId::kAttnKNorm, l, GgmlType::F32, {p.head_dim}, Role::kNorm, 0);
       }
       add(TensorId::kAttnOut, l, fit_type(at, n_q), {n_q, p.n_embd}, Role::kResidualOut,
           in_sigma(n_q) * resid_scale);
+      if (phi)
+        add(TensorId::kAttnOutBias, l, GgmlType::F32, {p.n_embd}, Role::kBias, kNormBiasSigma);
       if (oss) {
         add(TensorId::kAttnOutBias, l, GgmlType::F32, {p.n_embd}, Role::kZero, 0);
         add(TensorId::kAttnSinks, l, GgmlType::F32, {p.n_head}, Role::kZero, 0);
@@ -1589,6 +1686,7 @@ SynthModel::SynthModel(const SynthOptions& options)
         : dbrx ? TensorId::kAttnOutNorm
                : TensorId::kFfnNorm,
         l, GgmlType::F32, {p.n_embd}, Role::kNorm, 0);
+    if (phi) add(TensorId::kFfnNormBias, l, GgmlType::F32, {p.n_embd}, Role::kBias, kNormBiasSigma);
     if ((ds2 || ds1) && uint32_t(l) < p.n_dense_lead) {
       add_ffn(l, TensorId::kFfnGate, TensorId::kFfnUp, TensorId::kFfnDown, p.n_ff, 0, at);
       continue;
@@ -1615,9 +1713,12 @@ SynthModel::SynthModel(const SynthOptions& options)
     }
   }
   add(TensorId::kOutputNorm, -1, GgmlType::F32, {p.n_embd}, Role::kNorm, 0);
+  if (phi)
+    add(TensorId::kOutputNormBias, -1, GgmlType::F32, {p.n_embd}, Role::kBias, kNormBiasSigma);
   if (!granite)  // granite's head is the token embedding (tied)
     add(TensorId::kOutput, -1, fit_type(p.output_type, p.n_embd), {p.n_embd, p.n_vocab},
         Role::kOutput, in_sigma(p.n_embd));
+  if (phi) add(TensorId::kOutputBias, -1, GgmlType::F32, {p.n_vocab}, Role::kBias, kBiasSigma);
   file_bytes_ = w.total_bytes();
 }
 
@@ -1639,6 +1740,39 @@ void SynthModel::fill_rows(size_t index, std::span<std::byte> out, uint64_t row_
       auto* v = reinterpret_cast<float*>(out.data());
       for (uint64_t j = 0; j < ne0; ++j)
         v[j] = j == kMassiveDim ? 1.0f : static_cast<float>(0.9 + 0.2 * to_unit(rng_at(key, j)));
+      return;
+    }
+    case Role::kRopeLong:
+    case Role::kRopeShort: {
+      // Smooth in the pair index like real LongRoPE sets: 1 at the fastest pair, rising to the
+      // set's top at the slowest.
+      const double top = r.role == Role::kRopeLong ? 40.0 : 1.5;
+      auto* v = reinterpret_cast<float*>(out.data());
+      for (uint64_t j = 0; j < ne0; ++j) {
+        const double u = ne0 > 1 ? double(j) / double(ne0 - 1) : 0.0;
+        v[j] = static_cast<float>(1.0 + (top - 1.0) * u * u);
+      }
+      return;
+    }
+    case Role::kRopeLlama3: {
+      // Llama 3.1's published recipe (its rope_scaling "llama3"): pairs whose wavelength is
+      // under 8192 / 4 turn as trained, those over 8192 / 1 eight times slower, a smooth blend
+      // between.
+      constexpr double kFactor = 8, kLow = 1, kHigh = 4, kOrigCtx = 8192;
+      const SynthPreset& p = opt_.preset;
+      auto* v = reinterpret_cast<float*>(out.data());
+      for (uint64_t j = 0; j < ne0; ++j) {
+        const double freq = std::pow(double(p.rope_freq_base), -2.0 * double(j) / p.head_dim);
+        const double wavelen = 2 * std::numbers::pi / freq;
+        double f = 1;
+        if (wavelen > kOrigCtx / kLow) {
+          f = kFactor;
+        } else if (wavelen >= kOrigCtx / kHigh) {
+          const double smooth = (kOrigCtx / wavelen - kLow) / (kHigh - kLow);
+          f = 1 / ((1 - smooth) / kFactor + smooth);
+        }
+        v[j] = static_cast<float>(f);
+      }
       return;
     }
     case Role::kRouter: {

@@ -1,9 +1,11 @@
 // Synthetic MoE models: a qwen3moe, deepseek2 (MLA, shared experts, dense lead layers), gpt-oss
 // (sinks, sliding window, biases, MXFP4 experts), qwen2moe (q/k/v biases, gated shared expert),
 // granitemoe (embedding / residual / attention / logit scales, tied head), deepseek (V1: llama
-// attention, dense lead layers, shared experts) or dbrx (LayerNorms, fused clamped q/k/v) GGUF with
-// random quantized weights, a working byte-level BPE tokenizer and routing skewed like a real
-// model, written deterministically from a seed (the generator behind `strata synth`). Tested by
+// attention, dense lead layers, shared experts), dbrx (LayerNorms, fused clamped q/k/v), phimoe
+// (biased RMSNorms, q/k/v/o and head biases, LongRoPE factors) or llama (Mixtral layout, Llama 3.1
+// rope_freqs) GGUF with random quantized
+// weights, a working byte-level BPE tokenizer and routing skewed like a real model, written
+// deterministically from a seed (the generator behind `strata synth`). Tested by
 // tests/test_synth.cpp and (the deepseek2 / gpt-oss presets) tests/test_arch_synth.cpp.
 //
 // Routing skew (the fixtures' recipe, ../shared/fixtures/README.md "Routing skew"): every token
@@ -80,6 +82,10 @@ struct SynthPreset {
   float attention_scale = 0;
   float logit_scale = 0;
   float clamp_kqv = 0;  // dbrx: q/k/v clamp (its norms are LayerNorms, its q/k/v one tensor)
+  uint32_t longrope_orig_ctx = 0;  // phimoe: LongRoPE's original context (long / short factors)
+  // llama: a rope_freqs tensor as the converter writes for Llama 3.1 (factor 8, low/high
+  // frequency factors 1 and 4, original context 8192).
+  bool llama3_rope = false;
 };
 
 // tiny (a few MB, tests), demo (~1 GB), qwen3-30b-a3b (the real Qwen3-30B-A3B shapes, ~17 GB),
@@ -174,7 +180,19 @@ class SynthModel {
   std::vector<std::byte> to_bytes() const;
 
  private:
-  enum class Role { kEmbd, kNorm, kRouter, kIn, kResidualOut, kOutput, kZero, kBias };
+  enum class Role {
+    kEmbd,
+    kNorm,
+    kRouter,
+    kIn,
+    kResidualOut,
+    kOutput,
+    kZero,
+    kBias,
+    kRopeLong,   // LongRoPE divisors: 1 at the fastest pair rising to 40 at the slowest
+    kRopeShort,  // ... 1 rising to 1.5
+    kRopeLlama3,  // Llama 3.1's divisors for this head dim and base
+  };
   struct Recipe {
     Role role = Role::kNorm;
     int layer = -1;

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 
 #include "engine/names.h"
@@ -61,6 +62,10 @@ class Binder {
     w.n_bytes = t->n_bytes;
     w.row_bytes = t->row_bytes();
     return w;
+  }
+
+  bool has(TensorId id, int layer) const {
+    return file_.find_tensor(tensor_name(id, layer)) != nullptr;
   }
 
  private:
@@ -141,8 +146,10 @@ void bind_gqa(const Binder& b, const ModelConfig& cfg, LayerWeights& l, uint32_t
   const int64_t n_q = cfg.n_embd_q(il);
   const int64_t n_k = cfg.n_embd_k_gqa(il);
   const int64_t n_v = cfg.n_embd_v_gqa(il);
-  if (cfg.arch == Arch::kDbrx) {
-    // One fused matrix: q, k and v are its consecutive row ranges.
+  // dbrx always, phimoe optionally: one fused matrix whose consecutive row ranges are q, k and v.
+  const bool fused =
+      cfg.arch == Arch::kDbrx || (cfg.arch == Arch::kPhiMoe && b.has(TensorId::kAttnQkv, i));
+  if (fused) {
     const WeightView qkv = b.bind(TensorId::kAttnQkv, i, {n_embd, n_q + n_k + n_v}, Use::kMatmul);
     l.wq = row_slice(qkv, 0, n_q, "q");
     l.wk = row_slice(qkv, n_q, n_k, "k");
@@ -153,15 +160,17 @@ void bind_gqa(const Binder& b, const ModelConfig& cfg, LayerWeights& l, uint32_t
     l.wv = b.bind(TensorId::kAttnV, i, {n_embd, n_v}, Use::kMatmul);
   }
   l.wo = b.bind(TensorId::kAttnOut, i, {cfg.n_head(il) * cfg.head_dim_v, n_embd}, Use::kMatmul);
-  // llama.cpp reads attention biases for these architectures only (required for gpt-oss and
-  // qwen2moe).
-  if (cfg.arch == Arch::kGlm4Moe || cfg.arch == Arch::kGptOss || cfg.arch == Arch::kQwen2Moe) {
+  // llama.cpp reads attention biases for these architectures only (required for gpt-oss,
+  // qwen2moe and phimoe's separate q/k/v; a fused phimoe matrix has none).
+  const bool phi = cfg.arch == Arch::kPhiMoe;
+  if (cfg.arch == Arch::kGlm4Moe || cfg.arch == Arch::kGptOss || cfg.arch == Arch::kQwen2Moe ||
+      (phi && !fused)) {
     const bool req = cfg.arch != Arch::kGlm4Moe;
     l.bq = b.bind(TensorId::kAttnQBias, i, {n_q}, Use::kVector, req);
     l.bk = b.bind(TensorId::kAttnKBias, i, {n_k}, Use::kVector, req);
     l.bv = b.bind(TensorId::kAttnVBias, i, {n_v}, Use::kVector, req);
   }
-  if (cfg.arch == Arch::kGptOss) {
+  if (cfg.arch == Arch::kGptOss || phi) {
     l.bo = b.bind(TensorId::kAttnOutBias, i, {n_embd}, Use::kVector);
   }
   if (cfg.attn_sinks)
@@ -200,7 +209,25 @@ void bind_mla(const Binder& b, const ModelConfig& cfg, LayerWeights& l, uint32_t
   l.wo = b.bind(TensorId::kAttnOut, i, {n_head * cfg.head_dim_v_mla, n_embd}, Use::kMatmul);
 }
 
+// A divisor must be finite and > 0 (the angle is divided by it); the file's n_rot may be less
+// than the set's length (phimoe's sets are head dim / 2 long).
+void require_rope_factors(const io::GgufFile& file, const ModelConfig& cfg, const WeightView& f) {
+  if (!f.present()) return;
+  for (uint32_t i = 0; i < cfg.n_rot / 2; ++i)
+    if (!std::isfinite(f.f32()[i]) || !(f.f32()[i] > 0.0f))
+      fail(ErrorKind::kBadFile, "{}: {}[{}] = {:g} must be finite and > 0", file.path(), f.name, i,
+           f.f32()[i]);
+}
+
 }  // namespace
+
+const float* rope_freq_factors(const ModelWeights& w, const ModelConfig& cfg, uint32_t n_ctx) {
+  if (w.rope_freqs.present()) return w.rope_freqs.f32();
+  if (!w.rope_long.present()) return nullptr;
+  const uint32_t n_ctx_orig =
+      cfg.rope_scaling.n_ctx_orig ? cfg.rope_scaling.n_ctx_orig : cfg.n_ctx_train;
+  return (n_ctx > n_ctx_orig ? w.rope_long : w.rope_short).f32();
+}
 
 ModelWeights bind_weights(const io::GgufFile& file, const ModelConfig& cfg) {
   const Binder b(file);
@@ -213,6 +240,28 @@ ModelWeights bind_weights(const io::GgufFile& file, const ModelConfig& cfg) {
     m.output = m.token_embd;
     m.output_tied = true;
   }
+  if (cfg.norm_bias) {  // phimoe (llama.cpp requires both)
+    m.output_norm_b = b.bind(TensorId::kOutputNormBias, -1, {n_embd}, Use::kVector);
+    m.output_b = b.bind(TensorId::kOutputBias, -1, {cfg.n_vocab}, Use::kVector);
+  }
+  // RoPE frequency divisors, optional, as llama.cpp binds them: rope_freqs [n_rot / 2] for its
+  // llama graph (Mixtral, granitemoe; Llama-3.1-based files), LongRoPE's long and short sets
+  // [head dim / 2] for phimoe.
+  if (cfg.arch == Arch::kLlama || cfg.arch == Arch::kGraniteMoe)
+    m.rope_freqs = b.bind(TensorId::kRopeFreqs, -1, {cfg.n_rot / 2}, Use::kVector, false);
+  if (cfg.arch == Arch::kPhiMoe) {
+    m.rope_long = b.bind(TensorId::kRopeFactorsLong, -1, {cfg.head_dim_k / 2}, Use::kVector, false);
+    m.rope_short =
+        b.bind(TensorId::kRopeFactorsShort, -1, {cfg.head_dim_k / 2}, Use::kVector, false);
+    if (m.rope_long.present() != m.rope_short.present())
+      fail(ErrorKind::kBadFile, "{}: {} without {}", file.path(),
+           m.rope_long.present() ? m.rope_long.name : m.rope_short.name,
+           tensor_name(m.rope_long.present() ? TensorId::kRopeFactorsShort
+                                             : TensorId::kRopeFactorsLong));
+    require_rope_factors(file, cfg, m.rope_long);
+    require_rope_factors(file, cfg, m.rope_short);
+  }
+  require_rope_factors(file, cfg, m.rope_freqs);
   // glm4moe, gpt-oss and dbrx name the pre-FFN norm after its position.
   const TensorId ffn_norm = cfg.arch == Arch::kGlm4Moe || cfg.arch == Arch::kGptOss
                                 ? TensorId::kPostAttnNorm
@@ -223,12 +272,14 @@ ModelWeights bind_weights(const io::GgufFile& file, const ModelConfig& cfg) {
     LayerWeights& l = m.layers[il];
     const int i = static_cast<int>(il);
     l.attn_norm = b.bind(TensorId::kAttnNorm, i, {n_embd}, Use::kVector);
+    if (cfg.norm_bias) l.attn_norm_b = b.bind(TensorId::kAttnNormBias, i, {n_embd}, Use::kVector);
     if (cfg.has_mla_projections()) {
       bind_mla(b, cfg, l, il);
     } else {
       bind_gqa(b, cfg, l, il);
     }
     l.ffn_norm = b.bind(ffn_norm, i, {n_embd}, Use::kVector);
+    if (cfg.norm_bias) l.ffn_norm_b = b.bind(TensorId::kFfnNormBias, i, {n_embd}, Use::kVector);
 
     if (cfg.is_moe(il)) {
       const int64_t n_exp = cfg.n_expert;
@@ -275,6 +326,7 @@ std::vector<View*> collect_decode_dense(Weights& w) {
   };
   for (auto& l : w.layers) {
     for (View* v : {&l.attn_norm,
+                    &l.attn_norm_b,
                     &l.wq_a,
                     &l.attn_q_a_norm,
                     &l.wq_b,
@@ -294,6 +346,7 @@ std::vector<View*> collect_decode_dense(Weights& w) {
                     &l.wo,
                     &l.bo,
                     &l.ffn_norm,
+                    &l.ffn_norm_b,
                     &l.ffn_gate_inp,
                     &l.ffn_gate_inp_b,
                     &l.exp_probs_b,
@@ -309,7 +362,9 @@ std::vector<View*> collect_decode_dense(Weights& w) {
       for (View* v : {&l.shared.gate, &l.shared.up, &l.shared.down}) add(*v);
   }
   add(w.output_norm);
+  add(w.output_norm_b);
   if (!w.output_tied) add(w.output);
+  add(w.output_b);
   return out;
 }
 

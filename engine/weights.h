@@ -102,6 +102,7 @@ struct ExpertStack {
 
 struct LayerWeights {
   WeightView attn_norm;    // [n_embd]
+  WeightView attn_norm_b;  // [n_embd], when cfg.norm_bias (phimoe)
   WeightView wq;           // {n_embd, n_head * head_dim_k}; MLA without q LoRA: head_dim_k_mla
   WeightView wk;           // {n_embd, n_head_kv * head_dim_k}   (GQA only)
   WeightView wv;           // {n_embd, n_head_kv * head_dim_v}   (GQA only)
@@ -121,6 +122,7 @@ struct LayerWeights {
   WeightView wv_b;            // {n_lora_kv, head_dim_v_mla, n_head}: per head, latent → v
   WeightView wkv_b;           // decompressed form: {n_lora_kv, n_head * (qk_nope + head_dim_v_mla)}
   WeightView ffn_norm;        // [n_embd] (post_attention_norm in glm4moe / gpt-oss files)
+  WeightView ffn_norm_b;      // [n_embd], when cfg.norm_bias
   WeightView ffn_gate_inp;    // router {n_embd, n_expert}; absent for a dense FFN
   WeightView ffn_gate_inp_b;  // optional router bias [n_expert] (gpt-oss)
   WeightView exp_probs_b;     // optional selection bias [n_expert] (sigmoid gating)
@@ -130,12 +132,26 @@ struct LayerWeights {
 };
 
 struct ModelWeights {
-  WeightView token_embd;   // {n_embd, n_vocab}
-  WeightView output_norm;  // [n_embd]
-  WeightView output;       // {n_embd, n_vocab}; token_embd's view when the file has no output
+  WeightView token_embd;     // {n_embd, n_vocab}
+  WeightView output_norm;    // [n_embd]
+  WeightView output_norm_b;  // [n_embd], when cfg.norm_bias
+  WeightView output;         // {n_embd, n_vocab}; token_embd's view when the file has no output
+  WeightView output_b;       // [n_vocab] logit bias (phimoe)
   bool output_tied = false;
+  // RoPE frequency divisors [n_rot / 2] (ggml's freq_factors: pair i turns at θ_i / f[i]):
+  // rope_freqs always (Llama 3.1 files), else LongRoPE's long or short set by the context size
+  // (rope_freq_factors()). All absent for most models.
+  WeightView rope_freqs;
+  WeightView rope_long;
+  WeightView rope_short;
   std::vector<LayerWeights> layers;
 };
+
+// The RoPE frequency divisors a context of n_ctx positions uses, as llama.cpp picks them:
+// rope_freqs when the file has it; else rope_long when n_ctx exceeds the original context
+// (rope.scaling.original_context_length, or the training context), rope_short otherwise; nullptr
+// when the file has none.
+const float* rope_freq_factors(const ModelWeights& w, const ModelConfig& cfg, uint32_t n_ctx);
 
 // Binds every tensor the config needs. A missing tensor is Error(kNotFound) naming it; a wrong
 // shape is Error(kBadFile) naming the tensor and both shapes; a type no kernel handles is

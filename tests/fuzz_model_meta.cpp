@@ -12,8 +12,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
-    strata::testing::load_model_metadata(
-        std::span(reinterpret_cast<const std::byte*>(data), size));
+    strata::testing::load_model_metadata(std::span(reinterpret_cast<const std::byte*>(data), size));
   } catch (const strata::Error&) {
   }
   return 0;

@@ -120,7 +120,8 @@ TEST(ArchSynth, TinyDeepseek2Runs) {
   EXPECT_NEAR(c.kq_scale, std::pow(1 + 0.1 * std::log(4.0), 2) / std::sqrt(48.0), 1e-6);
 }
 
-// qwen2moe, granitemoe, deepseek and dbrx against llama.cpp: tests/test_synth_peer.cpp.
+// qwen2moe, granitemoe, deepseek, dbrx, phimoe and llama (Llama 3.1 rope_freqs) against llama.cpp:
+// tests/test_synth_peer.cpp.
 TEST(ArchSynth, TinyQwen2MoeRuns) {
   check_tiny("tiny-qwen2moe");
 }
@@ -135,6 +136,14 @@ TEST(ArchSynth, TinyDeepseekRuns) {
 
 TEST(ArchSynth, TinyDbrxRuns) {
   check_tiny("tiny-dbrx");
+}
+
+TEST(ArchSynth, TinyPhiMoeRuns) {
+  check_tiny("tiny-phimoe");
+}
+
+TEST(ArchSynth, TinyLlama3MoeRuns) {
+  check_tiny("tiny-llama3-moe");
 }
 
 TEST(ArchSynth, TinyGptOssRuns) {
@@ -165,7 +174,7 @@ TEST(ArchSynth, TinyGptOssRuns) {
 // shared experts (gated too) and biased SwiGLU-OAI experts allocate nothing.
 TEST(ArchSynth, DecodeAndPrefillAllocateNothing) {
   for (const char* preset : {"tiny-deepseek2", "tiny-gpt-oss", "tiny-qwen2moe", "tiny-granitemoe",
-                             "tiny-deepseek", "tiny-dbrx"}) {
+                             "tiny-deepseek", "tiny-dbrx", "tiny-phimoe"}) {
     SCOPED_TRACE(preset);
     const auto bytes = SynthModel(opts(preset)).to_bytes();
     const Model m = Model::from_file(io::GgufFile::parse(preset, bytes));
@@ -246,6 +255,21 @@ TEST(ArchSynth, RealShapePresetsHaveTheModelsShapes) {
         {"output.weight", {2048, 102400}}},
        8,
        10.5},
+      {"phi-3.5-moe",
+       {{"rope_factors_long.weight", {64}},
+        {"rope_factors_short.weight", {64}},
+        {"blk.0.attn_norm.bias", {4096}},
+        {"blk.0.attn_q.weight", {4096, 4096}},
+        {"blk.0.attn_k.bias", {1024}},
+        {"blk.0.attn_output.bias", {4096}},
+        {"blk.0.ffn_gate_inp.weight", {4096, 16}},
+        {"blk.0.ffn_gate_exps.weight", {4096, 6400, 16}},
+        {"blk.31.ffn_down_exps.weight", {6400, 4096, 16}},
+        {"blk.31.ffn_norm.bias", {4096}},
+        {"output.weight", {4096, 32064}},
+        {"output.bias", {32064}}},
+       22,
+       25},
   };
   for (const Want& w : wants) {
     SCOPED_TRACE(w.preset);

@@ -362,7 +362,13 @@ void GpuLane::dense_check(bool emulate) {
                                           qwen2moe.string()))
           .rc,
       0);
-  std::vector<fs::path> models = {synth, qwen2moe};
+  // phimoe (no fixture): biased norms, q/k/v/o biases, LongRoPE, a bias on the GPU's head output.
+  const fs::path phimoe = dir_ / "synth-tiny-phimoe.gguf";
+  ASSERT_EQ(run_strata(dir_.path(), fmt::format("synth --preset tiny-phimoe --out '{}' --threads 2",
+                                                phimoe.string()))
+                .rc,
+            0);
+  std::vector<fs::path> models = {synth, qwen2moe, phimoe};
   for (const fs::path& m : fixture_models()) {
     const std::string n = m.filename().string();
     if (n == "tiny-qwen3moe-Q4_K_M.gguf" || n == "tiny-gpt-oss-MXFP4.gguf" ||

@@ -5,8 +5,9 @@
 // element type, the key removed. Plus the files the fuzzer (tests/fuzz_model_meta.cpp) found, in
 // tests/data/meta_bad/. And whole models: each fixture written again with one hyperparameter
 // edited (its tensors as they were) must fail Model::load with a strata::Error or load and run a
-// prefill and a decode step. The synthetic tiny-qwen2moe, tiny-granitemoe, tiny-deepseek and
-// tiny-dbrx join the fixtures (architectures they lack). Runs under ASan/UBSan with the unit tests.
+// prefill and a decode step. The synthetic tiny-qwen2moe, tiny-granitemoe, tiny-deepseek,
+// tiny-dbrx and tiny-phimoe join the fixtures (architectures they lack). Runs under ASan/UBSan with
+// the unit tests.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -36,14 +37,15 @@ using io::GgufValue;
 
 namespace {
 
-// One GGUF per fixture model, plus the synthetic tiny-qwen2moe, tiny-granitemoe, tiny-deepseek and
-// tiny-dbrx (architectures the fixtures lack; written once per process into a scratch directory
-// removed at exit).
+// One GGUF per fixture model, plus the synthetic tiny-qwen2moe, tiny-granitemoe, tiny-deepseek,
+// tiny-dbrx and tiny-phimoe (architectures the fixtures lack; written once per process into a
+// scratch directory removed at exit).
 std::vector<fs::path> models() {
   static const tier_test::ScratchDir dir("meta_synth");
   static const std::vector<fs::path> synth = [] {
     std::vector<fs::path> paths;
-    for (const char* preset : {"tiny-qwen2moe", "tiny-granitemoe", "tiny-deepseek", "tiny-dbrx"}) {
+    for (const char* preset :
+         {"tiny-qwen2moe", "tiny-granitemoe", "tiny-deepseek", "tiny-dbrx", "tiny-phimoe"}) {
       paths.push_back(dir / fmt::format("{}.gguf", preset));
       engine::SynthOptions o;
       o.preset = *engine::find_synth_preset(preset);

@@ -14,12 +14,14 @@
 // shared expert (leaving out the gate or a bias fails the F32 bound by orders of magnitude);
 // granitemoe's embedding / residual / attention / logit multipliers and tied head; deepseek's
 // dense lead layer and two shared experts under llama attention; dbrx's LayerNorms and fused,
-// clamped q/k/v.
+// clamped q/k/v; phimoe's biased RMSNorms, q/k/v/o and head biases and LongRoPE factor sets (the
+// long set at n_ctx 512, the short one at 128); Llama 3.1's rope_freqs on a llama MoE.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -32,6 +34,7 @@
 #include "engine/synth.h"
 #include "engine/tokenizer.h"
 #include "forward_ref.h"
+#include "io/check.h"
 #include "io/gguf.h"
 
 using namespace strata;
@@ -92,9 +95,10 @@ class SynthPeer : public ::testing::TestWithParam<Case> {
     ASSERT_EQ(ref_logits_.n_vocab, model_->config().n_vocab);
   }
 
-  std::vector<float> run(uint32_t n_ubatch, int n_threads, bool decode) const {
+  std::vector<float> run(uint32_t n_ubatch, int n_threads, bool decode,
+                         uint32_t n_ctx = 512) const {
     ForwardOptions fo;
-    fo.n_ctx = 512;
+    fo.n_ctx = n_ctx;
     fo.n_ubatch = n_ubatch;
     fo.n_threads = n_threads;
     Forward f(*model_, fo);
@@ -142,6 +146,30 @@ TEST_P(SynthPeer, ConfigAndTokenizer) {
     // q, k and v are consecutive row ranges of the fused attn_qkv.
     EXPECT_EQ(l0.wk.data, l0.wq.data + l0.wq.n_bytes);
     EXPECT_EQ(l0.wv.data, l0.wk.data + l0.wk.n_bytes);
+  } else if (std::string(GetParam().preset) == "tiny-phimoe") {
+    EXPECT_EQ(c.arch, Arch::kPhiMoe);
+    EXPECT_EQ(c.rope_type, RopeType::kNeox);
+    EXPECT_TRUE(c.norm_bias);
+    EXPECT_TRUE(c.norm_topk_weights);
+    EXPECT_EQ(c.n_swa, 0u);  // the file's sliding_window is not read (llama.cpp)
+    EXPECT_EQ(c.rope_scaling.n_ctx_orig, 256u);
+    EXPECT_NEAR(c.rope.attn_factor, std::sqrt(1.5f), 1e-6f);
+    const ModelWeights& w = model_->weights();
+    EXPECT_TRUE(l0.attn_norm_b.present() && l0.ffn_norm_b.present() && l0.bo.present());
+    EXPECT_TRUE(w.output_norm_b.present() && w.output_b.present());
+    // Beyond the original context the long set, within it the short one.
+    EXPECT_EQ(rope_freq_factors(w, c, 512), w.rope_long.f32());
+    EXPECT_EQ(rope_freq_factors(w, c, 256), w.rope_short.f32());
+  } else if (std::string(GetParam().preset) == "tiny-llama3-moe") {
+    EXPECT_EQ(c.arch, Arch::kLlama);
+    EXPECT_EQ(c.rope_type, RopeType::kNorm);
+    EXPECT_TRUE(c.norm_topk_weights);
+    const ModelWeights& w = model_->weights();
+    ASSERT_TRUE(w.rope_freqs.present());
+    EXPECT_EQ(rope_freq_factors(w, c, 512), w.rope_freqs.f32());  // at every context size
+    EXPECT_EQ(rope_freq_factors(w, c, 1u << 20), w.rope_freqs.f32());
+    EXPECT_FLOAT_EQ(w.rope_freqs.f32()[0], 1.0f);   // the fastest pairs turn as trained
+    EXPECT_FLOAT_EQ(w.rope_freqs.f32()[31], 8.0f);  // the slowest eight times slower
   } else if (std::string(GetParam().preset) == "tiny-deepseek") {
     EXPECT_EQ(c.arch, Arch::kDeepseek);
     EXPECT_EQ(c.rope_type, RopeType::kNorm);
@@ -200,6 +228,38 @@ TEST_P(SynthPeer, LogitsMatchLlamaCpp) {
   }
 }
 
+// phimoe within LongRoPE's original context (256): llama.cpp turns the pairs by the short factor
+// set there, so a second reference at n_ctx 128 checks that set (and that the choice matters).
+TEST_P(SynthPeer, ShortContextRopeFactorsMatchLlamaCpp) {
+  if (!ref_.contains("F32_ctx128") || !f32()) GTEST_SKIP() << "no short-context reference";
+  const LogitDump want =
+      read_logit_dump((ref_dir(GetParam().preset) / "F32.ctx128.logits.bin").string());
+  ASSERT_EQ(want.tokens, ids_);
+  const std::vector<float> got = run(128, 2, false, 128);
+  const std::vector<float> long_set = run(512, 2, false);
+  double max_abs = 0, max_long = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    max_abs = std::max(max_abs, std::fabs(double(got[i]) - want.logits[i]));
+    max_long = std::max(max_long, std::fabs(double(long_set[i]) - want.logits[i]));
+  }
+  std::printf("  %s at n_ctx 128: max|dlogit| %.3g (the long set's: %.3g)\n", name().c_str(),
+              max_abs, max_long);
+  EXPECT_LE(max_abs, kF32Atol);
+  EXPECT_GT(max_long, 1e-2) << "the factor sets do not change the logits: not exercised";
+
+  ForwardOptions fo;
+  fo.n_ctx = 128;
+  fo.n_threads = 2;
+  Forward f(*model_, fo);
+  std::span<const float> logits = f.prefill(ids_);
+  const auto greedy = ref_["F32_ctx128"]["greedy_ids"].get<std::vector<int32_t>>();
+  for (size_t i = 0; i < greedy.size(); ++i) {
+    ASSERT_EQ(argmax(logits), greedy[i]) << "greedy step " << i;
+    if (forward_ref::top_margin(logits.data(), uint32_t(logits.size())) < kGreedyStopMargin) break;
+    if (i + 1 < greedy.size()) logits = f.decode(greedy[i]);
+  }
+}
+
 TEST_P(SynthPeer, PathsBitIdentical) {
   const std::vector<float> base = run(512, 2, false);
   EXPECT_TRUE(base == run(512, 1, true)) << "decode differs from prefill";
@@ -237,7 +297,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"tiny-qwen2moe", "F32"}, Case{"tiny-qwen2moe", "Q4_0"},
                       Case{"tiny-granitemoe", "F32"}, Case{"tiny-granitemoe", "Q4_0"},
                       Case{"tiny-deepseek", "F32"}, Case{"tiny-deepseek", "Q4_0"},
-                      Case{"tiny-dbrx", "F32"}, Case{"tiny-dbrx", "Q4_0"}),
+                      Case{"tiny-dbrx", "F32"}, Case{"tiny-dbrx", "Q4_0"},
+                      Case{"tiny-phimoe", "F32"}, Case{"tiny-phimoe", "Q4_0"},
+                      Case{"tiny-llama3-moe", "F32"}, Case{"tiny-llama3-moe", "Q4_0"}),
     [](const ::testing::TestParamInfo<Case>& i) {
       std::string n = std::string(i.param.preset) + "_" + i.param.variant;
       std::replace(n.begin(), n.end(), '-', '_');
@@ -280,6 +342,30 @@ TEST(Qwen2MoeConfig, WidthsDefaultAsLlamaCpp) {
   EXPECT_EQ(d.n_ff_exp, 128u);
   EXPECT_EQ(d.n_ff_shexp, 256u);
   EXPECT_FALSE(d.norm_topk_weights);
+}
+
+// A LongRoPE or rope_freqs divisor that is not finite and > 0 (the angle is divided by it) is a
+// one-line error naming the tensor and index, as is a long set without its short one.
+TEST(RopeFactors, BadDivisorsAreRefused) {
+  for (const char* preset : {"tiny-phimoe", "tiny-llama3-moe"}) {
+    SCOPED_TRACE(preset);
+    SynthOptions o;
+    o.preset = *find_synth_preset(preset);
+    o.n_threads = 2;
+    std::vector<std::byte> bytes = SynthModel(o).to_bytes();
+    const std::string name =
+        std::string(preset) == "tiny-phimoe" ? "rope_factors_short.weight" : "rope_freqs.weight";
+    const uint64_t at = io::GgufFile::parse(preset, bytes).find_tensor(name)->file_offset;
+    for (const float bad : {0.0f, -1.0f, std::nanf("")}) {
+      std::memcpy(bytes.data() + at + 5 * sizeof(float), &bad, sizeof bad);
+      try {
+        (void)Model::from_file(io::GgufFile::parse(preset, bytes));
+        ADD_FAILURE() << name << "[5] = " << bad << " was accepted";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(name + "[5]"), std::string::npos) << e.what();
+      }
+    }
+  }
 }
 
 }  // namespace
