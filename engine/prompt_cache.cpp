@@ -85,6 +85,13 @@ std::vector<std::byte> header_bytes(const Forward& fwd, std::span<const int32_t>
   return h;
 }
 
+// kPromptCacheRopeLong when fwd's keys are turned by LongRoPE's long set.
+uint32_t rope_set_flag(const Forward& fwd) {
+  const ModelWeights& w = fwd.model().weights();
+  const float* f = rope_freq_factors(w, fwd.model().config(), fwd.n_ctx());
+  return w.rope_long.present() && f == w.rope_long.f32() ? kPromptCacheRopeLong : 0;
+}
+
 }  // namespace
 
 uint32_t prompt_cache_kv_flag(KvType t) {
@@ -110,6 +117,7 @@ uint64_t save_prompt_cache(const std::string& path, const Forward& fwd,
                 fwd.n_past());
   STRATA_ASSERT((flags & kPromptCacheKvTypes) == prompt_cache_kv_flag(fwd.kv().type()),
                 "prompt cache flags {} for a {} KV cache", flags, kv_type_name(fwd.kv().type()));
+  flags |= rope_set_flag(fwd);
   const std::string tmp = path + ".tmp";
   uint64_t written = 0;
   try {
@@ -156,6 +164,7 @@ namespace {
 // Everything after the open: r.ignored says why the file is not used; a failed read throws.
 void read_prompt_cache(const io::Fd& f, Forward& fwd, std::span<const int32_t> want,
                        uint32_t max_tokens, uint32_t flags, PromptCacheLoad& r) {
+  flags |= rope_set_flag(fwd);
   struct stat st {};
   if (fstat(f.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
     r.ignored = "not a regular file";
@@ -183,9 +192,15 @@ void read_prompt_cache(const io::Fd& f, Forward& fwd, std::span<const int32_t> w
     const auto type_of = [](uint32_t f) {
       return (f & kPromptCacheQ8_0) ? "q8_0" : (f & kPromptCacheF16) ? "f16" : "f32";
     };
+    const auto rope_set = [](uint32_t f) { return (f & kPromptCacheRopeLong) ? "long" : "short"; };
     r.ignored = (fl ^ flags) & kPromptCacheKvTypes
                     ? fmt::format("written with KV_TYPE={} (this run's cache is {})", type_of(fl),
                                   type_of(flags))
+                : (fl ^ flags) & kPromptCacheRopeLong
+                    ? fmt::format(
+                          "written at a context whose keys turn by LongRoPE's {} factor "
+                          "set (this run's context picks the {} set)",
+                          rope_set(fl), rope_set(flags))
                     : fmt::format(
                           "written {} CUDA_DENSE=2's GPU prefill, which computes other bits than "
                           "this run's",

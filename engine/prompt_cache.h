@@ -23,6 +23,10 @@ constexpr uint32_t kPromptCacheGpuPrefill = 1;  // written by a run with CUDA_DE
 constexpr uint32_t kPromptCacheF16 = 2;         // KV_TYPE=f16 rows (IEEE halves)
 constexpr uint32_t kPromptCacheQ8_0 = 4;        // KV_TYPE=q8_0 rows (Q8_0 blocks)
 constexpr uint32_t kPromptCacheKvTypes = kPromptCacheF16 | kPromptCacheQ8_0;
+// Keys rotated with LongRoPE's long factor set (phimoe at a context beyond the original one; the
+// short set otherwise): added by save/load themselves from the Forward's context, so a file
+// written at a context that picks the other set is not used.
+constexpr uint32_t kPromptCacheRopeLong = 8;
 // The flag of a cache of this type (0 for f32).
 uint32_t prompt_cache_kv_flag(KvType t);
 // The flags a run with these knobs writes and accepts.

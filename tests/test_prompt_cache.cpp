@@ -5,7 +5,8 @@
 // differently. A file for another model, a flags mismatch (CUDA_DENSE=2), a truncated or damaged
 // file, a bad magic are not used and say why; a missing file is just absent; saving leaves no
 // temp file. ChatSession::adopt_kv: a restored conversation gives a fresh session's reply (seeded
-// sampling with a repeat penalty, so the sampler's history must match too).
+// sampling with a repeat penalty, so the sampler's history must match too). phimoe: a file from a
+// context that picks the other LongRoPE factor set is not used.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -22,6 +23,7 @@
 #include "engine/model.h"
 #include "engine/prompt_cache.h"
 #include "engine/session.h"
+#include "engine/synth.h"
 #include "engine/tokenizer.h"
 #include "io/check.h"
 
@@ -278,6 +280,59 @@ TEST(PromptCacheChat, RestoredConversationRepliesAsAFreshOne) {
   EXPECT_TRUE(same_bits(s.logits(), want_logits));
   EXPECT_EQ(s.generate(16, nullptr).text, want);
   fs::remove(file);
+}
+
+}  // namespace
+
+namespace {
+
+// phimoe (LongRoPE): the context size picks the factor set keys are turned by, so a file written
+// at a context that picks the other set is not used (and says so); one from the same side of the
+// original context (256 in tiny-phimoe) restores bit-identically.
+TEST(PromptCacheLongRope, FactorSetMustMatch) {
+  SynthOptions o;
+  o.preset = *find_synth_preset("tiny-phimoe");
+  o.n_threads = 2;
+  const std::vector<std::byte> bytes = SynthModel(o).to_bytes();
+  const fs::path dir = fs::temp_directory_path() / fmt::format("strata_pc_rope_{}", getpid());
+  fs::create_directories(dir);
+  const fs::path gguf = dir / "tiny-phimoe.gguf";
+  std::ofstream(gguf, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  const Model model = Model::load(gguf.string());
+  const auto forward = [&](uint32_t n_ctx) {
+    ForwardOptions fo;
+    fo.n_ctx = n_ctx;
+    fo.n_threads = 2;
+    return std::make_unique<Forward>(model, fo);
+  };
+  std::vector<int32_t> p(24);
+  for (size_t i = 0; i < p.size(); ++i) p[i] = int32_t(i * 37 % 500);
+  for (const uint32_t ctx : {128u, 512u}) {  // short set, long set
+    auto w = forward(ctx);
+    w->prefill(p);
+    save_prompt_cache((dir / fmt::format("{}.kv", ctx)).string(), *w, p, 0);
+  }
+  const auto fresh = forward(200);  // the short set, like 128
+  const std::span<const float> fresh_last = fresh->prefill(p);
+  const std::vector<float> want(fresh_last.begin(), fresh_last.end());
+  {
+    auto f = forward(200);
+    const PromptCacheLoad r = load_prompt_cache((dir / "512.kv").string(), *f, p, 23, 0);
+    EXPECT_NE(r.ignored.find("LongRoPE's long factor set (this run's context picks the short set)"),
+              std::string::npos)
+        << r.ignored;
+    EXPECT_TRUE(r.tokens.empty());
+  }
+  {
+    auto f = forward(200);
+    const PromptCacheLoad r = load_prompt_cache((dir / "128.kv").string(), *f, p, 23, 0);
+    EXPECT_EQ(r.ignored, "");
+    ASSERT_EQ(r.tokens.size(), 23u);
+    const std::span<const float> last = f->prefill(std::span(p).subspan(23));
+    EXPECT_TRUE(same_bits(last, want)) << "restored short-set keys continue differently";
+  }
+  fs::remove_all(dir);
 }
 
 }  // namespace

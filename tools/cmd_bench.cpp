@@ -309,7 +309,7 @@ int run_bench(BenchOptions o) {
   const engine::ModelInfo info = engine::summarize_model(model.file());
   uint64_t params = 0;
   for (const auto& t : model.file().tensors()) params += t.n_elements();
-  warn_context_beyond_training(n_ctx, model.config());
+  warn_context_beyond_training(n_ctx, model);
   const TierSetup tiers = make_tier_setup(model, knobs, n_ctx);
   // VRAM homes or CUDA_DENSE put part of the work on a GPU (VRAM_EMULATE's lane too).
   const std::string backend =

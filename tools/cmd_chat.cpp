@@ -390,7 +390,7 @@ int run_chat(ChatOptions o) {
   engine::ForwardOptions fo;
   fo.n_ctx =
       o.ctx.value_or(cfg.n_ctx_train > 0 ? std::min(cfg.n_ctx_train, kDefaultCtx) : kDefaultCtx);
-  warn_context_beyond_training(fo.n_ctx, cfg);
+  warn_context_beyond_training(fo.n_ctx, model);
   fo.n_ubatch = o.ubatch;
   fo.n_threads = threads;
   // Usage is always counted (cheap), so /save-usage FILE works without USAGE_SAVE.

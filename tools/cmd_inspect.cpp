@@ -25,7 +25,8 @@ void add_inspect(CLI::App& app, CommandFn& run) {
       const engine::ModelInfo info = engine::inspect_model(opt->path);
       if (opt->json)
         std::printf("%s\n", engine::model_info_json(info)
-                                .dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+                                .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+                                .c_str());
       else
         std::fputs(engine::format_model_info(info).c_str(), stdout);
       return 0;

@@ -137,7 +137,7 @@ int run_replay(const ReplayOptions& o) {
 
   engine::ForwardOptions fo;
   fo.n_ctx = o.ctx ? o.ctx : static_cast<uint32_t>(longest);
-  warn_context_beyond_training(fo.n_ctx, cfg);
+  warn_context_beyond_training(fo.n_ctx, model);
   fo.n_ubatch = o.ubatch;
   fo.n_threads = threads;
   const TierSetup tiers = make_tier_setup(model, knobs, fo.n_ctx);

@@ -53,7 +53,6 @@ int run_run(RunOptions o) {
   probe_every_knob(knobs);  // a bad PROF_PROBE_EVERY fails before the model loads
   const engine::LookupParams lookup_p = engine::lookup_params(knobs);
   engine::Model model = engine::Model::load(o.model);
-  const engine::ModelConfig& cfg = model.config();
   const engine::Tokenizer tok = engine::Tokenizer::from_gguf(model.file());
   const std::vector<int32_t> prompt = tok.tokenize(o.prompt, true, true);
   if (prompt.empty()) fail(ErrorKind::kBadValue, "the prompt tokenizes to nothing");
@@ -64,7 +63,7 @@ int run_run(RunOptions o) {
   if (needed > fo.n_ctx)
     fail(ErrorKind::kBadValue, "prompt ({} tokens) + -n {} exceeds --ctx {}", prompt.size(),
          o.n_predict, fo.n_ctx);
-  warn_context_beyond_training(fo.n_ctx, cfg);
+  warn_context_beyond_training(fo.n_ctx, model);
   fo.n_ubatch = o.ubatch;
   fo.n_threads = threads;
   const TierSetup tiers = make_tier_setup(model, knobs, fo.n_ctx);

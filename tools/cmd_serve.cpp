@@ -803,7 +803,7 @@ int run_serve(ServeOptions o) {
   engine::ForwardOptions fo;
   fo.n_ctx =
       o.ctx.value_or(cfg.n_ctx_train > 0 ? std::min(cfg.n_ctx_train, kDefaultCtx) : kDefaultCtx);
-  warn_context_beyond_training(fo.n_ctx, cfg);
+  warn_context_beyond_training(fo.n_ctx, model);
   fo.n_ubatch = o.ubatch;
   fo.n_threads = threads;
   // RAM_GB auto leaves room for the KV cache, and for the stash's copies of up to as much each.

@@ -122,10 +122,22 @@ TierSetup make_tier_setup(engine::Model& model, const engine::Knobs& knobs, uint
   return s;
 }
 
-void warn_context_beyond_training(uint32_t n_ctx, const engine::ModelConfig& cfg) {
+void warn_context_beyond_training(uint32_t n_ctx, const engine::Model& model) {
+  const engine::ModelConfig& cfg = model.config();
   if (cfg.n_ctx_train > 0 && n_ctx > cfg.n_ctx_train)
     fmt::print(stderr, "strata: warning: context {} exceeds the model's training context {}\n",
                n_ctx, cfg.n_ctx_train);
+  // LongRoPE: the context size, not the prompt, picks the factor set (as in llama.cpp).
+  const engine::ModelWeights& w = model.weights();
+  if (w.rope_long.present()) {
+    const bool long_set = engine::rope_freq_factors(w, cfg, n_ctx) == w.rope_long.f32();
+    fmt::print(stderr,
+               "strata: LongRoPE: context {} {} the original {}: keys turn by the {} factor set "
+               "(--ctx picks it, as llama.cpp's -c does; the two sets give different outputs)\n",
+               n_ctx, long_set ? "exceeds" : "is within",
+               cfg.rope_scaling.n_ctx_orig ? cfg.rope_scaling.n_ctx_orig : cfg.n_ctx_train,
+               long_set ? "long" : "short");
+  }
 }
 
 int probe_every_knob(const engine::Knobs& knobs) {

@@ -31,8 +31,9 @@ TierSetup make_tier_setup(engine::Model& model, const engine::Knobs& knobs, uint
                           bool progress_bar = false, bool record_usage = false);
 
 // One warning line on stderr when n_ctx (the KV positions a command allocates) exceeds the model's
-// training context (context_length): positions past it are extrapolation. Nothing otherwise.
-void warn_context_beyond_training(uint32_t n_ctx, const engine::ModelConfig& cfg);
+// training context (context_length): positions past it are extrapolation. And for a LongRoPE model
+// (phimoe) one line naming the factor set n_ctx picks (engine::rope_freq_factors).
+void warn_context_beyond_training(uint32_t n_ctx, const engine::Model& model);
 
 // PROF_PROBE_EVERY (run, chat): 0 when off; a one-line error when it is set without PROF_PROBE
 // (the MiB each pass reads). Call before the model loads.
