@@ -250,7 +250,9 @@ void Forward::ffn_block(uint32_t il, uint32_t n, uint32_t pos0, RoutingTrace* tr
   combine(pool_, r, dispatch_, moe_y_.data(), n_embd, tmp_.data());
   if (l.shared.n_expert > 0) {
     const ScopedTimer t(prof_, prof_ ? prof_->counters().shared_expert_seconds : unused_seconds_);
-    shared_.add(il, l.shared, n, x_.data(), cpu_experts_, tmp_.data(), r.shared_gate);
+    const uint64_t bytes =
+        shared_.add(il, l.shared, n, x_.data(), cpu_experts_, tmp_.data(), r.shared_gate);
+    if (prof_) prof_->counters().shared_expert_bytes += bytes;
   }
   add_residual(n);
 }

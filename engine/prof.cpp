@@ -324,15 +324,23 @@ Verdict Profiler::verdict() const {
          fmt::format("GPU expert compute is {:.0f}% of the run", 100 * t.expert_vram)};
   } else if (cpu_experts + t.shared_experts >= 0.5) {
     // Shared experts are the same GEMVs over resident weights: with the routed experts they are
-    // the expert compute the run is bound by (the rate is the routed experts', the one counted).
+    // the expert compute the run is bound by, and their bytes join the streaming rate (where the
+    // CPU computed them: CUDA_DENSE's GPU passes read no RAM).
     const double secs =
         c_.compute_seconds[size_t(ExpertHome::kRam)] + c_.compute_seconds[size_t(ExpertHome::kSsd)];
-    const double gbs = secs > 0 ? double(s.ram.served_bytes + s.ssd.served_bytes) / 1e9 / secs : 0;
+    const double routed_gb = double(s.ram.served_bytes + s.ssd.served_bytes) / 1e9;
+    const double shared_gb = double(c_.shared_expert_bytes) / 1e9;
+    const double shared_secs = shared_gb > 0 ? c_.shared_expert_seconds : 0.0;
+    const double gbs = rate(routed_gb + shared_gb, secs + shared_secs);
     v = cpu_experts_verdict(cpu_experts + t.shared_experts, gbs, ceilings_.ram_gb_s,
                             t.expert_vram > 0);
     if (t.shared_experts > 0)
-      v.why += fmt::format(" (shared experts {:.0f}% of the run, routed {:.0f}%)",
-                           100 * t.shared_experts, 100 * cpu_experts);
+      v.why +=
+          fmt::format(" (shared experts {:.0f}% of the run{}, routed {:.0f}% at {:.2f} GB/s)",
+                      100 * t.shared_experts,
+                      shared_gb > 0 ? fmt::format(" at {:.2f} GB/s", rate(shared_gb, shared_secs))
+                                    : std::string(" on the GPU"),
+                      100 * cpu_experts, rate(routed_gb, secs));
   } else if (t.attention >= 0.4 && projections_dominate()) {
     // A short context: the KV pass is small next to the q/k/v/o matrices, which no KV knob
     // shrinks.
@@ -680,6 +688,16 @@ std::string Profiler::report() const {
         ceil > 0 ? fmt::format("({:.0f}% of the probed {:.1f} GB/s)", 100 * gbs / ceil, ceil)
                  : std::string(probed ? "(not probed)" : "(no probe; run `strata probe`)"));
   }
+  if (c_.shared_expert_bytes > 0) {
+    const double gb = double(c_.shared_expert_bytes) / 1e9;
+    const double gbs = rate(gb, c_.shared_expert_seconds);
+    out += fmt::format(
+        "prof: shared experts: {:.3f} GB read in {:.3f} s of their compute, {:.2f} GB/s {}\n", gb,
+        c_.shared_expert_seconds, gbs,
+        ceilings_.ram_gb_s > 0 ? fmt::format("({:.0f}% of the probed {:.1f} GB/s)",
+                                             100 * gbs / ceilings_.ram_gb_s, ceilings_.ram_gb_s)
+                               : std::string("(no probe)"));
+  }
   const HitRates hr = hit_rates(s, c_.experts_computed[size_t(ExpertHome::kVram)]);
   out += fmt::format(
       "prof: hit rates over {} expert uses: VRAM {:.1f}%, RAM pinned {:.1f}%, RAM cache {:.1f}%, "
@@ -814,6 +832,10 @@ std::string Profiler::json() const {
                             : 0.0}};
   }
   j["tiers"] = tiers_j;
+  j["shared_experts"] = {
+      {"bytes", c_.shared_expert_bytes},
+      {"seconds", c_.shared_expert_seconds},
+      {"gb_s", rate(double(c_.shared_expert_bytes) / 1e9, c_.shared_expert_seconds)}};
   const tiers::ExpertCache* cache = store_ ? store_->cache() : nullptr;
   j["cache"] = {{"hits", s.cache_hits},
                 {"misses", s.cache_misses},

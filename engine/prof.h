@@ -39,6 +39,7 @@ struct ProfCounters {
   double attention_seconds = 0;
   double router_seconds = 0;
   double shared_expert_seconds = 0;  // always-on shared experts (resident; not in compute_seconds)
+  uint64_t shared_expert_bytes = 0;  // their weight bytes the CPU read in that time (once a pass)
   double head_seconds = 0;           // final norm + output head (the rows whose logits are wanted)
   double sampling_seconds = 0;
   // Of sampling_seconds, what a caller timed outside the prefill and decode clocks (`strata run`

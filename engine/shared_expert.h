@@ -27,8 +27,10 @@ class SharedExpert {
   void set_gpu_dense(GpuDense* dense) { dense_ = dense; }
   // out[t] += shared(x[t]) for t < n, layer il's shared expert; with gate_logits [n] (null: no
   // gate), out[t] += shared(x[t]) · sigmoid(gate_logits[t]).  x, out: [n, n_embd]
-  void add(uint32_t il, const ExpertStack& shared, uint32_t n, const float* x, ExpertExecutor& cpu,
-           float* out, const float* gate_logits = nullptr);
+  // Returns the weight bytes the CPU read (its three matrices, once for the n rows; 0 when the
+  // GPU computed it), for PROF's expert streaming rate.
+  uint64_t add(uint32_t il, const ExpertStack& shared, uint32_t n, const float* x,
+               ExpertExecutor& cpu, float* out, const float* gate_logits = nullptr);
 
  private:
   GpuDense* dense_ = nullptr;

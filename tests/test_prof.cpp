@@ -349,10 +349,26 @@ TEST(Prof, SharedExpertsHaveTheirOwnShare) {
   EXPECT_NE(p.report().find("shared experts 30.0%"), std::string::npos) << p.report();
   EXPECT_NEAR(nlohmann::json::parse(p.json())["time_shares"]["shared_experts"].get<double>(), 0.3,
               1e-9);
-  // Routed 30% + shared 30%: expert compute bounds the run (not "balanced").
+  // Routed 30% + shared 30%: expert compute bounds the run (not "balanced"). No shared bytes
+  // counted: the GPU computed them (CUDA_DENSE), so the rate is the routed experts' alone.
   EXPECT_EQ(p.verdict().bound, "RAM-bandwidth-bound") << p.verdict().why;
-  EXPECT_NE(p.verdict().why.find("shared experts 30% of the run, routed 30%"), std::string::npos)
+  EXPECT_NE(p.verdict().why.find("shared experts 30% of the run on the GPU, routed 30% at 0.00"),
+            std::string::npos)
       << p.verdict().why;
+  EXPECT_EQ(p.report().find("prof: shared experts:"), std::string::npos) << p.report();
+  // 3 GB read by the CPU in their 0.3 s: 10 GB/s of their own, and the expert rate the verdict
+  // quotes is both kinds' bytes over both kinds' compute, (0 + 3 GB) / 0.6 s.
+  p.counters().shared_expert_bytes = 3'000'000'000;
+  EXPECT_NE(p.verdict().why.find("streaming expert weights at 5.00 GB/s"), std::string::npos)
+      << p.verdict().why;
+  EXPECT_NE(p.verdict().why.find("shared experts 30% of the run at 10.00 GB/s, routed 30%"),
+            std::string::npos)
+      << p.verdict().why;
+  EXPECT_NE(p.report().find("prof: shared experts: 3.000 GB read in 0.300 s of their compute, "
+                            "10.00 GB/s"),
+            std::string::npos)
+      << p.report();
+  EXPECT_NEAR(nlohmann::json::parse(p.json())["shared_experts"]["gb_s"].get<double>(), 10.0, 1e-9);
   // Below half together: balanced, the sentence naming the shared experts' share.
   p.counters().compute_seconds[size_t(ExpertHome::kRam)] = 0.1;
   EXPECT_EQ(p.verdict().bound, "balanced");
