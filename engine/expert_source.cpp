@@ -584,7 +584,9 @@ void ExpertSource::prefetch_ahead(uint32_t il, const float* h, std::byte* xq_scr
   for (uint32_t m = il + 1; m <= last; ++m) {
     if (!cfg.is_moe(m) || homes_[m].empty()) continue;
     const LayerWeights& lm = model_.weights().layers[m];
-    block_norm(cfg, h, lm.ffn_norm, lm.ffn_norm_b, pf_x_.data());
+    // arctic's experts read ffn_norm_exps of the layer's input: h stands in for it too.
+    block_norm(cfg, h, cfg.moe_beside_dense ? lm.ffn_norm_exps : lm.ffn_norm, lm.ffn_norm_b,
+               pf_x_.data());
     Routing r;
     r.n_tokens = 1;
     r.n_expert = cfg.layer_n_expert(m);

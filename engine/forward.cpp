@@ -56,6 +56,7 @@ Forward::Forward(const Model& model, const ForwardOptions& opts)
   const uint32_t n_q = cfg_.max_n_embd_q();
   const uint32_t k = cfg_.max_n_expert_used();
   h_.resize(nu * cfg_.n_embd);
+  layer_in_.resize(cfg_.moe_beside_dense ? nu * cfg_.n_embd : 0);
   x_.resize(nu * cfg_.n_embd);
   tmp_.resize(nu * cfg_.n_embd);
   xq_.resize(nu * activation_row_bytes(std::max(cfg_.n_embd, n_q)));
@@ -173,6 +174,7 @@ void Forward::run_chunk(const int32_t* tokens, uint32_t n, uint32_t pos0, float*
   attn_.begin_chunk(pos0, n);
 
   for (uint32_t il = 0; il < cfg_.n_layer; ++il) {
+    if (cfg_.moe_beside_dense) std::copy_n(h_.begin(), size_t{n} * cfg_.n_embd, layer_in_.begin());
     {
       const ScopedTimer t(prof_, prof_ ? prof_->counters().attention_seconds : unused_seconds_);
       attention_block(il, n, pos0);
@@ -192,12 +194,31 @@ void Forward::attention_block(uint32_t il, uint32_t n, uint32_t pos0) {
   add_residual(n);
 }
 
-void Forward::ffn_block(uint32_t il, uint32_t n, uint32_t pos0, RoutingTrace* trace) {
+void Forward::dense_residual(uint32_t il, uint32_t n) {
   const LayerWeights& l = w_.layers[il];
   const uint32_t n_embd = cfg_.n_embd;
   for (uint32_t t = 0; t < n; ++t)
     block_norm(cfg_, h_.data() + size_t{t} * n_embd, l.ffn_norm, l.ffn_norm_b,
                x_.data() + size_t{t} * n_embd);
+  std::fill_n(tmp_.begin(), size_t{n} * n_embd, 0.0f);
+  {
+    const ScopedTimer t(prof_, prof_ ? prof_->counters().shared_expert_seconds : unused_seconds_);
+    const uint64_t bytes = shared_.add(il, l.shared, n, x_.data(), cpu_experts_, tmp_.data());
+    if (prof_) prof_->counters().shared_expert_bytes += bytes;
+  }
+  add_residual(n);  // llama.cpp: ffn_out = dense + (input + attention)
+}
+
+void Forward::ffn_block(uint32_t il, uint32_t n, uint32_t pos0, RoutingTrace* trace) {
+  const LayerWeights& l = w_.layers[il];
+  const uint32_t n_embd = cfg_.n_embd;
+  // arctic: the dense residual FFN first; the experts then read the layer's input.
+  const bool beside = cfg_.moe_beside_dense && cfg_.is_moe(il);
+  if (beside) dense_residual(il, n);
+  const float* ffn_in = beside ? layer_in_.data() : h_.data();
+  for (uint32_t t = 0; t < n; ++t)
+    block_norm(cfg_, ffn_in + size_t{t} * n_embd, beside ? l.ffn_norm_exps : l.ffn_norm,
+               l.ffn_norm_b, x_.data() + size_t{t} * n_embd);
 
   // CUDA_DENSE: a dense FFN on GPU 0 where it is held (one token: the CPU's bits, its one-expert
   // combine multiplies by weight 1; chunks only with CUDA_DENSE=2); no routing, dispatch or
@@ -237,7 +258,7 @@ void Forward::ffn_block(uint32_t il, uint32_t n, uint32_t pos0, RoutingTrace* tr
   // The next parallel region's matrices, for the threads to start on while they wait: the next
   // layer's q, k and v, or the output head (not with shared experts, whose regions come first,
   // nor when CUDA_DENSE holds them).
-  const bool next_on_cpu = l.shared.n_expert == 0 && experts_->gpu_dense() == nullptr;
+  const bool next_on_cpu = (l.shared.n_expert == 0 || beside) && experts_->gpu_dense() == nullptr;
   if (next_on_cpu && il + 1 < cfg_.n_layer && w_.layers[il + 1].wq.present()) {
     const LayerWeights& nl = w_.layers[il + 1];
     const MatrixRef qkv[] = {nl.wq.matrix(), nl.wk.matrix(), nl.wv.matrix()};
@@ -248,7 +269,7 @@ void Forward::ffn_block(uint32_t il, uint32_t n, uint32_t pos0, RoutingTrace* tr
   }
   experts_->compute(il, l.experts, dispatch_, cpu_experts_, x_.data(), moe_y_.data());
   combine(pool_, r, dispatch_, moe_y_.data(), n_embd, tmp_.data());
-  if (l.shared.n_expert > 0) {
+  if (l.shared.n_expert > 0 && !beside) {
     const ScopedTimer t(prof_, prof_ ? prof_->counters().shared_expert_seconds : unused_seconds_);
     const uint64_t bytes =
         shared_.add(il, l.shared, n, x_.data(), cpu_experts_, tmp_.data(), r.shared_gate);

@@ -90,6 +90,8 @@ class Forward {
                  RoutingTrace* trace);
   void attention_block(uint32_t il, uint32_t n, uint32_t pos0);
   void ffn_block(uint32_t il, uint32_t n, uint32_t pos0, RoutingTrace* trace);
+  // arctic: h += dense_ffn(ffn_norm(h)), its dense residual FFN (timed as the shared experts).
+  void dense_residual(uint32_t il, uint32_t n);
   // h += tmp over n tokens (granitemoe: tmp × residual_scale first).
   void add_residual(uint32_t n);
   void output_head(uint32_t n, float* all_logits);
@@ -113,6 +115,7 @@ class Forward {
 
   // Scratch, [n_ubatch, ...] each.
   std::vector<float> h_;            // [n_ubatch, n_embd] residual stream
+  std::vector<float> layer_in_;     // arctic: [n_ubatch, n_embd] the layer's input (the experts')
   std::vector<float> x_;            // [n_ubatch, n_embd] normed input of a block
   std::vector<float> tmp_;          // [n_ubatch, n_embd] block output before the residual add
   std::vector<std::byte> xq_;       // [n_ubatch, activation_row_bytes(widest matmul input)]

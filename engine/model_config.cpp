@@ -1,6 +1,6 @@
 // Fills ModelConfig from GGUF metadata for qwen3moe, llama (Mixtral), deepseek2, glm4moe, olmoe,
-// gpt-oss, qwen2moe, granitemoe, deepseek, dbrx and phimoe. Defaults follow llama.cpp's hparams
-// loader. Exercised by tests/test_model_config.cpp and tests/test_arch_config.cpp.
+// gpt-oss, qwen2moe, granitemoe, deepseek, dbrx, phimoe and arctic. Defaults follow llama.cpp's
+// hparams loader. Exercised by tests/test_model_config.cpp and tests/test_arch_config.cpp.
 #include "engine/model_config.h"
 
 #include <fmt/format.h>
@@ -210,7 +210,12 @@ std::vector<std::pair<std::string, std::string>> ModelConfig::arch_details() con
           fmt::format("{} of {} kept (top-2 sum per group)", n_group_used, n_expert_groups));
     add("weights", fmt::format("{}normalized, scale {:g}", norm_topk_weights ? "" : "not ",
                                expert_weights_scale));
-    if (shared_expert_gate)
+    if (moe_beside_dense)
+      add("dense residual FFN",
+          fmt::format("1 x {} (resident) on the attention output; the routed experts read the "
+                      "layer's input (ffn_norm_exps)",
+                      n_ff_shexp));
+    else if (shared_expert_gate)
       add("shared expert",
           fmt::format("1 x {} (resident), gated by sigmoid(ffn_gate_inp_shexp)", n_ff_shexp));
     else if (n_ff_shexp > 0)
@@ -234,14 +239,14 @@ ModelConfig load_model_config(const io::GgufFile& file) {
       {"olmoe", Arch::kOlmoe},         {"gpt-oss", Arch::kGptOss},
       {"qwen2moe", Arch::kQwen2Moe},   {"granitemoe", Arch::kGraniteMoe},
       {"deepseek", Arch::kDeepseek},   {"dbrx", Arch::kDbrx},
-      {"phimoe", Arch::kPhiMoe},
+      {"phimoe", Arch::kPhiMoe},       {"arctic", Arch::kArctic},
   };
   const auto* found = std::find_if(std::begin(kArchs), std::end(kArchs),
                                    [&](const auto& a) { return a.first == c.arch_name; });
   if (found == std::end(kArchs))
     fail(ErrorKind::kUnsupported,
          "{}: architecture '{}' is not supported (qwen3moe, qwen2moe, llama, granitemoe, "
-         "deepseek, deepseek2, glm4moe, olmoe, gpt-oss, dbrx, phimoe)",
+         "deepseek, deepseek2, glm4moe, olmoe, gpt-oss, dbrx, phimoe, arctic)",
          file.path(), c.arch_name);
   c.arch = found->second;
   const KeyReader kr(file, c.arch_name);
@@ -481,6 +486,21 @@ ModelConfig load_model_config(const io::GgufFile& file) {
       c.n_expert = kr.u32(Key::kExpertCount);
       c.n_expert_used = kr.u32(Key::kExpertUsedCount);
       c.n_ff_exp = kr.u32_or_key(Key::kExpertFeedForwardLength, Key::kFeedForwardLength);
+      break;
+    case Arch::kArctic:
+      // llama.cpp's arctic graph: llama attention (NORM RoPE), a dense FFN n_embd wide on the
+      // attention's output and, beside it, the routed experts (feed_forward_length wide, softmax
+      // top-k renormalized) on the layer's input; both added to the residual.
+      c.rope_type = RopeType::kNorm;
+      c.n_expert = kr.u32(Key::kExpertCount);
+      c.n_expert_used = kr.u32(Key::kExpertUsedCount);
+      c.n_ff_exp = kr.u32_or_key(Key::kExpertFeedForwardLength, Key::kFeedForwardLength);
+      c.moe_beside_dense = true;
+      c.n_expert_shared = 1;
+      c.n_ff_shexp = c.n_embd;
+      require(c.n_rot == c.head_dim_k, file,
+              fmt::format("rope.dimension_count {} must equal the head dim {} (llama.cpp's arctic)",
+                          c.n_rot, c.head_dim_k));
       break;
     case Arch::kGraniteMoe: {
       // llama.cpp reads the four multipliers as required keys; experts are feed_forward_length

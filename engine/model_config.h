@@ -25,6 +25,7 @@ enum class Arch {
   kDeepseek,    // deepseek (DeepSeek-MoE-16B): llama attention, dense lead layers, shared experts
   kDbrx,        // dbrx: LayerNorms, fused q/k/v clamped, NEOX RoPE, softmax top-k renormalized
   kPhiMoe,      // phimoe (Phi-3.5-MoE): biased RMSNorms, q/k/v/o and head biases, LongRoPE factors
+  kArctic,  // arctic (Snowflake Arctic): a dense residual FFN, the experts beside it on the input
 };
 
 // How router logits become expert probabilities and weights (llama.cpp's gating functions).
@@ -106,7 +107,11 @@ struct ModelConfig {
   uint32_t n_expert_shared = 0;       // always-on shared experts per MoE layer
   uint32_t n_ff_shexp = 0;            // their combined width (n_ff_exp × n_expert_shared)
   bool shared_expert_gate = false;    // qwen2moe: × sigmoid(ffn_gate_inp_shexp · x) per token
-  uint32_t n_layer_nextn = 0;         // trailing MTP layers in the file, not run (not in n_layer)
+  // arctic: the routed experts read the layer's input (normed by ffn_norm_exps) instead of the
+  // attention's output, and the "shared expert" is its dense residual FFN (ffn_gate/up/down,
+  // n_embd wide) on ffn_norm(input + attention), added first.
+  bool moe_beside_dense = false;
+  uint32_t n_layer_nextn = 0;  // trailing MTP layers in the file, not run (not in n_layer)
   FfnActivation activation = FfnActivation::kSiluGlu;  // routed experts
 
   // Per-layer arrays (size n_layer); read them through the accessors.

@@ -201,6 +201,7 @@ enum class TensorId {
   kRopeFreqs,         // llama / granitemoe (Llama 3.1): RoPE frequency divisors [n_rot / 2]
   kRopeFactorsLong,   // phimoe (LongRoPE): divisors for contexts beyond the original length
   kRopeFactorsShort,  // ... and within it
+  kFfnNormExps,       // arctic: the routed experts' own norm (of the layer's input)
   kCount,             // not a tensor: the table size
 };
 
@@ -263,6 +264,7 @@ inline constexpr TensorSpec kTensorTable[] = {
     {TensorId::kRopeFreqs, "rope_freqs.weight", false, false},
     {TensorId::kRopeFactorsLong, "rope_factors_long.weight", false, false},
     {TensorId::kRopeFactorsShort, "rope_factors_short.weight", false, false},
+    {TensorId::kFfnNormExps, "blk.{layer}.ffn_norm_exps.weight", true, false},
 };
 static_assert(std::size(kTensorTable) == static_cast<size_t>(TensorId::kCount));
 

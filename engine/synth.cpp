@@ -303,6 +303,54 @@ constexpr SynthPreset kPresets[] = {
      .output_type = GgmlType::Q6_K,
      .arch = "llama",
      .llama3_rope = true},
+    // Snowflake Arctic: llama attention, a dense residual FFN (n_embd wide) on the attention's
+    // output and the routed experts beside it on the layer's input. Checked against llama.cpp
+    // (tests/test_synth_peer.cpp).
+    {.name = "tiny-arctic",
+     .doc = "arctic (dense residual FFN x 256, experts beside it on the layer input, softmax "
+            "top-2 renormalized): 4 layers, n_embd 256, 4/2 heads x 64, 16 experts top-2 x 128, "
+            "vocab 512 (tests)",
+     .n_layer = 4,
+     .n_embd = 256,
+     .n_head = 4,
+     .n_head_kv = 2,
+     .head_dim = 64,
+     .n_expert = 16,
+     .n_expert_used = 2,
+     .n_ff_exp = 128,
+     .n_ff = 128,
+     .n_vocab = 512,
+     .n_ctx = 4096,
+     .rope_freq_base = 10000.0f,
+     .rms_eps = 1e-5f,
+     .expert_type = GgmlType::Q4_0,
+     .attn_type = GgmlType::Q8_0,
+     .embd_type = GgmlType::Q8_0,
+     .output_type = GgmlType::Q6_K,
+     .arch = "arctic"},
+    // Snowflake Arctic's shapes (480B parameters, 17B active; ~270 GB at Q4_0: tensor tables only
+    // in the tests).
+    {.name = "snowflake-arctic",
+     .doc = "Snowflake Arctic shapes (arctic): 35 layers, n_embd 7168, 56/8 heads x 128, dense "
+            "residual FFN x 7168, 128 experts top-2 x 4864, vocab 32000 (~270 GB)",
+     .n_layer = 35,
+     .n_embd = 7168,
+     .n_head = 56,
+     .n_head_kv = 8,
+     .head_dim = 128,
+     .n_expert = 128,
+     .n_expert_used = 2,
+     .n_ff_exp = 4864,
+     .n_ff = 4864,
+     .n_vocab = 32000,
+     .n_ctx = 4096,
+     .rope_freq_base = 10000.0f,
+     .rms_eps = 1e-5f,
+     .expert_type = GgmlType::Q4_0,
+     .attn_type = GgmlType::Q8_0,
+     .embd_type = GgmlType::Q8_0,
+     .output_type = GgmlType::Q6_K,
+     .arch = "arctic"},
     // Phi-3.5-MoE: biased RMSNorms, q/k/v/o and head biases, NEOX RoPE with LongRoPE's factor
     // sets (the long set here: the tests' 512 positions exceed the original 256). Checked against
     // llama.cpp (tests/test_synth_peer.cpp).
@@ -1410,11 +1458,12 @@ SynthModel::SynthModel(const SynthOptions& options)
   const std::string arch(p.arch);
   const bool ds2 = arch == "deepseek2", oss = arch == "gpt-oss", q2 = arch == "qwen2moe";
   const bool granite = arch == "granitemoe", ds1 = arch == "deepseek", dbrx = arch == "dbrx";
-  const bool phi = arch == "phimoe", llama = arch == "llama";
-  if (!ds2 && !oss && !q2 && !granite && !ds1 && !dbrx && !phi && !llama && arch != "qwen3moe")
+  const bool phi = arch == "phimoe", llama = arch == "llama", arctic = arch == "arctic";
+  if (!ds2 && !oss && !q2 && !granite && !ds1 && !dbrx && !phi && !llama && !arctic &&
+      arch != "qwen3moe")
     fail(ErrorKind::kUnsupported,
          "synth: architecture '{}' (qwen3moe, deepseek2, gpt-oss, qwen2moe, granitemoe, deepseek, "
-         "dbrx, phimoe, llama)",
+         "dbrx, phimoe, llama, arctic)",
          arch);
   STRATA_ASSERT(p.n_expert_used <= p.n_expert && p.n_expert_used <= 64, "top-{} of {}",
                 p.n_expert_used, p.n_expert);
@@ -1516,8 +1565,10 @@ SynthModel::SynthModel(const SynthOptions& options)
   }
   w.set(key(Key::kExpertCount), p.n_expert);
   w.set(key(Key::kExpertUsedCount), p.n_expert_used);
-  // granite, dbrx, phimoe and llama (Mixtral): the experts are feed_forward_length (n_ff) wide.
-  if (!granite && !dbrx && !phi && !llama) w.set(key(Key::kExpertFeedForwardLength), p.n_ff_exp);
+  // granite, dbrx, phimoe, llama (Mixtral) and arctic: the experts are feed_forward_length (n_ff)
+  // wide.
+  if (!granite && !dbrx && !phi && !llama && !arctic)
+    w.set(key(Key::kExpertFeedForwardLength), p.n_ff_exp);
   if (ds2) {
     w.set(key(Key::kVocabSize), p.n_vocab);
     w.set(key(Key::kLeadingDenseBlockCount), p.n_dense_lead);
@@ -1669,7 +1720,7 @@ SynthModel::SynthModel(const SynthOptions& options)
         add(TensorId::kAttnQBias, l, GgmlType::F32, {n_q}, Role::kBias, kBiasSigma);
         add(TensorId::kAttnKBias, l, GgmlType::F32, {n_kv}, Role::kBias, kBiasSigma);
         add(TensorId::kAttnVBias, l, GgmlType::F32, {n_kv}, Role::kBias, kBiasSigma);
-      } else if (!granite && !ds1 && !dbrx && !llama) {
+      } else if (!granite && !ds1 && !dbrx && !llama && !arctic) {
         add(TensorId::kAttnQNorm, l, GgmlType::F32, {p.head_dim}, Role::kNorm, 0);
         add(TensorId::kAttnKNorm, l, GgmlType::F32, {p.head_dim}, Role::kNorm, 0);
       }
@@ -1690,6 +1741,10 @@ SynthModel::SynthModel(const SynthOptions& options)
     if ((ds2 || ds1) && uint32_t(l) < p.n_dense_lead) {
       add_ffn(l, TensorId::kFfnGate, TensorId::kFfnUp, TensorId::kFfnDown, p.n_ff, 0, at);
       continue;
+    }
+    if (arctic) {  // the dense residual FFN, then the experts' own norm
+      add_ffn(l, TensorId::kFfnGate, TensorId::kFfnUp, TensorId::kFfnDown, p.n_embd, 0, at);
+      add(TensorId::kFfnNormExps, l, GgmlType::F32, {p.n_embd}, Role::kNorm, 0);
     }
     add(TensorId::kFfnGateInp, l, GgmlType::F32, {p.n_embd, p.n_expert}, Role::kRouter, 0);
     if (oss) add(TensorId::kFfnGateInpBias, l, GgmlType::F32, {p.n_expert}, Role::kZero, 0);

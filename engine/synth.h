@@ -2,10 +2,10 @@
 // (sinks, sliding window, biases, MXFP4 experts), qwen2moe (q/k/v biases, gated shared expert),
 // granitemoe (embedding / residual / attention / logit scales, tied head), deepseek (V1: llama
 // attention, dense lead layers, shared experts), dbrx (LayerNorms, fused clamped q/k/v), phimoe
-// (biased RMSNorms, q/k/v/o and head biases, LongRoPE factors) or llama (Mixtral layout, Llama 3.1
-// rope_freqs) GGUF with random quantized
-// weights, a working byte-level BPE tokenizer and routing skewed like a real model, written
-// deterministically from a seed (the generator behind `strata synth`). Tested by
+// (biased RMSNorms, q/k/v/o and head biases, LongRoPE factors), llama (Mixtral layout, Llama 3.1
+// rope_freqs) or arctic (a dense residual FFN, the experts beside it on the layer's input) GGUF
+// with random quantized weights, a working byte-level BPE tokenizer and routing skewed like a real
+// model, written deterministically from a seed (the generator behind `strata synth`). Tested by
 // tests/test_synth.cpp and (the deepseek2 / gpt-oss presets) tests/test_arch_synth.cpp.
 //
 // Routing skew (the fixtures' recipe, ../shared/fixtures/README.md "Routing skew"): every token
@@ -189,8 +189,8 @@ class SynthModel {
     kOutput,
     kZero,
     kBias,
-    kRopeLong,   // LongRoPE divisors: 1 at the fastest pair rising to 40 at the slowest
-    kRopeShort,  // ... 1 rising to 1.5
+    kRopeLong,    // LongRoPE divisors: 1 at the fastest pair rising to 40 at the slowest
+    kRopeShort,   // ... 1 rising to 1.5
     kRopeLlama3,  // Llama 3.1's divisors for this head dim and base
   };
   struct Recipe {

@@ -299,9 +299,14 @@ ModelWeights bind_weights(const io::GgufFile& file, const ModelConfig& cfg) {
             b.bind(TensorId::kFfnUpExpsBias, i, {cfg.n_ff_exp, n_exp}, Use::kVector);
         l.experts.down_bias = b.bind(TensorId::kFfnDownExpsBias, i, {n_embd, n_exp}, Use::kVector);
       }
-      if (cfg.has_shared_experts(il))
+      if (cfg.moe_beside_dense) {  // arctic: its dense residual FFN runs as the shared expert
+        l.ffn_norm_exps = b.bind(TensorId::kFfnNormExps, i, {n_embd}, Use::kVector);
+        bind_stack(b, l.shared, i, TensorId::kFfnGate, TensorId::kFfnUp, TensorId::kFfnDown, n_embd,
+                   cfg.n_ff_shexp, 1);
+      } else if (cfg.has_shared_experts(il)) {
         bind_stack(b, l.shared, i, TensorId::kFfnGateShexp, TensorId::kFfnUpShexp,
                    TensorId::kFfnDownShexp, n_embd, cfg.n_ff_shexp, 1);
+      }
       // One output row: any matrix type (converted files keep the 1-row matrix as F16/F32).
       if (cfg.has_shared_experts(il) && cfg.shared_expert_gate)
         l.shared_gate = b.bind(TensorId::kFfnGateInpShexp, i, {n_embd, 1}, Use::kMatmul);
@@ -347,6 +352,7 @@ std::vector<View*> collect_decode_dense(Weights& w) {
                     &l.bo,
                     &l.ffn_norm,
                     &l.ffn_norm_b,
+                    &l.ffn_norm_exps,
                     &l.ffn_gate_inp,
                     &l.ffn_gate_inp_b,
                     &l.exp_probs_b,

@@ -123,6 +123,7 @@ struct LayerWeights {
   WeightView wkv_b;           // decompressed form: {n_lora_kv, n_head * (qk_nope + head_dim_v_mla)}
   WeightView ffn_norm;        // [n_embd] (post_attention_norm in glm4moe / gpt-oss files)
   WeightView ffn_norm_b;      // [n_embd], when cfg.norm_bias
+  WeightView ffn_norm_exps;   // arctic: [n_embd] the routed experts' norm of the layer's input
   WeightView ffn_gate_inp;    // router {n_embd, n_expert}; absent for a dense FFN
   WeightView ffn_gate_inp_b;  // optional router bias [n_expert] (gpt-oss)
   WeightView exp_probs_b;     // optional selection bias [n_expert] (sigmoid gating)

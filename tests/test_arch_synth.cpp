@@ -146,6 +146,10 @@ TEST(ArchSynth, TinyLlama3MoeRuns) {
   check_tiny("tiny-llama3-moe");
 }
 
+TEST(ArchSynth, TinyArcticRuns) {
+  check_tiny("tiny-arctic");
+}
+
 TEST(ArchSynth, TinyGptOssRuns) {
   check_tiny("tiny-gpt-oss");
   const SynthModel sm(opts("tiny-gpt-oss"));
@@ -174,7 +178,7 @@ TEST(ArchSynth, TinyGptOssRuns) {
 // shared experts (gated too) and biased SwiGLU-OAI experts allocate nothing.
 TEST(ArchSynth, DecodeAndPrefillAllocateNothing) {
   for (const char* preset : {"tiny-deepseek2", "tiny-gpt-oss", "tiny-qwen2moe", "tiny-granitemoe",
-                             "tiny-deepseek", "tiny-dbrx", "tiny-phimoe"}) {
+                             "tiny-deepseek", "tiny-dbrx", "tiny-phimoe", "tiny-arctic"}) {
     SCOPED_TRACE(preset);
     const auto bytes = SynthModel(opts(preset)).to_bytes();
     const Model m = Model::from_file(io::GgufFile::parse(preset, bytes));
@@ -270,6 +274,18 @@ TEST(ArchSynth, RealShapePresetsHaveTheModelsShapes) {
         {"output.bias", {32064}}},
        22,
        25},
+      {"snowflake-arctic",
+       {{"blk.0.attn_q.weight", {7168, 56 * 128}},
+        {"blk.0.attn_k.weight", {7168, 8 * 128}},
+        {"blk.0.ffn_gate.weight", {7168, 7168}},
+        {"blk.0.ffn_down.weight", {7168, 7168}},
+        {"blk.0.ffn_norm_exps.weight", {7168}},
+        {"blk.0.ffn_gate_inp.weight", {7168, 128}},
+        {"blk.34.ffn_up_exps.weight", {7168, 4864, 128}},
+        {"blk.34.ffn_down_exps.weight", {4864, 7168, 128}},
+        {"output.weight", {7168, 32000}}},
+       260,
+       280},
   };
   for (const Want& w : wants) {
     SCOPED_TRACE(w.preset);

@@ -368,7 +368,13 @@ void GpuLane::dense_check(bool emulate) {
                                                 phimoe.string()))
                 .rc,
             0);
-  std::vector<fs::path> models = {synth, qwen2moe, phimoe};
+  // arctic (no fixture): its dense residual FFN runs as the shared expert, on GPU 0 here.
+  const fs::path arctic = dir_ / "synth-tiny-arctic.gguf";
+  ASSERT_EQ(run_strata(dir_.path(), fmt::format("synth --preset tiny-arctic --out '{}' --threads 2",
+                                                arctic.string()))
+                .rc,
+            0);
+  std::vector<fs::path> models = {synth, qwen2moe, phimoe, arctic};
   for (const fs::path& m : fixture_models()) {
     const std::string n = m.filename().string();
     if (n == "tiny-qwen3moe-Q4_K_M.gguf" || n == "tiny-gpt-oss-MXFP4.gguf" ||

@@ -15,7 +15,8 @@
 // granitemoe's embedding / residual / attention / logit multipliers and tied head; deepseek's
 // dense lead layer and two shared experts under llama attention; dbrx's LayerNorms and fused,
 // clamped q/k/v; phimoe's biased RMSNorms, q/k/v/o and head biases and LongRoPE factor sets (the
-// long set at n_ctx 512, the short one at 128); Llama 3.1's rope_freqs on a llama MoE.
+// long set at n_ctx 512, the short one at 128); Llama 3.1's rope_freqs on a llama MoE; arctic's
+// dense residual FFN with the experts beside it on the layer's input.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -170,6 +171,15 @@ TEST_P(SynthPeer, ConfigAndTokenizer) {
     EXPECT_EQ(rope_freq_factors(w, c, 1u << 20), w.rope_freqs.f32());
     EXPECT_FLOAT_EQ(w.rope_freqs.f32()[0], 1.0f);   // the fastest pairs turn as trained
     EXPECT_FLOAT_EQ(w.rope_freqs.f32()[31], 8.0f);  // the slowest eight times slower
+  } else if (std::string(GetParam().preset) == "tiny-arctic") {
+    EXPECT_EQ(c.arch, Arch::kArctic);
+    EXPECT_EQ(c.rope_type, RopeType::kNorm);
+    EXPECT_TRUE(c.norm_topk_weights);
+    EXPECT_TRUE(c.moe_beside_dense);
+    EXPECT_EQ(c.n_ff_shexp, 256u);  // the dense residual FFN is n_embd wide
+    EXPECT_TRUE(l0.ffn_norm_exps.present());
+    EXPECT_EQ(l0.shared.n_expert, 1u);
+    EXPECT_EQ(l0.shared.gate.name, "blk.0.ffn_gate.weight");
   } else if (std::string(GetParam().preset) == "tiny-deepseek") {
     EXPECT_EQ(c.arch, Arch::kDeepseek);
     EXPECT_EQ(c.rope_type, RopeType::kNorm);
@@ -299,7 +309,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny-deepseek", "F32"}, Case{"tiny-deepseek", "Q4_0"},
                       Case{"tiny-dbrx", "F32"}, Case{"tiny-dbrx", "Q4_0"},
                       Case{"tiny-phimoe", "F32"}, Case{"tiny-phimoe", "Q4_0"},
-                      Case{"tiny-llama3-moe", "F32"}, Case{"tiny-llama3-moe", "Q4_0"}),
+                      Case{"tiny-llama3-moe", "F32"}, Case{"tiny-llama3-moe", "Q4_0"},
+                      Case{"tiny-arctic", "F32"}, Case{"tiny-arctic", "Q4_0"}),
     [](const ::testing::TestParamInfo<Case>& i) {
       std::string n = std::string(i.param.preset) + "_" + i.param.variant;
       std::replace(n.begin(), n.end(), '-', '_');
