@@ -330,6 +330,13 @@ ModelConfig load_model_config(const io::GgufFile& file) {
   c.activation = FfnActivation::kSiluGlu;
   const bool has_q_norm = file.find_tensor(tensor_name(TensorId::kAttnQNorm, 0)) != nullptr;
   float attention_scale = 0;  // granitemoe's attention.scale (0: 1/sqrt(head dim))
+  // Required expert count and top-k, experts feed_forward_length wide unless the file says
+  // expert_feed_forward_length (llama.cpp's olmoe, dbrx, phimoe, arctic and granitemoe graphs).
+  const auto read_experts_ffn_wide = [&] {
+    c.n_expert = kr.u32(Key::kExpertCount);
+    c.n_expert_used = kr.u32(Key::kExpertUsedCount);
+    c.n_ff_exp = kr.u32_or_key(Key::kExpertFeedForwardLength, Key::kFeedForwardLength);
+  };
   switch (c.arch) {
     case Arch::kQwen3Moe:
       c.qk_norm = true;
@@ -420,9 +427,7 @@ ModelConfig load_model_config(const io::GgufFile& file) {
       c.qk_norm = true;
       c.qk_norm_whole = true;
       c.rope_type = RopeType::kNeox;
-      c.n_expert = kr.u32(Key::kExpertCount);
-      c.n_expert_used = kr.u32(Key::kExpertUsedCount);
-      c.n_ff_exp = kr.u32_or_key(Key::kExpertFeedForwardLength, Key::kFeedForwardLength);
+      read_experts_ffn_wide();
       c.norm_topk_weights = false;
       break;
     case Arch::kGptOss:
@@ -469,9 +474,7 @@ ModelConfig load_model_config(const io::GgufFile& file) {
     case Arch::kDbrx:
       // llama.cpp: experts are feed_forward_length wide, top-k renormalized; clamp_kqv required.
       c.rope_type = RopeType::kNeox;
-      c.n_expert = kr.u32(Key::kExpertCount);
-      c.n_expert_used = kr.u32(Key::kExpertUsedCount);
-      c.n_ff_exp = kr.u32_or_key(Key::kExpertFeedForwardLength, Key::kFeedForwardLength);
+      read_experts_ffn_wide();
       c.clamp_kqv = kr.f32(Key::kClampKqv);
       require(std::isfinite(c.clamp_kqv) && c.clamp_kqv > 0.0f, file,
               fmt::format("{} = {:g} must be > 0", kr.name(Key::kClampKqv), c.clamp_kqv));
@@ -483,18 +486,14 @@ ModelConfig load_model_config(const io::GgufFile& file) {
       c.rope_type = RopeType::kNeox;
       c.norm_bias = true;
       c.kq_scale_on_q = true;
-      c.n_expert = kr.u32(Key::kExpertCount);
-      c.n_expert_used = kr.u32(Key::kExpertUsedCount);
-      c.n_ff_exp = kr.u32_or_key(Key::kExpertFeedForwardLength, Key::kFeedForwardLength);
+      read_experts_ffn_wide();
       break;
     case Arch::kArctic:
       // llama.cpp's arctic graph: llama attention (NORM RoPE), a dense FFN n_embd wide on the
       // attention's output and, beside it, the routed experts (feed_forward_length wide, softmax
       // top-k renormalized) on the layer's input; both added to the residual.
       c.rope_type = RopeType::kNorm;
-      c.n_expert = kr.u32(Key::kExpertCount);
-      c.n_expert_used = kr.u32(Key::kExpertUsedCount);
-      c.n_ff_exp = kr.u32_or_key(Key::kExpertFeedForwardLength, Key::kFeedForwardLength);
+      read_experts_ffn_wide();
       c.moe_beside_dense = true;
       c.n_expert_shared = 1;
       c.n_ff_shexp = c.n_embd;
@@ -506,9 +505,7 @@ ModelConfig load_model_config(const io::GgufFile& file) {
       // llama.cpp reads the four multipliers as required keys; experts are feed_forward_length
       // wide, their top-k weights renormalized (its llama graph).
       c.rope_type = RopeType::kNorm;
-      c.n_expert = kr.u32(Key::kExpertCount);
-      c.n_expert_used = kr.u32(Key::kExpertUsedCount);
-      c.n_ff_exp = kr.u32_or_key(Key::kExpertFeedForwardLength, Key::kFeedForwardLength);
+      read_experts_ffn_wide();
       c.embedding_scale = kr.f32(Key::kEmbeddingScale);
       c.residual_scale = kr.f32(Key::kResidualScale);
       c.logit_scale = kr.f32(Key::kLogitScale);

@@ -293,12 +293,10 @@ TEST(PromptCacheLongRope, FactorSetMustMatch) {
   SynthOptions o;
   o.preset = *find_synth_preset("tiny-phimoe");
   o.n_threads = 2;
-  const std::vector<std::byte> bytes = SynthModel(o).to_bytes();
   const fs::path dir = fs::temp_directory_path() / fmt::format("strata_pc_rope_{}", getpid());
   fs::create_directories(dir);
   const fs::path gguf = dir / "tiny-phimoe.gguf";
-  std::ofstream(gguf, std::ios::binary)
-      .write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  SynthModel(o).write(gguf.string());
   const Model model = Model::load(gguf.string());
   const auto forward = [&](uint32_t n_ctx) {
     ForwardOptions fo;

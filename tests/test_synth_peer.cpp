@@ -26,6 +26,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,15 @@ void PrintTo(const Case& c, std::ostream* os) {
   *os << c.preset << "-" << c.variant;
 }
 
+// The preset's GGUF bytes as `strata synth --preset PRESET [--type TYPE]` writes them.
+std::vector<std::byte> synth_bytes(const char* preset, std::optional<GgmlType> type = {}) {
+  SynthOptions o;
+  o.preset = *find_synth_preset(preset);
+  o.expert_type = type;
+  o.n_threads = 2;
+  return SynthModel(o).to_bytes();
+}
+
 fs::path ref_dir(const char* preset) {
   return fs::path(STRATA_TEST_DATA_DIR) / "peer" / preset;
 }
@@ -80,11 +90,7 @@ class SynthPeer : public ::testing::TestWithParam<Case> {
       ref_ = nlohmann::json::parse(in);
     }
     const std::string variant = c.variant;
-    SynthOptions o;
-    o.preset = *find_synth_preset(c.preset);
-    o.expert_type = ggml_type_from_name(variant);
-    o.n_threads = 2;
-    bytes_ = SynthModel(o).to_bytes();
+    bytes_ = synth_bytes(c.preset, ggml_type_from_name(variant));
     // The reference was made from these exact bytes; a generator change needs new references.
     ASSERT_EQ(fnv1a64(bytes_), ref_["variants"][variant]["gguf_fnv1a64"].get<std::string>())
         << "strata synth's " << c.preset
@@ -324,10 +330,7 @@ namespace {
 // llama.cpp's defaults where a qwen2moe file leaves the expert widths out: routed experts
 // feed_forward_length / top-k, the shared expert feed_forward_length.
 TEST(Qwen2MoeConfig, WidthsDefaultAsLlamaCpp) {
-  SynthOptions o;
-  o.preset = *find_synth_preset("tiny-qwen2moe");
-  o.n_threads = 2;
-  const std::vector<std::byte> bytes = SynthModel(o).to_bytes();
+  const std::vector<std::byte> bytes = synth_bytes("tiny-qwen2moe");
   const io::GgufFile f = io::GgufFile::parse("tiny-qwen2moe", bytes);
   const ModelConfig full = load_model_config(f);
   EXPECT_EQ(full.n_ff_exp, 128u);
@@ -360,10 +363,7 @@ TEST(Qwen2MoeConfig, WidthsDefaultAsLlamaCpp) {
 TEST(RopeFactors, BadDivisorsAreRefused) {
   for (const char* preset : {"tiny-phimoe", "tiny-llama3-moe"}) {
     SCOPED_TRACE(preset);
-    SynthOptions o;
-    o.preset = *find_synth_preset(preset);
-    o.n_threads = 2;
-    std::vector<std::byte> bytes = SynthModel(o).to_bytes();
+    std::vector<std::byte> bytes = synth_bytes(preset);
     const std::string name =
         std::string(preset) == "tiny-phimoe" ? "rope_factors_short.weight" : "rope_freqs.weight";
     const uint64_t at = io::GgufFile::parse(preset, bytes).find_tensor(name)->file_offset;
