@@ -160,6 +160,21 @@ TierOptions tier_options(const Knobs& knobs) {
   return o;
 }
 
+void check_explicit_ram_budget(uint64_t expert_bytes, const RamBudgetInputs& in,
+                               const placement::ExpertSizes& sizes) {
+  const uint64_t others = in.dense_bytes + in.kv_bytes;
+  if (expert_bytes + others <= in.available) return;
+  fail(ErrorKind::kOutOfMemory,
+       "knob RAM_GB ({}): {} GiB of experts plus {} ({}) is more than the {} of memory available "
+       "(the process would be killed); at most {} GiB fits, RAM_GB auto gives {} GiB",
+       knob_flag("RAM_GB"), fmt::format("{:.2f}", static_cast<double>(expert_bytes) / kGiB),
+       in.dense_bytes > 0 ? "the dense weights and the KV cache" : "the KV cache",
+       placement::format_bytes(others), placement::format_bytes(in.available),
+       fmt::format("{:.2f}",
+                   static_cast<double>(in.available > others ? in.available - others : 0) / kGiB),
+       fmt::format("{:.2f}", static_cast<double>(auto_ram_budget(in, sizes)) / kGiB));
+}
+
 uint64_t auto_ram_budget(const RamBudgetInputs& in, const placement::ExpertSizes& sizes) {
   const uint64_t headroom = (512ull << 20) + in.available / 20;
   const uint64_t taken = in.kv_bytes + in.dense_bytes + headroom;
@@ -385,11 +400,14 @@ ExpertSource::ExpertSource(const Model& model, const TierOptions& opts)
            knob_flag("RAM_GB"), fmt::format("{:.4f}", static_cast<double>(budget) / kGiB),
            gib_up(min), placement::format_bytes(min), placement::min_cache_slots(sizes),
            placement::format_bytes(sizes.slot_bytes), sizes.n_expert_used);
+  }
+  RamBudgetInputs in;
+  in.available = available;
+  in.kv_bytes = kv_bytes;
+  in.dense_bytes = opts.resident_dense ? 0 : model.file().file_size() - sizes.total_bytes();
+  if (opts.ram_bytes) {
+    check_explicit_ram_budget(std::min(budget, all), in, sizes);
   } else {
-    RamBudgetInputs in;
-    in.available = available;
-    in.kv_bytes = kv_bytes;
-    in.dense_bytes = opts.resident_dense ? 0 : model.file().file_size() - sizes.total_bytes();
     budget = auto_ram_budget(in, sizes);
     if (budget < min && budget < all)
       fail(ErrorKind::kOutOfMemory,

@@ -116,6 +116,11 @@ struct RamBudgetInputs {
   uint64_t dense_bytes = 0;  // dense weights still to be faulted in (0 when already resident)
 };
 uint64_t auto_ram_budget(const RamBudgetInputs& in, const placement::ExpertSizes& sizes);
+// An explicit RAM_GB whose expert bytes (at most every expert's) with the dense weights and KV
+// cache exceed the memory available would be OOM-killed part-way through the load:
+// Error(kOutOfMemory) naming the most that fits and what auto would give. Fits: nothing.
+void check_explicit_ram_budget(uint64_t expert_bytes, const RamBudgetInputs& in,
+                               const placement::ExpertSizes& sizes);
 
 // VRAM_GB -> expert bytes per GPU (Budgets::vram_bytes; empty = no VRAM homes). vram_gb "" = auto:
 // with emulate none; else per device its free memory less headroom (1 GiB + 5% of its total) and

@@ -27,7 +27,9 @@ constexpr KnobSpec kKnobs[] = {
      "RAM for routed experts: their RAM homes plus the cache for SSD-streamed experts. Experts "
      "that do not fit stream from the model file on SSD. Auto: what MemAvailable (and the memory "
      "cgroup limit) leave after the dense weights, the KV cache and headroom, at most every "
-     "expert. Below the model's minimum (two layers' top-k in the cache) is an error."},
+     "expert. Below the model's minimum (two layers' top-k in the cache) is an error, as is a "
+     "value whose experts, with the dense weights and the KV cache, exceed the memory available "
+     "(it would be killed part-way through the load)."},
     {"CACHE_GB", KnobType::kFloat, "", "GiB", "0..1048576",
      "Part of RAM_GB given to the LRU cache of SSD-streamed experts instead of fixed RAM homes: "
      "a bigger cache follows skewed routing without a usage profile, fixed homes are never "

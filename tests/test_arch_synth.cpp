@@ -259,7 +259,7 @@ TEST(ArchSynth, RealShapePresetsHaveTheModelsShapes) {
         {"output.weight", {2048, 102400}}},
        8,
        10.5},
-      {"phi-3.5-moe",
+      {"phimoe-3.5",
        {{"rope_factors_long.weight", {64}},
         {"rope_factors_short.weight", {64}},
         {"blk.0.attn_norm.bias", {4096}},

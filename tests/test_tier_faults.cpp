@@ -254,6 +254,21 @@ TEST_F(TierFaults, AutoBudgetFitsTheMachineAndTheModel) {
   EXPECT_EQ(engine::auto_ram_budget(in, sizes), std::min(room, placement::all_ram_bytes(sizes)));
   in.available = 256ull << 20;
   EXPECT_EQ(engine::auto_ram_budget(in, sizes), 0u);
+  // An explicit RAM_GB: what fits in what is available passes (no headroom asked), more is a
+  // one-line error naming the most that fits, not an OOM kill during the load.
+  in.available = 1ull << 30;
+  engine::check_explicit_ram_budget((1ull << 30) - (150ull << 20), in, sizes);
+  try {
+    engine::check_explicit_ram_budget((1ull << 30) - (149ull << 20), in, sizes);
+    ADD_FAILURE() << "a budget past what is available was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kOutOfMemory);
+    EXPECT_NE(std::string(e.what()).find("plus the dense weights and the KV cache (150.0 MiB) is "
+                                         "more than the 1.0 GiB of memory available"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("at most 0.85 GiB fits"), std::string::npos) << e.what();
+  }
   // Auto on this machine: the tiny model fits in RAM.
   TierOptions o = min_options(m);
   o.ram_bytes.reset();
