@@ -405,6 +405,10 @@ ExpertSource::ExpertSource(const Model& model, const TierOptions& opts)
   in.available = available;
   in.kv_bytes = kv_bytes;
   in.dense_bytes = opts.resident_dense ? 0 : model.file().file_size() - sizes.total_bytes();
+  if (prof_) {
+    const uint64_t others = in.dense_bytes + in.kv_bytes;
+    prof_->set_ram_fit_limit(available > others ? available - others : 1);
+  }
   if (opts.ram_bytes) {
     check_explicit_ram_budget(std::min(budget, all), in, sizes);
   } else {

@@ -265,6 +265,14 @@ TimeShares Profiler::time_shares() const {
   return t;
 }
 
+std::string ram_fit_note(uint64_t fit_limit, uint64_t all_ram) {
+  if (fit_limit == 0 || fit_limit >= all_ram) return "";
+  return fmt::format(
+      ", but this machine held at most {:.3f} GiB of experts beside the dense weights and KV "
+      "cache: the rest needs more memory (or a smaller quantization)",
+      double(fit_limit) / double(1ull << 30));
+}
+
 Verdict cpu_experts_verdict(double share, double streamed_gb_s, double probed_gb_s,
                             bool vram_in_use) {
   Verdict v;
@@ -319,6 +327,7 @@ Verdict Profiler::verdict() const {
         100 * t.io_wait, 100 * t.expert_ssd,
         tokens > 0 ? double(s.ssd.load_bytes) / 1e6 / tokens : 0.0, 100 * h.ssd_miss,
         double(all_ram) / double(1ull << 30));
+    v.why += ram_fit_note(ram_fit_limit_, all_ram);
   } else if (t.expert_vram >= 0.5) {
     v = {"GPU-bound", "VRAM_GB",
          fmt::format("GPU expert compute is {:.0f}% of the run", 100 * t.expert_vram)};

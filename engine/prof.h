@@ -137,6 +137,9 @@ struct Verdict {
 // else CPU-compute-bound — the kernels' arithmetic, not the DIMMs, sets the pace (a prefill reads
 // each expert once for many tokens; some types' kernels are compute-bound even in decode).
 constexpr double kComputeBoundBelow = 0.5;
+// The SSD-bound verdict's note when every expert cannot fit in this machine's memory (fit_limit:
+// Profiler::set_ram_fit_limit; 0 = unknown): "" when they fit or it is unknown.
+std::string ram_fit_note(uint64_t fit_limit, uint64_t all_ram);
 Verdict cpu_experts_verdict(double share, double streamed_gb_s, double probed_gb_s,
                             bool vram_in_use);
 
@@ -169,6 +172,9 @@ class Profiler {
   void set_store(const tiers::ExpertStore* store) { store_ = store; }
   // The plan reported (with VRAM homes); null: the store's.
   void set_plan(const placement::PlacementPlan* plan) { plan_ = plan; }
+  // The most expert bytes this machine's memory held beside the dense weights and the KV cache
+  // when the plan was made (0: unknown): the SSD-bound verdict says when every expert cannot fit.
+  void set_ram_fit_limit(uint64_t bytes) { ram_fit_limit_ = bytes; }
   // Per-device GPU counters and the lane times come from the GPU lane (null: no VRAM homes).
   void set_gpu(const GpuLane* gpu) {
     gpu_ = gpu;
@@ -237,6 +243,7 @@ class Profiler {
   ProfCounters c_;
   const tiers::ExpertStore* store_ = nullptr;
   const placement::PlacementPlan* plan_ = nullptr;
+  uint64_t ram_fit_limit_ = 0;
   const GpuLane* gpu_ = nullptr;
   std::vector<GpuDeviceStats> gpu_base_;  // the lane's counters at begin_window()
   const GpuDense* dense_ = nullptr;

@@ -379,5 +379,15 @@ TEST(Prof, SharedExpertsHaveTheirOwnShare) {
   EXPECT_EQ(q.report().find("shared experts"), std::string::npos);
 }
 
+// The SSD-bound verdict's advice (RAM_GB=<every expert>) says when this machine could not hold
+// that much beside the dense weights and the KV cache.
+TEST(Prof, RamFitNoteOnlyWhenEveryExpertCannotFit) {
+  EXPECT_EQ(ram_fit_note(0, 10ull << 30), "");            // unknown
+  EXPECT_EQ(ram_fit_note(12ull << 30, 10ull << 30), "");  // they fit
+  EXPECT_EQ(ram_fit_note(9ull << 30, 10ull << 30),
+            ", but this machine held at most 9.000 GiB of experts beside the dense weights and KV "
+            "cache: the rest needs more memory (or a smaller quantization)");
+}
+
 }  // namespace
 }  // namespace strata::engine
