@@ -128,7 +128,8 @@ struct LayerWeights {
   WeightView ffn_gate_inp_b;  // optional router bias [n_expert] (gpt-oss)
   WeightView exp_probs_b;     // optional selection bias [n_expert] (sigmoid gating)
   ExpertStack experts;        // routed experts (tiered), or the dense FFN (n_expert 1)
-  ExpertStack shared;         // always-on shared expert, resident (n_expert 0 when none)
+  ExpertStack shared;         // always-on shared expert, resident (n_expert 0 when none);
+                              // arctic: its dense residual FFN (ffn_gate/up/down)
   WeightView shared_gate;     // qwen2moe: ffn_gate_inp_shexp {n_embd}, the shared expert's gate
 };
 
