@@ -319,6 +319,9 @@ ModelConfig load_model_config(const io::GgufFile& file) {
   if (rs.factor == 0.0f) rs.factor = 1.0f;
   rs.n_ctx_orig = kr.u32_or(Key::kRopeScalingOrigCtx, 0);
   rs.attn_factor = kr.f32_or(Key::kRopeScalingAttnFactor, 1.0f);
+  require(std::isfinite(rs.attn_factor) && rs.attn_factor > 0.0f, file,
+          fmt::format("{} = {:g} must be finite and > 0 (it scales every rotated q and k)",
+                      kr.name(Key::kRopeScalingAttnFactor), rs.attn_factor));
   rs.beta_fast = kr.f32_or(Key::kRopeScalingYarnBetaFast, 32.0f);
   rs.beta_slow = kr.f32_or(Key::kRopeScalingYarnBetaSlow, 1.0f);
   rs.ext_factor = kr.f32_or(Key::kRopeScalingYarnExtFactor, -1.0f);

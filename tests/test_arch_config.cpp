@@ -364,6 +364,18 @@ TEST(ArchConfig, DeepseekYarnKeysResolveAndRun) {
   }
   // And the unscaled file's logits differ (the keys are not ignored).
   EXPECT_FALSE(logits == stream_logits(Model::load(src.string()), ids));
+  // rope.scaling.attn_factor scales every rotated q and k: not finite or <= 0 is refused.
+  for (const float bad : {0.0f, -1.0f, std::nanf(""), INFINITY}) {
+    Rewrite b = r;
+    b.set["deepseek2.rope.scaling.attn_factor"] = bad;
+    try {
+      (void)Model::load(rewrite(src, b, tmp / "bad_attn_factor.gguf").string());
+      ADD_FAILURE() << "attn_factor " << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("rope.scaling.attn_factor"), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 // `strata inspect` shows how the engine runs each architecture: its specific hyperparameters.
