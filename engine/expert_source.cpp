@@ -170,8 +170,7 @@ void check_explicit_ram_budget(uint64_t expert_bytes, const RamBudgetInputs& in,
        knob_flag("RAM_GB"), fmt::format("{:.2f}", static_cast<double>(expert_bytes) / kGiB),
        in.dense_bytes > 0 ? "the dense weights and the KV cache" : "the KV cache",
        placement::format_bytes(others), placement::format_bytes(in.available),
-       fmt::format("{:.2f}",
-                   static_cast<double>(in.available > others ? in.available - others : 0) / kGiB),
+       fmt::format("{:.2f}", static_cast<double>(in.fit_limit()) / kGiB),
        fmt::format("{:.2f}", static_cast<double>(auto_ram_budget(in, sizes)) / kGiB));
 }
 
@@ -405,10 +404,7 @@ ExpertSource::ExpertSource(const Model& model, const TierOptions& opts)
   in.available = available;
   in.kv_bytes = kv_bytes;
   in.dense_bytes = opts.resident_dense ? 0 : model.file().file_size() - sizes.total_bytes();
-  if (prof_) {
-    const uint64_t others = in.dense_bytes + in.kv_bytes;
-    prof_->set_ram_fit_limit(available > others ? available - others : 1);
-  }
+  if (prof_) prof_->set_ram_fit_limit(std::max<uint64_t>(1, in.fit_limit()));
   if (opts.ram_bytes) {
     check_explicit_ram_budget(std::min(budget, all), in, sizes);
   } else {

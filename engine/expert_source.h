@@ -114,6 +114,11 @@ struct RamBudgetInputs {
   uint64_t available = 0;    // bytes, engine::memory_info().available()
   uint64_t kv_bytes = 0;     // the KV cache the run will allocate
   uint64_t dense_bytes = 0;  // dense weights still to be faulted in (0 when already resident)
+  // The most expert bytes that fit beside the dense weights and the KV cache (no headroom).
+  uint64_t fit_limit() const {
+    const uint64_t others = dense_bytes + kv_bytes;
+    return available > others ? available - others : 0;
+  }
 };
 uint64_t auto_ram_budget(const RamBudgetInputs& in, const placement::ExpertSizes& sizes);
 // An explicit RAM_GB whose expert bytes (at most every expert's) with the dense weights and KV

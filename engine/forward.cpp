@@ -194,6 +194,13 @@ void Forward::attention_block(uint32_t il, uint32_t n, uint32_t pos0) {
   add_residual(n);
 }
 
+void Forward::add_shared(uint32_t il, uint32_t n, const float* gate_logits) {
+  const ScopedTimer t(prof_, prof_ ? prof_->counters().shared_expert_seconds : unused_seconds_);
+  const uint64_t bytes =
+      shared_.add(il, w_.layers[il].shared, n, x_.data(), cpu_experts_, tmp_.data(), gate_logits);
+  if (prof_) prof_->counters().shared_expert_bytes += bytes;
+}
+
 void Forward::dense_residual(uint32_t il, uint32_t n) {
   const LayerWeights& l = w_.layers[il];
   const uint32_t n_embd = cfg_.n_embd;
@@ -201,11 +208,7 @@ void Forward::dense_residual(uint32_t il, uint32_t n) {
     block_norm(cfg_, h_.data() + size_t{t} * n_embd, l.ffn_norm, l.ffn_norm_b,
                x_.data() + size_t{t} * n_embd);
   std::fill_n(tmp_.begin(), size_t{n} * n_embd, 0.0f);
-  {
-    const ScopedTimer t(prof_, prof_ ? prof_->counters().shared_expert_seconds : unused_seconds_);
-    const uint64_t bytes = shared_.add(il, l.shared, n, x_.data(), cpu_experts_, tmp_.data());
-    if (prof_) prof_->counters().shared_expert_bytes += bytes;
-  }
+  add_shared(il, n, nullptr);
   add_residual(n);  // llama.cpp: ffn_out = dense + (input + attention)
 }
 
@@ -269,12 +272,7 @@ void Forward::ffn_block(uint32_t il, uint32_t n, uint32_t pos0, RoutingTrace* tr
   }
   experts_->compute(il, l.experts, dispatch_, cpu_experts_, x_.data(), moe_y_.data());
   combine(pool_, r, dispatch_, moe_y_.data(), n_embd, tmp_.data());
-  if (l.shared.n_expert > 0 && !beside) {
-    const ScopedTimer t(prof_, prof_ ? prof_->counters().shared_expert_seconds : unused_seconds_);
-    const uint64_t bytes =
-        shared_.add(il, l.shared, n, x_.data(), cpu_experts_, tmp_.data(), r.shared_gate);
-    if (prof_) prof_->counters().shared_expert_bytes += bytes;
-  }
+  if (l.shared.n_expert > 0 && !beside) add_shared(il, n, r.shared_gate);
   add_residual(n);
 }
 

@@ -92,6 +92,9 @@ class Forward {
   void ffn_block(uint32_t il, uint32_t n, uint32_t pos0, RoutingTrace* trace);
   // arctic: h += dense_ffn(ffn_norm(h)), its dense residual FFN (timed as the shared experts).
   void dense_residual(uint32_t il, uint32_t n);
+  // tmp += layer il's shared expert of x (× sigmoid(gate_logits) where given), timed and its CPU
+  // bytes counted for PROF.
+  void add_shared(uint32_t il, uint32_t n, const float* gate_logits);
   // h += tmp over n tokens (granitemoe: tmp × residual_scale first).
   void add_residual(uint32_t n);
   void output_head(uint32_t n, float* all_logits);

@@ -192,8 +192,7 @@ std::vector<std::pair<std::string, std::string>> ModelConfig::arch_details() con
   if (rope_scaling.type != RopeScalingType::kNone && rope.freq_scale != 1.0f) {
     add("rope scaling",
         fmt::format("{} factor {:g}, original context {}", scaling_name(rope_scaling.type),
-                    rope_scaling.factor,
-                    rope_scaling.n_ctx_orig ? rope_scaling.n_ctx_orig : n_ctx_train));
+                    rope_scaling.factor, rope_n_ctx_orig()));
     if (rope.ext_factor != 0.0f)
       add("yarn",
           fmt::format("beta_fast {:g} beta_slow {:g}, correction dims [{:g}, {:g}], "

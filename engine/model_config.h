@@ -127,6 +127,11 @@ struct ModelConfig {
   bool is_moe(uint32_t il) const { return is_moe_arr[il] != 0; }
   bool is_swa(uint32_t il) const { return is_swa_arr[il] != 0; }
   const RopeParams& layer_rope(uint32_t il) const { return is_swa(il) ? rope_swa : rope; }
+  // The original context RoPE scaling starts from (rope.scaling.original_context_length, else the
+  // training context).
+  uint32_t rope_n_ctx_orig() const {
+    return rope_scaling.n_ctx_orig ? rope_scaling.n_ctx_orig : n_ctx_train;
+  }
   bool is_mla() const { return attention == AttentionKind::kMla; }
   // Either MLA form: q / kv LoRA projections, decoupled RoPE, the *_mla head widths.
   bool has_mla_projections() const { return attention != AttentionKind::kGqa; }

@@ -241,7 +241,7 @@ ModelInfo summarize_model(const io::GgufFile& f) {
       info.arch_details.emplace_back(
           "rope frequency factors",
           fmt::format("LongRoPE: the long set when the context exceeds {}, else the short set",
-                      cfg.rope_scaling.n_ctx_orig ? cfg.rope_scaling.n_ctx_orig : cfg.n_ctx_train));
+                      cfg.rope_n_ctx_orig()));
   } catch (const Error& e) {
     info.engine_error = e.what();
   }

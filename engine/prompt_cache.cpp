@@ -87,9 +87,9 @@ std::vector<std::byte> header_bytes(const Forward& fwd, std::span<const int32_t>
 
 // kPromptCacheRopeLong when fwd's keys are turned by LongRoPE's long set.
 uint32_t rope_set_flag(const Forward& fwd) {
-  const ModelWeights& w = fwd.model().weights();
-  const float* f = rope_freq_factors(w, fwd.model().config(), fwd.n_ctx());
-  return w.rope_long.present() && f == w.rope_long.f32() ? kPromptCacheRopeLong : 0;
+  return rope_long_set(fwd.model().weights(), fwd.model().config(), fwd.n_ctx())
+             ? kPromptCacheRopeLong
+             : 0;
 }
 
 }  // namespace

@@ -377,9 +377,9 @@ constexpr SynthPreset kPresets[] = {
      .output_type = GgmlType::Q6_K,
      .arch = "phimoe",
      .longrope_orig_ctx = 256},
-    // Phi-3.5-MoE-instruct's shapes (41.9B parameters, 6.6B active). Not named "phi-3...": llama.cpp
-    // gives a model whose general.name holds "phi-3" or "phi3" Phi-3's token attributes, and fails
-    // on the synthetic vocabulary, which lacks its "</s>".
+    // Phi-3.5-MoE-instruct's shapes (41.9B parameters, 6.6B active). Not named "phi-3...":
+    // llama.cpp gives a model whose general.name holds "phi-3" or "phi3" Phi-3's token attributes,
+    // and fails on the synthetic vocabulary, which lacks its "</s>".
     {.name = "phimoe-3.5",
      .doc = "Phi-3.5-MoE shapes (phimoe): 32 layers, n_embd 4096, 32/8 heads x 128, 16 experts "
             "top-2 x 6400, vocab 32064, LongRoPE 4096 -> 131072 (~23 GB)",

@@ -221,12 +221,14 @@ void require_rope_factors(const io::GgufFile& file, const ModelConfig& cfg, cons
 
 }  // namespace
 
+bool rope_long_set(const ModelWeights& w, const ModelConfig& cfg, uint32_t n_ctx) {
+  return w.rope_long.present() && n_ctx > cfg.rope_n_ctx_orig();
+}
+
 const float* rope_freq_factors(const ModelWeights& w, const ModelConfig& cfg, uint32_t n_ctx) {
   if (w.rope_freqs.present()) return w.rope_freqs.f32();
   if (!w.rope_long.present()) return nullptr;
-  const uint32_t n_ctx_orig =
-      cfg.rope_scaling.n_ctx_orig ? cfg.rope_scaling.n_ctx_orig : cfg.n_ctx_train;
-  return (n_ctx > n_ctx_orig ? w.rope_long : w.rope_short).f32();
+  return (rope_long_set(w, cfg, n_ctx) ? w.rope_long : w.rope_short).f32();
 }
 
 ModelWeights bind_weights(const io::GgufFile& file, const ModelConfig& cfg) {

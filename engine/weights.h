@@ -154,6 +154,8 @@ struct ModelWeights {
 // (rope.scaling.original_context_length, or the training context), rope_short otherwise; nullptr
 // when the file has none.
 const float* rope_freq_factors(const ModelWeights& w, const ModelConfig& cfg, uint32_t n_ctx);
+// Whether that is LongRoPE's long set (the file has the sets and n_ctx exceeds the original).
+bool rope_long_set(const ModelWeights& w, const ModelConfig& cfg, uint32_t n_ctx);
 
 // Binds every tensor the config needs. A missing tensor is Error(kNotFound) naming it; a wrong
 // shape is Error(kBadFile) naming the tensor and both shapes; a type no kernel handles is

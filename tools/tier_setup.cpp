@@ -130,12 +130,11 @@ void warn_context_beyond_training(uint32_t n_ctx, const engine::Model& model) {
   // LongRoPE: the context size, not the prompt, picks the factor set (as in llama.cpp).
   const engine::ModelWeights& w = model.weights();
   if (w.rope_long.present()) {
-    const bool long_set = engine::rope_freq_factors(w, cfg, n_ctx) == w.rope_long.f32();
+    const bool long_set = engine::rope_long_set(w, cfg, n_ctx);
     fmt::print(stderr,
                "strata: LongRoPE: context {} {} the original {}: keys turn by the {} factor set "
                "(--ctx picks it, as llama.cpp's -c does; the two sets give different outputs)\n",
-               n_ctx, long_set ? "exceeds" : "is within",
-               cfg.rope_scaling.n_ctx_orig ? cfg.rope_scaling.n_ctx_orig : cfg.n_ctx_train,
+               n_ctx, long_set ? "exceeds" : "is within", cfg.rope_n_ctx_orig(),
                long_set ? "long" : "short");
   }
 }
