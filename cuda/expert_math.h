@@ -848,9 +848,20 @@ STRATA_HD inline float swiglu_oai_elem(float g, float u) {
   return mul_rn(div_rn(a, add_rn(1.0f, e)), add_rn(c, 1.0f));
 }
 
-// The activation of a layer, by its code (StageParams::act, ExpertShape::activation).
-STRATA_HD inline float glu_elem(int act, float g, float u) {
-  return act == 0 ? kernels::portable_swiglu(g, u) : swiglu_oai_elem(g, u);
+// One GELU-GLU element (grok), kernels::gelu_glu_row's: g rounded to a half indexes
+// gelu_table (kernels::gelu_table(), or its device copy), g <= -10 gives 0, g >= 10 gives g; times
+// u.
+STRATA_HD inline float gelu_glu_elem(float g, float u, const float* gelu_table) {
+  const float a = g <= -10.0f ? 0.0f : g >= 10.0f ? g : gelu_table[f32_to_half_bits(g)];
+  return mul_rn(u, a);
+}
+
+// The activation of a layer, by its code (StageParams::act, ExpertShape::activation);
+// gelu_table is read by code 2 only.
+STRATA_HD inline float glu_elem(int act, float g, float u, const float* gelu_table) {
+  return act == 0   ? kernels::portable_swiglu(g, u)
+         : act == 1 ? swiglu_oai_elem(g, u)
+                    : gelu_glu_elem(g, u, gelu_table);
 }
 
 // The canonical fold of the 8 accumulator lanes.

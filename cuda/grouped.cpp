@@ -17,6 +17,7 @@
 #include "cuda/grouped_launch.h"
 #include "cuda/runtime.h"
 #include "io/check.h"
+#include "kernels/gelu.h"
 
 namespace strata::cuda {
 namespace {
@@ -136,6 +137,7 @@ struct GroupedExperts::Impl {
   DeviceBuffer gate;            // [max_rows, max_ff]
   DeviceBuffer up;              // [max_rows, max_ff]
   DeviceBuffer y;               // [max_rows, max_embd]
+  DeviceBuffer gelu;            // kernels::gelu_table (grok's GELU experts), 256 KiB
   PinnedBuffer in_host;         // the layout of `in`
   PinnedBuffer y_host;          // the layout of `y`
   cudaEvent_t done = nullptr;   // recorded after the last launch's work
@@ -155,6 +157,7 @@ struct GroupedExperts::Impl {
         gate(size_t{l.max_rows} * static_cast<size_t>(l.max_ff) * 4),
         up(size_t{l.max_rows} * static_cast<size_t>(l.max_ff) * 4),
         y(size_t{l.max_rows} * static_cast<size_t>(l.max_embd) * 4),
+        gelu(size_t{kernels::kGeluTableSize} * 4),
         in_host(in.bytes()),
         y_host(y.bytes()) {
     CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, l.device));
@@ -166,6 +169,7 @@ struct GroupedExperts::Impl {
     overlap = l.overlap_launches && major >= 9;
     CUDA_CHECK(cudaEventCreate(&done));
     CUDA_CHECK(cudaEventCreate(&start));
+    copy_to_device(gelu.data(), kernels::gelu_table(), gelu.bytes());
   }
   ~Impl() {
     if (done != nullptr) {
@@ -228,6 +232,7 @@ struct GroupedExperts::Impl {
     if (gate_up_only) return;
     p = StageParams{};
     p.act = static_cast<int32_t>(sh.activation);
+    p.gelu_table = gelu.as<float>();
     p.gate = gate.as<float>();
     p.up = up.as<float>();
     p.out[0] = dev_y;

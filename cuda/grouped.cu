@@ -190,7 +190,7 @@ __global__ void __launch_bounds__(kStageThreads)
       if constexpr (kDown) {
         const auto elem = [&](int t, int64_t i) {
           const int64_t o = (row_first + t) * p.n_in + i;
-          return glu_elem(kAct, p.gate[o], p.up[o]);
+          return glu_elem(kAct, p.gate[o], p.up[o], p.gelu_table);
         };
         quantize_q8_0(elem, nt, p.n_in, acts, p.act_bytes, warp, lane);
       } else {
@@ -210,7 +210,7 @@ __global__ void __launch_bounds__(kStageThreads)
           const float g[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
           const float u[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
 #pragma unroll
-          for (int j = 0; j < 8; ++j) v[j] = glu_elem(kAct, g[j], u[j]);
+          for (int j = 0; j < 8; ++j) v[j] = glu_elem(kAct, g[j], u[j], p.gelu_table);
         };
         quantize_q8_k(elem8, nt, p.n_in, acts, p.act_bytes, warp, lane);
       } else {
@@ -284,8 +284,10 @@ bool launch_stage(GgmlType t, bool down, const StageParams& p, uint32_t grid, ui
       launch_typed<decltype(tag)::kType, false, 0>(p, grid, smem, overlap, s);
     } else if (p.act == 0) {
       launch_typed<decltype(tag)::kType, true, 0>(p, grid, smem, overlap, s);
-    } else {
+    } else if (p.act == 1) {
       launch_typed<decltype(tag)::kType, true, 1>(p, grid, smem, overlap, s);
+    } else {
+      launch_typed<decltype(tag)::kType, true, 2>(p, grid, smem, overlap, s);
     }
   });
 }

@@ -29,9 +29,10 @@ struct ExpertWeights {
   const void* down = nullptr;
 };
 
-// The gate/up activation: kernels::portable_swiglu (what engine::silu_glu computes), or
-// engine::swiglu_oai's clamped SwiGLU (alpha 1.702, limit 7, glibc's expf; cuda/expert_math.h).
-enum class GroupedActivation : int32_t { kSiluGlu = 0, kSwigluOai = 1 };
+// The gate/up activation: kernels::portable_swiglu (what engine::silu_glu computes),
+// engine::swiglu_oai's clamped SwiGLU (alpha 1.702, limit 7, glibc's expf; cuda/expert_math.h),
+// or grok's GELU-GLU through a device copy of kernels::gelu_table (kernels/gelu.h).
+enum class GroupedActivation : int32_t { kSiluGlu = 0, kSwigluOai = 1, kGeluGlu = 2 };
 
 // What every expert of a layer shares.
 struct ExpertShape {

@@ -10,6 +10,7 @@
 #include "cuda/expert_math.h"
 #include "cuda/grouped.h"
 #include "io/check.h"
+#include "kernels/gelu.h"
 #include "kernels/portable_math.h"
 #include "kernels/quant.h"
 
@@ -138,7 +139,8 @@ void grouped_forward_emulated(const GroupedLayer& layer, const float* x, float* 
       add_bias(job.gate_bias, g.data(), s.n_ff);
       add_bias(job.up_bias, u.data(), s.n_ff);
       const int act = static_cast<int>(s.activation);
-      for (int64_t i = 0; i < s.n_ff; ++i) g[i] = detail::glu_elem(act, g[i], u[i]);
+      for (int64_t i = 0; i < s.n_ff; ++i)
+        g[i] = detail::glu_elem(act, g[i], u[i], kernels::gelu_table());
       matrix_emulated(s.down_type, job.w.down, s.n_embd, s.n_ff, g.data(), yr);
       add_bias(job.down_bias, yr, s.n_embd);
     }

@@ -32,7 +32,7 @@ struct StageParams {
   int32_t rows_per_tile;
   int32_t tiles_per_mat;
   int32_t tok_chunk;    // dispatch rows quantized into shared memory at once
-  int32_t act;          // down stage: GroupedActivation (0 SiLU-GLU, 1 SwiGLU-OAI)
+  int32_t act;          // down stage: GroupedActivation (0 SiLU-GLU, 1 SwiGLU-OAI, 2 GELU-GLU)
   uint32_t tile_bytes;  // shared bytes for the weight tile (16-byte multiple, + 16 for alignment)
   uint32_t act_bytes;   // shared bytes of one quantized activation row
   int64_t n_out;        // rows of each matrix
@@ -43,6 +43,7 @@ struct StageParams {
   const float* gate;         // down stage: [n_rows, n_in] gate outputs
   const float* up;           // down stage: [n_rows, n_in] up outputs
   float* out[2];             // gate/up stage: gate, up [n_rows, n_out]; down stage: y in out[0]
+  const float* gelu_table;   // down stage, act 2: kernels::gelu_table's device copy
 };
 
 // Enqueues one stage for weight type t (false: no kernel for t). Throws Error(kCuda) on a failed

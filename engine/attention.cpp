@@ -88,6 +88,7 @@ void attention(kernels::ThreadPool& pool, const AttentionShape& s, const KvCache
           row.head_dim_k = s.head_dim_k;
           row.head_dim_v = s.head_dim_v;
           row.scale = s.scale;
+          row.softcap = s.softcap;
           row.has_sink = s.sinks != nullptr;
           row.sink = s.sinks ? s.sinks[h] : 0.0f;
           float* o = out + t * out_stride + size_t{h} * s.head_dim_v;

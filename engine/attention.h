@@ -22,6 +22,7 @@ struct AttentionShape {
   uint32_t n_swa = 0;            // > 0: query at position i sees keys j with i - j < n_swa
   const float* sinks = nullptr;  // [n_head] per-head logit in the softmax denominator, or null
   bool v_in_k = false;           // V of kv head g is the first head_dim_v floats of its K row (MLA)
+  float softcap = 0.0f;          // > 0 (grok): each scaled score s becomes softcap · tanh(s)
 };
 
 // Scratch planned up front for chunks of up to n_ubatch tokens.
@@ -32,7 +33,8 @@ struct AttentionScratch {
   std::vector<uint64_t> cost;  // [n_ubatch * max_n_head]
 };
 
-// out[t] = concat over heads h of softmax(scale · q_h(t) · K_g[j0..pos0+t]) · V_g[j0..pos0+t],
+// out[t] = concat over heads h of softmax(scale · q_h(t) · K_g[j0..pos0+t]) · V_g[j0..pos0+t]
+// (each score capped first when softcap > 0),
 // g = h / (n_head / n_head_kv), j0 = 0 (or the window start). With sinks the softmax
 // denominator also holds exp(sinks[h]). The cache must already hold positions
 // [0, pos0 + n_tokens).

@@ -151,6 +151,7 @@ void AttentionBlock::gqa(kernels::ThreadPool& pool, const LayerWeights& l, uint3
                        cfg_.kq_scale_on_q ? 1.0f : cfg_.kq_scale};
   shape.n_swa = cfg_.is_swa(il) ? cfg_.n_swa : 0;
   shape.sinks = l.attn_sinks.present() ? l.attn_sinks.f32() : nullptr;
+  shape.softcap = cfg_.attn_softcap;
   if (!dense_) idle_read_rows(pool, wo);
   attention(pool, shape, kv, il, pos0, n, q_.data(), attn_.data(), scratch_);
 

@@ -191,7 +191,17 @@ void Forward::attention_block(uint32_t il, uint32_t n, uint32_t pos0) {
     block_norm(cfg_, h_.data() + size_t{t} * n_embd, l.attn_norm, l.attn_norm_b,
                x_.data() + size_t{t} * n_embd);
   attn_.run(pool_, l, il, n, pos0, x_.data(), kv_, tmp_.data());
+  post_norm(l.attn_post_norm, n);
   add_residual(n);
+}
+
+void Forward::post_norm(const WeightView& norm, uint32_t n) {
+  if (!norm.present()) return;
+  const uint32_t n_embd = cfg_.n_embd;
+  for (uint32_t t = 0; t < n; ++t) {
+    float* row = tmp_.data() + size_t{t} * n_embd;
+    block_norm(cfg_, row, norm, WeightView{}, row);
+  }
 }
 
 void Forward::add_shared(uint32_t il, uint32_t n, const float* gate_logits) {
@@ -230,6 +240,7 @@ void Forward::ffn_block(uint32_t il, uint32_t n, uint32_t pos0, RoutingTrace* tr
   if (dense && dense->ffn(il, GpuDense::kDenseFfn, x_.data(), n, tmp_.data())) {
     if (n == 1) experts_->prefetch_ahead(il, h_.data(), xq_.data());  // PREFETCH: next MoE layers
     if (l.shared.n_expert > 0) shared_.add(il, l.shared, n, x_.data(), cpu_experts_, tmp_.data());
+    post_norm(l.ffn_post_norm, n);
     add_residual(n);
     return;
   }
@@ -273,6 +284,7 @@ void Forward::ffn_block(uint32_t il, uint32_t n, uint32_t pos0, RoutingTrace* tr
   experts_->compute(il, l.experts, dispatch_, cpu_experts_, x_.data(), moe_y_.data());
   combine(pool_, r, dispatch_, moe_y_.data(), n_embd, tmp_.data());
   if (l.shared.n_expert > 0 && !beside) add_shared(il, n, r.shared_gate);
+  post_norm(l.ffn_post_norm, n);
   add_residual(n);
 }
 
@@ -300,10 +312,10 @@ void Forward::output_head(uint32_t n, float* all_logits) {
            cfg_.n_vocab, xq_.data());
   if (w_.output_b.present())  // phimoe
     add_bias_rows(w_.output_b.f32(), out, cfg_.n_vocab, n - first, 0, cfg_.n_vocab);
-  if (cfg_.logit_scale != 0.0f) {  // granitemoe: × 1/logit_scale, as llama.cpp scales
-    const float inv = 1.0f / cfg_.logit_scale;
-    for (size_t i = 0; i < size_t{n - first} * cfg_.n_vocab; ++i) out[i] *= inv;
-  }
+  // granitemoe: × 1/logit_scale, as llama.cpp scales; grok: × its output multiplier.
+  const float mul = cfg_.logit_scale != 0.0f ? 1.0f / cfg_.logit_scale : cfg_.logit_multiplier;
+  if (mul != 0.0f)
+    for (size_t i = 0; i < size_t{n - first} * cfg_.n_vocab; ++i) out[i] *= mul;
   if (!all_logits) return;
   std::memcpy(last_logits_.data(), all_logits + size_t{n - 1} * cfg_.n_vocab,
               sizeof(float) * cfg_.n_vocab);

@@ -95,6 +95,9 @@ class Forward {
   // tmp += layer il's shared expert of x (× sigmoid(gate_logits) where given), timed and its CPU
   // bytes counted for PROF.
   void add_shared(uint32_t il, uint32_t n, const float* gate_logits);
+  // tmp = norm(tmp) over n tokens when the norm is present (grok's post-attention / post-MoE
+  // RMSNorms), else nothing.
+  void post_norm(const WeightView& norm, uint32_t n);
   // h += tmp over n tokens (granitemoe: tmp × residual_scale first).
   void add_residual(uint32_t n);
   void output_head(uint32_t n, float* all_logits);

@@ -365,9 +365,10 @@ void GpuLane::launch(uint32_t il, const ExpertStack& stack, const Dispatch& d, c
   shape.gate_type = stack.gate.type;
   shape.up_type = stack.up.type;
   shape.down_type = stack.down.type;
-  shape.activation = stack.activation == FfnActivation::kSwigluOai
-                         ? cuda::GroupedActivation::kSwigluOai
-                         : cuda::GroupedActivation::kSiluGlu;
+  shape.activation =
+      stack.activation == FfnActivation::kSwigluOai ? cuda::GroupedActivation::kSwigluOai
+      : stack.activation == FfnActivation::kGeluGlu ? cuda::GroupedActivation::kGeluGlu
+                                                    : cuda::GroupedActivation::kSiluGlu;
   const auto n_exp = static_cast<size_t>(model_.config().layer_n_expert(il));
   const auto ff = static_cast<size_t>(stack.n_ff);
   const auto embd = static_cast<size_t>(stack.n_embd);

@@ -150,8 +150,10 @@ std::string ModelConfig::describe() const {
   if (n_expert_groups > 1) s += fmt::format(", groups {}/{}", n_group_used, n_expert_groups);
   if (n_swa > 0) s += fmt::format(", swa {}", n_swa);
   if (residual_scale != 0.0f || embedding_scale != 0.0f || logit_scale != 0.0f)
-    s += fmt::format(", scales embd {:g} resid {:g} logit 1/{:g}", embedding_scale, residual_scale,
-                     logit_scale);
+    s += fmt::format(", scales embd {:g} resid {:g} logit {}", embedding_scale, residual_scale,
+                     logit_multiplier != 0.0f ? fmt::format("x{:g}", logit_multiplier)
+                                              : fmt::format("1/{:g}", logit_scale));
+  if (attn_softcap > 0.0f) s += fmt::format(", score cap {:g}", attn_softcap);
   if (rope_scaling.type != RopeScalingType::kNone && rope.freq_scale != 1.0f)
     s += fmt::format(", rope {} x{:g}", scaling_name(rope_scaling.type), rope_scaling.factor);
   return s;
@@ -182,9 +184,14 @@ std::vector<std::pair<std::string, std::string>> ModelConfig::arch_details() con
     add("sliding window", fmt::format("{} (layers {}: S = window, F = full)", n_swa, layers));
   }
   add("kq scale", fmt::format("{:g}", kq_scale));
+  if (attn_softcap > 0.0f)
+    add("score cap", fmt::format("{0:g}·tanh(kq scale · q·k) before the softmax", attn_softcap));
+  if (post_norms)
+    add("post norms", "RMSNorm of the attention and MoE outputs before the residual (optional)");
   if (embedding_scale != 0.0f) add("embedding scale", fmt::format("{:g}", embedding_scale));
   if (residual_scale != 0.0f) add("residual scale", fmt::format("{:g}", residual_scale));
   if (logit_scale != 0.0f) add("logit scale", fmt::format("1/{:g}", logit_scale));
+  if (logit_multiplier != 0.0f) add("logit scale", fmt::format("{:g}", logit_multiplier));
   add("rope", fmt::format("{} on {} dims, base {:g}",
                           rope_type == RopeType::kNeox ? "neox" : "norm", n_rot, rope_freq_base));
   if (rope.ext_factor == 0.0f && rope.attn_factor != 1.0f)
@@ -221,9 +228,10 @@ std::vector<std::pair<std::string, std::string>> ModelConfig::arch_details() con
       add("shared experts", fmt::format("{} x {} (resident)", n_expert_shared, n_ff_exp));
     if (n_layer_dense_lead > 0)
       add("leading dense layers", fmt::format("{} (ffn {})", n_layer_dense_lead, n_ff(0)));
-    add("expert activation", activation == FfnActivation::kSwigluOai
-                                 ? "SwiGLU-OAI (clamp 7, alpha 1.702, up + 1)"
-                                 : "SiLU-GLU");
+    add("expert activation",
+        activation == FfnActivation::kSwigluOai ? "SwiGLU-OAI (clamp 7, alpha 1.702, up + 1)"
+        : activation == FfnActivation::kGeluGlu ? "GELU-GLU (ggml's fp16-table tanh GELU)"
+                                                : "SiLU-GLU");
   }
   if (n_layer_nextn > 0) add("MTP layers (skipped)", std::to_string(n_layer_nextn));
   return d;
@@ -239,13 +247,14 @@ ModelConfig load_model_config(const io::GgufFile& file) {
       {"qwen2moe", Arch::kQwen2Moe},   {"granitemoe", Arch::kGraniteMoe},
       {"deepseek", Arch::kDeepseek},   {"dbrx", Arch::kDbrx},
       {"phimoe", Arch::kPhiMoe},       {"arctic", Arch::kArctic},
+      {"grok", Arch::kGrok},
   };
   const auto* found = std::find_if(std::begin(kArchs), std::end(kArchs),
                                    [&](const auto& a) { return a.first == c.arch_name; });
   if (found == std::end(kArchs))
     fail(ErrorKind::kUnsupported,
          "{}: architecture '{}' is not supported (qwen3moe, qwen2moe, llama, granitemoe, "
-         "deepseek, deepseek2, glm4moe, olmoe, gpt-oss, dbrx, phimoe, arctic)",
+         "deepseek, deepseek2, glm4moe, olmoe, gpt-oss, dbrx, phimoe, arctic, grok)",
          file.path(), c.arch_name);
   c.arch = found->second;
   const KeyReader kr(file, c.arch_name);
@@ -502,6 +511,25 @@ ModelConfig load_model_config(const io::GgufFile& file) {
       require(c.n_rot == c.head_dim_k, file,
               fmt::format("rope.dimension_count {} must equal the head dim {} (llama.cpp's arctic)",
                           c.n_rot, c.head_dim_k));
+      break;
+    case Arch::kGrok:
+      // llama.cpp's grok graph (Grok-1): NEOX RoPE over the whole head, experts
+      // feed_forward_length wide with GELU, softmax top-k renormalized; its constants, which the
+      // file does not carry: embeddings × 78.38367176906169, scores 30·tanh(q·k · 0.0883883/30)
+      // (kq scale 1), logits × 0.5773502691896257; optional RMSNorms on the attention and MoE
+      // outputs (attn_output_norm, layer_output_norm).
+      c.rope_type = RopeType::kNeox;
+      read_experts_ffn_wide();
+      c.activation = FfnActivation::kGeluGlu;
+      c.embedding_scale = 78.38367176906169f;
+      c.logit_multiplier = 0.5773502691896257f;
+      c.attn_softcap = 30.0f;
+      attention_scale = 0.08838834764831845f / 30.0f;
+      c.post_norms = true;
+      require(c.n_rot == c.head_dim_k && c.head_dim_k == c.head_dim_v, file,
+              fmt::format("rope.dimension_count {} must equal the head dims {} / {} (llama.cpp's "
+                          "grok)",
+                          c.n_rot, c.head_dim_k, c.head_dim_v));
       break;
     case Arch::kGraniteMoe: {
       // llama.cpp reads the four multipliers as required keys; experts are feed_forward_length

@@ -26,6 +26,7 @@ enum class Arch {
   kDbrx,        // dbrx: LayerNorms, fused q/k/v clamped, NEOX RoPE, softmax top-k renormalized
   kPhiMoe,      // phimoe (Phi-3.5-MoE): biased RMSNorms, q/k/v/o and head biases, LongRoPE factors
   kArctic,  // arctic (Snowflake Arctic): a dense residual FFN, the experts beside it on the input
+  kGrok,    // grok (Grok-1): GELU experts, tanh-capped attention scores, post-attention/FFN norms
 };
 
 // How router logits become expert probabilities and weights (llama.cpp's gating functions).
@@ -39,6 +40,7 @@ enum class GatingType {
 enum class FfnActivation {
   kSiluGlu,    // down(silu(gate x) * up x)
   kSwigluOai,  // gpt-oss: a = min(g, 7), u' = clamp(u, -7, 7), down(a·σ(1.702a)·(u' + 1))
+  kGeluGlu,    // grok: down(gelu(gate x) * up x), ggml's table GELU (kernels/gelu.h)
 };
 
 // How attention reads the cache.
@@ -75,11 +77,18 @@ struct ModelConfig {
   uint32_t n_swa = 0;          // sliding window of the is_swa layers (query sees n_swa keys)
   float kq_scale = 0;          // attention score scale (1/sqrt(head dim), MLA: YaRN-corrected)
   bool kq_scale_on_q = false;  // phimoe: q × kq_scale after RoPE, the scores unscaled (its graph)
+  // grok: > 0 caps the scores, s = attn_softcap · tanh(kq_scale · q·k) before the softmax (its
+  // graph: kq_scale is 0.08838834764831845 / 30, the cap 30).
+  float attn_softcap = 0;
+  // grok: the attention output and the MoE output each pass an RMSNorm (attn_output_norm,
+  // layer_output_norm) before they join the residual.
+  bool post_norms = false;
   // granitemoe's multipliers (0 = none, as in llama.cpp): embeddings × embedding_scale, each
   // attention / FFN output × residual_scale before it joins the residual, logits × 1/logit_scale.
   float embedding_scale = 0;
   float residual_scale = 0;
   float logit_scale = 0;
+  float logit_multiplier = 0;  // grok: logits × this (0 = none)
   RopeType rope_type = RopeType::kNorm;
   uint32_t n_rot = 0;  // rotated dims per head (the first n_rot; MLA: the decoupled rope part)
   float rope_freq_base = 10000.0f;

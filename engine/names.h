@@ -202,6 +202,8 @@ enum class TensorId {
   kRopeFactorsLong,   // phimoe (LongRoPE): divisors for contexts beyond the original length
   kRopeFactorsShort,  // ... and within it
   kFfnNormExps,       // arctic: the routed experts' own norm (of the layer's input)
+  kLayerOutNorm,      // grok: the MoE output's norm before the residual (attn_output_norm: the
+                      // attention output's)
   kCount,             // not a tensor: the table size
 };
 
@@ -265,6 +267,7 @@ inline constexpr TensorSpec kTensorTable[] = {
     {TensorId::kRopeFactorsLong, "rope_factors_long.weight", false, false},
     {TensorId::kRopeFactorsShort, "rope_factors_short.weight", false, false},
     {TensorId::kFfnNormExps, "blk.{layer}.ffn_norm_exps.weight", true, false},
+    {TensorId::kLayerOutNorm, "blk.{layer}.layer_output_norm.weight", true, false},
 };
 static_assert(std::size(kTensorTable) == static_cast<size_t>(TensorId::kCount));
 

@@ -8,6 +8,7 @@
 #include "engine/rope.h"
 #include "io/check.h"
 #include "kernels/expert_ref.h"
+#include "kernels/gelu.h"
 #include "kernels/gemv.h"
 #include "kernels/quant.h"
 
@@ -195,6 +196,9 @@ void glu(FfnActivation act, const float* gate, const float* up, float* out, int6
       return;
     case FfnActivation::kSwigluOai:
       swiglu_oai(gate, up, out, n);
+      return;
+    case FfnActivation::kGeluGlu:
+      kernels::gelu_glu_row(gate, up, out, n);
       return;
   }
 }

@@ -303,6 +303,54 @@ constexpr SynthPreset kPresets[] = {
      .output_type = GgmlType::Q6_K,
      .arch = "llama",
      .llama3_rope = true},
+    // Grok-1: GELU experts, scores capped by 30·tanh (q and k four times larger than elsewhere,
+    // so the cap bends them), RMSNorms on the attention and MoE outputs, its fixed embedding and
+    // logit multipliers. Checked against llama.cpp (tests/test_synth_peer.cpp).
+    {.name = "tiny-grok",
+     .doc = "grok (GELU experts, 30·tanh score cap, post-attention / post-MoE norms, softmax "
+            "top-2 renormalized): 4 layers, n_embd 256, 4/2 heads x 64, 8 experts top-2 x 128, "
+            "vocab 512 (tests)",
+     .n_layer = 4,
+     .n_embd = 256,
+     .n_head = 4,
+     .n_head_kv = 2,
+     .head_dim = 64,
+     .n_expert = 8,
+     .n_expert_used = 2,
+     .n_ff_exp = 128,
+     .n_ff = 128,
+     .n_vocab = 512,
+     .n_ctx = 8192,
+     .rope_freq_base = 10000.0f,
+     .rms_eps = 1e-5f,
+     .expert_type = GgmlType::Q4_0,
+     .attn_type = GgmlType::Q8_0,
+     .embd_type = GgmlType::Q8_0,
+     .output_type = GgmlType::Q6_K,
+     .arch = "grok",
+     .qk_gain = 4.0f},
+    // Grok-1's shapes (314B parameters, ~181 GB at Q4_0: tensor tables only in the tests).
+    {.name = "grok-1",
+     .doc = "Grok-1 shapes (grok): 64 layers, n_embd 6144, 48/8 heads x 128, 8 experts top-2 x "
+            "32768, vocab 131072 (~181 GB)",
+     .n_layer = 64,
+     .n_embd = 6144,
+     .n_head = 48,
+     .n_head_kv = 8,
+     .head_dim = 128,
+     .n_expert = 8,
+     .n_expert_used = 2,
+     .n_ff_exp = 32768,
+     .n_ff = 32768,
+     .n_vocab = 131072,
+     .n_ctx = 8192,
+     .rope_freq_base = 10000.0f,
+     .rms_eps = 1e-5f,
+     .expert_type = GgmlType::Q4_0,
+     .attn_type = GgmlType::Q8_0,
+     .embd_type = GgmlType::Q8_0,
+     .output_type = GgmlType::Q6_K,
+     .arch = "grok"},
     // Snowflake Arctic: llama attention, a dense residual FFN (n_embd wide) on the attention's
     // output and the routed experts beside it on the layer's input. Checked against llama.cpp
     // (tests/test_synth_peer.cpp).
@@ -1461,11 +1509,12 @@ SynthModel::SynthModel(const SynthOptions& options)
   const bool ds2 = arch == "deepseek2", oss = arch == "gpt-oss", q2 = arch == "qwen2moe";
   const bool granite = arch == "granitemoe", ds1 = arch == "deepseek", dbrx = arch == "dbrx";
   const bool phi = arch == "phimoe", llama = arch == "llama", arctic = arch == "arctic";
-  if (!ds2 && !oss && !q2 && !granite && !ds1 && !dbrx && !phi && !llama && !arctic &&
+  const bool grok = arch == "grok";
+  if (!ds2 && !oss && !q2 && !granite && !ds1 && !dbrx && !phi && !llama && !arctic && !grok &&
       arch != "qwen3moe")
     fail(ErrorKind::kUnsupported,
          "synth: architecture '{}' (qwen3moe, deepseek2, gpt-oss, qwen2moe, granitemoe, deepseek, "
-         "dbrx, phimoe, llama, arctic)",
+         "dbrx, phimoe, llama, arctic, grok)",
          arch);
   STRATA_ASSERT(p.n_expert_used <= p.n_expert && p.n_expert_used <= 64, "top-{} of {}",
                 p.n_expert_used, p.n_expert);
@@ -1567,9 +1616,9 @@ SynthModel::SynthModel(const SynthOptions& options)
   }
   w.set(key(Key::kExpertCount), p.n_expert);
   w.set(key(Key::kExpertUsedCount), p.n_expert_used);
-  // granite, dbrx, phimoe, llama (Mixtral) and arctic: the experts are feed_forward_length (n_ff)
-  // wide.
-  if (!granite && !dbrx && !phi && !llama && !arctic)
+  // granite, dbrx, phimoe, llama (Mixtral), arctic and grok: the experts are feed_forward_length
+  // (n_ff) wide.
+  if (!granite && !dbrx && !phi && !llama && !arctic && !grok)
     w.set(key(Key::kExpertFeedForwardLength), p.n_ff_exp);
   if (ds2) {
     w.set(key(Key::kVocabSize), p.n_vocab);
@@ -1708,9 +1757,9 @@ SynthModel::SynthModel(const SynthOptions& options)
             in_sigma(p.n_embd));
       } else {
         add(TensorId::kAttnQ, l, fit_type(at, p.n_embd), {p.n_embd, n_q}, Role::kIn,
-            in_sigma(p.n_embd));
+            in_sigma(p.n_embd) * p.qk_gain);
         add(TensorId::kAttnK, l, fit_type(at, p.n_embd), {p.n_embd, n_kv}, Role::kIn,
-            in_sigma(p.n_embd));
+            in_sigma(p.n_embd) * p.qk_gain);
         add(TensorId::kAttnV, l, fit_type(at, p.n_embd), {p.n_embd, n_kv}, Role::kIn,
             in_sigma(p.n_embd));
       }
@@ -1722,7 +1771,7 @@ SynthModel::SynthModel(const SynthOptions& options)
         add(TensorId::kAttnQBias, l, GgmlType::F32, {n_q}, Role::kBias, kBiasSigma);
         add(TensorId::kAttnKBias, l, GgmlType::F32, {n_kv}, Role::kBias, kBiasSigma);
         add(TensorId::kAttnVBias, l, GgmlType::F32, {n_kv}, Role::kBias, kBiasSigma);
-      } else if (!granite && !ds1 && !dbrx && !llama && !arctic) {
+      } else if (!granite && !ds1 && !dbrx && !llama && !arctic && !grok) {
         add(TensorId::kAttnQNorm, l, GgmlType::F32, {p.head_dim}, Role::kNorm, 0);
         add(TensorId::kAttnKNorm, l, GgmlType::F32, {p.head_dim}, Role::kNorm, 0);
       }
@@ -1734,6 +1783,7 @@ SynthModel::SynthModel(const SynthOptions& options)
         add(TensorId::kAttnOutBias, l, GgmlType::F32, {p.n_embd}, Role::kZero, 0);
         add(TensorId::kAttnSinks, l, GgmlType::F32, {p.n_head}, Role::kZero, 0);
       }
+      if (grok) add(TensorId::kAttnOutNorm, l, GgmlType::F32, {p.n_embd}, Role::kNorm, 0);
     }
     add(oss    ? TensorId::kPostAttnNorm
         : dbrx ? TensorId::kAttnOutNorm
@@ -1759,6 +1809,7 @@ SynthModel::SynthModel(const SynthOptions& options)
       add(TensorId::kFfnUpExpsBias, l, GgmlType::F32, {p.n_ff_exp, p.n_expert}, Role::kZero, 0);
       add(TensorId::kFfnDownExpsBias, l, GgmlType::F32, {p.n_embd, p.n_expert}, Role::kZero, 0);
     }
+    if (grok) add(TensorId::kLayerOutNorm, l, GgmlType::F32, {p.n_embd}, Role::kNorm, 0);
     if ((ds2 || ds1) && p.n_shared > 0)
       add_ffn(l, TensorId::kFfnGateShexp, TensorId::kFfnUpShexp, TensorId::kFfnDownShexp,
               uint64_t(p.n_ff_exp) * p.n_shared, 0, at);

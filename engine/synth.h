@@ -3,7 +3,8 @@
 // granitemoe (embedding / residual / attention / logit scales, tied head), deepseek (V1: llama
 // attention, dense lead layers, shared experts), dbrx (LayerNorms, fused clamped q/k/v), phimoe
 // (biased RMSNorms, q/k/v/o and head biases, LongRoPE factors), llama (Mixtral layout, Llama 3.1
-// rope_freqs) or arctic (a dense residual FFN, the experts beside it on the layer's input) GGUF
+// rope_freqs), arctic (a dense residual FFN, the experts beside it on the layer's input) or grok
+// (GELU experts, capped attention scores, post-attention / post-MoE norms) GGUF
 // with random quantized weights, a working byte-level BPE tokenizer and routing skewed like a real
 // model, written deterministically from a seed (the generator behind `strata synth`). Tested by
 // tests/test_synth.cpp and (the deepseek2 / gpt-oss presets) tests/test_arch_synth.cpp.
@@ -86,6 +87,8 @@ struct SynthPreset {
   // llama: a rope_freqs tensor as the converter writes for Llama 3.1 (factor 8, low/high
   // frequency factors 1 and 4, original context 8192).
   bool llama3_rope = false;
+  // attn_q and attn_k weights × this: grok's scores large enough that its tanh cap bites.
+  float qk_gain = 1.0f;
 };
 
 // tiny (a few MB, tests), demo (~1 GB), qwen3-30b-a3b (the real Qwen3-30B-A3B shapes, ~17 GB),

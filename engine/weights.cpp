@@ -281,6 +281,10 @@ ModelWeights bind_weights(const io::GgufFile& file, const ModelConfig& cfg) {
       bind_gqa(b, cfg, l, il);
     }
     l.ffn_norm = b.bind(ffn_norm, i, {n_embd}, Use::kVector);
+    if (cfg.post_norms) {  // grok: optional, as llama.cpp applies them where present
+      l.attn_post_norm = b.bind(TensorId::kAttnOutNorm, i, {n_embd}, Use::kVector, false);
+      l.ffn_post_norm = b.bind(TensorId::kLayerOutNorm, i, {n_embd}, Use::kVector, false);
+    }
     if (cfg.norm_bias) l.ffn_norm_b = b.bind(TensorId::kFfnNormBias, i, {n_embd}, Use::kVector);
 
     if (cfg.is_moe(il)) {
@@ -355,6 +359,8 @@ std::vector<View*> collect_decode_dense(Weights& w) {
                     &l.ffn_norm,
                     &l.ffn_norm_b,
                     &l.ffn_norm_exps,
+                    &l.attn_post_norm,
+                    &l.ffn_post_norm,
                     &l.ffn_gate_inp,
                     &l.ffn_gate_inp_b,
                     &l.exp_probs_b,

@@ -124,6 +124,8 @@ struct LayerWeights {
   WeightView ffn_norm;        // [n_embd] (post_attention_norm in glm4moe / gpt-oss files)
   WeightView ffn_norm_b;      // [n_embd], when cfg.norm_bias
   WeightView ffn_norm_exps;   // arctic: [n_embd] the routed experts' norm of the layer's input
+  WeightView attn_post_norm;  // grok: [n_embd] optional RMSNorm of the attention output
+  WeightView ffn_post_norm;   // grok: [n_embd] optional RMSNorm of the MoE output
   WeightView ffn_gate_inp;    // router {n_embd, n_expert}; absent for a dense FFN
   WeightView ffn_gate_inp_b;  // optional router bias [n_expert] (gpt-oss)
   WeightView exp_probs_b;     // optional selection bias [n_expert] (sigmoid gating)

@@ -113,7 +113,11 @@ void swiglu_row_avx2(const float* gate, const float* up, float* out, int64_t n) 
   for (; i < n; ++i) out[i] = portable_swiglu(gate[i], up[i]);
 }
 
-void softmax_scores_avx2(float* sc, uint32_t n, bool has_sink, float sink) {
+void softmax_scores_avx2(float* sc, uint32_t n, const AttentionRow& row) {
+  const bool has_sink = row.has_sink;
+  const float sink = row.sink;
+  if (row.softcap > 0.0f)
+    for (uint32_t i = 0; i < n; ++i) sc[i] = row.softcap * std::tanh(sc[i]);
   uint32_t j;
   // Max (exact in any order), exp, and the 8 double lane sums (lane j % 8).
   const uint32_t n8 = n & ~7u;
@@ -185,7 +189,7 @@ void row_avx2(const AttentionRow& a, float* sc, float* out) {
       s = _mm256_fmadd_ps(_mm256_loadu_ps(a.q + i), load8(kj, i), s);
     sc[j] = fold8(dot_tail(s, a.q, kj, dk8, dk)) * a.scale;
   }
-  softmax_scores_avx2(sc, n, a.has_sink, a.sink);
+  softmax_scores_avx2(sc, n, a);
   // Weighted sum of V: 64 outputs in registers across all keys, then 8, then the scalar rest.
   uint32_t d = 0;
   for (; d + 64 <= dv; d += 64) {
@@ -370,8 +374,7 @@ void group_avx2(const AttentionRow* rows, uint32_t n_heads, float* sc, float* co
                                              h == 0 ? next_end : j1);
     });
   }
-  for (uint32_t h = 0; h < n_heads; ++h)
-    softmax_scores_avx2(sc + size_t{h} * n, n, rows[h].has_sink, rows[h].sink);
+  for (uint32_t h = 0; h < n_heads; ++h) softmax_scores_avx2(sc + size_t{h} * n, n, rows[h]);
   for (uint32_t j0 = 0; j0 < n; j0 += block) {
     const uint32_t j1 = std::min(n, j0 + block);
     for_head_sets<4>(n_heads, [&](auto hs, uint32_t h) {

@@ -189,8 +189,7 @@ template <int H, typename T>
 void group_pass(const AttentionRow* rows, float* sc, float* const* outs) {
   const AttentionRow& a = rows[0];
   group_scores<H / 2, T>(rows, sc);
-  for (int h = 0; h < H; ++h)
-    softmax_scores_avx2(sc + size_t(h) * a.n_kv, a.n_kv, rows[h].has_sink, rows[h].sink);
+  for (int h = 0; h < H; ++h) softmax_scores_avx2(sc + size_t(h) * a.n_kv, a.n_kv, rows[h]);
   const uint32_t block = attention_key_block<T>(a.head_dim_k);
   for (uint32_t j0 = 0; j0 < a.n_kv; j0 += block) {
     const uint32_t j1 = std::min(a.n_kv, j0 + block);
@@ -227,8 +226,8 @@ void pair_pass(const AttentionRow& a, const AttentionRow& b, float* sc, float* o
   // Scores: the group pass's, one pair.
   const AttentionRow rows[2] = {a, b};
   group_scores<1, T>(rows, sc);
-  softmax_scores_avx2(sa, n, a.has_sink, a.sink);
-  softmax_scores_avx2(sb, n, b.has_sink, b.sink);
+  softmax_scores_avx2(sa, n, a);
+  softmax_scores_avx2(sb, n, b);
   // Weighted sum of V: 64 outputs of each head in registers across all keys, then 8.
   uint32_t d = 0;
   for (; d + 64 <= dv; d += 64) {

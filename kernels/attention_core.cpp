@@ -34,6 +34,7 @@ void row_portable(const AttentionRow& a, float* sc, float* out) {
   float m = -std::numeric_limits<float>::infinity();
   for (uint32_t j = 0; j < n; ++j) {
     sc[j] = dot8(a.q, K + j * a.k_stride, a.head_dim_k) * a.scale;
+    if (a.softcap > 0.0f) sc[j] = a.softcap * std::tanh(sc[j]);
     m = std::max(m, sc[j]);
   }
   if (a.has_sink) m = std::max(m, a.sink);

@@ -7,7 +7,8 @@
 // THE ORDER (every variant; IEEE float ops, fma = one fused multiply-add, rounded once):
 //   s_j = dot8(q, k_j)  8 lane sums a[l] = fma(q[i], k_j[i], a[l]) over i with i % 8 == l, in
 //                       i order, then ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))
-//   s_j = s_j * scale;  m = max(s_0 .. s_{n-1} [, sink])
+//   s_j = s_j * scale;  with a cap c > 0 (grok): s_j = c * tanhf(s_j) (glibc's, as ggml_tanh)
+//   m = max(s_0 .. s_{n-1} [, sink])
 //   e_j = portable_expf(s_j - m)            (kernels/portable_math.h)
 //   sum = 8 double lane sums b[l] += (double)e_j over j with j % 8 == l, in j order, folded as
 //         above; with a sink, sum = sum + (double)portable_expf(sink - m)
@@ -51,6 +52,7 @@ struct AttentionRow {
   float scale = 1.0f;
   bool has_sink = false;
   float sink = 0.0f;
+  float softcap = 0.0f;  // > 0: each scaled score s becomes softcap · tanh(s)
 };
 
 // out[0 .. head_dim_v) for one row; scores is scratch of n_kv floats. With AVX2 and head dims
@@ -100,8 +102,9 @@ void attention_rows_group_avx2(const AttentionRow* rows, uint32_t n_heads, float
                                float* const* outs);
 // Whether this CPU (and the ISA cap) runs attention_rows_group_avx512 / _avx2.
 bool attention_avx512_supported();
-// attention_row_avx2's softmax of n scores in place (the order in this header's comment).
-void softmax_scores_avx2(float* scores, uint32_t n, bool has_sink, float sink);
+// attention_row_avx2's softmax of n scaled scores in place, capped first when row.softcap > 0,
+// with row's sink (the order in this header's comment).
+void softmax_scores_avx2(float* scores, uint32_t n, const AttentionRow& row);
 
 // A KV row's element types: float (k, v), uint16_t (k16, v16: IEEE halves) and std::byte (k8, v8:
 // Q8_0 blocks). Element i of a Q8_0 row is code i % 32 of block i / 32.

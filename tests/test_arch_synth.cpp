@@ -150,6 +150,10 @@ TEST(ArchSynth, TinyArcticRuns) {
   check_tiny("tiny-arctic");
 }
 
+TEST(ArchSynth, TinyGrokRuns) {
+  check_tiny("tiny-grok");
+}
+
 TEST(ArchSynth, TinyGptOssRuns) {
   check_tiny("tiny-gpt-oss");
   const SynthModel sm(opts("tiny-gpt-oss"));
@@ -177,8 +181,9 @@ TEST(ArchSynth, TinyGptOssRuns) {
 // Scratch is planned at construction: prefill and decode of MLA, sliding-window/sink attention,
 // shared experts (gated too) and biased SwiGLU-OAI experts allocate nothing.
 TEST(ArchSynth, DecodeAndPrefillAllocateNothing) {
-  for (const char* preset : {"tiny-deepseek2", "tiny-gpt-oss", "tiny-qwen2moe", "tiny-granitemoe",
-                             "tiny-deepseek", "tiny-dbrx", "tiny-phimoe", "tiny-arctic"}) {
+  for (const char* preset :
+       {"tiny-deepseek2", "tiny-gpt-oss", "tiny-qwen2moe", "tiny-granitemoe", "tiny-deepseek",
+        "tiny-dbrx", "tiny-phimoe", "tiny-arctic", "tiny-grok"}) {
     SCOPED_TRACE(preset);
     const auto bytes = SynthModel(opts(preset)).to_bytes();
     const Model m = Model::from_file(io::GgufFile::parse(preset, bytes));
@@ -286,6 +291,17 @@ TEST(ArchSynth, RealShapePresetsHaveTheModelsShapes) {
         {"output.weight", {7168, 32000}}},
        260,
        280},
+      {"grok-1",
+       {{"blk.0.attn_q.weight", {6144, 48 * 128}},
+        {"blk.0.attn_k.weight", {6144, 8 * 128}},
+        {"blk.0.attn_output_norm.weight", {6144}},
+        {"blk.0.ffn_gate_inp.weight", {6144, 8}},
+        {"blk.0.ffn_gate_exps.weight", {6144, 32768, 8}},
+        {"blk.63.ffn_down_exps.weight", {32768, 6144, 8}},
+        {"blk.63.layer_output_norm.weight", {6144}},
+        {"output.weight", {6144, 131072}}},
+       175,
+       190},
   };
   for (const Want& w : wants) {
     SCOPED_TRACE(w.preset);

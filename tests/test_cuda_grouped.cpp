@@ -30,6 +30,7 @@
 #include "io/ggml_type.h"
 #include "io/gguf.h"
 #include "kernels/expert_ref.h"
+#include "kernels/gelu.h"
 #include "kernels/gemv.h"
 #include "kernels/portable_math.h"
 #include "kernels/quant.h"
@@ -345,10 +346,11 @@ struct TestLayer {
         mv(shape.up_type, up[e], nf, ne, xr, u.data());
         bias(gate_bias, e, g.data(), nf);
         bias(up_bias, e, u.data(), nf);
-        engine::glu(shape.activation == GroupedActivation::kSwigluOai
-                        ? engine::FfnActivation::kSwigluOai
-                        : engine::FfnActivation::kSiluGlu,
-                    g.data(), u.data(), g.data(), nf);
+        engine::glu(
+            shape.activation == GroupedActivation::kSwigluOai ? engine::FfnActivation::kSwigluOai
+            : shape.activation == GroupedActivation::kGeluGlu ? engine::FfnActivation::kGeluGlu
+                                                              : engine::FfnActivation::kSiluGlu,
+            g.data(), u.data(), g.data(), nf);
         float* yr = y.data() + r * ne;
         mv(shape.down_type, down[e], ne, nf, g.data(), yr);
         bias(down_bias, e, yr, ne);
@@ -479,6 +481,7 @@ ExpertShape shape(int64_t n_embd, int64_t n_ff, GgmlType g, GgmlType u, GgmlType
   return s;
 }
 constexpr auto kOai = GroupedActivation::kSwigluOai;
+constexpr auto kGelu = GroupedActivation::kGeluGlu;
 
 const LayerCase kLayerCases[] = {
     {"q4_0", shape(288, 96, GgmlType::Q4_0, GgmlType::Q4_0, GgmlType::Q4_0), 5, 11, 2},
@@ -513,6 +516,11 @@ const LayerCase kLayerCases[] = {
     {"iq4_xs, swiglu-oai + biases",
      shape(256, 512, GgmlType::IQ4_XS, GgmlType::IQ4_XS, GgmlType::IQ4_XS, kOai), 4, 5, 2, true,
      4.0f},
+    // grok's layer kind: GELU-GLU through the half table; x large enough that gates pass ±10.
+    {"grok: q4_0 + gelu", shape(256, 96, GgmlType::Q4_0, GgmlType::Q4_0, GgmlType::Q4_0, kGelu), 4,
+     8, 2, false, 6.0f},
+    {"gelu, q4_k + q6_k down",
+     shape(512, 256, GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q6_K, kGelu), 4, 3, 2, false, 6.0f},
 };
 
 TEST(GroupedHost, EmulatedExpertsMatchExpertForwardRef) {
@@ -607,7 +615,29 @@ TEST(GroupedHost, SwigluOaiIsTheEnginesBitForBit) {
   std::vector<float> want(g.size()), got(g.size());
   engine::swiglu_oai(g.data(), u.data(), want.data(), static_cast<int64_t>(g.size()));
   for (size_t i = 0; i < g.size(); ++i) {
-    got[i] = detail::glu_elem(1, g[i], u[i]);
+    got[i] = detail::glu_elem(1, g[i], u[i], nullptr);
+    if (std::isnan(got[i]) && std::isnan(want[i])) got[i] = want[i];
+  }
+  EXPECT_TRUE(same_bits(got.data(), want.data(), static_cast<int64_t>(g.size())));
+}
+
+// grok's GELU-GLU element as the kernels compute it (the half table, f32_to_half_bits) against
+// engine::glu's (kernels::gelu_glu_row): every half as the gate, the ±10 branches, NaN, infinities.
+TEST(GroupedHost, GeluGluIsTheEnginesBitForBit) {
+  std::mt19937_64 rng(13);
+  std::vector<float> g = normal_floats(1 << 16, 1.0f, rng), u = normal_floats(1 << 16, 2.0f, rng);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = kernels::fp16_to_f32(static_cast<uint16_t>(i));
+  for (float x : {-10.0f, 10.0f, std::nextafter(-10.0f, 0.0f), std::nextafter(10.0f, 0.0f),
+                  9.99999f, -9.99999f, 1e30f, -1e30f, std::numeric_limits<float>::infinity(),
+                  -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
+                  0.30001f, -2.5e-8f})
+    g.push_back(x), u.push_back(-1.5f);
+  std::vector<float> want(g.size()), got(g.size());
+  engine::glu(engine::FfnActivation::kGeluGlu, g.data(), u.data(), want.data(),
+              static_cast<int64_t>(g.size()));
+  for (size_t i = 0; i < g.size(); ++i) {
+    got[i] = detail::glu_elem(static_cast<int>(GroupedActivation::kGeluGlu), g[i], u[i],
+                              kernels::gelu_table());
     if (std::isnan(got[i]) && std::isnan(want[i])) got[i] = want[i];
   }
   EXPECT_TRUE(same_bits(got.data(), want.data(), static_cast<int64_t>(g.size())));

@@ -289,6 +289,15 @@ TEST_F(GpuLane, EmulatedSynthTypesAreBitIdenticalAcrossVramBudgets) {
   }
 }
 
+// grok (no fixture): GELU experts through the lane's half table (kernels/gelu.h).
+TEST_F(GpuLane, EmulatedSynthGrokIsBitIdenticalAcrossVramBudgets) {
+  const fs::path model = dir_ / "synth-tiny-grok.gguf";
+  const Result r = run_strata(
+      dir_.path(), fmt::format("synth --preset tiny-grok --out '{}' --threads 2", model.string()));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(check_model(model, /*emulate=*/true, /*decode=*/false));
+}
+
 TEST_F(GpuLane, EmulatedFixturesAreBitIdenticalAcrossVramBudgets) {
   const auto models = lane_fixtures();
   if (models.empty()) GTEST_SKIP() << "fixtures not found at " << kFixtures;
@@ -608,6 +617,13 @@ TEST_F(GpuLane, DeviceFixturesAreBitIdenticalAcrossVramBudgets) {
   EXPECT_TRUE(check_model(model, /*emulate=*/false, /*decode=*/true));
   // The decode shape on the synth model only (each replay pays for a CUDA context).
   for (const fs::path& m : lane_fixtures()) check_model(m, /*emulate=*/false, /*decode=*/false);
+  // grok's GELU experts (the device's copy of the half table).
+  const fs::path grok = dir_ / "synth-tiny-grok.gguf";
+  ASSERT_EQ(run_strata(dir_.path(), fmt::format("synth --preset tiny-grok --out '{}' --threads 2",
+                                                grok.string()))
+                .rc,
+            0);
+  EXPECT_TRUE(check_model(grok, /*emulate=*/false, /*decode=*/false));
 }
 
 }  // namespace

@@ -6,8 +6,8 @@
 // tests/data/meta_bad/. And whole models: each fixture written again with one hyperparameter
 // edited (its tensors as they were) must fail Model::load with a strata::Error or load and run a
 // prefill and a decode step. The synthetic tiny-qwen2moe, tiny-granitemoe, tiny-deepseek,
-// tiny-dbrx, tiny-phimoe and tiny-arctic join the fixtures (architectures they lack). Runs under
-// ASan/UBSan with the unit tests.
+// tiny-dbrx, tiny-phimoe, tiny-arctic and tiny-grok join the fixtures (architectures they lack).
+// Runs under ASan/UBSan with the unit tests.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -38,14 +38,14 @@ using io::GgufValue;
 namespace {
 
 // One GGUF per fixture model, plus the synthetic tiny-qwen2moe, tiny-granitemoe, tiny-deepseek,
-// tiny-dbrx, tiny-phimoe and tiny-arctic (architectures the fixtures lack; written once per process
-// into a scratch directory removed at exit).
+// tiny-dbrx, tiny-phimoe, tiny-arctic and tiny-grok (architectures the fixtures lack; written once
+// per process into a scratch directory removed at exit).
 std::vector<fs::path> models() {
   static const tier_test::ScratchDir dir("meta_synth");
   static const std::vector<fs::path> synth = [] {
     std::vector<fs::path> paths;
     for (const char* preset : {"tiny-qwen2moe", "tiny-granitemoe", "tiny-deepseek", "tiny-dbrx",
-                               "tiny-phimoe", "tiny-arctic"}) {
+                               "tiny-phimoe", "tiny-arctic", "tiny-grok"}) {
       paths.push_back(dir / fmt::format("{}.gguf", preset));
       engine::SynthOptions o;
       o.preset = *engine::find_synth_preset(preset);

@@ -411,7 +411,8 @@ TEST(Ops, CpuExecutorMatchesExpertRef) {
 // ---- attention core (kernels/attention_core.h) ----
 
 // The AVX2 attention row gives the portable variant's bits for odd head dims, key counts around
-// the 4-key and 8-lane blocks, strided K/V rows, sinks, and score ranges that underflow exp.
+// the 4-key and 8-lane blocks, strided K/V rows, sinks, grok's tanh score cap, and score ranges
+// that underflow exp.
 TEST(AttentionCore, Avx2EqualsPortableBitForBit) {
   if (!kernels::attention_avx2_supported()) GTEST_SKIP() << "CPU lacks AVX2";
   std::mt19937 rng(7);
@@ -425,7 +426,9 @@ TEST(AttentionCore, Avx2EqualsPortableBitForBit) {
         for (auto& f : q) f = normal(rng) * spread;
         for (auto& f : k) f = normal(rng);
         for (auto& f : v) f = normal(rng);
-        for (bool sink : {false, true}) {
+        for (int variant = 0; variant < 3; ++variant) {  // plain, sink, capped
+          const bool sink = variant == 1;
+          const float cap = variant == 2 ? 30.0f : 0.0f;
           kernels::AttentionRow row;
           row.q = q.data();
           row.k = k.data();
@@ -435,14 +438,15 @@ TEST(AttentionCore, Avx2EqualsPortableBitForBit) {
           row.n_kv = n_kv;
           row.head_dim_k = dk;
           row.head_dim_v = dv;
-          row.scale = 1.0f / std::sqrt(float(dk));
+          row.scale = 1.0f / std::sqrt(float(dk)) / (cap > 0.0f ? 4.0f : 1.0f);
           row.has_sink = sink;
           row.sink = 0.7f;
+          row.softcap = cap;
           std::vector<float> s1(n_kv), s2(n_kv), o1(dv, -1.0f), o2(dv, -2.0f);
           kernels::attention_row_portable(row, s1.data(), o1.data());
           kernels::attention_row_avx2(row, s2.data(), o2.data());
           ASSERT_EQ(std::memcmp(o1.data(), o2.data(), dv * sizeof(float)), 0)
-              << "dk " << dk << " n_kv " << n_kv << " spread " << spread << " sink " << sink;
+              << "dk " << dk << " n_kv " << n_kv << " spread " << spread << " variant " << variant;
           // And close to the double-precision formula.
           double m = sink ? 0.7 : -1e300;
           std::vector<double> sd(n_kv);
@@ -450,6 +454,7 @@ TEST(AttentionCore, Avx2EqualsPortableBitForBit) {
             double d = 0;
             for (uint32_t i = 0; i < dk; ++i) d += double(q[i]) * k[j * k_stride + i];
             sd[j] = d * row.scale;
+            if (cap > 0.0f) sd[j] = cap * std::tanh(sd[j]);
             m = std::max(m, sd[j]);
           }
           double sum = sink ? std::exp(0.7 - m) : 0.0;
@@ -471,7 +476,8 @@ TEST(AttentionCore, Avx2EqualsPortableBitForBit) {
 // The AVX-512 pair (two heads of a GQA group in one pass) gives each head the bits of its own
 // attention_row (AVX2 and portable): head dims the pair takes (multiples of 8, MLA's 576 / 512),
 // key counts around the 4-key and 8-lane blocks, strided K/V, V inside the K row, per-head sinks
-// and scales, exp underflow; and attention_row_pair's fallback (odd dims) is the two calls.
+// and scales, grok's tanh score cap, exp underflow; and attention_row_pair's fallback (odd dims)
+// is the two calls.
 TEST(AttentionCore, PairEqualsTwoRowsBitForBit) {
   if (!kernels::attention_avx2_supported()) GTEST_SKIP() << "CPU lacks AVX2";
   const bool one_pass = kernels::attention_pair_one_pass(128, 128);
@@ -482,9 +488,9 @@ TEST(AttentionCore, PairEqualsTwoRowsBitForBit) {
   for (const auto& dd : dims) {
     const uint32_t dk = dd[0], dv = dd[1];
     for (uint32_t n_kv : {1u, 3u, 4u, 5u, 8u, 9u, 33u, 200u}) {
-      for (int variant = 0; variant < 3; ++variant) {  // plain, sinks + spread, V in K
+      for (int variant = 0; variant < 4; ++variant) {  // plain, sinks + spread, V in K, capped
         const bool v_in_k = variant == 2 && dv <= dk;
-        const float spread = variant == 1 ? 40.0f : 1.0f;
+        const float spread = variant == 1 || variant == 3 ? 40.0f : 1.0f;
         const size_t k_stride = dk + 8, v_stride = dv + 3;
         std::vector<float> q(2 * dk), k(n_kv * k_stride), v(n_kv * v_stride);
         for (auto& f : q) f = normal(rng) * spread;
@@ -499,9 +505,10 @@ TEST(AttentionCore, PairEqualsTwoRowsBitForBit) {
         a.n_kv = n_kv;
         a.head_dim_k = dk;
         a.head_dim_v = dv;
-        a.scale = 0.088f;
+        a.scale = variant == 3 ? 0.088f / 30.0f : 0.088f;
         a.has_sink = variant == 1;
         a.sink = 0.7f;
+        a.softcap = variant == 3 ? 30.0f : 0.0f;
         kernels::AttentionRow b = a;
         b.q = q.data() + dk;
         b.sink = -1.3f;
@@ -545,7 +552,7 @@ static void expect_avx2_group_bits(const std::vector<kernels::AttentionRow>& row
 // own attention_row, AVX2 and portable: group sizes the one-pass kernel takes (2, 4, 6, 8) and the
 // fallback's (3: a pair and a row), head dims it takes (multiples of 8 / 16) and those it leaves
 // to the pairs, key counts around the 4-key blocks and the prefetch distance, strided K/V, V
-// inside the K row, per-head sinks, exp underflow.
+// inside the K row, per-head sinks, grok's tanh score cap, exp underflow.
 TEST(AttentionCore, GroupEqualsRowsBitForBit) {
   if (!kernels::attention_avx2_supported()) GTEST_SKIP() << "CPU lacks AVX2";
   std::mt19937 rng(11);
@@ -555,9 +562,9 @@ TEST(AttentionCore, GroupEqualsRowsBitForBit) {
     for (const auto& dd : dims) {
       const uint32_t dk = dd[0], dv = dd[1];
       for (uint32_t n_kv : {1u, 3u, 4u, 7u, 33u, 37u, 130u, 300u}) {
-        for (int variant = 0; variant < 3; ++variant) {  // plain, sinks + spread, V in K
+        for (int variant = 0; variant < 4; ++variant) {  // plain, sinks + spread, V in K, capped
           const bool v_in_k = variant == 2 && dv <= dk;
-          const float spread = variant == 1 ? 40.0f : 1.0f;
+          const float spread = variant == 1 || variant == 3 ? 40.0f : 1.0f;
           const size_t k_stride = dk * 3 + 8, v_stride = dv + 5;
           std::vector<float> q(n_heads * dk), k(n_kv * k_stride), v(n_kv * v_stride);
           for (auto& f : q) f = normal(rng) * spread;
@@ -574,9 +581,10 @@ TEST(AttentionCore, GroupEqualsRowsBitForBit) {
             a.n_kv = n_kv;
             a.head_dim_k = dk;
             a.head_dim_v = dv;
-            a.scale = 0.088f;
+            a.scale = variant == 3 ? 0.088f / 30.0f : 0.088f;
             a.has_sink = variant == 1;
             a.sink = 0.7f - 0.3f * float(h);
+            a.softcap = variant == 3 ? 30.0f : 0.0f;
           }
           std::vector<float> sc(n_heads * n_kv), got(n_heads * dv), want(dv), ref(dv);
           std::vector<float*> outs(n_heads);

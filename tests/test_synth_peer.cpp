@@ -186,6 +186,18 @@ TEST_P(SynthPeer, ConfigAndTokenizer) {
     EXPECT_TRUE(l0.ffn_norm_exps.present());
     EXPECT_EQ(l0.shared.n_expert, 1u);
     EXPECT_EQ(l0.shared.gate.name, "blk.0.ffn_gate.weight");
+  } else if (std::string(GetParam().preset) == "tiny-grok") {
+    EXPECT_EQ(c.arch, Arch::kGrok);
+    EXPECT_EQ(c.rope_type, RopeType::kNeox);
+    EXPECT_TRUE(c.norm_topk_weights);
+    EXPECT_EQ(c.activation, FfnActivation::kGeluGlu);
+    EXPECT_EQ(l0.experts.activation, FfnActivation::kGeluGlu);
+    EXPECT_EQ(c.n_ff_exp, 128u);  // feed_forward_length
+    EXPECT_FLOAT_EQ(c.embedding_scale, 78.38367176906169f);
+    EXPECT_FLOAT_EQ(c.logit_multiplier, 0.5773502691896257f);
+    EXPECT_FLOAT_EQ(c.attn_softcap, 30.0f);
+    EXPECT_FLOAT_EQ(c.kq_scale, 0.08838834764831845f / 30.0f);
+    EXPECT_TRUE(l0.attn_post_norm.present() && l0.ffn_post_norm.present());
   } else if (std::string(GetParam().preset) == "tiny-deepseek") {
     EXPECT_EQ(c.arch, Arch::kDeepseek);
     EXPECT_EQ(c.rope_type, RopeType::kNorm);
@@ -316,7 +328,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny-dbrx", "F32"}, Case{"tiny-dbrx", "Q4_0"},
                       Case{"tiny-phimoe", "F32"}, Case{"tiny-phimoe", "Q4_0"},
                       Case{"tiny-llama3-moe", "F32"}, Case{"tiny-llama3-moe", "Q4_0"},
-                      Case{"tiny-arctic", "F32"}, Case{"tiny-arctic", "Q4_0"}),
+                      Case{"tiny-arctic", "F32"}, Case{"tiny-arctic", "Q4_0"},
+                      Case{"tiny-grok", "F32"}, Case{"tiny-grok", "Q4_0"}),
     [](const ::testing::TestParamInfo<Case>& i) {
       std::string n = std::string(i.param.preset) + "_" + i.param.variant;
       std::replace(n.begin(), n.end(), '-', '_');

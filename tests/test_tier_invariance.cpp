@@ -373,11 +373,12 @@ TEST_F(TierInvariance, RooflineCountsTheBytesADecodeTokenReads) {
   EXPECT_NE(g.err.find("dense weights read on GPU 0"), std::string::npos) << g.err;
 }
 
-// qwen2moe, granitemoe, deepseek, dbrx, phimoe and arctic (no fixtures): shared experts and dense
-// lead layers stay resident while the routed experts move; granitemoe's head is its embedding.
+// qwen2moe, granitemoe, deepseek, dbrx, phimoe, arctic and grok (no fixtures): shared experts and
+// dense lead layers stay resident while the routed experts move; granitemoe's head is its
+// embedding.
 TEST_F(TierInvariance, SynthArchitecturesWithoutFixturesAreBitIdenticalAcrossHomes) {
   for (const char* preset : {"tiny-qwen2moe", "tiny-granitemoe", "tiny-deepseek", "tiny-dbrx",
-                             "tiny-phimoe", "tiny-arctic"}) {
+                             "tiny-phimoe", "tiny-arctic", "tiny-grok"}) {
     const fs::path model = dir_ / fmt::format("synth-{}.gguf", preset);
     const Result r = run_strata(dir_.path(), fmt::format("synth --preset {} --out '{}' --threads 2",
                                                          preset, model.string()));

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates tests/data/peer/<preset>/: llama.cpp's logits for synthetic models (F32 and Q4_0) of
 # the architectures ../shared/fixtures has no model of (qwen2moe, granitemoe, deepseek, dbrx,
-# phimoe, arctic; llama with Llama 3.1's rope_freqs), which tests/test_synth_peer.cpp checks strata against. phimoe's F32 model also gets a
+# phimoe, arctic, grok; llama with Llama 3.1's rope_freqs), which tests/test_synth_peer.cpp checks strata against. phimoe's F32 model also gets a
 # reference at n_ctx 128 (F32.ctx128.logits.bin): within LongRoPE's original context (256), where
 # llama.cpp uses the short factor set instead of the long one. tiny-phimoe's references are made one
 # llama_decode per position (SEQUENTIAL=1, decode's path): in llama.cpp's batched pass its batched F32
@@ -12,7 +12,7 @@
 #   LLAMA_DIR=/path/to/llama.cpp scripts/peer/synth_refs.sh [build-dir] [PRESET ...]
 #
 # PRESETs default to tiny-qwen2moe, tiny-granitemoe, tiny-deepseek, tiny-dbrx, tiny-phimoe,
-# tiny-llama3-moe and tiny-arctic.
+# tiny-llama3-moe, tiny-arctic and tiny-grok.
 # LLAMA_DIR is a llama.cpp checkout built on the CPU with static libraries:
 #   cmake -S $LLAMA_DIR -B $LLAMA_DIR/build -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF \
 #         -DLLAMA_CURL=OFF && cmake --build $LLAMA_DIR/build --target llama
@@ -28,7 +28,7 @@ shift || true
 PRESETS=("$@")
 [[ ${#PRESETS[@]} -gt 0 ]] ||
   PRESETS=(tiny-qwen2moe tiny-granitemoe tiny-deepseek tiny-dbrx tiny-phimoe tiny-llama3-moe
-    tiny-arctic)
+    tiny-arctic tiny-grok)
 STRATA="$BUILD/tools/strata"
 : "${LLAMA_DIR:?set LLAMA_DIR to a llama.cpp checkout built with static libraries}"
 [[ -x "$STRATA" ]] || { echo "synth_refs: no $STRATA (build first)" >&2; exit 1; }
