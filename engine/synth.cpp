@@ -351,6 +351,28 @@ constexpr SynthPreset kPresets[] = {
      .embd_type = GgmlType::Q8_0,
      .output_type = GgmlType::Q6_K,
      .arch = "grok"},
+    // The same with 4 layers: Grok-1's 340 MB experts on a machine that cannot hold 64 layers.
+    {.name = "grok-1-slice",
+     .doc = "Grok-1 shapes, 4 of its 64 layers (grok): n_embd 6144, 48/8 heads x 128, 8 experts "
+            "top-2 x 32768 (340 MB each), vocab 131072 (~12.8 GB)",
+     .n_layer = 4,
+     .n_embd = 6144,
+     .n_head = 48,
+     .n_head_kv = 8,
+     .head_dim = 128,
+     .n_expert = 8,
+     .n_expert_used = 2,
+     .n_ff_exp = 32768,
+     .n_ff = 32768,
+     .n_vocab = 131072,
+     .n_ctx = 8192,
+     .rope_freq_base = 10000.0f,
+     .rms_eps = 1e-5f,
+     .expert_type = GgmlType::Q4_0,
+     .attn_type = GgmlType::Q8_0,
+     .embd_type = GgmlType::Q8_0,
+     .output_type = GgmlType::Q6_K,
+     .arch = "grok"},
     // Snowflake Arctic: llama attention, a dense residual FFN (n_embd wide) on the attention's
     // output and the routed experts beside it on the layer's input. Checked against llama.cpp
     // (tests/test_synth_peer.cpp).
