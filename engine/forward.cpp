@@ -239,7 +239,7 @@ void Forward::ffn_block(uint32_t il, uint32_t n, uint32_t pos0, RoutingTrace* tr
   GpuDense* dense = cfg_.is_moe(il) ? nullptr : experts_->gpu_dense();
   if (dense && dense->ffn(il, GpuDense::kDenseFfn, x_.data(), n, tmp_.data())) {
     if (n == 1) experts_->prefetch_ahead(il, h_.data(), xq_.data());  // PREFETCH: next MoE layers
-    if (l.shared.n_expert > 0) shared_.add(il, l.shared, n, x_.data(), cpu_experts_, tmp_.data());
+    if (l.shared.n_expert > 0) add_shared(il, n, nullptr);
     post_norm(l.ffn_post_norm, n);
     add_residual(n);
     return;
