@@ -13,7 +13,7 @@ namespace strata::engine {
 
 namespace {
 
-constexpr std::array<std::pair<std::string_view, ChatFamily>, 45> kNames = {{
+constexpr std::array<std::pair<std::string_view, ChatFamily>, 46> kNames = {{
     {"chatml", ChatFamily::kChatml},
     {"llama2", ChatFamily::kLlama2},
     {"llama2-sys", ChatFamily::kLlama2Sys},
@@ -59,6 +59,7 @@ constexpr std::array<std::pair<std::string_view, ChatFamily>, 45> kNames = {{
     {"hunyuan-dense", ChatFamily::kHunyuanDense},
     {"kimi-k2", ChatFamily::kKimiK2},
     {"seed_oss", ChatFamily::kSeedOss},
+    {"grok-2", ChatFamily::kGrok2},
 }};
 
 // Leading and trailing C-locale whitespace removed (llama-chat.cpp's trim).
@@ -174,6 +175,7 @@ std::optional<ChatFamily> detect_chat_family(std::string_view tmpl) {
   if (has(kHyAssistant) && has(kHyHolder3)) return F::kHunyuanDense;
   if (has("<|im_assistant|>assistant<|im_middle|>")) return F::kKimiK2;
   if (has("<seed:bos>")) return F::kSeedOss;
+  if (has("'Assistant: '  + message['content'] + '<|separator|>")) return F::kGrok2;
   return std::nullopt;
 }
 
@@ -619,6 +621,18 @@ std::string format_chat(ChatFamily family, std::span<const ChatMessage> msgs, bo
               "<seed:eos>";
       }
       if (add_assistant) ss += "<seed:bos>assistant\n";
+      break;
+    case F::kGrok2:  // roles other than system / user / assistant are left out, as llama.cpp does
+      for (const ChatMessage& m : msgs) {
+        if (m.role == "system") {
+          ss += "System: " + trim(m.content) + "<|separator|>\n\n";
+        } else if (m.role == "user") {
+          ss += "Human: " + trim(m.content) + "<|separator|>\n\n";
+        } else if (m.role == "assistant") {
+          ss += "Assistant: " + m.content + "<|separator|>\n\n";
+        }
+      }
+      if (add_assistant) ss += "Assistant:";
       break;
   }
   return ss;

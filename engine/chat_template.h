@@ -64,6 +64,7 @@ enum class ChatFamily {
   kHunyuanDense,
   kKimiK2,
   kSeedOss,
+  kGrok2,
 };
 
 std::string_view chat_family_name(ChatFamily f);

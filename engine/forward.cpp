@@ -284,6 +284,8 @@ void Forward::ffn_block(uint32_t il, uint32_t n, uint32_t pos0, RoutingTrace* tr
   experts_->compute(il, l.experts, dispatch_, cpu_experts_, x_.data(), moe_y_.data());
   combine(pool_, r, dispatch_, moe_y_.data(), n_embd, tmp_.data());
   if (l.shared.n_expert > 0 && !beside) add_shared(il, n, r.shared_gate);
+  if (cfg_.ffn_combine_scale != 0.0f)  // grok-2: (MoE + dense FFN) × √2/2
+    for (size_t i = 0; i < size_t{n} * n_embd; ++i) tmp_[i] *= cfg_.ffn_combine_scale;
   post_norm(l.ffn_post_norm, n);
   add_residual(n);
 }
@@ -316,6 +318,11 @@ void Forward::output_head(uint32_t n, float* all_logits) {
   const float mul = cfg_.logit_scale != 0.0f ? 1.0f / cfg_.logit_scale : cfg_.logit_multiplier;
   if (mul != 0.0f)
     for (size_t i = 0; i < size_t{n - first} * cfg_.n_vocab; ++i) out[i] *= mul;
+  if (cfg_.final_logit_softcap > 0.0f) {  // grok-2: c·tanh(logits · (1/c)), as ggml scales
+    const float c = cfg_.final_logit_softcap, inv = 1.0f / c;
+    for (size_t i = 0; i < size_t{n - first} * cfg_.n_vocab; ++i)
+      out[i] = c * std::tanh(out[i] * inv);
+  }
   if (!all_logits) return;
   std::memcpy(last_logits_.data(), all_logits + size_t{n - 1} * cfg_.n_vocab,
               sizeof(float) * cfg_.n_vocab);

@@ -154,6 +154,7 @@ std::string ModelConfig::describe() const {
                      logit_multiplier != 0.0f ? fmt::format("x{:g}", logit_multiplier)
                                               : fmt::format("1/{:g}", logit_scale));
   if (attn_softcap > 0.0f) s += fmt::format(", score cap {:g}", attn_softcap);
+  if (final_logit_softcap > 0.0f) s += fmt::format(", logit cap {:g}", final_logit_softcap);
   if (rope_scaling.type != RopeScalingType::kNone && rope.freq_scale != 1.0f)
     s += fmt::format(", rope {} x{:g}", scaling_name(rope_scaling.type), rope_scaling.factor);
   return s;
@@ -192,6 +193,8 @@ std::vector<std::pair<std::string, std::string>> ModelConfig::arch_details() con
   if (residual_scale != 0.0f) add("residual scale", fmt::format("{:g}", residual_scale));
   if (logit_scale != 0.0f) add("logit scale", fmt::format("1/{:g}", logit_scale));
   if (logit_multiplier != 0.0f) add("logit scale", fmt::format("{:g}", logit_multiplier));
+  if (final_logit_softcap > 0.0f)
+    add("logit cap", fmt::format("{0:g}·tanh(logits / {0:g})", final_logit_softcap));
   add("rope", fmt::format("{} on {} dims, base {:g}",
                           rope_type == RopeType::kNeox ? "neox" : "norm", n_rot, rope_freq_base));
   if (rope.ext_factor == 0.0f && rope.attn_factor != 1.0f)
@@ -216,7 +219,11 @@ std::vector<std::pair<std::string, std::string>> ModelConfig::arch_details() con
           fmt::format("{} of {} kept (top-2 sum per group)", n_group_used, n_expert_groups));
     add("weights", fmt::format("{}normalized, scale {:g}", norm_topk_weights ? "" : "not ",
                                expert_weights_scale));
-    if (moe_beside_dense)
+    if (ffn_combine_scale != 0.0f)
+      add("dense FFN beside the experts",
+          fmt::format("1 x {} (resident, GELU); (MoE + dense) x {:g}", n_ff_shexp,
+                      ffn_combine_scale));
+    else if (moe_beside_dense)
       add("dense residual FFN",
           fmt::format("1 x {} (resident) on the attention output; the routed experts read the "
                       "layer's input (ffn_norm_exps)",
@@ -512,25 +519,46 @@ ModelConfig load_model_config(const io::GgufFile& file) {
               fmt::format("rope.dimension_count {} must equal the head dim {} (llama.cpp's arctic)",
                           c.n_rot, c.head_dim_k));
       break;
-    case Arch::kGrok:
-      // llama.cpp's grok graph (Grok-1): NEOX RoPE over the whole head, experts
-      // feed_forward_length wide with GELU, softmax top-k renormalized; its constants, which the
-      // file does not carry: embeddings × 78.38367176906169, scores 30·tanh(q·k · 0.0883883/30)
-      // (kq scale 1), logits × 0.5773502691896257; optional RMSNorms on the attention and MoE
-      // outputs (attn_output_norm, layer_output_norm).
+    case Arch::kGrok: {
+      // llama.cpp's grok graph: NEOX RoPE over the whole head, GELU experts (expert_ or
+      // feed_forward_length wide), softmax top-k renormalized, RMSNorms on the attention and MoE
+      // outputs. Its multipliers, Grok-1's values unless the file says (newer converters write
+      // them): embeddings × embedding_scale (78.38367176906169), scores
+      // cap·tanh(q·k · output_scale / cap) (0.08838834764831845, cap 30; kq scale 1), logits ×
+      // logit_scale (0.5773502691896257, a multiplier here), then, Grok-2, capped by
+      // final_logit_softcapping. Grok-2 also has a dense GELU FFN beside the experts
+      // (ffn_gate/up/down, feed_forward_length wide): (MoE + dense) × √2/2.
       c.rope_type = RopeType::kNeox;
       read_experts_ffn_wide();
       c.activation = FfnActivation::kGeluGlu;
-      c.embedding_scale = 78.38367176906169f;
-      c.logit_multiplier = 0.5773502691896257f;
-      c.attn_softcap = 30.0f;
-      attention_scale = 0.08838834764831845f / 30.0f;
+      c.embedding_scale = kr.f32_or(Key::kEmbeddingScale, 78.38367176906169f);
+      c.logit_multiplier = kr.f32_or(Key::kLogitScale, 0.5773502691896257f);
+      c.attn_softcap = kr.f32_or(Key::kAttnLogitSoftcapping, 30.0f);
+      c.final_logit_softcap = kr.f32_or(Key::kFinalLogitSoftcapping, 0.0f);
+      const float out_scale = kr.f32_or(Key::kAttentionOutputScale, 0.08838834764831845f);
+      for (const auto& [key, v] : {std::pair{Key::kEmbeddingScale, c.embedding_scale},
+                                   std::pair{Key::kLogitScale, c.logit_multiplier},
+                                   std::pair{Key::kAttnLogitSoftcapping, c.attn_softcap},
+                                   std::pair{Key::kAttentionOutputScale, out_scale}})
+        require(std::isfinite(v) && v > 0.0f, file,
+                fmt::format("{} = {:g} must be finite and > 0", kr.name(key), v));
+      require(std::isfinite(c.final_logit_softcap) && c.final_logit_softcap >= 0.0f, file,
+              fmt::format("{} = {:g} must be finite and >= 0 (0: none)",
+                          kr.name(Key::kFinalLogitSoftcapping), c.final_logit_softcap));
+      attention_scale = out_scale / c.attn_softcap;
       c.post_norms = true;
+      if (!kr.has(Key::kRopeScalingYarnBetaFast)) c.rope_scaling.beta_fast = 8.0f;  // llama.cpp's
+      if (file.find_tensor(tensor_name(TensorId::kFfnUp, 0)) != nullptr) {          // Grok-2
+        c.n_expert_shared = 1;
+        c.n_ff_shexp = kr.u32(Key::kFeedForwardLength);
+        c.ffn_combine_scale = static_cast<float>(std::sqrt(2.0) / 2);
+      }
       require(c.n_rot == c.head_dim_k && c.head_dim_k == c.head_dim_v, file,
               fmt::format("rope.dimension_count {} must equal the head dims {} / {} (llama.cpp's "
                           "grok)",
                           c.n_rot, c.head_dim_k, c.head_dim_v));
       break;
+    }
     case Arch::kGraniteMoe: {
       // llama.cpp reads the four multipliers as required keys; experts are feed_forward_length
       // wide, their top-k weights renormalized (its llama graph).

@@ -88,7 +88,8 @@ struct ModelConfig {
   float embedding_scale = 0;
   float residual_scale = 0;
   float logit_scale = 0;
-  float logit_multiplier = 0;  // grok: logits × this (0 = none)
+  float logit_multiplier = 0;     // grok: logits × this (0 = none)
+  float final_logit_softcap = 0;  // grok-2: > 0 caps the logits, c·tanh(logits · (1/c))
   RopeType rope_type = RopeType::kNorm;
   uint32_t n_rot = 0;  // rotated dims per head (the first n_rot; MLA: the decoupled rope part)
   float rope_freq_base = 10000.0f;
@@ -120,6 +121,9 @@ struct ModelConfig {
   // attention's output, and the "shared expert" is its dense residual FFN (ffn_gate/up/down,
   // n_embd wide) on ffn_norm(input + attention), added first.
   bool moe_beside_dense = false;
+  // grok-2: a dense FFN (ffn_gate/up/down, GELU, feed_forward_length wide) on the same input as the
+  // routed experts, bound as the shared expert; the sum (MoE + dense) × this before the post norm.
+  float ffn_combine_scale = 0;
   uint32_t n_layer_nextn = 0;  // trailing MTP layers in the file, not run (not in n_layer)
   FfnActivation activation = FfnActivation::kSiluGlu;  // routed experts
 

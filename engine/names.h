@@ -63,7 +63,10 @@ enum class Key {
   kRopeScalingYarnAttnFactor,
   kRopeScalingYarnBetaFast,
   kRopeScalingYarnBetaSlow,
-  kCount,  // not a key: the table size
+  kAttentionOutputScale,   // grok: the scores' scale inside its tanh cap
+  kAttnLogitSoftcapping,   // grok: the cap c of c·tanh(scale · q·k)
+  kFinalLogitSoftcapping,  // grok-2: logits capped to c·tanh(logits / c)
+  kCount,                  // not a key: the table size
 };
 
 struct KeySpec {
@@ -120,6 +123,9 @@ inline constexpr KeySpec kKeyTable[] = {
     {Key::kRopeScalingYarnAttnFactor, "{arch}.rope.scaling.yarn_attn_factor"},
     {Key::kRopeScalingYarnBetaFast, "{arch}.rope.scaling.yarn_beta_fast"},
     {Key::kRopeScalingYarnBetaSlow, "{arch}.rope.scaling.yarn_beta_slow"},
+    {Key::kAttentionOutputScale, "{arch}.attention.output_scale"},
+    {Key::kAttnLogitSoftcapping, "{arch}.attn_logit_softcapping"},
+    {Key::kFinalLogitSoftcapping, "{arch}.final_logit_softcapping"},
 };
 static_assert(std::size(kKeyTable) == static_cast<size_t>(Key::kCount));
 
@@ -204,6 +210,7 @@ enum class TensorId {
   kFfnNormExps,       // arctic: the routed experts' own norm (of the layer's input)
   kLayerOutNorm,      // grok: the MoE output's norm before the residual (attn_output_norm: the
                       // attention output's)
+  kFfnPostNorm,       // grok (newer files): the same norm under its other name
   kCount,             // not a tensor: the table size
 };
 
@@ -268,6 +275,7 @@ inline constexpr TensorSpec kTensorTable[] = {
     {TensorId::kRopeFactorsShort, "rope_factors_short.weight", false, false},
     {TensorId::kFfnNormExps, "blk.{layer}.ffn_norm_exps.weight", true, false},
     {TensorId::kLayerOutNorm, "blk.{layer}.layer_output_norm.weight", true, false},
+    {TensorId::kFfnPostNorm, "blk.{layer}.post_ffw_norm.weight", true, false},
 };
 static_assert(std::size(kTensorTable) == static_cast<size_t>(TensorId::kCount));
 

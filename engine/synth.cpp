@@ -329,6 +329,32 @@ constexpr SynthPreset kPresets[] = {
      .output_type = GgmlType::Q6_K,
      .arch = "grok",
      .qk_gain = 4.0f},
+    // Grok-2's layout at test size: a dense FFN beside the experts, the multipliers as keys, a
+    // final logit cap. Checked against llama.cpp c392e50 with its grok graph brought up to
+    // upstream's (scripts/peer/grok2_peer.md).
+    {.name = "tiny-grok2",
+     .doc = "grok as Grok-2 (dense GELU FFN x 384 beside 8 experts top-2 x 128, multipliers from "
+            "keys, logit cap 8): 4 layers, n_embd 256, 4/2 heads x 64, vocab 512 (tests)",
+     .n_layer = 4,
+     .n_embd = 256,
+     .n_head = 4,
+     .n_head_kv = 2,
+     .head_dim = 64,
+     .n_expert = 8,
+     .n_expert_used = 2,
+     .n_ff_exp = 128,
+     .n_ff = 384,
+     .n_vocab = 512,
+     .n_ctx = 8192,
+     .rope_freq_base = 10000.0f,
+     .rms_eps = 1e-5f,
+     .expert_type = GgmlType::Q4_0,
+     .attn_type = GgmlType::Q8_0,
+     .embd_type = GgmlType::Q8_0,
+     .output_type = GgmlType::Q6_K,
+     .arch = "grok",
+     .qk_gain = 4.0f,
+     .grok2 = true},
     // Grok-1's shapes (314B parameters, ~181 GB at Q4_0: tensor tables only in the tests).
     {.name = "grok-1",
      .doc = "Grok-1 shapes (grok): 64 layers, n_embd 6144, 48/8 heads x 128, 8 experts top-2 x "
@@ -1640,8 +1666,15 @@ SynthModel::SynthModel(const SynthOptions& options)
   w.set(key(Key::kExpertUsedCount), p.n_expert_used);
   // granite, dbrx, phimoe, llama (Mixtral), arctic and grok: the experts are feed_forward_length
   // (n_ff) wide.
-  if (!granite && !dbrx && !phi && !llama && !arctic && !grok)
+  if ((!granite && !dbrx && !phi && !llama && !arctic && !grok) || p.grok2)
     w.set(key(Key::kExpertFeedForwardLength), p.n_ff_exp);
+  if (p.grok2) {
+    w.set(key(Key::kEmbeddingScale), 90.5f);
+    w.set(key(Key::kLogitScale), 0.5f);
+    w.set(key(Key::kAttentionOutputScale), 0.08f);
+    w.set(key(Key::kAttnLogitSoftcapping), 30.0f);
+    w.set(key(Key::kFinalLogitSoftcapping), 8.0f);
+  }
   if (ds2) {
     w.set(key(Key::kVocabSize), p.n_vocab);
     w.set(key(Key::kLeadingDenseBlockCount), p.n_dense_lead);
@@ -1831,7 +1864,11 @@ SynthModel::SynthModel(const SynthOptions& options)
       add(TensorId::kFfnUpExpsBias, l, GgmlType::F32, {p.n_ff_exp, p.n_expert}, Role::kZero, 0);
       add(TensorId::kFfnDownExpsBias, l, GgmlType::F32, {p.n_embd, p.n_expert}, Role::kZero, 0);
     }
-    if (grok) add(TensorId::kLayerOutNorm, l, GgmlType::F32, {p.n_embd}, Role::kNorm, 0);
+    if (p.grok2)  // the dense FFN beside the experts, the post norm under its newer name
+      add_ffn(l, TensorId::kFfnGate, TensorId::kFfnUp, TensorId::kFfnDown, p.n_ff, 0, at);
+    if (grok)
+      add(p.grok2 ? TensorId::kFfnPostNorm : TensorId::kLayerOutNorm, l, GgmlType::F32, {p.n_embd},
+          Role::kNorm, 0);
     if ((ds2 || ds1) && p.n_shared > 0)
       add_ffn(l, TensorId::kFfnGateShexp, TensorId::kFfnUpShexp, TensorId::kFfnDownShexp,
               uint64_t(p.n_ff_exp) * p.n_shared, 0, at);

@@ -89,6 +89,11 @@ struct SynthPreset {
   bool llama3_rope = false;
   // attn_q and attn_k weights × this: grok's scores large enough that its tanh cap bites.
   float qk_gain = 1.0f;
+  // grok: Grok-2's layout — a dense GELU FFN n_ff wide beside the experts (expert width
+  // n_ff_exp, written as expert_feed_forward_length), post_ffw_norm, and every multiplier written
+  // as a key with a value other than Grok-1's (embedding 90.5, scores 0.08 inside a cap of 30,
+  // logits × 0.5 then capped at 8).
+  bool grok2 = false;
 };
 
 // tiny (a few MB, tests), demo (~1 GB), qwen3-30b-a3b (the real Qwen3-30B-A3B shapes, ~17 GB),

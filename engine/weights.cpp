@@ -281,9 +281,11 @@ ModelWeights bind_weights(const io::GgufFile& file, const ModelConfig& cfg) {
       bind_gqa(b, cfg, l, il);
     }
     l.ffn_norm = b.bind(ffn_norm, i, {n_embd}, Use::kVector);
-    if (cfg.post_norms) {  // grok: optional, as llama.cpp applies them where present
+    if (cfg.post_norms) {  // grok: optional, as llama.cpp c392e50 applies them where present
       l.attn_post_norm = b.bind(TensorId::kAttnOutNorm, i, {n_embd}, Use::kVector, false);
       l.ffn_post_norm = b.bind(TensorId::kLayerOutNorm, i, {n_embd}, Use::kVector, false);
+      if (!l.ffn_post_norm.present())  // its newer name
+        l.ffn_post_norm = b.bind(TensorId::kFfnPostNorm, i, {n_embd}, Use::kVector, false);
     }
     if (cfg.norm_bias) l.ffn_norm_b = b.bind(TensorId::kFfnNormBias, i, {n_embd}, Use::kVector);
 
@@ -305,7 +307,12 @@ ModelWeights bind_weights(const io::GgufFile& file, const ModelConfig& cfg) {
             b.bind(TensorId::kFfnUpExpsBias, i, {cfg.n_ff_exp, n_exp}, Use::kVector);
         l.experts.down_bias = b.bind(TensorId::kFfnDownExpsBias, i, {n_embd, n_exp}, Use::kVector);
       }
-      if (cfg.moe_beside_dense) {  // arctic: its dense residual FFN runs as the shared expert
+      if (cfg.ffn_combine_scale != 0.0f) {  // grok-2: its dense FFN runs as the shared expert
+        bind_stack(b, l.shared, i, TensorId::kFfnGate, TensorId::kFfnUp, TensorId::kFfnDown, n_embd,
+                   cfg.n_ff_shexp, 1);
+        l.shared.activation = cfg.activation;
+      } else if (cfg.moe_beside_dense) {  // arctic: its dense residual FFN runs as the shared
+                                          // expert
         l.ffn_norm_exps = b.bind(TensorId::kFfnNormExps, i, {n_embd}, Use::kVector);
         bind_stack(b, l.shared, i, TensorId::kFfnGate, TensorId::kFfnUp, TensorId::kFfnDown, n_embd,
                    cfg.n_ff_shexp, 1);

@@ -41,7 +41,8 @@ mkdir -p fuzz-corpus-meta
 FIXTURES="${STRATA_FIXTURES_DIR:-../shared/fixtures}"
 shopt -s nullglob
 seeds=("$FIXTURES"/*/*-Q4_0.gguf synth:tiny-qwen2moe synth:tiny-granitemoe synth:tiny-deepseek
-       synth:tiny-dbrx synth:tiny-phimoe synth:tiny-arctic synth:tiny-grok)
+       synth:tiny-dbrx synth:tiny-phimoe synth:tiny-arctic synth:tiny-grok
+       synth:tiny-grok2)
 build-fuzz/tests/fuzz_meta_seeds fuzz-corpus-meta "${seeds[@]}" >/dev/null
 cp -n tests/data/meta_bad/*.bin fuzz-corpus-meta/ 2>/dev/null || true
 cd fuzz-corpus-meta

@@ -152,6 +152,7 @@ TEST(ArchSynth, TinyArcticRuns) {
 
 TEST(ArchSynth, TinyGrokRuns) {
   check_tiny("tiny-grok");
+  check_tiny("tiny-grok2");
 }
 
 TEST(ArchSynth, TinyGptOssRuns) {
@@ -183,7 +184,7 @@ TEST(ArchSynth, TinyGptOssRuns) {
 TEST(ArchSynth, DecodeAndPrefillAllocateNothing) {
   for (const char* preset :
        {"tiny-deepseek2", "tiny-gpt-oss", "tiny-qwen2moe", "tiny-granitemoe", "tiny-deepseek",
-        "tiny-dbrx", "tiny-phimoe", "tiny-arctic", "tiny-grok"}) {
+        "tiny-dbrx", "tiny-phimoe", "tiny-arctic", "tiny-grok", "tiny-grok2"}) {
     SCOPED_TRACE(preset);
     const auto bytes = SynthModel(opts(preset)).to_bytes();
     const Model m = Model::from_file(io::GgufFile::parse(preset, bytes));

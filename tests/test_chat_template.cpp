@@ -175,6 +175,25 @@ TEST(ChatTemplate, MistralVariants) {
             "there. How can I help?</s>[INST] What is 2+2?[/INST]");
 }
 
+// Grok-2's (llama.cpp's grok-2 format and the line it detects in the model's Jinja template):
+// user and system text trimmed, each turn closed by <|separator|> and a blank line.
+TEST(ChatTemplate, Grok2) {
+  EXPECT_EQ(detect_chat_family("{%- for message in messages %}{{ 'Assistant: '  + "
+                               "message['content'] + '<|separator|>\n\n' }}{%- endfor %}"),
+            ChatFamily::kGrok2);
+  EXPECT_EQ(chat_family_from_name("grok-2"), ChatFamily::kGrok2);
+  const std::vector<ChatMessage> conv = {{"system", " Be brief. "},
+                                         {"user", "Hello!\n"},
+                                         {"assistant", " Hi. "},
+                                         {"tool", "ignored"},
+                                         {"user", "2+2?"}};
+  EXPECT_EQ(format_chat(ChatFamily::kGrok2, conv, true),
+            "System: Be brief.<|separator|>\n\nHuman: Hello!<|separator|>\n\nAssistant:  Hi. "
+            "<|separator|>\n\nHuman: 2+2?<|separator|>\n\nAssistant:");
+  EXPECT_EQ(format_chat(ChatFamily::kGrok2, conv, false) + "Assistant:",
+            format_chat(ChatFamily::kGrok2, conv, true));
+}
+
 TEST(ChatTemplate, GenerationPromptIsOptional) {
   const std::string with = format_chat(ChatFamily::kChatml, kConversation, true);
   const std::string without = format_chat(ChatFamily::kChatml, kConversation, false);

@@ -383,7 +383,13 @@ void GpuLane::dense_check(bool emulate) {
                                                 arctic.string()))
                 .rc,
             0);
-  std::vector<fs::path> models = {synth, qwen2moe, phimoe, arctic};
+  // grok-2 (no fixture): its dense GELU FFN beside the experts, on GPU 0 here.
+  const fs::path grok2 = dir_ / "synth-tiny-grok2.gguf";
+  ASSERT_EQ(run_strata(dir_.path(), fmt::format("synth --preset tiny-grok2 --out '{}' --threads 2",
+                                                grok2.string()))
+                .rc,
+            0);
+  std::vector<fs::path> models = {synth, qwen2moe, phimoe, arctic, grok2};
   for (const fs::path& m : fixture_models()) {
     const std::string n = m.filename().string();
     if (n == "tiny-qwen3moe-Q4_K_M.gguf" || n == "tiny-gpt-oss-MXFP4.gguf" ||
@@ -404,6 +410,8 @@ void GpuLane::dense_check(bool emulate) {
       {"tiny-deepseek2-Q4_0.gguf", {4, 12 + 1, 8 + 1, 8}},             // MLA: attention on the CPU
       // The shared experts' sigmoid gates (1-row F32) stay on the CPU with the routers.
       {"synth-tiny-qwen2moe.gguf", {4, 16 + 12 + 1, 8 + 8 + 1, 8 + 8}},
+      // Grok-2's dense GELU FFN beside the experts, one per layer (Q8_0, like its attention).
+      {"synth-tiny-grok2.gguf", {4, 16 + 12 + 1, 8 + 8 + 1, 8 + 8}},
   };
   uint64_t n_chunks = 0;  // chunks of kUbatch tokens the streams make
   for (int len : kLengths) n_chunks += static_cast<uint64_t>((len + kUbatch - 1) / kUbatch);
@@ -467,7 +475,7 @@ void GpuLane::dense_check(bool emulate) {
     else
       expect_mostly_close("c_dense2", "c_ref", 0.1, 0.5);
   }
-  EXPECT_EQ(ffn_checked, fs::exists(kFixtures) ? 3 : 1);
+  EXPECT_EQ(ffn_checked, fs::exists(kFixtures) ? 4 : 2);
   if (!fs::exists(kFixtures)) return;
   if (cuda::cuda_device_count() == 0) {
     const Result r =

@@ -45,7 +45,7 @@ std::vector<fs::path> models() {
   static const std::vector<fs::path> synth = [] {
     std::vector<fs::path> paths;
     for (const char* preset : {"tiny-qwen2moe", "tiny-granitemoe", "tiny-deepseek", "tiny-dbrx",
-                               "tiny-phimoe", "tiny-arctic", "tiny-grok"}) {
+                               "tiny-phimoe", "tiny-arctic", "tiny-grok", "tiny-grok2"}) {
       paths.push_back(dir / fmt::format("{}.gguf", preset));
       engine::SynthOptions o;
       o.preset = *engine::find_synth_preset(preset);

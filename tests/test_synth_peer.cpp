@@ -198,6 +198,23 @@ TEST_P(SynthPeer, ConfigAndTokenizer) {
     EXPECT_FLOAT_EQ(c.attn_softcap, 30.0f);
     EXPECT_FLOAT_EQ(c.kq_scale, 0.08838834764831845f / 30.0f);
     EXPECT_TRUE(l0.attn_post_norm.present() && l0.ffn_post_norm.present());
+    EXPECT_EQ(l0.shared.n_expert, 0u);
+    EXPECT_EQ(c.final_logit_softcap, 0.0f);
+  } else if (std::string(GetParam().preset) == "tiny-grok2") {
+    EXPECT_EQ(c.arch, Arch::kGrok);
+    EXPECT_EQ(c.activation, FfnActivation::kGeluGlu);
+    EXPECT_EQ(c.n_ff_exp, 128u);  // expert_feed_forward_length
+    EXPECT_FLOAT_EQ(c.embedding_scale, 90.5f);
+    EXPECT_FLOAT_EQ(c.logit_multiplier, 0.5f);
+    EXPECT_FLOAT_EQ(c.attn_softcap, 30.0f);
+    EXPECT_FLOAT_EQ(c.kq_scale, 0.08f / 30.0f);
+    EXPECT_FLOAT_EQ(c.final_logit_softcap, 8.0f);
+    EXPECT_FLOAT_EQ(c.ffn_combine_scale, 0.70710677f);
+    EXPECT_EQ(c.n_ff_shexp, 384u);  // the dense FFN: feed_forward_length
+    EXPECT_EQ(l0.shared.n_expert, 1u);
+    EXPECT_EQ(l0.shared.activation, FfnActivation::kGeluGlu);
+    EXPECT_EQ(l0.shared.gate.name, "blk.0.ffn_gate.weight");
+    EXPECT_EQ(l0.ffn_post_norm.name, "blk.0.post_ffw_norm.weight");
   } else if (std::string(GetParam().preset) == "tiny-deepseek") {
     EXPECT_EQ(c.arch, Arch::kDeepseek);
     EXPECT_EQ(c.rope_type, RopeType::kNorm);
@@ -329,7 +346,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny-phimoe", "F32"}, Case{"tiny-phimoe", "Q4_0"},
                       Case{"tiny-llama3-moe", "F32"}, Case{"tiny-llama3-moe", "Q4_0"},
                       Case{"tiny-arctic", "F32"}, Case{"tiny-arctic", "Q4_0"},
-                      Case{"tiny-grok", "F32"}, Case{"tiny-grok", "Q4_0"}),
+                      Case{"tiny-grok", "F32"}, Case{"tiny-grok", "Q4_0"},
+                      Case{"tiny-grok2", "F32"}, Case{"tiny-grok2", "Q4_0"}),
     [](const ::testing::TestParamInfo<Case>& i) {
       std::string n = std::string(i.param.preset) + "_" + i.param.variant;
       std::replace(n.begin(), n.end(), '-', '_');

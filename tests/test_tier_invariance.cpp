@@ -378,7 +378,7 @@ TEST_F(TierInvariance, RooflineCountsTheBytesADecodeTokenReads) {
 // embedding.
 TEST_F(TierInvariance, SynthArchitecturesWithoutFixturesAreBitIdenticalAcrossHomes) {
   for (const char* preset : {"tiny-qwen2moe", "tiny-granitemoe", "tiny-deepseek", "tiny-dbrx",
-                             "tiny-phimoe", "tiny-arctic", "tiny-grok"}) {
+                             "tiny-phimoe", "tiny-arctic", "tiny-grok", "tiny-grok2"}) {
     const fs::path model = dir_ / fmt::format("synth-{}.gguf", preset);
     const Result r = run_strata(dir_.path(), fmt::format("synth --preset {} --out '{}' --threads 2",
                                                          preset, model.string()));
