@@ -22,6 +22,7 @@
 #include "engine/model.h"
 #include "engine/model_info.h"
 #include "engine/names.h"
+#include "engine/synth.h"
 #include "io/check.h"
 #include "io/gguf.h"
 
@@ -376,6 +377,51 @@ TEST(ArchConfig, DeepseekYarnKeysResolveAndRun) {
           << e.what();
     }
   }
+}
+
+// grok's multipliers are read from the file where it has them (newer converters write them),
+// Grok-1's values otherwise: the keys at those values change nothing, another value changes the
+// logits, and a value that would divide by zero or make no sense is refused with the key's name.
+TEST(ArchConfig, GrokKeysAreReadWithGrok1Defaults) {
+  TmpDir tmp;
+  SynthOptions o;
+  o.preset = *find_synth_preset("tiny-grok");
+  o.n_threads = 2;
+  const fs::path src = tmp / "grok.gguf";
+  SynthModel(o).write(src.string());
+  const std::vector<int32_t> ids = {1, 17, 99, 250, 3, 42, 7, 300};
+  const Model base = Model::load(src.string());
+  EXPECT_FLOAT_EQ(base.config().rope_scaling.beta_fast, 8.0f);  // llama.cpp's grok default
+  const std::vector<float> want = stream_logits(base, ids);
+  Rewrite same;
+  same.set["grok.embedding_scale"] = 78.38367176906169f;
+  same.set["grok.logit_scale"] = 0.5773502691896257f;
+  same.set["grok.attention.output_scale"] = 0.08838834764831845f;
+  same.set["grok.attn_logit_softcapping"] = 30.0f;
+  same.set["grok.final_logit_softcapping"] = 0.0f;
+  EXPECT_TRUE(stream_logits(Model::load(rewrite(src, same, tmp / "same.gguf").string()), ids) ==
+              want);
+  for (const char* key : {"grok.embedding_scale", "grok.logit_scale", "grok.attention.output_scale",
+                          "grok.attn_logit_softcapping", "grok.final_logit_softcapping"}) {
+    SCOPED_TRACE(key);
+    Rewrite other;
+    other.set[key] = 2.0f;
+    EXPECT_FALSE(
+        stream_logits(Model::load(rewrite(src, other, tmp / "other.gguf").string()), ids) == want);
+    for (const float bad : {-1.0f, std::nanf(""), INFINITY}) {
+      Rewrite b;
+      b.set[key] = bad;
+      try {
+        (void)Model::load(rewrite(src, b, tmp / "bad.gguf").string());
+        ADD_FAILURE() << key << " = " << bad << " was accepted";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+      }
+    }
+  }
+  Rewrite zero_cap;
+  zero_cap.set["grok.attn_logit_softcapping"] = 0.0f;
+  EXPECT_THROW((void)Model::load(rewrite(src, zero_cap, tmp / "zero.gguf").string()), Error);
 }
 
 // `strata inspect` shows how the engine runs each architecture: its specific hyperparameters.
