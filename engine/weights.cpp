@@ -311,8 +311,7 @@ ModelWeights bind_weights(const io::GgufFile& file, const ModelConfig& cfg) {
         bind_stack(b, l.shared, i, TensorId::kFfnGate, TensorId::kFfnUp, TensorId::kFfnDown, n_embd,
                    cfg.n_ff_shexp, 1);
         l.shared.activation = cfg.activation;
-      } else if (cfg.moe_beside_dense) {  // arctic: its dense residual FFN runs as the shared
-                                          // expert
+      } else if (cfg.moe_beside_dense) {  // arctic: its dense residual FFN as the shared expert
         l.ffn_norm_exps = b.bind(TensorId::kFfnNormExps, i, {n_embd}, Use::kVector);
         bind_stack(b, l.shared, i, TensorId::kFfnGate, TensorId::kFfnUp, TensorId::kFfnDown, n_embd,
                    cfg.n_ff_shexp, 1);
