@@ -359,37 +359,19 @@ TEST_F(GpuLane, DeviceCudaDenseIsBitIdentical) {
 
 void GpuLane::dense_check(bool emulate) {
   const std::string emu = emulate ? " --vram-emulate 1" : " --vram-emulate 0";
-  const fs::path synth = dir_ / "synth-tiny.gguf";
-  ASSERT_EQ(run_strata(dir_.path(),
-                       fmt::format("synth --preset tiny --out '{}' --threads 2", synth.string()))
-                .rc,
-            0);
-  // qwen2moe (no fixture): a gated shared expert, q/k/v biases.
-  const fs::path qwen2moe = dir_ / "synth-tiny-qwen2moe.gguf";
-  ASSERT_EQ(
-      run_strata(dir_.path(), fmt::format("synth --preset tiny-qwen2moe --out '{}' --threads 2",
-                                          qwen2moe.string()))
-          .rc,
-      0);
-  // phimoe (no fixture): biased norms, q/k/v/o biases, LongRoPE, a bias on the GPU's head output.
-  const fs::path phimoe = dir_ / "synth-tiny-phimoe.gguf";
-  ASSERT_EQ(run_strata(dir_.path(), fmt::format("synth --preset tiny-phimoe --out '{}' --threads 2",
-                                                phimoe.string()))
-                .rc,
-            0);
-  // arctic (no fixture): its dense residual FFN runs as the shared expert, on GPU 0 here.
-  const fs::path arctic = dir_ / "synth-tiny-arctic.gguf";
-  ASSERT_EQ(run_strata(dir_.path(), fmt::format("synth --preset tiny-arctic --out '{}' --threads 2",
-                                                arctic.string()))
-                .rc,
-            0);
-  // grok-2 (no fixture): its dense GELU FFN beside the experts, on GPU 0 here.
-  const fs::path grok2 = dir_ / "synth-tiny-grok2.gguf";
-  ASSERT_EQ(run_strata(dir_.path(), fmt::format("synth --preset tiny-grok2 --out '{}' --threads 2",
-                                                grok2.string()))
-                .rc,
-            0);
-  std::vector<fs::path> models = {synth, qwen2moe, phimoe, arctic, grok2};
+  // The tiny synth, then architectures the fixtures lack: qwen2moe (a gated shared expert, q/k/v
+  // biases), phimoe (biased norms, q/k/v/o biases, LongRoPE, a bias on the GPU's head output),
+  // arctic (its dense residual FFN runs as the shared expert, on GPU 0 here) and grok-2 (its dense
+  // GELU FFN beside the experts, on GPU 0 here).
+  std::vector<fs::path> models;
+  for (const char* preset : {"tiny", "tiny-qwen2moe", "tiny-phimoe", "tiny-arctic", "tiny-grok2"}) {
+    models.push_back(dir_ / fmt::format("synth-{}.gguf", preset));
+    ASSERT_EQ(run_strata(dir_.path(), fmt::format("synth --preset {} --out '{}' --threads 2",
+                                                  preset, models.back().string()))
+                  .rc,
+              0)
+        << preset;
+  }
   for (const fs::path& m : fixture_models()) {
     const std::string n = m.filename().string();
     if (n == "tiny-qwen3moe-Q4_K_M.gguf" || n == "tiny-gpt-oss-MXFP4.gguf" ||
@@ -478,9 +460,9 @@ void GpuLane::dense_check(bool emulate) {
   EXPECT_EQ(ffn_checked, fs::exists(kFixtures) ? 4 : 2);
   if (!fs::exists(kFixtures)) return;
   if (cuda::cuda_device_count() == 0) {
-    const Result r =
-        run_strata(dir_.path(), fmt::format("replay -m '{}' --tokens '{}' -t 2 --cuda-dense 1",
-                                            synth.string(), (dir_ / "streams.txt").string()));
+    const Result r = run_strata(
+        dir_.path(), fmt::format("replay -m '{}' --tokens '{}' -t 2 --cuda-dense 1",
+                                 models.front().string(), (dir_ / "streams.txt").string()));
     EXPECT_NE(r.rc, 0);
     EXPECT_NE(r.err.find("knob CUDA_DENSE (--cuda-dense): no usable CUDA device"),
               std::string::npos)
