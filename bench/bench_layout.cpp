@@ -9,7 +9,7 @@
 // compute ceiling). Results are checked bit-identical before timing.
 // Run: bench_layout [--type Q4_0|Q4_K|Q5_K|Q6_K|Q2_K|Q3_K|IQ4_XS|IQ4_NL|MXFP4|Q8_0]
 //                   [--rows N] [--cols N] [--item N] [--rounds N]
-//                   [--pool-mib N] [--threads N] [--isa best|avx2|ref]
+//                   [--pool-mib N] [--threads N] [--isa best|avx2|avx2-plain|ref]
 //                   [--q4-0-layout auto|x16|both]
 // Results and commands: bench/RESULTS.md ("CPU speed, session 4" and "session 5").
 
@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
   // AVX-512 CPU do so too (kQ4_0x32's pairs against single groups); --q4-0-layout both puts
   // kQ4_0x16 in the first column instead of the file layout, against kQ4_0x32.
   const std::string q4_0_layout = arg(argc, argv, "--q4-0-layout", "auto");
-  const bool x16 = arg(argc, argv, "--isa", "best") == "avx2" || q4_0_layout == "x16";
+  const bool x16 = arg(argc, argv, "--isa", "best").starts_with("avx2") || q4_0_layout == "x16";
   WeightLayout layout = interleaved_layout(type, rows, cols);
   if (layout == WeightLayout::kQ4_0x32 && x16) layout = WeightLayout::kQ4_0x16;
   const bool both = q4_0_layout == "both";
@@ -141,9 +141,13 @@ int main(int argc, char** argv) {
   const GgmlType vdt = vec_dot_type(type);
   std::vector<uint8_t> xq(ggml_row_bytes(vdt, static_cast<uint64_t>(cols)));
   quantize_activation_row(vdt, f.data(), xq.data(), cols);
-  // --isa avx2: the kernels a CPU without AVX-512 runs (the probe keeps its faster loop).
+  // --isa avx2: the kernels a CPU without AVX-512 runs (the probe keeps its faster loop), with
+  // AVX-VNNI's where the CPU has it; avx2-plain: without (as ISA=avx2-plain).
   const std::string isa_arg = arg(argc, argv, "--isa", "best");
-  const Isa isa = isa_arg == "avx2" ? Isa::kAvx2 : isa_arg == "ref" ? Isa::kRef : best_isa();
+  if (isa_arg == "avx2-plain") set_avxvnni_allowed(false);
+  const Isa isa = isa_arg.starts_with("avx2") ? Isa::kAvx2
+                  : isa_arg == "ref"          ? Isa::kRef
+                                              : best_isa();
   const GemvKernels k_file = gemv_kernels(type, base_layout, isa);
   const GemvKernels k_packed = gemv_kernels(type, layout, isa);
   std::vector<float> y0(static_cast<size_t>(rows)), y1(static_cast<size_t>(rows));

@@ -1,15 +1,20 @@
-// Q4_0 x Q8_0 GEMV over the kQ4_0x16 layout (kernels/interleave.h), and IQ4_NL / MXFP4 over
-// kIQ4_NLx16 / kMXFP4x16 (table value + bias as the unsigned code), for AVX2 CPUs that also have
-// AVX-VNNI (the VEX-encoded vpdpbusd: Intel client cores since Alder Lake, AMD Zen 5 run with
-// ISA=avx2). Picked by interleave.cpp's dispatch at the AVX2 level, GEMV and GEMM.
+// Q4_0 x Q8_0 GEMV over the kQ4_0x16 layout (kernels/interleave.h), IQ4_NL / MXFP4 over
+// kIQ4_NLx16 / kMXFP4x16 (table value + bias as the unsigned code), and IQ4_XS x Q8_K over
+// kIQ4_XSx16, for AVX2 CPUs that also have AVX-VNNI (the VEX-encoded vpdpbusd: Intel client cores
+// since Alder Lake, AMD Zen 5 run with ISA=avx2). Picked by interleave.cpp's dispatch at the AVX2
+// level, GEMV and GEMM.
 //
-// The group kernel and the GEMM are interleave_onepass.h's, instantiated here with vpdpbusd.
+// The 32-element layouts' group kernel and GEMM are interleave_onepass.h's, instantiated here with
+// vpdpbusd; IQ4_XS's one-pass kernel is below.
 //
 // Session 18 (bench/RESULTS.md), Zen 5 at one thread, a harness alternating variants over a
 // 2 GiB pool: 1.30-1.43x the AVX2 two-half kernel's streaming rate (median of 9 paired rounds,
 // 768 x 2048 and 2048 x 768), 37-50 GB/s against 24-26 from cache. Tested by
 // tests/test_interleave.cpp.
+#include <cstring>
+
 #include "kernels/interleave_onepass.h"
+#include "kernels/quant_internal.h"
 
 namespace strata::kernels::detail {
 namespace {
@@ -27,6 +32,125 @@ void gemv_x16(const void* w, size_t row_stride, const void* xq, float* y, int64_
                       });
 }
 
+// ---- kIQ4_XSx16: IQ4_XS x Q8_K, all 16 rows a step ----
+
+inline __m256i bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// Sub-block s's 6-bit scale less 32, one per lane (row), from the rows' scales_l dwords (sl) and
+// scales_h words widened to dwords and shifted up by 4 (sh4).
+inline __m256i iq4_scale(__m256i sl, __m256i sh4, int s) {
+  return _mm256_sub_epi32(
+      _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(sl, 4 * s), _mm256_set1_epi32(0x0F)),
+                      _mm256_and_si256(_mm256_srli_epi32(sh4, 2 * s), _mm256_set1_epi32(0x30))),
+      _mm256_set1_epi32(32));
+}
+
+// One 16-row kIQ4_XSx16 group against one activation row; next: the following group of the call
+// (or null), prefetched into L2 a sub-block's share at a time. Each 64-byte code line holds both
+// 8-row halves' qs dwords: per half, the nibbles become table values + 128 (unsigned, vpshufb)
+// and two vpdpbusd against the activation's words sum the line's 8 elements a row into the
+// sub-block's int32 (at most 32 x 241 x 128, exact). Per sub-block the 128 offset comes off as
+// 128 x (its two bsums) and the row's scale weights it (vpmulld), as the AVX-512 kernel's
+// group_dot_iq4; the 8 canonical accumulators per half live on the stack (one load and store
+// per super-block). The integers are the row kernels', the float steps gemv.cpp's: the same bits
+// as gemv_ref.cpp.
+void group_dot_iq4(const uint8_t* g, const BlockQ8_K* x, int64_t nb, float* out,
+                   const uint8_t* next) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i table = _mm256_xor_si256(
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues))),
+      _mm256_set1_epi8(static_cast<char>(0x80)));
+  alignas(32) float acc[8][16];  // [b % 8][row]
+  for (auto& a : acc) {
+    _mm256_store_ps(a, _mm256_setzero_ps());
+    _mm256_store_ps(a + 8, _mm256_setzero_ps());
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = g + b * kIQ4_XSx16Block;
+    prefetch_lines<128, kToL1>(blk + kIQ4_XSx16Prefetch);
+    const __m256i sh0 = _mm256_slli_epi32(
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 32))), 4);
+    const __m256i sh1 = _mm256_slli_epi32(
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 48))), 4);
+    const __m256i sl0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64));
+    const __m256i sl1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 96));
+    const int8_t* xq = x[b].qs;
+    __m256i sumi0 = _mm256_setzero_si256(), sumi1 = sumi0;
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) {
+      if (next != nullptr) prefetch_lines<320, kToL2>(next + (b * 8 + s) * 272);
+      // Two chains a half (low and high nibbles), the high one starting at the offset.
+      const __m256i neg = _mm256_set1_epi32(-128 * (x[b].bsums[2 * s] + x[b].bsums[2 * s + 1]));
+      __m256i t0 = _mm256_setzero_si256(), t1 = t0, u0 = neg, u1 = neg;
+#pragma GCC unroll 4
+      for (int ii = 0; ii < 4; ++ii) {
+        const uint8_t* at = blk + 128 + static_cast<size_t>(4 * s + ii) * 64;
+        prefetch_lines<64, kToL1>(at + kIQ4_XSx16Prefetch);
+        const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at));
+        const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at + 32));
+        const __m256i xl = bcast4(xq + 32 * s + 4 * ii), xh = bcast4(xq + 32 * s + 16 + 4 * ii);
+        t0 = _mm256_dpbusd_avx_epi32(t0, _mm256_shuffle_epi8(table, _mm256_and_si256(v0, m4)), xl);
+        t1 = _mm256_dpbusd_avx_epi32(t1, _mm256_shuffle_epi8(table, _mm256_and_si256(v1, m4)), xl);
+        u0 = _mm256_dpbusd_avx_epi32(
+            u0, _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v0, 4), m4)), xh);
+        u1 = _mm256_dpbusd_avx_epi32(
+            u1, _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v1, 4), m4)), xh);
+      }
+      sumi0 = _mm256_add_epi32(
+          sumi0, _mm256_mullo_epi32(iq4_scale(sl0, sh0, s), _mm256_add_epi32(t0, u0)));
+      sumi1 = _mm256_add_epi32(
+          sumi1, _mm256_mullo_epi32(iq4_scale(sl1, sh1, s), _mm256_add_epi32(t1, u1)));
+    }
+    const __m256 dx = _mm256_set1_ps(x[b].d);
+    const __m256 dd0 =
+        _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk))), dx);
+    const __m256 dd1 = _mm256_mul_ps(
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16))), dx);
+    float* a = acc[b % 8];
+    _mm256_store_ps(
+        a, _mm256_add_ps(_mm256_load_ps(a), _mm256_mul_ps(dd0, _mm256_cvtepi32_ps(sumi0))));
+    _mm256_store_ps(
+        a + 8, _mm256_add_ps(_mm256_load_ps(a + 8), _mm256_mul_ps(dd1, _mm256_cvtepi32_ps(sumi1))));
+  }
+  for (int h = 0; h < 2; ++h) {
+    const auto a = [&](int k) { return _mm256_load_ps(acc[k] + 8 * h); };
+    const __m256 r =
+        _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a(0), a(4)), _mm256_add_ps(a(2), a(6))),
+                      _mm256_add_ps(_mm256_add_ps(a(1), a(5)), _mm256_add_ps(a(3), a(7))));
+    _mm256_storeu_ps(out + 8 * h, r);
+  }
+}
+
+void gemv_iq4_xs(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
+                 int64_t row_end, int64_t n_cols) {
+  const int64_t nb = n_cols / kQK_K;
+  const auto* x = static_cast<const BlockQ8_K*>(xq);
+  const size_t group_bytes = 16 * row_stride;
+  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
+    group_dot_iq4(g, x, nb, y + r, r + 16 < row_end ? g + group_bytes : nullptr);
+  });
+}
+
+// The GEMM: tokens inner, so the group stays in L1 (or L2) for every token; the first token's pass
+// prefetches the next group into L2.
+void gemm_iq4_xs(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
+                 size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
+                 int64_t n_cols) {
+  const int64_t nb = n_cols / kQK_K;
+  const auto* xbase = static_cast<const uint8_t*>(xq);
+  const size_t group_bytes = 16 * row_stride;
+  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
+    const uint8_t* next = r + 16 < row_end ? g + group_bytes : nullptr;
+    for (int64_t t = 0; t < n_tokens; ++t)
+      group_dot_iq4(g, reinterpret_cast<const BlockQ8_K*>(xbase + t * xq_stride), nb,
+                    y + t * y_stride + r, t == 0 ? next : nullptr);
+  });
+}
+
 }  // namespace
 
 GemvKernels interleaved_kernels_avxvnni(WeightLayout layout) {
@@ -37,6 +161,7 @@ GemvKernels interleaved_kernels_avxvnni(WeightLayout layout) {
     k = {&gemv_x16<WeightLayout::kIQ4_NLx16>, &gemm_x16<WeightLayout::kIQ4_NLx16, true>};
   if (layout == WeightLayout::kMXFP4x16)
     k = {&gemv_x16<WeightLayout::kMXFP4x16>, &gemm_x16<WeightLayout::kMXFP4x16, true>};
+  if (layout == WeightLayout::kIQ4_XSx16) k = {&gemv_iq4_xs, &gemm_iq4_xs};
   return k;
 }
 
