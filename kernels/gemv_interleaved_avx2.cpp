@@ -14,6 +14,7 @@
 
 #include "kernels/gemv_internal.h"
 #include "kernels/interleave_internal.h"
+#include "kernels/interleave_k_ymm.h"
 #include "kernels/interleave_onepass.h"
 #include "kernels/interleave_prep.h"
 #include "kernels/quant.h"
@@ -233,29 +234,6 @@ inline __m256i dup_byte(__m256i v) {
                                                  z, 8 + j, z, 8 + j, z, 12 + j, z, 12 + j, z));
 }
 
-// Bytes j and j + 1 of every dword, zero-extended into its two int16 halves.
-template <int j>
-inline __m256i pair_bytes(__m256i v) {
-  constexpr char z = -128;
-  return _mm256_shuffle_epi8(
-      v, _mm256_setr_epi8(j, z, j + 1, z, 4 + j, z, 5 + j, z, 8 + j, z, 9 + j, z, 12 + j, z, 13 + j,
-                          z, j, z, j + 1, z, 4 + j, z, 5 + j, z, 8 + j, z, 9 + j, z, 12 + j, z,
-                          13 + j, z));
-}
-
-// The canonical float step of the layouts with mins (kQ2_Kx16, kQ4_Kx16) for rows 8h..8h+7:
-// (d_w * d_x) * (float)sumi - (dmin_w * d_x) * (float)summ, the rows' fp16 d at blk, dmin at
-// blk + 32.
-inline __m256 min_step(const uint8_t* blk, int h, float d_x, __m256i sumi, __m256i summ) {
-  const __m256 dx = _mm256_set1_ps(d_x);
-  const __m256 dd = _mm256_mul_ps(
-      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * h))), dx);
-  const __m256 dm = _mm256_mul_ps(
-      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 32 + 16 * h))), dx);
-  return _mm256_sub_ps(_mm256_mul_ps(dd, _mm256_cvtepi32_ps(sumi)),
-                       _mm256_mul_ps(dm, _mm256_cvtepi32_ps(summ)));
-}
-
 // Rows 8h..8h+7 of one 16-row group against one activation row: kQ4_Kx16, or kQ5_Kx16 (kFive:
 // each code line's 5th bits, bits 2c / 2c + 1 of the qh line at its position i, ORed in as 16).
 // next: as in half_dot, the following group of the same call, prefetched into L2 across both
@@ -337,19 +315,7 @@ void half_dot_k(const uint8_t* g, int64_t, int h, const BlockQ8_K* x, int64_t nb
     pair(std::integral_constant<int, 1>{}, sc_lo);
     pair(std::integral_constant<int, 2>{}, sc_hi);
     pair(std::integral_constant<int, 3>{}, sc_hi);
-    // Mins: sum over sub-blocks s of min_s x (bsums[2s] + bsums[2s + 1]), two sub-blocks per
-    // vpmaddwd (the pair sums, at most 2 x 16 x 128 = 4096 in magnitude, are int16).
-    const __m256i mn_lo = _mm256_and_si256(s1, m6);  // mins 0-3
-    const __m256i mn_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(s2, 4), m4),
-                                          _mm256_and_si256(_mm256_srli_epi32(s1, 2), m30));
-    const __m256i bp = _mm256_broadcastsi128_si256(
-        _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].bsums)),
-                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].bsums + 8))));
-    const __m256i summ = _mm256_add_epi32(
-        _mm256_add_epi32(_mm256_madd_epi16(pair_bytes<0>(mn_lo), _mm256_shuffle_epi32(bp, 0x00)),
-                         _mm256_madd_epi16(pair_bytes<2>(mn_lo), _mm256_shuffle_epi32(bp, 0x55))),
-        _mm256_add_epi32(_mm256_madd_epi16(pair_bytes<0>(mn_hi), _mm256_shuffle_epi32(bp, 0xAA)),
-                         _mm256_madd_epi16(pair_bytes<2>(mn_hi), _mm256_shuffle_epi32(bp, 0xFF))));
+    const __m256i summ = q4_k_mins(s1, s2, bsum_pairs(x[b].bsums));
     acc[b % 8] = _mm256_add_ps(acc[b % 8], min_step(blk, h, x[b].d, sumi, summ));
   }
   _mm256_storeu_ps(out + 8 * h, fold_acc(acc));

@@ -13,6 +13,7 @@
 // tests/test_interleave.cpp.
 #include <cstring>
 
+#include "kernels/interleave_k_ymm.h"
 #include "kernels/interleave_onepass.h"
 #include "kernels/quant_internal.h"
 
@@ -125,19 +126,136 @@ void group_dot_iq4(const uint8_t* g, const BlockQ8_K* x, int64_t nb, float* out,
   }
 }
 
-void gemv_iq4_xs(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
+// ---- kQ4_Kx16, kQ5_Kx16: Q4_K / Q5_K x Q8_K, all 16 rows a step ----
+
+// Byte j of every dword, zero-extended to the dword.
+template <int j>
+inline __m256i byte_dword(__m256i v) {
+  constexpr char z = -128;
+  return _mm256_shuffle_epi8(
+      v, _mm256_setr_epi8(j, z, z, z, 4 + j, z, z, z, 8 + j, z, z, z, 12 + j, z, z, z, j, z, z, z,
+                          4 + j, z, z, z, 8 + j, z, z, z, 12 + j, z, z, z));
+}
+
+// One 16-row kQ4_Kx16 (kFive: kQ5_Kx16) group against one activation row; next: as in
+// group_dot_iq4. Per sub-block pair c (8 code lines, each both 8-row halves' qs dwords), the
+// unsigned codes (the nibbles; Q5_K: with each line's 5th bits, bits 2c / 2c + 1 of the qh line at
+// its position, ORed in as 16) meet the activation's words in vpdpbusd, one int32 sum per
+// sub-block and half (at most 32 x 31 x 128, exact); each is weighted by its row's 6-bit scale
+// (vpmulld), and the mins come off through the bsums as the AVX2 kernel's. The integers are the
+// row kernels', the float steps gemv.cpp's: the same bits as gemv_ref.cpp.
+template <bool kFive>
+void group_dot_k(const uint8_t* g, const BlockQ8_K* x, int64_t nb, float* out,
+                 const uint8_t* next) {
+  constexpr size_t kBlock = kFive ? kQ5_Kx16Block : 2304;
+  constexpr size_t kCodes = kFive ? 768 : 256;
+  constexpr size_t kPrefetch = kFive ? kQ5_Kx16Prefetch : kQ4_Kx16Prefetch;
+  constexpr size_t kQuarter = kBlock / 4;  // the next group's bytes prefetched per pair
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i m6 = _mm256_set1_epi8(0x3F);
+  const __m256i m30 = _mm256_set1_epi8(0x30);
+  alignas(32) float acc[8][16];  // [b % 8][row]
+  for (auto& a : acc) {
+    _mm256_store_ps(a, _mm256_setzero_ps());
+    _mm256_store_ps(a + 8, _mm256_setzero_ps());
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = g + b * kBlock;
+    prefetch_lines<kCodes, kToL1>(blk + kPrefetch);
+    const auto load = [&](size_t off) {
+      return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + off));
+    };
+    // Per half h, the scale bytes as the AVX2 kernel unpacks them: lo = scales 0-3, hi = 4-7.
+    __m256i sc_lo[2], sc_hi[2];
+    for (int h = 0; h < 2; ++h) {
+      const __m256i s0 = load(64 + 32 * h), s2 = load(192 + 32 * h);
+      sc_lo[h] = _mm256_and_si256(s0, m6);
+      sc_hi[h] = _mm256_or_si256(_mm256_and_si256(s2, m4),
+                                 _mm256_and_si256(_mm256_srli_epi32(s0, 2), m30));
+    }
+    const int8_t* xq = x[b].qs;
+    __m256i sumi0 = _mm256_setzero_si256(), sumi1 = sumi0;
+    const auto pair = [&](auto c_const) {
+      constexpr int c = decltype(c_const)::value;
+      if (next != nullptr)
+        prefetch_lines<(kQuarter + 63) / 64 * 64, kToL2>(next + (b * 4 + c) * kQuarter);
+      __m256i l0 = _mm256_setzero_si256(), l1 = l0, h0 = l0, h1 = l0;
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) {
+        const size_t at = kCodes + static_cast<size_t>(8 * c + i) * 64;
+        prefetch_lines<64, kToL1>(blk + at + kPrefetch);
+        const __m256i v0 = load(at), v1 = load(at + 32);
+        __m256i lo0 = _mm256_and_si256(v0, m4), lo1 = _mm256_and_si256(v1, m4);
+        __m256i hi0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), m4);
+        __m256i hi1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), m4);
+        if constexpr (kFive) {
+          // Bits 2c and 2c + 1 of each qh byte to bit 4 (no bit crosses a byte).
+          const auto fifth = [&](__m256i qh, int bit) {
+            const __m256i v = _mm256_and_si256(qh, _mm256_set1_epi8(static_cast<char>(1 << bit)));
+            return bit <= 4 ? _mm256_slli_epi16(v, 4 - bit) : _mm256_srli_epi16(v, bit - 4);
+          };
+          const __m256i q0 = load(256 + static_cast<size_t>(i) * 64), q1 = load(288 + i * 64);
+          lo0 = _mm256_or_si256(lo0, fifth(q0, 2 * c));
+          lo1 = _mm256_or_si256(lo1, fifth(q1, 2 * c));
+          hi0 = _mm256_or_si256(hi0, fifth(q0, 2 * c + 1));
+          hi1 = _mm256_or_si256(hi1, fifth(q1, 2 * c + 1));
+        }
+        const __m256i xl = bcast4(xq + 64 * c + 4 * i), xh = bcast4(xq + 64 * c + 32 + 4 * i);
+        l0 = _mm256_dpbusd_avx_epi32(l0, lo0, xl);
+        l1 = _mm256_dpbusd_avx_epi32(l1, lo1, xl);
+        h0 = _mm256_dpbusd_avx_epi32(h0, hi0, xh);
+        h1 = _mm256_dpbusd_avx_epi32(h1, hi1, xh);
+      }
+      // Sub-blocks 2c and 2c + 1: bytes 2c % 4 and 2c % 4 + 1 of the scale dwords.
+      constexpr int j = (2 * c) % 4;
+      const __m256i* sc = c < 2 ? sc_lo : sc_hi;
+      sumi0 = _mm256_add_epi32(sumi0,
+                               _mm256_add_epi32(_mm256_mullo_epi32(byte_dword<j>(sc[0]), l0),
+                                                _mm256_mullo_epi32(byte_dword<j + 1>(sc[0]), h0)));
+      sumi1 = _mm256_add_epi32(sumi1,
+                               _mm256_add_epi32(_mm256_mullo_epi32(byte_dword<j>(sc[1]), l1),
+                                                _mm256_mullo_epi32(byte_dword<j + 1>(sc[1]), h1)));
+    };
+    pair(std::integral_constant<int, 0>{});
+    pair(std::integral_constant<int, 1>{});
+    pair(std::integral_constant<int, 2>{});
+    pair(std::integral_constant<int, 3>{});
+    const __m256i bp = bsum_pairs(x[b].bsums);
+    const __m256i summ0 = q4_k_mins(load(128), load(192), bp);
+    const __m256i summ1 = q4_k_mins(load(160), load(224), bp);
+    float* a = acc[b % 8];
+    _mm256_store_ps(a, _mm256_add_ps(_mm256_load_ps(a), min_step(blk, 0, x[b].d, sumi0, summ0)));
+    _mm256_store_ps(a + 8,
+                    _mm256_add_ps(_mm256_load_ps(a + 8), min_step(blk, 1, x[b].d, sumi1, summ1)));
+  }
+  for (int h = 0; h < 2; ++h) {
+    const auto a = [&](int k) { return _mm256_load_ps(acc[k] + 8 * h); };
+    const __m256 r =
+        _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a(0), a(4)), _mm256_add_ps(a(2), a(6))),
+                      _mm256_add_ps(_mm256_add_ps(a(1), a(5)), _mm256_add_ps(a(3), a(7))));
+    _mm256_storeu_ps(out + 8 * h, r);
+  }
+}
+
+// GEMV and GEMM over a super-block layout from its 16-row group kernel.
+using GroupDotFn = void (*)(const uint8_t* g, const BlockQ8_K* x, int64_t nb, float* out,
+                            const uint8_t* next);
+
+template <GroupDotFn Dot>
+void gemv_groups(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
                  int64_t row_end, int64_t n_cols) {
   const int64_t nb = n_cols / kQK_K;
   const auto* x = static_cast<const BlockQ8_K*>(xq);
   const size_t group_bytes = 16 * row_stride;
   for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
-    group_dot_iq4(g, x, nb, y + r, r + 16 < row_end ? g + group_bytes : nullptr);
+    Dot(g, x, nb, y + r, r + 16 < row_end ? g + group_bytes : nullptr);
   });
 }
 
 // The GEMM: tokens inner, so the group stays in L1 (or L2) for every token; the first token's pass
 // prefetches the next group into L2.
-void gemm_iq4_xs(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
+template <GroupDotFn Dot>
+void gemm_groups(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
                  size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
                  int64_t n_cols) {
   const int64_t nb = n_cols / kQK_K;
@@ -146,8 +264,8 @@ void gemm_iq4_xs(const void* w, size_t row_stride, const void* xq, size_t xq_str
   for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
     const uint8_t* next = r + 16 < row_end ? g + group_bytes : nullptr;
     for (int64_t t = 0; t < n_tokens; ++t)
-      group_dot_iq4(g, reinterpret_cast<const BlockQ8_K*>(xbase + t * xq_stride), nb,
-                    y + t * y_stride + r, t == 0 ? next : nullptr);
+      Dot(g, reinterpret_cast<const BlockQ8_K*>(xbase + t * xq_stride), nb, y + t * y_stride + r,
+          t == 0 ? next : nullptr);
   });
 }
 
@@ -161,7 +279,12 @@ GemvKernels interleaved_kernels_avxvnni(WeightLayout layout) {
     k = {&gemv_x16<WeightLayout::kIQ4_NLx16>, &gemm_x16<WeightLayout::kIQ4_NLx16, true>};
   if (layout == WeightLayout::kMXFP4x16)
     k = {&gemv_x16<WeightLayout::kMXFP4x16>, &gemm_x16<WeightLayout::kMXFP4x16, true>};
-  if (layout == WeightLayout::kIQ4_XSx16) k = {&gemv_iq4_xs, &gemm_iq4_xs};
+  if (layout == WeightLayout::kIQ4_XSx16)
+    k = {&gemv_groups<&group_dot_iq4>, &gemm_groups<&group_dot_iq4>};
+  if (layout == WeightLayout::kQ4_Kx16)
+    k = {&gemv_groups<&group_dot_k<false>>, &gemm_groups<&group_dot_k<false>>};
+  if (layout == WeightLayout::kQ5_Kx16)
+    k = {&gemv_groups<&group_dot_k<true>>, &gemm_groups<&group_dot_k<true>>};
   return k;
 }
 
