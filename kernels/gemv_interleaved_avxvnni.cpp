@@ -1,11 +1,15 @@
 // Q4_0 x Q8_0 GEMV over the kQ4_0x16 layout (kernels/interleave.h), IQ4_NL / MXFP4 over
-// kIQ4_NLx16 / kMXFP4x16 (table value + bias as the unsigned code), and IQ4_XS x Q8_K over
-// kIQ4_XSx16, for AVX2 CPUs that also have AVX-VNNI (the VEX-encoded vpdpbusd: Intel client cores
-// since Alder Lake, AMD Zen 5 run with ISA=avx2). Picked by interleave.cpp's dispatch at the AVX2
-// level, GEMV and GEMM.
+// kIQ4_NLx16 / kMXFP4x16 (table value + bias as the unsigned code), and IQ4_XS / Q4_K / Q5_K x
+// Q8_K over kIQ4_XSx16 / kQ4_Kx16 / kQ5_Kx16, for AVX2 CPUs that also have AVX-VNNI (the
+// VEX-encoded vpdpbusd: Intel client cores since Alder Lake, AMD Zen 5 run with ISA=avx2). Picked
+// by interleave.cpp's dispatch at the AVX2 level, GEMV and GEMM; the other layouts keep the AVX2
+// kernels.
 //
 // The 32-element layouts' group kernel and GEMM are interleave_onepass.h's, instantiated here with
-// vpdpbusd; IQ4_XS's one-pass kernel is below.
+// vpdpbusd; the super-block layouts' one-pass kernels are below (session 35, bench/RESULTS.md:
+// from cache, IQ4_XS 1.6-1.7x and Q4_K 1.25-1.45x the AVX2 kernels, Q5_K 1.2x; a Q6_K one, its
+// 16-element runs scaled by vpmulld, was slower than the AVX2 kernel's int16 pairs and vpmaddwd,
+// 31 against 35-42 GB/s, and was dropped).
 //
 // Session 18 (bench/RESULTS.md), Zen 5 at one thread, a harness alternating variants over a
 // 2 GiB pool: 1.30-1.43x the AVX2 two-half kernel's streaming rate (median of 9 paired rounds,
@@ -41,6 +45,33 @@ inline __m256i bcast4(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
+// The 8 canonical accumulators (acc[b % 8], gemv.cpp) of a 16-row group's two 8-row halves, on
+// the stack: one load and store per super-block, no registers held across it.
+struct Acc16 {
+  alignas(32) float v[8][16];  // [b % 8][row]
+  Acc16() {
+    for (auto& a : v) {
+      _mm256_store_ps(a, _mm256_setzero_ps());
+      _mm256_store_ps(a + 8, _mm256_setzero_ps());
+    }
+  }
+  // acc[b % 8] of rows 8h..8h+7 += step.
+  void add(int64_t b, int h, __m256 step) {
+    float* a = v[b % 8] + 8 * h;
+    _mm256_store_ps(a, _mm256_add_ps(_mm256_load_ps(a), step));
+  }
+  // The canonical fold (gemv.cpp step 4), both halves.
+  void store(float* out) const {
+    for (int h = 0; h < 2; ++h) {
+      const auto a = [&](int k) { return _mm256_load_ps(v[k] + 8 * h); };
+      const __m256 r =
+          _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a(0), a(4)), _mm256_add_ps(a(2), a(6))),
+                        _mm256_add_ps(_mm256_add_ps(a(1), a(5)), _mm256_add_ps(a(3), a(7))));
+      _mm256_storeu_ps(out + 8 * h, r);
+    }
+  }
+};
+
 // Sub-block s's 6-bit scale less 32, one per lane (row), from the rows' scales_l dwords (sl) and
 // scales_h words widened to dwords and shifted up by 4 (sh4).
 inline __m256i iq4_scale(__m256i sl, __m256i sh4, int s) {
@@ -59,17 +90,13 @@ inline __m256i iq4_scale(__m256i sl, __m256i sh4, int s) {
 // group_dot_iq4; the 8 canonical accumulators per half live on the stack (one load and store
 // per super-block). The integers are the row kernels', the float steps gemv.cpp's: the same bits
 // as gemv_ref.cpp.
-void group_dot_iq4(const uint8_t* g, const BlockQ8_K* x, int64_t nb, float* out,
+void group_dot_iq4(const uint8_t* g, int64_t, const BlockQ8_K* x, int64_t nb, float* out,
                    const uint8_t* next) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i table = _mm256_xor_si256(
       _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues))),
       _mm256_set1_epi8(static_cast<char>(0x80)));
-  alignas(32) float acc[8][16];  // [b % 8][row]
-  for (auto& a : acc) {
-    _mm256_store_ps(a, _mm256_setzero_ps());
-    _mm256_store_ps(a + 8, _mm256_setzero_ps());
-  }
+  Acc16 acc;
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = g + b * kIQ4_XSx16Block;
     prefetch_lines<128, kToL1>(blk + kIQ4_XSx16Prefetch);
@@ -111,19 +138,10 @@ void group_dot_iq4(const uint8_t* g, const BlockQ8_K* x, int64_t nb, float* out,
         _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk))), dx);
     const __m256 dd1 = _mm256_mul_ps(
         _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16))), dx);
-    float* a = acc[b % 8];
-    _mm256_store_ps(
-        a, _mm256_add_ps(_mm256_load_ps(a), _mm256_mul_ps(dd0, _mm256_cvtepi32_ps(sumi0))));
-    _mm256_store_ps(
-        a + 8, _mm256_add_ps(_mm256_load_ps(a + 8), _mm256_mul_ps(dd1, _mm256_cvtepi32_ps(sumi1))));
+    acc.add(b, 0, _mm256_mul_ps(dd0, _mm256_cvtepi32_ps(sumi0)));
+    acc.add(b, 1, _mm256_mul_ps(dd1, _mm256_cvtepi32_ps(sumi1)));
   }
-  for (int h = 0; h < 2; ++h) {
-    const auto a = [&](int k) { return _mm256_load_ps(acc[k] + 8 * h); };
-    const __m256 r =
-        _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a(0), a(4)), _mm256_add_ps(a(2), a(6))),
-                      _mm256_add_ps(_mm256_add_ps(a(1), a(5)), _mm256_add_ps(a(3), a(7))));
-    _mm256_storeu_ps(out + 8 * h, r);
-  }
+  acc.store(out);
 }
 
 // ---- kQ4_Kx16, kQ5_Kx16: Q4_K / Q5_K x Q8_K, all 16 rows a step ----
@@ -145,7 +163,7 @@ inline __m256i byte_dword(__m256i v) {
 // (vpmulld), and the mins come off through the bsums as the AVX2 kernel's. The integers are the
 // row kernels', the float steps gemv.cpp's: the same bits as gemv_ref.cpp.
 template <bool kFive>
-void group_dot_k(const uint8_t* g, const BlockQ8_K* x, int64_t nb, float* out,
+void group_dot_k(const uint8_t* g, int64_t, const BlockQ8_K* x, int64_t nb, float* out,
                  const uint8_t* next) {
   constexpr size_t kBlock = kFive ? kQ5_Kx16Block : 2304;
   constexpr size_t kCodes = kFive ? 768 : 256;
@@ -154,11 +172,7 @@ void group_dot_k(const uint8_t* g, const BlockQ8_K* x, int64_t nb, float* out,
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i m6 = _mm256_set1_epi8(0x3F);
   const __m256i m30 = _mm256_set1_epi8(0x30);
-  alignas(32) float acc[8][16];  // [b % 8][row]
-  for (auto& a : acc) {
-    _mm256_store_ps(a, _mm256_setzero_ps());
-    _mm256_store_ps(a + 8, _mm256_setzero_ps());
-  }
+  Acc16 acc;
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = g + b * kBlock;
     prefetch_lines<kCodes, kToL1>(blk + kPrefetch);
@@ -223,23 +237,15 @@ void group_dot_k(const uint8_t* g, const BlockQ8_K* x, int64_t nb, float* out,
     const __m256i bp = bsum_pairs(x[b].bsums);
     const __m256i summ0 = q4_k_mins(load(128), load(192), bp);
     const __m256i summ1 = q4_k_mins(load(160), load(224), bp);
-    float* a = acc[b % 8];
-    _mm256_store_ps(a, _mm256_add_ps(_mm256_load_ps(a), min_step(blk, 0, x[b].d, sumi0, summ0)));
-    _mm256_store_ps(a + 8,
-                    _mm256_add_ps(_mm256_load_ps(a + 8), min_step(blk, 1, x[b].d, sumi1, summ1)));
+    acc.add(b, 0, min_step(blk, 0, x[b].d, sumi0, summ0));
+    acc.add(b, 1, min_step(blk, 1, x[b].d, sumi1, summ1));
   }
-  for (int h = 0; h < 2; ++h) {
-    const auto a = [&](int k) { return _mm256_load_ps(acc[k] + 8 * h); };
-    const __m256 r =
-        _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a(0), a(4)), _mm256_add_ps(a(2), a(6))),
-                      _mm256_add_ps(_mm256_add_ps(a(1), a(5)), _mm256_add_ps(a(3), a(7))));
-    _mm256_storeu_ps(out + 8 * h, r);
-  }
+  acc.store(out);
 }
 
 // GEMV and GEMM over a super-block layout from its 16-row group kernel.
-using GroupDotFn = void (*)(const uint8_t* g, const BlockQ8_K* x, int64_t nb, float* out,
-                            const uint8_t* next);
+using GroupDotFn = void (*)(const uint8_t* g, int64_t r0, const BlockQ8_K* x, int64_t nb,
+                            float* out, const uint8_t* next);
 
 template <GroupDotFn Dot>
 void gemv_groups(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
@@ -248,7 +254,7 @@ void gemv_groups(const void* w, size_t row_stride, const void* xq, float* y, int
   const auto* x = static_cast<const BlockQ8_K*>(xq);
   const size_t group_bytes = 16 * row_stride;
   for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
-    Dot(g, x, nb, y + r, r + 16 < row_end ? g + group_bytes : nullptr);
+    Dot(g, r, x, nb, y + r, r + 16 < row_end ? g + group_bytes : nullptr);
   });
 }
 
@@ -264,7 +270,7 @@ void gemm_groups(const void* w, size_t row_stride, const void* xq, size_t xq_str
   for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
     const uint8_t* next = r + 16 < row_end ? g + group_bytes : nullptr;
     for (int64_t t = 0; t < n_tokens; ++t)
-      Dot(g, reinterpret_cast<const BlockQ8_K*>(xbase + t * xq_stride), nb, y + t * y_stride + r,
+      Dot(g, r, reinterpret_cast<const BlockQ8_K*>(xbase + t * xq_stride), nb, y + t * y_stride + r,
           t == 0 ? next : nullptr);
   });
 }

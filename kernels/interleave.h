@@ -51,7 +51,8 @@
 //     +64    for k < 3: the 16 rows' scale bytes 4k..4k+3 (the packed 6-bit scales and mins)
 //     +256   for i < 32: the 16 rows' qs[4i..4i+3]
 // Q4_K codes are unsigned (the mins are a separate term), so each load is a 16-lane vpdpbusd
-// with no offset; lane r holds row r's sub-block sums, scaled per lane by its 6-bit scales.
+// with no offset; lane r holds row r's sub-block sums, scaled per lane by its 6-bit scales
+// (AVX-VNNI: the same with two 8-lane registers per load; AVX2: two 8-row halves by vpmaddubsw).
 //
 // kQ5_Kx16 (Q5_K, n_rows % 16 == 0): kQ4_Kx16's with the 5th bits
 // between the scales and the codes, per super-block b of the group 2816 bytes (44 lines):
@@ -104,7 +105,8 @@
 //     +128   for i < 32: the 16 rows' qs[4i..4i+3] (sub-block i / 4)
 // AVX-512: each code load is a 16-lane vpdpbusd of the table values + 128 (unsigned, by vpshufb);
 // the offset comes off as 128 * (bsums[2s] + bsums[2s + 1]) per sub-block, before its scale.
-// AVX2: two 8-row halves, the signed values against |x| by vpmaddubsw, vpmaddwd by the scales.
+// AVX2: two 8-row halves, the signed values against |x| by vpmaddubsw, vpmaddwd by the scales;
+// AVX-VNNI: all 16 rows a step (two registers), the table values + 128 by vpdpbusd as AVX-512's.
 //
 // kQ5_0x16, kQ4_1x16, kQ5_1x16 (Q5_0 / Q4_1 / Q5_1, n_rows % 16 == 0, n_cols % 64 == 0): groups of
 // 16 rows in chunks of two blocks (2c, 2c + 1), as kQ4_0x16's with the blocks' other parts between
