@@ -8,9 +8,11 @@
 // streamed rate can only approach; and int8_peak/avx512 — independent vpdpbusd chains, the
 // core's int8 multiply-accumulate ceiling those GMAC/s are a share of (% in the counter
 // "of_int8_peak" once it has run: run it first, as the default order does).
-// Run: bench_gemv [--gemv_mib=N] [--gemv_rows=R --gemv_cols=C] [Google Benchmark flags, e.g.
+// Run: bench_gemv [--gemv_mib=N] [--gemv_rows=R --gemv_cols=C] [--gemv_novnni]
+//      [Google Benchmark flags, e.g.
 //      --benchmark_filter=Q4_0]  (R x C: the streamed matrices' shape, default 4096 x 4096;
-//      151936 x 2048 is Qwen3-30B-A3B's output head)
+//      151936 x 2048 is Qwen3-30B-A3B's output head; --gemv_novnni: the avx2 kernels without
+//      AVX-VNNI's, as ISA=avx2-plain)
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 #include <sys/mman.h>
@@ -270,6 +272,8 @@ int main(int argc, char** argv) {
       g_rows = std::strtoll(argv[i] + 12, nullptr, 10);
     else if (std::strncmp(argv[i], "--gemv_cols=", 12) == 0)
       g_cols = std::strtoll(argv[i] + 12, nullptr, 10);
+    else if (std::strcmp(argv[i], "--gemv_novnni") == 0)
+      strata::kernels::set_avxvnni_allowed(false);
     else
       argv[out++] = argv[i];
   }

@@ -144,6 +144,61 @@ void group_dot_iq4(const uint8_t* g, int64_t, const BlockQ8_K* x, int64_t nb, fl
   acc.store(out);
 }
 
+// The same group against T activation rows, for GEMMs: one 8-row half at a time (the second finds
+// the super-block's lines in L1), each code line's table values built once for T tokens'
+// vpdpbusd. The same integers as group_dot_iq4's, then its float step: the same bits. cold: the
+// group's first batch, which L1-prefetches ahead as the GEMV does.
+template <int T>
+void chain_dot_iq4(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float* const* outs,
+                   bool cold) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i table = _mm256_xor_si256(
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues))),
+      _mm256_set1_epi8(static_cast<char>(0x80)));
+  Acc16 acc[T];
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = g + b * kIQ4_XSx16Block;
+    if (cold) prefetch_lines<kIQ4_XSx16Block, kToL1>(blk + kIQ4_XSx16Prefetch);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i sh = _mm256_slli_epi32(
+          _mm256_cvtepu16_epi32(
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 32 + 16 * h))),
+          4);
+      const __m256i sl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 + 32 * h));
+      __m256i sumi[T];
+      for (auto& v : sumi) v = _mm256_setzero_si256();
+      for (int s = 0; s < 8; ++s) {
+        __m256i sub[T];
+        for (int t = 0; t < T; ++t)
+          sub[t] = _mm256_set1_epi32(-128 * (xs[t][b].bsums[2 * s] + xs[t][b].bsums[2 * s + 1]));
+#pragma GCC unroll 4
+        for (int ii = 0; ii < 4; ++ii) {
+          const __m256i v = _mm256_loadu_si256(
+              reinterpret_cast<const __m256i*>(blk + 128 + (4 * s + ii) * 64 + 32 * h));
+          const __m256i lo = _mm256_shuffle_epi8(table, _mm256_and_si256(v, m4));
+          const __m256i hi =
+              _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+          for (int t = 0; t < T; ++t) {
+            const int8_t* xq = xs[t][b].qs + 32 * s + 4 * ii;
+            sub[t] = _mm256_dpbusd_avx_epi32(sub[t], lo, bcast4(xq));
+            sub[t] = _mm256_dpbusd_avx_epi32(sub[t], hi, bcast4(xq + 16));
+          }
+        }
+        const __m256i sc = iq4_scale(sl, sh, s);
+        for (int t = 0; t < T; ++t)
+          sumi[t] = _mm256_add_epi32(sumi[t], _mm256_mullo_epi32(sc, sub[t]));
+      }
+      const __m256 dw =
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * h)));
+      for (int t = 0; t < T; ++t)
+        acc[t].add(b, h,
+                   _mm256_mul_ps(_mm256_mul_ps(dw, _mm256_set1_ps(xs[t][b].d)),
+                                 _mm256_cvtepi32_ps(sumi[t])));
+    }
+  }
+  for (int t = 0; t < T; ++t) acc[t].store(outs[t]);
+}
+
 // ---- kQ4_Kx16, kQ5_Kx16: Q4_K / Q5_K x Q8_K, all 16 rows a step ----
 
 // Byte j of every dword, zero-extended to the dword.
@@ -243,6 +298,77 @@ void group_dot_k(const uint8_t* g, int64_t, const BlockQ8_K* x, int64_t nb, floa
   acc.store(out);
 }
 
+// The same group against T activation rows, for GEMMs: one 8-row half at a time (the second finds
+// the super-block's lines in L1), each code line's codes built once for T tokens' vpdpbusd (T sub-
+// block sums of each nibble live). The same integers as group_dot_k's, then its float step: the
+// same bits. cold: the group's first batch, which L1-prefetches ahead as the GEMV does.
+template <bool kFive, int T>
+void chain_dot_k(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float* const* outs,
+                 bool cold) {
+  constexpr size_t kBlock = kFive ? kQ5_Kx16Block : 2304;
+  constexpr size_t kCodes = kFive ? 768 : 256;
+  constexpr size_t kPrefetch = kFive ? kQ5_Kx16Prefetch : kQ4_Kx16Prefetch;
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  Acc16 acc[T];
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = g + b * kBlock;
+    if (cold) prefetch_lines<kBlock, kToL1>(blk + kPrefetch);
+    const auto load = [&](size_t off) {
+      return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + off));
+    };
+    for (int h = 0; h < 2; ++h) {
+      const __m256i s0 = load(64 + 32 * h), s2 = load(192 + 32 * h);
+      const __m256i sc_lo = _mm256_and_si256(s0, _mm256_set1_epi8(0x3F));
+      const __m256i sc_hi =
+          _mm256_or_si256(_mm256_and_si256(s2, m4),
+                          _mm256_and_si256(_mm256_srli_epi32(s0, 2), _mm256_set1_epi8(0x30)));
+      __m256i sumi[T];
+      for (auto& v : sumi) v = _mm256_setzero_si256();
+      const auto pair = [&](auto c_const) {
+        constexpr int c = decltype(c_const)::value;
+        __m256i l[T], u[T];
+        for (int t = 0; t < T; ++t) l[t] = u[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; ++i) {
+          const __m256i v = load(kCodes + static_cast<size_t>(8 * c + i) * 64 + 32 * h);
+          __m256i lo = _mm256_and_si256(v, m4);
+          __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+          if constexpr (kFive) {
+            const __m256i qh = load(256 + static_cast<size_t>(i) * 64 + 32 * h);
+            const auto fifth = [&](int bit) {
+              const __m256i f = _mm256_and_si256(qh, _mm256_set1_epi8(static_cast<char>(1 << bit)));
+              return bit <= 4 ? _mm256_slli_epi16(f, 4 - bit) : _mm256_srli_epi16(f, bit - 4);
+            };
+            lo = _mm256_or_si256(lo, fifth(2 * c));
+            hi = _mm256_or_si256(hi, fifth(2 * c + 1));
+          }
+          for (int t = 0; t < T; ++t) {
+            const int8_t* xq = xs[t][b].qs + 64 * c + 4 * i;
+            l[t] = _mm256_dpbusd_avx_epi32(l[t], lo, bcast4(xq));
+            u[t] = _mm256_dpbusd_avx_epi32(u[t], hi, bcast4(xq + 32));
+          }
+        }
+        constexpr int j = (2 * c) % 4;
+        const __m256i sc = c < 2 ? sc_lo : sc_hi;
+        const __m256i sl = byte_dword<j>(sc), sh = byte_dword<j + 1>(sc);
+        for (int t = 0; t < T; ++t)
+          sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(_mm256_mullo_epi32(sl, l[t]),
+                                                               _mm256_mullo_epi32(sh, u[t])));
+      };
+      pair(std::integral_constant<int, 0>{});
+      pair(std::integral_constant<int, 1>{});
+      pair(std::integral_constant<int, 2>{});
+      pair(std::integral_constant<int, 3>{});
+      const __m256i s1 = load(128 + 32 * h), s2b = load(192 + 32 * h);
+      for (int t = 0; t < T; ++t) {
+        const __m256i summ = q4_k_mins(s1, s2b, bsum_pairs(xs[t][b].bsums));
+        acc[t].add(b, h, min_step(blk, h, xs[t][b].d, sumi[t], summ));
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) acc[t].store(outs[t]);
+}
+
 // GEMV and GEMM over a super-block layout from its 16-row group kernel.
 using GroupDotFn = void (*)(const uint8_t* g, int64_t r0, const BlockQ8_K* x, int64_t nb,
                             float* out, const uint8_t* next);
@@ -275,6 +401,38 @@ void gemm_groups(const void* w, size_t row_stride, const void* xq, size_t xq_str
   });
 }
 
+// A chain GEMM: the tokens in batches of kChain through Chain (one pass over a group's lines per
+// batch, the first batch's cold), the rest one at a time through Dot.
+using ChainFn = void (*)(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb,
+                         float* const* outs, bool cold);
+
+template <int kChain, ChainFn Chain, GroupDotFn Dot>
+void gemm_chain(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
+                size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
+                int64_t n_cols) {
+  const int64_t nb = n_cols / kQK_K;
+  const auto* xbase = static_cast<const uint8_t*>(xq);
+  const size_t group_bytes = 16 * row_stride;
+  const auto x_at = [&](int64_t t) {
+    return reinterpret_cast<const BlockQ8_K*>(xbase + t * xq_stride);
+  };
+  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
+    const uint8_t* next = r + 16 < row_end ? g + group_bytes : nullptr;
+    if (next != nullptr) prefetch_lines<kInterleavePrefetch, kToL2>(next);
+    int64_t t = 0;
+    for (; t + kChain <= n_tokens; t += kChain) {
+      const BlockQ8_K* xs[kChain];
+      float* outs[kChain];
+      for (int k = 0; k < kChain; ++k) {
+        xs[k] = x_at(t + k);
+        outs[k] = y + (t + k) * y_stride + r;
+      }
+      Chain(g, xs, nb, outs, t == 0);
+    }
+    for (; t < n_tokens; ++t) Dot(g, r, x_at(t), nb, y + t * y_stride + r, nullptr);
+  });
+}
+
 }  // namespace
 
 GemvKernels interleaved_kernels_avxvnni(WeightLayout layout) {
@@ -286,11 +444,13 @@ GemvKernels interleaved_kernels_avxvnni(WeightLayout layout) {
   if (layout == WeightLayout::kMXFP4x16)
     k = {&gemv_x16<WeightLayout::kMXFP4x16>, &gemm_x16<WeightLayout::kMXFP4x16, true>};
   if (layout == WeightLayout::kIQ4_XSx16)
-    k = {&gemv_groups<&group_dot_iq4>, &gemm_groups<&group_dot_iq4>};
+    k = {&gemv_groups<&group_dot_iq4>, &gemm_chain<4, &chain_dot_iq4<4>, &group_dot_iq4>};
   if (layout == WeightLayout::kQ4_Kx16)
-    k = {&gemv_groups<&group_dot_k<false>>, &gemm_groups<&group_dot_k<false>>};
+    k = {&gemv_groups<&group_dot_k<false>>,
+         &gemm_chain<4, &chain_dot_k<false, 4>, &group_dot_k<false>>};
   if (layout == WeightLayout::kQ5_Kx16)
-    k = {&gemv_groups<&group_dot_k<true>>, &gemm_groups<&group_dot_k<true>>};
+    k = {&gemv_groups<&group_dot_k<true>>,
+         &gemm_chain<4, &chain_dot_k<true, 4>, &group_dot_k<true>>};
   return k;
 }
 
