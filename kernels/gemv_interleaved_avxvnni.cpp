@@ -39,39 +39,6 @@ void gemv_x16(const void* w, size_t row_stride, const void* xq, float* y, int64_
 
 // ---- kIQ4_XSx16: IQ4_XS x Q8_K, all 16 rows a step ----
 
-inline __m256i bcast4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
-
-// The 8 canonical accumulators (acc[b % 8], gemv.cpp) of a 16-row group's two 8-row halves, on
-// the stack: one load and store per super-block, no registers held across it.
-struct Acc16 {
-  alignas(32) float v[8][16];  // [b % 8][row]
-  Acc16() {
-    for (auto& a : v) {
-      _mm256_store_ps(a, _mm256_setzero_ps());
-      _mm256_store_ps(a + 8, _mm256_setzero_ps());
-    }
-  }
-  // acc[b % 8] of rows 8h..8h+7 += step.
-  void add(int64_t b, int h, __m256 step) {
-    float* a = v[b % 8] + 8 * h;
-    _mm256_store_ps(a, _mm256_add_ps(_mm256_load_ps(a), step));
-  }
-  // The canonical fold (gemv.cpp step 4), both halves.
-  void store(float* out) const {
-    for (int h = 0; h < 2; ++h) {
-      const auto a = [&](int k) { return _mm256_load_ps(v[k] + 8 * h); };
-      const __m256 r =
-          _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a(0), a(4)), _mm256_add_ps(a(2), a(6))),
-                        _mm256_add_ps(_mm256_add_ps(a(1), a(5)), _mm256_add_ps(a(3), a(7))));
-      _mm256_storeu_ps(out + 8 * h, r);
-    }
-  }
-};
-
 // Sub-block s's 6-bit scale less 32, one per lane (row), from the rows' scales_l dwords (sl) and
 // scales_h words widened to dwords and shifted up by 4 (sh4).
 inline __m256i iq4_scale(__m256i sl, __m256i sh4, int s) {
@@ -201,15 +168,6 @@ void chain_dot_iq4(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, flo
 
 // ---- kQ4_Kx16, kQ5_Kx16: Q4_K / Q5_K x Q8_K, all 16 rows a step ----
 
-// Byte j of every dword, zero-extended to the dword.
-template <int j>
-inline __m256i byte_dword(__m256i v) {
-  constexpr char z = -128;
-  return _mm256_shuffle_epi8(
-      v, _mm256_setr_epi8(j, z, z, z, 4 + j, z, z, z, 8 + j, z, z, z, 12 + j, z, z, z, j, z, z, z,
-                          4 + j, z, z, z, 8 + j, z, z, z, 12 + j, z, z, z));
-}
-
 // One 16-row kQ4_Kx16 (kFive: kQ5_Kx16) group against one activation row; next: as in
 // group_dot_iq4. Per sub-block pair c (8 code lines, each both 8-row halves' qs dwords), the
 // unsigned codes (the nibbles; Q5_K: with each line's 5th bits, bits 2c / 2c + 1 of the qh line at
@@ -298,77 +256,6 @@ void group_dot_k(const uint8_t* g, int64_t, const BlockQ8_K* x, int64_t nb, floa
   acc.store(out);
 }
 
-// The same group against T activation rows, for GEMMs: one 8-row half at a time (the second finds
-// the super-block's lines in L1), each code line's codes built once for T tokens' vpdpbusd (T sub-
-// block sums of each nibble live). The same integers as group_dot_k's, then its float step: the
-// same bits. cold: the group's first batch, which L1-prefetches ahead as the GEMV does.
-template <bool kFive, int T>
-void chain_dot_k(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float* const* outs,
-                 bool cold) {
-  constexpr size_t kBlock = kFive ? kQ5_Kx16Block : 2304;
-  constexpr size_t kCodes = kFive ? 768 : 256;
-  constexpr size_t kPrefetch = kFive ? kQ5_Kx16Prefetch : kQ4_Kx16Prefetch;
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  Acc16 acc[T];
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = g + b * kBlock;
-    if (cold) prefetch_lines<kBlock, kToL1>(blk + kPrefetch);
-    const auto load = [&](size_t off) {
-      return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + off));
-    };
-    for (int h = 0; h < 2; ++h) {
-      const __m256i s0 = load(64 + 32 * h), s2 = load(192 + 32 * h);
-      const __m256i sc_lo = _mm256_and_si256(s0, _mm256_set1_epi8(0x3F));
-      const __m256i sc_hi =
-          _mm256_or_si256(_mm256_and_si256(s2, m4),
-                          _mm256_and_si256(_mm256_srli_epi32(s0, 2), _mm256_set1_epi8(0x30)));
-      __m256i sumi[T];
-      for (auto& v : sumi) v = _mm256_setzero_si256();
-      const auto pair = [&](auto c_const) {
-        constexpr int c = decltype(c_const)::value;
-        __m256i l[T], u[T];
-        for (int t = 0; t < T; ++t) l[t] = u[t] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-        for (int i = 0; i < 8; ++i) {
-          const __m256i v = load(kCodes + static_cast<size_t>(8 * c + i) * 64 + 32 * h);
-          __m256i lo = _mm256_and_si256(v, m4);
-          __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-          if constexpr (kFive) {
-            const __m256i qh = load(256 + static_cast<size_t>(i) * 64 + 32 * h);
-            const auto fifth = [&](int bit) {
-              const __m256i f = _mm256_and_si256(qh, _mm256_set1_epi8(static_cast<char>(1 << bit)));
-              return bit <= 4 ? _mm256_slli_epi16(f, 4 - bit) : _mm256_srli_epi16(f, bit - 4);
-            };
-            lo = _mm256_or_si256(lo, fifth(2 * c));
-            hi = _mm256_or_si256(hi, fifth(2 * c + 1));
-          }
-          for (int t = 0; t < T; ++t) {
-            const int8_t* xq = xs[t][b].qs + 64 * c + 4 * i;
-            l[t] = _mm256_dpbusd_avx_epi32(l[t], lo, bcast4(xq));
-            u[t] = _mm256_dpbusd_avx_epi32(u[t], hi, bcast4(xq + 32));
-          }
-        }
-        constexpr int j = (2 * c) % 4;
-        const __m256i sc = c < 2 ? sc_lo : sc_hi;
-        const __m256i sl = byte_dword<j>(sc), sh = byte_dword<j + 1>(sc);
-        for (int t = 0; t < T; ++t)
-          sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(_mm256_mullo_epi32(sl, l[t]),
-                                                               _mm256_mullo_epi32(sh, u[t])));
-      };
-      pair(std::integral_constant<int, 0>{});
-      pair(std::integral_constant<int, 1>{});
-      pair(std::integral_constant<int, 2>{});
-      pair(std::integral_constant<int, 3>{});
-      const __m256i s1 = load(128 + 32 * h), s2b = load(192 + 32 * h);
-      for (int t = 0; t < T; ++t) {
-        const __m256i summ = q4_k_mins(s1, s2b, bsum_pairs(xs[t][b].bsums));
-        acc[t].add(b, h, min_step(blk, h, xs[t][b].d, sumi[t], summ));
-      }
-    }
-  }
-  for (int t = 0; t < T; ++t) acc[t].store(outs[t]);
-}
-
 // GEMV and GEMM over a super-block layout from its 16-row group kernel.
 using GroupDotFn = void (*)(const uint8_t* g, int64_t r0, const BlockQ8_K* x, int64_t nb,
                             float* out, const uint8_t* next);
@@ -384,55 +271,6 @@ void gemv_groups(const void* w, size_t row_stride, const void* xq, float* y, int
   });
 }
 
-// The GEMM: tokens inner, so the group stays in L1 (or L2) for every token; the first token's pass
-// prefetches the next group into L2.
-template <GroupDotFn Dot>
-void gemm_groups(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
-                 size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
-                 int64_t n_cols) {
-  const int64_t nb = n_cols / kQK_K;
-  const auto* xbase = static_cast<const uint8_t*>(xq);
-  const size_t group_bytes = 16 * row_stride;
-  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
-    const uint8_t* next = r + 16 < row_end ? g + group_bytes : nullptr;
-    for (int64_t t = 0; t < n_tokens; ++t)
-      Dot(g, r, reinterpret_cast<const BlockQ8_K*>(xbase + t * xq_stride), nb, y + t * y_stride + r,
-          t == 0 ? next : nullptr);
-  });
-}
-
-// A chain GEMM: the tokens in batches of kChain through Chain (one pass over a group's lines per
-// batch, the first batch's cold), the rest one at a time through Dot.
-using ChainFn = void (*)(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb,
-                         float* const* outs, bool cold);
-
-template <int kChain, ChainFn Chain, GroupDotFn Dot>
-void gemm_chain(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
-                size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
-                int64_t n_cols) {
-  const int64_t nb = n_cols / kQK_K;
-  const auto* xbase = static_cast<const uint8_t*>(xq);
-  const size_t group_bytes = 16 * row_stride;
-  const auto x_at = [&](int64_t t) {
-    return reinterpret_cast<const BlockQ8_K*>(xbase + t * xq_stride);
-  };
-  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
-    const uint8_t* next = r + 16 < row_end ? g + group_bytes : nullptr;
-    if (next != nullptr) prefetch_lines<kInterleavePrefetch, kToL2>(next);
-    int64_t t = 0;
-    for (; t + kChain <= n_tokens; t += kChain) {
-      const BlockQ8_K* xs[kChain];
-      float* outs[kChain];
-      for (int k = 0; k < kChain; ++k) {
-        xs[k] = x_at(t + k);
-        outs[k] = y + (t + k) * y_stride + r;
-      }
-      Chain(g, xs, nb, outs, t == 0);
-    }
-    for (; t < n_tokens; ++t) Dot(g, r, x_at(t), nb, y + t * y_stride + r, nullptr);
-  });
-}
-
 }  // namespace
 
 GemvKernels interleaved_kernels_avxvnni(WeightLayout layout) {
@@ -444,13 +282,13 @@ GemvKernels interleaved_kernels_avxvnni(WeightLayout layout) {
   if (layout == WeightLayout::kMXFP4x16)
     k = {&gemv_x16<WeightLayout::kMXFP4x16>, &gemm_x16<WeightLayout::kMXFP4x16, true>};
   if (layout == WeightLayout::kIQ4_XSx16)
-    k = {&gemv_groups<&group_dot_iq4>, &gemm_chain<4, &chain_dot_iq4<4>, &group_dot_iq4>};
+    k = {&gemv_groups<&group_dot_iq4>, &gemm_chain<4, &chain_dot_iq4<4>, &chain_dot_iq4<1>>};
   if (layout == WeightLayout::kQ4_Kx16)
     k = {&gemv_groups<&group_dot_k<false>>,
-         &gemm_chain<4, &chain_dot_k<false, 4>, &group_dot_k<false>>};
+         &gemm_chain<4, &chain_dot_k<false, 4, true>, &chain_dot_k<false, 1, true>>};
   if (layout == WeightLayout::kQ5_Kx16)
     k = {&gemv_groups<&group_dot_k<true>>,
-         &gemm_chain<4, &chain_dot_k<true, 4>, &group_dot_k<true>>};
+         &gemm_chain<4, &chain_dot_k<true, 4, true>, &chain_dot_k<true, 1, true>>};
   return k;
 }
 

@@ -1,15 +1,45 @@
-// 256-bit helpers shared by the kQ2_Kx16 / kQ4_Kx16 / kQ5_Kx16 kernels of
-// gemv_interleaved_avx2.cpp (vpmaddubsw) and gemv_interleaved_avxvnni.cpp (vpdpbusd): the
-// canonical float step of the layouts with mins and the Q4_K / Q5_K mins' integer sum. Include
-// only from those two files.
+// 256-bit parts shared by the super-block layouts' kernels of gemv_interleaved_avx2.cpp
+// (vpmaddubsw) and gemv_interleaved_avxvnni.cpp (vpdpbusd): the canonical float step of the layouts
+// with mins, the Q4_K / Q5_K mins' integer sum, the accumulators of a 16-row group, and the
+// kQ4_Kx16 / kQ5_Kx16 GEMM in chain order with its driver. Include only from those two files.
 #pragma once
 
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
+
+#include "kernels/gemv_internal.h"
+#include "kernels/interleave_internal.h"
+#include "kernels/quant.h"
 
 namespace strata::kernels::detail {
 namespace {
+
+inline __m256i bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// Byte j of every dword, zero-extended to the dword.
+template <int j>
+inline __m256i byte_dword(__m256i v) {
+  constexpr char z = -128;
+  return _mm256_shuffle_epi8(
+      v, _mm256_setr_epi8(j, z, z, z, 4 + j, z, z, z, 8 + j, z, z, z, 12 + j, z, z, z, j, z, z, z,
+                          4 + j, z, z, z, 8 + j, z, z, z, 12 + j, z, z, z));
+}
+
+// Byte j of every dword (j <= 3), zero-extended into both int16 halves of the dword: a 6-bit
+// scale as the pair vpmaddwd needs to weight a row's two int16 partial sums.
+template <int j>
+inline __m256i dup_byte(__m256i v) {
+  constexpr char z = -128;
+  return _mm256_shuffle_epi8(v, _mm256_setr_epi8(j, z, j, z, 4 + j, z, 4 + j, z, 8 + j, z, 8 + j, z,
+                                                 12 + j, z, 12 + j, z, j, z, j, z, 4 + j, z, 4 + j,
+                                                 z, 8 + j, z, 8 + j, z, 12 + j, z, 12 + j, z));
+}
 
 // Bytes j and j + 1 of every dword, zero-extended into its two int16 halves.
 template <int j>
@@ -57,6 +87,163 @@ inline __m256i q4_k_mins(__m256i s1, __m256i s2, __m256i bp) {
                        _mm256_madd_epi16(pair_bytes<2>(mn_lo), _mm256_shuffle_epi32(bp, 0x55))),
       _mm256_add_epi32(_mm256_madd_epi16(pair_bytes<0>(mn_hi), _mm256_shuffle_epi32(bp, 0xAA)),
                        _mm256_madd_epi16(pair_bytes<2>(mn_hi), _mm256_shuffle_epi32(bp, 0xFF))));
+}
+
+// The 8 canonical accumulators (acc[b % 8], gemv.cpp) of a 16-row group's two 8-row halves, on
+// the stack: one load and store per super-block, no registers held across it.
+struct Acc16 {
+  alignas(32) float v[8][16];  // [b % 8][row]
+  Acc16() {
+    for (auto& a : v) {
+      _mm256_store_ps(a, _mm256_setzero_ps());
+      _mm256_store_ps(a + 8, _mm256_setzero_ps());
+    }
+  }
+  // acc[b % 8] of rows 8h..8h+7 += step.
+  void add(int64_t b, int h, __m256 step) {
+    float* a = v[b % 8] + 8 * h;
+    _mm256_store_ps(a, _mm256_add_ps(_mm256_load_ps(a), step));
+  }
+  // The canonical fold (gemv.cpp step 4), both halves.
+  void store(float* out) const {
+    for (int h = 0; h < 2; ++h) {
+      const auto a = [&](int k) { return _mm256_load_ps(v[k] + 8 * h); };
+      const __m256 r =
+          _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a(0), a(4)), _mm256_add_ps(a(2), a(6))),
+                        _mm256_add_ps(_mm256_add_ps(a(1), a(5)), _mm256_add_ps(a(3), a(7))));
+      _mm256_storeu_ps(out + 8 * h, r);
+    }
+  }
+};
+
+// One 16-row kQ4_Kx16 (kFive: kQ5_Kx16) group against T activation rows, for GEMMs: one 8-row
+// half at a time (the second finds the super-block's lines in L1), each code line's codes (as the
+// GEMV kernels build them) built once for T tokens. kVnni: vpdpbusd sums each sub-block per token
+// in int32 (at most 32 x 31 x 128) and vpmulld weights it by the row's 6-bit scale; else
+// vpmaddubsw sums kFlush lines in int16 and vpmaddwd takes them to int32 by the scale pairs. The
+// mins come off through the bsums (q4_k_mins). The integers are the row kernels', the float step
+// min_step: the same bits as gemv_ref.cpp. cold: the group's first batch, which L1-prefetches ahead
+// as the GEMV does.
+template <bool kFive, int T, bool kVnni>
+void chain_dot_k(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float* const* outs,
+                 bool cold) {
+  constexpr size_t kBlock = kFive ? kQ5_Kx16Block : 2304;
+  constexpr size_t kCodes = kFive ? 768 : 256;
+  constexpr size_t kPrefetch = kFive ? kQ5_Kx16Prefetch : kQ4_Kx16Prefetch;
+  [[maybe_unused]] constexpr int kFlush = kFive ? 4 : 8;
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  Acc16 acc[T];
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = g + b * kBlock;
+    if (cold) prefetch_lines<kBlock, kToL1>(blk + kPrefetch);
+    const auto load = [&](size_t off) {
+      return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + off));
+    };
+    for (int h = 0; h < 2; ++h) {
+      const __m256i s0 = load(64 + 32 * h), s2 = load(192 + 32 * h);
+      const __m256i sc_lo = _mm256_and_si256(s0, _mm256_set1_epi8(0x3F));
+      const __m256i sc_hi =
+          _mm256_or_si256(_mm256_and_si256(s2, m4),
+                          _mm256_and_si256(_mm256_srli_epi32(s0, 2), _mm256_set1_epi8(0x30)));
+      __m256i sumi[T];
+      for (auto& v : sumi) v = _mm256_setzero_si256();
+      const auto pair = [&](auto c_const) {
+        constexpr int c = decltype(c_const)::value;
+        constexpr int j = (2 * c) % 4;
+        const __m256i sc = c < 2 ? sc_lo : sc_hi;
+        __m256i l[T], u[T];
+        for (int t = 0; t < T; ++t) l[t] = u[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; ++i) {
+          const __m256i v = load(kCodes + static_cast<size_t>(8 * c + i) * 64 + 32 * h);
+          __m256i lo = _mm256_and_si256(v, m4);
+          __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+          if constexpr (kFive) {
+            const __m256i qh = load(256 + static_cast<size_t>(i) * 64 + 32 * h);
+            const auto fifth = [&](int bit) {
+              const __m256i f = _mm256_and_si256(qh, _mm256_set1_epi8(static_cast<char>(1 << bit)));
+              return bit <= 4 ? _mm256_slli_epi16(f, 4 - bit) : _mm256_srli_epi16(f, bit - 4);
+            };
+            lo = _mm256_or_si256(lo, fifth(2 * c));
+            hi = _mm256_or_si256(hi, fifth(2 * c + 1));
+          }
+          for (int t = 0; t < T; ++t) {
+            const int8_t* xq = xs[t][b].qs + 64 * c + 4 * i;
+            if constexpr (kVnni) {
+              l[t] = _mm256_dpbusd_avx_epi32(l[t], lo, bcast4(xq));
+              u[t] = _mm256_dpbusd_avx_epi32(u[t], hi, bcast4(xq + 32));
+            } else {
+              l[t] = _mm256_add_epi16(l[t], _mm256_maddubs_epi16(lo, bcast4(xq)));
+              u[t] = _mm256_add_epi16(u[t], _mm256_maddubs_epi16(hi, bcast4(xq + 32)));
+            }
+          }
+          if constexpr (!kVnni) {
+            // int16 sums of kFlush lines (Q4_K 8 x 2 x 15 x 128 = 30720, Q5_K 4 x 2 x 31 x 128 =
+            // 31744: exact) to int32 through the scale pairs.
+            if ((i + 1) % kFlush == 0)
+              for (int t = 0; t < T; ++t) {
+                sumi[t] = _mm256_add_epi32(
+                    sumi[t], _mm256_add_epi32(_mm256_madd_epi16(l[t], dup_byte<j>(sc)),
+                                              _mm256_madd_epi16(u[t], dup_byte<j + 1>(sc))));
+                l[t] = u[t] = _mm256_setzero_si256();
+              }
+          }
+        }
+        if constexpr (kVnni) {
+          const __m256i sl = byte_dword<j>(sc), sh = byte_dword<j + 1>(sc);
+          for (int t = 0; t < T; ++t)
+            sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(_mm256_mullo_epi32(sl, l[t]),
+                                                                 _mm256_mullo_epi32(sh, u[t])));
+        }
+      };
+      pair(std::integral_constant<int, 0>{});
+      pair(std::integral_constant<int, 1>{});
+      pair(std::integral_constant<int, 2>{});
+      pair(std::integral_constant<int, 3>{});
+      const __m256i s1 = load(128 + 32 * h), s2b = load(192 + 32 * h);
+      for (int t = 0; t < T; ++t) {
+        const __m256i summ = q4_k_mins(s1, s2b, bsum_pairs(xs[t][b].bsums));
+        acc[t].add(b, h, min_step(blk, h, xs[t][b].d, sumi[t], summ));
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) acc[t].store(outs[t]);
+}
+
+// A GEMM in chain order: the tokens in batches of kChain through Chain (one pass over a group's
+// lines per batch, the first one cold), the rest one at a time through One.
+using ChainFn = void (*)(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb,
+                         float* const* outs, bool cold);
+
+template <int kChain, ChainFn Chain, ChainFn One>
+void gemm_chain(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
+                size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
+                int64_t n_cols) {
+  const int64_t nb = n_cols / kQK_K;
+  const auto* xbase = static_cast<const uint8_t*>(xq);
+  const size_t group_bytes = 16 * row_stride;
+  const auto x_at = [&](int64_t t) {
+    return reinterpret_cast<const BlockQ8_K*>(xbase + t * xq_stride);
+  };
+  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
+    const uint8_t* next = r + 16 < row_end ? g + group_bytes : nullptr;
+    if (next != nullptr) prefetch_lines<kInterleavePrefetch, kToL2>(next);
+    int64_t t = 0;
+    for (; t + kChain <= n_tokens; t += kChain) {
+      const BlockQ8_K* xs[kChain];
+      float* outs[kChain];
+      for (int k = 0; k < kChain; ++k) {
+        xs[k] = x_at(t + k);
+        outs[k] = y + (t + k) * y_stride + r;
+      }
+      Chain(g, xs, nb, outs, t == 0);
+    }
+    for (; t < n_tokens; ++t) {
+      const BlockQ8_K* xs[1] = {x_at(t)};
+      float* outs[1] = {y + t * y_stride + r};
+      One(g, xs, nb, outs, t == 0);
+    }
+  });
 }
 
 }  // namespace
