@@ -457,6 +457,72 @@ void half_dot_iq4(const uint8_t* g, int64_t, int h, const BlockQ8_K* x, int64_t 
   _mm256_storeu_ps(out + 8 * h, fold_acc(acc));
 }
 
+// The same rows against T activation rows, for GEMMs, both halves in turn: each code line's signed
+// values looked up once for T tokens, the tokens' |x| taken once per super-block into a stack copy
+// (so a line costs a token 2 vpsignb, 2 vpmaddubsw and 2 vpmaddwd). The same integers as
+// half_dot_iq4's, then its float step: the same bits. cold: the group's first batch, which
+// L1-prefetches ahead as the GEMV does.
+template <int T>
+void chain_dot_iq4(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float* const* outs,
+                   bool cold) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i table =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+  Acc16 acc[T];
+  alignas(32) int8_t ax[T][kQK_K];  // |x| of each token's super-block
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = g + b * kIQ4_XSx16Block;
+    if (cold) prefetch_lines<kIQ4_XSx16Block, kToL1>(blk + kIQ4_XSx16Prefetch);
+    for (int t = 0; t < T; ++t)
+      for (int k = 0; k < kQK_K / 32; ++k)
+        _mm256_store_si256(reinterpret_cast<__m256i*>(ax[t] + 32 * k),
+                           _mm256_abs_epi8(_mm256_loadu_si256(
+                               reinterpret_cast<const __m256i*>(xs[t][b].qs + 32 * k))));
+    for (int h = 0; h < 2; ++h) {
+      const __m256i sh = _mm256_cvtepu16_epi32(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 32 + 16 * h)));
+      const __m256i sl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 + 32 * h));
+      __m256i sumi[T];
+      for (auto& v : sumi) v = _mm256_setzero_si256();
+      for (int s = 0; s < 8; ++s) {
+        // Sub-block s's scale field - 32, as the same int16 in both halves of the lane.
+        const __m256i sc = _mm256_sub_epi32(
+            _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi32(sl, 4 * s), _mm256_set1_epi32(0x0F)),
+                _mm256_slli_epi32(
+                    _mm256_and_si256(_mm256_srli_epi32(sh, 2 * s), _mm256_set1_epi32(3)), 4)),
+            _mm256_set1_epi32(32));
+        const __m256i sc16 = _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xFFFF)),
+                                             _mm256_slli_epi32(sc, 16));
+#pragma GCC unroll 4
+        for (int ii = 0; ii < 4; ++ii) {
+          const __m256i v = _mm256_loadu_si256(
+              reinterpret_cast<const __m256i*>(blk + 128 + (4 * s + ii) * 64 + 32 * h));
+          const __m256i lo = _mm256_shuffle_epi8(table, _mm256_and_si256(v, m4));
+          const __m256i hi =
+              _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+          for (int t = 0; t < T; ++t) {
+            const int off = 32 * s + 4 * ii;
+            const __m256i pl = _mm256_maddubs_epi16(
+                bcast4(ax[t] + off), _mm256_sign_epi8(lo, bcast4(xs[t][b].qs + off)));
+            const __m256i ph = _mm256_maddubs_epi16(
+                bcast4(ax[t] + off + 16), _mm256_sign_epi8(hi, bcast4(xs[t][b].qs + off + 16)));
+            sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(_mm256_madd_epi16(pl, sc16),
+                                                                 _mm256_madd_epi16(ph, sc16)));
+          }
+        }
+      }
+      const __m256 dw =
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * h)));
+      for (int t = 0; t < T; ++t)
+        acc[t].add(b, h,
+                   _mm256_mul_ps(_mm256_mul_ps(dw, _mm256_set1_ps(xs[t][b].d)),
+                                 _mm256_cvtepi32_ps(sumi[t])));
+    }
+  }
+  for (int t = 0; t < T; ++t) acc[t].store(outs[t]);
+}
+
 // ---- kQ2_Kx16, kQ3_Kx16: Q2_K / Q3_K x Q8_K, 8 rows (half h of the group) per register ----
 
 // Byte j of every dword (j <= 3) as a signed 16-bit value in both halves of the dword (into the
@@ -703,7 +769,8 @@ GemvKernels interleaved_kernels_avx2(WeightLayout layout) {
   if (layout == WeightLayout::kQ6_Kx16)
     return GemvKernels{&gemv_halves<&half_dot_q6>, &gemm_halves<&half_dot_q6>};
   if (layout == WeightLayout::kIQ4_XSx16)
-    return GemvKernels{&gemv_halves<&half_dot_iq4>, &gemm_halves<&half_dot_iq4>};
+    return GemvKernels{&gemv_halves<&half_dot_iq4>,
+                       &gemm_chain<4, &chain_dot_iq4<4>, &chain_dot_iq4<1>>};
   if (layout == WeightLayout::kQ2_Kx16)
     return GemvKernels{&gemv_halves<&half_dot_q2>, &gemm_halves<&half_dot_q2>};
   if (layout == WeightLayout::kQ3_Kx16)
