@@ -463,8 +463,8 @@ void half_dot_iq4(const uint8_t* g, int64_t, int h, const BlockQ8_K* x, int64_t 
 // half_dot_iq4's, then its float step: the same bits. cold: the group's first batch, which
 // L1-prefetches ahead as the GEMV does.
 template <int T>
-void chain_dot_iq4(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float* const* outs,
-                   bool cold) {
+void chain_dot_iq4(const uint8_t* g, int64_t, const BlockQ8_K* const* xs, int64_t nb,
+                   float* const* outs, bool cold) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i table =
       _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
@@ -587,88 +587,204 @@ inline __m256i k_low_sumi(const int8_t* xq, Code&& code, Scale&& scale, Line&& l
                           _mm256_add_epi32(run(I1{}, I0{}), run(I1{}, I1{})));
 }
 
+// The same group sums against T activation rows (kChain order for GEMMs): per field j of each code
+// line the code vector is built once (code(v, hm, hh, j), the line reloaded from L1 per field) and
+// meets each token's activation word, so T tokens' int16 group sums are live (not 4T); each
+// group's sums then meet the scale pair in vpmaddwd, added into sumi[t]. The same integers as
+// k_low_sumi's.
+template <int T, typename Code, typename Scale, typename Line, typename Hmask>
+inline void k_low_sumi_chain(const BlockQ8_K* const* xs, int64_t b, Code&& code, Scale&& scale,
+                             Line&& line, Hmask&& hmask, __m256i* sumi) {
+  const auto run = [&](auto hh_const, auto q_const, auto j_const) {
+    constexpr int hh = decltype(hh_const)::value, q = decltype(q_const)::value;
+    constexpr int j = decltype(j_const)::value;
+    __m256i s16[T];
+    for (auto& v : s16) v = _mm256_setzero_si256();
+    for (int ii = 0; ii < 4; ++ii) {
+      const __m256i v =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(line(8 * hh + 4 * q + ii)));
+      __m256i hm = _mm256_setzero_si256();
+      if constexpr (!std::is_null_pointer_v<std::decay_t<Hmask>>)
+        hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hmask(4 * q + ii)));
+      const __m256i c = code(v, hm, hh, j);
+      for (int t = 0; t < T; ++t)
+        s16[t] = _mm256_add_epi16(
+            s16[t], _mm256_maddubs_epi16(
+                        c, bcast_dword(xs[t][b].qs + 128 * hh + 32 * j + 16 * q + 4 * ii)));
+    }
+    const __m256i sc = scale(std::integral_constant<int, 8 * hh + 2 * j + q>{});
+    for (int t = 0; t < T; ++t) sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(s16[t], sc));
+  };
+  const auto fields = [&](auto hh, auto q) {
+    run(hh, q, std::integral_constant<int, 0>{});
+    run(hh, q, std::integral_constant<int, 1>{});
+    run(hh, q, std::integral_constant<int, 2>{});
+    run(hh, q, std::integral_constant<int, 3>{});
+  };
+  using I0 = std::integral_constant<int, 0>;
+  using I1 = std::integral_constant<int, 1>;
+  fields(I0{}, I0{});
+  fields(I0{}, I1{});
+  fields(I1{}, I0{});
+  fields(I1{}, I1{});
+}
+
+// kQ2_Kx16's 2-bit fields: field j of a code line, shifted down.
+struct Q2Code {
+  __m256i m3 = _mm256_set1_epi8(3);
+  __m256i operator()(__m256i v, __m256i, int, int j) const {
+    return _mm256_and_si256(j == 0 ? v : _mm256_srli_epi16(v, 2 * j), m3);
+  }
+};
+
+// A kQ2_Kx16 super-block's 4-bit scales (sc: group g in byte g % 4 of sc[g / 4]) and mins (mn,
+// likewise) for rows 8h..8h+7.
+inline void q2_scales_mins(const uint8_t* blk, int h, __m256i* sc, __m256i* mn) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  for (int k = 0; k < 4; ++k) {
+    const __m256i s =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 + 64 * k + 32 * h));
+    sc[k] = _mm256_and_si256(s, m4);
+    mn[k] = _mm256_and_si256(_mm256_srli_epi32(s, 4), m4);
+  }
+}
+
+// sum_g min_g x bsums_g for 8 rows, the mins as int16 pairs against the bsum pairs in vpmaddwd.
+inline __m256i q2_mins(const __m256i* mn, const int16_t* bsums) {
+  __m256i summ = _mm256_setzero_si256();
+  for (int k = 0; k < 4; ++k) {
+    const __m256i b01 = bcast_dword(bsums + 4 * k);
+    const __m256i b23 = bcast_dword(bsums + 4 * k + 2);
+    summ = _mm256_add_epi32(summ, _mm256_add_epi32(_mm256_madd_epi16(pair_bytes<0>(mn[k]), b01),
+                                                   _mm256_madd_epi16(pair_bytes<2>(mn[k]), b23)));
+  }
+  return summ;
+}
+
 // Rows 8h..8h+7 of one kQ2_Kx16 group against one activation row; next: the following group,
 // prefetched into L2 across both halves (as half_dot_k). The mins meet the activation's bsum pairs
 // in vpmaddwd.
 void half_dot_q2(const uint8_t* g, int64_t, int h, const BlockQ8_K* x, int64_t nb, float* out,
                  const uint8_t* next) {
-  const __m256i m3 = _mm256_set1_epi8(3);
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256 acc[8];
   for (int k = 0; k < 8; ++k) acc[k] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = g + b * kQ2_Kx16Block;
     if (h == 0) prefetch_lines<kQ2_Kx16Block, kToL1>(blk + kQ2_Kx16Prefetch);
-    const auto at = [&](size_t off) { return blk + off + 32 * h; };
     __m256i sc[4], mn[4];
-    for (int k = 0; k < 4; ++k) {
-      const __m256i s = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at(64 + 64 * k)));
-      sc[k] = _mm256_and_si256(s, m4);
-      mn[k] = _mm256_and_si256(_mm256_srli_epi32(s, 4), m4);
-    }
+    q2_scales_mins(blk, h, sc, mn);
     const __m256i sumi = k_low_sumi(
-        x[b].qs,
-        [&](__m256i v, __m256i, int, int j) {
-          return _mm256_and_si256(j == 0 ? v : _mm256_srli_epi16(v, 2 * j), m3);
-        },
+        x[b].qs, Q2Code{},
         [&](auto grp) {
           constexpr int gi = decltype(grp)::value;
           return dup_byte<gi % 4>(sc[gi / 4]);
         },
-        [&](int i) { return at(320 + 64 * static_cast<size_t>(i)); }, nullptr,
+        [&](int i) { return blk + 320 + 64 * static_cast<size_t>(i) + 32 * h; }, nullptr,
         [&](int k) {
           if (next != nullptr)
             prefetch_lines<192, kToL2>(next + ((h * nb + b) * 4 + k) * (kQ2_Kx16Block / 8));
         });
-    __m256i summ = _mm256_setzero_si256();
-    for (int k = 0; k < 4; ++k) {
-      const __m256i b01 = bcast_dword(x[b].bsums + 4 * k);
-      const __m256i b23 = bcast_dword(x[b].bsums + 4 * k + 2);
-      summ = _mm256_add_epi32(summ, _mm256_add_epi32(_mm256_madd_epi16(pair_bytes<0>(mn[k]), b01),
-                                                     _mm256_madd_epi16(pair_bytes<2>(mn[k]), b23)));
-    }
-    acc[b % 8] = _mm256_add_ps(acc[b % 8], min_step(blk, h, x[b].d, sumi, summ));
+    acc[b % 8] = _mm256_add_ps(acc[b % 8], min_step(blk, h, x[b].d, sumi, q2_mins(mn, x[b].bsums)));
   }
   _mm256_storeu_ps(out + 8 * h, fold_acc(acc));
 }
 
+// A kQ2_Kx16 group against T activation rows, both halves in turn (GEMMs; cold: the group's first
+// batch, which L1-prefetches ahead as the GEMV does): k_low_sumi_chain, then half_dot_q2's steps.
+template <int T>
+void chain_dot_q2(const uint8_t* g, int64_t, const BlockQ8_K* const* xs, int64_t nb,
+                  float* const* outs, bool cold) {
+  Acc16 acc[T];
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = g + b * kQ2_Kx16Block;
+    if (cold) prefetch_lines<kQ2_Kx16Block, kToL1>(blk + kQ2_Kx16Prefetch);
+    for (int h = 0; h < 2; ++h) {
+      __m256i sc[4], mn[4];
+      q2_scales_mins(blk, h, sc, mn);
+      __m256i sumi[T];
+      for (auto& v : sumi) v = _mm256_setzero_si256();
+      k_low_sumi_chain<T>(
+          xs, b, Q2Code{},
+          [&](auto grp) {
+            constexpr int gi = decltype(grp)::value;
+            return dup_byte<gi % 4>(sc[gi / 4]);
+          },
+          [&](int i) { return blk + 320 + 64 * static_cast<size_t>(i) + 32 * h; }, nullptr, sumi);
+      for (int t = 0; t < T; ++t)
+        acc[t].add(b, h, min_step(blk, h, xs[t][b].d, sumi[t], q2_mins(mn, xs[t][b].bsums)));
+    }
+  }
+  for (int t = 0; t < T; ++t) acc[t].store(outs[t]);
+}
+
+// kQ3_Kx16's 3-bit codes: field j of a code line (2 bits) with bit 4hh + j of its hmask line's
+// bytes as bit 2.
+struct Q3Code {
+  __m256i m3 = _mm256_set1_epi8(3);
+  __m256i bit2 = _mm256_set1_epi8(4);
+  __m256i operator()(__m256i v, __m256i hm, int hh, int j) const {
+    const __m256i low = _mm256_and_si256(j == 0 ? v : _mm256_srli_epi16(v, 2 * j), m3);
+    const int sh = 2 - (4 * hh + j);  // bit 4hh + j of each hmask byte to bit 2
+    const __m256i hs = sh > 0   ? _mm256_slli_epi16(hm, sh)
+                       : sh < 0 ? _mm256_srli_epi16(hm, -sh)
+                                : hm;
+    return _mm256_or_si256(low, _mm256_and_si256(hs, bit2));
+  }
+};
+
+// The rows' sixteen Q3_K scales less 32 as signed bytes, scale g in byte g % 4 of u[g / 4], for
+// rows 8h..8h+7 of the super-block whose parts are p.
+inline void q3_scales(const uint8_t* g, const Q3KParts& p, int h, __m256i* u) {
+  const __m256i lo4 = _mm256_set1_epi32(0x0F0F0F0F);
+  const __m256i lo2 = _mm256_set1_epi32(0x03030303);
+  const auto load = [&](size_t off) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + off + 32 * h));
+  };
+  const __m256i a0 = load(p.scales), a1 = load(p.scales + 64), a2 = load(p.scales + 128);
+  const auto word = [&](__m256i low, int low_shift, int high_shift) {
+    const __m256i l = _mm256_and_si256(_mm256_srli_epi32(low, low_shift), lo4);
+    const __m256i hb =
+        _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(a2, high_shift), lo2), 4);
+    return _mm256_sub_epi8(_mm256_or_si256(l, hb), _mm256_set1_epi8(32));
+  };
+  u[0] = word(a0, 0, 0);
+  u[1] = word(a1, 0, 2);
+  u[2] = word(a0, 4, 4);
+  u[3] = word(a1, 4, 6);
+}
+
+// The float step of rows 8h..8h+7: the 4 (codes are value + 4) comes off as 4 x sum_g sc_g x
+// bsums_g, the scales as signed int16 pairs (g, g + 1) against the bsum pairs in vpmaddwd.
+inline __m256 q3_step(const uint8_t* g, const Q3KParts& p, int h, const __m256i* u,
+                      const BlockQ8_K& x, __m256i sumi) {
+  __m256i sb = _mm256_setzero_si256();
+  for (int k = 0; k < 4; ++k) {
+    const __m256i b01 = bcast_dword(x.bsums + 4 * k);
+    const __m256i b23 = bcast_dword(x.bsums + 4 * k + 2);
+    sb = _mm256_add_epi32(sb, _mm256_add_epi32(_mm256_madd_epi16(pair_bytes_signed<0>(u[k]), b01),
+                                               _mm256_madd_epi16(pair_bytes_signed<2>(u[k]), b23)));
+  }
+  const __m256i centred = _mm256_sub_epi32(sumi, _mm256_slli_epi32(sb, 2));
+  const __m256 dd = _mm256_mul_ps(
+      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + p.d + 16 * h))),
+      _mm256_set1_ps(x.d));
+  return _mm256_mul_ps(dd, _mm256_cvtepi32_ps(centred));
+}
+
 // Rows 8h..8h+7 of one kQ3_Kx16 group (its first row r0: the parity) against one activation row.
-// Codes unsigned 0..7 (value + 4); the 4 comes off as 4 x sum_g sc_g x bsums_g, the signed scales
-// against the bsum pairs in vpmaddwd.
+// Codes unsigned 0..7 (value + 4); the 4 comes off through the bsums (q3_step).
 void half_dot_q3(const uint8_t* g, int64_t r0, int h, const BlockQ8_K* x, int64_t nb, float* out,
                  const uint8_t* next) {
   const bool odd = q3_kx16_group_odd(r0, nb);
-  const __m256i m3 = _mm256_set1_epi8(3);
-  const __m256i bit2 = _mm256_set1_epi8(4);
-  const __m256i lo4 = _mm256_set1_epi32(0x0F0F0F0F);
-  const __m256i lo2 = _mm256_set1_epi32(0x03030303);
   __m256 acc[8];
   for (int k = 0; k < 8; ++k) acc[k] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const Q3KParts p = q3_kx16_parts(b, odd);
     if (h == 0) prefetch_lines<kQ3_Kx16Block + 32, kToL1>(g + b * kQ3_Kx16Block + kQ3_Kx16Prefetch);
-    const auto load = [&](size_t off) {
-      return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + off + 32 * h));
-    };
-    // The rows' sixteen scales less 32 as signed bytes, scale g in byte g % 4 of u[g / 4].
-    const __m256i a0 = load(p.scales), a1 = load(p.scales + 64), a2 = load(p.scales + 128);
-    const auto word = [&](__m256i low, int low_shift, int high_shift) {
-      const __m256i l = _mm256_and_si256(_mm256_srli_epi32(low, low_shift), lo4);
-      const __m256i hb =
-          _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(a2, high_shift), lo2), 4);
-      return _mm256_sub_epi8(_mm256_or_si256(l, hb), _mm256_set1_epi8(32));
-    };
-    const __m256i u[4] = {word(a0, 0, 0), word(a1, 0, 2), word(a0, 4, 4), word(a1, 4, 6)};
+    __m256i u[4];
+    q3_scales(g, p, h, u);
     const __m256i sumi = k_low_sumi(
-        x[b].qs,
-        [&](__m256i v, __m256i hm, int hh, int j) {
-          const __m256i low = _mm256_and_si256(j == 0 ? v : _mm256_srli_epi16(v, 2 * j), m3);
-          const int sh = 2 - (4 * hh + j);  // bit 4hh + j of each hmask byte to bit 2
-          const __m256i hs = sh > 0   ? _mm256_slli_epi16(hm, sh)
-                             : sh < 0 ? _mm256_srli_epi16(hm, -sh)
-                                      : hm;
-          return _mm256_or_si256(low, _mm256_and_si256(hs, bit2));
-        },
+        x[b].qs, Q3Code{},
         [&](auto grp) {
           constexpr int gi = decltype(grp)::value;
           return dup_byte_signed<gi % 4>(u[gi / 4]);
@@ -678,22 +794,37 @@ void half_dot_q3(const uint8_t* g, int64_t r0, int h, const BlockQ8_K* x, int64_
           if (next != nullptr)
             prefetch_lines<256, kToL2>(next + ((h * nb + b) * 4 + k) * (kQ3_Kx16Block / 8));
         });
-    // 4 x sum_g sc_g x bsums_g, the scales as signed int16 pairs (g, g + 1).
-    __m256i sb = _mm256_setzero_si256();
-    for (int k = 0; k < 4; ++k) {
-      const __m256i b01 = bcast_dword(x[b].bsums + 4 * k);
-      const __m256i b23 = bcast_dword(x[b].bsums + 4 * k + 2);
-      sb = _mm256_add_epi32(sb,
-                            _mm256_add_epi32(_mm256_madd_epi16(pair_bytes_signed<0>(u[k]), b01),
-                                             _mm256_madd_epi16(pair_bytes_signed<2>(u[k]), b23)));
-    }
-    const __m256i centred = _mm256_sub_epi32(sumi, _mm256_slli_epi32(sb, 2));
-    const __m256 dd = _mm256_mul_ps(
-        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + p.d + 16 * h))),
-        _mm256_set1_ps(x[b].d));
-    acc[b % 8] = _mm256_add_ps(acc[b % 8], _mm256_mul_ps(dd, _mm256_cvtepi32_ps(centred)));
+    acc[b % 8] = _mm256_add_ps(acc[b % 8], q3_step(g, p, h, u, x[b], sumi));
   }
   _mm256_storeu_ps(out + 8 * h, fold_acc(acc));
+}
+
+// A kQ3_Kx16 group (first row r0) against T activation rows, both halves in turn, as chain_dot_q2.
+template <int T>
+void chain_dot_q3(const uint8_t* g, int64_t r0, const BlockQ8_K* const* xs, int64_t nb,
+                  float* const* outs, bool cold) {
+  const bool odd = q3_kx16_group_odd(r0, nb);
+  Acc16 acc[T];
+  for (int64_t b = 0; b < nb; ++b) {
+    const Q3KParts p = q3_kx16_parts(b, odd);
+    if (cold) prefetch_lines<kQ3_Kx16Block + 32, kToL1>(g + b * kQ3_Kx16Block + kQ3_Kx16Prefetch);
+    for (int h = 0; h < 2; ++h) {
+      __m256i u[4];
+      q3_scales(g, p, h, u);
+      __m256i sumi[T];
+      for (auto& v : sumi) v = _mm256_setzero_si256();
+      k_low_sumi_chain<T>(
+          xs, b, Q3Code{},
+          [&](auto grp) {
+            constexpr int gi = decltype(grp)::value;
+            return dup_byte_signed<gi % 4>(u[gi / 4]);
+          },
+          [&](int i) { return g + p.qs(i) + 32 * h; },
+          [&](int m) { return g + p.hmask(m) + 32 * h; }, sumi);
+      for (int t = 0; t < T; ++t) acc[t].add(b, h, q3_step(g, p, h, u, *(xs[t] + b), sumi[t]));
+    }
+  }
+  for (int t = 0; t < T; ++t) acc[t].store(outs[t]);
 }
 
 // GEMV / GEMM over a super-block layout from its half pass HalfDot (rows 8h..8h+7 of the group
@@ -772,9 +903,11 @@ GemvKernels interleaved_kernels_avx2(WeightLayout layout) {
     return GemvKernels{&gemv_halves<&half_dot_iq4>,
                        &gemm_chain<4, &chain_dot_iq4<4>, &chain_dot_iq4<1>>};
   if (layout == WeightLayout::kQ2_Kx16)
-    return GemvKernels{&gemv_halves<&half_dot_q2>, &gemm_halves<&half_dot_q2>};
+    return GemvKernels{&gemv_halves<&half_dot_q2>,
+                       &gemm_chain<4, &chain_dot_q2<4>, &chain_dot_q2<1>>};
   if (layout == WeightLayout::kQ3_Kx16)
-    return GemvKernels{&gemv_halves<&half_dot_q3>, &gemm_halves<&half_dot_q3>};
+    return GemvKernels{&gemv_halves<&half_dot_q3>,
+                       &gemm_chain<4, &chain_dot_q3<4>, &chain_dot_q3<1>>};
   return GemvKernels{nullptr, nullptr};
 }
 

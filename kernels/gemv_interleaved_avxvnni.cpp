@@ -116,8 +116,8 @@ void group_dot_iq4(const uint8_t* g, int64_t, const BlockQ8_K* x, int64_t nb, fl
 // vpdpbusd. The same integers as group_dot_iq4's, then its float step: the same bits. cold: the
 // group's first batch, which L1-prefetches ahead as the GEMV does.
 template <int T>
-void chain_dot_iq4(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float* const* outs,
-                   bool cold) {
+void chain_dot_iq4(const uint8_t* g, int64_t, const BlockQ8_K* const* xs, int64_t nb,
+                   float* const* outs, bool cold) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i table = _mm256_xor_si256(
       _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues))),

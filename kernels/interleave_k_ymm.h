@@ -125,8 +125,8 @@ struct Acc16 {
 // min_step: the same bits as gemv_ref.cpp. cold: the group's first batch, which L1-prefetches ahead
 // as the GEMV does.
 template <bool kFive, int T, bool kVnni>
-void chain_dot_k(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float* const* outs,
-                 bool cold) {
+void chain_dot_k(const uint8_t* g, int64_t, const BlockQ8_K* const* xs, int64_t nb,
+                 float* const* outs, bool cold) {
   constexpr size_t kBlock = kFive ? kQ5_Kx16Block : 2304;
   constexpr size_t kCodes = kFive ? 768 : 256;
   constexpr size_t kPrefetch = kFive ? kQ5_Kx16Prefetch : kQ4_Kx16Prefetch;
@@ -212,7 +212,7 @@ void chain_dot_k(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb, float
 
 // A GEMM in chain order: the tokens in batches of kChain through Chain (one pass over a group's
 // lines per batch, the first one cold), the rest one at a time through One.
-using ChainFn = void (*)(const uint8_t* g, const BlockQ8_K* const* xs, int64_t nb,
+using ChainFn = void (*)(const uint8_t* g, int64_t r0, const BlockQ8_K* const* xs, int64_t nb,
                          float* const* outs, bool cold);
 
 template <int kChain, ChainFn Chain, ChainFn One>
@@ -236,12 +236,12 @@ void gemm_chain(const void* w, size_t row_stride, const void* xq, size_t xq_stri
         xs[k] = x_at(t + k);
         outs[k] = y + (t + k) * y_stride + r;
       }
-      Chain(g, xs, nb, outs, t == 0);
+      Chain(g, r, xs, nb, outs, t == 0);
     }
     for (; t < n_tokens; ++t) {
       const BlockQ8_K* xs[1] = {x_at(t)};
       float* outs[1] = {y + t * y_stride + r};
-      One(g, xs, nb, outs, t == 0);
+      One(g, r, xs, nb, outs, t == 0);
     }
   });
 }
