@@ -399,6 +399,86 @@ void half_dot_q6(const uint8_t* g, int64_t r0, int h, const BlockQ8_K* x, int64_
   _mm256_storeu_ps(out + 8 * h, fold_acc(acc));
 }
 
+// A kQ6_Kx16 group (first row r0) against T activation rows, for GEMMs, both halves in turn: per
+// 16-element run (hh, q, k) and 4-byte column, the run's codes built once (two loads from L1) for
+// T tokens' vpmaddubsw, two columns' int16 sums to int32 by the scale pair in vpmaddwd; the -32
+// as half_dot_q6's. The same integers, then its float step: the same bits. cold: the group's
+// first batch, which L1-prefetches ahead as the GEMV does.
+template <int T>
+void chain_dot_q6(const uint8_t* g, int64_t r0, const BlockQ8_K* const* xs, int64_t nb,
+                  float* const* outs, bool cold) {
+  const bool odd = q6_kx16_group_odd(r0, nb);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i m30 = _mm256_set1_epi8(0x30);
+  const __m128i dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+  Acc16 acc[T];
+  for (int64_t b = 0; b < nb; ++b) {
+    const Q6KParts p = q6_kx16_parts(b, odd);
+    if (cold) prefetch_lines<kQ6_Kx16Block + 64, kToL1>(g + b * kQ6_Kx16Block + kQ6_Kx16Prefetch);
+    for (int h = 0; h < 2; ++h) {
+      __m256i sumi[T], off[T];
+      for (int t = 0; t < T; ++t) sumi[t] = off[t] = _mm256_setzero_si256();
+      const auto run = [&](auto hh_const, auto q_const, auto k_const) {
+        constexpr int hh = decltype(hh_const)::value, q = decltype(q_const)::value;
+        constexpr int k = decltype(k_const)::value;
+        const int grp = 8 * hh + 2 * k + q;  // the run's 16-element group
+        const __m128i s8 = _mm_loadl_epi64(
+            reinterpret_cast<const __m128i*>(g + p.scales + 16 * static_cast<size_t>(grp) + 8 * h));
+        const __m256i sc = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(s8, dup));
+        for (int t = 0; t < T; ++t)
+          off[t] = _mm256_add_epi32(off[t],
+                                    _mm256_madd_epi16(sc, _mm256_set1_epi16(xs[t][b].bsums[grp])));
+        for (int ip = 0; ip < 2; ++ip) {
+          __m256i s16[T];
+          for (auto& v : s16) v = _mm256_setzero_si256();
+          for (int i2 = 0; i2 < 2; ++i2) {
+            const int i = 4 * q + 2 * ip + i2;
+            // Runs 0 and 2 read ql line i, 1 and 3 line 8 + i; the qh line's bit pair k.
+            const __m256i lq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                g + p.ql + static_cast<size_t>(16 * hh + (k & 1) * 8 + i) * 64 + 32 * h));
+            const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                g + p.qh + static_cast<size_t>(8 * hh + i) * 64 + 32 * h));
+            const __m256i low =
+                k < 2 ? _mm256_and_si256(lq, m4) : _mm256_and_si256(_mm256_srli_epi16(lq, 4), m4);
+            const __m256i high = k == 0   ? _mm256_slli_epi16(hb, 4)
+                                 : k == 1 ? _mm256_slli_epi16(hb, 2)
+                                 : k == 2 ? hb
+                                          : _mm256_srli_epi16(hb, 2);
+            const __m256i code = _mm256_or_si256(low, _mm256_and_si256(high, m30));
+            for (int t = 0; t < T; ++t)
+              s16[t] = _mm256_add_epi16(
+                  s16[t],
+                  _mm256_maddubs_epi16(code, bcast_dword(xs[t][b].qs + 128 * hh + 32 * k + 4 * i)));
+          }
+          for (int t = 0; t < T; ++t)
+            sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(s16[t], sc));
+        }
+      };
+      const auto runs = [&](auto hh, auto q) {
+        run(hh, q, std::integral_constant<int, 0>{});
+        run(hh, q, std::integral_constant<int, 1>{});
+        run(hh, q, std::integral_constant<int, 2>{});
+        run(hh, q, std::integral_constant<int, 3>{});
+      };
+      using I0 = std::integral_constant<int, 0>;
+      using I1 = std::integral_constant<int, 1>;
+      runs(I0{}, I0{});
+      runs(I0{}, I1{});
+      runs(I1{}, I0{});
+      runs(I1{}, I1{});
+      const __m256 dw =
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + p.d + 16 * h)));
+      for (int t = 0; t < T; ++t) {
+        const __m256i centred = _mm256_sub_epi32(sumi[t], _mm256_slli_epi32(off[t], 4));
+        acc[t].add(b, h,
+                   _mm256_mul_ps(_mm256_mul_ps(dw, _mm256_set1_ps(xs[t][b].d)),
+                                 _mm256_cvtepi32_ps(centred)));
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) acc[t].store(outs[t]);
+}
+
 // ---- kIQ4_XSx16: IQ4_XS x Q8_K, 8 rows (half h of the group) per register ----
 
 // Rows 8h..8h+7 of one 16-row group against one activation row. The nibbles become signed table
@@ -898,7 +978,8 @@ GemvKernels interleaved_kernels_avx2(WeightLayout layout) {
     return GemvKernels{&gemv_halves<&half_dot_k<true>>,
                        &gemm_chain<4, &chain_dot_k<true, 4, false>, &chain_dot_k<true, 1, false>>};
   if (layout == WeightLayout::kQ6_Kx16)
-    return GemvKernels{&gemv_halves<&half_dot_q6>, &gemm_halves<&half_dot_q6>};
+    return GemvKernels{&gemv_halves<&half_dot_q6>,
+                       &gemm_chain<4, &chain_dot_q6<4>, &chain_dot_q6<1>>};
   if (layout == WeightLayout::kIQ4_XSx16)
     return GemvKernels{&gemv_halves<&half_dot_iq4>,
                        &gemm_chain<4, &chain_dot_iq4<4>, &chain_dot_iq4<1>>};
