@@ -23,12 +23,6 @@
 namespace strata::kernels::detail {
 namespace {
 
-inline __m256i bcast_dword(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
-
 // The canonical fold of the 8 accumulators (gemv.cpp step 4), lane by lane.
 inline __m256 fold_acc(const __m256* a) {
   return _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6])),
@@ -153,9 +147,9 @@ void half_dot_b32(const uint8_t* g, int h, const BlockQ8_0* x, const XPrep* prep
         lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(qh, 4 - j), c16));
         hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_srli_epi16(qh, j), c16));
       }
-      s16[0] = _mm256_add_epi16(s16[0], _mm256_maddubs_epi16(lo, bcast_dword(x[b].qs + 4 * j)));
-      s16[kSplit] = _mm256_add_epi16(s16[kSplit],
-                                     _mm256_maddubs_epi16(hi, bcast_dword(x[b].qs + 16 + 4 * j)));
+      s16[0] = _mm256_add_epi16(s16[0], _mm256_maddubs_epi16(lo, bcast4(x[b].qs + 4 * j)));
+      s16[kSplit] =
+          _mm256_add_epi16(s16[kSplit], _mm256_maddubs_epi16(hi, bcast4(x[b].qs + 16 + 4 * j)));
     }
     __m256i isum = _mm256_madd_epi16(s16[0], ones);
     if constexpr (kSplit == 1) isum = _mm256_add_epi32(isum, _mm256_madd_epi16(s16[1], ones));
@@ -378,8 +372,7 @@ void half_dot_q6(const uint8_t* g, int64_t r0, int h, const BlockQ8_K* x, int64_
                               _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30))};
           for (int k = 0; k < 4; ++k)
             s16[k] = _mm256_add_epi16(
-                s16[k],
-                _mm256_maddubs_epi16(codes[k], bcast_dword(xq + 128 * hh + 32 * k + 4 * i)));
+                s16[k], _mm256_maddubs_epi16(codes[k], bcast4(xq + 128 * hh + 32 * k + 4 * i)));
         }
         for (int k = 0; k < 4; ++k) sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(s16[k], sc[k]));
       }
@@ -448,32 +441,18 @@ void chain_dot_q6(const uint8_t* g, int64_t r0, const BlockQ8_K* const* xs, int6
             for (int t = 0; t < T; ++t)
               s16[t] = _mm256_add_epi16(
                   s16[t],
-                  _mm256_maddubs_epi16(code, bcast_dword(xs[t][b].qs + 128 * hh + 32 * k + 4 * i)));
+                  _mm256_maddubs_epi16(code, bcast4(xs[t][b].qs + 128 * hh + 32 * k + 4 * i)));
           }
           for (int t = 0; t < T; ++t)
             sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(s16[t], sc));
         }
       };
-      const auto runs = [&](auto hh, auto q) {
-        run(hh, q, std::integral_constant<int, 0>{});
-        run(hh, q, std::integral_constant<int, 1>{});
-        run(hh, q, std::integral_constant<int, 2>{});
-        run(hh, q, std::integral_constant<int, 3>{});
-      };
-      using I0 = std::integral_constant<int, 0>;
-      using I1 = std::integral_constant<int, 1>;
-      runs(I0{}, I0{});
-      runs(I0{}, I1{});
-      runs(I1{}, I0{});
-      runs(I1{}, I1{});
+      for_runs(run);
       const __m256 dw =
           _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + p.d + 16 * h)));
-      for (int t = 0; t < T; ++t) {
-        const __m256i centred = _mm256_sub_epi32(sumi[t], _mm256_slli_epi32(off[t], 4));
-        acc[t].add(b, h,
-                   _mm256_mul_ps(_mm256_mul_ps(dw, _mm256_set1_ps(xs[t][b].d)),
-                                 _mm256_cvtepi32_ps(centred)));
-      }
+      for (int t = 0; t < T; ++t)
+        acc[t].add_dd(b, h, dw, xs[t][b].d,
+                      _mm256_sub_epi32(sumi[t], _mm256_slli_epi32(off[t], 4)));
     }
   }
   for (int t = 0; t < T; ++t) acc[t].store(outs[t]);
@@ -496,22 +475,12 @@ void half_dot_iq4(const uint8_t* g, int64_t, int h, const BlockQ8_K* x, int64_t 
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = g + b * kIQ4_XSx16Block;
     if (h == 0) prefetch_lines<128, kToL1>(blk + kInterleavePrefetch);
-    const __m256i sh =
-        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 32 + 16 * h)));
-    const __m256i sl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 + 32 * h));
+    const Iq4Scales scales = iq4_scales(blk, h);
     const int8_t* xq = x[b].qs;
     __m256i sumi = _mm256_setzero_si256();
     for (int s = 0; s < 8; ++s) {
       if (next != nullptr) prefetch_lines<192, kToL2>(next + ((h * nb + b) * 8 + s) * 136);
-      // Sub-block s's scale field - 32, as the same int16 in both halves of the lane.
-      const __m256i sc = _mm256_sub_epi32(
-          _mm256_or_si256(
-              _mm256_and_si256(_mm256_srli_epi32(sl, 4 * s), _mm256_set1_epi32(0x0F)),
-              _mm256_slli_epi32(
-                  _mm256_and_si256(_mm256_srli_epi32(sh, 2 * s), _mm256_set1_epi32(3)), 4)),
-          _mm256_set1_epi32(32));
-      const __m256i sc16 = _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xFFFF)),
-                                           _mm256_slli_epi32(sc, 16));
+      const __m256i sc16 = iq4_scale16(scales, s);
       for (int ii = 0; ii < 4; ++ii) {
         const size_t off = 128 + static_cast<size_t>(4 * s + ii) * 64;
         if (h == 0) prefetch_lines<64, kToL1>(blk + off + kInterleavePrefetch);
@@ -559,21 +528,11 @@ void chain_dot_iq4(const uint8_t* g, int64_t, const BlockQ8_K* const* xs, int64_
                            _mm256_abs_epi8(_mm256_loadu_si256(
                                reinterpret_cast<const __m256i*>(xs[t][b].qs + 32 * k))));
     for (int h = 0; h < 2; ++h) {
-      const __m256i sh = _mm256_cvtepu16_epi32(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 32 + 16 * h)));
-      const __m256i sl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 + 32 * h));
+      const Iq4Scales scales = iq4_scales(blk, h);
       __m256i sumi[T];
       for (auto& v : sumi) v = _mm256_setzero_si256();
       for (int s = 0; s < 8; ++s) {
-        // Sub-block s's scale field - 32, as the same int16 in both halves of the lane.
-        const __m256i sc = _mm256_sub_epi32(
-            _mm256_or_si256(
-                _mm256_and_si256(_mm256_srli_epi32(sl, 4 * s), _mm256_set1_epi32(0x0F)),
-                _mm256_slli_epi32(
-                    _mm256_and_si256(_mm256_srli_epi32(sh, 2 * s), _mm256_set1_epi32(3)), 4)),
-            _mm256_set1_epi32(32));
-        const __m256i sc16 = _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xFFFF)),
-                                             _mm256_slli_epi32(sc, 16));
+        const __m256i sc16 = iq4_scale16(scales, s);
 #pragma GCC unroll 4
         for (int ii = 0; ii < 4; ++ii) {
           const __m256i v = _mm256_loadu_si256(
@@ -594,10 +553,7 @@ void chain_dot_iq4(const uint8_t* g, int64_t, const BlockQ8_K* const* xs, int64_
       }
       const __m256 dw =
           _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * h)));
-      for (int t = 0; t < T; ++t)
-        acc[t].add(b, h,
-                   _mm256_mul_ps(_mm256_mul_ps(dw, _mm256_set1_ps(xs[t][b].d)),
-                                 _mm256_cvtepi32_ps(sumi[t])));
+      for (int t = 0; t < T; ++t) acc[t].add_dd(b, h, dw, xs[t][b].d, sumi[t]);
     }
   }
   for (int t = 0; t < T; ++t) acc[t].store(outs[t]);
@@ -651,7 +607,7 @@ inline __m256i k_low_sumi(const int8_t* xq, Code&& code, Scale&& scale, Line&& l
       for (int j = 0; j < 4; ++j)
         s16[j] = _mm256_add_epi16(
             s16[j], _mm256_maddubs_epi16(code(v, hm, hh, j),
-                                         bcast_dword(xq + 128 * hh + 32 * j + 16 * q + 4 * ii)));
+                                         bcast4(xq + 128 * hh + 32 * j + 16 * q + 4 * ii)));
     }
     return _mm256_add_epi32(
         _mm256_add_epi32(
@@ -689,24 +645,13 @@ inline void k_low_sumi_chain(const BlockQ8_K* const* xs, int64_t b, Code&& code,
       const __m256i c = code(v, hm, hh, j);
       for (int t = 0; t < T; ++t)
         s16[t] = _mm256_add_epi16(
-            s16[t], _mm256_maddubs_epi16(
-                        c, bcast_dword(xs[t][b].qs + 128 * hh + 32 * j + 16 * q + 4 * ii)));
+            s16[t],
+            _mm256_maddubs_epi16(c, bcast4(xs[t][b].qs + 128 * hh + 32 * j + 16 * q + 4 * ii)));
     }
     const __m256i sc = scale(std::integral_constant<int, 8 * hh + 2 * j + q>{});
     for (int t = 0; t < T; ++t) sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(s16[t], sc));
   };
-  const auto fields = [&](auto hh, auto q) {
-    run(hh, q, std::integral_constant<int, 0>{});
-    run(hh, q, std::integral_constant<int, 1>{});
-    run(hh, q, std::integral_constant<int, 2>{});
-    run(hh, q, std::integral_constant<int, 3>{});
-  };
-  using I0 = std::integral_constant<int, 0>;
-  using I1 = std::integral_constant<int, 1>;
-  fields(I0{}, I0{});
-  fields(I0{}, I1{});
-  fields(I1{}, I0{});
-  fields(I1{}, I1{});
+  for_runs(run);
 }
 
 // kQ2_Kx16's 2-bit fields: field j of a code line, shifted down.
@@ -733,8 +678,8 @@ inline void q2_scales_mins(const uint8_t* blk, int h, __m256i* sc, __m256i* mn) 
 inline __m256i q2_mins(const __m256i* mn, const int16_t* bsums) {
   __m256i summ = _mm256_setzero_si256();
   for (int k = 0; k < 4; ++k) {
-    const __m256i b01 = bcast_dword(bsums + 4 * k);
-    const __m256i b23 = bcast_dword(bsums + 4 * k + 2);
+    const __m256i b01 = bcast4(bsums + 4 * k);
+    const __m256i b23 = bcast4(bsums + 4 * k + 2);
     summ = _mm256_add_epi32(summ, _mm256_add_epi32(_mm256_madd_epi16(pair_bytes<0>(mn[k]), b01),
                                                    _mm256_madd_epi16(pair_bytes<2>(mn[k]), b23)));
   }
@@ -839,8 +784,8 @@ inline __m256 q3_step(const uint8_t* g, const Q3KParts& p, int h, const __m256i*
                       const BlockQ8_K& x, __m256i sumi) {
   __m256i sb = _mm256_setzero_si256();
   for (int k = 0; k < 4; ++k) {
-    const __m256i b01 = bcast_dword(x.bsums + 4 * k);
-    const __m256i b23 = bcast_dword(x.bsums + 4 * k + 2);
+    const __m256i b01 = bcast4(x.bsums + 4 * k);
+    const __m256i b23 = bcast4(x.bsums + 4 * k + 2);
     sb = _mm256_add_epi32(sb, _mm256_add_epi32(_mm256_madd_epi16(pair_bytes_signed<0>(u[k]), b01),
                                                _mm256_madd_epi16(pair_bytes_signed<2>(u[k]), b23)));
   }

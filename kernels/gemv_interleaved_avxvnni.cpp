@@ -39,15 +39,6 @@ void gemv_x16(const void* w, size_t row_stride, const void* xq, float* y, int64_
 
 // ---- kIQ4_XSx16: IQ4_XS x Q8_K, all 16 rows a step ----
 
-// Sub-block s's 6-bit scale less 32, one per lane (row), from the rows' scales_l dwords (sl) and
-// scales_h words widened to dwords and shifted up by 4 (sh4).
-inline __m256i iq4_scale(__m256i sl, __m256i sh4, int s) {
-  return _mm256_sub_epi32(
-      _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(sl, 4 * s), _mm256_set1_epi32(0x0F)),
-                      _mm256_and_si256(_mm256_srli_epi32(sh4, 2 * s), _mm256_set1_epi32(0x30))),
-      _mm256_set1_epi32(32));
-}
-
 // One 16-row kIQ4_XSx16 group against one activation row; next: the following group of the call
 // (or null), prefetched into L2 a sub-block's share at a time. Each 64-byte code line holds both
 // 8-row halves' qs dwords: per half, the nibbles become table values + 128 (unsigned, vpshufb)
@@ -67,12 +58,7 @@ void group_dot_iq4(const uint8_t* g, int64_t, const BlockQ8_K* x, int64_t nb, fl
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = g + b * kIQ4_XSx16Block;
     prefetch_lines<128, kToL1>(blk + kIQ4_XSx16Prefetch);
-    const __m256i sh0 = _mm256_slli_epi32(
-        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 32))), 4);
-    const __m256i sh1 = _mm256_slli_epi32(
-        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 48))), 4);
-    const __m256i sl0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64));
-    const __m256i sl1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 96));
+    const Iq4Scales sc0 = iq4_scales(blk, 0), sc1 = iq4_scales(blk, 1);
     const int8_t* xq = x[b].qs;
     __m256i sumi0 = _mm256_setzero_si256(), sumi1 = sumi0;
 #pragma GCC unroll 8
@@ -95,18 +81,15 @@ void group_dot_iq4(const uint8_t* g, int64_t, const BlockQ8_K* x, int64_t nb, fl
         u1 = _mm256_dpbusd_avx_epi32(
             u1, _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v1, 4), m4)), xh);
       }
-      sumi0 = _mm256_add_epi32(
-          sumi0, _mm256_mullo_epi32(iq4_scale(sl0, sh0, s), _mm256_add_epi32(t0, u0)));
-      sumi1 = _mm256_add_epi32(
-          sumi1, _mm256_mullo_epi32(iq4_scale(sl1, sh1, s), _mm256_add_epi32(t1, u1)));
+      sumi0 =
+          _mm256_add_epi32(sumi0, _mm256_mullo_epi32(iq4_scale(sc0, s), _mm256_add_epi32(t0, u0)));
+      sumi1 =
+          _mm256_add_epi32(sumi1, _mm256_mullo_epi32(iq4_scale(sc1, s), _mm256_add_epi32(t1, u1)));
     }
-    const __m256 dx = _mm256_set1_ps(x[b].d);
-    const __m256 dd0 =
-        _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk))), dx);
-    const __m256 dd1 = _mm256_mul_ps(
-        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16))), dx);
-    acc.add(b, 0, _mm256_mul_ps(dd0, _mm256_cvtepi32_ps(sumi0)));
-    acc.add(b, 1, _mm256_mul_ps(dd1, _mm256_cvtepi32_ps(sumi1)));
+    acc.add_dd(b, 0, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk))),
+               x[b].d, sumi0);
+    acc.add_dd(b, 1, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16))),
+               x[b].d, sumi1);
   }
   acc.store(out);
 }
@@ -127,11 +110,7 @@ void chain_dot_iq4(const uint8_t* g, int64_t, const BlockQ8_K* const* xs, int64_
     const uint8_t* blk = g + b * kIQ4_XSx16Block;
     if (cold) prefetch_lines<kIQ4_XSx16Block, kToL1>(blk + kIQ4_XSx16Prefetch);
     for (int h = 0; h < 2; ++h) {
-      const __m256i sh = _mm256_slli_epi32(
-          _mm256_cvtepu16_epi32(
-              _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 32 + 16 * h))),
-          4);
-      const __m256i sl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 + 32 * h));
+      const Iq4Scales scales = iq4_scales(blk, h);
       __m256i sumi[T];
       for (auto& v : sumi) v = _mm256_setzero_si256();
       for (int s = 0; s < 8; ++s) {
@@ -151,16 +130,13 @@ void chain_dot_iq4(const uint8_t* g, int64_t, const BlockQ8_K* const* xs, int64_
             sub[t] = _mm256_dpbusd_avx_epi32(sub[t], hi, bcast4(xq + 16));
           }
         }
-        const __m256i sc = iq4_scale(sl, sh, s);
+        const __m256i sc = iq4_scale(scales, s);
         for (int t = 0; t < T; ++t)
           sumi[t] = _mm256_add_epi32(sumi[t], _mm256_mullo_epi32(sc, sub[t]));
       }
       const __m256 dw =
           _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * h)));
-      for (int t = 0; t < T; ++t)
-        acc[t].add(b, h,
-                   _mm256_mul_ps(_mm256_mul_ps(dw, _mm256_set1_ps(xs[t][b].d)),
-                                 _mm256_cvtepi32_ps(sumi[t])));
+      for (int t = 0; t < T; ++t) acc[t].add_dd(b, h, dw, xs[t][b].d, sumi[t]);
     }
   }
   for (int t = 0; t < T; ++t) acc[t].store(outs[t]);

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "kernels/gemv_internal.h"
 #include "kernels/interleave_internal.h"
@@ -16,7 +17,8 @@
 namespace strata::kernels::detail {
 namespace {
 
-inline __m256i bcast4(const int8_t* p) {
+// The 4 bytes at p in every dword.
+inline __m256i bcast4(const void* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
   return _mm256_set1_epi32(v);
@@ -39,6 +41,48 @@ inline __m256i dup_byte(__m256i v) {
   return _mm256_shuffle_epi8(v, _mm256_setr_epi8(j, z, j, z, 4 + j, z, 4 + j, z, 8 + j, z, 8 + j, z,
                                                  12 + j, z, 12 + j, z, j, z, j, z, 4 + j, z, 4 + j,
                                                  z, 8 + j, z, 8 + j, z, 12 + j, z, 12 + j, z));
+}
+
+// IQ4_XS: sub-block s's 6-bit scale less 32, one per lane (row), from the rows' scales_l dwords
+// (sl) and scales_h words widened to dwords and shifted up by 4 (sh4).
+inline __m256i iq4_scale(__m256i sl, __m256i sh4, int s) {
+  return _mm256_sub_epi32(
+      _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(sl, 4 * s), _mm256_set1_epi32(0x0F)),
+                      _mm256_and_si256(_mm256_srli_epi32(sh4, 2 * s), _mm256_set1_epi32(0x30))),
+      _mm256_set1_epi32(32));
+}
+
+// IQ4_XS rows 8h..8h+7's scale words in super-block blk: their scales_l dwords and their scales_h
+// words widened to dwords and shifted up by 4, as iq4_scale takes them.
+struct Iq4Scales {
+  __m256i sl, sh4;
+};
+inline Iq4Scales iq4_scales(const uint8_t* blk, int h) {
+  return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 + 32 * h)),
+          _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(
+                                reinterpret_cast<const __m128i*>(blk + 32 + 16 * h))),
+                            4)};
+}
+inline __m256i iq4_scale(const Iq4Scales& sc, int s) {
+  return iq4_scale(sc.sl, sc.sh4, s);
+}
+// The same as the same int16 in both halves of the lane (vpmaddwd's pair).
+inline __m256i iq4_scale16(const Iq4Scales& sc, int s) {
+  const __m256i v = iq4_scale(sc, s);
+  return _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(v, 16));
+}
+
+// fn(hh, q, j) as integral constants for the 16 (half, quarter, field) runs of a K-quant
+// super-block, hh outermost, j innermost.
+template <typename Fn, int... I>
+inline void each_run(Fn&& fn, std::integer_sequence<int, I...>) {
+  (fn(std::integral_constant<int, I / 8>{}, std::integral_constant<int, (I / 4) % 2>{},
+      std::integral_constant<int, I % 4>{}),
+   ...);
+}
+template <typename Fn>
+inline void for_runs(Fn&& fn) {
+  each_run(fn, std::make_integer_sequence<int, 16>{});
 }
 
 // Bytes j and j + 1 of every dword, zero-extended into its two int16 halves.
@@ -103,6 +147,11 @@ struct Acc16 {
   void add(int64_t b, int h, __m256 step) {
     float* a = v[b % 8] + 8 * h;
     _mm256_store_ps(a, _mm256_add_ps(_mm256_load_ps(a), step));
+  }
+  // acc[b % 8] of rows 8h..8h+7 += (dw * d_x) * (float)sumi: the canonical step of the layouts
+  // without mins.
+  void add_dd(int64_t b, int h, __m256 dw, float d_x, __m256i sumi) {
+    add(b, h, _mm256_mul_ps(_mm256_mul_ps(dw, _mm256_set1_ps(d_x)), _mm256_cvtepi32_ps(sumi)));
   }
   // The canonical fold (gemv.cpp step 4), both halves.
   void store(float* out) const {
