@@ -180,11 +180,14 @@ void BM_GemmHot(benchmark::State& state, GgmlType type, Isa isa, bool interleave
     return;
   }
   constexpr int64_t kHotRows = 768, kHotCols = 2048;
-  const strata::kernels::WeightLayout layout =
-      interleaved ? strata::kernels::interleaved_layout(type, kHotRows, kHotCols)
-                  : strata::kernels::WeightLayout::kRows;
-  if (interleaved && layout == strata::kernels::WeightLayout::kRows) {
-    state.SkipWithError("no interleaved layout for this type");
+  using strata::kernels::WeightLayout;
+  WeightLayout layout = interleaved ? strata::kernels::interleaved_layout(type, kHotRows, kHotCols)
+                                    : WeightLayout::kRows;
+  // The layouts an AVX2 CPU's REPACK picks: Q4_0 as kQ4_0x16 (kQ4_0x32 is AVX-512's), Q8_0 none.
+  if (isa == Isa::kAvx2 && layout == WeightLayout::kQ4_0x32) layout = WeightLayout::kQ4_0x16;
+  if (isa == Isa::kAvx2 && layout == WeightLayout::kQ8_0x16) layout = WeightLayout::kRows;
+  if (interleaved && layout == WeightLayout::kRows) {
+    state.SkipWithError("no interleaved layout for this type and ISA");
     return;
   }
   const strata::kernels::GemvKernels k = strata::kernels::gemv_kernels(type, layout, isa);
