@@ -887,13 +887,13 @@ void gemm_halves(const void* w, size_t row_stride, const void* xq, size_t xq_str
 }
 
 // The kernels of the layouts of 32-element blocks with Q8_0 activations (one half pass each).
-// kQ4_0x16's and kMXFP4x16's GEMMs are interleave_onepass.h's with vpmaddubsw (all 16 rows a step,
-// the group in L1: prefill 1.2-1.3x the two-half GEMM, bench/RESULTS.md session 24); IQ4_NL's +128
-// codes would overflow its int16 pairs, so kIQ4_NLx16 keeps the two halves.
+// kQ4_0x16's and kMXFP4x16's GEMMs are interleave_onepass.h's chain GEMM with vpmaddubsw (prefill
+// 1.2-1.3x the two-half GEMM, bench/RESULTS.md session 24, then 1.1-1.27x in chain order, session
+// 35); IQ4_NL's +128 codes would overflow its int16 pairs, so kIQ4_NLx16 keeps the two halves.
 template <WeightLayout kLayout>
 GemvKernels b32_kernels() {
   if constexpr (kLayout == WeightLayout::kQ4_0x16 || kLayout == WeightLayout::kMXFP4x16)
-    return GemvKernels{&gemv_q4_0x16<kLayout>, &gemm_x16<kLayout, false>};
+    return GemvKernels{&gemv_q4_0x16<kLayout>, &gemm_x16_chain<kLayout, false>};
   return GemvKernels{&gemv_q4_0x16<kLayout>, &gemm_q4_0x16<kLayout>};
 }
 

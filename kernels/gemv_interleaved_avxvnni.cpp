@@ -252,11 +252,11 @@ void gemv_groups(const void* w, size_t row_stride, const void* xq, float* y, int
 GemvKernels interleaved_kernels_avxvnni(WeightLayout layout) {
   GemvKernels k = interleaved_kernels_avx2(layout);
   if (layout == WeightLayout::kQ4_0x16)
-    k = {&gemv_x16<WeightLayout::kQ4_0x16>, &gemm_x16<WeightLayout::kQ4_0x16, true>};
+    k = {&gemv_x16<WeightLayout::kQ4_0x16>, &gemm_x16_chain<WeightLayout::kQ4_0x16, true>};
   if (layout == WeightLayout::kIQ4_NLx16)
-    k = {&gemv_x16<WeightLayout::kIQ4_NLx16>, &gemm_x16<WeightLayout::kIQ4_NLx16, true>};
+    k = {&gemv_x16<WeightLayout::kIQ4_NLx16>, &gemm_x16_chain<WeightLayout::kIQ4_NLx16, true>};
   if (layout == WeightLayout::kMXFP4x16)
-    k = {&gemv_x16<WeightLayout::kMXFP4x16>, &gemm_x16<WeightLayout::kMXFP4x16, true>};
+    k = {&gemv_x16<WeightLayout::kMXFP4x16>, &gemm_x16_chain<WeightLayout::kMXFP4x16, true>};
   if (layout == WeightLayout::kIQ4_XSx16)
     k = {&gemv_groups<&group_dot_iq4>, &gemm_chain<4, &chain_dot_iq4<4>, &chain_dot_iq4<1>>};
   if (layout == WeightLayout::kQ4_Kx16)

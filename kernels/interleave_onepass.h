@@ -1,8 +1,10 @@
 // The one-pass 16-row group kernel of the kQ4_0x16 / kIQ4_NLx16 / kMXFP4x16 layouts
-// (kernels/interleave.h) against Q8_0 activations, 256-bit, and its GEMM. Instantiated with
-// vpdpbusd by gemv_interleaved_avxvnni.cpp (GEMV and GEMM, AVX-VNNI CPUs) and with vpmaddubsw +
-// vpmaddwd by gemv_interleaved_avx2.cpp (the GEMM only, kQ4_0x16 and kMXFP4x16: plain-AVX2 CPUs
-// stream the GEMV faster with the two-half kernel, session 16; a GEMM's group sits in L1).
+// (kernels/interleave.h) against Q8_0 activations, 256-bit, and its GEMM in chain order
+// (chain_group_dot: 4 tokens per pass, the codes built once; session 35: 1.1-1.27x the one-token
+// GEMM it replaced). Instantiated with vpdpbusd by gemv_interleaved_avxvnni.cpp (GEMV and GEMM,
+// AVX-VNNI CPUs) and with vpmaddubsw + vpmaddwd by gemv_interleaved_avx2.cpp (the GEMM only,
+// kQ4_0x16 and kMXFP4x16: plain-AVX2 CPUs stream the GEMV faster with the two-half kernel,
+// session 16).
 //
 // All 16 rows of a group in one step per block, the blocks in two passes (b % 8 < 4, then the
 // rest): each pass keeps 4 of the 8 canonical accumulators for both 8-row halves (8 registers),
@@ -21,6 +23,7 @@
 
 #include "kernels/gemv_internal.h"
 #include "kernels/interleave_internal.h"
+#include "kernels/interleave_k_ymm.h"
 #include "kernels/interleave_prep.h"
 #include "kernels/quant.h"
 
@@ -117,19 +120,97 @@ inline void group_dot(const uint8_t* g, const BlockQ8_0* x, const XPrep* prep, i
   }
 }
 
-// The GEMM: tokens inner, so a group (16 rows, 18 KiB at 2048 columns) stays in L1 for every
-// token; the first token's pass prefetches the next group into L2.
+// The same group against T activation rows in chain order, for GEMMs: per block and 8-row half,
+// the 8 code vectors built once (4 loads, nibbles, table lookups) for T tokens' products, each
+// token's block sum to float at once with its XPrep (the canonical acc[b % 8] per token on the
+// stack, Acc16). The same integers and float steps as group_dot's: the same bits. cold: the
+// group's first batch, which L1-prefetches ahead as the GEMV does.
+template <typename Fmt, bool kVnni, int T>
+inline void chain_group_dot(const uint8_t* g, const BlockQ8_0* const* xs, const XPrep* const* preps,
+                            int64_t nb, float* const* outs, bool cold) {
+  static_assert(kVnni || Fmt::kTable == nullptr || Fmt::kBias != 0,
+                "vpmaddubsw's int16 pairs overflow with IQ4_NL's +128 codes");
+  constexpr int kBias = Fmt::kTable == nullptr ? 8 : Fmt::kBias == 0 ? 128 : Fmt::kBias;
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  [[maybe_unused]] const __m256i ones = _mm256_set1_epi16(1);
+  auto dot = [&](__m256i acc, __m256i u, __m256i s) {
+    if constexpr (kVnni) {
+      return _mm256_dpbusd_avx_epi32(acc, u, s);
+    } else {
+      return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), ones));
+    }
+  };
+  [[maybe_unused]] __m256i table = m4;
+  if constexpr (Fmt::kTable != nullptr)
+    table = _mm256_add_epi8(
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(Fmt::kTable))),
+        _mm256_set1_epi8(static_cast<char>(kBias)));
+  auto codes = [&](__m256i v) {
+    if constexpr (Fmt::kTable != nullptr) return _mm256_shuffle_epi8(table, v);
+    return v;
+  };
+  Acc16 acc[T];
+  for (int64_t b = 0; b < nb; ++b) {
+    if (cold && (b & 1) == 0)
+      prefetch_lines<Fmt::kChunk, kToL1>(g + static_cast<size_t>(b >> 1) * Fmt::kChunk +
+                                         kInterleavePrefetch);
+    const uint8_t* qb = g + Fmt::codes(b);
+    const uint8_t* sc = g + Fmt::scales(b);
+    for (int h = 0; h < 2; ++h) {
+      __m256i lo[4], hi[4];
+      for (int j = 0; j < 4; ++j) {
+        const __m256i v =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + 64 * j + 32 * h));
+        lo[j] = codes(_mm256_and_si256(v, m4));
+        hi[j] = codes(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+      }
+      const __m256 dw = Fmt::dw(sc, h);
+      for (int t = 0; t < T; ++t) {
+        __m256i i = _mm256_set1_epi32(preps[t][b].neg / 8 * kBias);
+        for (int j = 0; j < 4; ++j) {
+          i = dot(i, lo[j], broadcast_word(xs[t][b], j));
+          i = dot(i, hi[j], broadcast_word(xs[t][b], 4 + j));
+        }
+        acc[t].add(b, h,
+                   _mm256_mul_ps(_mm256_cvtepi32_ps(i),
+                                 _mm256_mul_ps(dw, _mm256_set1_ps(preps[t][b].dx))));
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) acc[t].store(outs[t]);
+}
+
+// The GEMM in chain order: every token's activation prepared once per call, then per group the
+// tokens in batches of 4 through chain_group_dot (the first batch cold), the rest one at a time.
 template <WeightLayout kLayout, bool kVnni>
-void gemm_x16(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
-              size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
-              int64_t n_cols) {
-  gemm_q4_0x16_groups(
-      w, row_stride, xq, xq_stride, y, y_stride, n_tokens, row_begin, row_end, n_cols,
-      [](const uint8_t* g, int64_t r, const BlockQ8_0* x, const XPrep* prep, int64_t nb, float* out,
-         const uint8_t* next) {
-        with_ymm_format<kLayout>(
-            r, nb, [&](auto fmt) { group_dot<decltype(fmt), kVnni>(g, x, prep, nb, out, next); });
-      });
+void gemm_x16_chain(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
+                    size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
+                    int64_t n_cols) {
+  const int64_t nb = n_cols / kQK;
+  const auto* xbase = static_cast<const uint8_t*>(xq);
+  auto xt = [&](int64_t t) { return reinterpret_cast<const BlockQ8_0*>(xbase + t * xq_stride); };
+  XPrep* prep = prep_buffer(nb, n_tokens);
+  for (int64_t t = 0; t < n_tokens; ++t) prep_x(xt(t), nb, prep + t * nb);
+  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
+    with_ymm_format<kLayout>(r, nb, [&](auto fmt) {
+      using F = decltype(fmt);
+      const auto batch = [&](auto n_const, int64_t t) {
+        constexpr int n = decltype(n_const)::value;
+        const BlockQ8_0* xs[n];
+        const XPrep* ps[n];
+        float* outs[n];
+        for (int k = 0; k < n; ++k) {
+          xs[k] = xt(t + k);
+          ps[k] = prep + (t + k) * nb;
+          outs[k] = y + (t + k) * y_stride + r;
+        }
+        chain_group_dot<F, kVnni, n>(g, xs, ps, nb, outs, t == 0);
+      };
+      int64_t t = 0;
+      for (; t + 4 <= n_tokens; t += 4) batch(std::integral_constant<int, 4>{}, t);
+      for (; t < n_tokens; ++t) batch(std::integral_constant<int, 1>{}, t);
+    });
+  });
 }
 
 }  // namespace
