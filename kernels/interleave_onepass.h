@@ -36,38 +36,52 @@ inline __m256i broadcast_word(const BlockQ8_0& x, int j) {
   return _mm256_set1_epi32(v);
 }
 
-// One 16-row group against one activation row; next: the following group of the call (or null).
-// Fmt (ymm::, interleave_prep.h): the layout. With a table (kMXFP4x16, kIQ4_NLx16) each nibble
-// becomes its table value + kBias (MXFP4: 12; IQ4_NL: 128, as vpdpbusd has no int16 pairs to
-// overflow), an unsigned code as Q4_0's nibble; the offset -kBias * sum(x) is XPrep's neg * kBias
-// / 8.
+// The arithmetic both kernels below share. Fmt (ymm::, interleave_prep.h): the layout. With a
+// table (kMXFP4x16, kIQ4_NLx16) each nibble becomes its table value + kBias (MXFP4: 12; IQ4_NL:
+// 128, as vpdpbusd has no int16 pairs to overflow), an unsigned code as Q4_0's nibble; the offset
+// -kBias * sum(x) is XPrep's neg * kBias / 8.
 template <typename Fmt, bool kVnni>
-inline void group_dot(const uint8_t* g, const BlockQ8_0* x, const XPrep* prep, int64_t nb,
-                      float* out, const uint8_t* next) {
+struct B32Ops {
   static_assert(kVnni || Fmt::kTable == nullptr || Fmt::kBias != 0,
                 "vpmaddubsw's int16 pairs overflow with IQ4_NL's +128 codes");
-  constexpr int kBias = Fmt::kTable == nullptr ? 8 : Fmt::kBias == 0 ? 128 : Fmt::kBias;
-  constexpr size_t kBlockBytes = Fmt::kChunk / 2;  // a block's share of the group's stream
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  [[maybe_unused]] const __m256i ones = _mm256_set1_epi16(1);
+  static constexpr int kBias = Fmt::kTable == nullptr ? 8 : Fmt::kBias == 0 ? 128 : Fmt::kBias;
+  __m256i m4 = _mm256_set1_epi8(0x0F);
+  __m256i ones = _mm256_set1_epi16(1);
+  __m256i table = m4;
+  B32Ops() {
+    if constexpr (Fmt::kTable != nullptr)
+      table = _mm256_add_epi8(_mm256_broadcastsi128_si256(
+                                  _mm_loadu_si128(reinterpret_cast<const __m128i*>(Fmt::kTable))),
+                              _mm256_set1_epi8(static_cast<char>(kBias)));
+  }
   // acc + the 4-product sums per dword: vpdpbusd, or vpmaddubsw + vpmaddwd (pairs within int16:
   // |15 x -128 x 2|, MXFP4's |24 x -128 x 2|).
-  auto dot = [&](__m256i acc, __m256i u, __m256i s) {
+  __m256i dot(__m256i acc, __m256i u, __m256i s) const {
     if constexpr (kVnni) {
       return _mm256_dpbusd_avx_epi32(acc, u, s);
     } else {
       return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), ones));
     }
-  };
-  [[maybe_unused]] __m256i table = m4;
-  if constexpr (Fmt::kTable != nullptr)
-    table = _mm256_add_epi8(
-        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(Fmt::kTable))),
-        _mm256_set1_epi8(static_cast<char>(kBias)));
-  auto codes = [&](__m256i v) {
+  }
+  // The unsigned codes of nibbles v.
+  __m256i codes(__m256i v) const {
     if constexpr (Fmt::kTable != nullptr) return _mm256_shuffle_epi8(table, v);
     return v;
-  };
+  }
+};
+
+// One 16-row group against one activation row; next: the following group of the call (or null).
+// Fmt: the layout (B32Ops).
+template <typename Fmt, bool kVnni>
+inline void group_dot(const uint8_t* g, const BlockQ8_0* x, const XPrep* prep, int64_t nb,
+                      float* out, const uint8_t* next) {
+  using Ops = B32Ops<Fmt, kVnni>;
+  constexpr int kBias = Ops::kBias;
+  constexpr size_t kBlockBytes = Fmt::kChunk / 2;  // a block's share of the group's stream
+  const Ops ops;
+  const __m256i m4 = ops.m4;
+  auto dot = [&](__m256i acc, __m256i u, __m256i s) { return ops.dot(acc, u, s); };
+  auto codes = [&](__m256i v) { return ops.codes(v); };
   alignas(32) float acc[2][8][8];  // [half][b % 8][row in the half]
   for (int p = 0; p < 2; ++p) {
     __m256 a0[4], a1[4];
@@ -128,27 +142,12 @@ inline void group_dot(const uint8_t* g, const BlockQ8_0* x, const XPrep* prep, i
 template <typename Fmt, bool kVnni, int T>
 inline void chain_group_dot(const uint8_t* g, const BlockQ8_0* const* xs, const XPrep* const* preps,
                             int64_t nb, float* const* outs, bool cold) {
-  static_assert(kVnni || Fmt::kTable == nullptr || Fmt::kBias != 0,
-                "vpmaddubsw's int16 pairs overflow with IQ4_NL's +128 codes");
-  constexpr int kBias = Fmt::kTable == nullptr ? 8 : Fmt::kBias == 0 ? 128 : Fmt::kBias;
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  [[maybe_unused]] const __m256i ones = _mm256_set1_epi16(1);
-  auto dot = [&](__m256i acc, __m256i u, __m256i s) {
-    if constexpr (kVnni) {
-      return _mm256_dpbusd_avx_epi32(acc, u, s);
-    } else {
-      return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), ones));
-    }
-  };
-  [[maybe_unused]] __m256i table = m4;
-  if constexpr (Fmt::kTable != nullptr)
-    table = _mm256_add_epi8(
-        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(Fmt::kTable))),
-        _mm256_set1_epi8(static_cast<char>(kBias)));
-  auto codes = [&](__m256i v) {
-    if constexpr (Fmt::kTable != nullptr) return _mm256_shuffle_epi8(table, v);
-    return v;
-  };
+  using Ops = B32Ops<Fmt, kVnni>;
+  constexpr int kBias = Ops::kBias;
+  const Ops ops;
+  const __m256i m4 = ops.m4;
+  auto dot = [&](__m256i acc, __m256i u, __m256i s) { return ops.dot(acc, u, s); };
+  auto codes = [&](__m256i v) { return ops.codes(v); };
   Acc16 acc[T];
   for (int64_t b = 0; b < nb; ++b) {
     if (cold && (b & 1) == 0)
