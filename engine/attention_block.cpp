@@ -4,6 +4,7 @@
 #include "engine/attention_block.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "engine/gpu_lane.h"
@@ -75,6 +76,18 @@ void AttentionBlock::begin_chunk(uint32_t pos0, uint32_t n) {
 const float* AttentionBlock::rope_cs(uint32_t il, uint32_t t) const {
   const std::vector<float>& cs = cfg_.is_swa(il) ? cs_swa_ : cs_;
   return cs.data() + size_t{t} * cfg_.n_rot;
+}
+
+void AttentionBlock::core(kernels::ThreadPool& pool, const AttentionShape& shape, const KvCache& kv,
+                          uint32_t il, uint32_t pos0, uint32_t n, const float* q) {
+  if (!core_seconds_) {
+    attention(pool, shape, kv, il, pos0, n, q, attn_.data(), scratch_);
+    return;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  attention(pool, shape, kv, il, pos0, n, q, attn_.data(), scratch_);
+  (*core_seconds_)[n > 1 ? 0 : 1] +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 void AttentionBlock::run(kernels::ThreadPool& pool, const LayerWeights& l, uint32_t il, uint32_t n,
@@ -153,7 +166,7 @@ void AttentionBlock::gqa(kernels::ThreadPool& pool, const LayerWeights& l, uint3
   shape.sinks = l.attn_sinks.present() ? l.attn_sinks.f32() : nullptr;
   shape.softcap = cfg_.attn_softcap;
   if (!dense_) idle_read_rows(pool, wo);
-  attention(pool, shape, kv, il, pos0, n, q_.data(), attn_.data(), scratch_);
+  core(pool, shape, kv, il, pos0, n, q_.data());
 
   const uint32_t n_attn = n_head * cfg_.head_dim_v;
   static constexpr GpuDense::Proj kWo[] = {GpuDense::kO};

@@ -5,6 +5,7 @@
 // allocates nothing. Exercised by tests/test_model_forward.cpp and tests/test_arch_forward.cpp.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -35,6 +36,9 @@ class AttentionBlock {
   void set_gpu_dense(GpuDense* dense) { dense_ = dense; }
   // RoPE frequency divisors [n_rot / 2] for every layer (rope_freq_factors(); nullptr: none).
   void set_rope_factors(const float* f) { rope_factors_ = f; }
+  // PROF: the attention core's wall time (scores, softmax, values: attention()) is added to
+  // (*core_seconds)[0] in chunks of several tokens, [1] in one-token ones (null: not timed).
+  void set_core_seconds(std::array<double, 2>* core_seconds) { core_seconds_ = core_seconds; }
 
  private:
   void gqa(kernels::ThreadPool& pool, const LayerWeights& l, uint32_t il, uint32_t n, uint32_t pos0,
@@ -45,6 +49,9 @@ class AttentionBlock {
   void mla_decompressed(kernels::ThreadPool& pool, const LayerWeights& l, uint32_t il, uint32_t n,
                         uint32_t pos0, KvCache& kv, float* out);
   const float* rope_cs(uint32_t il, uint32_t t) const;
+  // attention(), timed into core_seconds_ when set.
+  void core(kernels::ThreadPool& pool, const AttentionShape& shape, const KvCache& kv, uint32_t il,
+            uint32_t pos0, uint32_t n, const float* q);
   // y[t, h] = W[h] · x[t, h] for every head h of a 3-D weight (MLA's attn_k_b / attn_v_b), all
   // heads in one parallel region (a decode step of a 128-head model would otherwise fork 256
   // times per layer).
@@ -56,6 +63,7 @@ class AttentionBlock {
   const ModelConfig& cfg_;
   uint32_t n_ubatch_;
   GpuDense* dense_ = nullptr;
+  std::array<double, 2>* core_seconds_ = nullptr;
   AttentionScratch scratch_;
   std::vector<std::byte> xq_;  // [n_ubatch, activation_row_bytes(widest projection input)]
   std::vector<float> cs_;      // [n_ubatch, n_rot] cos/sin (full-attention layers)

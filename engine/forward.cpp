@@ -69,6 +69,10 @@ Forward::Forward(const Model& model, const ForwardOptions& opts)
   attn_.set_gpu_dense(experts_->gpu_dense());  // CUDA_DENSE (null: off)
   attn_.set_rope_factors(rope_freq_factors(w_, cfg_, kv_.n_ctx()));
   shared_.set_gpu_dense(experts_->gpu_dense());
+  if (prof_ && prof_->enabled()) {
+    cpu_experts_.set_stage_times(&prof_->counters().expert_stages);
+    attn_.set_core_seconds(&prof_->counters().attention_core_seconds);
+  }
   // The KV cache is a huge-page arena whose group-major rows put position 0 of every (layer, head
   // group, K or V) region in a 2 MiB page of its own, zeroed by the kernel on its first write: a
   // first prompt of a few tokens paid for zeroing most of the cache inside its prefill (0.25 s of
@@ -172,11 +176,14 @@ void Forward::run_chunk(const int32_t* tokens, uint32_t n, uint32_t pos0, float*
     for (size_t i = 0; i < size_t{n} * n_embd; ++i) h_[i] *= cfg_.embedding_scale;
   // RoPE angles depend only on the position: once per chunk for every layer.
   attn_.begin_chunk(pos0, n);
+  cpu_experts_.begin_pass(n);
 
   for (uint32_t il = 0; il < cfg_.n_layer; ++il) {
     if (cfg_.moe_beside_dense) std::copy_n(h_.begin(), size_t{n} * cfg_.n_embd, layer_in_.begin());
     {
       const ScopedTimer t(prof_, prof_ ? prof_->counters().attention_seconds : unused_seconds_);
+      const ScopedTimer tp(prof_, prof_ ? prof_->counters().attention_phase_seconds[n > 1 ? 0 : 1]
+                                        : unused_seconds_);
       attention_block(il, n, pos0);
     }
     ffn_block(il, n, pos0, trace);

@@ -114,7 +114,7 @@ void AttentionBlock::mla(kernels::ThreadPool& pool, const LayerWeights& l, uint3
   // MQA over the latent cache; V is the c part of each cache row.
   AttentionShape shape{n_head, 1, n_row, n_lat, cfg_.kq_scale};
   shape.v_in_k = true;
-  attention(pool, shape, kv, il, pos0, n, q_abs_.data(), attn_.data(), scratch_);
+  core(pool, shape, kv, il, pos0, n, q_abs_.data());
 
   // Decompress each head's latent output, then the output projection.
   const size_t lat_stride = size_t{n_head} * n_lat;
@@ -151,7 +151,7 @@ void AttentionBlock::mla_decompressed(kernels::ThreadPool& pool, const LayerWeig
     kv.store(il, pos0 + t, q_abs_.data(), v_heads_.data());
   }
   const AttentionShape shape{n_head, n_head, hd, hd_v, cfg_.kq_scale};
-  attention(pool, shape, kv, il, pos0, n, q_.data(), attn_.data(), scratch_);
+  core(pool, shape, kv, il, pos0, n, q_.data());
   matmul(pool, l.wo.matrix(), attn_.data(), size_t{n_head} * hd_v, n, out, cfg_.n_embd, xq_.data());
 }
 

@@ -3,6 +3,7 @@
 #include "engine/moe.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "engine/gating.h"
@@ -262,6 +263,17 @@ void CpuExpertExecutor::compute(const ExpertStack& stack, std::span<const Expert
   const size_t xq2_stride = ggml_row_bytes(up_vdt, n_embd);
   const size_t hq_stride = ggml_row_bytes(down_vdt, n_ff);
   const bool up_separate = up_vdt != gate_vdt;
+  // PROF's stage clock: lap(stage) adds the time since the last lap to that stage (no clock read
+  // when off).
+  using Clock = std::chrono::steady_clock;
+  ExpertStageTimes* const st = stage_times_ ? &(*stage_times_)[stage_phase_] : nullptr;
+  Clock::time_point t_last = st ? Clock::now() : Clock::time_point{};
+  const auto lap = [&](ExpertStageTimes::Stage stage) {
+    if (!st) return;
+    const Clock::time_point now = Clock::now();
+    st->seconds[stage] += std::chrono::duration<double>(now - t_last).count();
+    t_last = now;
+  };
   std::byte* xq_up = up_separate ? xq2_.data() : xq_.data();
   const size_t xq_up_stride = up_separate ? xq2_stride : xq_stride;
 
@@ -300,6 +312,7 @@ void CpuExpertExecutor::compute(const ExpertStack& stack, std::span<const Expert
       }
     });
   }
+  lap(ExpertStageTimes::kQuantize);
   const std::byte* xt_up = up_separate ? xt2_.data() : xt_.data();
   // The gate / up activation row(s) of a job.
   const auto x_gate = [&](const ExpertJob& j) {
@@ -360,6 +373,8 @@ void CpuExpertExecutor::compute(const ExpertStack& stack, std::span<const Expert
     }
   });
 
+  lap(ExpertStageTimes::kGateUp);
+
   // Stage C, unless stage B's items did it: the activation (silu(gate) ⊙ up, or SwiGLU-OAI),
   // quantized for down. A decode step's few rows are less work than a fork/join: the caller does
   // them alone.
@@ -376,6 +391,7 @@ void CpuExpertExecutor::compute(const ExpertStack& stack, std::span<const Expert
     } else {
       pool_.parallel_for(n_rows - row0, {}, glu_rows);
     }
+    lap(ExpertStageTimes::kGlu);
   }
 
   // Stage D: down rows of every job, one parallel region.
@@ -399,6 +415,17 @@ void CpuExpertExecutor::compute(const ExpertStack& stack, std::span<const Expert
       add_bias_rows(stack.down_bias.f32() + size_t{job.expert} * n_embd, yd, n_embd, m,
                     it.row_begin, it.row_end);
   });
+  if (st) {
+    lap(ExpertStageTimes::kDown);
+    const uint64_t rows = n_rows - row0;
+    const uint64_t n_jobs = jobs.size();
+    st->calls += 1;
+    st->rows += rows;
+    st->gate_up_macs += rows * uint64_t(n_ff) * uint64_t(n_embd) * 2;
+    st->down_macs += rows * uint64_t(n_ff) * uint64_t(n_embd);
+    st->gate_up_bytes += n_jobs * uint64_t(n_ff) * (stack.gate.row_bytes + stack.up.row_bytes);
+    st->down_bytes += n_jobs * uint64_t(n_embd) * stack.down.row_bytes;
+  }
 }
 
 void combine(kernels::ThreadPool& pool, const Routing& r, const Dispatch& d, const float* y,

@@ -79,6 +79,23 @@ class ExpertExecutor {
                        const int32_t* row_token, const float* x, float* y) = 0;
 };
 
+// PROF's split of the CPU executor's wall time (the caller's clock) into its stages, summed over
+// compute() calls: [0] the activation quantized for gate/up (and copied into dispatch order),
+// [1] gate and up (with the GLU and its quantization when the items do it), [2] the GLU and its
+// quantization as a stage of their own, [3] down. The multiply-adds (rows × weight elements) and
+// weight bytes of the gate+up and down stages give their GMAC/s and GB/s.
+struct ExpertStageTimes {
+  enum Stage { kQuantize, kGateUp, kGlu, kDown, kNumStages };
+  std::array<double, kNumStages> seconds{};
+  uint64_t calls = 0;
+  uint64_t rows = 0;  // dispatch rows computed
+  uint64_t gate_up_macs = 0, down_macs = 0;
+  uint64_t gate_up_bytes = 0, down_bytes = 0;
+};
+// Per pass kind: [0] passes of several tokens (prefill; LOOKUP's drafted passes too), [1] of one
+// token (decode).
+using ExpertStagePhases = std::array<ExpertStageTimes, 2>;
+
 // Runs experts on the CPU pool: one parallel region for all jobs' gate+up rows, one for all down
 // rows; work split by weight bytes. The activation (GLU, quantized for down) is done by each
 // gate+up item on its own rows when the items end on the down activation's block boundaries
@@ -96,6 +113,10 @@ class CpuExpertExecutor final : public ExpertExecutor {
   // idle reads (ThreadPool::set_idle_reads), so a thread done with its down rows, and the serial
   // steps before that region, fetch its first rows. Used by the next compute() only.
   void set_reads_after(std::span<const MatrixRef> ws);
+  // PROF: times each stage of compute() into (*phases)[the pass kind] (null: off, the default).
+  // begin_pass() says the kind: the tokens of the forward pass the next compute() calls serve.
+  void set_stage_times(ExpertStagePhases* phases) { stage_times_ = phases; }
+  void begin_pass(uint32_t n_tokens) { stage_phase_ = n_tokens > 1 ? 0 : 1; }
 
  private:
   struct WorkItem {
@@ -132,6 +153,8 @@ class CpuExpertExecutor final : public ExpertExecutor {
   int64_t items_per_job_ = 1;
   std::array<MatrixRef, 4> after_{};  // set_reads_after (q, k, v)
   size_t n_after_ = 0;
+  ExpertStagePhases* stage_times_ = nullptr;
+  int stage_phase_ = 0;
 };
 
 // Stage 4. out[t] = Σ_j weights[t, j] · y[slot_row[t, j]], summed in slot order j = 0..k-1 (so the

@@ -123,6 +123,15 @@ double ceiling_of(const TierCeilings& c, size_t home) {
                                             : c.vram_gb_s;
 }
 
+// PROF's names of the expert stage phases (ExpertStagePhases' order).
+constexpr const char* kPhaseNames[2] = {"prefill", "decode"};
+
+double stage_total(const ExpertStageTimes& st) {
+  double total = 0;
+  for (double v : st.seconds) total += v;
+  return total;
+}
+
 }  // namespace
 
 TierCeilings probed_ceilings(const Knobs& knobs) {
@@ -295,11 +304,25 @@ double Profiler::kv_bytes_per_step() const {
   return c_.decode_steps > 0 ? double(c_.decode_kv_bytes) / double(c_.decode_steps) : 0.0;
 }
 
-// Decode ran, and its KV reads were under a quarter of the dense weights it read (the attention
-// projections among them): attention time is then mostly the projections' GEMVs.
+double Profiler::attention_core_share() const {
+  const double total = c_.attention_phase_seconds[0] + c_.attention_phase_seconds[1];
+  return total > 0 ? (c_.attention_core_seconds[0] + c_.attention_core_seconds[1]) / total : -1.0;
+}
+
 bool Profiler::projections_dominate() const {
+  // Measured where the attention core was timed. Else from decode's bytes: decode ran, and its KV
+  // reads were under a quarter of the dense weights it read (the attention projections among
+  // them), so attention time is mostly the projections' GEMVs.
+  if (const double core = attention_core_share(); core >= 0) return core < 0.5;
   return c_.decode_steps > 0 && decode_bytes_.dense > 0 &&
          4 * kv_bytes_per_step() < double(decode_bytes_.dense);
+}
+
+std::string Profiler::core_note() const {
+  const double core = attention_core_share();
+  return core >= 0
+             ? fmt::format(" (its core, scores, softmax and values, {:.0f}% of it)", 100 * core)
+             : std::string();
 }
 
 Verdict Profiler::verdict() const {
@@ -343,6 +366,14 @@ Verdict Profiler::verdict() const {
     const double gbs = rate(routed_gb + shared_gb, secs + shared_secs);
     v = cpu_experts_verdict(cpu_experts + t.shared_experts, gbs, ceilings_.ram_gb_s,
                             t.expert_vram > 0);
+    if (const ExpertStageTimes& pre = c_.expert_stages[0];
+        v.bound == "CPU-compute-bound" && pre.calls > 0) {
+      const double secs =
+          pre.seconds[ExpertStageTimes::kGateUp] + pre.seconds[ExpertStageTimes::kDown];
+      v.why += fmt::format("; prefill's expert GEMMs ran at {:.1f} GMAC/s over {} thread{}",
+                           rate(double(pre.gate_up_macs + pre.down_macs) / 1e9, secs),
+                           ceilings_.threads, ceilings_.threads == 1 ? "" : "s");
+    }
     if (t.shared_experts > 0)
       v.why +=
           fmt::format(" (shared experts {:.0f}% of the run{}, routed {:.0f}% at {:.2f} GB/s)",
@@ -354,18 +385,18 @@ Verdict Profiler::verdict() const {
     // A short context: the KV pass is small next to the q/k/v/o matrices, which no KV knob
     // shrinks.
     v = {"attention-bound", "-",
-         fmt::format("attention is {:.0f}% of the run, mostly its q/k/v/o projections: a decode "
+         fmt::format("attention is {:.0f}% of the run, mostly its q/k/v/o projections{}: a decode "
                      "token read {:.2f} MB of KV cache against {:.1f} MB of dense weights, so "
                      "neither KV_TYPE nor a shorter context would help (CUDA_DENSE=1 moves the "
                      "projections to a GPU)",
-                     100 * t.attention, kv_bytes_per_step() / 1e6,
+                     100 * t.attention, core_note(), kv_bytes_per_step() / 1e6,
                      double(decode_bytes_.dense) / 1e6)};
   } else if (t.attention >= 0.4) {
     // At a long context the pass over the KV cache is most of it: F16 rows are half the bytes a
     // key for the same arithmetic (q8_0 fewer still, but widening them costs more arithmetic
     // than it saves reads on the CPUs measured), a shorter context fewer keys.
     v = {"attention-bound", decode_bytes_.kv_f32 ? "KV_TYPE" : "--ctx",
-         fmt::format("attention is {:.0f}% of the run{}", 100 * t.attention,
+         fmt::format("attention is {:.0f}% of the run{}{}", 100 * t.attention, core_note(),
                      decode_bytes_.kv_f32
                          ? " (KV_TYPE=f16 reads half the KV bytes a key; a shorter context "
                            "fewer keys)"
@@ -707,6 +738,7 @@ std::string Profiler::report() const {
                                              100 * gbs / ceilings_.ram_gb_s, ceilings_.ram_gb_s)
                                : std::string("(no probe)"));
   }
+  out += stage_report();
   const HitRates hr = hit_rates(s, c_.experts_computed[size_t(ExpertHome::kVram)]);
   out += fmt::format(
       "prof: hit rates over {} expert uses: VRAM {:.1f}%, RAM pinned {:.1f}%, RAM cache {:.1f}%, "
@@ -841,6 +873,27 @@ std::string Profiler::json() const {
                             : 0.0}};
   }
   j["tiers"] = tiers_j;
+  json stages_j = json::object();
+  for (size_t ph = 0; ph < c_.expert_stages.size(); ++ph) {
+    const ExpertStageTimes& st = c_.expert_stages[ph];
+    using S = ExpertStageTimes;
+    stages_j[kPhaseNames[ph]] = {{"calls", st.calls},
+                                 {"rows", st.rows},
+                                 {"quantize_seconds", st.seconds[S::kQuantize]},
+                                 {"gate_up_seconds", st.seconds[S::kGateUp]},
+                                 {"glu_seconds", st.seconds[S::kGlu]},
+                                 {"down_seconds", st.seconds[S::kDown]},
+                                 {"gate_up_macs", st.gate_up_macs},
+                                 {"down_macs", st.down_macs},
+                                 {"gate_up_bytes", st.gate_up_bytes},
+                                 {"down_bytes", st.down_bytes}};
+  }
+  j["expert_stages"] = stages_j;
+  json attn_j = json::object();
+  for (size_t ph = 0; ph < 2; ++ph)
+    attn_j[kPhaseNames[ph]] = {{"seconds", c_.attention_phase_seconds[ph]},
+                               {"core_seconds", c_.attention_core_seconds[ph]}};
+  j["attention_stages"] = attn_j;
   j["shared_experts"] = {
       {"bytes", c_.shared_expert_bytes},
       {"seconds", c_.shared_expert_seconds},
@@ -919,6 +972,43 @@ Profiler::LaneTimes Profiler::lane_times() const {
                 : c_.gpu_lane_seconds > c_.cpu_lane_seconds ? "GPU"
                                                             : "CPU";
   return l;
+}
+
+std::string Profiler::stage_report() const {
+  std::string out;
+  for (size_t ph = 0; ph < 2; ++ph) {
+    const double total = c_.attention_phase_seconds[ph];
+    if (total <= 0) continue;
+    const double core = std::min(c_.attention_core_seconds[ph], total);
+    out += fmt::format(
+        "prof: attention, {}: {:.3f} s: core (scores, softmax, values) {:.3f} s = {:.0f}%, "
+        "projections, norms, RoPE and KV writes {:.3f} s = {:.0f}%\n",
+        kPhaseNames[ph], total, core, 100 * core / total, total - core,
+        100 * (total - core) / total);
+  }
+  for (size_t ph = 0; ph < c_.expert_stages.size(); ++ph) {
+    const ExpertStageTimes& st = c_.expert_stages[ph];
+    if (st.calls == 0) continue;
+    const double total = stage_total(st);
+    const auto share = [&](double secs) { return total > 0 ? 100 * secs / total : 0.0; };
+    const auto matmul = [&](double secs, uint64_t macs, uint64_t bytes) {
+      return fmt::format("{:.3f} s = {:.0f}% ({:.1f} GMAC/s, {:.2f} GB/s of weights)", secs,
+                         share(secs), rate(double(macs) / 1e9, secs),
+                         rate(double(bytes) / 1e9, secs));
+    };
+    using S = ExpertStageTimes;
+    out += fmt::format(
+        "prof: CPU experts, {} ({}): {} rows in {:.3f} s: activation quantize {:.3f} s = {:.0f}%, "
+        "gate+up {}, {}, down {}\n",
+        kPhaseNames[ph], ph == 0 ? "passes of several tokens" : "one-token passes", st.rows, total,
+        st.seconds[S::kQuantize], share(st.seconds[S::kQuantize]),
+        matmul(st.seconds[S::kGateUp], st.gate_up_macs, st.gate_up_bytes),
+        st.seconds[S::kGlu] > 0
+            ? fmt::format("GLU {:.3f} s = {:.0f}%", st.seconds[S::kGlu], share(st.seconds[S::kGlu]))
+            : std::string("GLU inside gate+up"),
+        matmul(st.seconds[S::kDown], st.down_macs, st.down_bytes));
+  }
+  return out;
 }
 
 std::string Profiler::gpu_report() const {

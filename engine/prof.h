@@ -35,8 +35,15 @@ struct ProfCounters {
   std::vector<double> decode_token_seconds;         // [decode_tokens] latency of each token
   std::array<double, kNumHomes> compute_seconds{};  // expert FFN compute, per home (wall)
   std::array<uint64_t, kNumHomes> experts_computed{};
+  // The CPU executor's time by stage (RAM and SSD homes' compute_seconds, split), per pass kind:
+  // [0] passes of several tokens (prefill), [1] of one token (decode).
+  ExpertStagePhases expert_stages{};
   // Filled where a caller times them (0 = not timed in this build; the time stays in "other").
   double attention_seconds = 0;
+  // attention_seconds by pass kind ([0] several tokens, [1] one), and of each the attention core's
+  // (scores, softmax, values; the rest is projections, norms, RoPE and KV writes).
+  std::array<double, 2> attention_phase_seconds{};
+  std::array<double, 2> attention_core_seconds{};
   double router_seconds = 0;
   double shared_expert_seconds = 0;  // always-on shared experts (resident; not in compute_seconds)
   uint64_t shared_expert_bytes = 0;  // their weight bytes the CPU read in that time (once a pass)
@@ -236,6 +243,9 @@ class Profiler {
 
  private:
   bool projections_dominate() const;  // the attention-bound verdict: see prof.cpp
+  // The attention core's share of attention time (-1: not timed) and the verdict's note of it.
+  double attention_core_share() const;
+  std::string core_note() const;
   int level_;
   bool enabled_;
   std::string json_path_;
@@ -298,6 +308,7 @@ class Profiler {
   };
   LaneTimes lane_times() const;
   double device_ceiling(int device) const;  // probed device copy GB/s, 0 = not probed
+  std::string stage_report() const;         // the report's CPU expert stage lines ("" if none)
   std::string gpu_report() const;           // the report's gpu / lanes lines ("" without a lane)
   nlohmann::json gpu_json() const;          // the JSON "gpu" object (null without a lane)
 };

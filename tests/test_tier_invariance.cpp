@@ -373,6 +373,64 @@ TEST_F(TierInvariance, RooflineCountsTheBytesADecodeTokenReads) {
   EXPECT_NE(g.err.find("dense weights read on GPU 0"), std::string::npos) << g.err;
 }
 
+// PROF's split of the CPU experts' and attention's time by stage: the rows, multiply-adds and
+// weight bytes each stage counted are the model's shapes times the tokens run, and the stage
+// times fit inside the totals they split.
+TEST_F(TierInvariance, ProfSplitsExpertAndAttentionTimeByStage) {
+  const fs::path model = fs::path(kFixtures) / "tiny-qwen3moe" / "tiny-qwen3moe-Q4_0.gguf";
+  if (!fs::exists(model)) GTEST_SKIP() << "no fixture " << model;
+  const io::GgufFile file = io::GgufFile::open(model.string());
+  const Model m = Model::load(model.string());
+  const engine::ModelConfig& cfg = m.config();
+  uint64_t experts = 0;
+  for (const io::GgufTensorInfo& t : file.tensors())
+    if (t.name.find("_exps") != std::string::npos) experts += t.n_bytes;
+  const uint64_t per_token_experts = experts / cfg.n_expert * cfg.n_expert_used;
+  const fs::path prof = dir_ / "stages.json";
+  const Result r = run_strata(
+      dir_.path(),
+      fmt::format("run -m '{}' -p 'Hello there' -n 6 --temp 0 --ignore-eos -t 2 --prof-json '{}'",
+                  model.string(), prof.string()),
+      "PROF=1");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(slurp(prof));
+  const uint64_t per_row = uint64_t{cfg.n_ff_exp} * cfg.n_embd;
+  const uint64_t rows_per_token = uint64_t{cfg.n_expert_used} * cfg.n_layer;
+  const uint64_t tokens[] = {j["prefill_tokens"].get<uint64_t>(),
+                             j["decode_tokens"].get<uint64_t>()};
+  ASSERT_GT(tokens[0], 1u);
+  ASSERT_EQ(tokens[1], 5u);
+  double stage_seconds = 0;
+  for (int ph = 0; ph < 2; ++ph) {
+    const char* name = ph == 0 ? "prefill" : "decode";
+    SCOPED_TRACE(name);
+    const nlohmann::json& st = j["expert_stages"][name];
+    const uint64_t rows = st["rows"].get<uint64_t>();
+    EXPECT_EQ(rows, tokens[ph] * rows_per_token);
+    EXPECT_EQ(st["calls"].get<uint64_t>(), (ph == 0 ? 1 : tokens[ph]) * cfg.n_layer);
+    EXPECT_EQ(st["gate_up_macs"].get<uint64_t>(), 2 * rows * per_row);
+    EXPECT_EQ(st["down_macs"].get<uint64_t>(), rows * per_row);
+    EXPECT_EQ(st["gate_up_bytes"].get<uint64_t>(), 2 * st["down_bytes"].get<uint64_t>());
+    for (const char* key : {"quantize_seconds", "gate_up_seconds", "down_seconds"})
+      EXPECT_GT(st[key].get<double>(), 0.0) << key;
+    EXPECT_EQ(st["glu_seconds"].get<double>(), 0.0);  // Q8_0 down activation: inside gate+up
+    for (const char* key : {"quantize_seconds", "gate_up_seconds", "glu_seconds", "down_seconds"})
+      stage_seconds += st[key].get<double>();
+    const nlohmann::json& at = j["attention_stages"][name];
+    EXPECT_GT(at["core_seconds"].get<double>(), 0.0);
+    EXPECT_LT(at["core_seconds"].get<double>(), at["seconds"].get<double>());
+  }
+  // A decode token computes k distinct experts per layer: their bytes are the stages' bytes.
+  const nlohmann::json& dec = j["expert_stages"]["decode"];
+  EXPECT_EQ(dec["gate_up_bytes"].get<uint64_t>() + dec["down_bytes"].get<uint64_t>(),
+            tokens[1] * per_token_experts);
+  EXPECT_LE(stage_seconds, j["tiers"]["ram"]["compute_seconds"].get<double>());
+  for (const char* line : {"prof: CPU experts, prefill (passes of several tokens): ",
+                           "prof: CPU experts, decode (one-token passes): ",
+                           "prof: attention, prefill: ", "prof: attention, decode: "})
+    EXPECT_NE(r.err.find(line), std::string::npos) << line << "\n" << r.err;
+}
+
 // qwen2moe, granitemoe, deepseek, dbrx, phimoe, arctic and grok (no fixtures): shared experts and
 // dense lead layers stay resident while the routed experts move; granitemoe's head is its
 // embedding.
