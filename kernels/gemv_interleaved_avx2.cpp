@@ -892,7 +892,7 @@ void gemm_halves(const void* w, size_t row_stride, const void* xq, size_t xq_str
 // 35); IQ4_NL's +128 codes would overflow its int16 pairs, so kIQ4_NLx16 keeps the two halves.
 template <WeightLayout kLayout>
 GemvKernels b32_kernels() {
-  if constexpr (kLayout == WeightLayout::kQ4_0x16 || kLayout == WeightLayout::kMXFP4x16)
+  if constexpr (kLayout != WeightLayout::kIQ4_NLx16)
     return GemvKernels{&gemv_q4_0x16<kLayout>, &gemm_x16_chain<kLayout, false>};
   return GemvKernels{&gemv_q4_0x16<kLayout>, &gemm_q4_0x16<kLayout>};
 }

@@ -257,6 +257,13 @@ GemvKernels interleaved_kernels_avxvnni(WeightLayout layout) {
     k = {&gemv_x16<WeightLayout::kIQ4_NLx16>, &gemm_x16_chain<WeightLayout::kIQ4_NLx16, true>};
   if (layout == WeightLayout::kMXFP4x16)
     k = {&gemv_x16<WeightLayout::kMXFP4x16>, &gemm_x16_chain<WeightLayout::kMXFP4x16, true>};
+  // Q5_0 / Q4_1 / Q5_1: the AVX2 GEMV, the chain GEMM with vpdpbusd.
+  if (layout == WeightLayout::kQ5_0x16)
+    k.gemm = &gemm_x16_chain<WeightLayout::kQ5_0x16, true>;
+  if (layout == WeightLayout::kQ4_1x16)
+    k.gemm = &gemm_x16_chain<WeightLayout::kQ4_1x16, true>;
+  if (layout == WeightLayout::kQ5_1x16)
+    k.gemm = &gemm_x16_chain<WeightLayout::kQ5_1x16, true>;
   if (layout == WeightLayout::kIQ4_XSx16)
     k = {&gemv_groups<&group_dot_iq4>, &gemm_chain<4, &chain_dot_iq4<4>, &chain_dot_iq4<1>>};
   if (layout == WeightLayout::kQ4_Kx16)

@@ -179,8 +179,94 @@ inline void chain_group_dot(const uint8_t* g, const BlockQ8_0* const* xs, const 
   for (int t = 0; t < T; ++t) acc[t].store(outs[t]);
 }
 
+// One 16-row kQ5_0x16 / kQ4_1x16 / kQ5_1x16 group (B32Parts<kMin, kHigh>) against T activation
+// rows in chain order, for GEMMs: per block and 8-row half the 8 code vectors (nibbles with their
+// 5th bits ORed in at bit 4) built once, as gemv_interleaved_avx2.cpp's half_dot_b32 builds them,
+// for T tokens' products. kVnni: vpdpbusd sums a token's 8 lines in int32; else vpmaddubsw, int16
+// sums of 4 lines (of each nibble half apart for 5-bit codes), vpmaddwd: half_dot_b32's. Q5_0's
+// -16 through the activation's sum (2 * neg), Q4_1 / Q5_1's m as m_w * (d_x * sum(x)): the same
+// integers and float steps as half_dot_b32, the same bits. cold: as chain_group_dot's.
+template <bool kMin, bool kHigh, bool kVnni, int T>
+inline void chain_dot_b32(const uint8_t* g, const BlockQ8_0* const* xs, const XPrep* const* preps,
+                          int64_t nb, float* const* outs, bool cold) {
+  using P = B32Parts<kMin, kHigh>;
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i c16 = _mm256_set1_epi8(16);
+  const auto load = [](const uint8_t* p) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  };
+  const auto halves = [](const uint8_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  };
+  Acc16 acc[T];
+  for (int64_t b = 0; b < nb; ++b) {
+    if (cold && (b & 1) == 0) prefetch_lines<P::kChunk, kToL1>(g + P::chunk(b) + kInterleavePrefetch);
+    const uint8_t* qb = g + P::codes(b);
+    for (int h = 0; h < 2; ++h) {
+      __m256i lo[4], hi[4];
+      [[maybe_unused]] __m256i qh;
+      if constexpr (kHigh) qh = load(g + P::qh(b) + 32 * h);
+      for (int j = 0; j < 4; ++j) {
+        const __m256i v = load(qb + 64 * j + 32 * h);
+        lo[j] = _mm256_and_si256(v, m4);
+        hi[j] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        if constexpr (kHigh) {  // bit j (low nibble) and bit 4 + j (high) of every byte to bit 4
+          lo[j] = _mm256_or_si256(lo[j], _mm256_and_si256(_mm256_slli_epi16(qh, 4 - j), c16));
+          hi[j] = _mm256_or_si256(hi[j], _mm256_and_si256(_mm256_srli_epi16(qh, j), c16));
+        }
+      }
+      const __m256 dw = halves(g + P::d(b) + 16 * h);
+      [[maybe_unused]] __m256 mw;
+      if constexpr (kMin) mw = halves(g + P::m(b) + 16 * h);
+      for (int t = 0; t < T; ++t) {
+        const BlockQ8_0& x = xs[t][b];
+        const XPrep& pr = preps[t][b];
+        __m256i isum;
+        if constexpr (kVnni) {
+          isum = kMin ? _mm256_setzero_si256() : _mm256_set1_epi32(2 * pr.neg);
+          for (int j = 0; j < 4; ++j) {
+            isum = _mm256_dpbusd_avx_epi32(isum, lo[j], broadcast_word(x, j));
+            isum = _mm256_dpbusd_avx_epi32(isum, hi[j], broadcast_word(x, 4 + j));
+          }
+        } else {
+          constexpr int kSplit = kHigh ? 1 : 0;  // 5-bit codes: low and high nibble sums apart
+          __m256i s16[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+          for (int j = 0; j < 4; ++j) {
+            s16[0] = _mm256_add_epi16(s16[0], _mm256_maddubs_epi16(lo[j], broadcast_word(x, j)));
+            s16[kSplit] = _mm256_add_epi16(s16[kSplit],
+                                           _mm256_maddubs_epi16(hi[j], broadcast_word(x, 4 + j)));
+          }
+          isum = _mm256_madd_epi16(s16[0], ones);
+          if constexpr (kSplit == 1) isum = _mm256_add_epi32(isum, _mm256_madd_epi16(s16[1], ones));
+          if constexpr (!kMin) isum = _mm256_add_epi32(isum, _mm256_set1_epi32(2 * pr.neg));
+        }
+        const __m256 dx = _mm256_set1_ps(pr.dx);
+        __m256 r = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, dx));
+        if constexpr (kMin) {
+          const float xsum = static_cast<float>(-pr.neg / 8);
+          r = _mm256_add_ps(r, _mm256_mul_ps(mw, _mm256_mul_ps(dx, _mm256_set1_ps(xsum))));
+        }
+        acc[t].add(b, h, r);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) acc[t].store(outs[t]);
+}
+
+// The B32Parts of a layout with mins or 5th bits (kQ5_0x16, kQ4_1x16, kQ5_1x16).
+template <WeightLayout kLayout>
+struct B32Of {
+  static constexpr bool kParts = kLayout == WeightLayout::kQ5_0x16 ||
+                                 kLayout == WeightLayout::kQ4_1x16 ||
+                                 kLayout == WeightLayout::kQ5_1x16;
+  static constexpr bool kMin = kLayout != WeightLayout::kQ5_0x16;
+  static constexpr bool kHigh = kLayout != WeightLayout::kQ4_1x16;
+};
+
 // The GEMM in chain order: every token's activation prepared once per call, then per group the
-// tokens in batches of 4 through chain_group_dot (the first batch cold), the rest one at a time.
+// tokens in batches of 4 through chain_group_dot or chain_dot_b32 (the first batch cold), the rest
+// one at a time.
 template <WeightLayout kLayout, bool kVnni>
 void gemm_x16_chain(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
                     size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
@@ -190,25 +276,39 @@ void gemm_x16_chain(const void* w, size_t row_stride, const void* xq, size_t xq_
   auto xt = [&](int64_t t) { return reinterpret_cast<const BlockQ8_0*>(xbase + t * xq_stride); };
   XPrep* prep = prep_buffer(nb, n_tokens);
   for (int64_t t = 0; t < n_tokens; ++t) prep_x(xt(t), nb, prep + t * nb);
+  // chain(integral_constant<n>, xs, preps, outs, cold) for every batch of the group at rows r.
+  const auto batches = [&](int64_t r, auto&& chain) {
+    const auto batch = [&](auto n_const, int64_t t) {
+      constexpr int n = decltype(n_const)::value;
+      const BlockQ8_0* xs[n];
+      const XPrep* ps[n];
+      float* outs[n];
+      for (int k = 0; k < n; ++k) {
+        xs[k] = xt(t + k);
+        ps[k] = prep + (t + k) * nb;
+        outs[k] = y + (t + k) * y_stride + r;
+      }
+      chain(n_const, xs, ps, outs, t == 0);
+    };
+    int64_t t = 0;
+    for (; t + 4 <= n_tokens; t += 4) batch(std::integral_constant<int, 4>{}, t);
+    for (; t < n_tokens; ++t) batch(std::integral_constant<int, 1>{}, t);
+  };
   for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
-    with_ymm_format<kLayout>(r, nb, [&](auto fmt) {
-      using F = decltype(fmt);
-      const auto batch = [&](auto n_const, int64_t t) {
-        constexpr int n = decltype(n_const)::value;
-        const BlockQ8_0* xs[n];
-        const XPrep* ps[n];
-        float* outs[n];
-        for (int k = 0; k < n; ++k) {
-          xs[k] = xt(t + k);
-          ps[k] = prep + (t + k) * nb;
-          outs[k] = y + (t + k) * y_stride + r;
-        }
-        chain_group_dot<F, kVnni, n>(g, xs, ps, nb, outs, t == 0);
-      };
-      int64_t t = 0;
-      for (; t + 4 <= n_tokens; t += 4) batch(std::integral_constant<int, 4>{}, t);
-      for (; t < n_tokens; ++t) batch(std::integral_constant<int, 1>{}, t);
-    });
+    if constexpr (B32Of<kLayout>::kParts) {
+      using B = B32Of<kLayout>;
+      batches(r, [&](auto n_const, auto xs, auto ps, auto outs, bool cold) {
+        chain_dot_b32<B::kMin, B::kHigh, kVnni, decltype(n_const)::value>(g, xs, ps, nb, outs,
+                                                                          cold);
+      });
+    } else {
+      with_ymm_format<kLayout>(r, nb, [&](auto fmt) {
+        batches(r, [&](auto n_const, auto xs, auto ps, auto outs, bool cold) {
+          chain_group_dot<decltype(fmt), kVnni, decltype(n_const)::value>(g, xs, ps, nb, outs,
+                                                                          cold);
+        });
+      });
+    }
   });
 }
 
