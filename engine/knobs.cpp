@@ -122,8 +122,8 @@ constexpr KnobSpec kKnobs[] = {
      "AVX-512: pairs of them woven into one stream) that the CPU kernels stream with no byte "
      "shuffles (kernels/interleave.h; faster GEMVs, bench/RESULTS.md). Same bytes, never changes "
      "the numbers; cache slots stay as in the file. Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, "
-     "Q5_K, Q6_K, IQ4_XS, IQ4_NL and MXFP4 on CPUs with AVX2 or AVX-512; Q8_0 with AVX-512 only "
-     "(AVX2's row kernel streams it as fast); 0 = keep the file's layout."},
+     "Q5_K, Q6_K, IQ4_XS, IQ4_NL and MXFP4 on CPUs with AVX2 or AVX-512; Q8_0 with AVX-512 or "
+     "AVX-VNNI (a plain AVX2 CPU's row kernel streams it as fast); 0 = keep the file's layout."},
     {"ISA", KnobType::kEnum, "auto", "", "auto|avx512|avx2|avx2-plain|ref",
      "Highest CPU instruction set the kernels use (GEMV/GEMM, the layouts REPACK picks, the "
      "activation quantizers, attention). auto: the best this CPU has (AVX-512 needs F, BW, VL, "

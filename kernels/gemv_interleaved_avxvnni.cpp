@@ -1,5 +1,7 @@
 // Q4_0 x Q8_0 GEMV over the kQ4_0x16 layout (kernels/interleave.h), IQ4_NL / MXFP4 over
-// kIQ4_NLx16 / kMXFP4x16 (table value + bias as the unsigned code), and IQ4_XS / Q4_K / Q5_K x
+// kIQ4_NLx16 / kMXFP4x16 (table value + bias as the unsigned code), Q8_0 over kQ8_0x16 (code +
+// 128; the plain AVX2 build has no kernel for it, so REPACK keeps Q8_0 as rows there; the Q5_0 /
+// Q4_1 / Q5_1 layouts' chain GEMMs with vpdpbusd, their GEMVs AVX2's), and IQ4_XS / Q4_K / Q5_K x
 // Q8_K over kIQ4_XSx16 / kQ4_Kx16 / kQ5_Kx16, for AVX2 CPUs that also have AVX-VNNI (the
 // VEX-encoded vpdpbusd: Intel client cores since Alder Lake, AMD Zen 5 run with ISA=avx2). Picked
 // by interleave.cpp's dispatch at the AVX2 level, GEMV and GEMM; the other layouts keep the AVX2
@@ -34,6 +36,19 @@ void gemv_x16(const void* w, size_t row_stride, const void* xq, float* y, int64_
                         with_ymm_format<kLayout>(r, nb, [&](auto fmt) {
                           group_dot<decltype(fmt), true>(g, x, prep, nb, out, next);
                         });
+                      });
+}
+
+// kQ8_0x16: interleave_onepass.h's chain_dot_q8 over one token.
+void gemv_q8_0x16(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
+                  int64_t row_end, int64_t n_cols) {
+  gemv_q4_0x16_groups(w, row_stride, xq, y, row_begin, row_end, n_cols,
+                      [](const uint8_t* g, int64_t r, const BlockQ8_0* x, const XPrep* prep,
+                         int64_t nb, float* out, const uint8_t*) {
+                        if (q8_0x16_group_odd(r, nb))
+                          chain_dot_q8<true, 1>(g, &x, &prep, nb, &out, true);
+                        else
+                          chain_dot_q8<false, 1>(g, &x, &prep, nb, &out, true);
                       });
 }
 
@@ -257,13 +272,12 @@ GemvKernels interleaved_kernels_avxvnni(WeightLayout layout) {
     k = {&gemv_x16<WeightLayout::kIQ4_NLx16>, &gemm_x16_chain<WeightLayout::kIQ4_NLx16, true>};
   if (layout == WeightLayout::kMXFP4x16)
     k = {&gemv_x16<WeightLayout::kMXFP4x16>, &gemm_x16_chain<WeightLayout::kMXFP4x16, true>};
+  if (layout == WeightLayout::kQ8_0x16)
+    k = {&gemv_q8_0x16, &gemm_x16_chain<WeightLayout::kQ8_0x16, true>};
   // Q5_0 / Q4_1 / Q5_1: the AVX2 GEMV, the chain GEMM with vpdpbusd.
-  if (layout == WeightLayout::kQ5_0x16)
-    k.gemm = &gemm_x16_chain<WeightLayout::kQ5_0x16, true>;
-  if (layout == WeightLayout::kQ4_1x16)
-    k.gemm = &gemm_x16_chain<WeightLayout::kQ4_1x16, true>;
-  if (layout == WeightLayout::kQ5_1x16)
-    k.gemm = &gemm_x16_chain<WeightLayout::kQ5_1x16, true>;
+  if (layout == WeightLayout::kQ5_0x16) k.gemm = &gemm_x16_chain<WeightLayout::kQ5_0x16, true>;
+  if (layout == WeightLayout::kQ4_1x16) k.gemm = &gemm_x16_chain<WeightLayout::kQ4_1x16, true>;
+  if (layout == WeightLayout::kQ5_1x16) k.gemm = &gemm_x16_chain<WeightLayout::kQ5_1x16, true>;
   if (layout == WeightLayout::kIQ4_XSx16)
     k = {&gemv_groups<&group_dot_iq4>, &gemm_chain<4, &chain_dot_iq4<4>, &chain_dot_iq4<1>>};
   if (layout == WeightLayout::kQ4_Kx16)

@@ -500,10 +500,13 @@ bool interleave_pays(GgmlType type) {
              type == GgmlType::Q3_K || type == GgmlType::Q5_0 || type == GgmlType::Q4_1 ||
              type == GgmlType::Q5_1;
     case Isa::kAvx2:
+      // Q8_0 where AVX-VNNI runs its one-pass kernels (the plain AVX2 one streamed slower than
+      // the row kernel).
       return type == GgmlType::Q4_0 || type == GgmlType::Q4_K || type == GgmlType::Q6_K ||
              type == GgmlType::IQ4_XS || type == GgmlType::IQ4_NL || type == GgmlType::MXFP4 ||
              type == GgmlType::Q5_K || type == GgmlType::Q2_K || type == GgmlType::Q3_K ||
-             type == GgmlType::Q5_0 || type == GgmlType::Q4_1 || type == GgmlType::Q5_1;
+             type == GgmlType::Q5_0 || type == GgmlType::Q4_1 || type == GgmlType::Q5_1 ||
+             (type == GgmlType::Q8_0 && avxvnni_in_use());
     default:
       return false;
   }

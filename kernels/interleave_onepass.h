@@ -201,7 +201,8 @@ inline void chain_dot_b32(const uint8_t* g, const BlockQ8_0* const* xs, const XP
   };
   Acc16 acc[T];
   for (int64_t b = 0; b < nb; ++b) {
-    if (cold && (b & 1) == 0) prefetch_lines<P::kChunk, kToL1>(g + P::chunk(b) + kInterleavePrefetch);
+    if (cold && (b & 1) == 0)
+      prefetch_lines<P::kChunk, kToL1>(g + P::chunk(b) + kInterleavePrefetch);
     const uint8_t* qb = g + P::codes(b);
     for (int h = 0; h < 2; ++h) {
       __m256i lo[4], hi[4];
@@ -254,6 +255,46 @@ inline void chain_dot_b32(const uint8_t* g, const BlockQ8_0* const* xs, const XP
   for (int t = 0; t < T; ++t) acc[t].store(outs[t]);
 }
 
+// One 16-row kQ8_0x16 group (its first block odd: kOdd) against T activation rows, AVX-VNNI only:
+// the GEMV (T = 1) and, in chain order, the GEMM. Per block and 8-row half the 8 code lines
+// (line j: elements 4j..4j+3 of the 8 rows) XORed with 0x80 (code + 128, unsigned) once for the T
+// tokens, each one vpdpbusd against the token's activation dword j (two sums, elements 0-15 and
+// 16-31); the offset -128 * sum(x) is 16 times XPrep's neg. The integers are the row kernel's
+// block sums, the float step Acc16::add_dd's: the same bits as gemv_ref.cpp. cold: L1-prefetch
+// the group kInterleavePrefetch ahead (the GEMV, the GEMM's first batch). No L2 prefetch of the
+// next group, unlike the 4-bit GEMVs: with one the GEMV streamed 0.92x the row kernel, without
+// it 1.11-1.17x (bench/RESULTS.md session 36).
+template <bool kOdd, int T>
+inline void chain_dot_q8(const uint8_t* g, const BlockQ8_0* const* xs, const XPrep* const* preps,
+                         int64_t nb, float* const* outs, bool cold) {
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  Acc16 acc[T];
+  for (int64_t b = 0; b < nb; ++b) {
+    const size_t at = static_cast<size_t>(b) * kUnit544;
+    if (cold) prefetch_lines<kUnit544, kToL1>(g + at + kInterleavePrefetch);
+    const uint8_t* qb = g + q8_0x16_code_offset(b, kOdd);
+    const uint8_t* sc = g + q8_0x16_scale_offset(b, kOdd);
+    for (int h = 0; h < 2; ++h) {
+      __m256i c[8];
+      for (int j = 0; j < 8; ++j)
+        c[j] = _mm256_xor_si256(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + 64 * j + 32 * h)), flip);
+      const __m256 dw =
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16 * h)));
+      for (int t = 0; t < T; ++t) {
+        __m256i lo = _mm256_set1_epi32(preps[t][b].neg * 16);
+        __m256i hi = _mm256_setzero_si256();
+        for (int j = 0; j < 4; ++j) {
+          lo = _mm256_dpbusd_avx_epi32(lo, c[j], broadcast_word(xs[t][b], j));
+          hi = _mm256_dpbusd_avx_epi32(hi, c[4 + j], broadcast_word(xs[t][b], 4 + j));
+        }
+        acc[t].add_dd(b, h, dw, preps[t][b].dx, _mm256_add_epi32(lo, hi));
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) acc[t].store(outs[t]);
+}
+
 // The B32Parts of a layout with mins or 5th bits (kQ5_0x16, kQ4_1x16, kQ5_1x16).
 template <WeightLayout kLayout>
 struct B32Of {
@@ -295,7 +336,17 @@ void gemm_x16_chain(const void* w, size_t row_stride, const void* xq, size_t xq_
     for (; t < n_tokens; ++t) batch(std::integral_constant<int, 1>{}, t);
   };
   for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
-    if constexpr (B32Of<kLayout>::kParts) {
+    if constexpr (kLayout == WeightLayout::kQ8_0x16) {
+      static_assert(kVnni, "kQ8_0x16 has AVX-VNNI kernels only at the AVX2 level");
+      const bool odd = q8_0x16_group_odd(r, nb);
+      batches(r, [&](auto n_const, auto xs, auto ps, auto outs, bool cold) {
+        constexpr int n = decltype(n_const)::value;
+        if (odd)
+          chain_dot_q8<true, n>(g, xs, ps, nb, outs, cold);
+        else
+          chain_dot_q8<false, n>(g, xs, ps, nb, outs, cold);
+      });
+    } else if constexpr (B32Of<kLayout>::kParts) {
       using B = B32Of<kLayout>;
       batches(r, [&](auto n_const, auto xs, auto ps, auto outs, bool cold) {
         chain_dot_b32<B::kMin, B::kHigh, kVnni, decltype(n_const)::value>(g, xs, ps, nb, outs,

@@ -277,9 +277,12 @@ std::vector<std::pair<std::string, GemvKernels>> variants(WeightLayout layout) {
   std::vector<std::pair<std::string, GemvKernels>> v;
   for (Isa isa : isas())
     v.emplace_back(std::string(isa_name(isa)), gemv_kernels(layout_type(layout), layout, isa));
-  if (isa_supported(Isa::kAvx2) && detail::interleaved_kernels_avx2(layout).gemv != nullptr) {
-    v.emplace_back("avx2-novnni", detail::interleaved_kernels_avx2(layout));
-    if (__builtin_cpu_supports("avxvnni"))
+  if (isa_supported(Isa::kAvx2)) {
+    // (kQ8_0x16 has AVX-VNNI kernels only.)
+    if (detail::interleaved_kernels_avx2(layout).gemv != nullptr)
+      v.emplace_back("avx2-novnni", detail::interleaved_kernels_avx2(layout));
+    if (__builtin_cpu_supports("avxvnni") &&
+        detail::interleaved_kernels_avxvnni(layout).gemv != nullptr)
       v.emplace_back("avx2-vnni", detail::interleaved_kernels_avxvnni(layout));
   }
   if (isa_supported(Isa::kAvx512)) {
