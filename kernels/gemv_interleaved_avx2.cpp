@@ -203,19 +203,6 @@ void gemv_q4_0x16(const void* w, size_t row_stride, const void* xq, float* y, in
                       });
 }
 
-template <WeightLayout kLayout>
-void gemm_q4_0x16(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
-                  size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
-                  int64_t n_cols) {
-  gemm_q4_0x16_groups(w, row_stride, xq, xq_stride, y, y_stride, n_tokens, row_begin, row_end,
-                      n_cols,
-                      [](const uint8_t* g, int64_t r, const BlockQ8_0* x, const XPrep* prep,
-                         int64_t nb, float* out, const uint8_t* next) {
-                        for (int h = 0; h < 2; ++h)
-                          layout_half_dot<kLayout>(g, r, h, x, prep, nb, out, next);
-                      });
-}
-
 // ---- kQ4_Kx16, kQ5_Kx16: Q4_K / Q5_K x Q8_K, 8 rows (half h of the group) per register ----
 
 // Rows 8h..8h+7 of one 16-row group against one activation row: kQ4_Kx16, or kQ5_Kx16 (kFive:
@@ -886,15 +873,13 @@ void gemm_halves(const void* w, size_t row_stride, const void* xq, size_t xq_str
   });
 }
 
-// The kernels of the layouts of 32-element blocks with Q8_0 activations (one half pass each).
-// kQ4_0x16's and kMXFP4x16's GEMMs are interleave_onepass.h's chain GEMM with vpmaddubsw (prefill
+// The kernels of the layouts of 32-element blocks with Q8_0 activations: the GEMVs one half pass
+// each, the GEMMs interleave_onepass.h's chain GEMM with vpmaddubsw (kQ4_0x16, kMXFP4x16: prefill
 // 1.2-1.3x the two-half GEMM, bench/RESULTS.md session 24, then 1.1-1.27x in chain order, session
-// 35); IQ4_NL's +128 codes would overflow its int16 pairs, so kIQ4_NLx16 keeps the two halves.
+// 35; kQ5_0x16 / kQ4_1x16 / kQ5_1x16 about 2x and kIQ4_NLx16, its codes signed, 1.1x, session 36).
 template <WeightLayout kLayout>
 GemvKernels b32_kernels() {
-  if constexpr (kLayout != WeightLayout::kIQ4_NLx16)
-    return GemvKernels{&gemv_q4_0x16<kLayout>, &gemm_x16_chain<kLayout, false>};
-  return GemvKernels{&gemv_q4_0x16<kLayout>, &gemm_q4_0x16<kLayout>};
+  return GemvKernels{&gemv_q4_0x16<kLayout>, &gemm_x16_chain<kLayout, false>};
 }
 
 }  // namespace

@@ -2,9 +2,10 @@
 // (kernels/interleave.h) against Q8_0 activations, 256-bit, and its GEMM in chain order
 // (chain_group_dot: 4 tokens per pass, the codes built once; session 35: 1.1-1.27x the one-token
 // GEMM it replaced). Instantiated with vpdpbusd by gemv_interleaved_avxvnni.cpp (GEMV and GEMM,
-// AVX-VNNI CPUs) and with vpmaddubsw + vpmaddwd by gemv_interleaved_avx2.cpp (the GEMM only,
-// kQ4_0x16 and kMXFP4x16: plain-AVX2 CPUs stream the GEMV faster with the two-half kernel,
-// session 16).
+// AVX-VNNI CPUs) and with vpmaddubsw + vpmaddwd by gemv_interleaved_avx2.cpp (the GEMM only:
+// plain-AVX2 CPUs stream the GEMV faster with the two-half kernel, session 16). Also here: the
+// chain GEMMs of kQ5_0x16 / kQ4_1x16 / kQ5_1x16 (chain_dot_b32, both builds) and kQ8_0x16's
+// kernels (chain_dot_q8, AVX-VNNI only), through gemm_x16_chain (session 36).
 //
 // All 16 rows of a group in one step per block, the blocks in two passes (b % 8 < 4, then the
 // rest): each pass keeps 4 of the 8 canonical accumulators for both 8-row halves (8 registers),
@@ -40,11 +41,16 @@ inline __m256i broadcast_word(const BlockQ8_0& x, int j) {
 // table (kMXFP4x16, kIQ4_NLx16) each nibble becomes its table value + kBias (MXFP4: 12; IQ4_NL:
 // 128, as vpdpbusd has no int16 pairs to overflow), an unsigned code as Q4_0's nibble; the offset
 // -kBias * sum(x) is XPrep's neg * kBias / 8.
+// Without AVX-VNNI IQ4_NL's table values + 128 would overflow vpmaddubsw's int16 pairs (kSigned):
+// its codes stay the signed table values and x's signs move onto them, |x| · sign(v, x) (at most
+// 2 x 127 x 127 a pair), with no offset.
 template <typename Fmt, bool kVnni>
 struct B32Ops {
-  static_assert(kVnni || Fmt::kTable == nullptr || Fmt::kBias != 0,
-                "vpmaddubsw's int16 pairs overflow with IQ4_NL's +128 codes");
-  static constexpr int kBias = Fmt::kTable == nullptr ? 8 : Fmt::kBias == 0 ? 128 : Fmt::kBias;
+  static constexpr bool kSigned = !kVnni && Fmt::kTable != nullptr && Fmt::kBias == 0;
+  static constexpr int kBias = kSigned                  ? 0
+                               : Fmt::kTable == nullptr ? 8
+                               : Fmt::kBias == 0        ? 128
+                                                        : Fmt::kBias;
   __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256i ones = _mm256_set1_epi16(1);
   __m256i table = m4;
@@ -59,6 +65,10 @@ struct B32Ops {
   __m256i dot(__m256i acc, __m256i u, __m256i s) const {
     if constexpr (kVnni) {
       return _mm256_dpbusd_avx_epi32(acc, u, s);
+    } else if constexpr (kSigned) {
+      return _mm256_add_epi32(
+          acc, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(s), _mm256_sign_epi8(u, s)),
+                                 ones));
     } else {
       return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), ones));
     }

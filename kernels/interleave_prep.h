@@ -103,25 +103,5 @@ inline void gemv_q4_0x16_groups(const void* w, size_t row_stride, const void* xq
   });
 }
 
-// Its GEMM: every token's activation prepared once per call, then for each 16-row group g at row r,
-// tokens inner (the group stays in L1), group(g, r, x_t, prep_t, nb, y_t + r, next) with next the
-// following group for the first token (an L2 prefetch), nullptr for the others and the last group.
-template <typename Group>
-inline void gemm_q4_0x16_groups(const void* w, size_t row_stride, const void* xq, size_t xq_stride,
-                                float* y, size_t y_stride, int64_t n_tokens, int64_t row_begin,
-                                int64_t row_end, int64_t n_cols, Group&& group) {
-  const int64_t nb = n_cols / kQK;
-  const auto* xbase = static_cast<const uint8_t*>(xq);
-  auto xt = [&](int64_t t) { return reinterpret_cast<const BlockQ8_0*>(xbase + t * xq_stride); };
-  XPrep* prep = prep_buffer(nb, n_tokens);
-  for (int64_t t = 0; t < n_tokens; ++t) prep_x(xt(t), nb, prep + t * nb);
-  const size_t group_bytes = 16 * row_stride;
-  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
-    const uint8_t* next = r + 16 < row_end ? g + group_bytes : nullptr;
-    for (int64_t t = 0; t < n_tokens; ++t)
-      group(g, r, xt(t), prep + t * nb, nb, y + t * y_stride + r, t == 0 ? next : nullptr);
-  });
-}
-
 }  // namespace
 }  // namespace strata::kernels::detail
