@@ -63,10 +63,34 @@ void select_experts(const ModelConfig& cfg, const LayerWeights& layer, float* pr
       break;  // top-k on the logits themselves
   }
 
-  // Top-k by selection score among the experts of the selected groups.
+  // Top-k by selection score among the experts of the selected groups: the repeated argmax, ties
+  // to the lower index. First in one pass (an insertion into the best k so far, scores descending;
+  // an expert moves ahead only on a strictly greater score, so equal ones keep index order): the
+  // same picks in the same order, without k passes over every expert. A NaN score, whose
+  // comparisons decide the argmax's picks, or fewer than k selectable, takes the argmax loop.
   const uint64_t groups = selected_groups(cfg, layer, probs);
   const uint32_t per_group = cfg.n_expert_groups > 1 ? n_expert / cfg.n_expert_groups : n_expert;
-  for (uint32_t j = 0; j < k; ++j) {
+  constexpr uint32_t kMaxInsert = 64;
+  float best[kMaxInsert];
+  uint32_t n_best = 0;
+  bool nan = false;
+  if (k <= kMaxInsert) {
+    for (uint32_t e = 0; e < n_expert && !nan; ++e) {
+      if (!(groups >> (e / per_group) & 1)) continue;
+      const float s = selection_score(layer, probs, e);
+      nan = std::isnan(s);
+      if (nan || (n_best == k && !(s > best[k - 1]))) continue;
+      uint32_t p = n_best < k ? n_best++ : k - 1;  // full: the last one drops out
+      for (; p > 0 && s > best[p - 1]; --p) {
+        best[p] = best[p - 1];
+        ids[p] = ids[p - 1];
+      }
+      best[p] = s;
+      ids[p] = static_cast<int32_t>(e);
+    }
+  }
+  const bool inserted = k <= kMaxInsert && !nan && n_best == k;
+  for (uint32_t j = 0; j < k && !inserted; ++j) {
     int32_t best = -1;
     float best_score = 0;
     for (uint32_t e = 0; e < n_expert; ++e) {

@@ -476,16 +476,79 @@ float dot_float(const void* w_row, const void* x_row, int64_t n_cols) {
   return fold8(acc);
 }
 
+// The float-weight GEMM: tokens in tiles of 4, whose activation rows stay in L1 while the weight
+// rows stream past once per tile (gemm_rows re-read every token's row for every weight row: a
+// 506-token prefill of the 30B read its routers' F32 rows' activations 24 GB a pass), 2 weight
+// rows at a time. Each (row, token) adds its blocks' block_lanes in block order, the zero-padded
+// last block too, as dot_float does: the same bits as the GEMV.
+template <GgmlType T>
+void gemm_float(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
+                size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
+                int64_t n_cols) {
+  using Elem = std::conditional_t<T == GgmlType::F32, float, uint16_t>;
+  constexpr int kTile = 4;
+  const auto* base = static_cast<const uint8_t*>(w);
+  const auto* xbase = static_cast<const uint8_t*>(xq);
+  const int64_t n_full = n_cols / 32 * 32;
+  const auto out = [&](int64_t t, int64_t r) -> float& {
+    return y[static_cast<size_t>(t) * y_stride + static_cast<size_t>(r)];
+  };
+  int64_t t0 = 0;
+  for (; t0 + kTile <= n_tokens; t0 += kTile) {
+    const uint8_t* xs[kTile];
+    for (int k = 0; k < kTile; ++k) xs[k] = xbase + static_cast<size_t>(t0 + k) * xq_stride;
+    int64_t r = row_begin;
+    for (; r + 2 <= row_end; r += 2) {
+      const uint8_t* wr[2] = {base + static_cast<size_t>(r) * row_stride,
+                              base + static_cast<size_t>(r + 1) * row_stride};
+      __m256 acc[2][kTile];
+      for (auto& a : acc)
+        for (auto& v : a) v = _mm256_setzero_ps();
+      for (int64_t i = 0; i < n_full; i += 32) {
+        for (int j = 0; j < 2; ++j) {
+          prefetch_ahead<32 * sizeof(Elem)>(reinterpret_cast<const Elem*>(wr[j]) + i);
+          for (int k = 0; k < kTile; ++k)
+            acc[j][k] = _mm256_add_ps(acc[j][k], block_lanes<T>(wr[j], xs[k], i));
+        }
+      }
+      if (n_full < n_cols) {  // the zero-padded last block
+        const size_t left = static_cast<size_t>(n_cols - n_full) * sizeof(Elem);
+        for (int j = 0; j < 2; ++j)
+          for (int k = 0; k < kTile; ++k) {
+            Elem wp[32] = {}, xp[32] = {};
+            std::memcpy(wp, reinterpret_cast<const Elem*>(wr[j]) + n_full, left);
+            std::memcpy(xp, reinterpret_cast<const Elem*>(xs[k]) + n_full, left);
+            acc[j][k] = _mm256_add_ps(acc[j][k], block_lanes<T>(wp, xp, 0));
+          }
+      }
+      for (int j = 0; j < 2; ++j)
+        for (int k = 0; k < kTile; ++k) out(t0 + k, r + j) = fold8(acc[j][k]);
+    }
+    for (; r < row_end; ++r)
+      for (int k = 0; k < kTile; ++k)
+        out(t0 + k, r) = dot_float<T>(base + static_cast<size_t>(r) * row_stride, xs[k], n_cols);
+  }
+  for (; t0 < n_tokens; ++t0)
+    for (int64_t r = row_begin; r < row_end; ++r)
+      out(t0, r) = dot_float<T>(base + static_cast<size_t>(r) * row_stride,
+                                xbase + static_cast<size_t>(t0) * xq_stride, n_cols);
+}
+
+template <GgmlType T>
+constexpr GemvKernels float_kernels() {
+  return GemvKernels{&gemv_rows<&dot_float<T>>, &gemm_float<T>};
+}
+
 }  // namespace
 
 GemvKernels gemv_kernels_avx2(GgmlType type) {
   switch (type) {
     case GgmlType::F32:
-      return row_kernels<&dot_float<GgmlType::F32>>();
+      return float_kernels<GgmlType::F32>();
     case GgmlType::F16:
-      return row_kernels<&dot_float<GgmlType::F16>>();
+      return float_kernels<GgmlType::F16>();
     case GgmlType::BF16:
-      return row_kernels<&dot_float<GgmlType::BF16>>();
+      return float_kernels<GgmlType::BF16>();
     case GgmlType::Q4_0:
       return rows::kernels<BlockQ4_0, /*kVnni=*/false>();
     case GgmlType::Q5_0:

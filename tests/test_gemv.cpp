@@ -319,8 +319,11 @@ TEST(GemvRows, AwkwardShapesBitIdenticalToRef) {
       const GemvKernels ref = gemv_kernels(type, Isa::kRef);
       // K-quants: 1, 3, 8, 9 and 17 super-blocks (groups of 8 with every tail).
       const bool k_quant = ggml_type_info(type).block_size == kQK_K;
-      const std::vector<int64_t> cols = k_quant
-                                            ? std::vector<int64_t>{256, 768, 2048, 2304, 4352}
+      // Float types: also rows that end in a partial (zero-padded) 32-element block.
+      const bool unblocked = ggml_type_info(type).block_size == 1;
+      const std::vector<int64_t> cols = k_quant ? std::vector<int64_t>{256, 768, 2048, 2304, 4352}
+                                        : unblocked
+                                            ? std::vector<int64_t>{1, 31, 32, 33, 224, 2048, 2085}
                                             : std::vector<int64_t>{32, 224, 256, 288, 2048, 2080};
       for (int64_t n_cols : cols) {
         for (int64_t n_rows : {2, 7, 8, 9, 15, 16, 17, 24, 33, 47}) {

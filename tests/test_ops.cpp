@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -13,6 +14,7 @@
 #include <random>
 #include <vector>
 
+#include "engine/gating.h"
 #include "engine/logit_dump.h"
 #include "engine/moe.h"
 #include "engine/ops.h"
@@ -149,6 +151,58 @@ TEST(Ops, TopKDescendingTiesToLowerIndex) {
   int32_t all[5];
   top_k(flat.data(), 5, 5, all);
   for (int i = 0; i < 5; ++i) EXPECT_EQ(all[i], i);
+}
+
+// select_experts' one-pass top-k against the repeated argmax it stands for (ties to the lower
+// index), on logits with many ties, at k = 1, 8, 64 (the one-pass limit), 128 (the argmax loop),
+// with a NaN (the argmax loop too), and on 16 groups of 8 (DeepSeek's group limit).
+TEST(Ops, SelectExpertsIsTheRepeatedArgmax) {
+  ModelConfig cfg;
+  cfg.gating = GatingType::kSoftmaxTopK;  // the logits themselves are the scores
+  cfg.n_expert = 128;
+  const LayerWeights layer;
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> level(-6, 6);
+  const auto argmax_ids = [](const std::vector<float>& p, uint32_t k, uint64_t allowed,
+                             uint32_t per_group) {
+    std::vector<int32_t> ids;
+    for (uint32_t j = 0; j < k; ++j) {
+      int32_t best = -1;
+      for (uint32_t e = 0; e < p.size(); ++e) {
+        if (!(allowed >> (e / per_group) & 1)) continue;
+        if (std::find(ids.begin(), ids.end(), int32_t(e)) != ids.end()) continue;
+        if (best < 0 || p[e] > p[size_t(best)]) best = int32_t(e);
+      }
+      ids.push_back(best);
+    }
+    return ids;
+  };
+  for (int round = 0; round < 50; ++round) {
+    std::vector<float> logits(128);
+    for (float& v : logits) v = 0.5f * float(level(rng));
+    if (round % 10 == 9) logits[size_t(round) % 128] = NAN;
+    for (uint32_t k : {1u, 8u, 64u, 128u}) {
+      SCOPED_TRACE(fmt::format("round {} k {}", round, k));
+      std::vector<float> probs = logits;
+      std::vector<int32_t> ids(k);
+      std::vector<float> weights(k);
+      cfg.n_expert_groups = 0;
+      select_experts(cfg, layer, probs.data(), 128, k, ids.data(), weights.data());
+      EXPECT_EQ(ids, argmax_ids(logits, k, ~uint64_t{0}, 128));
+    }
+  }
+  // Groups: only the experts of the selected groups compete (the same mask for both).
+  cfg.n_expert_groups = 16;
+  cfg.n_group_used = 4;
+  std::vector<float> logits(128);
+  for (float& v : logits) v = 0.5f * float(level(rng));
+  std::vector<float> probs = logits;
+  std::vector<int32_t> ids(8);
+  std::vector<float> weights(8);
+  select_experts(cfg, layer, probs.data(), 128, 8, ids.data(), weights.data());
+  std::vector<float> check = logits;
+  const uint64_t allowed = selected_groups(cfg, layer, check.data());
+  EXPECT_EQ(ids, argmax_ids(logits, 8, allowed, 8));
 }
 
 // A hand-made routing of 3 tokens over 4 experts, k = 2.
