@@ -370,9 +370,12 @@ Verdict Profiler::verdict() const {
         v.bound == "CPU-compute-bound" && pre.calls > 0) {
       const double secs =
           pre.seconds[ExpertStageTimes::kGateUp] + pre.seconds[ExpertStageTimes::kDown];
-      v.why += fmt::format("; prefill's expert GEMMs ran at {:.1f} GMAC/s over {} thread{}",
-                           rate(double(pre.gate_up_macs + pre.down_macs) / 1e9, secs),
-                           ceilings_.threads, ceilings_.threads == 1 ? "" : "s");
+      v.why +=
+          fmt::format("; prefill's expert GEMMs ran at {:.1f} GMAC/s{}",
+                      rate(double(pre.gate_up_macs + pre.down_macs) / 1e9, secs),
+                      ceilings_.threads > 0 ? fmt::format(" over {} thread{}", ceilings_.threads,
+                                                          ceilings_.threads == 1 ? "" : "s")
+                                            : std::string());
     }
     if (t.shared_experts > 0)
       v.why +=
