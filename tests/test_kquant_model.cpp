@@ -1,10 +1,10 @@
-// Q4_1, Q5_1, Q2_K, Q3_K, Q5_K, IQ4_NL and IQ4_XS models end to end (no fixture holds them):
-// tiny-qwen3moe's F32 fixture requantized with quantize_row (every matrix whose rows are whole
-// blocks: experts, attention, embeddings and head; byte for byte what llama-quantize writes,
-// bench/RESULTS.md session 19) against a peer made of the same weights dequantized back to F32 (the
-// F32 path is checked against llama.cpp's references by test_model_forward). The only difference
-// left is the activations' Q8_0 / Q8_K rounding, so the logits agree closely; and they are
-// bit-identical across the kernel ISAs and thread counts.
+// Q8_0, Q4_1, Q5_1, Q2_K, Q3_K, Q5_K, IQ4_NL and IQ4_XS models end to end (Q8_0 has fixtures
+// too; here every REPACK path runs): tiny-qwen3moe's F32 fixture requantized with quantize_row
+// (every matrix whose rows are whole blocks: experts, attention, embeddings and head; byte for
+// byte what llama-quantize writes, bench/RESULTS.md session 19) against a peer made of the same
+// weights dequantized back to F32 (the F32 path is checked against llama.cpp's references by
+// test_model_forward). The only difference left is the activations' Q8_0 / Q8_K rounding, so the
+// logits agree closely; and they are bit-identical across the kernel ISAs and thread counts.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -153,6 +153,12 @@ TEST_P(KquantModel, ReplayIsTheSameWithAndWithoutRepack) {
     tags.push_back("repack-avx2");
     replay("repack-avx2", "ISA=avx2");
   }
+  // With AVX-VNNI, ISA=avx2 runs the VNNI kernels (and repacks Q8_0); ISA=avx2-plain those of a
+  // plain AVX2 CPU (Zen 2/3), which keep Q8_0 in the file's layout.
+  if (kernels::isa_supported(kernels::Isa::kAvx2) && __builtin_cpu_supports("avxvnni")) {
+    tags.push_back("repack-avx2-plain");
+    replay("repack-avx2-plain", "ISA=avx2-plain");
+  }
   for (const std::string& tag : tags)
     for (int s = 0; s < 2; ++s) {
       const std::string name = fmt::format("stream{}.logits.bin", s);
@@ -169,11 +175,11 @@ TEST_P(KquantModel, ReplayIsTheSameWithAndWithoutRepack) {
 // argmax.
 INSTANTIATE_TEST_SUITE_P(
     Types, KquantModel,
-    ::testing::Values(KquantCase{GgmlType::Q4_1, 0.03}, KquantCase{GgmlType::Q5_0, 0.03},
-                      KquantCase{GgmlType::Q5_1, 0.03}, KquantCase{GgmlType::Q2_K, 0.03},
-                      KquantCase{GgmlType::Q3_K, 0.03}, KquantCase{GgmlType::Q5_K, 0.03},
-                      KquantCase{GgmlType::Q6_K, 0.04}, KquantCase{GgmlType::IQ4_NL, 0.03},
-                      KquantCase{GgmlType::IQ4_XS, 0.03}),
+    ::testing::Values(KquantCase{GgmlType::Q8_0, 0.03}, KquantCase{GgmlType::Q4_1, 0.03},
+                      KquantCase{GgmlType::Q5_0, 0.03}, KquantCase{GgmlType::Q5_1, 0.03},
+                      KquantCase{GgmlType::Q2_K, 0.03}, KquantCase{GgmlType::Q3_K, 0.03},
+                      KquantCase{GgmlType::Q5_K, 0.03}, KquantCase{GgmlType::Q6_K, 0.04},
+                      KquantCase{GgmlType::IQ4_NL, 0.03}, KquantCase{GgmlType::IQ4_XS, 0.03}),
     [](const auto& info) { return std::string(ggml_type_name(info.param.type)); });
 
 }  // namespace
