@@ -9,8 +9,11 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "kernels/attention_core.h"
+#include "kernels/portable_math.h"
 
 // GCC 12 reports the _mm512_undefined_*() pass-through operands inside its own broadcast / insert
 // intrinsics as uninitialized (GCC bug 105593); nothing in this file reads them.
@@ -18,6 +21,85 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 namespace strata::kernels {
+namespace {
+
+// portable_expf on 16 lanes, operation for operation (attention_avx2.cpp's exp8, 16 wide).
+inline __m512 exp16(__m512 x) {
+  const __m512 kf = _mm512_sub_ps(
+      _mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(0x1.715476p+0f)), _mm512_set1_ps(0x1.8p23f)),
+      _mm512_set1_ps(0x1.8p23f));
+  const __m512 r = _mm512_sub_ps(_mm512_sub_ps(x, _mm512_mul_ps(kf, _mm512_set1_ps(0x1.62e4p-1f))),
+                                 _mm512_mul_ps(kf, _mm512_set1_ps(0x1.7f7d1cp-20f)));
+  __m512 p = _mm512_set1_ps(0x1.a01a02p-13f);
+  p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(0x1.6c16c2p-10f));
+  p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(0x1.111112p-7f));
+  p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(0x1.555556p-5f));
+  p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(0x1.555556p-3f));
+  p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(0.5f));
+  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 er = _mm512_add_ps(one, _mm512_add_ps(r, _mm512_mul_ps(_mm512_mul_ps(r, r), p)));
+  // k in [-151, 129] where it matters; clamp so every shift below is defined.
+  const __m512i k = _mm512_max_epi32(
+      _mm512_min_epi32(_mm512_cvttps_epi32(kf), _mm512_set1_epi32(129)), _mm512_set1_epi32(-151));
+  auto pow2 = [](__m512i e) { return _mm512_castsi512_ps(_mm512_slli_epi32(e, 23)); };
+  const __m512 normal = _mm512_mul_ps(er, pow2(_mm512_add_epi32(k, _mm512_set1_epi32(127))));
+  const __m512 big = _mm512_mul_ps(_mm512_mul_ps(er, pow2(_mm512_set1_epi32(254))), pow2(k));
+  const __m512 small =
+      _mm512_mul_ps(_mm512_mul_ps(er, pow2(_mm512_add_epi32(k, _mm512_set1_epi32(227)))),
+                    pow2(_mm512_set1_epi32(27)));
+  __m512 y = _mm512_mask_blend_ps(_mm512_cmpgt_epi32_mask(k, _mm512_set1_epi32(127)), normal, big);
+  y = _mm512_mask_blend_ps(_mm512_cmpgt_epi32_mask(_mm512_set1_epi32(-126), k), y, small);
+  y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(-104.0f), _CMP_LT_OQ), y,
+                           _mm512_setzero_ps());
+  y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(89.0f), _CMP_GT_OQ), y,
+                           _mm512_castsi512_ps(_mm512_set1_epi32(0x7F800000)));
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), y, _mm512_add_ps(x, x));
+}
+
+}  // namespace
+
+void expf_avx512(const float* x, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, exp16(_mm512_loadu_ps(x + i)));
+  for (; i < n; ++i) out[i] = portable_expf(x[i]);
+}
+
+// softmax_scores_avx2's operations 16 scores a step: the same max, exps, double lane sums (lane
+// j % 8: a step's first 8 scores, then its next 8, in j order) and scaling, so the same bits.
+void softmax_scores_avx512(float* sc, uint32_t n, const AttentionRow& row) {
+  if (row.softcap > 0.0f)
+    for (uint32_t i = 0; i < n; ++i) sc[i] = row.softcap * std::tanh(sc[i]);
+  const uint32_t n16 = n & ~15u;
+  __m512 mv = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  uint32_t j = 0;
+  for (; j < n16; j += 16) mv = _mm512_max_ps(_mm512_loadu_ps(sc + j), mv);
+  float m = _mm512_reduce_max_ps(mv);
+  for (; j < n; ++j) m = std::max(m, sc[j]);
+  if (row.has_sink) m = std::max(m, row.sink);
+  const __m512 mb = _mm512_set1_ps(m);
+  __m512d b = _mm512_setzero_pd();
+  for (j = 0; j < n16; j += 16) {
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(sc + j), mb));
+    _mm512_storeu_ps(sc + j, e);
+    b = _mm512_add_pd(b, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+    b = _mm512_add_pd(b, _mm512_cvtps_pd(_mm512_extractf32x8_ps(e, 1)));
+  }
+  alignas(64) double lanes[8];
+  _mm512_store_pd(lanes, b);
+  for (; j < n; ++j) {
+    sc[j] = portable_expf(sc[j] - m);
+    lanes[j % 8] = lanes[j % 8] + static_cast<double>(sc[j]);
+  }
+  double sum = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+               ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+  if (row.has_sink) sum = sum + static_cast<double>(portable_expf(row.sink - m));
+  const float inv = static_cast<float>(1.0 / sum);
+  const __m512 invv = _mm512_set1_ps(inv);
+  for (j = 0; j < n16; j += 16)
+    _mm512_storeu_ps(sc + j, _mm512_mul_ps(_mm512_loadu_ps(sc + j), invv));
+  for (; j < n; ++j) sc[j] = sc[j] * inv;
+}
+
 namespace {
 
 // Head a's fold8 and head b's of one register, each times its scale.
@@ -189,7 +271,7 @@ template <int H, typename T>
 void group_pass(const AttentionRow* rows, float* sc, float* const* outs) {
   const AttentionRow& a = rows[0];
   group_scores<H / 2, T>(rows, sc);
-  for (int h = 0; h < H; ++h) softmax_scores_avx2(sc + size_t(h) * a.n_kv, a.n_kv, rows[h]);
+  for (int h = 0; h < H; ++h) softmax_scores_avx512(sc + size_t(h) * a.n_kv, a.n_kv, rows[h]);
   const uint32_t block = attention_key_block<T>(a.head_dim_k);
   for (uint32_t j0 = 0; j0 < a.n_kv; j0 += block) {
     const uint32_t j1 = std::min(a.n_kv, j0 + block);
@@ -226,8 +308,8 @@ void pair_pass(const AttentionRow& a, const AttentionRow& b, float* sc, float* o
   // Scores: the group pass's, one pair.
   const AttentionRow rows[2] = {a, b};
   group_scores<1, T>(rows, sc);
-  softmax_scores_avx2(sa, n, a);
-  softmax_scores_avx2(sb, n, b);
+  softmax_scores_avx512(sa, n, a);
+  softmax_scores_avx512(sb, n, b);
   // Weighted sum of V: 64 outputs of each head in registers across all keys, then 8.
   uint32_t d = 0;
   for (; d + 64 <= dv; d += 64) {

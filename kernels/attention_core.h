@@ -105,6 +105,9 @@ bool attention_avx512_supported();
 // attention_row_avx2's softmax of n scaled scores in place, capped first when row.softcap > 0,
 // with row's sink (the order in this header's comment).
 void softmax_scores_avx2(float* scores, uint32_t n, const AttentionRow& row);
+// The same with AVX-512, 16 scores a step: the same bits (the AVX-512 group and pair passes use
+// it).
+void softmax_scores_avx512(float* scores, uint32_t n, const AttentionRow& row);
 
 // A KV row's element types: float (k, v), uint16_t (k16, v16: IEEE halves) and std::byte (k8, v8:
 // Q8_0 blocks). Element i of a Q8_0 row is code i % 32 of block i / 32.
@@ -204,6 +207,8 @@ inline void prefetch_values_ahead(const AttentionRow& a, const T* vj, uint32_t d
 
 // out[i] = portable_expf(x[i]) with AVX2 (tests compare it with the scalar function).
 void expf_avx2(const float* x, float* out, int64_t n);
+// The same with AVX-512 (16 lanes).
+void expf_avx512(const float* x, float* out, int64_t n);
 
 // out[i] = portable_swiglu(gate[i], up[i]) with AVX2, bit for bit (swiglu_row uses it where the
 // CPU has AVX2; tests compare the two). out may alias gate or up.

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -853,22 +854,51 @@ TEST(AttentionCore, Avx2SwigluEqualsPortableSwiglu) {
   }
 }
 
-// exp on 8 lanes is portable_expf on each input: a sweep over the float range, the branch edges
-// (overflow, subnormal results, underflow), infinities and NaN.
-TEST(AttentionCore, Avx2ExpEqualsPortableExpf) {
+// exp on 8 (AVX2) and 16 (AVX-512) lanes is portable_expf on each input: a sweep over the float
+// range, the branch edges (overflow, subnormal results, underflow), infinities and NaN.
+TEST(AttentionCore, SimdExpEqualsPortableExpf) {
   if (!kernels::attention_avx2_supported()) GTEST_SKIP() << "CPU lacks AVX2";
   std::vector<float> x;
   for (float f = -110.0f; f <= 95.0f; f += 0.013f) x.push_back(f);
   for (float f : {0.0f, -0.0f, 88.72f, 88.73f, 89.0f, 89.01f, -87.3f, -87.34f, -103.9f, -104.0f,
                   -104.1f, -120.0f, 1e30f, -1e30f, INFINITY, -INFINITY, NAN, 1e-30f, -1e-30f})
     x.push_back(f);
-  std::vector<float> y(x.size());
-  kernels::expf_avx2(x.data(), y.data(), int64_t(x.size()));
-  for (size_t i = 0; i < x.size(); ++i) {
-    const float want = kernels::portable_expf(x[i]);
-    uint32_t a, b;
-    std::memcpy(&a, &y[i], 4);
-    std::memcpy(&b, &want, 4);
-    ASSERT_EQ(a, b) << "x = " << x[i] << " got " << y[i] << " want " << want;
+  std::vector<std::pair<const char*, void (*)(const float*, float*, int64_t)>> fns = {
+      {"avx2", &kernels::expf_avx2}};
+  if (kernels::attention_avx512_supported()) fns.emplace_back("avx512", &kernels::expf_avx512);
+  for (const auto& [name, fn] : fns) {
+    std::vector<float> y(x.size());
+    fn(x.data(), y.data(), int64_t(x.size()));
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float want = kernels::portable_expf(x[i]);
+      uint32_t a, b;
+      std::memcpy(&a, &y[i], 4);
+      std::memcpy(&b, &want, 4);
+      ASSERT_EQ(a, b) << name << " x = " << x[i] << " got " << y[i] << " want " << want;
+    }
+  }
+}
+
+// The AVX-512 softmax of scores is the AVX2 one bit for bit: awkward lengths, with and without a
+// sink and a softcap, scores spread wide enough that some exps underflow.
+TEST(AttentionCore, Avx512SoftmaxEqualsAvx2) {
+  if (!kernels::attention_avx512_supported()) GTEST_SKIP() << "CPU lacks AVX-512";
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 30.0f);
+  for (uint32_t n : {1u, 7u, 8u, 15u, 16u, 17u, 31u, 33u, 100u, 1000u, 4099u}) {
+    for (int variant = 0; variant < 3; ++variant) {
+      kernels::AttentionRow row;
+      row.has_sink = variant == 1;
+      row.sink = 3.5f;
+      row.softcap = variant == 2 ? 30.0f : 0.0f;
+      std::vector<float> a(n);
+      for (float& v : a) v = normal(rng);
+      std::vector<float> b = a;
+      kernels::softmax_scores_avx2(a.data(), n, row);
+      kernels::softmax_scores_avx512(b.data(), n, row);
+      for (uint32_t i = 0; i < n; ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(a[i]), std::bit_cast<uint32_t>(b[i]))
+            << "n " << n << " variant " << variant << " element " << i;
+    }
   }
 }
