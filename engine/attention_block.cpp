@@ -80,14 +80,11 @@ const float* AttentionBlock::rope_cs(uint32_t il, uint32_t t) const {
 
 void AttentionBlock::core(kernels::ThreadPool& pool, const AttentionShape& shape, const KvCache& kv,
                           uint32_t il, uint32_t pos0, uint32_t n, const float* q) {
-  if (!core_seconds_) {
-    attention(pool, shape, kv, il, pos0, n, q, attn_.data(), scratch_);
-    return;
-  }
-  const auto t0 = std::chrono::steady_clock::now();
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point t0 = core_seconds_ ? Clock::now() : Clock::time_point{};
   attention(pool, shape, kv, il, pos0, n, q, attn_.data(), scratch_);
-  (*core_seconds_)[n > 1 ? 0 : 1] +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (core_seconds_)
+    (*core_seconds_)[n > 1 ? 0 : 1] += std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 void AttentionBlock::run(kernels::ThreadPool& pool, const LayerWeights& l, uint32_t il, uint32_t n,

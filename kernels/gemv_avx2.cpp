@@ -458,6 +458,16 @@ inline __m256 block_lanes(const void* w, const void* x, int64_t i) {
   return _mm256_add_ps(a, c);
 }
 
+// The last block of a row whose n_cols is not a multiple of 32 (from element i), zero-padded.
+template <GgmlType T>
+inline __m256 padded_block_lanes(const void* w_row, const void* x_row, int64_t i, int64_t n_cols) {
+  using Elem = std::conditional_t<T == GgmlType::F32, float, uint16_t>;
+  Elem w[32] = {}, x[32] = {};
+  std::memcpy(w, static_cast<const Elem*>(w_row) + i, (n_cols - i) * sizeof(Elem));
+  std::memcpy(x, static_cast<const Elem*>(x_row) + i, (n_cols - i) * sizeof(Elem));
+  return block_lanes<T>(w, x, 0);
+}
+
 template <GgmlType T>
 float dot_float(const void* w_row, const void* x_row, int64_t n_cols) {
   using Elem = std::conditional_t<T == GgmlType::F32, float, uint16_t>;
@@ -467,12 +477,7 @@ float dot_float(const void* w_row, const void* x_row, int64_t n_cols) {
     prefetch_ahead<32 * sizeof(Elem)>(static_cast<const Elem*>(w_row) + i);
     acc = _mm256_add_ps(acc, block_lanes<T>(w_row, x_row, i));
   }
-  if (i < n_cols) {  // the zero-padded last block
-    Elem w[32] = {}, x[32] = {};
-    std::memcpy(w, static_cast<const Elem*>(w_row) + i, (n_cols - i) * sizeof(Elem));
-    std::memcpy(x, static_cast<const Elem*>(x_row) + i, (n_cols - i) * sizeof(Elem));
-    acc = _mm256_add_ps(acc, block_lanes<T>(w, x, 0));
-  }
+  if (i < n_cols) acc = _mm256_add_ps(acc, padded_block_lanes<T>(w_row, x_row, i, n_cols));
   return fold8(acc);
 }
 
@@ -511,16 +516,11 @@ void gemm_float(const void* w, size_t row_stride, const void* xq, size_t xq_stri
             acc[j][k] = _mm256_add_ps(acc[j][k], block_lanes<T>(wr[j], xs[k], i));
         }
       }
-      if (n_full < n_cols) {  // the zero-padded last block
-        const size_t left = static_cast<size_t>(n_cols - n_full) * sizeof(Elem);
+      if (n_full < n_cols)
         for (int j = 0; j < 2; ++j)
-          for (int k = 0; k < kTile; ++k) {
-            Elem wp[32] = {}, xp[32] = {};
-            std::memcpy(wp, reinterpret_cast<const Elem*>(wr[j]) + n_full, left);
-            std::memcpy(xp, reinterpret_cast<const Elem*>(xs[k]) + n_full, left);
-            acc[j][k] = _mm256_add_ps(acc[j][k], block_lanes<T>(wp, xp, 0));
-          }
-      }
+          for (int k = 0; k < kTile; ++k)
+            acc[j][k] =
+                _mm256_add_ps(acc[j][k], padded_block_lanes<T>(wr[j], xs[k], n_full, n_cols));
       for (int j = 0; j < 2; ++j)
         for (int k = 0; k < kTile; ++k) out(t0 + k, r + j) = fold8(acc[j][k]);
     }
