@@ -13,6 +13,8 @@
 #        issue quotes — made by hand as a cgroup v1 blkio / v2 io child of this process's own))
 #        Knobs in the environment (PREFETCH, PIN, REPIN, ...) reach every run.
 set -euo pipefail
+# Placement from the default plan every run: no learned usage profile read or written (USAGE_AUTO).
+export USAGE_AUTO=0
 
 BUILD=${1:-build}
 STRATA=$BUILD/tools/strata

@@ -11,6 +11,8 @@
 # Logs go to build-gpu/gpu_check/; RESULTS_DIR (default: $OUT when set, as the device runner
 # does) gets results.md — the numbers to paste into bench/RESULTS.md — and a copy of the logs.
 set -uo pipefail
+# Placement from the default plan every run: no learned usage profile read or written (USAGE_AUTO).
+export USAGE_AUTO=0
 
 readonly BUDGET_S=470  # under 8 minutes, everything included
 readonly BUILD_DIR="${BUILD_DIR:-build-gpu}"  # override only to test the script elsewhere

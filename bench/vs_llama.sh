@@ -15,6 +15,8 @@
 # llama-bench's tg32 (mean ± sd) and the ratio; then the prefill pair. llama-bench is not part of
 # strata: build it from llama.cpp (CPU only, GGML_NATIVE=ON) outside this repository.
 set -euo pipefail
+# Placement from the default plan every run: no learned usage profile read or written (USAGE_AUTO).
+export USAGE_AUTO=0
 BUILD=${1:-build}
 STRATA="$BUILD/tools/strata"
 : "${LLAMA_BENCH:?set LLAMA_BENCH to a llama-bench binary}"

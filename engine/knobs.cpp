@@ -179,6 +179,14 @@ constexpr KnobSpec kKnobs[] = {
     {"USAGE_SAVE", KnobType::kString, "", "path", "",
      "Save the expert usage counts of this run (replay, run, chat, stats) to this stats file at "
      "exit, also after Ctrl-C (written to a temp file, then renamed)."},
+    {"USAGE_AUTO", KnobType::kInt, "256", "tokens", "0..",
+     "Learn a usage profile per model: run, chat and serve add their expert usage counts to "
+     "CACHE_DIR/usage/NAME-FINGERPRINT.stats at exit (halved whenever it passes 2^20 tokens, so "
+     "recent use weighs more), and while PIN is unset a profile of at least this many tokens "
+     "places the experts as PIN would (the hottest in VRAM, then RAM): a model that does not fit "
+     "is placed by its own usage from the second run on, and the plan line says so. Same "
+     "numbers, like any placement. replay, ab, sweep, stats, bench and plan never write it "
+     "(their arms stay reproducible); only plan reads it. 0 = off."},
     {"ROUTE_TRACE", KnobType::kString, "", "path", "",
      "Record every token's routing (per MoE layer: the selected experts and their weights) of "
      "this run (replay, run, chat) to this zstd-compressed route trace (docs/FORMATS.md \"Route "

@@ -129,6 +129,15 @@ void UsageStats::merge(const UsageStats& other, bool force) {
   prefill_tokens_ += other.prefill_tokens_;
 }
 
+void UsageStats::halve() {
+  for (Cell& c : cells_) {
+    c.decode /= 2;
+    c.prefill /= 2;
+  }
+  decode_tokens_ /= 2;
+  prefill_tokens_ /= 2;
+}
+
 std::string UsageStats::to_text() const {
   std::string s = fmt::format("{} {}\n", kMagic, kVersion);
   s += fmt::format("model {}\n", id_.name);

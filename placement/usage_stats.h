@@ -63,6 +63,9 @@ class UsageStats {
                         std::string_view what) const;
   // Adds other's counts and tokens (after check_compatible(other ..., force)).
   void merge(const UsageStats& other, bool force = false);
+  // Every count and both token totals halved (rounded down): older use weighs half (the learned
+  // profile's decay, tools/placement_setup.h).
+  void halve();
 
   std::string to_text() const;
   // Written to path + ".tmp" then renamed; an I/O failure is Error(kIo) naming the path.

@@ -11,3 +11,7 @@ add_dependencies(test_route_trace strata)
 # `strata probe` end to end: a real temp file, every queue depth, the profile read back.
 strata_add_test(test_probe LABEL tier SOURCES test_probe.cpp LIBS strata_placement)
 add_dependencies(test_probe strata)
+# USAGE_AUTO end to end: the learned usage profile written by run, read by the next run and by plan,
+# left alone by replay; concurrent runs, halving, a broken profile (runs the built `strata`).
+strata_add_test(test_usage_auto LABEL tier SOURCES test_usage_auto.cpp LIBS strata_engine)
+add_dependencies(test_usage_auto strata)

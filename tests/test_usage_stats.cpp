@@ -1,4 +1,4 @@
-// Unit tests for placement::UsageStats: the text round trip, merge, the refusal of another
+// Unit tests for placement::UsageStats: the text round trip, merge, halve, the refusal of another
 // model's file (--force relaxes identity, never shape), atomic save, and one-line file:line
 // errors for malformed input (a small mutation fuzz: no crash, only typed errors).
 #include <gtest/gtest.h>
@@ -60,6 +60,17 @@ TEST(UsageStats, Merge) {
   EXPECT_EQ(a.decode_count(0, 1), 6u);
   EXPECT_EQ(a.prefill_count(0, 1), 4u);
   EXPECT_EQ(a.tokens(), 14u);
+}
+
+TEST(UsageStats, HalveRoundsEveryCountDown) {
+  UsageStats a = sample();
+  a.halve();
+  EXPECT_EQ(a.decode_count(0, 1), 1u);   // 3 / 2
+  EXPECT_EQ(a.prefill_count(0, 1), 1u);  // 2 / 2
+  EXPECT_EQ(a.decode_count(2, 3), 3u);   // 7 / 2
+  EXPECT_EQ(a.decode_tokens(), 2u);
+  EXPECT_EQ(a.prefill_tokens(), 1u);
+  EXPECT_EQ(a.identity().fingerprint, 0x1234u);
 }
 
 TEST(UsageStats, RefusesAnotherModelNamingBoth) {

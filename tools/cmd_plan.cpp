@@ -47,9 +47,14 @@ int run_plan(const PlanOptions& o) {
   }
   std::vector<uint64_t> counts;
   uint64_t tokens = 0;
-  if (const std::string pin = knobs.get_string("PIN"); !pin.empty()) {
-    counts = pin_counts(model, pin, knobs.get_bool("PIN_FORCE"));
-    tokens = placement::UsageStats::load(pin).tokens();
+  std::string usage_from = knobs.get_string("PIN");
+  if (!usage_from.empty()) {
+    counts = pin_counts(model, usage_from, knobs.get_bool("PIN_FORCE"));
+    tokens = placement::UsageStats::load(usage_from).tokens();
+  } else if (const auto learned = learned_profile(model, knobs)) {  // USAGE_AUTO, as run would
+    counts = learned->counts();
+    tokens = learned->tokens();
+    usage_from = "the learned profile " + learned_profile_path(model, knobs);
   }
   const std::string profile_path =
       o.profile.empty()
@@ -62,10 +67,9 @@ int run_plan(const PlanOptions& o) {
   const placement::PlacementPlan plan = placement::plan_placement(sizes, budgets, policy, counts);
   const std::vector<double> p = placement::selection_probabilities(sizes, counts, tokens);
   std::printf("%s\n%s\n", plan.describe().c_str(), machine.describe().c_str());
-  std::printf("usage: %s\n",
-              counts.empty()
-                  ? "none (uniform top-k assumed; pass --pin STATS)"
-                  : fmt::format("{} tokens from {}", tokens, knobs.get_string("PIN")).c_str());
+  std::printf("usage: %s\n", counts.empty()
+                                 ? "none (uniform top-k assumed; pass --pin STATS)"
+                                 : fmt::format("{} tokens from {}", tokens, usage_from).c_str());
   std::printf("%s\n", placement::predict(plan, p, machine).table().c_str());
   return 0;
 }

@@ -66,7 +66,8 @@ int run_run(RunOptions o) {
   warn_context_beyond_training(fo.n_ctx, model);
   fo.n_ubatch = o.ubatch;
   fo.n_threads = threads;
-  const TierSetup tiers = make_tier_setup(model, knobs, fo.n_ctx);
+  const TierSetup tiers = make_tier_setup(model, knobs, fo.n_ctx, /*progress_bar=*/false,
+                                          /*record_usage=*/false, /*learn=*/true);
   engine::Profiler& prof = *tiers.prof;
   arm_run_probe(prof, knobs, threads);
   fo.experts = tiers.experts.get();

@@ -812,7 +812,8 @@ int run_serve(ServeOptions o) {
     fail(ErrorKind::kBadValue, "--ctx {} with --stash {}: {} KV positions, more than {}", fo.n_ctx,
          o.stash, kv_positions, std::numeric_limits<uint32_t>::max());
   const TierSetup tiers = make_tier_setup(model, knobs, uint32_t(kv_positions),
-                                          /*progress_bar=*/true);
+                                          /*progress_bar=*/true, /*record_usage=*/false,
+                                          /*learn=*/true);
   fo.experts = tiers.experts.get();
   fo.kv_type = tiers.kv_type;
   fo.route_trace = tiers.trace.get();

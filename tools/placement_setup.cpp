@@ -1,22 +1,38 @@
 // PIN / USAGE_SAVE glue (see placement_setup.h).
 #include "tools/placement_setup.h"
 
+#include <fcntl.h>
+#include <fmt/format.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <optional>
 
 #include "io/check.h"
 
 namespace strata::tools {
 
 UsageRecorder::~UsageRecorder() {
-  if (path_.empty()) return;
-  try {
-    save();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "strata: USAGE_SAVE: %s\n", e.what());
+  if (!path_.empty()) {
+    try {
+      save();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "strata: USAGE_SAVE: %s\n", e.what());
+    }
+  }
+  if (!learn_path_.empty() && stats_.tokens() > 0) {
+    try {
+      learn_usage(stats_, learn_path_);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "strata: USAGE_AUTO: %s\n", e.what());
+    }
   }
 }
 
@@ -39,16 +55,109 @@ std::vector<uint64_t> pin_counts(const engine::Model& model, const std::string& 
   return pin.counts();
 }
 
+std::string learned_profile_path(const engine::Model& model, const engine::Knobs& knobs) {
+  const placement::ModelIdentity id = placement::model_identity(model.file());
+  std::string name;
+  for (char c : id.name.substr(0, 64))
+    name +=
+        std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' ? c : '_';
+  if (name.empty() || name[0] == '.') name = "model" + name;
+  return (std::filesystem::path(engine::cache_dir(knobs)) / "usage" /
+          fmt::format("{}-{:016x}.stats", name, id.fingerprint))
+      .string();
+}
+
+namespace {
+
+// An exclusive flock on path (created when missing) for the object's life.
+class FileLock {
+ public:
+  explicit FileLock(const std::string& path) {
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) fail_sys("open", path);
+    while (::flock(fd_, LOCK_EX) != 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd_);
+      errno = err;
+      fail_sys("flock", path);
+    }
+  }
+  ~FileLock() { ::close(fd_); }  // closing releases the lock
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+// The learned profile at path, or nullopt (with the reason) when it is missing, unreadable or
+// another model's.
+std::optional<placement::UsageStats> read_learned(const std::string& path,
+                                                  const placement::UsageStats& like,
+                                                  std::string* why) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return std::nullopt;
+  try {
+    placement::UsageStats s = placement::UsageStats::load(path);
+    s.check_compatible(like.identity(), like.n_expert(), false, "learned profile " + path);
+    return s;
+  } catch (const Error& e) {
+    if (why) *why = e.what();
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+void learn_usage(const placement::UsageStats& run, const std::string& path) {
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    fail(ErrorKind::kIo, "cannot create the usage profile directory {}: {}", dir.string(),
+         ec.message());
+  const FileLock lock(path + ".lock");
+  std::string why;
+  std::optional<placement::UsageStats> sum = read_learned(path, run, &why);
+  if (!why.empty())
+    std::fprintf(stderr, "strata: USAGE_AUTO: replacing the learned profile (%s)\n", why.c_str());
+  if (!sum) sum = placement::UsageStats(run.identity(), run.n_expert());
+  sum->merge(run);
+  while (sum->tokens() > kLearnedHalveTokens) sum->halve();
+  sum->save(path);
+}
+
+std::optional<placement::UsageStats> learned_profile(const engine::Model& model,
+                                                     const engine::Knobs& knobs) {
+  const int64_t min_tokens = knobs.get_int("USAGE_AUTO");
+  if (min_tokens <= 0 || !knobs.get_string("PIN").empty()) return std::nullopt;
+  const std::string path = learned_profile_path(model, knobs);
+  std::string why;
+  std::optional<placement::UsageStats> learned = read_learned(path, empty_usage(model), &why);
+  if (!why.empty())
+    std::fprintf(stderr, "strata: USAGE_AUTO: the learned profile is not used (%s)\n", why.c_str());
+  if (learned && learned->tokens() < static_cast<uint64_t>(min_tokens)) learned.reset();
+  return learned;
+}
+
 std::unique_ptr<UsageRecorder> apply_placement_knobs(const engine::Model& model,
                                                      const engine::Knobs& knobs,
-                                                     engine::TierOptions& opts,
-                                                     bool record_always) {
+                                                     engine::TierOptions& opts, bool record_always,
+                                                     bool learn) {
   if (const std::string pin = knobs.get_string("PIN"); !pin.empty())
     opts.pin_counts = pin_counts(model, pin, knobs.get_bool("PIN_FORCE"));
+  const std::string learn_path =
+      learn && knobs.get_int("USAGE_AUTO") > 0 ? learned_profile_path(model, knobs) : "";
   const std::string save = knobs.get_string("USAGE_SAVE");
-  if (save.empty() && !record_always) return nullptr;
-  auto r = std::make_unique<UsageRecorder>(empty_usage(model), save);
+  if (save.empty() && learn_path.empty() && !record_always) return nullptr;
+  auto r = std::make_unique<UsageRecorder>(empty_usage(model), save, learn_path);
   opts.usage = &r->stats();
+  if (learn)
+    if (const std::optional<placement::UsageStats> learned = learned_profile(model, knobs)) {
+      opts.pin_counts = learned->counts();
+      r->set_learned(learned->tokens(), learn_path);
+    }
   return r;
 }
 

@@ -18,7 +18,7 @@
 namespace strata::tools {
 
 TierSetup make_tier_setup(engine::Model& model, const engine::Knobs& knobs, uint32_t n_ctx,
-                          bool progress_bar, bool record_usage) {
+                          bool progress_bar, bool record_usage, bool learn) {
   TierSetup s;
   const int level = static_cast<int>(knobs.get_int("PROF"));
   s.prof = std::make_unique<engine::Profiler>(level, knobs.get_string("PROF_JSON"));
@@ -45,10 +45,18 @@ TierSetup make_tier_setup(engine::Model& model, const engine::Knobs& knobs, uint
   const int probed_qd = machine.best_queue_depth();
   opts.queue_depth = static_cast<int>(
       knobs.int_opt("QD").value_or(probed_qd > 0 ? probed_qd : engine::kDefaultQueueDepth));
-  s.usage = apply_placement_knobs(model, knobs, opts, record_usage);
-  opts.on_plan = [](const placement::PlacementPlan& plan) {
+  s.usage = apply_placement_knobs(model, knobs, opts, record_usage, learn);
+  opts.on_plan = [usage = s.usage.get()](const placement::PlacementPlan& plan) {
     const std::string text = plan.describe();
     std::fprintf(stderr, "strata: %s\n", text.substr(0, text.find('\n')).c_str());
+    // USAGE_AUTO's profile placed the experts; said only when some are off RAM (it mattered).
+    if (usage && usage->learned_tokens() > 0 &&
+        plan.count(placement::HomeKind::kRam) < plan.sizes().total_experts())
+      std::fprintf(stderr,
+                   "strata: placed by this model's usage in earlier runs (%llu tokens, %s; "
+                   "USAGE_AUTO=0 to plan without it)\n",
+                   static_cast<unsigned long long>(usage->learned_tokens()),
+                   usage->learned_from().c_str());
   };
   std::unique_ptr<Progress> bar;
   if (progress_bar)

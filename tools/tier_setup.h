@@ -16,7 +16,8 @@ namespace strata::tools {
 
 struct TierSetup {
   std::unique_ptr<engine::Profiler> prof;
-  std::unique_ptr<UsageRecorder> usage;  // USAGE_SAVE; saves at exit (outlives experts)
+  std::unique_ptr<UsageRecorder>
+      usage;  // USAGE_SAVE / USAGE_AUTO; saves at exit (outlives experts)
   // ROUTE_TRACE; finished at exit. Give it to ForwardOptions::route_trace.
   std::unique_ptr<placement::RouteTraceWriter> trace;
   std::unique_ptr<engine::ExpertSource> experts;
@@ -27,8 +28,10 @@ struct TierSetup {
 // source (dense weights resident, RAM homes loaded). n_ctx: the KV positions the run allocates.
 // progress_bar: draw a bar on stderr while RAM-homed experts load (chat; a terminal only, else
 // one summary line). record_usage: count usage even without USAGE_SAVE (chat's /save-usage).
+// learn: USAGE_AUTO's learned profile is read and added to (run, chat, serve; see
+// apply_placement_knobs).
 TierSetup make_tier_setup(engine::Model& model, const engine::Knobs& knobs, uint32_t n_ctx,
-                          bool progress_bar = false, bool record_usage = false);
+                          bool progress_bar = false, bool record_usage = false, bool learn = false);
 
 // One warning line on stderr when n_ctx (the KV positions a command allocates) exceeds the model's
 // training context (context_length): positions past it are extrapolation. And for a LongRoPE model
