@@ -181,7 +181,8 @@ constexpr KnobSpec kKnobs[] = {
      "exit, also after Ctrl-C (written to a temp file, then renamed)."},
     {"USAGE_AUTO", KnobType::kInt, "256", "tokens", "0..",
      "Learn a usage profile per model: run, chat and serve add their expert usage counts to "
-     "CACHE_DIR/usage/NAME-FINGERPRINT.stats at exit (halved whenever it passes 2^20 tokens, so "
+     "CACHE_DIR/usage/NAME-FINGERPRINT.stats at exit (serve also every --learn-every seconds; "
+     "halved whenever it passes 2^20 tokens, so "
      "recent use weighs more), and while PIN is unset a profile of at least this many tokens "
      "places the experts as PIN would (the hottest in VRAM, then RAM): a model that does not fit "
      "is placed by its own usage from the second run on, and the plan line says so. Same "

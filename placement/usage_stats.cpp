@@ -138,6 +138,22 @@ void UsageStats::halve() {
   prefill_tokens_ /= 2;
 }
 
+void UsageStats::subtract(const UsageStats& earlier) {
+  STRATA_ASSERT(earlier.n_expert_ == n_expert_, "subtract: another shape");
+  for (size_t i = 0; i < cells_.size(); ++i) {
+    STRATA_ASSERT(earlier.cells_[i].decode <= cells_[i].decode &&
+                      earlier.cells_[i].prefill <= cells_[i].prefill,
+                  "subtract: not an earlier snapshot");
+    cells_[i].decode -= earlier.cells_[i].decode;
+    cells_[i].prefill -= earlier.cells_[i].prefill;
+  }
+  STRATA_ASSERT(
+      earlier.decode_tokens_ <= decode_tokens_ && earlier.prefill_tokens_ <= prefill_tokens_,
+      "subtract: not an earlier snapshot");
+  decode_tokens_ -= earlier.decode_tokens_;
+  prefill_tokens_ -= earlier.prefill_tokens_;
+}
+
 std::string UsageStats::to_text() const {
   std::string s = fmt::format("{} {}\n", kMagic, kVersion);
   s += fmt::format("model {}\n", id_.name);

@@ -66,6 +66,9 @@ class UsageStats {
   // Every count and both token totals halved (rounded down): older use weighs half (the learned
   // profile's decay, tools/placement_setup.h).
   void halve();
+  // Takes away an earlier snapshot of these same counts (each count and total no larger than
+  // this one's): what was counted since.
+  void subtract(const UsageStats& earlier);
 
   std::string to_text() const;
   // Written to path + ".tmp" then renamed; an I/O failure is Error(kIo) naming the path.

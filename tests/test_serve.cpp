@@ -5,7 +5,8 @@
 // is new; stop strings cut the reply; max_tokens ends it with "length"; every malformed request
 // is a 400 with a one-line OpenAI error object and the server keeps serving; POST
 // /v1/completions continues a raw prompt as `strata run` does; echo + logprobs score a prompt as
-// llama.cpp's logits do (lm-eval's loglikelihood requests); SIGINT stops it with exit code 0.
+// llama.cpp's logits do (lm-eval's loglikelihood requests); the replies' expert usage goes into
+// USAGE_AUTO's learned profile between requests; SIGINT stops it with exit code 0.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -64,8 +65,24 @@ class Serve : public ::testing::Test {
     posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
     const std::string bin = kStrata.string(), model = kModel.string();
-    std::vector<std::string> args = {bin, "serve", "-m", model,       "--port",
-                                     "0", "-t",    "2",  "--vram-gb", "0"};
+    // USAGE_AUTO on (the tests' environment has it off), its profile in dir_, added to at every
+    // request.
+    std::vector<std::string> args = {bin,
+                                     "serve",
+                                     "-m",
+                                     model,
+                                     "--port",
+                                     "0",
+                                     "-t",
+                                     "2",
+                                     "--vram-gb",
+                                     "0",
+                                     "--usage-auto",
+                                     "1",
+                                     "--cache-dir",
+                                     dir_.string(),
+                                     "--learn-every",
+                                     "0"};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -597,6 +614,32 @@ TEST_F(Serve, ChatLogprobsStreamedAndWhole) {
   bad["top_logprobs"] = 50;
   EXPECT_NE(post(bad, 400)["error"]["message"].get<std::string>().find("'top_logprobs' is 50"),
             std::string::npos);
+}
+
+// USAGE_AUTO: a running server adds the replies' expert usage to the model's learned profile as
+// the next request starts (--learn-every 0), not only when it stops.
+TEST_F(Serve, LearnsUsageBetweenRequests) {
+  const fs::path usage = dir_ / "usage";
+  const auto learned_tokens = [&]() -> uint64_t {
+    if (!fs::exists(usage)) return 0;
+    for (const auto& f : fs::directory_iterator(usage)) {
+      if (f.path().extension() != ".stats") continue;
+      const std::string text = slurp(f.path());
+      const size_t at = text.find("\ntokens ");
+      if (at == std::string::npos) return 0;
+      std::istringstream in(text.substr(at + 8));
+      uint64_t decode = 0, prefill = 0;
+      in >> decode >> prefill;
+      return decode + prefill;
+    }
+    return 0;
+  };
+  post(chat_body({{"user", "Where do foxes sleep?"}}, 4));
+  const uint64_t before = learned_tokens();
+  post(chat_body({{"user", "And dogs?"}}, 4));  // adds the reply above before its own
+  const uint64_t after = learned_tokens();
+  EXPECT_GT(after, before) << slurp(dir_ / "serve.err");
+  EXPECT_GT(after, 4u);
 }
 
 // A second server on the same port is a one-line error, not a server sharing its connections.

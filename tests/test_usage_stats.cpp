@@ -1,5 +1,5 @@
-// Unit tests for placement::UsageStats: the text round trip, merge, halve, the refusal of another
-// model's file (--force relaxes identity, never shape), atomic save, and one-line file:line
+// Unit tests for placement::UsageStats: the text round trip, merge, halve, subtract, the refusal of
+// another model's file (--force relaxes identity, never shape), atomic save, and one-line file:line
 // errors for malformed input (a small mutation fuzz: no crash, only typed errors).
 #include <gtest/gtest.h>
 
@@ -71,6 +71,21 @@ TEST(UsageStats, HalveRoundsEveryCountDown) {
   EXPECT_EQ(a.decode_tokens(), 2u);
   EXPECT_EQ(a.prefill_tokens(), 1u);
   EXPECT_EQ(a.identity().fingerprint, 0x1234u);
+}
+
+TEST(UsageStats, SubtractLeavesWhatWasCountedSince) {
+  const UsageStats earlier = sample();
+  UsageStats now = sample();
+  now.record(0, 1, 4, true);
+  now.record(2, 0, 1, false);
+  now.add_tokens(3, true);
+  now.subtract(earlier);
+  EXPECT_EQ(now.decode_count(0, 1), 4u);
+  EXPECT_EQ(now.prefill_count(0, 1), 0u);
+  EXPECT_EQ(now.prefill_count(2, 0), 1u);
+  EXPECT_EQ(now.decode_count(2, 3), 0u);
+  EXPECT_EQ(now.decode_tokens(), 3u);
+  EXPECT_EQ(now.prefill_tokens(), 0u);
 }
 
 TEST(UsageStats, RefusesAnotherModelNamingBoth) {

@@ -61,7 +61,8 @@ struct ServeOptions {
   std::string chat_template;  // "" = from the model
   uint32_t ubatch = 512;
   std::optional<uint32_t> ctx;
-  size_t stash = 1;  // more conversations' KV rows kept in RAM (ChatSession::set_stash)
+  size_t stash = 1;       // more conversations' KV rows kept in RAM (ChatSession::set_stash)
+  int learn_every = 300;  // seconds between additions to USAGE_AUTO's learned profile
   engine::SamplerParams sampling;  // defaults for requests that do not say
   KnobOverrides knobs;
 };
@@ -484,8 +485,13 @@ std::string dump(const json& j) {
 class Server {
  public:
   Server(const ServeOptions& o, engine::ChatSession& session, const engine::Tokenizer& tok,
-         std::string model_id, engine::Profiler* prof)
-      : o_(o), session_(session), tok_(tok), model_id_(std::move(model_id)), prof_(prof) {
+         std::string model_id, engine::Profiler* prof, UsageRecorder* usage)
+      : o_(o),
+        session_(session),
+        tok_(tok),
+        model_id_(std::move(model_id)),
+        prof_(prof),
+        usage_(usage) {
     // SO_REUSEADDR only: httplib's default, SO_REUSEPORT, lets a second server bind a port that
     // is in use and share its connections.
     http_.set_socket_options([](int sock) {
@@ -559,6 +565,9 @@ class Server {
     }
     // One reply at a time: the lock travels with a streamed reply until its last event.
     auto lock = std::make_shared<std::unique_lock<std::mutex>>(mu_);
+    // The earlier replies' expert usage into the learned profile, at most every --learn-every
+    // seconds (no pass runs now).
+    if (usage_) usage_->learn_if_due(std::chrono::seconds(o_.learn_every));
     stop_reply_.store(false);
     const auto t0 = std::chrono::steady_clock::now();
     const std::string id = completion_id(api);
@@ -774,6 +783,7 @@ class Server {
   const engine::Tokenizer& tok_;
   std::string model_id_;
   engine::Profiler* prof_;
+  UsageRecorder* usage_;
   int64_t started_ = unix_now();
   httplib::Server http_;
   std::mutex mu_;  // one reply at a time
@@ -827,7 +837,7 @@ int run_serve(ServeOptions o) {
                                    .get_string_opt("general.name")
                                    .value_or(std::filesystem::path(o.model).stem().string());
 
-  Server server(o, session, tok, id, tiers.prof.get());
+  Server server(o, session, tok, id, tiers.prof.get(), tiers.usage.get());
   const int port = server.bind();
   fmt::print(stderr,
              "serve: listening on http://{}:{} — model \"{}\" ({}, {} layers, {} experts, context "
@@ -883,6 +893,11 @@ void add_serve(CLI::App& app, CommandFn& run) {
       ->check(CLI::Range(0, 64));
   cmd->add_flag_callback(
       "--no-stash", [o] { o->stash = 0; }, "Keep only the last request's KV cache (--stash 0)");
+  cmd->add_option("--learn-every", o->learn_every,
+                  "Seconds between additions of the replies' expert usage to USAGE_AUTO's "
+                  "learned profile, checked as a request starts (default 300; 0: every request); "
+                  "the rest is added when the server stops")
+      ->check(CLI::Range(0, 86400));
   add_knob_flags(cmd, o->knobs);
   cmd->callback([&run, o] { run = [o] { return run_serve(*o); }; });
 }

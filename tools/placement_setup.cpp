@@ -27,12 +27,26 @@ UsageRecorder::~UsageRecorder() {
       std::fprintf(stderr, "strata: USAGE_SAVE: %s\n", e.what());
     }
   }
-  if (!learn_path_.empty() && stats_.tokens() > 0) {
-    try {
-      learn_usage(stats_, learn_path_);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "strata: USAGE_AUTO: %s\n", e.what());
-    }
+  learn_if_due(std::chrono::seconds(0));
+}
+
+void UsageRecorder::learn_now() {
+  if (learn_path_.empty()) return;
+  placement::UsageStats since = stats_;
+  since.subtract(learned_upto_);
+  if (since.tokens() == 0) return;
+  learned_upto_ = stats_;  // even if the write fails: never added twice
+  learn_usage(since, learn_path_);
+}
+
+void UsageRecorder::learn_if_due(std::chrono::seconds every) {
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_learn_ < every) return;
+  last_learn_ = now;
+  try {
+    learn_now();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "strata: USAGE_AUTO: %s\n", e.what());
   }
 }
 

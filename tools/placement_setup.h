@@ -7,6 +7,7 @@
 // tests/test_route_trace.cpp.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,7 +27,11 @@ namespace strata::tools {
 class UsageRecorder {
  public:
   UsageRecorder(placement::UsageStats stats, std::string path, std::string learn_path = {})
-      : stats_(std::move(stats)), path_(std::move(path)), learn_path_(std::move(learn_path)) {}
+      : stats_(std::move(stats)),
+        path_(std::move(path)),
+        learn_path_(std::move(learn_path)),
+        learned_upto_(stats_),
+        last_learn_(std::chrono::steady_clock::now()) {}
   ~UsageRecorder();
   UsageRecorder(const UsageRecorder&) = delete;
   UsageRecorder& operator=(const UsageRecorder&) = delete;
@@ -41,11 +46,20 @@ class UsageRecorder {
     learned_tokens_ = tokens;
     learned_from_ = std::move(path);
   }
+  // Adds what was counted since the last call (or since the start) to the learned profile now,
+  // when there is one and `every` has passed since the last time (serve, between replies, so a
+  // long-running server's usage is not lost to a kill). Errors are printed, never thrown. Not
+  // while a forward pass may be counting.
+  void learn_if_due(std::chrono::seconds every);
 
  private:
+  void learn_now();  // throws like learn_usage
+
   placement::UsageStats stats_;
   std::string path_;
   std::string learn_path_;
+  placement::UsageStats learned_upto_;  // the counts already added to the learned profile
+  std::chrono::steady_clock::time_point last_learn_;
   uint64_t learned_tokens_ = 0;
   std::string learned_from_;
 };
