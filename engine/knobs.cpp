@@ -178,7 +178,7 @@ constexpr KnobSpec kKnobs[] = {
      "still match)."},
     {"USAGE_SAVE", KnobType::kString, "", "path", "",
      "Save the expert usage counts of this run (replay, run, chat, stats) to this stats file at "
-     "exit, also after Ctrl-C (written to a temp file, then renamed)."},
+     "exit, also after Ctrl-C, SIGTERM or SIGHUP (written to a temp file, then renamed)."},
     {"USAGE_AUTO", KnobType::kInt, "256", "tokens", "0..",
      "Learn a usage profile per model: run, chat and serve add their expert usage counts to "
      "CACHE_DIR/usage/NAME-FINGERPRINT.stats at exit (serve also every --learn-every seconds; "
@@ -191,7 +191,8 @@ constexpr KnobSpec kKnobs[] = {
     {"ROUTE_TRACE", KnobType::kString, "", "path", "",
      "Record every token's routing (per MoE layer: the selected experts and their weights) of "
      "this run (replay, run, chat) to this zstd-compressed route trace (docs/FORMATS.md \"Route "
-     "trace\"); written as it goes to FILE.tmp, renamed at exit (also after Ctrl-C). "
+     "trace\"); written as it goes to FILE.tmp, renamed at exit (also after Ctrl-C, SIGTERM or "
+     "SIGHUP). "
      "`strata stats --from-trace` turns traces into usage stats."},
 };
 

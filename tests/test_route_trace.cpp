@@ -442,6 +442,41 @@ TEST_F(RouteTraceCli, SigintStopsReplayAndSavesBoth) {
   expect_trace_matches_usage("replay + SIGINT");
 }
 
+// SIGTERM (a service manager, `timeout`) and SIGHUP (the terminal closed) leave as /exit does:
+// run stops at the next token (exit 128 + the signal), chat stops the reply and exits 0, and the
+// files are written on the way out.
+TEST_F(RouteTraceCli, SigtermAndSighupStopAndSaveBoth) {
+  int in = -1;
+  pid_t pid = spawn(fmt::format("run -m '{}' -p 'Hello there' -n 2000 --ctx 2048 --temp 0 "
+                                "--ignore-eos --no-display-prompt",
+                                kChatModel.string()),
+                    &in);
+  if (wait_for(pid, "out.txt")) kill(pid, SIGTERM);
+  close(in);
+  int rc = wait_exit(pid);
+  if (rc != 0) {  // else the run ended before the signal arrived
+    EXPECT_EQ(rc, 128 + SIGTERM) << slurp(at("err.txt"));
+    EXPECT_NE(slurp(at("err.txt")).find("run: interrupted after"), std::string::npos);
+    expect_trace_matches_usage("run + SIGTERM");
+  }
+  for (const int sig : {SIGTERM, SIGHUP}) {
+    fs::remove(at("t.rt"));
+    fs::remove(at("u.stats"));
+    fs::remove(at("out.txt"));
+    pid = spawn(fmt::format("chat -m '{}' --temp 0 -n -1 --ctx 2048", kChatModel.string()), &in);
+    const std::string msg = "Tell me a long story\n";
+    ASSERT_EQ(write(in, msg.data(), msg.size()), static_cast<ssize_t>(msg.size()));
+    ASSERT_TRUE(wait_for(pid, "out.txt")) << slurp(at("err.txt"));
+    kill(pid, sig);  // mid-reply, or at the prompt if the reply ended first: chat leaves either way
+    rc = wait_exit(pid);
+    close(in);
+    ASSERT_EQ(rc, 0) << strsignal(sig) << ": " << slurp(at("err.txt"));
+    EXPECT_NE(slurp(at("err.txt")).find("chat: stopping (SIGTERM or SIGHUP)"), std::string::npos)
+        << slurp(at("err.txt"));
+    expect_trace_matches_usage(strsignal(sig));
+  }
+}
+
 TEST_F(RouteTraceCli, ChatCtrlCStopsTheReplyThenExitSavesBoth) {
   int in = -1;
   const pid_t pid =

@@ -1,10 +1,12 @@
 // USAGE_AUTO end to end through the built `strata`, on a `synth --preset tiny` model at a RAM
 // budget that leaves most experts on SSD, with CACHE_DIR in a scratch directory: `run` adds its
-// usage to the model's learned profile at exit; the next run plans from it (the plan `strata plan
-// --pin PROFILE` prints, a line saying so) and gives the same tokens; `replay`, USAGE_AUTO=0 and a
-// profile under the minimum leave the plan alone, and only run/chat/serve write the profile; PIN
-// wins over it but the run still learns; concurrent runs add up (flock); a profile past 2^20 tokens
-// is halved; a broken profile is replaced with a notice, never a failed run.
+// usage to the model's learned profile at exit; the next run plans from it (a line says so; the
+// same share of expert uses served by RAM homes as PIN=the profile, more than the default plan's),
+// gives the same tokens, and `strata plan` shows that plan without writing; chat learns too and
+// its placement line says what chose the homes; `replay`, USAGE_AUTO=0 and a profile under the
+// minimum leave the plan alone, and only run/chat/serve write the profile; PIN wins over it but
+// the run still learns; concurrent runs add up (flock); a profile past 2^20 tokens is halved; a
+// broken profile is replaced with a notice, never a failed run.
 #include <gtest/gtest.h>
 
 #include "engine/expert_source.h"
@@ -150,6 +152,24 @@ TEST_F(UsageAuto, ReplayAndUsageAutoZeroNeitherReadNorWrite) {
   ASSERT_EQ(few.rc, 0) << few.err;
   EXPECT_EQ(few.err.find(kPlacedBy), std::string::npos) << few.err;
   EXPECT_NE(slurp(profile()), after_run);
+}
+
+// chat's placement line says what chose the homes: nothing yet, then the learned profile.
+TEST_F(UsageAuto, ChatSaysWhatPlacedTheExperts) {
+  const Result first = strata("chat", "-p 'Hello there' -n 8 --temp 0", "16");
+  ASSERT_EQ(first.rc, 0) << first.err;
+  EXPECT_NE(first.err.find("; usage-free (USAGE_AUTO is learning this model's usage)"),
+            std::string::npos)
+      << first.err;
+  const uint64_t tokens = learned().tokens();
+  EXPECT_GT(tokens, 8u);  // chat learns too
+  const Result second = strata("chat", "-p 'Hello there' -n 8 --temp 0", "16");
+  ASSERT_EQ(second.rc, 0) << second.err;
+  EXPECT_NE(
+      second.err.find(fmt::format("; by this model's usage in earlier runs ({} tokens)", tokens)),
+      std::string::npos)
+      << second.err;
+  EXPECT_EQ(second.out, first.out);
 }
 
 TEST_F(UsageAuto, PinWinsButTheRunStillLearns) {

@@ -122,7 +122,7 @@ class Bench {
   }
 
   // Runs every test at `threads` (one Forward, one thread pool); stops early when asked.
-  void run(std::vector<Test*> tests, int threads, const SigintStop& sigint) {
+  void run(std::vector<Test*> tests, int threads, const StopSignals& sigint) {
     engine::ForwardOptions fo;
     fo.n_ctx = n_ctx_;
     fo.n_ubatch = o_.ubatch;
@@ -317,7 +317,7 @@ int run_bench(BenchOptions o) {
                                                                                     : "CPU";
   const std::string desc = model_desc(info);
 
-  const SigintStop sigint;  // Ctrl-C: the table of what finished
+  const StopSignals sigint;  // Ctrl-C, SIGTERM, SIGHUP: the table of what finished
   Bench bench(model, tok, o, tiers, n_ctx);
   for (int t : o.threads) {
     std::vector<Test*> mine;
@@ -330,7 +330,7 @@ int run_bench(BenchOptions o) {
   else
     print_json(tests, o, desc, info.file_size, params, backend);
   finish_prof(*tiers.prof);
-  return sigint.requested() ? 130 : 0;
+  return sigint.requested() ? sigint.exit_status() : 0;
 }
 
 }  // namespace

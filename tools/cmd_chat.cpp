@@ -2,9 +2,9 @@
 // [knob flags]`: multi-turn chat with the model's chat template over an engine::ChatSession (KV
 // reused across turns), streamed replies, /commands, Ctrl-C stops a reply, Ctrl-D exits; `-p` is
 // one-shot for scripts. Reads stdin with poll/read, so a pipe works as well as a terminal.
-// USAGE_SAVE and ROUTE_TRACE are written at exit (Ctrl-D, /exit, Ctrl-C twice at the prompt);
-// /save-usage [FILE] writes the usage stats at once. Exercised by tests/test_chat_cli.cpp and
-// tests/test_route_trace.cpp.
+// USAGE_SAVE and ROUTE_TRACE are written at exit (Ctrl-D, /exit, Ctrl-C twice at the prompt,
+// SIGTERM or SIGHUP); /save-usage [FILE] writes the usage stats at once. Exercised by
+// tests/test_chat_cli.cpp and tests/test_route_trace.cpp.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
@@ -58,12 +58,16 @@ struct ChatOptions {
 // SIGINT state. While a reply runs the first Ctrl-C raises g_stop_reply and a second one exits at
 // once (a long prefill cannot otherwise be left); at the prompt each Ctrl-C writes a byte to a
 // self-pipe that the line reader polls with stdin, so no Ctrl-C is lost between the two states.
+// SIGTERM and SIGHUP (the terminal closed) do the same and also raise g_quit: chat leaves after
+// the reply stops, or at once from the prompt, through its normal exit (files saved).
 std::atomic<bool> g_generating{false};
 std::atomic<bool> g_stop_reply{false};
+std::atomic<bool> g_quit{false};
 std::atomic<int> g_sigint_pipe_w{-1};
 static_assert(std::atomic<bool>::is_always_lock_free && std::atomic<int>::is_always_lock_free);
 
-extern "C" void on_sigint(int) {
+extern "C" void on_sigint(int sig) {
+  if (sig != SIGINT) g_quit.store(true);
   if (g_generating.load()) {
     if (g_stop_reply.exchange(true)) _exit(130);
     return;
@@ -89,10 +93,14 @@ class SigintGuard {
     sa.sa_handler = on_sigint;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;  // poll() is never restarted, so the prompt still wakes up
-    STRATA_CHECK_SYS(sigaction(SIGINT, &sa, &old_), "sigaction", "SIGINT");
+    STRATA_CHECK_SYS(sigaction(SIGINT, &sa, &old_[0]), "sigaction", "SIGINT");
+    STRATA_CHECK_SYS(sigaction(SIGTERM, &sa, &old_[1]), "sigaction", "SIGTERM");
+    STRATA_CHECK_SYS(sigaction(SIGHUP, &sa, &old_[2]), "sigaction", "SIGHUP");
   }
   ~SigintGuard() {
-    sigaction(SIGINT, &old_, nullptr);
+    sigaction(SIGINT, &old_[0], nullptr);
+    sigaction(SIGTERM, &old_[1], nullptr);
+    sigaction(SIGHUP, &old_[2], nullptr);
     g_sigint_pipe_w.store(-1);
     close(read_fd_);
     close(write_fd_);
@@ -104,7 +112,7 @@ class SigintGuard {
  private:
   int read_fd_ = -1;
   int write_fd_ = -1;
-  struct sigaction old_ = {};
+  struct sigaction old_[3] = {};
 };
 
 // Lines from stdin (terminal or pipe): poll on stdin and the SIGINT pipe, read what is there.
@@ -234,19 +242,33 @@ engine::TurnResult reply(engine::ChatSession& s, std::string_view text, int32_t 
 }
 
 // "chat: experts placed: 40 in RAM (21.0 MB), 24 on SSD (12.6 MB) through a RAM cache of 8 slots
-// (4.2 MB)" — said once, after the first reply.
-std::string placement_line(const engine::ExpertSource& experts) {
+// (4.2 MB), 0 in VRAM; RAM budget 25.0 MB; by ..." — said once, after the first reply. When some
+// experts are off RAM it says what chose the homes: PIN, the learned profile, or no usage yet.
+std::string placement_line(const engine::ExpertSource& experts, const engine::Knobs& knobs,
+                           const UsageRecorder* usage) {
   const placement::PlacementPlan* p = experts.plan();
   if (!p) return "chat: experts placed: none to place (a dense model, or the reference path)";
+  std::string by;
+  if (p->count(placement::HomeKind::kRam) < p->sizes().total_experts()) {
+    if (const std::string pin = knobs.get_string("PIN"); !pin.empty())
+      by = fmt::format("; by the usage in {}", pin);
+    else if (usage && usage->learned_tokens() > 0)
+      by = fmt::format("; by this model's usage in earlier runs ({} tokens)",
+                       usage->learned_tokens());
+    else
+      by = knobs.get_int("USAGE_AUTO") > 0
+               ? "; usage-free (USAGE_AUTO is learning this model's usage)"
+               : "; usage-free";
+  }
   return fmt::format(
       "chat: experts placed: {} in RAM ({}), {} on SSD ({}) through a RAM cache of {} slots ({}), "
-      "{} in VRAM; RAM budget {}",
+      "{} in VRAM; RAM budget {}{}",
       p->count(placement::HomeKind::kRam),
       placement::format_bytes(p->bytes(placement::HomeKind::kRam)),
       p->count(placement::HomeKind::kSsd),
       placement::format_bytes(p->bytes(placement::HomeKind::kSsd)), p->cache_slots(),
       placement::format_bytes(p->cache_bytes()), p->count(placement::HomeKind::kVram),
-      placement::format_bytes(p->budgets().ram_bytes));
+      placement::format_bytes(p->budgets().ram_bytes), by);
 }
 
 void print_stats(const engine::ChatSession& s) {
@@ -336,6 +358,10 @@ int interactive(engine::ChatSession& s, int32_t n_predict, engine::Profiler* pro
       if (message.empty()) break;
       line.clear();  // a pending "\"-continued message is sent before leaving
     } else if (st == LineReader::Status::kInterrupted) {
+      if (g_quit.load()) {
+        fmt::print(stderr, "\nchat: stopping (SIGTERM or SIGHUP)\n");
+        break;
+      }
       if (++prompt_sigints >= 2) {
         print_piece("\n");
         break;
@@ -368,6 +394,10 @@ int interactive(engine::ChatSession& s, int32_t n_predict, engine::Profiler* pro
     if (!placed.empty()) {  // the first reply says how the experts were placed
       fmt::print(stderr, "{}\n", placed);
       placed.clear();
+    }
+    if (g_quit.load()) {
+      fmt::print(stderr, "chat: stopping (SIGTERM or SIGHUP)\n");
+      break;
     }
     if (st == LineReader::Status::kEof) break;
   }
@@ -422,7 +452,7 @@ int run_chat(ChatOptions o) {
         prefill_bar.reset();
       }
     });
-  const std::string placed = placement_line(*tiers.experts);
+  const std::string placed = placement_line(*tiers.experts, knobs, tiers.usage.get());
 
   o.sampling.seed = o.seed >= 0 ? uint64_t(o.seed) : std::random_device{}();
   fmt::print(stderr,

@@ -147,7 +147,7 @@ int run_replay(const ReplayOptions& o) {
   fo.route_trace = tiers.trace.get();
   // Ctrl-C: stop after the current chunk; USAGE_SAVE etc. still saved. Installed before the
   // forward pass is set up (REPACK, arenas), so a Ctrl-C during that also ends with the saves.
-  const SigintStop sigint;
+  const StopSignals sigint;
   engine::Forward fwd(model, fo);
 
   std::vector<float> logits;
@@ -226,7 +226,7 @@ int run_replay(const ReplayOptions& o) {
                  o.kl_base.c_str(), kl.mean(), kl.mean_error(), kl.max(), 100.0 * kl.same_top(),
                  kl.count());
   finish_prof(*tiers.prof);
-  return interrupted || sigint.requested() ? 130 : 0;
+  return interrupted || sigint.requested() ? sigint.exit_status() : 0;
 }
 
 }  // namespace

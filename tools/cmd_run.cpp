@@ -78,7 +78,7 @@ int run_run(RunOptions o) {
   engine::LookupDecoder lookup(fwd, lookup_p);  // LOOKUP=0: every step is fwd.decode
   std::vector<int32_t> history = prompt;        // LOOKUP's drafts come from it
   history.reserve(needed);
-  const SigintStop sigint;  // Ctrl-C: stop generating; USAGE_SAVE / ROUTE_TRACE still saved
+  const StopSignals sigint;  // Ctrl-C, SIGTERM, SIGHUP: stop generating; files still saved
 
   o.sampling.seed = o.seed >= 0 ? uint64_t(o.seed) : std::random_device{}();
   engine::Sampler sampler(o.sampling);
@@ -174,7 +174,7 @@ int run_run(RunOptions o) {
   finish_prof(prof);
   if (sigint.requested()) {
     std::fprintf(stderr, "run: interrupted after %d tokens\n", generated);
-    return 130;
+    return sigint.exit_status();
   }
   return 0;
 }

@@ -189,34 +189,43 @@ std::unique_ptr<placement::RouteTraceWriter> make_route_trace(const engine::Mode
 
 namespace {
 
-std::atomic<bool> g_stop{false};
-static_assert(std::atomic<bool>::is_always_lock_free);
+std::atomic<int> g_stop_signal{0};  // the first stop signal received; 0 = none
+static_assert(std::atomic<int>::is_always_lock_free);
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
 
-extern "C" void on_sigint_stop(int) {
-  if (g_stop.exchange(true)) _exit(130);
-  static const char kMsg[] = "\nstrata: interrupted; stopping (Ctrl-C again to quit at once)\n";
+extern "C" void on_stop_signal(int sig) {
+  int none = 0;
+  if (!g_stop_signal.compare_exchange_strong(none, sig)) _exit(128 + none);
+  static const char kMsg[] = "\nstrata: stopping (the same signal again quits at once)\n";
   [[maybe_unused]] const ssize_t n = write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
 }
 
-struct sigaction g_old_sigint = {};
+struct sigaction g_old[3] = {};
 
 }  // namespace
 
-SigintStop::SigintStop() {
-  g_stop.store(false);
+StopSignals::StopSignals() {
+  g_stop_signal.store(0);
   struct sigaction sa = {};
-  sa.sa_handler = on_sigint_stop;
+  sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
-  STRATA_CHECK_SYS(sigaction(SIGINT, &sa, &g_old_sigint), "sigaction", "SIGINT");
+  for (size_t i = 0; i < std::size(kStopSignals); ++i)
+    STRATA_CHECK_SYS(sigaction(kStopSignals[i], &sa, &g_old[i]), "sigaction",
+                     strsignal(kStopSignals[i]));
 }
 
-SigintStop::~SigintStop() {
-  sigaction(SIGINT, &g_old_sigint, nullptr);
+StopSignals::~StopSignals() {
+  for (size_t i = 0; i < std::size(kStopSignals); ++i)
+    sigaction(kStopSignals[i], &g_old[i], nullptr);
 }
 
-bool SigintStop::requested() const {
-  return g_stop.load(std::memory_order_relaxed);
+bool StopSignals::requested() const {
+  return g_stop_signal.load(std::memory_order_relaxed) != 0;
+}
+
+int StopSignals::exit_status() const {
+  return 128 + g_stop_signal.load(std::memory_order_relaxed);
 }
 
 }  // namespace strata::tools

@@ -2,9 +2,9 @@
 // with the planner from a usage stats file; USAGE_SAVE records every routed selection and saves the
 // stats file when the run ends; USAGE_AUTO learns a usage profile per model (run, chat and serve
 // add their counts to it at exit and plan from it when PIN is unset); ROUTE_TRACE writes every
-// routing decision to a route trace. SigintStop lets replay and run stop on Ctrl-C and still save
-// them at exit. Exercised by tests/test_pin_heldout.cpp, tests/test_usage_auto.cpp and
-// tests/test_route_trace.cpp.
+// routing decision to a route trace. StopSignals lets replay and run stop on Ctrl-C, SIGTERM or
+// SIGHUP and still save them at exit. Exercised by tests/test_pin_heldout.cpp,
+// tests/test_usage_auto.cpp and tests/test_route_trace.cpp.
 #pragma once
 
 #include <chrono>
@@ -105,17 +105,20 @@ std::unique_ptr<UsageRecorder> apply_placement_knobs(const engine::Model& model,
 std::unique_ptr<placement::RouteTraceWriter> make_route_trace(const engine::Model& model,
                                                               const engine::Knobs& knobs);
 
-// SIGINT for the batch commands (replay, run) while the object lives: the first Ctrl-C raises a
-// flag that their loops check between chunks / tokens, so they stop and the normal exit path
-// saves USAGE_SAVE and ROUTE_TRACE; a second Ctrl-C exits at once (status 130, nothing saved).
-// The handler only sets the flag. The previous handler comes back with the destructor.
-class SigintStop {
+// SIGINT (Ctrl-C), SIGTERM (kill, timeout, a service manager) and SIGHUP (the terminal closed) for
+// the batch commands (replay, run) while the object lives: the first one raises a flag that their
+// loops check between chunks / tokens, so they stop and the normal exit path saves USAGE_SAVE,
+// ROUTE_TRACE and USAGE_AUTO's profile, then exit with exit_status(); a second one exits at once
+// (128 + the first signal, nothing saved). The handler only sets the flag. The previous handlers
+// come back with the destructor.
+class StopSignals {
  public:
-  SigintStop();
-  ~SigintStop();
-  SigintStop(const SigintStop&) = delete;
-  SigintStop& operator=(const SigintStop&) = delete;
+  StopSignals();
+  ~StopSignals();
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
   bool requested() const;
+  int exit_status() const;  // 128 + the signal (130 for SIGINT, 143 SIGTERM, 129 SIGHUP)
 };
 
 }  // namespace strata::tools
