@@ -171,8 +171,9 @@ constexpr KnobSpec kKnobs[] = {
      "renamed; schema in docs/FORMATS.md). Works at any PROF level."},
     {"PIN", KnobType::kString, "", "path", "",
      "Place experts with the planner from this usage stats file (`strata stats`, docs/FORMATS.md "
-     "\"Usage stats\"): the hottest experts get RAM homes. Unset: the usage-free default plan. A "
-     "file from another model is an error (see PIN_FORCE)."},
+     "\"Usage stats\"): the hottest experts get RAM homes. `learned`: this model's USAGE_AUTO "
+     "profile (a file named so: ./learned). Unset: the learned profile when USAGE_AUTO allows, "
+     "else the usage-free default plan. A file from another model is an error (see PIN_FORCE)."},
     {"PIN_FORCE", KnobType::kBool, "0", "", "0|1",
      "Use a PIN file whose model fingerprint differs (same shape only: n_layer and n_expert must "
      "still match)."},

@@ -172,6 +172,32 @@ TEST_F(UsageAuto, ChatSaysWhatPlacedTheExperts) {
   EXPECT_EQ(second.out, first.out);
 }
 
+// PIN=learned names the profile where a command does not read it by itself (replay, and so ab and
+// sweep arms); without one it is a one-line error.
+TEST_F(UsageAuto, PinLearnedIsTheProfile) {
+  write_streams(cache_ / "streams.txt", 64, {24, 24});
+  const std::string replay =
+      fmt::format("--tokens '{}' --prof-json '{}'", (cache_ / "streams.txt").string(),
+                  (cache_ / "replay.json").string());
+  const Result none = strata("replay", replay, "16", "PIN=learned");
+  EXPECT_EQ(none.rc, 1);
+  EXPECT_NE(none.err.find("PIN=learned: this model has no learned usage profile yet"),
+            std::string::npos)
+      << none.err;
+  ASSERT_EQ(run().rc, 0);
+  const std::string held = (cache_ / "held.stats").string();
+  fs::copy_file(profile(), held);
+  const auto share = [&](const std::string& env) {
+    const Result r = strata("replay", replay, "16", env);
+    EXPECT_EQ(r.rc, 0) << r.err;
+    return nlohmann::json::parse(slurp(cache_ / "replay.json"))["hit_rates"]["ram_pinned"]
+        .get<double>();
+  };
+  const double learned = share("PIN=learned");
+  EXPECT_EQ(learned, share("PIN='" + held + "'"));
+  EXPECT_NE(learned, share(""));
+}
+
 TEST_F(UsageAuto, PinWinsButTheRunStillLearns) {
   ASSERT_EQ(run().rc, 0);
   const uint64_t one_run = learned().tokens();

@@ -40,9 +40,9 @@ struct AbOptions {
 
 // Knobs that only move bytes or threads: by DESIGN.md invariant 1 they never change the logits.
 // Any other knob that differs between the arms may change the numbers.
-const std::set<std::string> kPlacementKnobs = {"THREADS",  "RAM_GB",   "VRAM_GB", "NUMA",
-                                               "DIRECT",   "URING",    "PIN",     "REPIN",
-                                               "PREFETCH", "CACHE_DIR"};
+const std::set<std::string> kPlacementKnobs = {"THREADS",  "RAM_GB",    "VRAM_GB",   "NUMA",
+                                               "DIRECT",   "URING",     "PIN",       "REPIN",
+                                               "PREFETCH", "CACHE_DIR", "USAGE_AUTO"};
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;

@@ -244,13 +244,13 @@ engine::TurnResult reply(engine::ChatSession& s, std::string_view text, int32_t 
 // "chat: experts placed: 40 in RAM (21.0 MB), 24 on SSD (12.6 MB) through a RAM cache of 8 slots
 // (4.2 MB), 0 in VRAM; RAM budget 25.0 MB; by ..." — said once, after the first reply. When some
 // experts are off RAM it says what chose the homes: PIN, the learned profile, or no usage yet.
-std::string placement_line(const engine::ExpertSource& experts, const engine::Knobs& knobs,
-                           const UsageRecorder* usage) {
+std::string placement_line(const engine::Model& model, const engine::ExpertSource& experts,
+                           const engine::Knobs& knobs, const UsageRecorder* usage) {
   const placement::PlacementPlan* p = experts.plan();
   if (!p) return "chat: experts placed: none to place (a dense model, or the reference path)";
   std::string by;
   if (p->count(placement::HomeKind::kRam) < p->sizes().total_experts()) {
-    if (const std::string pin = knobs.get_string("PIN"); !pin.empty())
+    if (const std::string pin = pin_path(model, knobs); !pin.empty())
       by = fmt::format("; by the usage in {}", pin);
     else if (usage && usage->learned_tokens() > 0)
       by = fmt::format("; by this model's usage in earlier runs ({} tokens)",
@@ -452,7 +452,7 @@ int run_chat(ChatOptions o) {
         prefill_bar.reset();
       }
     });
-  const std::string placed = placement_line(*tiers.experts, knobs, tiers.usage.get());
+  const std::string placed = placement_line(model, *tiers.experts, knobs, tiers.usage.get());
 
   o.sampling.seed = o.seed >= 0 ? uint64_t(o.seed) : std::random_device{}();
   fmt::print(stderr,

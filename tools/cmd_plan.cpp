@@ -47,7 +47,7 @@ int run_plan(const PlanOptions& o) {
   }
   std::vector<uint64_t> counts;
   uint64_t tokens = 0;
-  std::string usage_from = knobs.get_string("PIN");
+  std::string usage_from = pin_path(model, knobs);
   if (!usage_from.empty()) {
     counts = pin_counts(model, usage_from, knobs.get_bool("PIN_FORCE"));
     tokens = placement::UsageStats::load(usage_from).tokens();

@@ -162,7 +162,9 @@ void add_sweep(CLI::App& app, CommandFn& run) {
   cmd->add_option("--tokens", o->tokens, "Token file for `strata replay` (one stream per line)")
       ->required();
   cmd->add_option("--ram-gb", o->ram_gb, "RAM_GB budgets to try, e.g. 0.5,1,2,4")->required();
-  cmd->add_option("--pin", o->pin, "Usage stats file for PIN (placement from measured usage)");
+  cmd->add_option("--pin", o->pin,
+                  "Usage stats file for PIN (placement from measured usage), or `learned`: the "
+                  "model's USAGE_AUTO profile");
   cmd->add_option("--knobs", o->extra, "More knobs for every point: \"THREADS=2 NUMA=off\"");
   cmd->add_option("--csv", o->csv,
                   "Write ram_gb,hit_rate,ssd_gb_per_token,decode_tok_s,verdict to FILE");

@@ -155,11 +155,24 @@ std::optional<placement::UsageStats> learned_profile(const engine::Model& model,
   return learned;
 }
 
+std::string pin_path(const engine::Model& model, const engine::Knobs& knobs) {
+  const std::string pin = knobs.get_string("PIN");
+  if (pin != "learned") return pin;
+  const std::string path = learned_profile_path(model, knobs);
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    fail(ErrorKind::kNotFound,
+         "PIN=learned: this model has no learned usage profile yet ({}); run, chat or serve it "
+         "with USAGE_AUTO on first",
+         path);
+  return path;
+}
+
 std::unique_ptr<UsageRecorder> apply_placement_knobs(const engine::Model& model,
                                                      const engine::Knobs& knobs,
                                                      engine::TierOptions& opts, bool record_always,
                                                      bool learn) {
-  if (const std::string pin = knobs.get_string("PIN"); !pin.empty())
+  if (const std::string pin = pin_path(model, knobs); !pin.empty())
     opts.pin_counts = pin_counts(model, pin, knobs.get_bool("PIN_FORCE"));
   const std::string learn_path =
       learn && knobs.get_int("USAGE_AUTO") > 0 ? learned_profile_path(model, knobs) : "";

@@ -90,6 +90,10 @@ void learn_usage(const placement::UsageStats& run, const std::string& path);
 std::optional<placement::UsageStats> learned_profile(const engine::Model& model,
                                                      const engine::Knobs& knobs);
 
+// The PIN file: the knob's value, or for PIN=learned the learned profile's path (a one-line error
+// when the model has none yet). "" when PIN is unset.
+std::string pin_path(const engine::Model& model, const engine::Knobs& knobs);
+
 // PIN -> opts.pin_counts; USAGE_SAVE (or record_always) -> a recorder wired to opts.usage.
 // learn (run, chat, serve) with USAGE_AUTO > 0: the recorder also adds the run's counts to the
 // learned profile at exit, and learned_profile()'s counts, if any, become opts.pin_counts
