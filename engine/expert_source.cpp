@@ -157,6 +157,7 @@ TierOptions tier_options(const Knobs& knobs) {
   o.repin = static_cast<int>(knobs.get_int("REPIN"));
   o.repin_half_life = knobs.get_float("REPIN_HALF_LIFE");
   o.repin_moves = static_cast<int>(knobs.get_int("REPIN_MOVES"));
+  o.prompt_place = knobs.get_bool("PROMPT_PLACE");
   return o;
 }
 
@@ -472,6 +473,14 @@ ExpertSource::ExpertSource(const Model& model, const TierOptions& opts)
     if (!homes_[l].empty()) last_moe_ = static_cast<int>(l);
     if (!homes_[l].empty() && first_moe_ < 0) first_moe_ = static_cast<int>(l);
   }
+  prompt_place_ = opts.prompt_place && opts.pin_counts.empty() &&
+                  plan.count(placement::HomeKind::kSsd) > 0 &&
+                  plan.count(placement::HomeKind::kRam) > 0;
+  if (prompt_place_) {
+    prompt_count_.assign(layer_begin_.back(), 0);
+    promote_.reserve(layer_begin_.back());
+    demote_.reserve(layer_begin_.back());
+  }
   if (repin_ > 0) {
     repin_decay_ = std::pow(0.5, repin_ / std::max(1e-9, opts.repin_half_life));
     score_.assign(layer_begin_.back(), 0.0);
@@ -730,6 +739,25 @@ void ExpertSource::start(uint32_t il, Dispatch& d) {
       d.n_rows > 0 && std::all_of(d.row_token.begin(), d.row_token.begin() + d.n_rows,
                                   [&](int32_t t) { return t == d.row_token[0]; });
   decode_step_ = one_token;
+  if (prompt_place_) {
+    if (!one_token) {  // a prompt (or a LOOKUP verify pass): count its selections
+      for (const auto& jobs : d.jobs)
+        for (const ExpertJob& j : jobs)
+          prompt_count_[layer_begin_[il] + j.expert] += j.row_end - j.row_begin;
+      // The largest chunk's tokens: a prompt's chunks reach kPromptPlaceMinTokens, LOOKUP's
+      // verify passes (at most 17 tokens) never do.
+      if (static_cast<int>(il) == first_moe_ && d.n_rows > 0)
+        prompt_tokens_ = std::max<uint64_t>(
+            prompt_tokens_,
+            *std::max_element(d.row_token.begin(), d.row_token.begin() + d.n_rows) + 1);
+    } else if (static_cast<int>(il) == first_moe_ && prompt_tokens_ > 0) {
+      place_now_ = prompt_tokens_ >= kPromptPlaceMinTokens;
+      if (!place_now_) {  // no prompt-sized chunk (LOOKUP's verify passes): forget them
+        std::fill(prompt_count_.begin(), prompt_count_.end(), 0u);
+        prompt_tokens_ = 0;
+      }
+    }
+  }
   if (one_token && repin_ > 0 && static_cast<int>(il) == first_moe_) {
     repin_now_ = ++repin_tokens_ % static_cast<uint64_t>(repin_) == 0;
     repin_left_ = repin_now_ ? repin_moves_ : 0;
@@ -839,6 +867,48 @@ void ExpertSource::compute(uint32_t il, const ExpertStack& stack, Dispatch& d, E
       repin_now_ = false;
     }
   }
+  // PROMPT_PLACE on the first decode step after a prompt, layer by layer (no slot pinned).
+  if (place_now_ && decode_step_) {
+    place_by_prompt(il);
+    if (layer == last_moe_) {
+      place_now_ = false;
+      std::fill(prompt_count_.begin(), prompt_count_.end(), 0u);
+      prompt_tokens_ = 0;
+    }
+  }
+}
+
+void ExpertSource::place_by_prompt(uint32_t il) {
+  // Candidates: SSD homes the prompt used, most first; incumbents: RAM homes, least used first
+  // (ties: the lower expert id first, so the result never depends on anything but the counts).
+  promote_.clear();
+  demote_.clear();
+  const int64_t base = layer_begin_[il];
+  for (size_t e = 0; e < homes_[il].size(); ++e) {
+    const int64_t k = base + static_cast<int64_t>(e);
+    if (homes_[il][e] == ExpertHome::kSsd && prompt_count_[k] > 0) promote_.push_back(k);
+    if (homes_[il][e] == ExpertHome::kRam) demote_.push_back(k);
+  }
+  std::sort(promote_.begin(), promote_.end(), [&](int64_t a, int64_t b) {
+    return prompt_count_[a] != prompt_count_[b] ? prompt_count_[a] > prompt_count_[b] : a < b;
+  });
+  std::sort(demote_.begin(), demote_.end(), [&](int64_t a, int64_t b) {
+    return prompt_count_[a] != prompt_count_[b] ? prompt_count_[a] < prompt_count_[b] : a < b;
+  });
+  place_pairs_.clear();
+  for (size_t i = 0; i < std::min(promote_.size(), demote_.size()); ++i) {
+    const double p = prompt_count_[promote_[i]], q = prompt_count_[demote_[i]];
+    if (p < kRepinMargin * q + kRepinMinScore) break;
+    place_pairs_.emplace_back(static_cast<int>(promote_[i] - base),
+                              static_cast<int>(demote_[i] - base));
+  }
+  if (place_pairs_.empty()) return;
+  store_->promote_homes(static_cast<int>(il), place_pairs_);
+  for (const auto& [p, q] : place_pairs_)  // the store may have refused some (no free slot)
+    if (store_->home(static_cast<int>(il), p).kind == placement::HomeKind::kRam) {
+      homes_[il][p] = ExpertHome::kRam;
+      homes_[il][q] = ExpertHome::kSsd;
+    }
 }
 
 }  // namespace strata::engine

@@ -94,7 +94,13 @@ struct TierOptions {
   int repin = 0;
   double repin_half_life = 256;
   int repin_moves = 4;
+  // PROMPT_PLACE: with a usage-free plan (no pin_counts), on the first decode step after a
+  // forward chunk of at least kPromptPlaceMinTokens tokens (a prompt), each MoE layer, after its
+  // compute, swaps its RAM homes the prompt used least with the SSD experts it used most (by the
+  // REPIN margin), reading those from the file (ExpertStore::promote_homes). Same numbers.
+  bool prompt_place = false;
 };
+inline constexpr uint64_t kPromptPlaceMinTokens = 32;
 
 // Whether to read SSD experts from a sidecar (see TierOptions::zstd): the sidecar when it is used,
 // else null; says its decision in one notice line when a sidecar exists.
@@ -211,6 +217,9 @@ class ExpertSource {
   // the jobs' cache slots) that beat the weakest VRAM homes take their GPU slots (GpuLane::swap);
   // the incumbents become SSD homes (the store already sees every VRAM home as one).
   void repin_vram(uint32_t il, const Dispatch& d);
+  // PROMPT_PLACE: layer il's SSD experts the prompt used most take the RAM homes of its experts the
+  // prompt used least (margin as REPIN's), read from the file.
+  void place_by_prompt(uint32_t il);
 
   const Model& model_;
   std::unique_ptr<tiers::Sidecar> sidecar_;  // before store_: the store points into it
@@ -245,6 +254,13 @@ class ExpertSource {
   std::vector<double> score_;
   std::vector<int64_t> promote_, demote_;       // scratch: candidate keys
   std::vector<const ExpertJob*> promote_jobs_;  // REPIN into VRAM: the candidates' jobs
+  // PROMPT_PLACE state: selections per expert (layer-major) in multi-token chunks since the last
+  // decode step, the largest such chunk's tokens, and whether this decode step places.
+  bool prompt_place_ = false;
+  std::vector<uint32_t> prompt_count_;
+  uint64_t prompt_tokens_ = 0;
+  bool place_now_ = false;
+  std::vector<std::pair<int, int>> place_pairs_;  // scratch: (SSD expert, RAM expert)
 };
 
 }  // namespace strata::engine

@@ -180,6 +180,15 @@ constexpr KnobSpec kKnobs[] = {
     {"USAGE_SAVE", KnobType::kString, "", "path", "",
      "Save the expert usage counts of this run (replay, run, chat, stats) to this stats file at "
      "exit, also after Ctrl-C, SIGTERM or SIGHUP (written to a temp file, then renamed)."},
+    {"PROMPT_PLACE", KnobType::kBool, "1", "", "0|1",
+     "When the experts were placed without usage counts (no PIN, no learned profile yet: a "
+     "model's first runs), after a prompt (a forward chunk of at least 32 tokens) and before its "
+     "first decoded "
+     "token, each MoE layer gives the RAM homes of the experts the prompt used least to the "
+     "SSD-homed experts it used most (by 1.5x + 2, as REPIN), reading those once from the file: "
+     "the reply's experts mostly follow its prompt's. Again after each chat turn's prompt. Same "
+     "numbers. PROF's `prompt placement:` line says what it moved and the seconds it took. 0 = "
+     "off."},
     {"USAGE_AUTO", KnobType::kInt, "256", "tokens", "0..",
      "Learn a usage profile per model: run, chat and serve add their expert usage counts to "
      "CACHE_DIR/usage/NAME-FINGERPRINT.stats at exit (serve also every --learn-every seconds; "

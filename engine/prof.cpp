@@ -77,6 +77,10 @@ void each_field(tiers::StoreCounters& a, const tiers::StoreCounters& b, Op op) {
   op(a.decode_layers_saved, b.decode_layers_saved);
   op(a.repin_passes, b.repin_passes);
   op(a.repin_moves, b.repin_moves);
+  op(a.place_passes, b.place_passes);
+  op(a.place_moves, b.place_moves);
+  op(a.place_read_bytes, b.place_read_bytes);
+  op(a.place_seconds, b.place_seconds);
 }
 template <typename Op>
 void each_field(GpuDeviceStats& a, const GpuDeviceStats& b, Op op) {
@@ -762,6 +766,11 @@ std::string Profiler::report() const {
     out += fmt::format("prof: repin: {} passes, {} experts moved RAM <-> SSD, {} SSD -> VRAM\n",
                        s.repin_passes, s.repin_moves, vram_moves);
   }
+  if (s.place_passes > 0)
+    out += fmt::format(
+        "prof: prompt placement: {} experts moved into RAM homes ({:.3f} GB read) in {:.3f} s, "
+        "{} layer passes (PROMPT_PLACE)\n",
+        s.place_moves, double(s.place_read_bytes) / 1e9, s.place_seconds, s.place_passes);
   out += gpu_report();
   if (dense_) {
     const uint64_t tokens = c_.prefill_tokens + c_.decode_tokens;
@@ -930,6 +939,10 @@ std::string Profiler::json() const {
   uint64_t vram_moves = 0;
   for (const GpuDeviceStats& g : window_gpu()) vram_moves += g.repin_moves;
   j["repin"] = {{"passes", s.repin_passes}, {"moves", s.repin_moves}, {"vram_moves", vram_moves}};
+  j["prompt_place"] = {{"layer_passes", s.place_passes},
+                       {"moves", s.place_moves},
+                       {"read_bytes", s.place_read_bytes},
+                       {"seconds", s.place_seconds}};
   j["gpu"] = gpu_json();
   j["cuda_dense"] = nullptr;
   if (dense_)

@@ -4,7 +4,8 @@
 // held-out set replayed at a small RAM budget gets a higher cache+pinned hit rate (the store's
 // counters) than the usage-free default plan, and logits byte-identical with and without PIN; with
 // REPIN and PREFETCH on top of PIN the held-out hit rate still beats no PIN and the logits stay
-// byte-identical.
+// byte-identical. PROMPT_PLACE: a prompt's own routing moves its experts into RAM homes before
+// decode, with the same logits.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -136,6 +137,101 @@ TEST(PinHeldOut, PinnedPlanBeatsDefaultOnHeldOutStreams) {
   EXPECT_LT(placement::predict(placement::plan_placement(sizes, b, {}, stats.counts()), p, m)
                 .ms_per_token,
             placement::predict(placement::plan_placement(sizes, b, {}, {}), p, m).ms_per_token);
+}
+
+}  // namespace
+}  // namespace strata::tier_test
+
+namespace strata::tier_test {
+namespace {
+
+struct PromptRun {
+  std::vector<float> logits;          // the prompt's last position, then every decode step
+  tiers::StoreCounters after_prompt;  // the store's counters after the prefill
+  tiers::StoreCounters end;           // and after the decode steps
+};
+
+// A prompt prefilled in chunks of ubatch tokens, then decode steps (fixed tokens), through a tiered
+// ExpertSource.
+PromptRun prompt_then_decode(const engine::Model& model, std::span<const int32_t> prompt,
+                             std::span<const int32_t> steps, engine::TierOptions opts,
+                             uint32_t ubatch = 64) {
+  opts.notice = [](const std::string&) {};
+  opts.n_ctx = 128;
+  engine::ExpertSource src(model, opts);
+  engine::ForwardOptions fo;
+  fo.n_ctx = 128;
+  fo.n_ubatch = ubatch;
+  fo.n_threads = 2;
+  fo.experts = &src;
+  engine::Forward fwd(model, fo);
+  PromptRun r;
+  const std::span<const float> last = fwd.prefill(prompt);
+  r.logits.assign(last.begin(), last.end());
+  r.after_prompt = src.store()->counters();
+  for (const int32_t t : steps) {
+    const std::span<const float> l = fwd.decode(t);
+    r.logits.insert(r.logits.end(), l.begin(), l.end());
+  }
+  r.end = src.store()->counters();
+  return r;
+}
+
+// Expert uses served by RAM homes between two counter snapshots (decode only).
+double ram_home_share(const tiers::StoreCounters& a, const tiers::StoreCounters& b) {
+  const double ram = double(b.ram.served - a.ram.served);
+  const double ssd = double(b.ssd.served - a.ssd.served);
+  return ram / (ram + ssd);
+}
+
+// PROMPT_PLACE: after a prompt chunk of 32+ tokens, the first decode step moves the experts the
+// prompt used most into RAM homes; decode then serves more uses from RAM homes, with the same
+// logits; a shorter prompt, or a PIN plan, moves nothing.
+TEST(PromptPlace, ThePromptsExpertsTakeRamHomesSameNumbers) {
+  const ScratchDir dir("prompt_place");
+  const fs::path path = dir / "synth-tiny.gguf";
+  {
+    engine::SynthOptions so;
+    so.preset = *engine::find_synth_preset("tiny");
+    so.n_threads = 2;
+    engine::SynthModel(so).write(path.string());
+  }
+  const engine::Model model = engine::Model::load(path.string());
+  const placement::ExpertSizes sizes = engine::expert_sizes(model);
+  const uint32_t n_vocab = model.config().n_vocab;
+  const Streams s = random_streams(n_vocab, 2, 48, 5);
+  const std::span<const int32_t> prompt(s[0]);
+  const std::span<const int32_t> steps(s[1].data(), 24);
+  engine::TierOptions opts;
+  opts.ram_bytes = placement::min_ram_bytes(sizes) + sizes.total_bytes() / 4;
+
+  const PromptRun off = prompt_then_decode(model, prompt, steps, opts);
+  opts.prompt_place = true;
+  const PromptRun on = prompt_then_decode(model, prompt, steps, opts);
+  ASSERT_EQ(off.logits.size(), on.logits.size());
+  EXPECT_EQ(std::memcmp(off.logits.data(), on.logits.data(), off.logits.size() * sizeof(float)), 0);
+  EXPECT_EQ(off.end.place_passes, 0u);
+  int n_moe = 0;
+  for (int n : sizes.n_expert) n_moe += n > 0;
+  EXPECT_EQ(on.end.place_passes, static_cast<uint64_t>(n_moe));  // one pass per MoE layer, once
+  EXPECT_GT(on.end.place_moves, 0u);
+  EXPECT_GT(on.end.place_read_bytes, 0u);
+  EXPECT_EQ(on.end.repin_moves, 0u);
+  const double share_off = ram_home_share(off.after_prompt, off.end);
+  const double share_on = ram_home_share(on.after_prompt, on.end);
+  std::printf("decode uses served by RAM homes: PROMPT_PLACE=0 %.3f, =1 %.3f (%llu moves)\n",
+              share_off, share_on, static_cast<unsigned long long>(on.end.place_moves));
+  EXPECT_GT(share_on, share_off);
+
+  // Under 32 prompt tokens, or chunks under 32 tokens (LOOKUP's verify passes look so): nothing
+  // moves. A PIN plan: nothing moves.
+  const PromptRun short_prompt = prompt_then_decode(model, prompt.first(20), steps, opts);
+  EXPECT_EQ(short_prompt.end.place_passes, 0u);
+  const PromptRun small_chunks = prompt_then_decode(model, prompt, steps, opts, 16);
+  EXPECT_EQ(small_chunks.end.place_passes, 0u);
+  opts.pin_counts.assign(static_cast<size_t>(sizes.total_experts()), 1);
+  const PromptRun pinned = prompt_then_decode(model, prompt, steps, opts);
+  EXPECT_EQ(pinned.end.place_passes, 0u);
 }
 
 }  // namespace

@@ -483,6 +483,58 @@ void ExpertStore::copy_to_home(int layer, Expert& x, int i, const std::byte* src
 }
 
 bool ExpertStore::swap_homes(int pl, int pe, int dl, int de) {
+  if (!move_home(pl, pe, dl, de)) return false;
+  ++counters_.repin_moves;
+  return true;
+}
+
+int ExpertStore::promote_homes(int layer, std::span<const std::pair<int, int>> pairs) {
+  for (const auto& a : active_) STRATA_ASSERT(a.empty(), "PROMPT_PLACE while a layer is active");
+  const auto t0 = Clock::now();
+  const size_t group = static_cast<size_t>(std::max(1, cache_->n_slots() / 2));
+  std::vector<int> held;  // slots this call pinned, until their bytes are in
+  int moved = 0;
+  for (size_t b = 0; b < pairs.size(); b += group) {
+    const size_t n = std::min(group, pairs.size() - b);
+    batch_.clear();
+    zbatch_.clear();
+    drain(false);
+    held.clear();
+    for (size_t i = b; i < b + n; ++i) {
+      const int64_t k = key(layer, pairs[i].first);
+      STRATA_ASSERT(experts_[k].home.kind == HomeKind::kSsd, "promote_homes wants SSD experts");
+      int slot = cache_->find(k);
+      if (slot != ExpertCache::kNone) {
+        cache_->pin(slot);
+      } else {
+        slot = cache_->begin_fill(k);
+        while (slot == ExpertCache::kNone && in_flight() > 0) {
+          drain(true);
+          slot = cache_->begin_fill(k);
+        }
+        if (slot == ExpertCache::kNone) continue;  // every slot pinned: this one stays on SSD
+        const Expert& x = experts_[k];
+        counters_.place_read_bytes +=
+            x.frame ? x.frame->read_bytes() : x.read[0].bytes + x.read[1].bytes + x.read[2].bytes;
+        queue_reads(k, slot);
+      }
+      held.push_back(slot);
+    }
+    submit_batch();
+    for (const int slot : held) {
+      while (cache_->state(slot) != ExpertCache::SlotState::kReady) drain(true);
+      cache_->release(slot);
+    }
+    for (size_t i = b; i < b + n; ++i)
+      if (move_home(layer, pairs[i].first, layer, pairs[i].second)) ++moved;
+  }
+  ++counters_.place_passes;
+  counters_.place_moves += static_cast<uint64_t>(moved);
+  counters_.place_seconds += seconds_since(t0);
+  return moved;
+}
+
+bool ExpertStore::move_home(int pl, int pe, int dl, int de) {
   for (const auto& a : active_) STRATA_ASSERT(a.empty(), "REPIN while a layer is active");
   Expert& p = experts_[key(pl, pe)];
   Expert& d = experts_[key(dl, de)];
@@ -508,7 +560,6 @@ bool ExpertStore::swap_homes(int pl, int pe, int dl, int de) {
   d.layout = {};
   cache_->drop(slot);
   sync_wasted();
-  ++counters_.repin_moves;
   return true;
 }
 

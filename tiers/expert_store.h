@@ -13,6 +13,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/interleave.h"
@@ -120,6 +121,12 @@ struct StoreCounters {
   // REPIN: passes run and experts moved between a RAM home and SSD (one move = one swap).
   uint64_t repin_passes = 0;
   uint64_t repin_moves = 0;
+  // PROMPT_PLACE: layer passes run (promote_homes calls), experts moved, bytes read for them from
+  // the file (not counted as expert uses or SSD reads above) and the seconds taken.
+  uint64_t place_passes = 0;
+  uint64_t place_moves = 0;
+  uint64_t place_read_bytes = 0;
+  double place_seconds = 0;
   uint64_t frames = 0;            // sidecar frames decompressed
   uint64_t frame_raw_bytes = 0;   // the expert bytes they held
   double decompress_seconds = 0;  // worker time spent decompressing (summed over workers)
@@ -192,6 +199,11 @@ class ExpertStore {
   // on demand again). No I/O. False, changing nothing, when pe is not ready in the cache, is
   // pinned, or does not fit. Only while no layer is active (between layers).
   bool swap_homes(int pl, int pe, int dl, int de);
+  // PROMPT_PLACE: for each (SSD-homed expert, RAM-homed expert) pair of one layer, the first takes
+  // the second's RAM home as swap_homes does, its bytes read from the file into the cache first
+  // when they are not there (in groups of half the cache's slots, waited for). Returns the moves
+  // made; counted in place_* only (not as expert uses). Only while no layer is active.
+  int promote_homes(int layer, std::span<const std::pair<int, int>> pairs);
   // REPIN into VRAM: the GPU lane has taken the SSD-homed (pl, pe)'s bytes into the GPU slot of
   // the VRAM-homed (dl, de); pe gets de's VRAM home (its cache slot, if ready and unpinned, is
   // freed) and de becomes SSD-homed (read on demand). No I/O. Only while no layer is active.
@@ -248,6 +260,7 @@ class ExpertStore {
 
   uint64_t repacked_bytes_ = 0;
   int64_t key(int layer, int expert) const { return layer_begin_[layer] + expert; }
+  bool move_home(int pl, int pe, int dl, int de);  // swap_homes without the REPIN count
   void check_inputs();
   void load_ram_homes();
   // Copies slice i of (layer's) expert x from src into its RAM home, repacked per ram_layouts.
