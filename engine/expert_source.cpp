@@ -870,10 +870,10 @@ void ExpertSource::compute(uint32_t il, const ExpertStack& stack, Dispatch& d, E
   // PROMPT_PLACE on the first decode step after a prompt, layer by layer (no slot pinned).
   if (place_now_ && decode_step_) {
     place_by_prompt(il);
-    if (layer == last_moe_) {
+    if (layer == last_moe_) {  // once: the first prompt's placement stays for the run
       place_now_ = false;
-      std::fill(prompt_count_.begin(), prompt_count_.end(), 0u);
-      prompt_tokens_ = 0;
+      prompt_place_ = false;
+      prompt_count_ = {};
     }
   }
 }
@@ -902,8 +902,7 @@ void ExpertSource::place_by_prompt(uint32_t il) {
     place_pairs_.emplace_back(static_cast<int>(promote_[i] - base),
                               static_cast<int>(demote_[i] - base));
   }
-  if (place_pairs_.empty()) return;
-  store_->promote_homes(static_cast<int>(il), place_pairs_);
+  store_->promote_homes(static_cast<int>(il), place_pairs_);  // counts the pass, even empty
   for (const auto& [p, q] : place_pairs_)  // the store may have refused some (no free slot)
     if (store_->home(static_cast<int>(il), p).kind == placement::HomeKind::kRam) {
       homes_[il][p] = ExpertHome::kRam;

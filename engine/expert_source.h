@@ -94,7 +94,7 @@ struct TierOptions {
   int repin = 0;
   double repin_half_life = 256;
   int repin_moves = 4;
-  // PROMPT_PLACE: with a usage-free plan (no pin_counts), on the first decode step after a
+  // PROMPT_PLACE: with a usage-free plan (no pin_counts), once, on the first decode step after a
   // forward chunk of at least kPromptPlaceMinTokens tokens (a prompt), each MoE layer, after its
   // compute, swaps its RAM homes the prompt used least with the SSD experts it used most (by the
   // REPIN margin), reading those from the file (ExpertStore::promote_homes). Same numbers.

@@ -183,11 +183,13 @@ constexpr KnobSpec kKnobs[] = {
     {"PROMPT_PLACE", KnobType::kBool, "1", "", "0|1",
      "When the experts were placed without usage counts (no PIN, no learned profile yet: a "
      "model's first runs), after a prompt (a forward chunk of at least 32 tokens) and before its "
-     "first decoded "
-     "token, each MoE layer gives the RAM homes of the experts the prompt used least to the "
+     "first decoded token, each MoE layer gives the RAM homes of the experts the prompt used least "
+     "to the "
      "SSD-homed experts it used most (by 1.5x + 2, as REPIN), reading those once from the file: "
-     "the reply's experts mostly follow its prompt's. Again after each chat turn's prompt. Same "
-     "numbers. PROF's `prompt placement:` line says what it moved and the seconds it took. 0 = "
+     "the reply's experts mostly follow its prompt's. Once per run, chat or server (the first "
+     "prompt; later ones would re-read experts for every turn); never in replay, stats or bench. "
+     "Same numbers. PROF's `prompt placement:` line says what it moved and the seconds it took. 0 "
+     "= "
      "off."},
     {"USAGE_AUTO", KnobType::kInt, "256", "tokens", "0..",
      "Learn a usage profile per model: run, chat and serve add their expert usage counts to "

@@ -149,31 +149,36 @@ struct PromptRun {
   std::vector<float> logits;          // the prompt's last position, then every decode step
   tiers::StoreCounters after_prompt;  // the store's counters after the prefill
   tiers::StoreCounters end;           // and after the decode steps
+  tiers::StoreCounters last;          // after every round
 };
 
 // A prompt prefilled in chunks of ubatch tokens, then decode steps (fixed tokens), through a tiered
 // ExpertSource.
 PromptRun prompt_then_decode(const engine::Model& model, std::span<const int32_t> prompt,
                              std::span<const int32_t> steps, engine::TierOptions opts,
-                             uint32_t ubatch = 64) {
+                             uint32_t ubatch = 64, std::span<const int32_t> next_prompt = {}) {
   opts.notice = [](const std::string&) {};
-  opts.n_ctx = 128;
+  opts.n_ctx = 256;
   engine::ExpertSource src(model, opts);
   engine::ForwardOptions fo;
-  fo.n_ctx = 128;
+  fo.n_ctx = 256;
   fo.n_ubatch = ubatch;
   fo.n_threads = 2;
   fo.experts = &src;
   engine::Forward fwd(model, fo);
   PromptRun r;
-  const std::span<const float> last = fwd.prefill(prompt);
-  r.logits.assign(last.begin(), last.end());
-  r.after_prompt = src.store()->counters();
-  for (const int32_t t : steps) {
-    const std::span<const float> l = fwd.decode(t);
-    r.logits.insert(r.logits.end(), l.begin(), l.end());
+  const int rounds = next_prompt.empty() ? 1 : 2;
+  for (int round = 0; round < rounds; ++round) {  // another turn: next_prompt, then the steps
+    const std::span<const float> last = fwd.prefill(round == 0 ? prompt : next_prompt);
+    r.logits.insert(r.logits.end(), last.begin(), last.end());
+    if (round == 0) r.after_prompt = src.store()->counters();
+    for (const int32_t t : steps) {
+      const std::span<const float> l = fwd.decode(t);
+      r.logits.insert(r.logits.end(), l.begin(), l.end());
+    }
+    if (round == 0) r.end = src.store()->counters();
   }
-  r.end = src.store()->counters();
+  r.last = src.store()->counters();
   return r;
 }
 
@@ -184,9 +189,9 @@ double ram_home_share(const tiers::StoreCounters& a, const tiers::StoreCounters&
   return ram / (ram + ssd);
 }
 
-// PROMPT_PLACE: after a prompt chunk of 32+ tokens, the first decode step moves the experts the
-// prompt used most into RAM homes; decode then serves more uses from RAM homes, with the same
-// logits; a shorter prompt, or a PIN plan, moves nothing.
+// PROMPT_PLACE: after a prompt chunk of 32+ tokens, the first decode step (once per run) moves the
+// experts the prompt used most into RAM homes; decode then serves more uses from RAM homes, with
+// the same logits; a shorter prompt, or a PIN plan, moves nothing.
 TEST(PromptPlace, ThePromptsExpertsTakeRamHomesSameNumbers) {
   const ScratchDir dir("prompt_place");
   const fs::path path = dir / "synth-tiny.gguf";
@@ -229,6 +234,11 @@ TEST(PromptPlace, ThePromptsExpertsTakeRamHomesSameNumbers) {
   EXPECT_EQ(short_prompt.end.place_passes, 0u);
   const PromptRun small_chunks = prompt_then_decode(model, prompt, steps, opts, 16);
   EXPECT_EQ(small_chunks.end.place_passes, 0u);
+  // A second prompt (a chat's next turn) places nothing more: once per run.
+  const Streams other = random_streams(n_vocab, 1, 48, 6);
+  const PromptRun two_turns = prompt_then_decode(model, prompt, steps, opts, 64, other[0]);
+  EXPECT_EQ(two_turns.last.place_passes, static_cast<uint64_t>(n_moe));
+  EXPECT_EQ(two_turns.last.place_moves, on.end.place_moves);
   opts.pin_counts.assign(static_cast<size_t>(sizes.total_experts()), 1);
   const PromptRun pinned = prompt_then_decode(model, prompt, steps, opts);
   EXPECT_EQ(pinned.end.place_passes, 0u);

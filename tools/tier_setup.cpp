@@ -28,6 +28,9 @@ TierSetup make_tier_setup(engine::Model& model, const engine::Knobs& knobs, uint
   per_token.dense = engine::dense_bytes_per_token(model.weights());
   const engine::ModelConfig& cfg = model.config();
   engine::TierOptions opts = engine::tier_options(knobs);
+  // Placement adapts by itself (PROMPT_PLACE, USAGE_AUTO) only in run, chat and serve: replay,
+  // stats and bench measure the plan they were given.
+  if (!learn) opts.prompt_place = false;
   per_token.kv_per_position = engine::KvCache::position_bytes(cfg, opts.kv_type);
   per_token.kv_f32 = opts.kv_type == engine::KvType::kF32;
   s.kv_type = opts.kv_type;

@@ -29,7 +29,7 @@ struct TierSetup {
 // progress_bar: draw a bar on stderr while RAM-homed experts load (chat; a terminal only, else
 // one summary line). record_usage: count usage even without USAGE_SAVE (chat's /save-usage).
 // learn: USAGE_AUTO's learned profile is read and added to (run, chat, serve; see
-// apply_placement_knobs).
+// apply_placement_knobs), and PROMPT_PLACE may run (off otherwise).
 TierSetup make_tier_setup(engine::Model& model, const engine::Knobs& knobs, uint32_t n_ctx,
                           bool progress_bar = false, bool record_usage = false, bool learn = false);
 
