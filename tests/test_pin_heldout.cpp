@@ -60,6 +60,16 @@ Replay replay(const engine::Model& model, const Streams& streams, engine::TierOp
   return r;
 }
 
+// A `synth --preset tiny` model in dir.
+fs::path write_synth_tiny(const ScratchDir& dir) {
+  const fs::path path = dir / "synth-tiny.gguf";
+  engine::SynthOptions so;
+  so.preset = *engine::find_synth_preset("tiny");
+  so.n_threads = 2;
+  engine::SynthModel(so).write(path.string());
+  return path;
+}
+
 double cache_pinned_hit_rate(const tiers::StoreCounters& c) {
   const double hits = static_cast<double>(c.ram.served + c.cache_hits);
   return hits / (hits + static_cast<double>(c.cache_misses));
@@ -67,13 +77,7 @@ double cache_pinned_hit_rate(const tiers::StoreCounters& c) {
 
 TEST(PinHeldOut, PinnedPlanBeatsDefaultOnHeldOutStreams) {
   const ScratchDir dir("pin_heldout");
-  const fs::path path = dir / "synth-tiny.gguf";
-  {
-    engine::SynthOptions so;
-    so.preset = *engine::find_synth_preset("tiny");
-    so.n_threads = 2;
-    engine::SynthModel(so).write(path.string());
-  }
+  const fs::path path = write_synth_tiny(dir);
   const engine::Model model = engine::Model::load(path.string());
   const placement::ExpertSizes sizes = engine::expert_sizes(model);
   const uint32_t n_vocab = model.config().n_vocab;
@@ -194,13 +198,7 @@ double ram_home_share(const tiers::StoreCounters& a, const tiers::StoreCounters&
 // the same logits; a shorter prompt, or a PIN plan, moves nothing.
 TEST(PromptPlace, ThePromptsExpertsTakeRamHomesSameNumbers) {
   const ScratchDir dir("prompt_place");
-  const fs::path path = dir / "synth-tiny.gguf";
-  {
-    engine::SynthOptions so;
-    so.preset = *engine::find_synth_preset("tiny");
-    so.n_threads = 2;
-    engine::SynthModel(so).write(path.string());
-  }
+  const fs::path path = write_synth_tiny(dir);
   const engine::Model model = engine::Model::load(path.string());
   const placement::ExpertSizes sizes = engine::expert_sizes(model);
   const uint32_t n_vocab = model.config().n_vocab;
