@@ -199,7 +199,8 @@ constexpr KnobSpec kKnobs[] = {
      "places the experts as PIN would (the hottest in VRAM, then RAM): a model that does not fit "
      "is placed by its own usage from the second run on, and the plan line says so. Same "
      "numbers, like any placement. replay, ab, sweep, stats, bench and plan never write it "
-     "(their arms stay reproducible); only plan reads it. 0 = off."},
+     "(their arms stay reproducible); of them only plan reads it by itself (PIN=learned hands it "
+     "to any command). 0 = off."},
     {"ROUTE_TRACE", KnobType::kString, "", "path", "",
      "Record every token's routing (per MoE layer: the selected experts and their weights) of "
      "this run (replay, run, chat) to this zstd-compressed route trace (docs/FORMATS.md \"Route "
