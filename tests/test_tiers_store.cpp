@@ -213,6 +213,65 @@ TEST(ExpertStore, RamHomesAreInterleavedPerRamLayouts) {
   expect_slices(1, 0, false);
 }
 
+// PROMPT_PLACE: promote_homes reads SSD experts not in the cache (and takes cached ones as they
+// are), then moves them into RAM homes as swap_homes does (interleaved); counted apart from expert
+// uses and from REPIN.
+TEST(ExpertStore, PromoteHomesReadsAndMovesIntoRamHomes) {
+  constexpr int64_t kRows = 32, kCols = 128;
+  constexpr uint64_t kSlice = kRows * (kCols / 32) * 18;
+  ExtentTable ext(2, std::vector<ExpertExtents>(4));
+  uint64_t at = 4096;
+  for (int l = 0; l < 2; ++l)
+    for (int i = 0; i < 3; ++i)
+      for (int e = 0; e < 4; ++e, at += kSlice) ext[l][e][i] = {at, kSlice};
+  const TempFile file("store_promote.bin", at + 100, 7);
+  const placement::ExpertSizes sizes = expert_sizes(ext, 2);
+  std::vector<Home> homes;
+  for (int l = 0; l < 2; ++l)
+    for (int e = 0; e < 4; ++e) homes.push_back(e < 2 ? Home::ram() : Home::ssd());
+  const PlacementPlan plan(sizes, homes, 4 * sizes.slot_bytes, {64ull << 20, {}});
+  StoreOptions opt;
+  opt.ram_layouts.assign(2, {});
+  for (auto& layer : opt.ram_layouts)
+    for (auto& sl : layer) sl = {kernels::WeightLayout::kQ4_0x16, kRows, kCols};
+  ExpertStore store(file.path(), ext, plan, opt);
+  store.prepare(0, std::vector<int>{2});  // expert 2 cached; expert 3 is read by promote_homes
+  store.release(0);
+  const StoreCounters before = store.counters();
+  const std::pair<int, int> pairs[] = {{3, 0}, {2, 1}};
+  EXPECT_EQ(store.promote_homes(0, pairs), 2);
+  const StoreCounters& after = store.counters();
+  EXPECT_EQ(after.place_moves, 2u);
+  EXPECT_EQ(after.place_passes, 1u);
+  EXPECT_GE(after.place_read_bytes, 3u * kSlice);  // expert 3's three slices (4 KiB supersets)
+  EXPECT_LE(after.place_read_bytes, 3u * (kSlice + 2 * 4096u));
+  EXPECT_EQ(after.repin_moves, 0u);
+  EXPECT_EQ(after.cache_misses, before.cache_misses);
+  EXPECT_EQ(after.cache_hits, before.cache_hits);
+  EXPECT_EQ(after.ssd.served, before.ssd.served);
+  EXPECT_EQ(store.repacked_bytes(), 2u * 2u * 3u * kSlice);  // still two RAM homes per layer
+  for (int e = 0; e < 4; ++e) {
+    const bool ram = e >= 2;
+    store.prepare(0, std::vector<int>{e});
+    const ExpertView v = store.get(0, e);
+    EXPECT_EQ(v.home.kind, ram ? HomeKind::kRam : HomeKind::kSsd) << e;
+    for (int i = 0; i < 3; ++i) {
+      std::vector<std::byte> want = pread_range(file.path(), ext[0][e][i].offset, kSlice);
+      if (ram) {
+        std::vector<std::byte> packed(want.size());
+        kernels::interleave(kernels::WeightLayout::kQ4_0x16, want.data(), packed.data(), kRows,
+                            kCols);
+        want = packed;
+      }
+      EXPECT_EQ(std::memcmp(v.slice[i], want.data(), kSlice), 0) << "expert " << e << " " << i;
+    }
+    store.release(0);
+  }
+  // An empty pass moves nothing and is counted.
+  EXPECT_EQ(store.promote_homes(1, {}), 0);
+  EXPECT_EQ(store.counters().place_passes, 2u);
+}
+
 TEST(ExpertStore, SmallCacheEvictsLeastRecentlyUsedAndCountsHits) {
   Model m("store_lru.bin");
   const PlacementPlan plan(m.sizes, std::vector<Home>(kLayers * kExperts, Home::ssd()),
