@@ -6,7 +6,8 @@
 // its placement line says what chose the homes; `replay`, USAGE_AUTO=0 and a profile under the
 // minimum leave the plan alone, and only run/chat/serve write the profile; PIN wins over it but
 // the run still learns; concurrent runs add up (flock); a profile past 2^20 tokens is halved; a
-// broken profile is replaced with a notice, never a failed run.
+// broken profile is replaced with a notice, never a failed run. And PROMPT_PLACE in `run`: on for a
+// first run's long prompt, off for a short reply or a learned plan.
 #include <gtest/gtest.h>
 
 #include "engine/expert_source.h"
@@ -196,6 +197,35 @@ TEST_F(UsageAuto, PinLearnedIsTheProfile) {
   const double learned = share("PIN=learned");
   EXPECT_EQ(learned, share("PIN='" + held + "'"));
   EXPECT_NE(learned, share(""));
+}
+
+// PROMPT_PLACE through the CLI: a first run (no profile) with a long prompt places by it, said in
+// PROF's line, with the same tokens as without; `run -n` under 16 tokens does not; neither does a
+// run planned from the learned profile.
+TEST_F(UsageAuto, PromptPlacementInRunAndWhenItIsSkipped) {
+  std::string prompt;
+  for (int i = 0; i < 8; ++i) prompt += "The quick brown fox jumps over the lazy dog. ";
+  const auto go = [&](int n, const std::string& usage_auto, const std::string& env) {
+    return strata("run", fmt::format("-p '{}' -n {} --temp 0", prompt, n), usage_auto,
+                  "PROF=1 " + env);
+  };
+  const std::string line = "prof: prompt placement: ";
+  const Result placed = go(20, "0", "");
+  ASSERT_EQ(placed.rc, 0) << placed.err;
+  EXPECT_NE(placed.err.find(line), std::string::npos) << placed.err;
+  const Result off = go(20, "0", "PROMPT_PLACE=0");
+  ASSERT_EQ(off.rc, 0) << off.err;
+  EXPECT_EQ(off.err.find(line), std::string::npos) << off.err;
+  EXPECT_EQ(placed.out, off.out);
+  const Result short_reply = go(8, "0", "");
+  ASSERT_EQ(short_reply.rc, 0) << short_reply.err;
+  EXPECT_EQ(short_reply.err.find(line), std::string::npos) << short_reply.err;
+  ASSERT_EQ(go(20, "16", "").rc, 0);  // learns a profile
+  const Result learned = go(20, "16", "");
+  ASSERT_EQ(learned.rc, 0) << learned.err;
+  EXPECT_NE(learned.err.find(kPlacedBy), std::string::npos) << learned.err;
+  EXPECT_EQ(learned.err.find(line), std::string::npos) << learned.err;
+  EXPECT_EQ(learned.out, placed.out);
 }
 
 TEST_F(UsageAuto, PinWinsButTheRunStillLearns) {

@@ -67,7 +67,8 @@ int run_run(RunOptions o) {
   fo.n_ubatch = o.ubatch;
   fo.n_threads = threads;
   const TierSetup tiers = make_tier_setup(model, knobs, fo.n_ctx, /*progress_bar=*/false,
-                                          /*record_usage=*/false, /*learn=*/true);
+                                          /*record_usage=*/false, /*learn=*/true,
+                                          /*reply_tokens=*/o.n_predict);
   engine::Profiler& prof = *tiers.prof;
   arm_run_probe(prof, knobs, threads);
   fo.experts = tiers.experts.get();

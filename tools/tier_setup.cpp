@@ -18,7 +18,7 @@
 namespace strata::tools {
 
 TierSetup make_tier_setup(engine::Model& model, const engine::Knobs& knobs, uint32_t n_ctx,
-                          bool progress_bar, bool record_usage, bool learn) {
+                          bool progress_bar, bool record_usage, bool learn, int reply_tokens) {
   TierSetup s;
   const int level = static_cast<int>(knobs.get_int("PROF"));
   s.prof = std::make_unique<engine::Profiler>(level, knobs.get_string("PROF_JSON"));
@@ -30,7 +30,8 @@ TierSetup make_tier_setup(engine::Model& model, const engine::Knobs& knobs, uint
   engine::TierOptions opts = engine::tier_options(knobs);
   // Placement adapts by itself (PROMPT_PLACE, USAGE_AUTO) only in run, chat and serve: replay,
   // stats and bench measure the plan they were given.
-  if (!learn) opts.prompt_place = false;
+  if (!learn || (reply_tokens >= 0 && reply_tokens < kPromptPlaceMinReply))
+    opts.prompt_place = false;
   per_token.kv_per_position = engine::KvCache::position_bytes(cfg, opts.kv_type);
   per_token.kv_f32 = opts.kv_type == engine::KvType::kF32;
   s.kv_type = opts.kv_type;

@@ -29,9 +29,13 @@ struct TierSetup {
 // progress_bar: draw a bar on stderr while RAM-homed experts load (chat; a terminal only, else
 // one summary line). record_usage: count usage even without USAGE_SAVE (chat's /save-usage).
 // learn: USAGE_AUTO's learned profile is read and added to (run, chat, serve; see
-// apply_placement_knobs), and PROMPT_PLACE may run (off otherwise).
+// apply_placement_knobs), and PROMPT_PLACE may run (off otherwise). reply_tokens: the tokens the
+// command will decode when it knows (run's -n; -1: unknown); a reply shorter than
+// kPromptPlaceMinReply would pay PROMPT_PLACE's reads for nothing, so it is off then.
+inline constexpr int kPromptPlaceMinReply = 16;
 TierSetup make_tier_setup(engine::Model& model, const engine::Knobs& knobs, uint32_t n_ctx,
-                          bool progress_bar = false, bool record_usage = false, bool learn = false);
+                          bool progress_bar = false, bool record_usage = false, bool learn = false,
+                          int reply_tokens = -1);
 
 // One warning line on stderr when n_ctx (the KV positions a command allocates) exceeds the model's
 // training context (context_length): positions past it are extrapolation. And for a LongRoPE model
