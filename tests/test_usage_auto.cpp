@@ -200,7 +200,7 @@ TEST_F(UsageAuto, PinLearnedIsTheProfile) {
 }
 
 // PROMPT_PLACE through the CLI: a first run (no profile) with a long prompt places by it, said in
-// PROF's line, with the same tokens as without; `run -n` under 16 tokens does not; neither does a
+// PROF's line, with the same tokens as without; `-n` under 16 tokens (run, chat) does not; nor a
 // run planned from the learned profile.
 TEST_F(UsageAuto, PromptPlacementInRunAndWhenItIsSkipped) {
   std::string prompt;
@@ -220,6 +220,12 @@ TEST_F(UsageAuto, PromptPlacementInRunAndWhenItIsSkipped) {
   const Result short_reply = go(8, "0", "");
   ASSERT_EQ(short_reply.rc, 0) << short_reply.err;
   EXPECT_EQ(short_reply.err.find(line), std::string::npos) << short_reply.err;
+  for (const int n : {8, 20}) {  // chat's -n caps every reply the same way
+    const Result chat =
+        strata("chat", fmt::format("-p '{}' -n {} --temp 0", prompt, n), "0", "PROF=1");
+    ASSERT_EQ(chat.rc, 0) << chat.err;
+    EXPECT_EQ(chat.err.find(line) != std::string::npos, n >= 16) << chat.err;
+  }
   ASSERT_EQ(go(20, "16", "").rc, 0);  // learns a profile
   const Result learned = go(20, "16", "");
   ASSERT_EQ(learned.rc, 0) << learned.err;

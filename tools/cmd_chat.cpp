@@ -426,7 +426,7 @@ int run_chat(ChatOptions o) {
   // Usage is always counted (cheap), so /save-usage FILE works without USAGE_SAVE.
   const TierSetup tiers =
       make_tier_setup(model, knobs, fo.n_ctx, /*progress_bar=*/true, /*record_usage=*/true,
-                      /*learn=*/true);
+                      /*learn=*/true, /*reply_tokens=*/o.n_predict);
   fo.experts = tiers.experts.get();
   fo.kv_type = tiers.kv_type;
   fo.route_trace = tiers.trace.get();

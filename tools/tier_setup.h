@@ -31,7 +31,8 @@ struct TierSetup {
 // learn: USAGE_AUTO's learned profile is read and added to (run, chat, serve; see
 // apply_placement_knobs), and PROMPT_PLACE may run (off otherwise). reply_tokens: the tokens the
 // command will decode when it knows (run's -n; -1: unknown); a reply shorter than
-// kPromptPlaceMinReply would pay PROMPT_PLACE's reads for nothing, so it is off then.
+// kPromptPlaceMinReply would pay PROMPT_PLACE's reads for nothing, so it is off then (run's and
+// chat's -n).
 inline constexpr int kPromptPlaceMinReply = 16;
 TierSetup make_tier_setup(engine::Model& model, const engine::Knobs& knobs, uint32_t n_ctx,
                           bool progress_bar = false, bool record_usage = false, bool learn = false,
