@@ -751,8 +751,11 @@ void ExpertSource::start(uint32_t il, Dispatch& d) {
             prompt_tokens_,
             *std::max_element(d.row_token.begin(), d.row_token.begin() + d.n_rows) + 1);
     } else if (static_cast<int>(il) == first_moe_ && prompt_tokens_ > 0) {
-      place_now_ = prompt_tokens_ >= kPromptPlaceMinTokens;
-      if (!place_now_) {  // no prompt-sized chunk (LOOKUP's verify passes): forget them
+      place_now_ = prompt_tokens_ >= kPromptPlaceMinTokens &&
+                   (reply_hint_ < 0 || reply_hint_ >= kPromptPlaceMinReply);
+      // No prompt-sized chunk (LOOKUP's verify passes), or a reply too short to repay the reads:
+      // forget the counts (a later prompt may place).
+      if (!place_now_) {
         std::fill(prompt_count_.begin(), prompt_count_.end(), 0u);
         prompt_tokens_ = 0;
       }

@@ -101,6 +101,8 @@ struct TierOptions {
   bool prompt_place = false;
 };
 inline constexpr uint64_t kPromptPlaceMinTokens = 32;
+// A reply shorter than this many tokens cannot repay PROMPT_PLACE's reads (set_reply_hint).
+inline constexpr int kPromptPlaceMinReply = 16;
 
 // Whether to read SSD experts from a sidecar (see TierOptions::zstd): the sidecar when it is used,
 // else null; says its decision in one notice line when a sidecar exists.
@@ -202,6 +204,10 @@ class ExpertSource {
   // CUDA_DENSE's dense matrices on the GPU; null when off.
   GpuDense* gpu_dense() { return dense_.get(); }
   const tiers::Sidecar* sidecar() const { return sidecar_.get(); }  // in use, or null
+  // PROMPT_PLACE: the most tokens the coming reply will decode (-1: unknown). A placement due
+  // before a reply shorter than kPromptPlaceMinReply is put off to a later prompt (serve: each
+  // request's max_tokens; run and chat: -n).
+  void set_reply_hint(int tokens) { reply_hint_ = tokens; }
   uint64_t resident_dense_bytes() const { return resident_bytes_; }
   double resident_dense_seconds() const { return resident_seconds_; }
 
@@ -260,6 +266,7 @@ class ExpertSource {
   std::vector<uint32_t> prompt_count_;
   uint64_t prompt_tokens_ = 0;
   bool place_now_ = false;
+  int reply_hint_ = -1;
   std::vector<std::pair<int, int>> place_pairs_;  // scratch: (SSD expert, RAM expert)
 };
 

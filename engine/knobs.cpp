@@ -187,8 +187,9 @@ constexpr KnobSpec kKnobs[] = {
      "to the "
      "SSD-homed experts it used most (by 1.5x + 2, as REPIN), reading those once from the file: "
      "the reply's experts mostly follow its prompt's. Once per run, chat or server (the first "
-     "prompt; later ones would re-read experts for every turn), and not with `-n` under 16 "
-     "tokens in run or chat (too short to repay the reads); never in replay, stats or bench. "
+     "prompt; later ones would re-read experts for every turn), put off while the reply may be "
+     "under 16 tokens (run's and chat's -n, a request's max_tokens: too short to repay the "
+     "reads); never in replay, stats or bench. "
      "Same numbers. PROF's `prompt placement:` line says what it moved and the seconds it took. 0 "
      "= "
      "off."},

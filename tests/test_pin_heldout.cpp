@@ -160,7 +160,8 @@ struct PromptRun {
 // ExpertSource.
 PromptRun prompt_then_decode(const engine::Model& model, std::span<const int32_t> prompt,
                              std::span<const int32_t> steps, engine::TierOptions opts,
-                             uint32_t ubatch = 64, std::span<const int32_t> next_prompt = {}) {
+                             uint32_t ubatch = 64, std::span<const int32_t> next_prompt = {},
+                             int first_reply_hint = -1) {
   opts.notice = [](const std::string&) {};
   opts.n_ctx = 256;
   engine::ExpertSource src(model, opts);
@@ -173,6 +174,7 @@ PromptRun prompt_then_decode(const engine::Model& model, std::span<const int32_t
   PromptRun r;
   const int rounds = next_prompt.empty() ? 1 : 2;
   for (int round = 0; round < rounds; ++round) {  // another turn: next_prompt, then the steps
+    src.set_reply_hint(round == 0 ? first_reply_hint : -1);
     const std::span<const float> last = fwd.prefill(round == 0 ? prompt : next_prompt);
     r.logits.insert(r.logits.end(), last.begin(), last.end());
     if (round == 0) r.after_prompt = src.store()->counters();
@@ -237,6 +239,11 @@ TEST(PromptPlace, ThePromptsExpertsTakeRamHomesSameNumbers) {
   const PromptRun two_turns = prompt_then_decode(model, prompt, steps, opts, 64, other[0]);
   EXPECT_EQ(two_turns.last.place_passes, static_cast<uint64_t>(n_moe));
   EXPECT_EQ(two_turns.last.place_moves, on.end.place_moves);
+  // A first reply announced under 16 tokens (serve's max_tokens) puts placement off to the next.
+  const PromptRun deferred = prompt_then_decode(model, prompt, steps, opts, 64, other[0], 8);
+  EXPECT_EQ(deferred.end.place_passes, 0u);
+  EXPECT_EQ(deferred.last.place_passes, static_cast<uint64_t>(n_moe));
+  EXPECT_GT(deferred.last.place_moves, 0u);
   opts.pin_counts.assign(static_cast<size_t>(sizes.total_experts()), 1);
   const PromptRun pinned = prompt_then_decode(model, prompt, steps, opts);
   EXPECT_EQ(pinned.end.place_passes, 0u);

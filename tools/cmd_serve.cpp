@@ -485,13 +485,15 @@ std::string dump(const json& j) {
 class Server {
  public:
   Server(const ServeOptions& o, engine::ChatSession& session, const engine::Tokenizer& tok,
-         std::string model_id, engine::Profiler* prof, UsageRecorder* usage)
+         std::string model_id, engine::Profiler* prof, UsageRecorder* usage,
+         engine::ExpertSource* experts)
       : o_(o),
         session_(session),
         tok_(tok),
         model_id_(std::move(model_id)),
         prof_(prof),
-        usage_(usage) {
+        usage_(usage),
+        experts_(experts) {
     // SO_REUSEADDR only: httplib's default, SO_REUSEPORT, lets a second server bind a port that
     // is in use and share its connections.
     http_.set_socket_options([](int sock) {
@@ -568,6 +570,8 @@ class Server {
     // The earlier replies' expert usage into the learned profile, at most every --learn-every
     // seconds (no pass runs now).
     if (usage_) usage_->learn_if_due(std::chrono::seconds(o_.learn_every));
+    // PROMPT_PLACE waits for a request whose reply may repay its reads.
+    if (experts_) experts_->set_reply_hint(r.max_tokens);
     stop_reply_.store(false);
     const auto t0 = std::chrono::steady_clock::now();
     const std::string id = completion_id(api);
@@ -784,6 +788,7 @@ class Server {
   std::string model_id_;
   engine::Profiler* prof_;
   UsageRecorder* usage_;
+  engine::ExpertSource* experts_;
   int64_t started_ = unix_now();
   httplib::Server http_;
   std::mutex mu_;  // one reply at a time
@@ -837,7 +842,7 @@ int run_serve(ServeOptions o) {
                                    .get_string_opt("general.name")
                                    .value_or(std::filesystem::path(o.model).stem().string());
 
-  Server server(o, session, tok, id, tiers.prof.get(), tiers.usage.get());
+  Server server(o, session, tok, id, tiers.prof.get(), tiers.usage.get(), tiers.experts.get());
   const int port = server.bind();
   fmt::print(stderr,
              "serve: listening on http://{}:{} — model \"{}\" ({}, {} layers, {} experts, context "

@@ -30,8 +30,7 @@ TierSetup make_tier_setup(engine::Model& model, const engine::Knobs& knobs, uint
   engine::TierOptions opts = engine::tier_options(knobs);
   // Placement adapts by itself (PROMPT_PLACE, USAGE_AUTO) only in run, chat and serve: replay,
   // stats and bench measure the plan they were given.
-  if (!learn || (reply_tokens >= 0 && reply_tokens < kPromptPlaceMinReply))
-    opts.prompt_place = false;
+  if (!learn) opts.prompt_place = false;
   per_token.kv_per_position = engine::KvCache::position_bytes(cfg, opts.kv_type);
   per_token.kv_f32 = opts.kv_type == engine::KvType::kF32;
   s.kv_type = opts.kv_type;
@@ -70,6 +69,7 @@ TierSetup make_tier_setup(engine::Model& model, const engine::Knobs& knobs, uint
     };
   try {
     s.experts = std::make_unique<engine::ExpertSource>(model, opts);
+    s.experts->set_reply_hint(reply_tokens);
   } catch (...) {
     if (bar) bar->abort();
     throw;

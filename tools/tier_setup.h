@@ -29,11 +29,9 @@ struct TierSetup {
 // progress_bar: draw a bar on stderr while RAM-homed experts load (chat; a terminal only, else
 // one summary line). record_usage: count usage even without USAGE_SAVE (chat's /save-usage).
 // learn: USAGE_AUTO's learned profile is read and added to (run, chat, serve; see
-// apply_placement_knobs), and PROMPT_PLACE may run (off otherwise). reply_tokens: the tokens the
-// command will decode when it knows (run's -n; -1: unknown); a reply shorter than
-// kPromptPlaceMinReply would pay PROMPT_PLACE's reads for nothing, so it is off then (run's and
-// chat's -n).
-inline constexpr int kPromptPlaceMinReply = 16;
+// apply_placement_knobs), and PROMPT_PLACE may run (off otherwise). reply_tokens: the most tokens
+// each reply will decode when the command knows (run's and chat's -n; -1: unknown), given to
+// ExpertSource::set_reply_hint.
 TierSetup make_tier_setup(engine::Model& model, const engine::Knobs& knobs, uint32_t n_ctx,
                           bool progress_bar = false, bool record_usage = false, bool learn = false,
                           int reply_tokens = -1);
