@@ -25,6 +25,8 @@ target_compile_options(test_cuda_portable_math PRIVATE -ffp-contract=off)
 # (VRAM_EMULATE=1, runs everywhere, tier) and on a device (gpu, skips without one).
 strata_add_test(test_gpu_lane LABEL tier SOURCES test_gpu_lane.cpp LIBS strata_engine)
 add_dependencies(test_gpu_lane strata)
-set_tests_properties(test_gpu_lane PROPERTIES ENVIRONMENT "GTEST_FILTER=-GpuLane.Device*")
+# APPEND: strata_add_test's USAGE_AUTO=0 stays (no learned profile in the user's cache).
+set_property(TEST test_gpu_lane APPEND PROPERTY ENVIRONMENT "GTEST_FILTER=-GpuLane.Device*")
 add_test(NAME test_gpu_lane_device COMMAND test_gpu_lane --gtest_filter=GpuLane.Device*)
-set_tests_properties(test_gpu_lane_device PROPERTIES LABELS gpu TIMEOUT 600)
+set_tests_properties(test_gpu_lane_device PROPERTIES LABELS gpu TIMEOUT 600 ENVIRONMENT
+                                                                            "USAGE_AUTO=0")
