@@ -162,31 +162,44 @@ TEST(ExpertStore, MixedNodesAndExplicitHomes) {
   EXPECT_GT(store.counters().ssd.served, 0u);
 }
 
-// REPACK: RAM homes hold their slices interleaved (ram_layouts), cache slots the file's layout;
-// swap_homes interleaves what it moves in and forgets what it moves out.
-TEST(ExpertStore, RamHomesAreInterleavedPerRamLayouts) {
-  constexpr int64_t kRows = 32, kCols = 128;  // Q4_0: 32 rows of 4 blocks = 2304 bytes
-  constexpr uint64_t kSlice = kRows * (kCols / 32) * 18;
-  ExtentTable ext(2, std::vector<ExpertExtents>(4));
-  uint64_t at = 4096;
-  for (int l = 0; l < 2; ++l)
-    for (int i = 0; i < 3; ++i)
-      for (int e = 0; e < 4; ++e, at += kSlice) ext[l][e][i] = {at, kSlice};
-  const TempFile file("store_repack.bin", at + 100, 5);
-  const placement::ExpertSizes sizes = expert_sizes(ext, 2);
-  std::vector<Home> homes;
-  for (int l = 0; l < 2; ++l)
-    for (int e = 0; e < 4; ++e) homes.push_back(e < 2 ? Home::ram() : Home::ssd());
-  const PlacementPlan plan(sizes, homes, 4 * sizes.slot_bytes, {64ull << 20, {}});
-  StoreOptions opt;
-  opt.ram_layouts.assign(2, {});
-  for (auto& layer : opt.ram_layouts)
-    for (auto& sl : layer) sl = {kernels::WeightLayout::kQ4_0x16, kRows, kCols};
-  ExpertStore store(file.path(), ext, plan, opt);
-  EXPECT_EQ(store.repacked_bytes(), 2u * 2u * 3u * kSlice);
+// Two layers of four Q4_0 experts (32 x 128 slices), experts 0 and 1 RAM-homed and repacked
+// (kQ4_0x16), 2 and 3 on SSD, a cache of four slots.
+struct RepackedStore {
+  static constexpr int64_t kRows = 32, kCols = 128;  // Q4_0: 32 rows of 4 blocks = 2304 bytes
+  static constexpr uint64_t kSlice = kRows * (kCols / 32) * 18;
+  ExtentTable ext = extents();
+  TempFile file;
+  placement::ExpertSizes sizes = expert_sizes(ext, 2);
+  PlacementPlan plan{sizes, homes(), 4 * sizes.slot_bytes, {64ull << 20, {}}};
+  ExpertStore store{file.path(), ext, plan, options()};
+
+  RepackedStore(const char* name, uint32_t seed) : file(name, end_offset(), seed) {}
+
+  static ExtentTable extents() {
+    ExtentTable e(2, std::vector<ExpertExtents>(4));
+    uint64_t at = 4096;
+    for (int l = 0; l < 2; ++l)
+      for (int i = 0; i < 3; ++i)
+        for (int x = 0; x < 4; ++x, at += kSlice) e[l][x][i] = {at, kSlice};
+    return e;
+  }
+  static uint64_t end_offset() { return 4096 + 2 * 3 * 4 * kSlice + 100; }
+  static std::vector<Home> homes() {
+    std::vector<Home> h;
+    for (int l = 0; l < 2; ++l)
+      for (int e = 0; e < 4; ++e) h.push_back(e < 2 ? Home::ram() : Home::ssd());
+    return h;
+  }
+  static StoreOptions options() {
+    StoreOptions opt;
+    opt.ram_layouts.assign(2, {});
+    for (auto& layer : opt.ram_layouts)
+      for (auto& sl : layer) sl = {kernels::WeightLayout::kQ4_0x16, kRows, kCols};
+    return opt;
+  }
 
   // Each slice as the store must hand it out: the file's bytes, interleaved for a RAM home.
-  auto expect_slices = [&](int l, int e, bool ram) {
+  void expect_slices(int l, int e, bool ram) {
     store.prepare(l, std::vector<int>{e});
     const ExpertView v = store.get(l, e);
     EXPECT_EQ(v.home.kind, ram ? HomeKind::kRam : HomeKind::kSsd);
@@ -203,38 +216,31 @@ TEST(ExpertStore, RamHomesAreInterleavedPerRamLayouts) {
           << "layer " << l << " expert " << e << " slice " << i;
     }
     store.release(l);
-  };
+  }
+};
+
+// REPACK: RAM homes hold their slices interleaved (ram_layouts), cache slots the file's layout;
+// swap_homes interleaves what it moves in and forgets what it moves out.
+TEST(ExpertStore, RamHomesAreInterleavedPerRamLayouts) {
+  RepackedStore r("store_repack.bin", 5);
+  constexpr uint64_t kSlice = RepackedStore::kSlice;
+  EXPECT_EQ(r.store.repacked_bytes(), 2u * 2u * 3u * kSlice);
   for (int l = 0; l < 2; ++l)
-    for (int e = 0; e < 4; ++e) expect_slices(l, e, e < 2);
+    for (int e = 0; e < 4; ++e) r.expect_slices(l, e, e < 2);
   // REPIN: (1, 3), cached now, takes (1, 0)'s RAM home.
-  ASSERT_TRUE(store.swap_homes(1, 3, 1, 0));
-  EXPECT_EQ(store.repacked_bytes(), 2u * 2u * 3u * kSlice);
-  expect_slices(1, 3, true);
-  expect_slices(1, 0, false);
+  ASSERT_TRUE(r.store.swap_homes(1, 3, 1, 0));
+  EXPECT_EQ(r.store.repacked_bytes(), 2u * 2u * 3u * kSlice);
+  r.expect_slices(1, 3, true);
+  r.expect_slices(1, 0, false);
 }
 
 // PROMPT_PLACE: promote_homes reads SSD experts not in the cache (and takes cached ones as they
 // are), then moves them into RAM homes as swap_homes does (interleaved); counted apart from expert
 // uses and from REPIN.
 TEST(ExpertStore, PromoteHomesReadsAndMovesIntoRamHomes) {
-  constexpr int64_t kRows = 32, kCols = 128;
-  constexpr uint64_t kSlice = kRows * (kCols / 32) * 18;
-  ExtentTable ext(2, std::vector<ExpertExtents>(4));
-  uint64_t at = 4096;
-  for (int l = 0; l < 2; ++l)
-    for (int i = 0; i < 3; ++i)
-      for (int e = 0; e < 4; ++e, at += kSlice) ext[l][e][i] = {at, kSlice};
-  const TempFile file("store_promote.bin", at + 100, 7);
-  const placement::ExpertSizes sizes = expert_sizes(ext, 2);
-  std::vector<Home> homes;
-  for (int l = 0; l < 2; ++l)
-    for (int e = 0; e < 4; ++e) homes.push_back(e < 2 ? Home::ram() : Home::ssd());
-  const PlacementPlan plan(sizes, homes, 4 * sizes.slot_bytes, {64ull << 20, {}});
-  StoreOptions opt;
-  opt.ram_layouts.assign(2, {});
-  for (auto& layer : opt.ram_layouts)
-    for (auto& sl : layer) sl = {kernels::WeightLayout::kQ4_0x16, kRows, kCols};
-  ExpertStore store(file.path(), ext, plan, opt);
+  RepackedStore r("store_promote.bin", 7);
+  constexpr uint64_t kSlice = RepackedStore::kSlice;
+  ExpertStore& store = r.store;
   store.prepare(0, std::vector<int>{2});  // expert 2 cached; expert 3 is read by promote_homes
   store.release(0);
   const StoreCounters before = store.counters();
@@ -250,23 +256,7 @@ TEST(ExpertStore, PromoteHomesReadsAndMovesIntoRamHomes) {
   EXPECT_EQ(after.cache_hits, before.cache_hits);
   EXPECT_EQ(after.ssd.served, before.ssd.served);
   EXPECT_EQ(store.repacked_bytes(), 2u * 2u * 3u * kSlice);  // still two RAM homes per layer
-  for (int e = 0; e < 4; ++e) {
-    const bool ram = e >= 2;
-    store.prepare(0, std::vector<int>{e});
-    const ExpertView v = store.get(0, e);
-    EXPECT_EQ(v.home.kind, ram ? HomeKind::kRam : HomeKind::kSsd) << e;
-    for (int i = 0; i < 3; ++i) {
-      std::vector<std::byte> want = pread_range(file.path(), ext[0][e][i].offset, kSlice);
-      if (ram) {
-        std::vector<std::byte> packed(want.size());
-        kernels::interleave(kernels::WeightLayout::kQ4_0x16, want.data(), packed.data(), kRows,
-                            kCols);
-        want = packed;
-      }
-      EXPECT_EQ(std::memcmp(v.slice[i], want.data(), kSlice), 0) << "expert " << e << " " << i;
-    }
-    store.release(0);
-  }
+  for (int e = 0; e < 4; ++e) r.expect_slices(0, e, e >= 2);
   // An empty pass moves nothing and is counted.
   EXPECT_EQ(store.promote_homes(1, {}), 0);
   EXPECT_EQ(store.counters().place_passes, 2u);
