@@ -46,19 +46,42 @@ void Sampler::accept(int32_t token) {
 }
 
 int32_t Sampler::sample(std::span<const float> logits) {
-  const auto n = static_cast<int32_t>(logits.size());
-  // The logits the filters see: the repetition penalty (as llama.cpp: positive logits divided,
-  // negative multiplied) applied to a copy only when it changes something.
-  std::span<const float> l = logits;
-  if (p_.repeat_penalty != 1.0f && !recent_.empty()) {
-    pen_.assign(logits.begin(), logits.end());
-    for (int32_t t : recent_) {
-      if (t < 0 || t >= n) continue;
-      // From the original logit, so a token seen twice is penalized once.
-      pen_[t] = logits[t] > 0 ? logits[t] / p_.repeat_penalty : logits[t] * p_.repeat_penalty;
-    }
-    l = pen_;
+  const int32_t chosen = pick(penalized(logits));
+  accept(chosen);
+  return chosen;
+}
+
+int32_t Sampler::sample(std::span<const float> logits, TokenFilter* filter) {
+  if (!filter) return sample(logits);
+  const std::span<const float> l = penalized(logits);
+  int32_t chosen = pick(l);
+  if (!filter->allows(chosen)) {
+    masked_.assign(l.begin(), l.end());
+    filter->mask(masked_);
+    if (std::none_of(masked_.begin(), masked_.end(), [](float x) { return x > -INFINITY; }))
+      return -1;
+    chosen = pick(masked_);
   }
+  accept(chosen);
+  return chosen;
+}
+
+// The logits the filters see: the repetition penalty (as llama.cpp: positive logits divided,
+// negative multiplied) applied to a copy only when it changes something.
+std::span<const float> Sampler::penalized(std::span<const float> logits) {
+  const auto n = static_cast<int32_t>(logits.size());
+  if (p_.repeat_penalty == 1.0f || recent_.empty()) return logits;
+  pen_.assign(logits.begin(), logits.end());
+  for (int32_t t : recent_) {
+    if (t < 0 || t >= n) continue;
+    // From the original logit, so a token seen twice is penalized once.
+    pen_[t] = logits[t] > 0 ? logits[t] / p_.repeat_penalty : logits[t] * p_.repeat_penalty;
+  }
+  return pen_;
+}
+
+int32_t Sampler::pick(std::span<const float> l) {
+  const auto n = static_cast<int32_t>(l.size());
 
   // Candidates in rank order: by logit, descending; ties by id so the order never depends on the
   // sort.
@@ -88,7 +111,7 @@ int32_t Sampler::sample(std::span<const float> logits) {
       }
       std::sort_heap(cand_.begin(), cand_.end(), by_logit);
     } else {
-      cand_.resize(logits.size());
+      cand_.resize(l.size());
       for (int32_t i = 0; i < n; ++i) cand_[i] = {i, l[i], 0.0f};
       std::sort(cand_.begin(), cand_.end(), by_logit);
     }
@@ -127,7 +150,6 @@ int32_t Sampler::sample(std::span<const float> logits) {
       }
     }
   }
-  accept(chosen);
   return chosen;
 }
 

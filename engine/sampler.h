@@ -21,16 +21,34 @@ struct SamplerParams {
   uint64_t seed = 0;
 };
 
+// Which tokens may come next (structured output: token_constraint.h).
+class TokenFilter {
+ public:
+  virtual ~TokenFilter() = default;
+  virtual bool allows(int32_t id) = 0;
+  // Sets every token the filter does not allow to -infinity.
+  virtual void mask(std::span<float> logits) = 0;
+};
+
 class Sampler {
  public:
   explicit Sampler(const SamplerParams& p);
   // Picks a token from logits [n_vocab] (not modified) and remembers it for the penalty.
   int32_t sample(std::span<const float> logits);
+  // The same among the tokens `filter` allows (null: all). The pick from all the logits stands
+  // when the filter allows it; else the filter masks the (penalized) logits and the pick is made
+  // again from those — for greedy and plain temperature sampling exactly the masked
+  // distribution's pick, and the mask (a pass over the vocabulary) runs only on a refusal.
+  // -1 when the filter allows no token.
+  int32_t sample(std::span<const float> logits, TokenFilter* filter);
   // Tokens to count for the repetition penalty (e.g. the prompt).
   void accept(int32_t token);
   void reset();
 
  private:
+  std::span<const float> penalized(std::span<const float> logits);
+  int32_t pick(std::span<const float> l);
+
   struct Candidate {
     int32_t id;
     float logit;
@@ -41,6 +59,7 @@ class Sampler {
   std::deque<int32_t> recent_;
   std::vector<Candidate> cand_;  // scratch, reused
   std::vector<float> pen_;       // the penalized logits, when the penalty applies
+  std::vector<float> masked_;    // the filter's masked logits
 };
 
 // argmax, first maximum wins (llama.cpp's greedy).

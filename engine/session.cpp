@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <optional>
 #include <span>
 #include <utility>
 
+#include "engine/token_constraint.h"
 #include "io/check.h"
 
 namespace strata::engine {
@@ -280,6 +282,11 @@ TurnResult ChatSession::generate(int32_t max_tokens, const TokenFn& on_token,
   const Vocab& vocab = tok_.vocab();
   const auto t0 = std::chrono::steady_clock::now();
   std::string piece;
+  std::optional<TokenConstraint> constraint;
+  if (schema_) {
+    if (!texts_) texts_ = std::make_shared<const TokenTexts>(tok_);
+    constraint.emplace(schema_, texts_);
+  }
   for (;;) {
     if (max_tokens >= 0 && int64_t(stats_.n_generated) >= max_tokens) {
       r.status = TurnStatus::kMaxTokens;
@@ -290,12 +297,13 @@ TurnResult ChatSession::generate(int32_t max_tokens, const TokenFn& on_token,
       break;
     }
     const auto t_sample = std::chrono::steady_clock::now();
-    const int32_t id = sampler_.sample(logits_);
+    const int32_t id = sampler_.sample(logits_, constraint ? &*constraint : nullptr);
     stats_.sample_s += seconds_since(t_sample);
-    if (vocab.is_eog(id)) {
+    if (id < 0 || vocab.is_eog(id)) {  // < 0: the schema allows no token of this vocabulary
       r.status = TurnStatus::kEndOfGeneration;
       break;
     }
+    if (constraint) constraint->accept(id);
     piece.clear();
     tok_.append_piece(piece, id, false);
     r.text += piece;
@@ -305,6 +313,10 @@ TurnResult ChatSession::generate(int32_t max_tokens, const TokenFn& on_token,
       if (on_token) on_token(piece, &score);
     } else if (on_token) {
       on_token(piece, nullptr);
+    }
+    if (constraint && constraint->finished()) {  // the document is complete
+      r.status = TurnStatus::kEndOfGeneration;
+      break;
     }
     // The sampled token is kept in the reply; it is not run (its K/V would need a position), so
     // the next turn prefills it with the rest of the new suffix.

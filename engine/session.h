@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -15,12 +16,15 @@
 
 #include "engine/chat_template.h"
 #include "engine/forward.h"
+#include "engine/json_schema.h"
 #include "engine/lookup.h"
 #include "engine/perplexity.h"
 #include "engine/sampler.h"
 #include "engine/tokenizer.h"
 
 namespace strata::engine {
+
+class TokenTexts;  // token_constraint.h
 
 enum class TurnStatus {
   kEndOfGeneration,  // the model ended its turn with an end-of-generation token
@@ -92,6 +96,11 @@ class ChatSession {
   // New sampling parameters (and seed) for the next replies; the sampler hears the tokens the
   // cache keeps at the next turn, as a fresh session's would.
   void set_sampling(const SamplerParams& sampling);
+  // Structured output: the replies from here on are JSON documents the schema accepts (null:
+  // free text, the default). Each reply is sampled among the tokens that keep it a viable prefix
+  // (TokenConstraint) and ends, kEndOfGeneration, as soon as the document is complete; a reply
+  // cut by max_tokens, the stop flag or the context stays an unfinished document.
+  void set_json_schema(std::shared_ptr<const JsonSchema> schema) { schema_ = std::move(schema); }
   // An exception from a forward pass (begin_turn's prefill, a reply step) leaves the session
   // usable: the KV cache keeps the prefix it and the session agree on, begin_turn's message is
   // withdrawn, generate's reply is dropped.
@@ -177,6 +186,8 @@ class ChatSession {
   ChatFamily family_;
   std::string system_;
   Sampler sampler_;
+  std::shared_ptr<const JsonSchema> schema_;  // set_json_schema
+  std::shared_ptr<const TokenTexts> texts_;   // the vocabulary's bytes, once a schema is used
   LookupDecoder lookup_;  // every reply step goes through it; settled between turns
   std::vector<ChatMessage> messages_;
   std::vector<int32_t> kv_tokens_;  // [n_past] mirror of what the cache holds

@@ -18,3 +18,7 @@ add_dependencies(test_serve strata)
 strata_add_test(test_bench_cli LABEL model SOURCES test_bench_cli.cpp
                 LIBS fmt::fmt nlohmann_json::nlohmann_json)
 add_dependencies(test_bench_cli strata)
+# Structured output (engine/token_constraint, engine/json_schema through the sampler and
+# ChatSession) on the fixtures' BPE and SentencePiece vocabularies.
+strata_add_test(test_token_constraint LABEL model SOURCES test_token_constraint.cpp
+                LIBS strata_engine nlohmann_json::nlohmann_json)

@@ -217,6 +217,52 @@ TEST_F(ChatCli, ExplicitTemplateOverridesTheModels) {
 
 // PROF_PROBE_EVERY in a reply: real passes (real threads over a real buffer) after the first
 // piece and after every 2 decoded tokens, windows between them; without PROF_PROBE, an error.
+// --json / --json-schema (chat and run): the reply is a JSON document the schema accepts; bad
+// schemas and files are one-line errors before the model loads.
+TEST_F(ChatCli, JsonSchemaRepliesAndErrors) {
+  const std::string schema =
+      R"({"type":"object","properties":{"ok":{"type":"boolean"},"n":{"enum":[1,2,3]}},)"
+      R"("required":["ok","n"]})";
+  const Result r = chat("-p 'JSON please' -n 200 --json-schema '" + schema + "'");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  std::string out = r.out;
+  if (!out.empty() && out.back() == '\n') out.pop_back();
+  const nlohmann::json v = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_FALSE(v.is_discarded()) << out;
+  EXPECT_TRUE(v["ok"].is_boolean()) << out;
+  EXPECT_TRUE(v["n"] == 1 || v["n"] == 2 || v["n"] == 3) << out;
+  EXPECT_EQ(v.size(), 2u) << out;
+  // The same schema from a file, through `run`.
+  {
+    std::ofstream f(dir_ / "schema.json");
+    f << schema;
+  }
+  const std::string cmd = fmt::format(
+      "'{}' run -m '{}' -t 2 --temp 0.7 --seed 4 -n 200 --no-display-prompt -p 'JSON:' "
+      "--json-schema '{}' > '{}' 2> '{}'",
+      kStrata.string(), kModel.string(), (dir_ / "schema.json").string(),
+      (dir_ / "out.txt").string(), (dir_ / "err.txt").string());
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << slurp(dir_ / "err.txt");
+  std::string run_out = slurp(dir_ / "out.txt");
+  if (!run_out.empty() && run_out.back() == '\n') run_out.pop_back();
+  const nlohmann::json w = nlohmann::json::parse(run_out, nullptr, false);
+  ASSERT_FALSE(w.is_discarded()) << run_out;
+  EXPECT_TRUE(w["ok"].is_boolean()) << run_out;
+
+  const std::pair<std::string, std::string> bad[] = {
+      {"--json-schema /nonexistent/s.json", "no such file"},
+      {"--json --json-schema '{}'", "pick one"},
+      {"--json-schema '{\"type\":\"string\",\"pattern\":\"x\"}'", "'pattern' is not supported"},
+      {"--json-schema '{\"type\":'", "not valid JSON"},
+  };
+  for (const auto& [args, want] : bad) {
+    const Result e = chat("-p hi -n 4 " + args);
+    EXPECT_EQ(e.rc, 1) << args;
+    EXPECT_NE(e.err.find(want), std::string::npos) << args << " -> " << e.err;
+    EXPECT_EQ(count(e.err, "\n"), 1u) << e.err;  // one line, before the model loads
+  }
+}
+
 TEST_F(ChatCli, ProfProbeEveryTakesPassesInTheReply) {
   const fs::path json = dir_ / "prof.json";
   const Result r =

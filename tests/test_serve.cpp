@@ -226,6 +226,75 @@ TEST_F(Serve, SeededSamplingIsTheChatCommands) {
             as_json_text(cli_reply("And dogs?", 10, "--temp 0.9 --seed 7 --repeat-penalty 1.2")));
 }
 
+// response_format: json_schema replies follow the schema, end with "stop" at the document's
+// last byte, and are `strata chat --json-schema`'s reply for the same seed; streamed the same;
+// json_object gives an object, on /v1/completions too.
+TEST_F(Serve, StructuredOutputFollowsTheSchemaAsChatDoes) {
+  const std::string schema =
+      R"({"type": "object", "properties": {"animal": {"enum": ["fox", "dog"]}, )"
+      R"("legs": {"type": "integer", "minimum": 0, "maximum": 8}, )"
+      R"("name": {"type": "string", "maxLength": 8}}, "required": ["animal", "legs", "name"]})";
+  json body = chat_body({{"system", kSystem}, {"user", "An animal as JSON."}}, 300, 0.9);
+  body["seed"] = 5;
+  body["response_format"] = {
+      {"type", "json_schema"},
+      {"json_schema", {{"name", "animal"}, {"schema", json::parse(schema)}}}};
+  const json r = post(body);
+  ASSERT_FALSE(r.is_null());
+  const std::string text = r["choices"][0]["message"]["content"];
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "stop") << text;
+  const json v = json::parse(text, nullptr, false);
+  ASSERT_FALSE(v.is_discarded()) << text;
+  ASSERT_TRUE(v.is_object()) << text;
+  EXPECT_EQ(v.size(), 3u) << text;
+  EXPECT_TRUE(v["animal"] == "fox" || v["animal"] == "dog") << text;
+  ASSERT_TRUE(v["legs"].is_number_integer()) << text;
+  EXPECT_LE(v["legs"].get<int>(), 8) << text;
+  EXPECT_GE(v["legs"].get<int>(), 0) << text;
+  ASSERT_TRUE(v["name"].is_string()) << text;
+  EXPECT_EQ(text, cli_reply("An animal as JSON.", 300,
+                            "--temp 0.9 --seed 5 --json-schema '" + schema + "'"));
+
+  json sbody = body;
+  sbody["stream"] = true;
+  auto c = client();
+  const auto res = c.Post("/v1/chat/completions", sbody.dump(), "application/json");
+  ASSERT_TRUE(res);
+  std::string streamed;
+  std::istringstream lines(res->body);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("data: {", 0) != 0) continue;
+    const json chunk = json::parse(line.substr(6));
+    const json& choice = chunk["choices"][0];
+    if (choice["delta"].contains("content"))
+      streamed += choice["delta"]["content"].get<std::string>();
+  }
+  EXPECT_EQ(streamed, text);
+
+  json obj = chat_body({{"user", "Any object."}}, 300, 0.8);
+  obj["seed"] = 3;
+  obj["response_format"] = {{"type", "json_object"}};
+  const json o = post(obj);
+  const std::string otext = o["choices"][0]["message"]["content"];
+  if (o["choices"][0]["finish_reason"] == "stop") {
+    EXPECT_TRUE(json::parse(otext, nullptr, false).is_object()) << otext;
+  }
+
+  json comp = {{"prompt", "{\"a\": 1, \"b\":"},
+               {"max_tokens", 300},
+               {"temperature", 0.8},
+               {"seed", 2},
+               {"response_format", {{"type", "json_object"}}}};
+  const auto cres = c.Post("/v1/completions", comp.dump(), "application/json");
+  ASSERT_TRUE(cres);
+  ASSERT_EQ(cres->status, 200) << cres->body;
+  const json cr = json::parse(cres->body);
+  const std::string ctext = cr["choices"][0]["text"];
+  if (cr["choices"][0]["finish_reason"] == "stop") {
+    EXPECT_TRUE(json::parse(ctext, nullptr, false).is_object()) << ctext;
+  }
+}
+
 TEST_F(Serve, ContinuingAConversationKeepsItsPrefix) {
   const json first = post(chat_body({{"system", kSystem}, {"user", "Tell me about foxes."}}, 8));
   ASSERT_FALSE(first.is_null());
@@ -313,6 +382,18 @@ TEST_F(Serve, BadRequestsAre400sAndTheServerGoesOn) {
       {R"({"messages": [{"role": "user", "content": "hi"}], "stream": "yes"})",
        "'stream' must be true or false"},
       {R"({"messages": [{"role": "user", "content": "hi"}], "stop": [1]})", "'stop' must hold"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "response_format": "json"})",
+       "'response_format' must be an object"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "xml"}})",
+       "text, json_object or json_schema"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "response_format": )"
+       R"({"type": "json_schema", "json_schema": {"schema": {"type": "string", "pattern": "a"}}}})",
+       "'pattern' is not supported"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "response_format": )"
+       R"({"type": "json_schema", "json_schema": {"schema": {"$ref": "#/$defs/nope"}}}})",
+       "names no definition"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}]})",
+       "'tools' (function calling) is not supported"},
   };
   auto c = client();
   for (const auto& [body, want] : cases) {

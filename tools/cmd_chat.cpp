@@ -33,6 +33,7 @@
 #include "kernels/threadpool.h"
 #include "placement/plan.h"
 #include "tools/cli.h"
+#include "tools/json_flags.h"
 #include "tools/knob_flags.h"
 #include "tools/progress.h"
 #include "tools/tier_setup.h"
@@ -52,6 +53,7 @@ struct ChatOptions {
   std::optional<uint32_t> ctx;
   engine::SamplerParams sampling;
   int64_t seed = -1;  // -1: random
+  JsonFlags json;
   KnobOverrides knobs;
 };
 
@@ -410,6 +412,7 @@ int run_chat(ChatOptions o) {
       knobs.int_opt("THREADS").value_or(int64_t(kernels::physical_core_cpus().size())));
   probe_every_knob(knobs);  // a bad PROF_PROBE_EVERY fails before the model loads
   const engine::LookupParams lookup = engine::lookup_params(knobs);
+  const auto schema = json_schema_of(o.json);  // a bad schema fails before the model loads too
   engine::Model model = engine::Model::load(o.model);
   const engine::ModelConfig& cfg = model.config();
   const engine::Tokenizer tok = engine::Tokenizer::from_gguf(model.file());
@@ -461,6 +464,7 @@ int run_chat(ChatOptions o) {
              cfg.arch_name, cfg.n_layer, cfg.n_expert, cfg.n_expert_used, threads, fwd.n_ctx(),
              engine::chat_family_name(family), o.sampling.seed);
   engine::ChatSession session(fwd, tok, family, o.sampling, o.system, lookup);
+  session.set_json_schema(schema);
   // PROMPT_CACHE: the last conversation's KV rows come back; the first turn keeps what it shares
   // with them (a fixed system prompt at least). At exit the conversation's rows are saved.
   const std::string cache_path = knobs.get_string("PROMPT_CACHE");
@@ -524,6 +528,7 @@ void add_chat(CLI::App& app, CommandFn& run) {
       "--chat-template", o->chat_template,
       "Built-in chat format instead of the model's template: " + engine::chat_family_names());
   add_sampling_flags(cmd, o->sampling);
+  add_json_flags(cmd, o->json);
   cmd->add_option("--seed", o->seed, "Sampling seed (default: random, printed on stderr)");
   cmd->add_option("--ubatch", o->ubatch, "Prefill chunk size in tokens (default 512)");
   cmd->add_option(

@@ -17,10 +17,12 @@
 #include "engine/model.h"
 #include "engine/prompt_cache.h"
 #include "engine/sampler.h"
+#include "engine/token_constraint.h"
 #include "engine/tokenizer.h"
 #include "io/check.h"
 #include "kernels/threadpool.h"
 #include "tools/cli.h"
+#include "tools/json_flags.h"
 #include "tools/knob_flags.h"
 #include "tools/progress.h"
 #include "tools/tier_setup.h"
@@ -38,6 +40,7 @@ struct RunOptions {
   bool ignore_eos = false;
   engine::SamplerParams sampling;
   int64_t seed = -1;  // -1: random
+  JsonFlags json;
   KnobOverrides knobs;
 };
 
@@ -52,6 +55,7 @@ int run_run(RunOptions o) {
   if (o.n_predict < 0) fail(ErrorKind::kBadValue, "-n must be >= 0");
   probe_every_knob(knobs);  // a bad PROF_PROBE_EVERY fails before the model loads
   const engine::LookupParams lookup_p = engine::lookup_params(knobs);
+  const auto schema = json_schema_of(o.json);  // a bad schema fails before the model loads too
   engine::Model model = engine::Model::load(o.model);
   const engine::Tokenizer tok = engine::Tokenizer::from_gguf(model.file());
   const std::vector<int32_t> prompt = tok.tokenize(o.prompt, true, true);
@@ -84,6 +88,9 @@ int run_run(RunOptions o) {
   o.sampling.seed = o.seed >= 0 ? uint64_t(o.seed) : std::random_device{}();
   engine::Sampler sampler(o.sampling);
   for (int32_t t : prompt) sampler.accept(t);
+  // --json / --json-schema: sampled among the tokens that keep the reply a viable document.
+  std::optional<engine::TokenConstraint> constraint;
+  if (schema) constraint.emplace(schema, std::make_shared<const engine::TokenTexts>(tok));
 
   // PROMPT_CACHE: the prefix of the prompt a file holds is restored, not prefilled (the last
   // prompt token always runs: its logits start the reply).
@@ -138,15 +145,21 @@ int run_run(RunOptions o) {
       const double before = prof.counters().sampling_seconds;
       {
         const engine::ScopedTimer t(&prof, prof.counters().sampling_seconds);
-        id = sampler.sample(logits);
+        id = sampler.sample(logits, constraint ? &*constraint : nullptr);
       }
       // Outside the decode clock (add_decode_token times fwd.decode alone).
       prof.counters().sampling_outside_seconds += prof.counters().sampling_seconds - before;
     }
+    if (id < 0) break;  // the schema allows no token of this vocabulary
     if (!o.ignore_eos && tok.vocab().is_eog(id)) break;
+    if (constraint) constraint->accept(id);
     const std::string piece = tok.token_to_piece(id, false);
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
+    if (constraint && constraint->finished()) {  // the document is complete
+      ++generated;
+      break;
+    }
     if (generated + 1 < o.n_predict) {
       const auto t_token = std::chrono::steady_clock::now();
       history.push_back(id);
@@ -189,6 +202,7 @@ void add_run(CLI::App& app, CommandFn& run) {
   cmd->add_option("-p,--prompt", o->prompt, "Prompt text")->required();
   cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate (default 64)");
   add_sampling_flags(cmd, o->sampling);
+  add_json_flags(cmd, o->json);
   cmd->add_option("--seed", o->seed, "Sampling seed (default: random, printed on stderr)");
   cmd->add_option("--ubatch", o->ubatch, "Prefill chunk size in tokens (default 512)");
   cmd->add_option("--ctx", o->ctx, "KV cache size (default: prompt + -n)");

@@ -1,7 +1,8 @@
 // `strata serve -m MODEL [--host H] [--port P] [knob flags]`: an OpenAI-compatible HTTP server
 // over one engine::ChatSession — POST /v1/chat/completions and POST /v1/completions (a raw
 // prompt, ChatSession::begin_text / begin_tokens, or several, one choice each; whole replies or
-// server-sent events; logprobs and an echoed prompt's scores for evaluation harnesses), GET
+// server-sent events; logprobs and an echoed prompt's scores for evaluation harnesses;
+// response_format's JSON schemas, engine/json_schema.h), GET
 // /v1/models, GET /health — so chat front ends and scripts that speak the OpenAI API can use
 // strata. One reply is computed at a time (others wait); each request carries its whole
 // conversation, and the KV cache keeps the prefix it shares with the previous one, so a client
@@ -104,6 +105,8 @@ struct CompletionRequest {
   // `logprobs`; kChat: `top_logprobs` with `logprobs: true`).
   int logprobs = -1;
   bool echo = false;  // kText: the prompt before the reply (with logprobs: its tokens scored)
+  // response_format json_object / json_schema: the reply a JSON document (structured output).
+  std::shared_ptr<const engine::JsonSchema> schema;
 };
 
 const json* field(const json& body, const char* key) {
@@ -217,6 +220,32 @@ void parse_prompt(const json& body, CompletionRequest& r) {
     throw BadRequest{400, "'best_of' must be 1 (one choice per request)"};
 }
 
+// OpenAI's response_format: {"type": "text" | "json_object" | "json_schema", "json_schema":
+// {"name", "schema", "strict"}}. A schema outside the supported subset is the request's error.
+std::shared_ptr<const engine::JsonSchema> parse_response_format(const json& body) {
+  const json* f = field(body, "response_format");
+  if (!f) return nullptr;
+  if (!f->is_object() || !f->contains("type") || !(*f)["type"].is_string())
+    throw BadRequest{400, "'response_format' must be an object with a string 'type'"};
+  const std::string type = (*f)["type"].get<std::string>();
+  if (type == "text") return nullptr;
+  if (type == "json_object") return engine::JsonSchema::any_object();
+  if (type != "json_schema")
+    throw BadRequest{400, fmt::format("'response_format.type' \"{}\": text, json_object or "
+                                      "json_schema",
+                                      type)};
+  const json* js = field(*f, "json_schema");
+  if (!js || !js->is_object())
+    throw BadRequest{400, "'response_format.json_schema' must be an object"};
+  const json* schema = field(*js, "schema");
+  if (!schema) return engine::JsonSchema::any_value();
+  try {
+    return engine::JsonSchema::parse(schema->dump());
+  } catch (const Error& e) {
+    throw BadRequest{400, fmt::format("response_format: {}", e.what())};
+  }
+}
+
 CompletionRequest parse_request(const std::string& body_text, const engine::SamplerParams& defaults,
                                 Api api) {
   const json body = json::parse(body_text, nullptr, /*allow_exceptions=*/false);
@@ -248,6 +277,13 @@ CompletionRequest parse_request(const std::string& body_text, const engine::Samp
   r.max_tokens =
       int32_t(max_tokens >= 0 ? max_tokens : integer(body, "max_tokens", 0, 1 << 30, -1));
   r.stream = boolean(body, "stream");
+  r.schema = parse_response_format(body);
+  // Function calling needs the template's tool syntax and a parser for the model's calls: refused
+  // (as llama.cpp's server does without --jinja) rather than ignored, so a client knows.
+  if (const json* tools = field(body, "tools"); tools && !(tools->is_array() && tools->empty()))
+    throw BadRequest{400,
+                     "'tools' (function calling) is not supported; response_format json_schema "
+                     "gives structured output"};
   if (r.stream && r.prompts.size() > 1)
     throw BadRequest{400, "a streamed completion takes one prompt"};
   if (const json* s = field(body, "stop")) {
@@ -602,6 +638,7 @@ class Server {
     // the prompt's text, and scores, before the reply's); false when it replied an error.
     const auto begin = [&](size_t i, EchoedPrompt& echo) {
       session_.set_sampling(r.sampling);
+      session_.set_json_schema(r.schema);
       const bool score_prompt = r.echo && r.logprobs >= 0;
       engine::TurnStatus st;
       try {

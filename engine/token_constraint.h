@@ -1,0 +1,62 @@
+// Structured output at the token level: which of a vocabulary's tokens keep a reply a viable
+// prefix of a document a JSON Schema accepts (json_schema.h), for the sampler (TokenFilter).
+// Tested by tests/test_token_constraint.cpp on the fixtures' tokenizers.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/json_schema.h"
+#include "engine/sampler.h"
+
+namespace strata::engine {
+
+class Tokenizer;
+
+// The bytes each token adds to a reply (Tokenizer::append_piece without special tokens), built
+// once per vocabulary; control tokens add none. End-of-generation tokens are marked.
+class TokenTexts {
+ public:
+  explicit TokenTexts(const Tokenizer& tok);
+  size_t size() const { return eog_.size(); }
+  std::string_view text(int32_t id) const {
+    return std::string_view(bytes_).substr(offsets_[size_t(id)],
+                                           offsets_[size_t(id) + 1] - offsets_[size_t(id)]);
+  }
+  bool eog(int32_t id) const { return eog_[size_t(id)] != 0; }
+
+ private:
+  std::string bytes_;
+  std::vector<uint32_t> offsets_;  // [size + 1]
+  std::vector<uint8_t> eog_;
+};
+
+class TokenConstraint final : public TokenFilter {
+ public:
+  TokenConstraint(std::shared_ptr<const JsonSchema> schema,
+                  std::shared_ptr<const TokenTexts> texts);
+
+  // A token is allowed when its bytes keep the text a viable prefix; an end-of-generation token
+  // when the text is a whole document; a token that adds no bytes, or is outside the
+  // vocabulary (a padded output head), never.
+  bool allows(int32_t id) override;
+  void mask(std::span<float> logits) override;
+  // The sampler's pick (allows(id) held): the text goes on with its bytes.
+  void accept(int32_t id);
+  // The document is complete and nothing may follow: the reply ends here.
+  bool finished() const { return matcher_.finished(); }
+  bool accepting() const { return matcher_.accepting(); }
+  const JsonMatcher& matcher() const { return matcher_; }
+
+ private:
+  std::shared_ptr<const TokenTexts> texts_;
+  JsonMatcher matcher_;
+  JsonMatcher scratch_;  // assigned from matcher_ per token tried (its storage reused)
+};
+
+}  // namespace strata::engine
