@@ -1,6 +1,7 @@
 // Structured output at the token level (see token_constraint.h).
 #include "engine/token_constraint.h"
 
+#include <chrono>
 #include <cmath>
 
 #include "engine/tokenizer.h"
@@ -35,6 +36,7 @@ bool TokenConstraint::allows(int32_t id) {
 }
 
 void TokenConstraint::mask(std::span<float> logits) {
+  const auto t0 = std::chrono::steady_clock::now();
   // Which first bytes survive: most tokens are ruled out by their first byte without copying
   // the matcher (outside a string only a few bytes may come next).
   std::array<uint8_t, 256> first{};
@@ -62,6 +64,8 @@ void TokenConstraint::mask(std::span<float> logits) {
     }
     if (!ok) logits[id] = -INFINITY;
   }
+  ++masks_;
+  mask_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 void TokenConstraint::accept(int32_t id) {

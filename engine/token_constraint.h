@@ -52,11 +52,16 @@ class TokenConstraint final : public TokenFilter {
   bool finished() const { return matcher_.finished(); }
   bool accepting() const { return matcher_.accepting(); }
   const JsonMatcher& matcher() const { return matcher_; }
+  // Passes over the vocabulary (the sampler's pick refused) and their time.
+  uint64_t masks() const { return masks_; }
+  double mask_seconds() const { return mask_seconds_; }
 
  private:
   std::shared_ptr<const TokenTexts> texts_;
   JsonMatcher matcher_;
   JsonMatcher scratch_;  // assigned from matcher_ per token tried (its storage reused)
+  uint64_t masks_ = 0;
+  double mask_seconds_ = 0;
 };
 
 }  // namespace strata::engine

@@ -182,6 +182,14 @@ int run_run(RunOptions o) {
                prefill_s > 0 ? double(prompt.size() - reused) / prefill_s : 0.0, generated,
                decode_s, decode_s > 0 ? generated / decode_s : 0.0, threads,
                static_cast<unsigned long long>(o.sampling.seed));
+  if (constraint)
+    std::fprintf(stderr,
+                 "run: %s: the model's pick refused at %llu of %d tokens (a vocabulary pass each, "
+                 "%.1f ms in all)%s\n",
+                 o.json.json ? "--json" : "--json-schema",
+                 static_cast<unsigned long long>(constraint->masks()), generated,
+                 constraint->mask_seconds() * 1e3,
+                 constraint->finished() ? "" : "; the document is unfinished");
   if (lookup_p.max_draft > 0)
     std::fprintf(stderr, "run: LOOKUP=%d: %s\n", lookup_p.max_draft,
                  engine::describe(lookup.counters()).c_str());
