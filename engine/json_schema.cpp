@@ -122,7 +122,8 @@ class SchemaCompiler {
     const auto has = [&](const char* k) { return x.contains(k); };
     // Keywords that constrain besides `except` (for $ref, allOf, anyOf: refused in combination).
     const auto others = [&](std::initializer_list<const char*> except) {
-      for (const auto& [key, value] : x.items()) {
+      for (const auto& item : x.items()) {
+        const std::string& key = item.key();
         if (!kKnown.count(key)) continue;
         if (std::find_if(except.begin(), except.end(), [&](const char* e) { return key == e; }) ==
             except.end())
@@ -194,6 +195,44 @@ class SchemaCompiler {
     Node u;
     u.alts = std::move(alts);
     return add(std::move(u));
+  }
+
+  // Node::depth for every node, by relaxation (recursive schemas converge: depths only fall);
+  // a root no finite document satisfies, or one nested past the matcher's limit, is refused.
+  void compute_depths(uint32_t root) {
+    constexpr uint32_t kInf = UINT32_MAX / 4;
+    auto& nodes = s_.nodes_;
+    for (Node& n : nodes)
+      n.depth =
+          n.kind == Node::kUnion || n.kind == Node::kObject || n.kind == Node::kArray ? kInf : 1;
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (Node& n : nodes) {
+        uint32_t d = n.depth;
+        if (n.kind == Node::kUnion) {
+          d = kInf;
+          for (uint32_t a : n.alts) d = std::min(d, nodes[a].depth);
+        } else if (n.kind == Node::kObject) {
+          uint32_t inner = 0;
+          for (size_t i = 0; i < n.names.size(); ++i)
+            if (n.required & (uint64_t(1) << i)) inner = std::max(inner, nodes[n.props[i]].depth);
+          d = std::min(kInf, 1 + inner);
+        } else if (n.kind == Node::kArray) {
+          d = std::min(kInf, 1 + (n.min > 0 ? nodes[n.items].depth : 0));
+        }
+        if (d < n.depth) {
+          n.depth = d;
+          changed = true;
+        }
+      }
+    }
+    if (nodes[root].depth >= kInf)
+      fail(ErrorKind::kBadValue,
+           "schema: no finite document satisfies it (required values "
+           "nest without end)");
+    if (nodes[root].depth > JsonMatcher::kMaxDepth)
+      fail(ErrorKind::kBadValue, "schema: its documents nest deeper than {} levels",
+           JsonMatcher::kMaxDepth);
   }
 
   // Pure alias cycles ($ref to $ref … back) would fork forever: refused.
@@ -484,6 +523,7 @@ std::shared_ptr<const JsonSchema> JsonSchema::any_value() {
   SchemaCompiler c(*s, empty);
   c.build();
   s->root_ = s->any_;
+  c.compute_depths(s->root_);
   return s;
 }
 
@@ -493,6 +533,7 @@ std::shared_ptr<const JsonSchema> JsonSchema::any_object() {
   SchemaCompiler c(*s, empty);
   c.build();
   s->root_ = c.any_object();
+  c.compute_depths(s->root_);
   return s;
 }
 
@@ -512,6 +553,7 @@ std::shared_ptr<const JsonSchema> JsonSchema::parse(std::string_view schema_json
   c.build();
   s->root_ = c.compile(doc, "#");
   c.check_alias_cycles();
+  c.compute_depths(s->root_);
   return s;
 }
 
@@ -572,7 +614,12 @@ bool lex_string(JsonMatcher::Frame& f, uint8_t b, uint32_t max) {
     f.hex = uint16_t(f.hex * 16 + d);
     if (f.esc > 2) {
       --f.esc;
-      return true;
+      // The values the escape can still end at, [lo, hi]: a low surrogate's partner must land in
+      // DC00-DFFF, any other escape outside it (a low surrogate alone is not text).
+      const int shift = 4 * (f.esc - 1);
+      const uint32_t lo = uint32_t(f.hex) << shift, hi = lo + (1u << shift) - 1;
+      if (f.surr == 2) return hi >= 0xDC00 && lo <= 0xDFFF;
+      return lo < 0xDC00 || hi > 0xDFFF;
     }
     f.esc = 0;
     const bool high = f.hex >= 0xD800 && f.hex <= 0xDBFF, low = f.hex >= 0xDC00 && f.hex <= 0xDFFF;
@@ -669,12 +716,18 @@ JsonMatcher& JsonMatcher::operator=(const JsonMatcher& o) {
   return *this;
 }
 
-bool JsonMatcher::key_possible(const Frame& f) const {
+// A value of `node` opened above `depth` frames fits under kMaxDepth (node < 0: none).
+bool JsonMatcher::fits(int64_t node, size_t depth) const {
+  return node >= 0 && depth + schema_->node(uint32_t(node)).depth <= kMaxDepth;
+}
+
+// Another key may come: an additional one, or a listed one not given yet, whose value fits.
+bool JsonMatcher::key_possible(const Frame& f, size_t depth) const {
   const Node& n = schema_->node(f.node);
-  if (n.additional >= 0) return true;
-  const size_t k = n.names.size();
-  const uint64_t all = k >= 64 ? ~uint64_t(0) : (uint64_t(1) << k) - 1;
-  return (f.used & all) != all;
+  if (fits(n.additional, depth)) return true;
+  for (size_t i = 0; i < n.names.size(); ++i)
+    if (!(f.used & (uint64_t(1) << i)) && fits(n.props[i], depth)) return true;
+  return false;
 }
 
 bool JsonMatcher::can_close(const Frame& f) const {
@@ -698,7 +751,11 @@ bool JsonMatcher::can_end(const Frame& f) const {
 bool JsonMatcher::number_can_go_on(const Frame& f) const {
   const Node& n = schema_->node(f.node);
   if (f.count >= kMaxNumberChars) return false;
-  if (n.kind != Node::kInteger) return f.phase != kNumEDigits || f.hex < kMaxExponentDigits;
+  if (n.kind != Node::kInteger) {
+    if (f.phase == kNumEDigits) return f.hex < kMaxExponentDigits;
+    if (f.phase == kNumZero) return f.count + 1 < kMaxNumberChars;  // only '.' or 'e' follow
+    return true;                                                    // a digit
+  }
   if (f.phase == kNumFirst || f.phase == kNumMinus) return true;
   if (f.phase != kNumInt) return false;  // "0", "-0": no digit may follow
   for (uint64_t d = 0; d < 10; ++d) {
@@ -748,7 +805,7 @@ bool JsonMatcher::open_value(Stack& s, uint32_t node, uint8_t b) {
     }
     return false;
   }
-  if (s.frames.size() >= kMaxDepth) return false;
+  if (s.frames.size() + n.depth > kMaxDepth) return false;
   Frame f{.node = node};
   switch (n.kind) {
     case Node::kObject:
@@ -806,7 +863,7 @@ bool JsonMatcher::consume(Stack& s, uint8_t b) {
           case kObjOpen:
           case kObjComma:
             if (is_ws(b)) return take_ws();
-            if (b == '"' && key_possible(f)) {
+            if (b == '"' && key_possible(f, s.frames.size())) {
               f.phase = kObjKey;
               f.lo = 0;
               f.hi = uint32_t(n.names.size());
@@ -827,12 +884,13 @@ bool JsonMatcher::consume(Stack& s, uint8_t b) {
               for (uint32_t i = f.lo; i < f.hi; ++i) {
                 if (n.names[i].size() != f.count) continue;
                 if (f.used & (uint64_t(1) << i)) return false;  // given already
+                if (!fits(n.props[i], s.frames.size())) return false;
                 f.used |= uint64_t(1) << i;
                 f.value = n.props[i];
                 f.phase = kObjColon;
                 return true;
               }
-              if (n.additional < 0) return false;
+              if (!fits(n.additional, s.frames.size())) return false;
               for (size_t i = f.keys_at; i < s.keys.size(); ++i)
                 if (s.keys[i] == f.value) return false;
               s.keys.push_back(f.value);
@@ -856,9 +914,9 @@ bool JsonMatcher::consume(Stack& s, uint8_t b) {
             if (lo >= hi) lo = hi = 0;
             f.lo = lo;
             f.hi = hi;
-            if (n.additional >= 0) return true;
+            if (fits(n.additional, s.frames.size())) return true;
             for (uint32_t i = lo; i < hi; ++i)
-              if (!(f.used & (uint64_t(1) << i))) return true;
+              if (!(f.used & (uint64_t(1) << i)) && fits(n.props[i], s.frames.size())) return true;
             return false;
           }
           case kObjColon: {
@@ -870,7 +928,7 @@ bool JsonMatcher::consume(Stack& s, uint8_t b) {
           }
           case kObjAfter:
             if (is_ws(b)) return take_ws();
-            if (b == ',' && key_possible(f)) {
+            if (b == ',' && key_possible(f, s.frames.size())) {
               f.phase = kObjComma;
               return true;
             }
@@ -896,14 +954,14 @@ bool JsonMatcher::consume(Stack& s, uint8_t b) {
               s.frames.pop_back();
               return true;
             }
-            if (f.count >= n.max) return false;
+            if (f.count >= n.max || !fits(n.items, s.frames.size())) return false;
             ++f.count;
             f.phase = kArrAfter;
             if (!push_value(n.items)) return false;
             continue;  // the item takes b
           case kArrAfter:
             if (is_ws(b)) return take_ws();
-            if (b == ',' && f.count < n.max) {
+            if (b == ',' && f.count < n.max && fits(n.items, s.frames.size())) {
               f.phase = kArrComma;
               return true;
             }
@@ -974,6 +1032,11 @@ bool JsonMatcher::consume(Stack& s, uint8_t b) {
           continue;
         }
         if (f.count >= kMaxNumberChars) return false;
+        // A byte after which the number cannot end yet ('-', '.', 'e', the exponent's sign)
+        // needs room for one more.
+        const bool unfinished =
+            next == kNumMinus || next == kNumDot || next == kNumE || next == kNumESign;
+        if (unfinished && f.count + 1 >= kMaxNumberChars) return false;
         ++f.count;
         if (next == kNumEDigits) ++f.hex;  // exponent digits
         if (next == kNumMinus) {
@@ -1057,6 +1120,13 @@ bool JsonMatcher::accepting() const {
     if (s.frames.empty() || (s.frames.size() == 1 && can_end(s.frames[0]))) return true;
   }
   return false;
+}
+
+uint32_t JsonMatcher::plain_string_room() const {
+  if (n_alive_ != 1 || alive_[0].frames.empty()) return 0;
+  const Frame& f = alive_[0].frames.back();
+  if (f.type != kString || f.phase != kStrIn || string_open(f)) return 0;
+  return schema_->node(f.node).max - f.count;
 }
 
 bool JsonMatcher::finished() const {

@@ -58,6 +58,9 @@ class JsonSchema {
     bool has_lo = false, has_hi = false;  // kInteger: inclusive bounds
     int64_t lo = 0, hi = 0;
     std::vector<std::string> literals;  // kLiterals: compact JSON texts, sorted, unique
+    // The fewest frames (nesting levels) a value of this node needs to be completed: the matcher
+    // opens a value, a key or an item only where it fits under kMaxDepth, so it never dead-ends.
+    uint32_t depth = 1;
   };
   const Node& node(uint32_t i) const { return nodes_[i]; }
   uint32_t root() const { return root_; }
@@ -100,6 +103,10 @@ class JsonMatcher {
   // The document is complete and no byte may follow.
   bool finished() const;
   bool dead() const { return n_alive_ == 0; }
+  // Inside a string value, between characters, on the one stack alive: how many more code
+  // points it may take (TokenConstraint lets plain text through on this without feeding it);
+  // else 0.
+  uint32_t plain_string_room() const;
   // The stacks alive (tests; anyOf branches).
   size_t alternatives() const { return n_alive_; }
 
@@ -134,7 +141,8 @@ class JsonMatcher {
   bool consume(Stack& s, uint8_t b);
   bool open_value(Stack& s, uint32_t node, uint8_t b);
   void emit(const Stack& s);
-  bool key_possible(const Frame& f) const;
+  bool key_possible(const Frame& f, size_t depth) const;
+  bool fits(int64_t node, size_t depth) const;
   bool can_close(const Frame& f) const;
   bool can_end(const Frame& f) const;
   bool number_can_go_on(const Frame& f) const;

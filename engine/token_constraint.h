@@ -29,11 +29,15 @@ class TokenTexts {
                                            offsets_[size_t(id) + 1] - offsets_[size_t(id)]);
   }
   bool eog(int32_t id) const { return eog_[size_t(id)] != 0; }
+  // Code points when the token is plain string content (well-formed UTF-8, whole characters, no
+  // '"', '\\' or control bytes), else 0.
+  uint32_t plain(int32_t id) const { return plain_[size_t(id)]; }
 
  private:
   std::string bytes_;
   std::vector<uint32_t> offsets_;  // [size + 1]
   std::vector<uint8_t> eog_;
+  std::vector<uint16_t> plain_;
 };
 
 class TokenConstraint final : public TokenFilter {
@@ -60,6 +64,8 @@ class TokenConstraint final : public TokenFilter {
   std::shared_ptr<const TokenTexts> texts_;
   JsonMatcher matcher_;
   JsonMatcher scratch_;  // assigned from matcher_ per token tried (its storage reused)
+  std::vector<uint8_t> pairs_ = std::vector<uint8_t>(1 << 16);  // mask's two-byte memo:
+                                                                // 0 unknown, 1 viable, 2 not
   uint64_t masks_ = 0;
   double mask_seconds_ = 0;
 };

@@ -5,6 +5,9 @@
 #                                      vocabulary, tokenizer, chat template)
 #   scripts/fuzz.sh text [SECONDS]     any text through every fixture vocabulary (fuzz_tokenize:
 #                                      no throw, ids in range, UTF-8 round trips)
+#   scripts/fuzz.sh schema [SECONDS]   structured output's JSON Schema compiler and matcher
+#                                      (fuzz_json_schema: no dead end, accepted text is JSON);
+#                                      seeds tests/data/schema_seeds/*.bin
 # Warnings are not errors there (clang does not know some of GCC's warning pragmas).
 # Seeds: tests/data/gguf_bad/*.bin (gguf); the fixtures' metadata without tensors and that of the
 # synthetic qwen2moe / granitemoe / deepseek / dbrx presets, written by fuzz_meta_seeds, and
@@ -14,10 +17,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TARGET=gguf
-if [[ "${1:-}" == meta || "${1:-}" == gguf || "${1:-}" == text ]]; then TARGET="$1"; shift; fi
+if [[ "${1:-}" == meta || "${1:-}" == gguf || "${1:-}" == text || "${1:-}" == schema ]]; then
+  TARGET="$1"
+  shift
+fi
 SECONDS_TO_RUN="${1:-300}"
 [[ "$SECONDS_TO_RUN" =~ ^[0-9]+$ ]] || {
-  echo "fuzz.sh: '$SECONDS_TO_RUN' is neither gguf/meta/text nor a number of seconds" >&2; exit 2; }
+  echo "fuzz.sh: '$SECONDS_TO_RUN' is neither gguf/meta/text/schema nor a number of seconds" >&2; exit 2; }
 command -v clang++ >/dev/null || { echo "fuzz.sh needs clang (apt-get install clang)" >&2; exit 1; }
 cmake -S . -B build-fuzz -G Ninja -DSTRATA_FUZZ=ON -DSTRATA_CUDA=OFF -DSTRATA_BENCH=OFF -DSTRATA_WERROR=OFF \
       -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null
@@ -28,6 +34,14 @@ if [[ "$TARGET" == gguf ]]; then
   cd fuzz-corpus
   exec ../build-fuzz/tests/fuzz_gguf -max_total_time="$SECONDS_TO_RUN" -max_len=4096 -timeout=10 \
     -rss_limit_mb=2048 -print_final_stats=1 .
+fi
+if [[ "$TARGET" == schema ]]; then
+  cmake --build build-fuzz --target fuzz_json_schema
+  mkdir -p fuzz-corpus-schema
+  cp -n tests/data/schema_seeds/*.bin fuzz-corpus-schema/ 2>/dev/null || true
+  cd fuzz-corpus-schema
+  exec ../build-fuzz/tests/fuzz_json_schema -max_total_time="$SECONDS_TO_RUN" -max_len=1024 \
+    -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 .
 fi
 if [[ "$TARGET" == text ]]; then
   cmake --build build-fuzz --target fuzz_tokenize

@@ -2,3 +2,9 @@ strata_add_test(test_knobs LABEL unit SOURCES test_knobs.cpp LIBS strata_engine)
 strata_add_test(test_sampler LABEL unit SOURCES test_sampler.cpp LIBS strata_engine)
 strata_add_test(test_perplexity LABEL unit SOURCES test_perplexity.cpp LIBS strata_engine)
 strata_add_test(test_json_schema LABEL unit SOURCES test_json_schema.cpp LIBS strata_engine)
+if(STRATA_FUZZ)
+  # scripts/fuzz.sh schema: the JSON Schema compiler and matcher (no dead ends, accepted text is
+  # JSON).
+  add_executable(fuzz_json_schema fuzz_json_schema.cpp)
+  target_link_libraries(fuzz_json_schema PRIVATE strata_engine -fsanitize=fuzzer)
+endif()

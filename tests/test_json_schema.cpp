@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -21,6 +23,7 @@
 
 #include "engine/json_schema.h"
 #include "io/check.h"
+#include "json_schema_probe.h"
 
 using namespace strata;
 using namespace strata::engine;
@@ -100,11 +103,11 @@ std::optional<json> parse_strict(const std::string& text, std::string* why) {
   }
 }
 
-// The text's lexical limits: at most 32 whitespace bytes in a row and 40 characters a number
-// (outside strings).
+// The text's lexical limits: at most 32 whitespace bytes in a row, 40 characters a number and 2
+// digits an exponent (outside strings).
 std::string lexical_check(std::string_view text) {
-  bool in_string = false, escape = false;
-  size_t ws = 0, num = 0;
+  bool in_string = false, escape = false, in_exp = false;
+  size_t ws = 0, num = 0, exp = 0;
   for (char c : text) {
     if (in_string) {
       if (escape) {
@@ -123,8 +126,15 @@ std::string lexical_check(std::string_view text) {
     }
     if ((c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E') {
       if (++num > JsonMatcher::kMaxNumberChars) return "a number over 40 characters";
+      if (c == 'e' || c == 'E') {
+        exp = 0;
+        in_exp = true;
+      } else if (in_exp && c >= '0' && c <= '9' && ++exp > 2) {
+        return "an exponent over 2 digits";
+      }
     } else {
       num = 0;
+      in_exp = false;
     }
     if (c == '"') in_string = true;
   }
@@ -244,43 +254,10 @@ struct Reference {
   }
 };
 
-// `text` with every exponent past 250 made 250 (a number has at most 40 characters). JSON's grammar
-// has no limit, nlohmann refuses a double past 1.8e308 ("number overflow"), and the subset bounds
-// no number that may have one.
-std::string clamp_exponents(const std::string& text) {
-  std::string out;
-  bool in_string = false, escape = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    out += c;
-    if (in_string) {
-      if (escape) {
-        escape = false;
-      } else if (c == '\\') {
-        escape = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') in_string = true;
-    if ((c != 'e' && c != 'E') || i == 0 || text[i - 1] < '0' || text[i - 1] > '9') continue;
-    if (i + 1 < text.size() && (text[i + 1] == '+' || text[i + 1] == '-')) out += text[++i];
-    size_t end = i + 1;
-    while (end < text.size() && text[end] >= '0' && text[end] <= '9') ++end;
-    const std::string digits = text.substr(i + 1, end - i - 1);
-    const size_t first = std::min(digits.find_first_not_of('0'), digits.size());
-    const bool big = digits.size() - first > 3 || (!digits.empty() && std::stoi(digits) > 250);
-    out += big ? "250" : digits;
-    i = end - 1;
-  }
-  return out;
-}
-
 // "" when `text` is a JSON document that the reference accepts and within the lexical limits.
 std::string check_document(const Reference& ref, const std::string& text) {
   std::string why;
-  std::optional<json> j = parse_strict(clamp_exponents(text), &why);
+  std::optional<json> j = parse_strict(text, &why);
   if (!j) return "nlohmann refuses it: " + show(why);
   if (!ref.valid(ref.root, *j)) return "the reference validator refuses it";
   return lexical_check(text);
@@ -1610,4 +1587,101 @@ TEST(JsonMatcherProperty, MutatedDocumentsAcceptedOnlyWhenValid) {
     std::printf("%s: %d of %d mutants accepted\n", c.name.c_str(), accepted, tried);
     EXPECT_GT(accepted, 0) << c.name;
   }
+}
+
+namespace {
+
+// Bytes of `text` a fresh matcher takes before refusing one (text.size(): all of them).
+size_t taken_of(const std::shared_ptr<const JsonSchema>& s, std::string_view text) {
+  JsonMatcher m(s);
+  for (size_t i = 0; i < text.size(); ++i)
+    if (!m.feed(uint8_t(text[i]))) return i;
+  return text.size();
+}
+
+}  // namespace
+
+// A \u escape is refused at the first hex digit from which it can only end as a lone low
+// surrogate, or (after a high surrogate) not as its low partner: no dead end inside an escape
+// (found by scripts/fuzz.sh schema: `"a\udef` took every byte and then nothing).
+TEST(JsonMatcher, SurrogateEscapesRefusedAtTheirFirstHopelessDigit) {
+  const auto s = JsonSchema::parse(R"({"type": "string"})");
+  EXPECT_EQ(taken_of(s, R"("\uDE)"), 4u);  // DE00-DEFF: all low surrogates
+  EXPECT_EQ(taken_of(s, R"("\udc)"), 4u);
+  EXPECT_EQ(taken_of(s, R"("\uDB)"), 5u);     // a high surrogate may follow
+  EXPECT_EQ(taken_of(s, R"("\uD7FF")"), 8u);  // below the surrogates: fine
+  EXPECT_EQ(taken_of(s, R"("\uD83D\uDE00")"), 14u);
+  EXPECT_EQ(taken_of(s, R"("\uD83D\uD8)"), 10u);  // the partner must be DC00-DFFF
+  EXPECT_EQ(taken_of(s, R"("\uD83D\uE)"), 9u);
+  EXPECT_EQ(taken_of(s, R"("\uD83Dx)"), 7u);  // nothing but the partner's "\u"
+  EXPECT_EQ(taken_of(s, R"("\uD83D")"), 7u);  // not even the closing quote
+}
+
+// Near the 40-character cap a number takes no byte it could not end after ('.', 'e', a sign):
+// found by scripts/fuzz.sh schema (`-0.0999…9e+` at 40 characters took nothing more).
+TEST(JsonMatcher, NumberCapLeavesRoomToEnd) {
+  const auto any = JsonSchema::any_value();
+  const std::string digits38 = "-0." + std::string(36, '9');  // 39 characters
+  JsonMatcher m(any);
+  ASSERT_TRUE(m.feed(digits38));
+  JsonMatcher e = m;
+  EXPECT_FALSE(e.feed("e"));  // 40th character, and no room for an exponent digit
+  JsonMatcher d = m;
+  EXPECT_TRUE(d.feed("9"));  // 40th character, a whole number
+  EXPECT_TRUE(d.accepting());
+  EXPECT_TRUE(d.finished());
+  JsonMatcher dot(any);
+  ASSERT_TRUE(dot.feed(std::string(39, '1')));
+  EXPECT_FALSE(dot.feed("."));
+  // A top-level zero with room left may still take '.' or 'e': not finished.
+  JsonMatcher zero(any);
+  ASSERT_TRUE(zero.feed("0"));
+  EXPECT_FALSE(zero.finished());
+}
+
+// Nesting at the limit: a container opens only where a value it needs fits, and a key or item
+// only where its value fits, so a walk never reaches a key that cannot take its value (found by
+// scripts/fuzz.sh schema: an object at the 64th level took a key, then no ':' could follow).
+TEST(JsonMatcher, NestingLimitNeverStrandsAKey) {
+  const auto any = JsonSchema::any_value();
+  JsonMatcher m(any);
+  ASSERT_TRUE(m.feed(std::string(JsonMatcher::kMaxDepth - 1, '[')));
+  ASSERT_TRUE(m.feed("{"));  // the 64th level: an empty object still fits
+  JsonMatcher key = m;
+  EXPECT_FALSE(key.feed("\""));  // but no key: its value would be the 65th
+  EXPECT_TRUE(m.feed("}"));
+  JsonMatcher item = m;
+  EXPECT_TRUE(item.feed(",{}"));  // another (empty) object at the 64th level
+  EXPECT_TRUE(item.feed(",["));   // an array there opens (it may stay empty) …
+  JsonMatcher inner = item;
+  EXPECT_FALSE(inner.feed("1"));  // … but takes no item: that would be the 65th level
+  EXPECT_TRUE(item.feed("]"));
+  // An object whose required value needs 3 levels is refused 2 levels from the limit.
+  const auto deep = JsonSchema::parse(
+      R"({"type":"array","items":{"type":"object","properties":{"a":{"type":"array",)"
+      R"("items":{"type":"integer"},"minItems":1}},"required":["a"]}})");
+  EXPECT_EQ(deep->node(deep->root()).depth, 1u);  // an empty array
+  // Schemas no finite document satisfies, or nested past the limit, are refused.
+  EXPECT_THROW(JsonSchema::parse(R"({"type":"array","items":{"$ref":"#"},"minItems":1})"),
+               strata::Error);
+  EXPECT_THROW(
+      JsonSchema::parse(R"({"type":"object","properties":{"k":{"$ref":"#"}},"required":["k"]})"),
+      strata::Error);
+  std::string nested = R"({"type":"integer"})";
+  for (uint32_t i = 0; i < JsonMatcher::kMaxDepth; ++i)
+    nested = R"({"type":"array","minItems":1,"items":)" + nested + "}";
+  EXPECT_THROW(JsonSchema::parse(nested), strata::Error);
+}
+
+// The fuzzer's seeds and fixed findings (tests/data/schema_seeds/) keep its invariants.
+TEST(JsonMatcher, FuzzSeedsKeepTheWalkInvariants) {
+  const std::filesystem::path dir = std::filesystem::path(STRATA_TEST_DATA_DIR) / "schema_seeds";
+  size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(e.path(), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(strata::test::probe_json_schema(bytes), "") << e.path();
+    ++n;
+  }
+  EXPECT_GE(n, 7u);
 }

@@ -5,6 +5,7 @@
 // unfiltered pick whenever that is allowed, and for plain temperature sampling distributed as
 // the masked softmax; a ChatSession with a schema replies with documents the schema accepts and
 // ends each at its last byte.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -88,6 +89,30 @@ TEST_P(Vocabulary, TokenTextsAreTheReplyPieces) {
     empty += texts_->text(id).empty();
   }
   EXPECT_LT(empty, size_t(v.n_tokens()) / 10);  // control tokens only
+  // plain(): the tokens a string takes as they stand, between characters, with their length.
+  const auto str = JsonSchema::parse(R"({"type": "string"})");
+  size_t n_plain = 0;
+  for (int32_t id = 0; id < v.n_tokens(); ++id) {
+    const std::string_view t = texts_->text(id);
+    JsonMatcher m(str);
+    ASSERT_TRUE(m.feed("\""));
+    const bool whole = m.feed(t) && m.plain_string_room() > 0;
+    const bool simple = t.find('"') == std::string_view::npos &&
+                        t.find('\\') == std::string_view::npos && !texts_->eog(id);
+    EXPECT_EQ(texts_->plain(id) > 0, whole && simple && !t.empty()) << id << " '" << t << "'";
+    if (texts_->plain(id) > 0) {
+      JsonMatcher capped(JsonSchema::parse(
+          fmt::format(R"({{"type": "string", "maxLength": {}}})", texts_->plain(id))));
+      ASSERT_TRUE(capped.feed("\""));
+      EXPECT_TRUE(capped.feed(t) && capped.feed("\"")) << id;  // exactly that many characters
+      JsonMatcher short_by_one(JsonSchema::parse(
+          fmt::format(R"({{"type": "string", "maxLength": {}}})", texts_->plain(id) - 1)));
+      ASSERT_TRUE(short_by_one.feed("\""));
+      EXPECT_FALSE(short_by_one.feed(t)) << id;
+      ++n_plain;
+    }
+  }
+  EXPECT_GT(n_plain, size_t(v.n_tokens()) / 2);
 }
 
 TEST_P(Vocabulary, MaskAgreesWithAllowsAtEveryKindOfState) {
@@ -100,7 +125,9 @@ TEST_P(Vocabulary, MaskAgreesWithAllowsAtEveryKindOfState) {
       {schema, "{\"na"},
       {schema, "{\"name\""},
       {schema, "{\"name\": \"ab"},
+      {schema, "{\"name\": \"abcdefgh"},    // 2 characters of room
       {schema, "{\"name\": \"abcdefghij"},  // maxLength reached: only '"' may follow
+      {schema, "{\"name\": \"ab\\"},        // inside an escape
       {schema, "{\"name\": \"x\", \"age\": 12"},
       {schema, "{\"name\": \"x\", \"tags\": [\"re"},
       {schema, "{\"name\": \"x\", \"age\": 1, \"ok\": true}"},
