@@ -110,6 +110,20 @@ class SchemaCompiler {
   uint32_t any_object() const { return any_object_; }
 
   uint32_t compile(const json& x, const std::string& path) {
+    // The document's own nesting is bounded (from_json); $refs can still chain definitions one
+    // inside the next, each compiled within the last: bounded here.
+    constexpr int kMaxCompileDepth = 512;
+    if (depth_ >= kMaxCompileDepth)
+      fail(ErrorKind::kBadValue, "schema {}: nested (through $refs) deeper than {} levels", path,
+           kMaxCompileDepth);
+    ++depth_;
+    const uint32_t node = compile_one(x, path);
+    --depth_;
+    return node;
+  }
+
+ private:
+  uint32_t compile_one(const json& x, const std::string& path) {
     if (x.is_boolean()) {
       if (!x.get<bool>()) fail(ErrorKind::kBadValue, "schema {}: false (nothing is allowed)", path);
       return s_.any_;
@@ -197,6 +211,7 @@ class SchemaCompiler {
     return add(std::move(u));
   }
 
+ public:
   // Node::depth for every node, by relaxation (recursive schemas converge: depths only fall);
   // a root no finite document satisfies, or one nested past the matcher's limit, is refused.
   void compute_depths(uint32_t root) {
@@ -514,6 +529,7 @@ class SchemaCompiler {
   JsonSchema& s_;
   const json& doc_;
   std::map<std::string, uint32_t> refs_;
+  int depth_ = 0;  // compile()'s recursion
   uint32_t any_object_ = 0;
 };
 
@@ -548,6 +564,29 @@ std::shared_ptr<const JsonSchema> JsonSchema::parse(std::string_view schema_json
     fail(ErrorKind::kBadValue, "schema: not valid JSON ({})",
          at == std::string::npos ? what : what.substr(at));
   }
+  return from_json(doc);
+}
+
+namespace {
+
+// Whether `doc` nests deeper than `limit` levels (iteratively: nothing recurses into it first).
+bool nests_deeper(const json& doc, size_t limit) {
+  std::vector<std::pair<const json*, size_t>> todo = {{&doc, 1}};
+  while (!todo.empty()) {
+    const auto [v, depth] = todo.back();
+    todo.pop_back();
+    if (!v->is_structured()) continue;
+    if (depth > limit) return true;
+    for (const json& child : *v) todo.push_back({&child, depth + 1});
+  }
+  return false;
+}
+
+}  // namespace
+
+std::shared_ptr<const JsonSchema> JsonSchema::from_json(const json& doc) {
+  if (nests_deeper(doc, kMaxSchemaDepth))
+    fail(ErrorKind::kBadValue, "schema: nested deeper than {} levels", kMaxSchemaDepth);
   auto s = std::make_shared<JsonSchema>();
   SchemaCompiler c(*s, doc);
   c.build();

@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,6 +42,11 @@ class JsonSchema {
   // Parses and compiles a schema given as JSON text. Throws strata::Error (kBadValue) with a
   // one-line reason: not JSON, an unsupported keyword (named, with its path), a bad $ref …
   static std::shared_ptr<const JsonSchema> parse(std::string_view schema_json);
+  // The same from a parsed document (serve's response_format). A document nested deeper than
+  // kMaxSchemaDepth levels is refused before anything recurses into it (a request must not be
+  // able to overflow the stack).
+  static std::shared_ptr<const JsonSchema> from_json(const nlohmann::json& schema);
+  static constexpr size_t kMaxSchemaDepth = 128;
 
   // A compiled schema node. `any` is a union of the five kinds of value.
   struct Node {

@@ -1685,3 +1685,24 @@ TEST(JsonMatcher, FuzzSeedsKeepTheWalkInvariants) {
   }
   EXPECT_GE(n, 7u);
 }
+
+// A schema cannot overflow the stack: a document nested past kMaxSchemaDepth is refused before
+// anything recurses into it, and $refs chaining definitions one inside the next are bounded.
+TEST(JsonSchema, DeepSchemasAreRefusedNotRecursedInto) {
+  const size_t depth = 200000;
+  std::string deep;
+  for (size_t i = 0; i < depth; ++i) deep += R"({"items":)";
+  deep += "{}";
+  deep += std::string(depth, '}');
+  EXPECT_NE(parse_error(deep).find("nested deeper than 128 levels"), std::string::npos);
+  std::string defs;
+  for (int i = 0; i < 5000; ++i)
+    defs += fmt::format(R"("d{}":{{"type":"array","items":{{"$ref":"#/$defs/d{}"}}}},)", i, i + 1);
+  const std::string chain =
+      R"({"$defs":{)" + defs + R"("d5000":{"type":"integer"}},"$ref":"#/$defs/d0"})";
+  EXPECT_NE(parse_error(chain).find("deeper than 512 levels"), std::string::npos);
+  // Within the bounds it compiles.
+  std::string ok = R"({"type":"integer"})";
+  for (int i = 0; i < 60; ++i) ok = R"({"type":"array","items":)" + ok + "}";
+  EXPECT_EQ(parse_error(ok), "");
+}

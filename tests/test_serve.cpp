@@ -416,6 +416,35 @@ TEST_F(Serve, BadRequestsAre400sAndTheServerGoesOn) {
   EXPECT_EQ(ok["choices"][0]["finish_reason"], "length");
 }
 
+// What the HTTP library refuses is said plainly too: a form-encoded body over its 8 KiB (curl -d
+// without a Content-Type) is a 413 that names the fix; a schema nested to overflow a stack is a
+// 400, and the server goes on.
+TEST_F(Serve, OversizedFormBodyAndDeepSchemaAreClearErrors) {
+  std::string big = std::string(R"({"messages": [{"role": "user", "content": ")") +
+                    std::string(12000, 'a') + R"("}], "max_tokens": 1})";
+  auto c = client();
+  const auto form = c.Post("/v1/chat/completions", big, "application/x-www-form-urlencoded");
+  ASSERT_TRUE(form);
+  EXPECT_EQ(form->status, 413);
+  EXPECT_NE(json::parse(form->body)["error"]["message"].get<std::string>().find(
+                "Content-Type: application/json"),
+            std::string::npos)
+      << form->body;
+  std::string deep;
+  for (int i = 0; i < 100000; ++i) deep += R"({"items":)";
+  deep += "{}" + std::string(100000, '}');
+  const std::string body =
+      R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, )"
+      R"("response_format": {"type": "json_schema", "json_schema": {"schema": )" +
+      deep + "}}}";
+  const auto res = c.Post("/v1/chat/completions", body, "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+  EXPECT_NE(res->body.find("nested deeper than 128 levels"), std::string::npos) << res->body;
+  const json ok = post(chat_body({{"user", "hi"}}, 2));
+  EXPECT_EQ(ok["choices"][0]["finish_reason"], "length");
+}
+
 // POST /v1/completions: the prompt continued as it stands (no chat template) — `strata run`'s
 // text for the same prompt; token ids give the same; streamed pieces concatenate to it.
 TEST_F(Serve, TextCompletionIsTheRunCommands) {

@@ -240,7 +240,7 @@ std::shared_ptr<const engine::JsonSchema> parse_response_format(const json& body
   const json* schema = field(*js, "schema");
   if (!schema) return engine::JsonSchema::any_value();
   try {
-    return engine::JsonSchema::parse(schema->dump());
+    return engine::JsonSchema::from_json(*schema);
   } catch (const Error& e) {
     throw BadRequest{400, fmt::format("response_format: {}", e.what())};
   }
@@ -556,12 +556,22 @@ class Server {
     });
     http_.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;
-      res.set_content(error_body(fmt::format("{} {}: no such endpoint (strata serves POST "
-                                             "/v1/chat/completions, POST /v1/completions, GET "
-                                             "/v1/models, GET /health)",
-                                             req.method, req.path),
-                                 "invalid_request_error"),
-                      "application/json");
+      std::string what;
+      if (res.status == 404 || res.status == 405) {
+        what = fmt::format(
+            "{} {}: no such endpoint (strata serves POST /v1/chat/completions, "
+            "POST /v1/completions, GET /v1/models, GET /health)",
+            req.method, req.path);
+      } else if (res.status == 413) {
+        // cpp-httplib caps a form-encoded body (curl -d's default Content-Type) at 8 KiB.
+        what = fmt::format(
+            "{} {}: the request body is too large for Content-Type '{}'; send "
+            "it as application/json (curl: -H 'Content-Type: application/json')",
+            req.method, req.path, req.get_header_value("Content-Type"));
+      } else {
+        what = fmt::format("{} {}: HTTP status {}", req.method, req.path, res.status);
+      }
+      res.set_content(error_body(what, "invalid_request_error"), "application/json");
     });
     // An engine error mid-reply (an I/O error of the tiers): a 500 with the one line; the session
     // recovered (ChatSession::recover) and the next request runs.
