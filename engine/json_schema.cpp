@@ -198,8 +198,7 @@ class SchemaCompiler {
       types.push_back("string");
     } else if (has("minimum") || has("maximum") || has("exclusiveMinimum") ||
                has("exclusiveMaximum")) {
-      fail(ErrorKind::kBadValue,
-           "schema {}: numeric bounds without \"type\": \"integer\" are not supported", path);
+      types.push_back("number");
     } else {
       return s_.any_;
     }
@@ -505,12 +504,61 @@ class SchemaCompiler {
       if (n.has_lo && n.has_hi && n.lo > n.hi)
         fail(ErrorKind::kBadValue, "schema {}: no integer lies within its bounds", path);
     } else if (t == "number") {
-      for (const char* kw : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
-        if (x.contains(kw))
-          fail(ErrorKind::kBadValue,
-               "schema {}: '{}' on a \"number\" is not supported (on an \"integer\" it is)", path,
-               kw);
       n.kind = Node::kNumber;
+      // Bounds as doubles (what a JSON parser makes of them), within a window a 40-character
+      // number without an exponent can meet.
+      const auto fbound = [&](const json& v, const char* kw) {
+        if (!v.is_number())
+          fail(ErrorKind::kBadValue, "schema {}: '{}' must be a number", path, kw);
+        const double d = v.get<double>();
+        const double a = std::fabs(d);
+        if (!(a == 0 ||
+              (a >= 1 / JsonSchema::kNumberBoundLimit && a <= JsonSchema::kNumberBoundLimit)))
+          fail(ErrorKind::kBadValue,
+               "schema {}: '{}' {} is beyond what a bounded number is checked for (0, or 1e-15 "
+               "to 1e15 in magnitude)",
+               path, kw, v.dump());
+        return d;
+      };
+      if (x.contains("minimum")) {
+        n.has_lo = true;
+        n.flo = fbound(x["minimum"], "minimum");
+      }
+      if (x.contains("maximum")) {
+        n.has_hi = true;
+        n.fhi = fbound(x["maximum"], "maximum");
+      }
+      if (x.contains("exclusiveMinimum")) {
+        const json& e = x["exclusiveMinimum"];
+        if (e.is_boolean()) {
+          n.lo_excl = e.get<bool>() && n.has_lo;  // draft 4: minimum is exclusive
+        } else {
+          const double v = fbound(e, "exclusiveMinimum");
+          if (!n.has_lo || v >= n.flo) {
+            n.flo = v;
+            n.lo_excl = true;
+          }
+          n.has_lo = true;
+        }
+      }
+      if (x.contains("exclusiveMaximum")) {
+        const json& e = x["exclusiveMaximum"];
+        if (e.is_boolean()) {
+          n.hi_excl = e.get<bool>() && n.has_hi;
+        } else {
+          const double v = fbound(e, "exclusiveMaximum");
+          if (!n.has_hi || v <= n.fhi) {
+            n.fhi = v;
+            n.hi_excl = true;
+          }
+          n.has_hi = true;
+        }
+      }
+      // Some double must lie within (the matcher's ranges are then at least an ulp wide).
+      if (n.has_lo && n.has_hi &&
+          (n.lo_excl ? std::nextafter(n.flo, INFINITY) : n.flo) >
+              (n.hi_excl ? std::nextafter(n.fhi, -INFINITY) : n.fhi))
+        fail(ErrorKind::kBadValue, "schema {}: no number lies within its bounds", path);
     } else if (t == "boolean") {
       n.kind = Node::kLiterals;
       n.literals = {"false", "true"};
@@ -712,7 +760,8 @@ bool string_open(const JsonMatcher::Frame& f) {
   return f.esc || f.utf8 || f.surr;
 }
 
-constexpr uint64_t kBig = 10'000'000'000'000'000'000u;  // 1e19: past every int64 bound
+constexpr uint64_t kBig = 10'000'000'000'000'000'000u;       // 1e19: past every int64 bound
+constexpr uint64_t kSignificant = 100'000'000'000'000'000u;  // 1e17: a bounded number's digits
 
 // Some integer m·10^k + r (r < 10^k, k >= 0; k = 0 only when `closed` or m = 0) with the sign
 // lies in [lo, hi]. m >= kBig stands for "at least kBig", beyond every bound.
@@ -731,6 +780,13 @@ bool integer_feasible(const Node& n, bool negative, uint64_t m, bool closed) {
     scale *= 10;
   }
   return false;
+}
+
+// A bounded number's digits so far, value · 10^e10 (a division for the fraction: exact powers
+// of ten up to 10^27 in long double, so x is correctly rounded).
+long double magnitude(const JsonMatcher::Frame& f) {
+  const auto m = static_cast<long double>(f.value);
+  return f.e10 >= 0 ? m * std::pow(10.0L, f.e10) : m / std::pow(10.0L, -f.e10);
 }
 
 uint64_t fnv(uint64_t h, uint8_t b) {
@@ -779,27 +835,21 @@ bool JsonMatcher::can_end(const Frame& f) const {
   if (f.type == kNumber) {
     if (f.phase != kNumZero && f.phase != kNumInt && f.phase != kNumFrac && f.phase != kNumEDigits)
       return false;
-    if (n.kind != Node::kInteger) return true;
-    return integer_feasible(n, f.esc != 0, f.value, /*closed=*/true);
+    if (n.kind == Node::kInteger) return integer_feasible(n, f.esc != 0, f.value, true);
+    if (!n.has_lo && !n.has_hi) return true;
+    const long double x = f.esc ? -magnitude(f) : magnitude(f);
+    return meets(n, x, false, x, false);
   }
   if (f.type == kLiteral) return f.count > 0 && n.literals[f.lo].size() == f.count;
   return false;
 }
 
-// Whether a number frame can take another byte.
+// Whether a number frame can take another byte (tried on a copy).
 bool JsonMatcher::number_can_go_on(const Frame& f) const {
   const Node& n = schema_->node(f.node);
-  if (f.count >= kMaxNumberChars) return false;
-  if (n.kind != Node::kInteger) {
-    if (f.phase == kNumEDigits) return f.hex < kMaxExponentDigits;
-    if (f.phase == kNumZero) return f.count + 1 < kMaxNumberChars;  // only '.' or 'e' follow
-    return true;                                                    // a digit
-  }
-  if (f.phase == kNumFirst || f.phase == kNumMinus) return true;
-  if (f.phase != kNumInt) return false;  // "0", "-0": no digit may follow
-  for (uint64_t d = 0; d < 10; ++d) {
-    const uint64_t m = f.value >= kBig / 10 ? kBig : f.value * 10 + d;
-    if (integer_feasible(n, f.esc != 0, m, false)) return true;
+  for (const uint8_t b : std::string_view("0123456789.eE+-")) {
+    Frame g = f;
+    if (take_number(g, n, b) == NumberStep::kTaken) return true;
   }
   return false;
 }
@@ -869,6 +919,180 @@ bool JsonMatcher::open_value(Stack& s, uint32_t node, uint8_t b) {
   }
   s.frames.push_back(f);
   return consume(s, b);
+}
+
+// One byte of a number: taken (the frame moves on), refused (a number byte, but no completion
+// could then be valid), or not a number byte at all (the number may end before it).
+JsonMatcher::NumberStep JsonMatcher::take_number(Frame& f, const Node& n, uint8_t b) const {
+  const bool integer = n.kind == Node::kInteger;
+  const bool bounded = n.has_lo || n.has_hi;
+  uint8_t next = 0xFF;  // the phase b leads to; 0xFF: b is not part of the number
+  const bool exponent_ok = !integer && !bounded;  // a bounded number is written without one
+  switch (f.phase) {
+    case kNumFirst:
+      next = b == '-' ? kNumMinus : b == '0' ? kNumZero : is_digit(b) ? kNumInt : 0xFF;
+      break;
+    case kNumMinus:
+      next = b == '0' ? kNumZero : is_digit(b) ? kNumInt : 0xFF;
+      break;
+    case kNumZero:
+    case kNumInt:
+      if (is_digit(b) && f.phase == kNumInt)
+        next = kNumInt;
+      else if (b == '.' && !integer)
+        next = kNumDot;
+      else if ((b == 'e' || b == 'E') && exponent_ok)
+        next = kNumE;
+      break;
+    case kNumDot:
+      if (is_digit(b)) next = kNumFrac;
+      break;
+    case kNumFrac:
+      if (is_digit(b))
+        next = kNumFrac;
+      else if ((b == 'e' || b == 'E') && exponent_ok)
+        next = kNumE;
+      break;
+    case kNumE:
+      if (b == '+' || b == '-')
+        next = kNumESign;
+      else if (is_digit(b))
+        next = kNumEDigits;
+      break;
+    case kNumESign:
+      if (is_digit(b)) next = kNumEDigits;
+      break;
+    case kNumEDigits:
+      if (is_digit(b) && f.hex < kMaxExponentDigits) next = kNumEDigits;
+      break;
+  }
+  if (next == 0xFF) return NumberStep::kNotNumber;
+  if (f.count >= kMaxNumberChars) return NumberStep::kRefused;
+  // A byte after which the number cannot end yet ('-', '.', 'e', the exponent's sign) needs room
+  // for one more.
+  const bool unfinished =
+      next == kNumMinus || next == kNumDot || next == kNumE || next == kNumESign;
+  if (unfinished && f.count + 1 >= kMaxNumberChars) return NumberStep::kRefused;
+  ++f.count;
+  if (next == kNumEDigits) ++f.hex;  // exponent digits
+  if (next == kNumMinus) f.esc = 1;  // negative
+  if (integer) {
+    if (next == kNumMinus && n.has_lo && n.lo > 0) return NumberStep::kRefused;
+    if (next == kNumInt || next == kNumZero) {
+      f.value = f.value >= kBig / 10 ? kBig : f.value * 10 + uint64_t(b - '0');
+      if (!integer_feasible(n, f.esc != 0, f.value, next == kNumZero)) return NumberStep::kRefused;
+    }
+  } else if (bounded) {
+    // The digits as m · 10^e10, exactly: a bounded number has at most 17 significant digits (a
+    // double's precision; zeros after them are fine), so m < 10^17 and its value is decided
+    // without rounding doubts.
+    if (is_digit(b)) {
+      if (f.value >= kSignificant / 10) {
+        // 17 digits already: only a zero may follow — in the fraction it changes nothing, in the
+        // integer part it scales the value.
+        if (b != '0') return NumberStep::kRefused;
+        if (next != kNumFrac) ++f.e10;
+      } else {
+        f.value = f.value * 10 + uint64_t(b - '0');
+        if (next == kNumFrac) --f.e10;
+      }
+    }
+    f.phase = next;
+    if (!number_feasible(f, n)) return NumberStep::kRefused;
+  }
+  f.phase = next;
+  return NumberStep::kTaken;
+}
+
+// Whether some signed value in the interval from a to b (each end open or closed) reads, as a
+// double, within the node's bounds. The bounds are widened by half a double's ulp (what a JSON
+// parser rounds onto them), so a value written as the bound's decimal text is within.
+bool JsonMatcher::meets(const Node& n, long double a, bool a_open, long double b,
+                        bool b_open) const {
+  long double lo = -INFINITY, hi = INFINITY;
+  bool lo_open = true, hi_open = true;
+  if (n.has_lo) {
+    const double v = n.flo;
+    const double side = n.lo_excl ? std::nextafter(v, INFINITY) : std::nextafter(v, -INFINITY);
+    lo = (static_cast<long double>(v) + side) / 2;
+    lo_open = n.lo_excl;
+  }
+  if (n.has_hi) {
+    const double v = n.fhi;
+    const double side = n.hi_excl ? std::nextafter(v, -INFINITY) : std::nextafter(v, INFINITY);
+    hi = (static_cast<long double>(v) + side) / 2;
+    hi_open = n.hi_excl;
+  }
+  // The larger lower end and the smaller upper end; equal ends meet only if both are closed.
+  long double low = a;
+  bool low_open = a_open;
+  if (lo > low || (lo == low && lo_open)) {
+    low = lo;
+    low_open = lo_open;
+  }
+  long double high = b;
+  bool high_open = b_open;
+  if (hi < high || (hi == high && hi_open)) {
+    high = hi;
+    high_open = hi_open;
+  }
+  return low < high || (low == high && !low_open && !high_open);
+}
+
+// A bounded number's prefix: whether some completion within the character cap and the 17
+// significant digits is in bounds. (Within 17 digits the values a completion can reach are finer
+// than a double's ulp near any bound of the allowed window, so the reachable intervals may be
+// taken whole.)
+bool JsonMatcher::number_feasible(const Frame& f, const Node& n) const {
+  const bool neg = f.esc != 0;
+  int digits = 17;  // significant digits still allowed
+  for (uint64_t m = f.value; m > 0; m /= 10) --digits;
+  const int chars = int(kMaxNumberChars) - int(f.count);  // characters still allowed
+  // Magnitudes [a, b) (b open) as signed values: integer digits still to come.
+  const auto span = [&](long double a, long double b) {
+    return neg ? meets(n, -b, true, -a, false) : meets(n, a, false, b, true);
+  };
+  // The magnitudes x + i·g for 0 <= i < step / g (fraction digits still to come, g the last
+  // one's unit): their range is closed at both ends, and the allowed range is at least a
+  // double's ulp wide while g is finer (17 significant digits), so meeting it means a reachable
+  // value lies in it.
+  const auto grid = [&](long double x, long double step, long double g) {
+    const long double top = x + step - g;
+    return neg ? meets(n, -top, false, -x, false) : meets(n, x, false, top, false);
+  };
+  const long double x = magnitude(f);
+  // Fraction digits that may still come after the digits so far (leading zeros are free).
+  const auto frac_digits = [&](int chars_left) {
+    return f.value == 0 ? chars_left : std::min(chars_left, digits);
+  };
+  switch (f.phase) {
+    case kNumMinus:
+      return chars >= 1 && span(0, INFINITY);
+    case kNumZero: {  // "0", or "0." and digits
+      const int d = frac_digits(chars - 1);
+      return grid(0, 1, d >= 1 ? std::pow(10.0L, -d) : 1);
+    }
+    case kNumInt: {
+      const int d = frac_digits(chars - 1);
+      if (grid(x, 1, d >= 1 ? std::pow(10.0L, -d) : 1)) return true;
+      long double scale = 1;
+      for (int j = 1; j <= chars; ++j) {  // more integer digits
+        scale *= 10;
+        if (span(x * scale, (x + 1) * scale)) return true;
+      }
+      return false;
+    }
+    case kNumDot: {  // a digit must follow
+      const int d = frac_digits(chars);
+      return d >= 1 ? grid(x, 1, std::pow(10.0L, -d)) : (chars >= 1 && grid(x, 0, 0));
+    }
+    case kNumFrac: {
+      const int d = frac_digits(chars);
+      const long double unit = std::pow(10.0L, f.e10);  // the last digit's
+      return grid(x, unit, d >= 1 ? unit * std::pow(10.0L, -d) : unit);
+    }
+  }
+  return false;
 }
 
 bool JsonMatcher::consume(Stack& s, uint8_t b) {
@@ -1023,71 +1247,19 @@ bool JsonMatcher::consume(Stack& s, uint8_t b) {
           return true;
         }
         return lex_string(f, b, n.max);
-      case kNumber: {
-        const bool integer = n.kind == Node::kInteger;
-        uint8_t next = 0xFF;  // the phase b leads to; 0xFF: b is not part of the number
-        switch (f.phase) {
-          case kNumFirst:
-            next = b == '-' ? kNumMinus : b == '0' ? kNumZero : is_digit(b) ? kNumInt : 0xFF;
-            break;
-          case kNumMinus:
-            next = b == '0' ? kNumZero : is_digit(b) ? kNumInt : 0xFF;
-            break;
-          case kNumZero:
-          case kNumInt:
-            if (is_digit(b) && f.phase == kNumInt)
-              next = kNumInt;
-            else if (b == '.' && !integer)
-              next = kNumDot;
-            else if ((b == 'e' || b == 'E') && !integer)
-              next = kNumE;
-            break;
-          case kNumDot:
-            if (is_digit(b)) next = kNumFrac;
-            break;
-          case kNumFrac:
-            if (is_digit(b))
-              next = kNumFrac;
-            else if (b == 'e' || b == 'E')
-              next = kNumE;
-            break;
-          case kNumE:
-            if (b == '+' || b == '-')
-              next = kNumESign;
-            else if (is_digit(b))
-              next = kNumEDigits;
-            break;
-          case kNumESign:
-            if (is_digit(b)) next = kNumEDigits;
-            break;
-          case kNumEDigits:
-            if (is_digit(b) && f.hex < kMaxExponentDigits) next = kNumEDigits;
-            break;
+      case kNumber:
+        switch (take_number(f, n, b)) {
+          case NumberStep::kTaken:
+            return true;
+          case NumberStep::kRefused:
+            return false;
+          case NumberStep::kNotNumber:
+            // The number ends here if it may, and b goes to the parent.
+            if (f.phase == kNumFirst || !can_end(f)) return false;
+            s.frames.pop_back();
+            continue;
         }
-        if (next == 0xFF) {
-          // Not a number byte: the number ends here if it may, and b goes to the parent.
-          if (f.phase == kNumFirst || !can_end(f)) return false;
-          s.frames.pop_back();
-          continue;
-        }
-        if (f.count >= kMaxNumberChars) return false;
-        // A byte after which the number cannot end yet ('-', '.', 'e', the exponent's sign)
-        // needs room for one more.
-        const bool unfinished =
-            next == kNumMinus || next == kNumDot || next == kNumE || next == kNumESign;
-        if (unfinished && f.count + 1 >= kMaxNumberChars) return false;
-        ++f.count;
-        if (next == kNumEDigits) ++f.hex;  // exponent digits
-        if (next == kNumMinus) {
-          f.esc = 1;  // negative: some integer <= 0 must be allowed
-          if (integer && n.has_lo && n.lo > 0) return false;
-        } else if (integer && (next == kNumInt || next == kNumZero)) {
-          f.value = f.value >= kBig / 10 ? kBig : f.value * 10 + uint64_t(b - '0');
-          if (!integer_feasible(n, f.esc != 0, f.value, next == kNumZero)) return false;
-        }
-        f.phase = next;
-        return true;
-      }
+        return false;
       case kLiteral: {
         const auto at = f.count;
         uint32_t lo = f.hi, hi = f.lo;

@@ -14,7 +14,10 @@
 //   schema lists properties and does not say, false: a generated object holds the listed keys
 //   only); keys in any order, each at most once, required ones before '}';
 //   arrays: items, minItems, maxItems; strings: minLength, maxLength (code points);
-//   integers: minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers' bounds are refused).
+//   integers: minimum, maximum, exclusiveMinimum, exclusiveMaximum (exact, within int64);
+//   numbers: the same bounds (0 or magnitudes 1e-15 to 1e15; a bounded number is written without
+//   an exponent and with at most 17 significant digits, zeros after them aside, and its value as
+//   a double — the bound widened by half an ulp, what a parser rounds onto it — must be within).
 // The text: no leading zeros, integers without a fraction or an exponent, exponents of at most 2
 // digits, strings of valid UTF-8 without raw control characters and with \u surrogates in pairs,
 // at most 40 characters a number, at most 32 whitespace bytes in a row (a model may otherwise pad
@@ -47,6 +50,8 @@ class JsonSchema {
   // able to overflow the stack).
   static std::shared_ptr<const JsonSchema> from_json(const nlohmann::json& schema);
   static constexpr size_t kMaxSchemaDepth = 128;
+  // A "number"'s bounds: 0, or a magnitude within [1e-15, 1e15] (wider ones are refused).
+  static constexpr double kNumberBoundLimit = 1e15;
 
   // A compiled schema node. `any` is a union of the five kinds of value.
   struct Node {
@@ -61,8 +66,10 @@ class JsonSchema {
     uint32_t items = 0;              // kArray
     uint32_t min = 0;                // kArray items, kString code points
     uint32_t max = UINT32_MAX;
-    bool has_lo = false, has_hi = false;  // kInteger: inclusive bounds
+    bool has_lo = false, has_hi = false;  // kInteger: inclusive bounds; kNumber: flo, fhi
     int64_t lo = 0, hi = 0;
+    double flo = 0, fhi = 0;  // kNumber's bounds, each inclusive or exclusive
+    bool lo_excl = false, hi_excl = false;
     std::vector<std::string> literals;  // kLiterals: compact JSON texts, sorted, unique
     // The fewest frames (nesting levels) a value of this node needs to be completed: the matcher
     // opens a value, a key or an item only where it fits under kMaxDepth, so it never dead-ends.
@@ -130,8 +137,9 @@ class JsonMatcher {
     uint32_t lo = 0, hi = 0;  // candidate properties / literals
     uint32_t keys_at = 0;     // an object: where its additional keys start in Stack::keys
     uint64_t used = 0;        // an object: the properties given
-    uint64_t value = 0;       // an integer's magnitude so far (saturated); a key's hash, then
-                              // the node its value follows
+    uint64_t value = 0;       // an integer's magnitude so far (saturated), a bounded number's
+                              // significant digits; a key's hash, then the node its value follows
+    int32_t e10 = 0;          // a bounded number: its value is value · 10^e10
     bool operator==(const Frame&) const = default;
   };
   struct Stack {
@@ -152,6 +160,11 @@ class JsonMatcher {
   bool can_close(const Frame& f) const;
   bool can_end(const Frame& f) const;
   bool number_can_go_on(const Frame& f) const;
+  enum class NumberStep { kTaken, kRefused, kNotNumber };
+  NumberStep take_number(Frame& f, const JsonSchema::Node& n, uint8_t b) const;
+  bool number_feasible(const Frame& f, const JsonSchema::Node& n) const;
+  bool meets(const JsonSchema::Node& n, long double a, bool a_open, long double b,
+             bool b_open) const;
   void settle(Stack& s) const;
 
   std::shared_ptr<const JsonSchema> schema_;

@@ -1,8 +1,9 @@
 // JsonSchema / JsonMatcher (engine/json_schema.h): the schema subset and the errors that name what
-// is refused; the byte grammar (objects, arrays, strings, numbers, integer bounds, literals,
-// whitespace, depth); and three properties checked against a reference validator written here —
-// random walks over the allowed bytes never dead-end and accept only valid documents, generated
-// valid documents are accepted, mutated documents are accepted only when still valid.
+// is refused; the byte grammar (objects, arrays, strings, numbers, integer bounds, number bounds
+// as a reader's doubles see them, literals, whitespace, depth); and three properties checked
+// against a reference validator written here — random walks over the allowed bytes never dead-end
+// and accept only valid documents, generated valid documents are accepted, mutated documents are
+// accepted only when still valid.
 #include <gtest/gtest.h>
 
 #include <fmt/ranges.h>
@@ -147,19 +148,49 @@ size_t code_points(const std::string& s) {
   return n;
 }
 
-// -1, 0, 1 as the number v is below, at or above the integer b.
-int compare(const json& v, int64_t b) {
-  if (v.is_number_unsigned()) {
-    uint64_t u = v.get<uint64_t>();
-    if (b < 0 || u > static_cast<uint64_t>(b)) return 1;
-    return u == static_cast<uint64_t>(b) ? 0 : -1;
+// A JSON number as a long double (64-bit integers exactly).
+long double as_ld(const json& v) {
+  if (v.is_number_unsigned()) return static_cast<long double>(v.get<uint64_t>());
+  if (v.is_number_integer()) return static_cast<long double>(v.get<int64_t>());
+  return static_cast<long double>(v.get<double>());
+}
+
+// The values a schema's minimum, maximum, exclusiveMinimum and exclusiveMaximum allow (numbers,
+// and draft 4's booleans that make minimum / maximum exclusive), compared as long doubles: the
+// value is what nlohmann reads (a double past the 64-bit integers), as a reader of the reply would.
+struct NumberRange {
+  bool has_lo = false, has_hi = false, lo_open = false, hi_open = false;
+  long double lo = 0, hi = 0;
+  bool bounded() const { return has_lo || has_hi; }
+  bool contains(long double x) const {
+    if (has_lo && (lo_open ? x <= lo : x < lo)) return false;
+    if (has_hi && (hi_open ? x >= hi : x > hi)) return false;
+    return true;
   }
-  if (v.is_number_integer()) {
-    int64_t i = v.get<int64_t>();
-    return (i > b) - (i < b);
-  }
-  double d = v.get<double>();
-  return (d > static_cast<double>(b)) - (d < static_cast<double>(b));
+};
+
+NumberRange number_range(const json& s) {
+  NumberRange r;
+  const auto flag = [&](const char* k) {
+    return s.contains(k) && s[k].is_boolean() && s[k].get<bool>();
+  };
+  const auto lower = [&](const json& b, bool open) {
+    const long double x = as_ld(b);
+    if (!r.has_lo || x > r.lo || (x == r.lo && open)) r.lo = x, r.lo_open = open;
+    r.has_lo = true;
+  };
+  const auto upper = [&](const json& b, bool open) {
+    const long double x = as_ld(b);
+    if (!r.has_hi || x < r.hi || (x == r.hi && open)) r.hi = x, r.hi_open = open;
+    r.has_hi = true;
+  };
+  if (s.contains("minimum")) lower(s["minimum"], flag("exclusiveMinimum"));
+  if (s.contains("exclusiveMinimum") && s["exclusiveMinimum"].is_number())
+    lower(s["exclusiveMinimum"], true);
+  if (s.contains("maximum")) upper(s["maximum"], flag("exclusiveMaximum"));
+  if (s.contains("exclusiveMaximum") && s["exclusiveMaximum"].is_number())
+    upper(s["exclusiveMaximum"], true);
+  return r;
 }
 
 bool has_type(const std::string& t, const json& v) {
@@ -242,14 +273,7 @@ struct Reference {
       if (s.contains("minLength") && n < s["minLength"].get<size_t>()) return false;
       if (s.contains("maxLength") && n > s["maxLength"].get<size_t>()) return false;
     }
-    if (v.is_number()) {
-      if (s.contains("minimum") && compare(v, s["minimum"].get<int64_t>()) < 0) return false;
-      if (s.contains("maximum") && compare(v, s["maximum"].get<int64_t>()) > 0) return false;
-      if (s.contains("exclusiveMinimum") && compare(v, s["exclusiveMinimum"].get<int64_t>()) <= 0)
-        return false;
-      if (s.contains("exclusiveMaximum") && compare(v, s["exclusiveMaximum"].get<int64_t>()) >= 0)
-        return false;
-    }
+    if (v.is_number() && !number_range(s).contains(as_ld(v))) return false;
     return true;
   }
 };
@@ -264,6 +288,30 @@ std::string check_document(const Reference& ref, const std::string& text) {
 }
 
 // ---- A generator of valid documents ----
+
+// A double's shortest round-trip text, without an exponent ("1e-15" -> "0.000000000000001").
+std::string plain_decimal(double d) {
+  const std::string t = fmt::format("{}", d);
+  const size_t e = t.find_first_of("eE");
+  if (e == std::string::npos) return t;
+  const bool neg = t[0] == '-';
+  std::string mantissa = t.substr(neg ? 1 : 0, e - (neg ? 1 : 0));
+  const size_t dot = mantissa.find('.');
+  long point = static_cast<long>(dot == std::string::npos ? mantissa.size() : dot);
+  if (dot != std::string::npos) mantissa.erase(dot, 1);
+  point += std::stol(t.substr(e + 1));
+  std::string out = neg ? "-" : "";
+  const auto n = static_cast<long>(mantissa.size());
+  if (point <= 0) {
+    out += "0." + std::string(static_cast<size_t>(-point), '0') + mantissa;
+  } else if (point >= n) {
+    out += mantissa + std::string(static_cast<size_t>(point - n), '0');
+  } else {
+    out += mantissa.substr(0, static_cast<size_t>(point)) + "." +
+           mantissa.substr(static_cast<size_t>(point));
+  }
+  return out;
+}
 
 // One code point of a string: its JSON text and its UTF-8 value.
 struct Unit {
@@ -381,12 +429,19 @@ class Generator {
   std::string integer_text(const json& s) {
     bool has_lo = false, has_hi = false;
     int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
-    if (s.contains("minimum")) has_lo = true, lo = std::max(lo, s["minimum"].get<int64_t>());
+    // A bound as an integer, a fractional one rounded inward (up for a lower bound).
+    const auto bound = [&](const char* k, bool up) {
+      const json& b = s[k];
+      if (b.is_number_integer()) return b.get<int64_t>();
+      const double d = b.get<double>();
+      return static_cast<int64_t>(up ? std::ceil(d) : std::floor(d));
+    };
+    if (s.contains("minimum")) has_lo = true, lo = std::max(lo, bound("minimum", true));
     if (s.contains("exclusiveMinimum"))
-      has_lo = true, lo = std::max(lo, s["exclusiveMinimum"].get<int64_t>() + 1);
-    if (s.contains("maximum")) has_hi = true, hi = std::min(hi, s["maximum"].get<int64_t>());
+      has_lo = true, lo = std::max(lo, bound("exclusiveMinimum", false) + 1);
+    if (s.contains("maximum")) has_hi = true, hi = std::min(hi, bound("maximum", false));
     if (s.contains("exclusiveMaximum"))
-      has_hi = true, hi = std::min(hi, s["exclusiveMaximum"].get<int64_t>() - 1);
+      has_hi = true, hi = std::min(hi, bound("exclusiveMaximum", true) - 1);
     if (lo <= 0 && hi >= 0 && coin(0.03)) return "-0";
     if (!has_lo && !has_hi) {
       switch (pick(4)) {
@@ -419,6 +474,39 @@ class Generator {
       default:
         return std::to_string(std::uniform_int_distribution<int64_t>(a, b)(rng_));
     }
+  }
+
+  // A number within s's bounds, without an exponent: now and then an inclusive bound itself (its
+  // shortest text) or a zero written with a sign, else uniform in the range (100 to 10^6 wide past
+  // an open side) with 1-8 decimals (more where the range is narrow) and maybe trailing zeros;
+  // one that rounding took outside is drawn again.
+  std::string bounded_number_text(const json& s) {
+    const NumberRange r = number_range(s);
+    if (r.has_lo && !r.lo_open && coin(0.12)) return plain_decimal(static_cast<double>(r.lo));
+    if (r.has_hi && !r.hi_open && coin(0.12)) return plain_decimal(static_cast<double>(r.hi));
+    if (r.contains(0) && coin(0.04)) {
+      constexpr const char* kZeros[] = {"0", "-0", "0.0", "-0.000"};
+      return kZeros[pick(std::size(kZeros))];
+    }
+    const double span = std::pow(10.0, static_cast<double>(2 + pick(5)));
+    const double a = static_cast<double>(r.has_lo ? r.lo : r.hi - span);
+    const double b = static_cast<double>(r.has_hi ? r.hi : r.lo + span);
+    const int extra = std::max(0, static_cast<int>(-std::floor(std::log10(b - a))));
+    for (int tries = 0; tries < 100; ++tries) {
+      const double x = std::uniform_real_distribution<double>(a, b)(rng_);
+      std::string t = fmt::format("{:.{}f}", x, 1 + pick(8) + static_cast<size_t>(extra));
+      // At most 17 significant digits (the matcher's rule for bounded numbers), then zeros.
+      size_t sig = 0;
+      for (size_t i = 0; i < t.size(); ++i) {
+        if (t[i] < '0' || t[i] > '9') continue;
+        if (sig == 0 && t[i] == '0') continue;
+        if (++sig > 17) t[i] = '0';
+      }
+      if (coin(0.1)) t += std::string(1 + pick(3), '0');
+      if (r.contains(std::strtod(t.c_str(), nullptr))) return t;
+    }
+    ADD_FAILURE() << "no number drawn within " << s.dump();
+    return "0";
   }
 
   void any(int depth, std::string& out, bool object_only) {
@@ -546,7 +634,7 @@ class Generator {
     if (type == "integer") {
       out += integer_text(s);
     } else if (type == "number") {
-      out += number_text();
+      out += number_range(s).bounded() ? bounded_number_text(s) : number_text();
     } else if (type == "boolean") {
       out += coin(0.5) ? "true" : "false";
     } else if (type == "null") {
@@ -636,6 +724,28 @@ constexpr const char* kAdditional = R"({"type": "object",
   "properties": {"a": {"type": "integer"}, "ab": {"type": "string"}},
   "additionalProperties": {"type": "array", "items": {"type": "integer"}, "maxItems": 3}})";
 
+// Bounded numbers: inclusive and exclusive bounds (draft 4's booleans too), negative, one-sided,
+// narrow and tiny ranges, bounds that are not binary fractions, a type list, disjoint anyOf ranges.
+constexpr const char* kBounded = R"({"type": "object", "properties": {
+  "unit": {"type": "number", "minimum": 0, "maximum": 1},
+  "open": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+  "neg": {"type": "number", "minimum": -5.5, "exclusiveMaximum": -2},
+  "narrow": {"type": "number", "minimum": 0.1, "maximum": 0.1000001},
+  "tiny": {"type": "number", "exclusiveMinimum": 0, "maximum": 1e-12},
+  "big": {"type": "number", "minimum": -1e15, "maximum": 1e15},
+  "low": {"type": "number", "minimum": 2.5},
+  "high": {"type": "number", "exclusiveMaximum": -0.001},
+  "draft4": {"type": "number", "minimum": 0, "exclusiveMinimum": true, "maximum": 0.5,
+             "exclusiveMaximum": true},
+  "maybe": {"type": ["number", "null"], "minimum": -1, "maximum": 1},
+  "either": {"type": ["integer", "number"], "minimum": 0.5, "maximum": 2.5},
+  "split": {"anyOf": [{"type": "number", "minimum": 0, "maximum": 1},
+                      {"type": "number", "minimum": 10, "exclusiveMaximum": 20.5}]},
+  "list": {"type": "array", "items": {"type": "number", "minimum": -0.75, "maximum": 0.75},
+           "maxItems": 4},
+  "free": {"type": "number"}},
+  "required": ["unit", "narrow", "neg"]})";
+
 struct Case {
   std::string name;
   Schema schema;
@@ -647,7 +757,7 @@ std::vector<Case> property_cases() {
   const std::pair<const char*, const char*> texts[] = {
       {"realistic", kRealistic},   {"tree", kTree},       {"literals", kLiterals},
       {"integers", kIntegers},     {"scalars", kScalars}, {"keys", kKeys},
-      {"additional", kAdditional},
+      {"additional", kAdditional}, {"bounded", kBounded},
   };
   for (const auto& [name, text] : texts) cases.push_back({name, S(text), json::parse(text)});
   cases.push_back({"any_object", JsonSchema::any_object(), json{{"type", "object"}}});
@@ -667,8 +777,7 @@ TEST(JsonSchema, RefusesUnsupportedKeywordsByName) {
       {R"({"not":{"type":"string"}})", "not"},
       {R"({"if":{"type":"string"},"then":{"maxLength":2}})", "if"},
       {R"({"type":"array","prefixItems":[{"type":"string"}]})", "prefixItems"},
-      {R"({"type":"number","minimum":0})", "minimum"},
-      {R"({"type":"number","exclusiveMaximum":3})", "exclusiveMaximum"},
+      {R"({"type":"number","minimum":0,"multipleOf":0.5})", "multipleOf"},
       {R"({"allOf":[{"type":"string"},{"maxLength":3}]})", "allOf"},
       {R"({"type":"object","properties":{"a":{"type":"string","pattern":"x"}}})", "pattern"},
       {R"({"type":"array","items":{"type":"integer","multipleOf":3}})", "multipleOf"},
@@ -678,8 +787,10 @@ TEST(JsonSchema, RefusesUnsupportedKeywordsByName) {
     EXPECT_NE(e, "") << schema;
     EXPECT_NE(e.find(keyword), std::string::npos) << schema << " -> " << e;
   }
-  // Integer bounds are supported.
+  // Integer bounds are supported, and number bounds.
   EXPECT_EQ(parse_error(R"({"type":"integer","minimum":0,"exclusiveMaximum":9})"), "");
+  EXPECT_EQ(parse_error(R"({"type":"number","minimum":0})"), "");
+  EXPECT_EQ(parse_error(R"({"type":"number","exclusiveMaximum":3})"), "");
 }
 
 TEST(JsonSchema, RefusesBadSchemas) {
@@ -1171,6 +1282,718 @@ TEST(JsonMatcher, IntegerBoundsExhaustive) {
     EXPECT_EQ(n_unfinished, 0u) << c.schema << ": not finished after "
                                 << fmt::format("{}", fmt::join(unfinished, ", "));
   }
+}
+
+// ---- Bounded numbers ----
+
+// A bound past 1e15 in magnitude, or a non-zero one under 1e-15, is refused, naming it.
+TEST(JsonSchema, NumberBoundsOutsideTheWindowAreRefused) {
+  const std::pair<const char*, const char*> refused[] = {
+      {R"({"type":"number","minimum":1e20})", "minimum"},
+      {R"({"type":"number","maximum":-1e16})", "maximum"},
+      {R"({"type":"number","maximum":1000000000000001})", "maximum"},
+      {R"({"type":"number","minimum":-1.0000001e15})", "minimum"},
+      {R"({"type":"number","exclusiveMinimum":1e-16})", "exclusiveMinimum"},
+      {R"({"type":"number","exclusiveMaximum":-5e-16})", "exclusiveMaximum"},
+      {R"({"type":"number","minimum":0,"maximum":9.99e-16})", "maximum"},
+      {R"({"type":"number","maximum":18446744073709551615})", "maximum"},
+      {R"({"type":"number","minimum":-9223372036854775808})", "minimum"},
+      {R"({"type":"number","minimum":1e300,"exclusiveMinimum":true})", "minimum"},
+      {R"({"type":"number","minimum":0,"exclusiveMaximum":1e-300})", "exclusiveMaximum"},
+  };
+  for (const auto& [schema, keyword] : refused) {
+    const std::string e = parse_error(schema);
+    EXPECT_NE(e.find("beyond"), std::string::npos) << schema << " -> " << e;
+    EXPECT_NE(e.find(keyword), std::string::npos) << schema << " -> " << e;
+  }
+  // The path of the schema that says it.
+  const std::string nested =
+      parse_error(R"({"type":"object","properties":{"x":{"type":"number","maximum":1e16}}})");
+  EXPECT_NE(nested.find("#/properties/x"), std::string::npos) << nested;
+  // The window's edges, and zero, compile.
+  for (const char* ok : {
+           R"({"type":"number","minimum":-1e15,"maximum":1e15})",
+           R"({"type":"number","minimum":-1000000000000000,"maximum":1000000000000000})",
+           R"({"type":"number","exclusiveMinimum":1e-15,"exclusiveMaximum":1})",
+           R"({"type":"number","minimum":-1e-15,"maximum":0})",
+           R"({"type":"number","minimum":-0.0,"maximum":0.0})",
+           R"({"type":"number","exclusiveMinimum":0})",
+           R"({"type":"number","maximum":0.000000000000001})",
+       })
+    EXPECT_EQ(parse_error(ok), "") << ok;
+  // A bound must be a number.
+  EXPECT_NE(parse_error(R"({"type":"number","minimum":"1"})"), "");
+  EXPECT_NE(parse_error(R"({"type":"number","maximum":null})"), "");
+}
+
+TEST(JsonSchema, EmptyNumberRangesAreRefused) {
+  for (const char* empty : {
+           R"({"type":"number","minimum":1,"maximum":0.5})",
+           R"({"type":"number","exclusiveMinimum":1,"maximum":1})",
+           R"({"type":"number","minimum":1,"exclusiveMaximum":1})",
+           R"({"type":"number","exclusiveMinimum":0.5,"exclusiveMaximum":0.5})",
+           R"({"type":"number","minimum":-2,"exclusiveMaximum":-3})",
+           R"({"type":"number","minimum":0,"exclusiveMaximum":0})",
+           R"({"type":"number","minimum":1,"maximum":1,"exclusiveMaximum":true})",
+           R"({"type":"number","minimum":1,"exclusiveMinimum":true,"maximum":1})",
+           R"({"type":"number","minimum":0.25,"exclusiveMinimum":1,"maximum":1})",
+       }) {
+    const std::string e = parse_error(empty);
+    EXPECT_NE(e.find("no number lies within its bounds"), std::string::npos)
+        << empty << " -> " << e;
+  }
+  // A single point is a range.
+  for (const char* point : {
+           R"({"type":"number","minimum":1.5,"maximum":1.5})",
+           R"({"type":"number","minimum":0,"maximum":0})",
+           R"({"type":"number","minimum":1,"maximum":1,"exclusiveMaximum":false})",
+           R"({"type":"number","minimum":-2,"exclusiveMinimum":-3,"maximum":-2})",
+       })
+    EXPECT_EQ(parse_error(point), "") << point;
+}
+
+// A number with a bound takes no exponent ('e' is refused where it would come); one without keeps
+// them.
+TEST(JsonMatcher, BoundedNumbersRefuseExponents) {
+  for (const char* schema : {
+           R"({"type":"number","minimum":0,"maximum":1})",
+           R"({"type":"number","minimum":0})",
+           R"({"type":"number","exclusiveMaximum":1e15})",
+           R"({"type":"number","minimum":0,"exclusiveMinimum":false})",
+       }) {
+    Schema s = S(schema);
+    EXPECT_EQ(taken(s, "1e2"), 1u) << schema;
+    EXPECT_EQ(taken(s, "1E0"), 1u) << schema;
+    EXPECT_EQ(taken(s, "0e0"), 1u) << schema;
+    EXPECT_EQ(taken(s, "0.5e1"), 3u) << schema;
+    EXPECT_EQ(taken(s, "0.5E-1"), 3u) << schema;
+    EXPECT_TRUE(matches(s, "0.5")) << schema;
+  }
+  Schema arr = S(R"({"type":"array","items":{"type":"number","maximum":100}})");
+  EXPECT_EQ(taken(arr, "[1,2e1]"), 4u);
+  EXPECT_TRUE(matches(arr, "[1,20,-3.5]"));
+  // Unbounded: as before.
+  for (const char* schema : {R"({"type":"number"})", R"({"type":["number","null"]})"}) {
+    Schema s = S(schema);
+    for (const char* doc : {"1e2", "1E0", "0e0", "0.5e1", "-0.5E-1", "1e99"})
+      EXPECT_TRUE(matches(s, doc)) << schema << " " << doc;
+  }
+  // A bounded number beside an unbounded one in a union: the unbounded one still takes it.
+  Schema either = S(R"({"anyOf":[{"type":"number","maximum":1},{"type":"number"}]})");
+  EXPECT_TRUE(matches(either, "5e3"));
+}
+
+namespace {
+struct NumberCase {
+  const char* schema;
+  const char* text;
+  size_t taken;  // bytes taken; kAll: all of them
+  bool accepting;
+};
+constexpr size_t kAll = SIZE_MAX;
+
+// Each case: how many bytes a fresh matcher takes and, where it takes them all, whether the text
+// is a whole document.
+void expect_number_cases(const std::vector<NumberCase>& cases) {
+  for (const NumberCase& c : cases) {
+    Schema s = S(c.schema);
+    const std::string_view text = c.text;
+    const size_t want = c.taken == kAll ? text.size() : c.taken;
+    EXPECT_EQ(taken(s, text), want) << c.schema << " '" << text << "'";
+    if (want != text.size()) continue;
+    JsonMatcher m(s);
+    ASSERT_TRUE(m.feed(text));
+    EXPECT_EQ(m.accepting(), c.accepting) << c.schema << " '" << text << "'";
+  }
+}
+}  // namespace
+
+TEST(JsonMatcher, NumberBoundsExamples) {
+  constexpr const char* kUnit = R"({"type":"number","minimum":0,"maximum":1})";
+  constexpr const char* kOpenZero = R"({"type":"number","exclusiveMinimum":0,"maximum":1})";
+  constexpr const char* kQuarter = R"({"type":"number","minimum":0.25,"maximum":0.75})";
+  constexpr const char* kNeg = R"({"type":"number","minimum":-5.5,"exclusiveMaximum":-2})";
+  constexpr const char* kLow = R"({"type":"number","minimum":2.5})";
+  constexpr const char* kHigh = R"({"type":"number","exclusiveMaximum":-0.125})";
+  constexpr const char* kDraft4 =
+      R"({"type":"number","minimum":0,"exclusiveMinimum":true,"maximum":0.5,)"
+      R"("exclusiveMaximum":true})";
+  constexpr const char* kDraft4Off =
+      R"({"type":"number","minimum":0,"exclusiveMinimum":false,"maximum":1,)"
+      R"("exclusiveMaximum":false})";
+  constexpr const char* kPoint = R"({"type":"number","minimum":1.5,"maximum":1.5})";
+  constexpr const char* kZero = R"({"type":"number","minimum":0,"maximum":0})";
+  constexpr const char* kBig = R"({"type":"number","minimum":1e15})";
+  constexpr const char* kNegBig = R"({"type":"number","maximum":-1e15})";
+  expect_number_cases({
+      {kUnit, "0", kAll, true},
+      {kUnit, "1", kAll, true},
+      {kUnit, "0.5", kAll, true},
+      {kUnit, "1.0", kAll, true},
+      {kUnit, "1.000", kAll, true},
+      {kUnit, "0.999999", kAll, true},
+      {kUnit, "0.0000001", kAll, true},
+      {kUnit, "-0", kAll, true},  // -0 is 0
+      {kUnit, "-0.0", kAll, true},
+      {kUnit, "-", kAll, false},
+      {kUnit, "1.", kAll, false},  // 1.0 follows
+      {kUnit, "-0.", kAll, false},
+      {kUnit, "-0.5", 3, false},
+      {kUnit, "-1", 1, false},
+      {kUnit, "2", 0, false},
+      {kUnit, "1.5", 2, false},
+      {kUnit, "10", 1, false},
+      {kUnit, "1.0001", 5, false},
+      {kUnit, "00", 1, false},
+      {kUnit, "01", 1, false},
+      {kUnit, ".5", 0, false},
+      {kUnit, "+1", 0, false},
+
+      {kOpenZero, "0", kAll, false},  // 0.5 may follow
+      {kOpenZero, "0.0", kAll, false},
+      {kOpenZero, "0.00", kAll, false},
+      {kOpenZero, "0.0001", kAll, true},
+      {kOpenZero, "1", kAll, true},
+      {kOpenZero, "1.0", kAll, true},
+      {kOpenZero, "1.01", 3, false},
+      {kOpenZero, "-", 0, false},
+
+      {kQuarter, "0", kAll, false},
+      {kQuarter, "0.", kAll, false},
+      {kQuarter, "0.2", kAll, false},  // 0.25 follows
+      // A reader rounds 0.24999999999999999 (17 nines) onto 0.25: "0.24" lives on that far.
+      {kQuarter, "0.24", kAll, false},
+      {kQuarter, "0.2499", kAll, false},
+      {kQuarter, "0.2499999999999999", kAll, false},  // 16 nines: 4 ulps below
+      {kQuarter, "0.24999999999999999", kAll, true},
+      {kQuarter, "0.248", 4, false},
+      {kQuarter, "0.2498", 5, false},
+      {kQuarter, "0.23", 3, false},
+      {kQuarter, "0.25", kAll, true},
+      {kQuarter, "0.250", kAll, true},
+      {kQuarter, "0.3", kAll, true},
+      {kQuarter, "0.75", kAll, true},
+      {kQuarter, "0.7500", kAll, true},
+      {kQuarter, "0.7501", 5, false},
+      {kQuarter, "0.76", 3, false},
+      {kQuarter, "0.8", 2, false},
+      {kQuarter, "1", 0, false},
+      {kQuarter, "-", 0, false},
+
+      {kNeg, "-", kAll, false},
+      {kNeg, "-3", kAll, true},
+      {kNeg, "-2", kAll, false},  // -2 itself is excluded, -2.5 follows
+      {kNeg, "-2.", kAll, false},
+      {kNeg, "-2.0", kAll, false},
+      {kNeg, "-2.00001", kAll, true},
+      {kNeg, "-2.5", kAll, true},
+      {kNeg, "-5", kAll, true},
+      {kNeg, "-5.5", kAll, true},
+      {kNeg, "-5.50", kAll, true},
+      {kNeg, "-5.51", 4, false},
+      {kNeg, "-5.6", 3, false},
+      {kNeg, "-6", 1, false},
+      {kNeg, "-1", 1, false},
+      {kNeg, "-20", 2, false},
+      {kNeg, "-0", 1, false},
+      {kNeg, "0", 0, false},
+
+      {kLow, "2", kAll, false},
+      {kLow, "2.4", kAll, false},  // 2.4999999999999999 reads as 2.5
+      {kLow, "2.4999999999999999", kAll, true},
+      {kLow, "2.499999999999999", kAll, false},
+      {kLow, "2.3", 2, false},
+      {kLow, "2.5", kAll, true},
+      {kLow, "3", kAll, true},
+      {kLow, "1", kAll, false},  // 10 follows
+      {kLow, "1.5", 1, false},
+      {kLow, "10", kAll, true},
+      {kLow, "0", 0, false},
+      {kLow, "-", 0, false},
+      // At most 17 significant digits (then zeros): refused at an 18th.
+      {kLow, "123456789012345678901234567890", 17, false},
+      {kLow, "12345678901234567000000000000000000000", kAll, true},
+
+      {kHigh, "-", kAll, false},
+      {kHigh, "-0", kAll, false},
+      {kHigh, "-0.1", kAll, false},    // -0.13 follows
+      {kHigh, "-0.12", kAll, false},   // -0.126 follows
+      {kHigh, "-0.125", kAll, false},  // excluded, -0.1251 follows
+      {kHigh, "-0.1251", kAll, true},
+      {kHigh, "-0.124", 5, false},
+      {kHigh, "-0.0", 3, false},
+      {kHigh, "-0.2", kAll, true},
+      {kHigh, "-1", kAll, true},
+      {kHigh, "-123456789012345678901234567890", 18, false},
+      {kHigh, "-12345678901234567000000000000", kAll, true},
+      {kHigh, "0", 0, false},
+
+      {kDraft4, "0", kAll, false},
+      {kDraft4, "0.0", kAll, false},
+      {kDraft4, "0.01", kAll, true},
+      {kDraft4, "0.49", kAll, true},
+      {kDraft4, "0.4999999", kAll, true},
+      {kDraft4, "0.5", 2, false},
+      {kDraft4, "-", 0, false},
+      {kDraft4Off, "0", kAll, true},
+      {kDraft4Off, "1", kAll, true},
+      {kDraft4Off, "1.1", 2, false},
+
+      {kPoint, "1.5", kAll, true},
+      {kPoint, "1.50", kAll, true},
+      {kPoint, "1.51", 3, false},
+      {kPoint, "1.4", kAll, false},
+      {kPoint, "1.3", 2, false},
+      {kPoint, "1", kAll, false},
+      {kPoint, "1.", kAll, false},
+      {kPoint, "2", 0, false},
+      {kPoint, "-", 0, false},
+
+      {kZero, "0", kAll, true},
+      {kZero, "-0", kAll, true},
+      {kZero, "0.000", kAll, true},
+      {kZero, "-0.0", kAll, true},
+      {kZero, "0.001", 4, false},
+      {kZero, "-0.01", 4, false},
+      {kZero, "1", 0, false},
+
+      {kBig, "1000000000000000", kAll, true},
+      {kBig, "999999999999999", kAll, false},  // another digit follows
+      {kBig, "999999999999999.", kAll, false},
+      {kBig, "999999999999999.8", 16, false},
+      {kBig, "999999999999999.9", kAll, false},
+      {kBig, "999999999999999.93", 17, false},   // 17 digits, and it reads below 1e15
+      {kBig, "999999999999999.94", kAll, true},  // reads as 1e15
+      {kBig, "1000000000000000.5", kAll, true},
+      {kNegBig, "-1000000000000000", kAll, true},
+      {kNegBig, "-999999999999999", kAll, false},
+      {kNegBig, "-999999999999999.", kAll, false},
+      {kNegBig, "-999999999999999.8", 17, false},
+      {kNegBig, "-1000000000000000.5", kAll, true},
+      {kNegBig, "1", 0, false},
+  });
+}
+
+// Inside containers, unions and type lists.
+TEST(JsonMatcher, NumberBoundsInContext) {
+  Schema arr = S(R"({"type":"array","items":{"type":"number","minimum":0,"maximum":1}})");
+  EXPECT_TRUE(matches(arr, "[0.5,1,0,-0,1.000]"));
+  EXPECT_EQ(taken(arr, "[1.]"), 3u);
+  EXPECT_EQ(taken(arr, "[0.5,1.5]"), 7u);
+  EXPECT_EQ(taken(arr, "[2]"), 1u);
+  Schema open = S(R"({"type":"array","items":{"type":"number","exclusiveMinimum":0}})");
+  EXPECT_EQ(taken(open, "[0]"), 2u);  // 0 may not end
+  EXPECT_EQ(taken(open, "[0.0,1]"), 4u);
+  EXPECT_TRUE(matches(open, "[0.01, 7]"));
+
+  Schema obj = S(R"({"type":"object","properties":{"p":{"type":"number","minimum":-1,
+    "exclusiveMaximum":1}},"required":["p"]})");
+  EXPECT_TRUE(matches(obj, R"({"p":-1})"));
+  EXPECT_TRUE(matches(obj, R"({"p": 0.999 })"));
+  EXPECT_EQ(taken(obj, R"({"p":1})"), 5u);
+  EXPECT_EQ(taken(obj, R"({"p":-1.5})"), 8u);
+
+  // Disjoint ranges in anyOf: a prefix lives while one branch can still take it.
+  Schema split = S(R"({"anyOf":[{"type":"number","minimum":0,"maximum":1},
+    {"type":"number","minimum":10,"maximum":20}]})");
+  EXPECT_TRUE(matches(split, "1"));
+  EXPECT_TRUE(matches(split, "15.5"));
+  EXPECT_TRUE(matches(split, "0.5"));
+  EXPECT_TRUE(matches(split, "20"));
+  EXPECT_EQ(taken(split, "5"), 0u);
+  EXPECT_EQ(taken(split, "1.5"), 2u);
+  EXPECT_EQ(taken(split, "21"), 1u);
+  EXPECT_EQ(taken(split, "200"), 2u);
+
+  // A type list with bounds: each type keeps them (integers rounded inward).
+  Schema either = S(R"({"type":["integer","number"],"minimum":0.5,"maximum":2.5})");
+  for (const char* ok : {"1", "2", "0.5", "2.5", "1.75"}) EXPECT_TRUE(matches(either, ok)) << ok;
+  EXPECT_EQ(taken(either, "3"), 0u);
+  EXPECT_EQ(taken(either, "2.6"), 2u);
+  EXPECT_EQ(taken(either, "0.3"), 2u);
+  EXPECT_FALSE(matches(either, "0.4"));
+  EXPECT_FALSE(matches(either, "0"));
+  Schema maybe = S(R"({"type":["number","null"],"minimum":-1,"maximum":1})");
+  EXPECT_TRUE(matches(maybe, "null"));
+  EXPECT_TRUE(matches(maybe, "-0.5"));
+  EXPECT_EQ(taken(maybe, "-1.5"), 3u);
+
+  // Bounds without a type make it "number".
+  Schema untyped = S(R"({"minimum":0,"maximum":1})");
+  EXPECT_TRUE(matches(untyped, "0.5"));
+  EXPECT_EQ(taken(untyped, "2"), 0u);
+  EXPECT_EQ(taken(untyped, "\"a\""), 0u);
+  EXPECT_EQ(taken(untyped, "1e0"), 1u);
+
+  // Integer bounds are unchanged: exact 64-bit integers, no fraction.
+  Schema integer = S(R"({"type":"integer","minimum":0.5,"maximum":1e18})");
+  EXPECT_TRUE(matches(integer, "1"));
+  EXPECT_TRUE(matches(integer, "1000000000000000000"));
+  EXPECT_EQ(taken(integer, "0"), 0u);
+  EXPECT_EQ(taken(integer, "1.5"), 1u);
+  EXPECT_EQ(taken(integer, "1000000000000000001"), 18u);
+}
+
+// Bounds that are not binary fractions (0.1 …): the schema's number is the double nearest its
+// text, and so is a reader's value of the document's text. An inclusive bound written as its
+// shortest text is within range; an exclusive one is not, and neither is anything a reader parses
+// to the same double.
+TEST(JsonMatcher, NumberBoundsAtTheirDoubles) {
+  expect_number_cases({
+      {R"({"type":"number","minimum":0.1})", "0.1", kAll, true},
+      {R"({"type":"number","minimum":0.1})", "0.10", kAll, true},
+      {R"({"type":"number","minimum":0.1})", "0.09", kAll, false},  // 0.099999999999999999
+      {R"({"type":"number","minimum":0.1})", "0.0", kAll, false},
+      {R"({"type":"number","minimum":0.1})", "0.08", 3, false},
+      {R"({"type":"number","minimum":0.1})", "0.09999999999999999", kAll, false},
+      {R"({"type":"number","minimum":0.1})", "0.099999999999999999", kAll, true},
+      {R"({"type":"number","maximum":-0.1})", "-0.1", kAll, true},
+      {R"({"type":"number","maximum":0.1000001})", "0.1000001", kAll, true},
+      {R"({"type":"number","maximum":0.1000001})", "0.10000010", kAll, true},
+      {R"({"type":"number","maximum":0.1000001})", "0.1000002", 8, false},
+      {R"({"type":"number","minimum":-0.1000001})", "-0.1000001", kAll, true},
+      {R"({"type":"number","minimum":0.1,"maximum":0.1000001})", "0.1", kAll, true},
+      {R"({"type":"number","minimum":0.1,"maximum":0.1000001})", "0.1000001", kAll, true},
+      {R"({"type":"number","minimum":0.1,"maximum":0.1000001})", "0.10000005", kAll, true},
+      {R"({"type":"number","minimum":0.1,"maximum":0.1000001})", "0.10000011", 9, false},
+      {R"({"type":"number","minimum":0.1,"maximum":0.1000001})", "0.2", 2, false},
+      {R"({"type":"number","minimum":0.15,"maximum":0.15})", "0.15", kAll, true},
+      {R"({"type":"number","minimum":0.15,"maximum":0.15})", "0.150", kAll, true},
+      {R"({"type":"number","minimum":1e-15})", "0.000000000000001", kAll, true},
+      {R"({"type":"number","minimum":1e-15})", "0.0000000000000009", kAll, false},
+      {R"({"type":"number","minimum":1e-15})", "0.0000000000000008", 17, false},
+      {R"({"type":"number","exclusiveMinimum":0,"maximum":1e-12})", "0.000000000001", kAll, true},
+      {R"({"type":"number","exclusiveMinimum":0,"maximum":1e-12})", "0.0000000000011", 14, false},
+      {R"({"type":"number","minimum":0.001,"maximum":0.002})", "0.001", kAll, true},
+      {R"({"type":"number","minimum":0.001,"maximum":0.002})", "0.002", kAll, true},
+      {R"({"type":"number","minimum":-0.3,"maximum":-0.1})", "-0.3", kAll, true},
+      {R"({"type":"number","minimum":-0.3,"maximum":-0.1})", "-0.1", kAll, true},
+      // Exclusive: the bound's own text is out, and so is what a reader rounds onto it.
+      {R"({"type":"number","exclusiveMaximum":0.1})", "0.1", 2, false},
+      {R"({"type":"number","exclusiveMaximum":0.1})", "0.0999", kAll, true},
+      {R"({"type":"number","exclusiveMinimum":0.1})", "0.1", kAll, false},
+      {R"({"type":"number","exclusiveMinimum":0.1})", "0.1000001", kAll, true},
+      {R"({"type":"number","exclusiveMinimum":-0.1})", "-0.1", 3, false},
+      {R"({"type":"number","exclusiveMaximum":-0.1})", "-0.1", kAll, false},
+      {R"({"type":"number","exclusiveMinimum":0,"exclusiveMaximum":1e-15})", "0.000000000000001",
+       16, false},
+      {R"({"type":"number","exclusiveMaximum":1})", "0.99999999999999999999", 18, false},
+  });
+}
+
+// Past 17 significant digits the digits still count: a reader's double of the whole text must be
+// within (near a bound, the 18th digit decides), and a value halfway between two doubles reads as
+// the one with an even mantissa.
+// A bounded number has at most 17 significant digits (zeros may follow them), so its value is
+// never in doubt; within them it is judged by the double a reader makes of it (the bound widened
+// by half an ulp).
+TEST(JsonMatcher, NumberBoundsSeventeenSignificantDigits) {
+  expect_number_cases({
+      // 0.25 + 2e-17 reads as 0.25 (half an ulp above 0.25 is 2.8e-17); + 3e-17 does not.
+      {R"({"type":"number","maximum":0.25})", "0.25000000000000002", kAll, true},
+      {R"({"type":"number","maximum":0.25})", "0.25000000000000003", 18, false},
+      {R"({"type":"number","maximum":0.25})", "0.250000000000000028", 19, false},  // 18th digit
+      {R"({"type":"number","maximum":0.25})", "0.25000000000000002000", kAll, true},
+      {R"({"type":"number","maximum":0.25})", "0.2500000000000000200001", 23, false},
+      // Below 0.25 half an ulp is 1.4e-17: 0.25 - 1e-17 reads as 0.25, 0.25 - 2e-17 does not.
+      {R"({"type":"number","minimum":0.25})", "0.24999999999999999", kAll, true},
+      {R"({"type":"number","minimum":0.25})", "0.24999999999999998", 18, false},
+      {R"({"type":"number","minimum":-0.25})", "-0.25000000000000001", kAll, true},
+      {R"({"type":"number","minimum":-0.25})", "-0.25000000000000003", 19, false},
+      // Integer zeros past the 17 digits scale the value.
+      {R"({"type":"number","minimum":1e15})", "99999999999999990", kAll, true},
+      {R"({"type":"number","maximum":1e15})", "1000000000000000.0", kAll, true},
+      {R"({"type":"number","maximum":1e15})", "1000000000000000.1", 17, false},
+  });
+}
+
+namespace {
+// The oracle for bounded numbers: exact decimal arithmetic on values scaled by 10^12 (the ranges
+// below are binary fractions with a few decimals), plus what a reader's rounding to a double adds:
+// values just below a closed lower end (of the magnitude: minimum, or a negative maximum) read as
+// that end.
+using Int128 = __int128;
+constexpr int kOracleDecimals = 12;
+constexpr Int128 pow10i(int k) {
+  Int128 r = 1;
+  while (k-- > 0) r *= 10;
+  return r;
+}
+constexpr Int128 kOracleScale = pow10i(kOracleDecimals);
+constexpr Int128 kOracleFar = pow10i(36);  // past every value below, scaled
+
+struct OracleRange {
+  Int128 lo = -kOracleFar, hi = kOracleFar;  // scaled
+  bool lo_open = false, hi_open = false;
+  bool contains(Int128 x) const {
+    return (lo_open ? x > lo : x >= lo) && (hi_open ? x < hi : x <= hi);
+  }
+  OracleRange negated() const { return {-hi, -lo, hi_open, lo_open}; }
+};
+
+// Some a + t·step (t >= 0) below a + width lies in r, or (with `fine` steps) comes so close
+// below a closed lower end that a reader rounds it onto that end's double.
+bool grid_meets(Int128 a, Int128 width, Int128 step, const OracleRange& r, bool fine) {
+  if (fine && !r.lo_open && a + width == r.lo && r.lo <= r.hi) return true;
+  Int128 g = a;
+  if (r.lo > a) g = a + (r.lo - a + step - 1) / step * step;
+  if (r.lo_open && g == r.lo) g += step;
+  return g < a + width && (r.hi_open ? g < r.hi : g <= r.hi);
+}
+
+Int128 oracle_step(size_t decimals) {
+  return pow10i(kOracleDecimals - static_cast<int>(std::min<size_t>(decimals, kOracleDecimals)));
+}
+// Enough decimals to come within half a double's ulp of the bounds below.
+constexpr size_t kFineDecimals = 24;
+
+// Whether `p` (over "-0123456789.eE+") can still become a number without an exponent, at most 40
+// characters, within r; and whether it is one already.
+Prefix number_prefix(const std::string& p, const OracleRange& r) {
+  if (p.empty() || p == "-") {
+    bool viable = false;
+    for (const char* d : {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"})
+      viable = viable || number_prefix(p + d, r).viable;
+    if (p.empty()) viable = viable || number_prefix("-", r).viable;
+    return {viable, false};
+  }
+  const bool neg = p[0] == '-';
+  const OracleRange m = neg ? r.negated() : r;  // the range of the magnitude
+  const std::string body = p.substr(neg ? 1 : 0);
+  const size_t dot = body.find('.');
+  const std::string int_digits = body.substr(0, dot);
+  const std::string frac = dot == std::string::npos ? "" : body.substr(dot + 1);
+  const auto digits = [](const std::string& t) {
+    return std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if (int_digits.empty() || !digits(int_digits) || !digits(frac)) return {false, false};
+  if (int_digits.size() > 1 && int_digits[0] == '0') return {false, false};
+  const size_t room = JsonMatcher::kMaxNumberChars - std::min(p.size(), size_t{40});
+  Int128 whole = 0;
+  for (char c : int_digits) whole = whole * 10 + (c - '0');
+  if (dot != std::string::npos) {
+    if (frac.size() > kOracleDecimals) return {false, false};  // not asked below
+    if (frac.empty() && room == 0) return {false, false};
+    Int128 f = 0;
+    for (char c : frac) f = f * 10 + (c - '0');
+    const Int128 unit = pow10i(kOracleDecimals - static_cast<int>(frac.size()));
+    const Int128 a = whole * kOracleScale + f * unit;
+    return {grid_meets(a, unit, oracle_step(frac.size() + room), m,
+                       frac.size() + room >= kFineDecimals),
+            !frac.empty() && m.contains(a)};
+  }
+  const bool complete = m.contains(whole * kOracleScale);
+  if (whole == 0)  // "0", then only a fraction
+    return {complete || (room >= 2 && grid_meets(0, kOracleScale, oracle_step(room - 1), m,
+                                                 room - 1 >= kFineDecimals)),
+            complete};
+  // k more integer digits, then maybe a fraction with the characters left.
+  Int128 a = whole * kOracleScale, width = kOracleScale;
+  for (size_t k = 0; k <= room && a <= kOracleFar; ++k, a *= 10, width *= 10) {
+    const size_t left = room - k;
+    const size_t decimals = left >= 2 ? left - 1 : 0;
+    if (grid_meets(a, width, oracle_step(decimals), m, decimals >= kFineDecimals))
+      return {true, complete};
+  }
+  return {false, complete};
+}
+}  // namespace
+
+// Every prefix over "-0123456789.eE+" up to a few characters: a byte is taken exactly when some
+// completion lands in range, the text is accepting exactly when it is in range, and finished
+// exactly when it is in range and no byte may follow.
+TEST(JsonMatcher, NumberBoundsExhaustive) {
+  const Int128 u = kOracleScale, far = kOracleFar;
+  struct Bounds {
+    const char* schema;
+    OracleRange range;
+    size_t max_len;
+  };
+  const Bounds cases[] = {
+      {R"({"type":"number","minimum":0,"maximum":1})", {0, u, false, false}, 6},
+      {R"({"type":"number","exclusiveMinimum":0,"maximum":1})", {0, u, true, false}, 6},
+      {R"({"type":"number","minimum":0.25,"maximum":0.75})", {u / 4, 3 * u / 4, false, false}, 6},
+      {R"({"type":"number","minimum":-5.5,"exclusiveMaximum":-2})",
+       {-11 * u / 2, -2 * u, false, true},
+       6},
+      {R"({"type":"number","minimum":2.5})", {5 * u / 2, far, false, false}, 4},
+      {R"({"type":"number","exclusiveMaximum":-0.125})", {-far, -u / 8, false, true}, 4},
+      {R"({"type":"number","exclusiveMinimum":0})", {0, far, true, false}, 4},
+      {R"({"type":"number","minimum":0,"exclusiveMinimum":true,"maximum":0.5,)"
+       R"("exclusiveMaximum":true})",
+       {0, u / 2, true, true},
+       6},
+      {R"({"type":"number","minimum":-1,"maximum":1})", {-u, u, false, false}, 5},
+      {R"({"type":"number","minimum":1.5,"maximum":1.5})", {3 * u / 2, 3 * u / 2, false, false}, 6},
+      {R"({"type":"number","exclusiveMinimum":-0.5,"exclusiveMaximum":0})",
+       {-u / 2, 0, true, true},
+       6},
+      {R"({"type":"number","minimum":0,"maximum":0})", {0, 0, false, false}, 6},
+      {R"({"type":"number","minimum":-1000.5,"maximum":99.75})",
+       {-2001 * u / 2, 399 * u / 4, false, false},
+       4},
+      {R"({"type":"number","exclusiveMinimum":100,"maximum":200.5})",
+       {100 * u, 401 * u / 2, true, false},
+       6},
+      {R"({"type":"number","minimum":0.0625,"exclusiveMaximum":0.0703125})",
+       {u / 16, 9 * u / 128, false, true},
+       7},
+      {R"({"type":"number","minimum":-3.75,"maximum":-2})", {-15 * u / 4, -2 * u, false, false}, 6},
+  };
+  const std::string alphabet = "-0123456789.eE+";
+  for (const Bounds& c : cases) {
+    Schema s = S(c.schema);
+    std::vector<std::string> wrong;
+    std::vector<std::pair<std::string, JsonMatcher>> todo;
+    todo.emplace_back("", JsonMatcher(s));
+    JsonMatcher next(s);
+    size_t visited = 0;
+    while (!todo.empty()) {
+      auto [p, m] = std::move(todo.back());
+      todo.pop_back();
+      ++visited;
+      const Prefix here = number_prefix(p, c.range);
+      if (m.accepting() != here.complete)
+        wrong.push_back(fmt::format("'{}' accepting {}", p, m.accepting()));
+      bool more = false;
+      for (char ch : alphabet) more = more || number_prefix(p + ch, c.range).viable;
+      if (m.finished() != (here.complete && !more))
+        wrong.push_back(fmt::format("'{}' finished {}", p, m.finished()));
+      if (p.size() >= c.max_len) continue;
+      for (char ch : alphabet) {
+        const std::string q = p + ch;
+        next = m;
+        const bool got = next.feed(static_cast<uint8_t>(ch));
+        const bool want = number_prefix(q, c.range).viable;
+        if (got != want) wrong.push_back(fmt::format("'{}' taken {}", q, got));
+        if (got && want) todo.emplace_back(q, next);
+      }
+    }
+    const size_t n_wrong = wrong.size();
+    wrong.resize(std::min<size_t>(wrong.size(), 12));
+    EXPECT_EQ(n_wrong, 0u) << c.schema << ": " << fmt::format("{}", fmt::join(wrong, ", "));
+    EXPECT_GT(visited, 5u) << c.schema;
+  }
+}
+
+// The 40-character cap: a digit is refused where no completion within it can land in range, and a
+// number that reaches it in range is finished.
+TEST(JsonMatcher, NumberBoundsNearTheCap) {
+  Schema pos = S(R"({"type":"number","exclusiveMinimum":0})");
+  const std::string zeros37 = "0." + std::string(37, '0');  // 39 characters, 0 so far
+  {
+    JsonMatcher m(pos);
+    ASSERT_TRUE(m.feed(zeros37));
+    EXPECT_FALSE(m.accepting());
+    JsonMatcher last = m;
+    EXPECT_FALSE(last.feed("0"));  // 40 characters of 0
+    ASSERT_TRUE(m.feed("1"));
+    EXPECT_TRUE(m.accepting());
+    EXPECT_TRUE(m.finished());
+  }
+  EXPECT_EQ(taken(pos, zeros37 + "01"), 39u);
+  Schema neg = S(R"({"type":"number","exclusiveMaximum":0})");
+  EXPECT_TRUE(matches(neg, "-0." + std::string(36, '0') + "1"));
+  EXPECT_EQ(taken(neg, "-0." + std::string(37, '0') + "1"), 39u);
+  Schema unit = S(R"({"type":"number","minimum":0,"maximum":1})");
+  JsonMatcher full(unit);
+  ASSERT_TRUE(full.feed("0." + std::string(38, '0')));
+  EXPECT_TRUE(full.accepting());
+  EXPECT_TRUE(full.finished());
+  Schema arr = S(R"({"type":"array","items":{"type":"number","exclusiveMinimum":0}})");
+  EXPECT_EQ(taken(arr, "[" + zeros37 + "0]"), 40u);
+  EXPECT_TRUE(matches(arr, "[" + zeros37 + "1]"));
+  // Large magnitudes fit in the cap too.
+  Schema big = S(R"({"type":"number","minimum":1e15})");
+  EXPECT_EQ(taken(big, std::string(40, '9')), 17u);  // an 18th significant digit
+  EXPECT_TRUE(matches(big, std::string(17, '9') + std::string(23, '0')));
+  EXPECT_EQ(taken(big, "1000000000000000." + std::string(23, '5')), 18u);
+  EXPECT_TRUE(matches(big, "1000000000000000.5" + std::string(22, '0')));
+  Schema tiny = S(R"({"type":"number","minimum":1e-15,"exclusiveMaximum":2e-15})");
+  EXPECT_TRUE(matches(tiny, "0.0000000000000015"));
+  EXPECT_TRUE(matches(tiny, "0.00000000000000199999"));
+  EXPECT_EQ(taken(tiny, "0.000000000000002"), 16u);
+  EXPECT_EQ(taken(tiny, "0.0000000000000008"), 17u);
+}
+
+namespace {
+// Feeds `steer` into an array of `item`s, skipping the bytes the matcher refuses and checking that
+// some byte is allowed after each; then ends the number and the array with the first of
+// "]0123456789." each step takes, until finished, and checks the reference accepts the text.
+std::string steer_walk(const std::string& item, const std::string& steer) {
+  const std::string schema_text = R"({"type":"array","items":)" + item + "}";
+  Schema s = S(schema_text);
+  JsonMatcher m(s), c(s);
+  std::string text = "[";
+  if (!m.feed(text)) return "'[' refused";
+  const auto stuck = [&] {
+    for (int b = 0; b < 256; ++b) {
+      c = m;
+      if (c.feed(static_cast<uint8_t>(b))) return false;
+    }
+    return true;
+  };
+  for (const char ch : steer) {
+    c = m;
+    if (c.feed(static_cast<uint8_t>(ch))) {
+      m = c;
+      text += ch;
+    }
+    if (stuck()) return "a dead end after " + text;
+  }
+  for (int i = 0; i < 64 && !m.finished(); ++i) {
+    bool fed = false;
+    for (const char ch : std::string_view("]0123456789.")) {
+      c = m;
+      if (c.feed(static_cast<uint8_t>(ch))) {
+        m = c;
+        text += ch;
+        fed = true;
+        break;
+      }
+    }
+    if (!fed) return "cannot end after " + text;
+  }
+  if (!m.finished()) return "not finished after " + text;
+  const std::string why = check_document(Reference{json::parse(schema_text)}, text);
+  return why.empty() ? "" : "accepted " + text + ": " + why;
+}
+}  // namespace
+
+// Walks steered along a bound (its digits, then nines or zeros past long double precision) never
+// strand the number: some byte is always allowed, and the text ends valid.
+TEST(JsonMatcher, NumberBoundsNeverDeadEnd) {
+  const std::string n40(40, '9'), z40(40, '0');
+  const std::pair<const char*, std::vector<std::string>> cases[] = {
+      {R"({"type":"number","minimum":0,"exclusiveMaximum":1})",
+       {"0." + n40, "1.0000", "0.99999999999999999999999"}},
+      {R"({"type":"number","minimum":0,"maximum":1})", {"1." + z40, "0." + n40, "1." + z40 + "1"}},
+      {R"({"type":"number","exclusiveMinimum":0})", {"0." + z40 + "1", "-0." + z40}},
+      {R"({"type":"number","exclusiveMaximum":0})", {"-0." + z40 + "1", "0." + z40}},
+      {R"({"type":"number","minimum":0.1})", {"0.1" + z40, "0.0" + n40, "0.09" + n40}},
+      {R"({"type":"number","exclusiveMaximum":0.1})", {"0.0" + n40, "0.1", "0.1" + z40}},
+      {R"({"type":"number","minimum":0.1,"maximum":0.1000001})",
+       {"0.1000001" + z40, "0.1000000" + n40, "0.100000099999" + n40, "0.1" + z40}},
+      {R"({"type":"number","minimum":0.15,"maximum":0.15})",
+       {"0.15" + z40, "0.14" + n40, "0.1499999999999999944488848768742172978818"}},
+      {R"({"type":"number","minimum":1e-15})", {"0." + std::string(14, '0') + n40, "0." + z40}},
+      {R"({"type":"number","exclusiveMinimum":0,"maximum":1e-15})",
+       {"0." + z40 + "1", "0.000000000000001" + z40, "0.000000000000000" + n40}},
+      {R"({"type":"number","minimum":-5.5,"exclusiveMaximum":-2})",
+       {"-2." + z40 + "1", "-5.5" + z40 + "1", "-1.9" + n40, "-5.4" + n40}},
+      {R"({"type":"number","minimum":1e15})",
+       {n40, "999999999999999." + n40, "999999999999999.9375" + z40}},
+      // Near a bound the 18th and later significant digits decide.
+      {R"({"type":"number","minimum":0.25})", {"0.2499999999999999862" + z40}},
+      {R"({"type":"number","maximum":0.25})", {"0.25000000000000002776"}},
+      {R"({"type":"number","exclusiveMaximum":-1e15})",
+       {"-1000000000000000" + z40 + "1", "-999999999999999." + n40}},
+      {R"({"type":"number","minimum":-1e-15,"maximum":1e-15})",
+       {"-0." + z40 + "1", "0.000000000000001" + z40 + "1", "-0.000000000000000" + n40}},
+  };
+  for (const auto& [item, steers] : cases)
+    for (const std::string& steer : steers)
+      EXPECT_EQ(steer_walk(item, steer), "") << item << " steered by " << steer;
 }
 
 // ---- Literals ----

@@ -443,6 +443,11 @@ TEST_F(Serve, OversizedFormBodyAndDeepSchemaAreClearErrors) {
   EXPECT_NE(res->body.find("nested deeper than 128 levels"), std::string::npos) << res->body;
   const json ok = post(chat_body({{"user", "hi"}}, 2));
   EXPECT_EQ(ok["choices"][0]["finish_reason"], "length");
+  // Tools a request says not to use are no tools.
+  json none = chat_body({{"user", "hi"}}, 2);
+  none["tools"] = json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}});
+  none["tool_choice"] = "none";
+  EXPECT_EQ(post(none)["choices"][0]["finish_reason"], "length");
 }
 
 // POST /v1/completions: the prompt continued as it stands (no chat template) — `strata run`'s

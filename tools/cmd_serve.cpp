@@ -279,8 +279,12 @@ CompletionRequest parse_request(const std::string& body_text, const engine::Samp
   r.stream = boolean(body, "stream");
   r.schema = parse_response_format(body);
   // Function calling needs the template's tool syntax and a parser for the model's calls: refused
-  // (as llama.cpp's server does without --jinja) rather than ignored, so a client knows.
-  if (const json* tools = field(body, "tools"); tools && !(tools->is_array() && tools->empty()))
+  // (as llama.cpp's server does without --jinja) rather than ignored, so a client knows; tools
+  // with tool_choice "none" are no tools.
+  const json* tool_choice = field(body, "tool_choice");
+  const bool no_tools = tool_choice && tool_choice->is_string() && *tool_choice == "none";
+  if (const json* tools = field(body, "tools");
+      tools && !no_tools && !(tools->is_array() && tools->empty()))
     throw BadRequest{400,
                      "'tools' (function calling) is not supported; response_format json_schema "
                      "gives structured output"};
