@@ -33,7 +33,6 @@ const std::set<std::string, std::less<>> kAnnotations = {
 };
 // Keywords that constrain in a way this matcher does not follow: refused by name.
 const std::set<std::string, std::less<>> kRefused = {
-    "pattern",
     "patternProperties",
     "propertyNames",
     "minProperties",
@@ -60,6 +59,7 @@ const std::set<std::string, std::less<>> kRefused = {
 // The keywords compile() reads (the rest of a schema object must be an annotation or unknown).
 const std::set<std::string, std::less<>> kKnown = {
     "type",
+    "pattern",
     "enum",
     "const",
     "anyOf",
@@ -194,7 +194,7 @@ class SchemaCompiler {
       types.push_back("object");
     } else if (has("items") || has("minItems") || has("maxItems")) {
       types.push_back("array");
-    } else if (has("minLength") || has("maxLength")) {
+    } else if (has("minLength") || has("maxLength") || has("pattern")) {
       types.push_back("string");
     } else if (has("minimum") || has("maximum") || has("exclusiveMinimum") ||
                has("exclusiveMaximum")) {
@@ -466,6 +466,22 @@ class SchemaCompiler {
       n.kind = Node::kString;
       n.min = count(x, "minLength", path, 0);
       n.max = count(x, "maxLength", path, UINT32_MAX);
+      if (x.contains("pattern")) {
+        if (!x["pattern"].is_string())
+          fail(ErrorKind::kBadValue, "schema {}: 'pattern' must be a string", path);
+        // Lengths and a pattern together could leave no string both allow mid-way.
+        if (x.contains("minLength") || x.contains("maxLength"))
+          fail(ErrorKind::kBadValue,
+               "schema {}: 'pattern' with 'minLength' / 'maxLength' is not supported (put the "
+               "length in the pattern: {{n,m}})",
+               path);
+        try {
+          n.pattern = std::make_shared<const JsonPattern>(
+              JsonPattern::compile(x["pattern"].get<std::string>()));
+        } catch (const Error& e) {
+          fail(ErrorKind::kBadValue, "schema {}: {}", path, e.what());
+        }
+      }
       if (n.min > n.max)
         fail(ErrorKind::kBadValue, "schema {}: minLength {} > maxLength {}", path, n.min, n.max);
     } else if (t == "integer") {
@@ -753,6 +769,104 @@ bool lex_string(JsonMatcher::Frame& f, uint8_t b, uint32_t max) {
   else if (b >= 0xC2)
     f.utf8 = 1;
   if (b >= 0xC2) f.lead = b;
+  return true;
+}
+
+// A byte of a string with a pattern: lex_string's checks, then the code point it completes steps
+// the pattern's positions (Frame::used). While a character is still being written (UTF-8 bytes,
+// a \u escape, a surrogate pair) the code points it can still become must include one the
+// pattern can take. Frame::hi gathers UTF-8 bits, Frame::lo holds a high surrogate.
+bool lex_pattern_string(JsonMatcher::Frame& f, uint8_t b, const JsonPattern& p) {
+  const JsonMatcher::Frame before = f;
+  if (!lex_string(f, b, UINT32_MAX)) return false;
+  int64_t cp = -1;
+  if (before.esc == 1) {  // b names the escape
+    switch (b) {
+      case 'b':
+        cp = '\b';
+        break;
+      case 'f':
+        cp = '\f';
+        break;
+      case 'n':
+        cp = '\n';
+        break;
+      case 'r':
+        cp = '\r';
+        break;
+      case 't':
+        cp = '\t';
+        break;
+      case 'u':
+        break;
+      default:
+        cp = b;  // " \ /
+    }
+  } else if (before.esc >= 2) {
+    if (f.esc == 0) {  // the fourth hex digit
+      if (before.surr == 2)
+        cp = 0x10000 + ((int64_t(f.lo) - 0xD800) << 10) + (int64_t(f.hex) - 0xDC00);
+      else if (f.surr == 1)
+        f.lo = f.hex;  // a high surrogate: its partner follows
+      else
+        cp = f.hex;
+    }
+  } else if (before.utf8 > 0) {
+    f.hi = f.hi << 6 | (b & 0x3F);
+    if (f.utf8 == 0) cp = f.hi;
+  } else if (before.surr != 1 && b != '\\') {
+    if (b < 0x80)
+      cp = b;
+    else
+      f.hi = b & (b >= 0xF0 ? 0x07 : b >= 0xE0 ? 0x0F : 0x1F);
+  }
+  if (cp >= 0) {
+    f.used = p.step(f.used, uint32_t(cp));
+    return f.used != 0;
+  }
+  // A character under way: the code points it can still end as.
+  const auto supplementary = [](uint32_t high_lo, uint32_t high_hi) {
+    return std::pair<uint32_t, uint32_t>{0x10000 + ((high_lo - 0xD800) << 10),
+                                         0x10000 + ((high_hi - 0xD800) << 10) + 0x3FF};
+  };
+  if (f.utf8 > 0) {
+    const int bits = 6 * f.utf8;
+    uint32_t lo = f.hi << bits, hi = std::min((f.hi << bits) | ((1u << bits) - 1), 0x10FFFFu);
+    // Right after the lead byte its bits alone allow overlong values; the sequence's length
+    // sets the least code point (the continuations then keep to it).
+    if (f.lead) lo = std::max(lo, f.utf8 == 1 ? 0x80u : f.utf8 == 2 ? 0x800u : 0x10000u);
+    if (f.lead == 0xED) hi = std::min(hi, 0xD7FFu);  // not the UTF-16 surrogates
+    return lo <= hi && p.can_step(f.used, lo, hi);
+  }
+  if (f.surr == 1) {  // a high surrogate written: its pair's range
+    const auto [lo, hi] = supplementary(f.lo, f.lo);
+    return p.can_step(f.used, lo, hi);
+  }
+  if (f.esc == 1) {
+    if (f.surr == 2) {
+      const auto [lo, hi] = supplementary(f.lo, f.lo);
+      return p.can_step(f.used, lo, hi);
+    }
+    // \u can write any code point but a lone surrogate.
+    return p.can_step(f.used, 0, 0xD7FF) || p.can_step(f.used, 0xE000, 0x10FFFF);
+  }
+  if (f.esc >= 2) {  // hex digits so far: the escape's range of values
+    const int shift = 4 * (f.esc - 1);
+    const uint32_t lo = uint32_t(f.hex) << shift, hi = lo + (1u << shift) - 1;
+    if (f.surr == 2) {  // the low partner: the pair's code points
+      const uint32_t a = std::max(lo, 0xDC00u), z = std::min(hi, 0xDFFFu);
+      const uint32_t base = 0x10000 + ((f.lo - 0xD800) << 10);
+      return a <= z && p.can_step(f.used, base + (a - 0xDC00), base + (z - 0xDC00));
+    }
+    bool ok = false;
+    if (lo <= 0xD7FF) ok = ok || p.can_step(f.used, lo, std::min(hi, 0xD7FFu));
+    if (hi >= 0xE000) ok = ok || p.can_step(f.used, std::max(lo, 0xE000u), hi);
+    if (lo <= 0xDBFF && hi >= 0xD800) {
+      const auto [a, z] = supplementary(std::max(lo, 0xD800u), std::min(hi, 0xDBFFu));
+      ok = ok || p.can_step(f.used, a, z);
+    }
+    return ok;
+  }
   return true;
 }
 
@@ -1239,14 +1353,17 @@ bool JsonMatcher::consume(Stack& s, uint8_t b) {
         if (f.phase == kStrFirst) {
           if (b != '"') return false;
           f.phase = kStrIn;
+          if (n.pattern) f.used = n.pattern->start();
           return true;
         }
         if (b == '"' && !string_open(f)) {
           if (f.count < n.min) return false;
+          if (n.pattern && !n.pattern->accepts(f.used)) return false;
           s.frames.pop_back();
           return true;
         }
-        return lex_string(f, b, n.max);
+        if (!n.pattern) return lex_string(f, b, n.max);
+        return lex_pattern_string(f, b, *n.pattern);
       case kNumber:
         switch (take_number(f, n, b)) {
           case NumberStep::kTaken:
@@ -1337,7 +1454,8 @@ uint32_t JsonMatcher::plain_string_room() const {
   if (n_alive_ != 1 || alive_[0].frames.empty()) return 0;
   const Frame& f = alive_[0].frames.back();
   if (f.type != kString || f.phase != kStrIn || string_open(f)) return 0;
-  return schema_->node(f.node).max - f.count;
+  const Node& n = schema_->node(f.node);
+  return n.pattern ? 0 : n.max - f.count;
 }
 
 bool JsonMatcher::finished() const {

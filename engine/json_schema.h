@@ -13,7 +13,8 @@
 //   objects: properties, required, additionalProperties (false, true or a schema; when the
 //   schema lists properties and does not say, false: a generated object holds the listed keys
 //   only); keys in any order, each at most once, required ones before '}';
-//   arrays: items, minItems, maxItems; strings: minLength, maxLength (code points);
+//   arrays: items, minItems, maxItems; strings: minLength, maxLength (code points), or a
+//   pattern (json_pattern.h: an ECMA-262 subset, unanchored unless ^ / $ say otherwise);
 //   integers: minimum, maximum, exclusiveMinimum, exclusiveMaximum (exact, within int64);
 //   numbers: the same bounds (0 or magnitudes 1e-15 to 1e15; a bounded number is written without
 //   an exponent and with at most 17 significant digits, zeros after them aside, and its value as
@@ -34,6 +35,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "engine/json_pattern.h"
 
 namespace strata::engine {
 
@@ -70,7 +73,8 @@ class JsonSchema {
     int64_t lo = 0, hi = 0;
     double flo = 0, fhi = 0;  // kNumber's bounds, each inclusive or exclusive
     bool lo_excl = false, hi_excl = false;
-    std::vector<std::string> literals;  // kLiterals: compact JSON texts, sorted, unique
+    std::vector<std::string> literals;           // kLiterals: compact JSON texts, sorted, unique
+    std::shared_ptr<const JsonPattern> pattern;  // kString: `pattern` (null: none)
     // The fewest frames (nesting levels) a value of this node needs to be completed: the matcher
     // opens a value, a key or an item only where it fits under kMaxDepth, so it never dead-ends.
     uint32_t depth = 1;

@@ -771,7 +771,8 @@ std::vector<Case> property_cases() {
 
 TEST(JsonSchema, RefusesUnsupportedKeywordsByName) {
   const std::pair<const char*, const char*> cases[] = {
-      {R"({"type":"string","pattern":"a+"})", "pattern"},
+      {R"js({"type":"string","pattern":"(a)\\1"})js", "backreference"},
+      {R"({"type":"string","pattern":"a","maxLength":3})", "'pattern' with 'minLength'"},
       {R"({"type":"number","multipleOf":2})", "multipleOf"},
       {R"({"type":"array","uniqueItems":true})", "uniqueItems"},
       {R"({"not":{"type":"string"}})", "not"},
@@ -779,7 +780,9 @@ TEST(JsonSchema, RefusesUnsupportedKeywordsByName) {
       {R"({"type":"array","prefixItems":[{"type":"string"}]})", "prefixItems"},
       {R"({"type":"number","minimum":0,"multipleOf":0.5})", "multipleOf"},
       {R"({"allOf":[{"type":"string"},{"maxLength":3}]})", "allOf"},
-      {R"({"type":"object","properties":{"a":{"type":"string","pattern":"x"}}})", "pattern"},
+      {R"js({"type":"object","properties":{"a":{"type":"string","pattern":"x(?=y)"}}})js",
+       "#/properties/a"},
+      {R"({"type":"object","patternProperties":{"^a":{"type":"string"}}})", "patternProperties"},
       {R"({"type":"array","items":{"type":"integer","multipleOf":3}})", "multipleOf"},
   };
   for (const auto& [schema, keyword] : cases) {

@@ -387,8 +387,8 @@ TEST_F(Serve, BadRequestsAre400sAndTheServerGoesOn) {
       {R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "xml"}})",
        "text, json_object or json_schema"},
       {R"({"messages": [{"role": "user", "content": "hi"}], "response_format": )"
-       R"({"type": "json_schema", "json_schema": {"schema": {"type": "string", "pattern": "a"}}}})",
-       "'pattern' is not supported"},
+       R"({"type": "json_schema", "json_schema": {"schema": {"type": "number", "multipleOf": 2}}}})",
+       "'multipleOf' is not supported"},
       {R"({"messages": [{"role": "user", "content": "hi"}], "response_format": )"
        R"({"type": "json_schema", "json_schema": {"schema": {"$ref": "#/$defs/nope"}}}})",
        "names no definition"},
