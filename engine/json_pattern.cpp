@@ -163,8 +163,9 @@ class PatternParser {
   };
 
   [[noreturn]] void bad(const std::string& what) const {
+    const size_t at = esc_start_ != std::string_view::npos ? esc_start_ : at_;
     fail(ErrorKind::kBadValue, "pattern \"{}\": {} at offset {} is not supported", re_, what,
-         at_ + (src_.data() - re_.data()));
+         at + size_t(src_.data() - re_.data()));
   }
 
   // The pattern split at its top-level '|' (outside groups, classes and escapes).
@@ -334,6 +335,13 @@ class PatternParser {
 
   // After a backslash: a class (\d …) into c, or a code point.
   bool escape(Class& c, uint32_t& cp, bool in_class) {
+    esc_start_ = at_ - 1;  // an error names where the escape starts
+    const bool is_class = escape_body(c, cp, in_class);
+    esc_start_ = std::string_view::npos;
+    return is_class;
+  }
+
+  bool escape_body(Class& c, uint32_t& cp, bool in_class) {
     if (!more()) bad("a trailing backslash");
     const char e = src_[at_++];
     switch (e) {
@@ -516,7 +524,8 @@ class PatternParser {
   std::string_view re_;   // the whole pattern
   std::string_view src_;  // without its anchors
   size_t at_ = 0;
-  int groups_ = 0;  // open '(' (recursion depth)
+  int groups_ = 0;                             // open '(' (recursion depth)
+  size_t esc_start_ = std::string_view::npos;  // the escape being read (error offsets)
   std::vector<Node> nodes_;
   std::vector<Class> classes_;
 };

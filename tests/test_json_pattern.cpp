@@ -788,3 +788,17 @@ TEST(JsonPattern, NoDeadEndOnUnwritableCodePoints) {
 }
 
 }  // namespace
+
+namespace {
+
+// An escape's error names the offset of its backslash.
+TEST(JsonPattern, EscapeErrorsNameTheBackslashsOffset) {
+  EXPECT_NE(compile_error(R"((a)\1)").find("a backreference at offset 3"), std::string::npos)
+      << compile_error(R"((a)\1)");
+  EXPECT_NE(compile_error(R"(ab\bc)").find("at offset 2"), std::string::npos)
+      << compile_error(R"(ab\bc)");
+  EXPECT_NE(compile_error(R"(^x\p{L})").find("at offset 2"), std::string::npos)
+      << compile_error(R"(^x\p{L})");
+}
+
+}  // namespace
