@@ -24,6 +24,23 @@ namespace {
 
 constexpr size_t kMaxProperties = 64;  // an object's used keys are one uint64_t
 
+// The patterns of the string formats strata enforces (RFC 3339 dates and times, UUIDs); null
+// for the rest, which stay annotations.
+const char* format_pattern(std::string_view format) {
+  constexpr const char* kDate = R"(\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01]))";
+  constexpr const char* kTime =
+      R"((?:[01]\d|2[0-3]):[0-5]\d:(?:[0-5]\d|60)(?:\.\d+)?(?:[Zz]|[+-](?:[01]\d|2[0-3]):[0-5]\d))";
+  static const std::string date = std::string("^") + kDate + "$";
+  static const std::string time = std::string("^") + kTime + "$";
+  static const std::string date_time = std::string("^") + kDate + "[Tt]" + kTime + "$";
+  if (format == "date") return date.c_str();
+  if (format == "time") return time.c_str();
+  if (format == "date-time") return date_time.c_str();
+  if (format == "uuid")
+    return "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
+  return nullptr;
+}
+
 // Keywords that only annotate: ignored.
 const std::set<std::string, std::less<>> kAnnotations = {
     "title",    "description", "format", "examples",        "example",
@@ -484,6 +501,13 @@ class SchemaCompiler {
       }
       if (n.min > n.max)
         fail(ErrorKind::kBadValue, "schema {}: minLength {} > maxLength {}", path, n.min, n.max);
+      // A `format` OpenAI's structured outputs enforce becomes its pattern, where the string has
+      // no pattern or lengths of its own (then, and for other formats, it stays an annotation).
+      if (x.contains("format") && x["format"].is_string() && !n.pattern &&
+          !x.contains("minLength") && !x.contains("maxLength")) {
+        if (const char* re = format_pattern(x["format"].get<std::string>()))
+          n.pattern = std::make_shared<const JsonPattern>(JsonPattern::compile(re));
+      }
     } else if (t == "integer") {
       n.kind = Node::kInteger;
       if (x.contains("minimum")) {

@@ -6,8 +6,9 @@
 // the sampler: `strata run/chat --json-schema`, `strata serve`'s `response_format`.
 //
 // The subset (anything else that constrains is refused with the keyword's name; annotations —
-// title, description, format, examples, default, $schema, $id, $comment … — are ignored, as
-// JSON Schema itself treats `format`):
+// title, description, examples, default, $schema, $id, $comment … — are ignored, and `format`
+// too except date, time, date-time and uuid, which become patterns on a string without a pattern
+// or lengths of its own):
 //   type (a name or a list of names), enum, const, anyOf / oneOf (taken as anyOf), allOf with
 //   one schema, $ref to "#", "#/$defs/NAME" or "#/definitions/NAME" (recursion allowed);
 //   objects: properties, required, additionalProperties (false, true or a schema; when the

@@ -822,10 +822,33 @@ TEST(JsonSchema, RefusesBadSchemas) {
 
 TEST(JsonSchema, IgnoresAnnotations) {
   Schema s = S(R"({"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"urn:x",
-    "title":"t","description":"d","$comment":"c","type":"string","format":"date-time",
+    "title":"t","description":"d","$comment":"c","type":"string","format":"email",
     "examples":["2020"],"default":"x"})");
-  EXPECT_TRUE(matches(s, R"("not a date")"));
+  EXPECT_TRUE(matches(s, R"("not an address")"));
   EXPECT_FALSE(matches(s, "1"));
+}
+
+// date, time, date-time and uuid (the formats OpenAI's structured outputs enforce that strata
+// does) become patterns; beside a pattern or lengths a format stays an annotation.
+TEST(JsonSchema, EnforcedFormats) {
+  const auto ok = [](const char* format, const char* text) {
+    return matches(S(fmt::format(R"({{"type":"string","format":"{}"}})", format)), text);
+  };
+  EXPECT_TRUE(ok("date", R"("2024-02-29")"));
+  EXPECT_FALSE(ok("date", R"("2024-13-01")"));
+  EXPECT_FALSE(ok("date", R"("2024-1-01")"));
+  EXPECT_EQ(taken(S(R"({"type":"string","format":"date"})"), R"("2024-13")"), 7u);
+  EXPECT_TRUE(ok("time", R"("23:59:60Z")"));
+  EXPECT_TRUE(ok("time", R"("08:30:00.25+05:30")"));
+  EXPECT_FALSE(ok("time", R"("08:30:00")"));  // RFC 3339 full-time: an offset is required
+  EXPECT_FALSE(ok("time", R"("24:00:00Z")"));
+  EXPECT_TRUE(ok("date-time", R"("2024-02-29T08:30:00Z")"));
+  EXPECT_TRUE(ok("date-time", R"("2024-02-29t08:30:00.123-01:00")"));
+  EXPECT_FALSE(ok("date-time", R"("2024-02-29 08:30:00Z")"));
+  EXPECT_TRUE(ok("uuid", R"("123e4567-e89b-12d3-a456-426614174000")"));
+  EXPECT_FALSE(ok("uuid", R"("123e4567e89b12d3a456426614174000")"));
+  EXPECT_TRUE(matches(S(R"({"type":"string","format":"date","maxLength":3})"), R"("abc")"));
+  EXPECT_TRUE(matches(S(R"({"type":"string","format":"date","pattern":"^x"})"), R"("xyz")"));
 }
 
 TEST(JsonSchema, RequiredKeyOutsidePropertiesWithAdditionalProperties) {
