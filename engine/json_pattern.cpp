@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "engine/unicode.h"
 #include "io/check.h"
 
 namespace strata::engine {
@@ -322,14 +323,15 @@ class PatternParser {
     return n;
   }
 
-  // One code point of the pattern's text (UTF-8).
+  // One code point of the pattern's text (UTF-8; nlohmann has checked a schema's strings).
   uint32_t code_point() {
-    const auto b = uint8_t(src_[at_++]);
-    if (b < 0x80) return b;
-    const int len = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 0;
-    if (len == 0 || at_ + size_t(len - 1) > src_.size()) bad("invalid UTF-8");
-    uint32_t cp = b & (0x7F >> len);
-    for (int i = 1; i < len; ++i) cp = cp << 6 | (uint8_t(src_[at_++]) & 0x3F);
+    const size_t start = at_;
+    const uint32_t cp = next_codepoint(src_, at_);
+    // next_codepoint reads a bad sequence as U+FFFD over one byte; the real U+FFFD is 3 bytes.
+    if (cp == 0xFFFD && at_ - start != 3) {
+      at_ = start;
+      bad("invalid UTF-8");
+    }
     return cp;
   }
 

@@ -8,6 +8,7 @@
 #include <set>
 #include <utility>
 
+#include "engine/unicode.h"
 #include "io/check.h"
 
 namespace strata::engine {
@@ -765,18 +766,9 @@ bool lex_string(JsonMatcher::Frame& f, uint8_t b, uint32_t max) {
     return true;
   }
   if (f.utf8 > 0) {
-    // The first continuation after E0, ED, F0, F4 is narrower (no overlong forms, no UTF-16
-    // surrogates, nothing past U+10FFFF).
-    uint8_t lo = 0x80, hi = 0xBF;
-    if (f.lead == 0xE0)
-      lo = 0xA0;
-    else if (f.lead == 0xED)
-      hi = 0x9F;
-    else if (f.lead == 0xF0)
-      lo = 0x90;
-    else if (f.lead == 0xF4)
-      hi = 0x8F;
-    if (b < lo || b > hi) return false;
+    // The first continuation byte (f.lead still set) as strict UTF-8 narrows it.
+    const ByteRange r = f.lead ? utf8_second_byte(f.lead) : ByteRange{0x80, 0xBF};
+    if (b < r.lo || b > r.hi) return false;
     f.lead = 0;
     --f.utf8;
     return true;

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "engine/tokenizer.h"
+#include "engine/unicode.h"
 #include "io/check.h"
 
 namespace strata::engine {
@@ -19,19 +20,17 @@ uint32_t plain_chars(std::string_view t) {
     const auto b = uint8_t(t[i]);
     if (b < 0x20 || b == '"' || b == '\\') return 0;
     size_t len = 1;
-    uint8_t lo = 0x80, hi = 0xBF;
+    ByteRange second{0x80, 0xBF};
     if (b >= 0x80) {
       if (b < 0xC2 || b > 0xF4) return 0;
       len = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : 2;
-      if (b == 0xE0) lo = 0xA0;
-      if (b == 0xED) hi = 0x9F;
-      if (b == 0xF0) lo = 0x90;
-      if (b == 0xF4) hi = 0x8F;
+      second = utf8_second_byte(b);
     }
     if (i + len > t.size()) return 0;  // a character cut by the token's end
     for (size_t k = 1; k < len; ++k) {
       const auto c = uint8_t(t[i + k]);
-      if (c < (k == 1 ? lo : 0x80) || c > (k == 1 ? hi : 0xBF)) return 0;
+      const ByteRange r = k == 1 ? second : ByteRange{0x80, 0xBF};
+      if (c < r.lo || c > r.hi) return 0;
     }
     i += len;
     ++chars;

@@ -17,6 +17,19 @@ inline size_t utf8_seq_len(char lead) {
   return kLen[static_cast<uint8_t>(lead) >> 4];
 }
 
+// Strict UTF-8 (what a JSON string may hold): the range of the byte after `lead`, narrower after
+// E0, ED, F0 and F4 (no overlong forms, no UTF-16 surrogates, nothing past U+10FFFF).
+struct ByteRange {
+  uint8_t lo, hi;
+};
+inline ByteRange utf8_second_byte(uint8_t lead) {
+  if (lead == 0xE0) return {0xA0, 0xBF};
+  if (lead == 0xED) return {0x80, 0x9F};
+  if (lead == 0xF0) return {0x90, 0xBF};
+  if (lead == 0xF4) return {0x80, 0x8F};
+  return {0x80, 0xBF};
+}
+
 // Decodes the code point at text[pos], advancing pos, with llama.cpp's lenient rules: an invalid
 // or truncated sequence yields U+FFFD and advances one byte.
 uint32_t next_codepoint(std::string_view text, size_t& pos);
