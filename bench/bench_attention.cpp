@@ -138,9 +138,10 @@ int main(int argc, char** argv) {
       "# attention core, one decode token's pass over a GQA group: %u heads x %u dims, "
       "%u keys; 1 thread, thread CPU time; %s\n",
       heads, dim, n_kv,
-      attention_group_one_pass(heads, dim, dim) ? "AVX-512 one-pass group kernel"
-      : attention_avx2_supported()              ? "AVX2 kernels"
-                                                : "portable kernel");
+      // attention_rows_group's dispatch (kernels/attention_core.cpp): --dim is a multiple of 32.
+      attention_pair_one_pass(dim, dim) && heads % 2 == 0 ? "AVX-512 one-pass group kernel"
+      : attention_avx2_supported()                        ? "AVX2 group kernel"
+                                                          : "portable kernel");
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> q(size_t{heads} * dim), sc(size_t{heads} * n_kv), out(size_t{heads} * dim),
