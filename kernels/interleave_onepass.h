@@ -3,9 +3,9 @@
 // (chain_group_dot: 4 tokens per pass, the codes built once; session 35: 1.1-1.27x the one-token
 // GEMM it replaced). Instantiated with vpdpbusd by gemv_interleaved_avxvnni.cpp (GEMV and GEMM,
 // AVX-VNNI CPUs) and with vpmaddubsw + vpmaddwd by gemv_interleaved_avx2.cpp (the GEMM only:
-// plain-AVX2 CPUs stream the GEMV faster with the two-half kernel, session 16). Also here: the
-// chain GEMMs of kQ5_0x16 / kQ4_1x16 / kQ5_1x16 (chain_dot_b32, both builds) and kQ8_0x16's
-// kernels (chain_dot_q8, AVX-VNNI only), through gemm_x16_chain (session 36).
+// plain-AVX2 CPUs stream the GEMV faster with the two-half kernel, sessions 16 and 39). Also
+// here: the chain GEMMs of kQ5_0x16 / kQ4_1x16 / kQ5_1x16 (chain_dot_b32, both builds) and
+// kQ8_0x16's kernels (chain_dot_q8, AVX-VNNI only), through gemm_x16_chain (session 36).
 //
 // All 16 rows of a group in one step per block, the blocks in two passes (b % 8 < 4, then the
 // rest): each pass keeps 4 of the 8 canonical accumulators for both 8-row halves (8 registers),
