@@ -382,9 +382,10 @@ class PatternParser {
         const int digits = e == 'u' ? 4 : 2;
         cp = 0;
         for (int i = 0; i < digits; ++i) {
-          if (!more() || !std::isxdigit(uint8_t(peek()))) bad(std::string("a malformed \\") + e);
-          const char h = src_[at_++];
-          cp = cp * 16 + uint32_t(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
+          const int d = more() ? hex_digit(uint8_t(peek())) : -1;
+          if (d < 0) bad(std::string("a malformed \\") + e);
+          ++at_;
+          cp = cp * 16 + uint32_t(d);
         }
         return false;
       }

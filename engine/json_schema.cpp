@@ -714,8 +714,11 @@ bool is_ws(uint8_t b) {
 bool is_digit(uint8_t b) {
   return b >= '0' && b <= '9';
 }
-bool is_hex(uint8_t b) {
-  return is_digit(b) || (b >= 'a' && b <= 'f') || (b >= 'A' && b <= 'F');
+// The values a \u escape with f.esc - 1 hex digits still to come can end at, [lo, hi].
+std::pair<uint32_t, uint32_t> escape_range(const JsonMatcher::Frame& f) {
+  const int shift = 4 * (f.esc - 1);
+  const uint32_t lo = uint32_t(f.hex) << shift;
+  return {lo, lo + (1u << shift) - 1};
 }
 
 // One byte of a JSON string's body (not its closing quote): escapes (\u surrogates in pairs),
@@ -737,15 +740,14 @@ bool lex_string(JsonMatcher::Frame& f, uint8_t b, uint32_t max) {
     return false;
   }
   if (f.esc >= 2) {
-    if (!is_hex(b)) return false;
-    const int d = b <= '9' ? b - '0' : (b | 0x20) - 'a' + 10;
+    const int d = hex_digit(b);
+    if (d < 0) return false;
     f.hex = uint16_t(f.hex * 16 + d);
     if (f.esc > 2) {
       --f.esc;
-      // The values the escape can still end at, [lo, hi]: a low surrogate's partner must land in
+      // The values the escape can still end at: a low surrogate's partner must land in
       // DC00-DFFF, any other escape outside it (a low surrogate alone is not text).
-      const int shift = 4 * (f.esc - 1);
-      const uint32_t lo = uint32_t(f.hex) << shift, hi = lo + (1u << shift) - 1;
+      const auto [lo, hi] = escape_range(f);
       if (f.surr == 2) return hi >= 0xDC00 && lo <= 0xDFFF;
       return lo < 0xDC00 || hi > 0xDFFF;
     }
@@ -867,8 +869,7 @@ bool lex_pattern_string(JsonMatcher::Frame& f, uint8_t b, const JsonPattern& p) 
     return p.can_step(f.used, 0, 0xD7FF) || p.can_step(f.used, 0xE000, 0x10FFFF);
   }
   if (f.esc >= 2) {  // hex digits so far: the escape's range of values
-    const int shift = 4 * (f.esc - 1);
-    const uint32_t lo = uint32_t(f.hex) << shift, hi = lo + (1u << shift) - 1;
+    const auto [lo, hi] = escape_range(f);
     if (f.surr == 2) {  // the low partner: the pair's code points
       const uint32_t a = std::max(lo, 0xDC00u), z = std::min(hi, 0xDFFFu);
       const uint32_t base = 0x10000 + ((f.lo - 0xD800) << 10);

@@ -30,6 +30,13 @@ inline ByteRange utf8_second_byte(uint8_t lead) {
   return {0x80, 0xBF};
 }
 
+// The value of an ASCII hex digit, or -1 for any other byte.
+inline int hex_digit(uint8_t b) {
+  if (b >= '0' && b <= '9') return b - '0';
+  const uint8_t l = b | 0x20;
+  return l >= 'a' && l <= 'f' ? l - 'a' + 10 : -1;
+}
+
 // Decodes the code point at text[pos], advancing pos, with llama.cpp's lenient rules: an invalid
 // or truncated sequence yields U+FFFD and advances one byte.
 uint32_t next_codepoint(std::string_view text, size_t& pos);
