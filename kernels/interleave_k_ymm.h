@@ -17,6 +17,16 @@
 namespace strata::kernels::detail {
 namespace {
 
+// 32 bytes at p, loaded once into a register. GCC folds a load whose value has two users (the low
+// and high nibbles' and / shift) into both, loading it twice. In the Q4_0 GEMV (half_dot) one load
+// was worth 1-5% from cache on an AVX2-only Zen 3; the Q4_K and Q6_K kernels did not move with it
+// (bench/RESULTS.md session 40).
+inline __m256i load_once(const void* p) {
+  __m256i v = _mm256_loadu_si256(static_cast<const __m256i*>(p));
+  __asm__("" : "+x"(v));
+  return v;
+}
+
 // The 4 bytes at p in every dword.
 inline __m256i bcast4(const void* p) {
   int32_t v;
