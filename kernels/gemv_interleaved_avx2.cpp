@@ -122,10 +122,12 @@ void half_dot(const uint8_t* g, const BlockQ8_0* x, const XPrep* prep, int64_t n
 // every byte of the rows' regrouped qh dwords by a 16-bit shift and an and, ORed in. int16 sums of
 // the 4 lines per nibble half (at most 4 x 2 x 31 x 128 = 31744; Q4_1 both halves: 8 x 2 x 15 x
 // 128), one vpmaddwd to int32. Q5_0's -16 through the activation's sum; Q4_1 / Q5_1 add m_w * (d_x
-// * sum(x)), gemv.cpp's step. next: as in half_dot.
-template <bool kMin, bool kHigh>
-void half_dot_b32(const uint8_t* g, int h, const BlockQ8_0* x, const XPrep* prep, int64_t nb,
-                  float* out, const uint8_t* next) {
+// * sum(x)), gemv.cpp's step. next: as in half_dot. The half is a template argument as in half_dot
+// (half the stack spills; on an AVX2-only Zen 3 Q5_0 computes 19 -> 24 GB/s a core from cache and
+// Q4_1 13-20 -> 27-28, bench/RESULTS.md session 40).
+template <bool kMin, bool kHigh, int h>
+void half_dot_b32(const uint8_t* g, const BlockQ8_0* x, const XPrep* prep, int64_t nb, float* out,
+                  const uint8_t* next) {
   using P = B32Parts<kMin, kHigh>;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i ones = _mm256_set1_epi16(1);
@@ -184,12 +186,14 @@ void half_dot_b32(const uint8_t* g, int h, const BlockQ8_0* x, const XPrep* prep
 template <WeightLayout kLayout>
 void layout_half_dot(const uint8_t* g, int64_t r, int h, const BlockQ8_0* x, const XPrep* prep,
                      int64_t nb, float* out, const uint8_t* next) {
-  if constexpr (kLayout == WeightLayout::kQ5_0x16) {
-    half_dot_b32<false, true>(g, h, x, prep, nb, out, next);
-  } else if constexpr (kLayout == WeightLayout::kQ4_1x16) {
-    half_dot_b32<true, false>(g, h, x, prep, nb, out, next);
-  } else if constexpr (kLayout == WeightLayout::kQ5_1x16) {
-    half_dot_b32<true, true>(g, h, x, prep, nb, out, next);
+  if constexpr (kLayout == WeightLayout::kQ5_0x16 || kLayout == WeightLayout::kQ4_1x16 ||
+                kLayout == WeightLayout::kQ5_1x16) {
+    constexpr bool kMin = kLayout != WeightLayout::kQ5_0x16;
+    constexpr bool kHigh = kLayout != WeightLayout::kQ4_1x16;
+    if (h == 0)
+      half_dot_b32<kMin, kHigh, 0>(g, x, prep, nb, out, next);
+    else
+      half_dot_b32<kMin, kHigh, 1>(g, x, prep, nb, out, next);
   } else {
     with_ymm_format<kLayout>(r, nb, [&](auto fmt) {
       if (h == 0)
