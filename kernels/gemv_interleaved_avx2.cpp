@@ -23,6 +23,16 @@
 namespace strata::kernels::detail {
 namespace {
 
+// fn(h) with the half h (0 or 1) as a compile-time constant: the half_dot kernels take it as a
+// template argument (bench/RESULTS.md session 40).
+template <typename Fn>
+inline void with_half(int h, Fn&& fn) {
+  if (h == 0)
+    fn(std::integral_constant<int, 0>{});
+  else
+    fn(std::integral_constant<int, 1>{});
+}
+
 // The canonical fold of the 8 accumulators (gemv.cpp step 4), lane by lane.
 inline __m256 fold_acc(const __m256* a) {
   return _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6])),
@@ -190,16 +200,14 @@ void layout_half_dot(const uint8_t* g, int64_t r, int h, const BlockQ8_0* x, con
                 kLayout == WeightLayout::kQ5_1x16) {
     constexpr bool kMin = kLayout != WeightLayout::kQ5_0x16;
     constexpr bool kHigh = kLayout != WeightLayout::kQ4_1x16;
-    if (h == 0)
-      half_dot_b32<kMin, kHigh, 0>(g, x, prep, nb, out, next);
-    else
-      half_dot_b32<kMin, kHigh, 1>(g, x, prep, nb, out, next);
+    with_half(h, [&](auto hc) {
+      half_dot_b32<kMin, kHigh, decltype(hc)::value>(g, x, prep, nb, out, next);
+    });
   } else {
     with_ymm_format<kLayout>(r, nb, [&](auto fmt) {
-      if (h == 0)
-        half_dot<decltype(fmt), 0>(g, x, prep, nb, out, next);
-      else
-        half_dot<decltype(fmt), 1>(g, x, prep, nb, out, next);
+      with_half(h, [&](auto hc) {
+        half_dot<decltype(fmt), decltype(hc)::value>(g, x, prep, nb, out, next);
+      });
     });
   }
 }
