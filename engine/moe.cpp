@@ -27,6 +27,12 @@ constexpr uint32_t kRowBlock = 64;
 // took that to ~2% (bench/RESULTS.md session 11).
 constexpr int64_t kItemsPerThread = 4;
 
+// Weight row `row` of m (a kernels::set_gemv_tail hint: the interleaved layouts' 16-row group
+// starting there).
+const std::byte* row_at(const MatrixRef& m, uint32_t row) {
+  return m.data + size_t{row} * m.row_bytes;
+}
+
 // Below this many rows a fork/join costs more than the work.
 constexpr uint32_t kMinParallelRows = 8;
 
@@ -235,7 +241,7 @@ void CpuExpertExecutor::run_items(F&& fn) {
           WorkItem run = items_[i++];
           while (i < end && items_[i].job == run.job && items_[i].row_begin == run.row_end)
             run.row_end = items_[i++].row_end;
-          fn(run);
+          fn(run, i < end ? &items_[i] : nullptr);
         }
       },
       true, items_per_job_);
@@ -339,7 +345,7 @@ void CpuExpertExecutor::compute(const ExpertStack& stack, std::span<const Expert
       plan_items(jobs, n_ff, stack.gate.row_bytes + stack.up.row_bytes, gu_align);
   const bool fused_glu = gu_block % hq_block == 0 && n_ff % hq_block == 0;
   idle_read_down(stack, jobs);
-  run_items([&](const WorkItem& it) {
+  run_items([&](const WorkItem& it, const WorkItem* after) {
     const ExpertJob& job = jobs[it.job];
     const MatrixRef g = stack.gate_matrix(job.slice);
     const MatrixRef u = stack.up_matrix(job.slice);
@@ -349,8 +355,14 @@ void CpuExpertExecutor::compute(const ExpertStack& stack, std::span<const Expert
     float* yg = gate_.data() + size_t{job.row_begin} * n_ff;
     float* yu = up_.data() + size_t{job.row_begin} * n_ff;
     if (m == 1) {
+      // Memory streams on from one call into the next (kernels::set_gemv_tail): gate into up,
+      // up into this thread's next item.
+      kernels::set_gemv_tail(row_at(u, it.row_begin));
       gate_k(g).gemv(g.data, g.row_bytes, xg, yg, it.row_begin, it.row_end, n_embd);
+      kernels::set_gemv_tail(
+          after ? row_at(stack.gate_matrix(jobs[after->job].slice), after->row_begin) : nullptr);
       up_k(u).gemv(u.data, u.row_bytes, xu, yu, it.row_begin, it.row_end, n_embd);
+      kernels::set_gemv_tail(nullptr);
     } else {
       gate_k(g).gemm(g.data, g.row_bytes, xg, xq_stride, yg, n_ff, m, it.row_begin, it.row_end,
                      n_embd);
@@ -399,14 +411,17 @@ void CpuExpertExecutor::compute(const ExpertStack& stack, std::span<const Expert
   plan_items(jobs, n_embd, stack.down.row_bytes);
   if (n_after_ > 0) idle_read_rows(pool_, {after_.data(), n_after_});
   n_after_ = 0;
-  run_items([&](const WorkItem& it) {
+  run_items([&](const WorkItem& it, const WorkItem* after) {
     const ExpertJob& job = jobs[it.job];
     const MatrixRef d = stack.down_matrix(job.slice);
     const uint32_t m = job.row_end - job.row_begin;
     const std::byte* h = hq_.data() + job.row_begin * hq_stride;
     float* yd = y + size_t{job.row_begin} * n_embd;
     if (m == 1) {
+      kernels::set_gemv_tail(
+          after ? row_at(stack.down_matrix(jobs[after->job].slice), after->row_begin) : nullptr);
       down_k(d).gemv(d.data, d.row_bytes, h, yd, it.row_begin, it.row_end, n_ff);
+      kernels::set_gemv_tail(nullptr);
     } else {
       down_k(d).gemm(d.data, d.row_bytes, h, hq_stride, yd, n_embd, m, it.row_begin, it.row_end,
                      n_ff);

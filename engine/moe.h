@@ -130,10 +130,11 @@ class CpuExpertExecutor final : public ExpertExecutor {
                      int64_t align = 16);
   // Stage B's idle reads: each thread's first down rows of stage D.
   void idle_read_down(const ExpertStack& stack, std::span<const ExpertJob> jobs);
-  // One parallel region over the planned items: fn(item) once per run of consecutive items of one
-  // job whose rows join up, taken as one item. Owners take a job's items together, so a thread
-  // holding both halves of an expert's matrix streams it in one kernel call (and gate runs on into
-  // up in a RAM home: one stream, not four); thieves take single items.
+  // One parallel region over the planned items: fn(item, after) once per run of consecutive items
+  // of one job whose rows join up, taken as one item; after: the item this thread runs next when
+  // it already holds it (nullptr if not), for a prefetch hint. Owners take a job's items together,
+  // so a thread holding both halves of an expert's matrix streams it in one kernel call (and gate
+  // runs on into up in a RAM home: one stream, not four); thieves take single items.
   template <typename F>
   void run_items(F&& fn);
 

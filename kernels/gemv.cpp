@@ -56,6 +56,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <utility>
 
 #include "io/check.h"
 #include "kernels/cpu_features.h"
@@ -154,6 +155,18 @@ void set_avxvnni_allowed(bool allowed) {
 bool avxvnni_in_use() {
   static const bool cpu = cpu_has(CpuFeature::kAvxVnni);
   return cpu && g_avxvnni_allowed.load(std::memory_order_relaxed);
+}
+
+namespace {
+thread_local const void* t_gemv_tail = nullptr;
+}  // namespace
+
+void set_gemv_tail(const void* first_group) {
+  t_gemv_tail = first_group;
+}
+
+const void* detail::take_gemv_tail() {
+  return std::exchange(t_gemv_tail, nullptr);
 }
 
 std::string_view isa_name(Isa isa) {

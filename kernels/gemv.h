@@ -65,6 +65,16 @@ inline GemvKernels gemv_kernels(GgmlType type) {
 // The ISA whose kernels gemv_kernels(type, isa) returns (isa, or the fallback below it).
 Isa gemv_kernel_isa(GgmlType type, Isa isa);
 
+// A prefetch hint for this thread's next GEMV call: the first 16-row group of an interleaved
+// matrix (kernels/interleave.h) that this thread reads after the call — another expert's gate,
+// the up matrix after the gate. The interleaved kernels at the AVX2 level L2-prefetch it across
+// the call's last group, as they prefetch each following group within a call, so memory keeps
+// streaming from one call into the next; they take (clear) it when they use it, and other kernels
+// ignore it. Only a prefetch: a stale or wrong pointer costs bandwidth, never a fault or another
+// result. Set it just before the call and clear it (nullptr) after. Measured in bench/RESULTS.md
+// session 41 (CpuExpertExecutor sets it per decode item).
+void set_gemv_tail(const void* first_group);
+
 // Convenience: whole-matrix GEMV/GEMM split over the pool's workers by rows (groups of 16, so
 // the interleaved layouts of kernels/interleave.h work too: pass theirs).
 enum class WeightLayout : uint8_t;

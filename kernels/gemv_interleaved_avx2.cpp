@@ -872,7 +872,8 @@ void gemv_halves(const void* w, size_t row_stride, const void* xq, float* y, int
   const auto* x = static_cast<const BlockQ8_K*>(xq);
   const size_t group_bytes = 16 * row_stride;
   for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
-    const uint8_t* next = r + 16 < row_end ? g + group_bytes : nullptr;
+    const uint8_t* next =
+        r + 16 < row_end ? g + group_bytes : static_cast<const uint8_t*>(take_gemv_tail());
     HalfDot(g, r, 0, x, nb, y + r, next);
     HalfDot(g, r, 1, x, nb, y + r, next);
   });

@@ -20,6 +20,10 @@ GemvKernels gemv_kernels_avx512(GgmlType type);
 GemvKernels gemv_kernels_avx512_vbmi(GgmlType type);
 GemvKernels gemv_kernels_avx512_base(GgmlType type);
 
+// The hint set_gemv_tail left for this call (nullptr if none), cleared: a kernel takes it for its
+// last group's next-group prefetch.
+const void* take_gemv_tail();
+
 // Internal linkage on purpose: every ISA file instantiates these with its own -m flags, and the
 // linker must never merge an AVX-512 copy into the generic code (or the reverse).
 namespace {

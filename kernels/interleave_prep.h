@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "kernels/gemv_internal.h"
 #include "kernels/interleave_internal.h"
 #include "kernels/quant.h"
 #include "kernels/quant_internal.h"
@@ -89,7 +90,8 @@ inline void with_ymm_format(int64_t r, int64_t nb, Fn&& fn) {
 
 // A kQ4_0x16 (kIQ4_NLx16, kMXFP4x16) GEMV: the activation prepared once per call, then
 // group(g, r, x, prep, nb, y + r, next) for each 16-row group g at row r of [row_begin, row_end);
-// next is the range's following group (for an L2 prefetch), nullptr for the last.
+// next is the range's following group (for an L2 prefetch); for the last, the set_gemv_tail hint
+// (nullptr if none).
 template <typename Group>
 inline void gemv_q4_0x16_groups(const void* w, size_t row_stride, const void* xq, float* y,
                                 int64_t row_begin, int64_t row_end, int64_t n_cols, Group&& group) {
@@ -99,7 +101,8 @@ inline void gemv_q4_0x16_groups(const void* w, size_t row_stride, const void* xq
   prep_x(x, nb, prep);
   const size_t group_bytes = 16 * row_stride;
   for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
-    group(g, r, x, prep, nb, y + r, r + 16 < row_end ? g + group_bytes : nullptr);
+    group(g, r, x, prep, nb, y + r,
+          r + 16 < row_end ? g + group_bytes : static_cast<const uint8_t*>(take_gemv_tail()));
   });
 }
 

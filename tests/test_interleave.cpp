@@ -472,6 +472,17 @@ TEST_P(InterleaveKernels, EqualTheGgufLayoutsBitForBit) {
             k.gemv(packed.data(), row_bytes, x.data() + t * xs, got.data() + t * rows, 0, rows,
                    cols);
           expect_same_bits(want, got, "gemv");
+          // A tail hint (set_gemv_tail: the next call's first group, prefetched across the last
+          // one) is only a prefetch: the same bits, even from an unmapped address.
+          std::fill(got.begin(), got.end(), std::bit_cast<float>(kGuardBits));
+          for (int64_t t = 0; t < n_tok; ++t) {
+            set_gemv_tail(t % 2 == 0 ? static_cast<const void*>(packed.data())
+                                     : reinterpret_cast<const void*>(uintptr_t{1} << 46));
+            k.gemv(packed.data(), row_bytes, x.data() + t * xs, got.data() + t * rows, 0, rows,
+                   cols);
+          }
+          set_gemv_tail(nullptr);
+          expect_same_bits(want, got, "gemv after a tail hint");
           // A partial row range writes only its rows.
           std::vector<float> part(static_cast<size_t>(rows), std::bit_cast<float>(kGuardBits));
           k.gemv(packed.data(), row_bytes, x.data(), part.data(), 16, rows, cols);
