@@ -12,3 +12,6 @@ target_link_libraries(bench_layout PRIVATE strata_kernels)
 # The attention core at decode per KV cache type (f32, f16, q8_0): cached and streamed rates.
 add_executable(bench_attention bench_attention.cpp)
 target_link_libraries(bench_attention PRIVATE strata_kernels)
+# Prefill's dense GEMM: strata's own kernels against oneDNN's sgemm / u8s8s32 on the same shapes.
+add_executable(bench_prefill_dense bench_prefill_dense.cpp)
+target_link_libraries(bench_prefill_dense PRIVATE strata_kernels DNNL::dnnl)
