@@ -82,7 +82,9 @@ class Serve : public ::testing::Test {
                                      "--cache-dir",
                                      dir_.string(),
                                      "--learn-every",
-                                     "0"};
+                                     "0",
+                                     "--max-body-mib",
+                                     "2"};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -417,8 +419,8 @@ TEST_F(Serve, BadRequestsAre400sAndTheServerGoesOn) {
 }
 
 // What the HTTP library refuses is said plainly too: a form-encoded body over its 8 KiB (curl -d
-// without a Content-Type) is a 413 that names the fix; a schema nested to overflow a stack is a
-// 400, and the server goes on.
+// without a Content-Type) is a 413 that names the fix; a body over --max-body-mib is a 413 that
+// names the flag; a schema nested to overflow a stack is a 400, and the server goes on.
 TEST_F(Serve, OversizedFormBodyAndDeepSchemaAreClearErrors) {
   std::string big = std::string(R"({"messages": [{"role": "user", "content": ")") +
                     std::string(12000, 'a') + R"("}], "max_tokens": 1})";
@@ -443,6 +445,17 @@ TEST_F(Serve, OversizedFormBodyAndDeepSchemaAreClearErrors) {
   EXPECT_NE(res->body.find("nested deeper than 128 levels"), std::string::npos) << res->body;
   const json ok = post(chat_body({{"user", "hi"}}, 2));
   EXPECT_EQ(ok["choices"][0]["finish_reason"], "length");
+  // A JSON body over --max-body-mib (2 here) is a 413 naming the flag, and the server goes on.
+  const std::string huge = std::string(R"({"messages": [{"role": "user", "content": ")") +
+                           std::string(3 << 20, 'a') + R"("}], "max_tokens": 1})";
+  const auto over = c.Post("/v1/chat/completions", huge, "application/json");
+  ASSERT_TRUE(over);
+  EXPECT_EQ(over->status, 413);
+  const std::string over_msg = json::parse(over->body)["error"]["message"];
+  EXPECT_NE(over_msg.find("over the server's 2 MiB limit (strata serve --max-body-mib)"),
+            std::string::npos)
+      << over_msg;
+  EXPECT_EQ(post(chat_body({{"user", "hi"}}, 2))["choices"][0]["finish_reason"], "length");
   // Tools a request says not to use are no tools.
   json none = chat_body({{"user", "hi"}}, 2);
   none["tools"] = json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}});

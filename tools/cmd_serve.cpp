@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <limits>
@@ -62,8 +63,9 @@ struct ServeOptions {
   std::string chat_template;  // "" = from the model
   uint32_t ubatch = 512;
   std::optional<uint32_t> ctx;
-  size_t stash = 1;       // more conversations' KV rows kept in RAM (ChatSession::set_stash)
-  int learn_every = 300;  // seconds between additions to USAGE_AUTO's learned profile
+  size_t stash = 1;            // more conversations' KV rows kept in RAM (ChatSession::set_stash)
+  int learn_every = 300;       // seconds between additions to USAGE_AUTO's learned profile
+  uint32_t max_body_mib = 32;  // a larger request body is a 413 before it is read
   engine::SamplerParams sampling;  // defaults for requests that do not say
   KnobOverrides knobs;
 };
@@ -540,6 +542,9 @@ class Server {
       const int yes = 1;
       setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
     });
+    // A body over the cap is skipped unread (a 413), not buffered whole: one client cannot make
+    // the server hold gigabytes.
+    http_.set_payload_max_length(size_t(o.max_body_mib) << 20);
     http_.Get("/health", [](const httplib::Request&, httplib::Response& res) {
       res.set_content(R"({"status":"ok"})", "application/json");
     });
@@ -558,25 +563,35 @@ class Server {
     http_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
       complete(req, res, Api::kText);
     });
-    http_.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-      if (!res.body.empty()) return;
-      std::string what;
-      if (res.status == 404 || res.status == 405) {
-        what = fmt::format(
-            "{} {}: no such endpoint (strata serves POST /v1/chat/completions, "
-            "POST /v1/completions, GET /v1/models, GET /health)",
-            req.method, req.path);
-      } else if (res.status == 413) {
-        // cpp-httplib caps a form-encoded body (curl -d's default Content-Type) at 8 KiB.
-        what = fmt::format(
-            "{} {}: the request body is too large for Content-Type '{}'; send "
-            "it as application/json (curl: -H 'Content-Type: application/json')",
-            req.method, req.path, req.get_header_value("Content-Type"));
-      } else {
-        what = fmt::format("{} {}: HTTP status {}", req.method, req.path, res.status);
-      }
-      res.set_content(error_body(what, "invalid_request_error"), "application/json");
-    });
+    http_.set_error_handler(
+        [cap = o.max_body_mib](const httplib::Request& req, httplib::Response& res) {
+          if (!res.body.empty()) return;
+          std::string what;
+          if (res.status == 404 || res.status == 405) {
+            what = fmt::format(
+                "{} {}: no such endpoint (strata serves POST /v1/chat/completions, "
+                "POST /v1/completions, GET /v1/models, GET /health)",
+                req.method, req.path);
+          } else if (res.status == 413 &&
+                     req.get_header_value("Content-Type")
+                         .starts_with("application/x-www-form-urlencoded") &&
+                     std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10) <=
+                         uint64_t(cap) << 20) {
+            // cpp-httplib caps a form-encoded body (curl -d's default Content-Type) at 8 KiB.
+            what = fmt::format(
+                "{} {}: the request body is too large for Content-Type '{}'; send "
+                "it as application/json (curl: -H 'Content-Type: application/json')",
+                req.method, req.path, req.get_header_value("Content-Type"));
+          } else if (res.status == 413) {
+            what = fmt::format(
+                "{} {}: the request body ({} bytes) is over the server's {} MiB limit "
+                "(strata serve --max-body-mib)",
+                req.method, req.path, req.get_header_value("Content-Length"), cap);
+          } else {
+            what = fmt::format("{} {}: HTTP status {}", req.method, req.path, res.status);
+          }
+          res.set_content(error_body(what, "invalid_request_error"), "application/json");
+        });
     // An engine error mid-reply (an I/O error of the tiers): a 500 with the one line; the session
     // recovered (ChatSession::recover) and the next request runs.
     http_.set_exception_handler(
@@ -954,6 +969,10 @@ void add_serve(CLI::App& app, CommandFn& run) {
                   "learned profile, checked as a request starts (default 300; 0: every request); "
                   "the rest is added when the server stops")
       ->check(CLI::Range(0, 86400));
+  cmd->add_option("--max-body-mib", o->max_body_mib,
+                  "Largest request body in MiB; a larger one is refused with a 413 before it is "
+                  "read (default 32)")
+      ->check(CLI::Range(1, 4096));
   add_knob_flags(cmd, o->knobs);
   cmd->callback([&run, o] { run = [o] { return run_serve(*o); }; });
 }
