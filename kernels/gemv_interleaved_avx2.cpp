@@ -898,7 +898,8 @@ void gemm_halves(const void* w, size_t row_stride, const void* xq, size_t xq_str
 // The kernels of the layouts of 32-element blocks with Q8_0 activations: the GEMVs one half pass
 // each, the GEMMs interleave_onepass.h's chain GEMM with vpmaddubsw (kQ4_0x16, kMXFP4x16: prefill
 // 1.2-1.3x the two-half GEMM, bench/RESULTS.md session 24, then 1.1-1.27x in chain order, session
-// 35; kQ5_0x16 / kQ4_1x16 / kQ5_1x16 about 2x and kIQ4_NLx16, its codes signed, 1.1x, session 36).
+// 35, then 1.5x with int16 sums, session 42; kQ5_0x16 / kQ4_1x16 / kQ5_1x16 about 2x and
+// kIQ4_NLx16, its codes signed, 1.1x, session 36).
 template <WeightLayout kLayout>
 GemvKernels b32_kernels() {
   return GemvKernels{&gemv_q4_0x16<kLayout>, &gemm_x16_chain<kLayout, false>};
@@ -924,8 +925,11 @@ GemvKernels interleaved_kernels_avx2(WeightLayout layout) {
       break;
   }
   if (layout == WeightLayout::kQ4_Kx16)
-    // (A chain GEMM, as Q5_K's, measured no faster here: its vpmaddubsw bound the two-half one.)
-    return GemvKernels{&gemv_halves<&half_dot_k<false>>, &gemm_halves<&half_dot_k<false>>};
+    // Chain GEMM: 1.6x the two-half one's once GCC no longer spilled its products (session 42;
+    // before, it measured no faster).
+    return GemvKernels{
+        &gemv_halves<&half_dot_k<false>>,
+        &gemm_chain<4, &chain_dot_k<false, 4, false>, &chain_dot_k<false, 1, false>>};
   if (layout == WeightLayout::kQ5_Kx16)  // chain GEMM: 1.3-1.45x the two-half one's (session 35)
     return GemvKernels{&gemv_halves<&half_dot_k<true>>,
                        &gemm_chain<4, &chain_dot_k<true, 4, false>, &chain_dot_k<true, 1, false>>};

@@ -234,6 +234,9 @@ void chain_dot_k(const uint8_t* g, int64_t, const BlockQ8_K* const* xs, int64_t 
             } else {
               l[t] = _mm256_add_epi16(l[t], _mm256_maddubs_epi16(lo, bcast4(xq)));
               u[t] = _mm256_add_epi16(u[t], _mm256_maddubs_epi16(hi, bcast4(xq + 32)));
+              // Opaque to GCC's reassociation, which would otherwise form many lines' products
+              // first and spill them.
+              __asm__("" : "+x"(l[t]), "+x"(u[t]));
             }
           }
           if constexpr (!kVnni) {

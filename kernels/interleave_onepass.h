@@ -1,7 +1,8 @@
 // The one-pass 16-row group kernel of the kQ4_0x16 / kIQ4_NLx16 / kMXFP4x16 layouts
 // (kernels/interleave.h) against Q8_0 activations, 256-bit, and its GEMM in chain order
 // (chain_group_dot: 4 tokens per pass, the codes built once; session 35: 1.1-1.27x the one-token
-// GEMM it replaced). Instantiated with vpdpbusd by gemv_interleaved_avxvnni.cpp (GEMV and GEMM,
+// GEMM it replaced; without AVX-VNNI chain_group_dot_i16, int16 sums: 1.5x that, session 42).
+// Instantiated with vpdpbusd by gemv_interleaved_avxvnni.cpp (GEMV and GEMM,
 // AVX-VNNI CPUs) and with vpmaddubsw + vpmaddwd by gemv_interleaved_avx2.cpp (the GEMM only:
 // plain-AVX2 CPUs stream the GEMV faster with the two-half kernel, sessions 16 and 39). Also
 // here: the chain GEMMs of kQ5_0x16 / kQ4_1x16 / kQ5_1x16 (chain_dot_b32, both builds) and
@@ -189,6 +190,71 @@ inline void chain_group_dot(const uint8_t* g, const BlockQ8_0* const* xs, const 
   for (int t = 0; t < T; ++t) acc[t].store(outs[t]);
 }
 
+// chain_group_dot's GEMM without AVX-VNNI, for the layouts whose codes are unsigned (kQ4_0x16,
+// kMXFP4x16): vpmaddubsw's int16 pair sums added in int16 over kRuns of a block's 4 code lines
+// (each line's low and high nibbles: Q4_0's 8 products of |15 x -128 x 2| = 30720 at most over all
+// 4; MXFP4's codes reach 24, so 2 lines) before one vpmaddwd takes them to int32, where
+// chain_group_dot spends a vpmaddwd and a vpaddd on every vpmaddubsw; and both 8-row halves at
+// once, so each broadcast activation word feeds 4 products rather than 2. The same int32 block
+// sums (exact integers in any order) and the same float step: the same bits.
+template <typename Fmt, int T>
+inline void chain_group_dot_i16(const uint8_t* g, const BlockQ8_0* const* xs,
+                                const XPrep* const* preps, int64_t nb, float* const* outs,
+                                bool cold) {
+  using Ops = B32Ops<Fmt, false>;
+  static_assert(!Ops::kSigned, "signed codes need a vpmaddwd per vpmaddubsw");
+  constexpr int kBias = Ops::kBias;
+  constexpr int kRuns = Fmt::kTable == nullptr ? 4 : 2;  // code lines per int16 sum
+  const Ops ops;
+  const __m256i m4 = ops.m4;
+  const __m256i ones = ops.ones;
+  Acc16 acc[T];
+  for (int64_t b = 0; b < nb; ++b) {
+    if (cold && (b & 1) == 0)
+      prefetch_lines<Fmt::kChunk, kToL1>(g + static_cast<size_t>(b >> 1) * Fmt::kChunk +
+                                         kInterleavePrefetch);
+    const uint8_t* qb = g + Fmt::codes(b);
+    __m256i i32[2][T], s16[2][T];  // i32 from the first flush (none live across Q4_0's lines)
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      __m256i lo[2], hi[2];
+      for (int h = 0; h < 2; ++h) {
+        const __m256i v =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + 64 * j + 32 * h));
+        lo[h] = ops.codes(_mm256_and_si256(v, m4));
+        hi[h] = ops.codes(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+      }
+      for (int t = 0; t < T; ++t) {
+        const __m256i xl = broadcast_word(xs[t][b], j), xh = broadcast_word(xs[t][b], 4 + j);
+        for (int h = 0; h < 2; ++h) {
+          const __m256i p =
+              _mm256_add_epi16(_mm256_maddubs_epi16(lo[h], xl), _mm256_maddubs_epi16(hi[h], xh));
+          s16[h][t] = j % kRuns == 0 ? p : _mm256_add_epi16(s16[h][t], p);
+          // Opaque to GCC's reassociation, which would otherwise form every product of the
+          // block first and spill them.
+          __asm__("" : "+x"(s16[h][t]));
+          if (j % kRuns == kRuns - 1) {
+            const __m256i sum = _mm256_madd_epi16(s16[h][t], ones);
+            i32[h][t] = j < kRuns ? sum : _mm256_add_epi32(i32[h][t], sum);
+          }
+        }
+      }
+    }
+    const uint8_t* sc = g + Fmt::scales(b);
+    for (int h = 0; h < 2; ++h) {
+      const __m256 dw = Fmt::dw(sc, h);
+      for (int t = 0; t < T; ++t) {
+        const __m256i i =
+            _mm256_add_epi32(i32[h][t], _mm256_set1_epi32(preps[t][b].neg / 8 * kBias));
+        acc[t].add(b, h,
+                   _mm256_mul_ps(_mm256_cvtepi32_ps(i),
+                                 _mm256_mul_ps(dw, _mm256_set1_ps(preps[t][b].dx))));
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) acc[t].store(outs[t]);
+}
+
 // One 16-row kQ5_0x16 / kQ4_1x16 / kQ5_1x16 group (B32Parts<kMin, kHigh>) against T activation
 // rows in chain order, for GEMMs: per block and 8-row half the 8 code vectors (nibbles with their
 // 5th bits ORed in at bit 4) built once, as gemv_interleaved_avx2.cpp's half_dot_b32 builds them,
@@ -365,8 +431,12 @@ void gemm_x16_chain(const void* w, size_t row_stride, const void* xq, size_t xq_
     } else {
       with_ymm_format<kLayout>(r, nb, [&](auto fmt) {
         batches(r, [&](auto n_const, auto xs, auto ps, auto outs, bool cold) {
-          chain_group_dot<decltype(fmt), kVnni, decltype(n_const)::value>(g, xs, ps, nb, outs,
-                                                                          cold);
+          using F = decltype(fmt);
+          constexpr int n = decltype(n_const)::value;
+          if constexpr (!kVnni && !B32Ops<F, false>::kSigned)
+            chain_group_dot_i16<F, n>(g, xs, ps, nb, outs, cold);
+          else
+            chain_group_dot<F, kVnni, n>(g, xs, ps, nb, outs, cold);
         });
       });
     }

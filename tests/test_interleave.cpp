@@ -39,6 +39,8 @@ std::vector<uint8_t> random_q4_0(int64_t n_rows, int64_t n_cols, std::mt19937_64
   for (int64_t i = 0; i < n_rows * nb; ++i) {
     blocks[i].d = random_scale(rng);
     for (auto& q : blocks[i].qs) q = static_cast<uint8_t>(rng());
+    // The extremes of the AVX2 GEMM's int16 sums: every code 15 (every seventh block), 0.
+    if (i % 7 == 0 || i % 11 == 0) std::memset(blocks[i].qs, i % 7 == 0 ? 0xFF : 0, 16);
   }
   return w;
 }
@@ -241,8 +243,8 @@ std::vector<uint8_t> random_acts_k(int64_t n_tokens, int64_t n_cols, std::mt1993
   return x;
 }
 
-// Activation rows: mostly from the engine's quantizer; one in four raw random codes in
-// [-128, 127] (the extremes of the int16 bound in the AVX2 kernel).
+// Activation rows: mostly from the engine's quantizer; row 1 all -128 and one in four raw random
+// codes in [-128, 127] (the extremes of the int16 bound in the AVX2 kernels).
 std::vector<uint8_t> random_acts(int64_t n_tokens, int64_t n_cols, std::mt19937_64& rng) {
   const size_t stride = ggml_row_bytes(GgmlType::Q8_0, static_cast<uint64_t>(n_cols));
   std::vector<uint8_t> x(static_cast<size_t>(n_tokens) * stride);
@@ -250,11 +252,11 @@ std::vector<uint8_t> random_acts(int64_t n_tokens, int64_t n_cols, std::mt19937_
   std::vector<float> f(static_cast<size_t>(n_cols));
   for (int64_t t = 0; t < n_tokens; ++t) {
     uint8_t* row = x.data() + t * stride;
-    if (rng() % 4 == 0) {
+    if (t == 1 || rng() % 4 == 0) {
       auto* b = reinterpret_cast<BlockQ8_0*>(row);
       for (int64_t i = 0; i < n_cols / kQK; ++i) {
         b[i].d = random_scale(rng);
-        for (auto& q : b[i].qs) q = static_cast<int8_t>(rng());
+        for (auto& q : b[i].qs) q = static_cast<int8_t>(t == 1 ? -128 : static_cast<int>(rng()));
       }
     } else {
       for (auto& v : f) v = normal(rng);
