@@ -403,8 +403,9 @@ void half_dot_q6(const uint8_t* g, int64_t r0, int h, const BlockQ8_K* x, int64_
 // A kQ6_Kx16 group (first row r0) against T activation rows, for GEMMs, both halves in turn: per
 // 16-element run (hh, q, k) and 4-byte column, the run's codes built once (two loads from L1) for
 // T tokens' vpmaddubsw, two columns' int16 sums to int32 by the scale pair in vpmaddwd; the -32
-// as half_dot_q6's. The same integers, then its float step: the same bits. cold: the group's
-// first batch, which L1-prefetches ahead as the GEMV does.
+// as 32 x sum_g sc_g x bsums_g, two groups per vpmaddwd (half_dot_q6 spends one a group on twice
+// that: 1.13x the GEMM, bench/RESULTS.md session 42). The same integers, then half_dot_q6's float
+// step: the same bits. cold: the group's first batch, which L1-prefetches ahead as the GEMV does.
 template <int T>
 void chain_dot_q6(const uint8_t* g, int64_t r0, const BlockQ8_K* const* xs, int64_t nb,
                   float* const* outs, bool cold) {
@@ -417,18 +418,25 @@ void chain_dot_q6(const uint8_t* g, int64_t r0, const BlockQ8_K* const* xs, int6
     const Q6KParts p = q6_kx16_parts(b, odd);
     if (cold) prefetch_lines<kQ6_Kx16Block + 64, kToL1>(g + b * kQ6_Kx16Block + kQ6_Kx16Prefetch);
     for (int h = 0; h < 2; ++h) {
+      const auto scales8 = [&](int grp) {  // the 8 rows' int8 scales of a 16-element group
+        return _mm_loadl_epi64(
+            reinterpret_cast<const __m128i*>(g + p.scales + 16 * static_cast<size_t>(grp) + 8 * h));
+      };
+      // The -32's sum_g sc_g x bsums_g per row, groups 2n and 2n + 1 in one vpmaddwd (the rows'
+      // scale pairs against the adjacent bsums pair).
       __m256i sumi[T], off[T];
       for (int t = 0; t < T; ++t) sumi[t] = off[t] = _mm256_setzero_si256();
+      for (int n = 0; n < 8; ++n) {
+        const __m256i sp =
+            _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(scales8(2 * n), scales8(2 * n + 1)));
+        for (int t = 0; t < T; ++t)
+          off[t] = _mm256_add_epi32(off[t], _mm256_madd_epi16(sp, bcast4(xs[t][b].bsums + 2 * n)));
+      }
       const auto run = [&](auto hh_const, auto q_const, auto k_const) {
         constexpr int hh = decltype(hh_const)::value, q = decltype(q_const)::value;
         constexpr int k = decltype(k_const)::value;
         const int grp = 8 * hh + 2 * k + q;  // the run's 16-element group
-        const __m128i s8 = _mm_loadl_epi64(
-            reinterpret_cast<const __m128i*>(g + p.scales + 16 * static_cast<size_t>(grp) + 8 * h));
-        const __m256i sc = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(s8, dup));
-        for (int t = 0; t < T; ++t)
-          off[t] = _mm256_add_epi32(off[t],
-                                    _mm256_madd_epi16(sc, _mm256_set1_epi16(xs[t][b].bsums[grp])));
+        const __m256i sc = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales8(grp), dup));
         for (int ip = 0; ip < 2; ++ip) {
           __m256i s16[T];
           for (auto& v : s16) v = _mm256_setzero_si256();
@@ -460,7 +468,7 @@ void chain_dot_q6(const uint8_t* g, int64_t r0, const BlockQ8_K* const* xs, int6
           _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + p.d + 16 * h)));
       for (int t = 0; t < T; ++t)
         acc[t].add_dd(b, h, dw, xs[t][b].d,
-                      _mm256_sub_epi32(sumi[t], _mm256_slli_epi32(off[t], 4)));
+                      _mm256_sub_epi32(sumi[t], _mm256_slli_epi32(off[t], 5)));
     }
   }
   for (int t = 0; t < T; ++t) acc[t].store(outs[t]);
