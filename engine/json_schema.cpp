@@ -25,8 +25,9 @@ namespace {
 
 constexpr size_t kMaxProperties = 64;  // an object's used keys are one uint64_t
 
-// The patterns of the string formats strata enforces (RFC 3339 dates and times, UUIDs); null
-// for the rest, which stay annotations.
+// The patterns of the string formats strata enforces (RFC 3339 dates and times, UUIDs, e-mail
+// addresses as HTML's input type=email takes them, RFC 1123 host names without their length
+// limits, dotted-quad IPv4 without leading zeros); null for the rest, which stay annotations.
 const char* format_pattern(std::string_view format) {
   constexpr const char* kDate = R"(\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01]))";
   constexpr const char* kTime =
@@ -39,6 +40,16 @@ const char* format_pattern(std::string_view format) {
   if (format == "date-time") return date_time.c_str();
   if (format == "uuid")
     return "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
+  // A DNS label: letters, digits and inner hyphens.
+  constexpr const char* kLabel = "[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?";
+  static const std::string host = std::string("^") + kLabel + R"((?:\.)" + kLabel + ")*$";
+  static const std::string email =
+      std::string("^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@") + kLabel + R"((?:\.)" + kLabel + ")*$";
+  constexpr const char* kOctet = R"((?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d))";
+  static const std::string ipv4 = std::string("^(?:") + kOctet + R"(\.){3})" + kOctet + "$";
+  if (format == "hostname") return host.c_str();
+  if (format == "email") return email.c_str();
+  if (format == "ipv4") return ipv4.c_str();
   return nullptr;
 }
 

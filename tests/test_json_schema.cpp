@@ -677,7 +677,7 @@ constexpr const char* kRealistic = R"({
     "flag": {"type": "boolean"},
     "nick": {"type": ["string", "null"]},
     "contact": {"anyOf": [
-      {"type": "object", "properties": {"email": {"type": "string", "format": "email"}},
+      {"type": "object", "properties": {"email": {"type": "string", "format": "uri"}},
        "required": ["email"]},
       {"type": "object", "properties": {"email": {"type": "string"}, "phone": {"type": "string"}},
        "required": ["phone"]}]},
@@ -822,14 +822,15 @@ TEST(JsonSchema, RefusesBadSchemas) {
 
 TEST(JsonSchema, IgnoresAnnotations) {
   Schema s = S(R"({"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"urn:x",
-    "title":"t","description":"d","$comment":"c","type":"string","format":"email",
+    "title":"t","description":"d","$comment":"c","type":"string","format":"uri",
     "examples":["2020"],"default":"x"})");
   EXPECT_TRUE(matches(s, R"("not an address")"));
   EXPECT_FALSE(matches(s, "1"));
 }
 
-// date, time, date-time and uuid (the formats OpenAI's structured outputs enforce that strata
-// does) become patterns; beside a pattern or lengths a format stays an annotation.
+// date, time, date-time, uuid, email, hostname and ipv4 (the formats OpenAI's structured outputs
+// enforce that strata does) become patterns; beside a pattern or lengths a format stays an
+// annotation.
 TEST(JsonSchema, EnforcedFormats) {
   const auto ok = [](const char* format, const char* text) {
     return matches(S(fmt::format(R"({{"type":"string","format":"{}"}})", format)), text);
@@ -847,6 +848,29 @@ TEST(JsonSchema, EnforcedFormats) {
   EXPECT_FALSE(ok("date-time", R"("2024-02-29 08:30:00Z")"));
   EXPECT_TRUE(ok("uuid", R"("123e4567-e89b-12d3-a456-426614174000")"));
   EXPECT_FALSE(ok("uuid", R"("123e4567e89b12d3a456426614174000")"));
+  EXPECT_TRUE(ok("email", R"("jane.doe+tag@mail.example.co.uk")"));
+  EXPECT_TRUE(ok("email", R"("o'neil!#$%&*/=?^_`{|}~-@localhost")"));
+  EXPECT_FALSE(ok("email", R"("jane doe@example.com")"));
+  EXPECT_FALSE(ok("email", R"("jane@@example.com")"));
+  EXPECT_FALSE(ok("email", R"("jane@-example.com")"));
+  EXPECT_FALSE(ok("email", R"("jane@example.com.")"));
+  EXPECT_FALSE(ok("email", R"("@example.com")"));
+  EXPECT_EQ(taken(S(R"({"type":"string","format":"email"})"), R"("a@b c")"), 4u);
+  EXPECT_TRUE(ok("hostname", R"("strata-1.example.org")"));
+  EXPECT_TRUE(ok("hostname", R"("localhost")"));
+  EXPECT_FALSE(ok("hostname", R"("-bad.example")"));
+  EXPECT_FALSE(ok("hostname", R"("bad-.example")"));
+  EXPECT_FALSE(ok("hostname", R"("a..b")"));
+  EXPECT_FALSE(ok("hostname", R"("under_score.org")"));
+  EXPECT_TRUE(ok("ipv4", R"("192.168.0.1")"));
+  EXPECT_TRUE(ok("ipv4", R"("255.255.255.255")"));
+  EXPECT_TRUE(ok("ipv4", R"("0.0.0.0")"));
+  EXPECT_FALSE(ok("ipv4", R"("256.1.1.1")"));
+  EXPECT_FALSE(ok("ipv4", R"("01.2.3.4")"));
+  EXPECT_FALSE(ok("ipv4", R"("1.2.3")"));
+  EXPECT_FALSE(ok("ipv4", R"("1.2.3.4.5")"));
+  EXPECT_EQ(taken(S(R"({"type":"string","format":"ipv4"})"), R"("10.300")"), 6u);
+  EXPECT_TRUE(ok("ipv6", R"("not checked")"));  // still an annotation
   EXPECT_TRUE(matches(S(R"({"type":"string","format":"date","maxLength":3})"), R"("abc")"));
   EXPECT_TRUE(matches(S(R"({"type":"string","format":"date","pattern":"^x"})"), R"("xyz")"));
 }
