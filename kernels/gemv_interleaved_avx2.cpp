@@ -564,6 +564,7 @@ void chain_dot_iq4(const uint8_t* g, int64_t, const BlockQ8_K* const* xs, int64_
                 bcast4(ax[t] + off + 16), _mm256_sign_epi8(hi, bcast4(xs[t][b].qs + off + 16)));
             sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(_mm256_madd_epi16(pl, sc16),
                                                                  _mm256_madd_epi16(ph, sc16)));
+            __asm__("" : "+x"(sumi[t]));  // no reassociation (chain_dot_k)
           }
         }
       }
@@ -644,7 +645,9 @@ inline __m256i k_low_sumi(const int8_t* xq, Code&& code, Scale&& scale, Line&& l
 // meets each token's activation word, so T tokens' int16 group sums are live (not 4T); each
 // group's sums then meet the scale pair in vpmaddwd, added into sumi[t]. The same integers as
 // k_low_sumi's.
-template <int T, typename Code, typename Scale, typename Line, typename Hmask>
+// kPin: the int16 sums behind an empty asm, so that GCC cannot reassociate them into products
+// held at once (chain_dot_k): Q2_K 1.09-1.16x, Q3_K 0.8x with it (bench/RESULTS.md session 42).
+template <int T, bool kPin, typename Code, typename Scale, typename Line, typename Hmask>
 inline void k_low_sumi_chain(const BlockQ8_K* const* xs, int64_t b, Code&& code, Scale&& scale,
                              Line&& line, Hmask&& hmask, __m256i* sumi) {
   const auto run = [&](auto hh_const, auto q_const, auto j_const) {
@@ -659,10 +662,12 @@ inline void k_low_sumi_chain(const BlockQ8_K* const* xs, int64_t b, Code&& code,
       if constexpr (!std::is_null_pointer_v<std::decay_t<Hmask>>)
         hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hmask(4 * q + ii)));
       const __m256i c = code(v, hm, hh, j);
-      for (int t = 0; t < T; ++t)
+      for (int t = 0; t < T; ++t) {
         s16[t] = _mm256_add_epi16(
             s16[t],
             _mm256_maddubs_epi16(c, bcast4(xs[t][b].qs + 128 * hh + 32 * j + 16 * q + 4 * ii)));
+        if constexpr (kPin) __asm__("" : "+x"(s16[t]));
+      }
     }
     const __m256i sc = scale(std::integral_constant<int, 8 * hh + 2 * j + q>{});
     for (int t = 0; t < T; ++t) sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(s16[t], sc));
@@ -744,7 +749,7 @@ void chain_dot_q2(const uint8_t* g, int64_t, const BlockQ8_K* const* xs, int64_t
       q2_scales_mins(blk, h, sc, mn);
       __m256i sumi[T];
       for (auto& v : sumi) v = _mm256_setzero_si256();
-      k_low_sumi_chain<T>(
+      k_low_sumi_chain<T, true>(
           xs, b, Q2Code{},
           [&](auto grp) {
             constexpr int gi = decltype(grp)::value;
@@ -854,7 +859,7 @@ void chain_dot_q3(const uint8_t* g, int64_t r0, const BlockQ8_K* const* xs, int6
       q3_scales(g, p, h, u);
       __m256i sumi[T];
       for (auto& v : sumi) v = _mm256_setzero_si256();
-      k_low_sumi_chain<T>(
+      k_low_sumi_chain<T, false>(
           xs, b, Q3Code{},
           [&](auto grp) {
             constexpr int gi = decltype(grp)::value;
