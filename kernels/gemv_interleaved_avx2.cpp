@@ -403,9 +403,10 @@ void half_dot_q6(const uint8_t* g, int64_t r0, int h, const BlockQ8_K* x, int64_
 // A kQ6_Kx16 group (first row r0) against T activation rows, for GEMMs, both halves in turn: per
 // 16-element run (hh, q, k) and 4-byte column, the run's codes built once (two loads from L1) for
 // T tokens' vpmaddubsw, two columns' int16 sums to int32 by the scale pair in vpmaddwd; the -32
-// as 32 x sum_g sc_g x bsums_g, two groups per vpmaddwd (half_dot_q6 spends one a group on twice
-// that: 1.13x the GEMM, bench/RESULTS.md session 42). The same integers, then half_dot_q6's float
-// step: the same bits. cold: the group's first batch, which L1-prefetches ahead as the GEMV does.
+// as 32 x sum_g sc_g x bsums_g, two groups per vpmaddwd (half_dot_q6, as this GEMM did before,
+// spends a vpmaddwd a group on twice that sum: 1.13x the GEMM, bench/RESULTS.md session 42). The
+// same integers, then half_dot_q6's float step: the same bits. cold: the group's first batch, which
+// L1-prefetches ahead as the GEMV does.
 template <int T>
 void chain_dot_q6(const uint8_t* g, int64_t r0, const BlockQ8_K* const* xs, int64_t nb,
                   float* const* outs, bool cold) {
@@ -873,8 +874,8 @@ void chain_dot_q3(const uint8_t* g, int64_t r0, const BlockQ8_K* const* xs, int6
   for (int t = 0; t < T; ++t) acc[t].store(outs[t]);
 }
 
-// GEMV / GEMM over a super-block layout from its half pass HalfDot (rows 8h..8h+7 of the group
-// whose first row is r).
+// The GEMV over a super-block layout from its half pass HalfDot (rows 8h..8h+7 of the group whose
+// first row is r); their GEMMs run in chain order (gemm_chain).
 using HalfDotFn = void (*)(const uint8_t* g, int64_t r, int h, const BlockQ8_K* x, int64_t nb,
                            float* out, const uint8_t* next);
 
@@ -889,22 +890,6 @@ void gemv_halves(const void* w, size_t row_stride, const void* xq, float* y, int
         r + 16 < row_end ? g + group_bytes : static_cast<const uint8_t*>(take_gemv_tail());
     HalfDot(g, r, 0, x, nb, y + r, next);
     HalfDot(g, r, 1, x, nb, y + r, next);
-  });
-}
-
-template <HalfDotFn HalfDot>
-void gemm_halves(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
-                 size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
-                 int64_t n_cols) {
-  const int64_t nb = n_cols / kQK_K;
-  const auto* xbase = static_cast<const uint8_t*>(xq);
-  const size_t group_bytes = 16 * row_stride;
-  for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
-    const uint8_t* next = r + 16 < row_end ? g + group_bytes : nullptr;
-    for (int64_t t = 0; t < n_tokens; ++t)
-      for (int h = 0; h < 2; ++h)
-        HalfDot(g, r, h, reinterpret_cast<const BlockQ8_K*>(xbase + t * xq_stride), nb,
-                y + t * y_stride + r, t == 0 ? next : nullptr);
   });
 }
 

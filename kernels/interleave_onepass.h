@@ -192,8 +192,9 @@ inline void chain_group_dot(const uint8_t* g, const BlockQ8_0* const* xs, const 
 
 // chain_group_dot's GEMM without AVX-VNNI, for the layouts whose codes are unsigned (kQ4_0x16,
 // kMXFP4x16): vpmaddubsw's int16 pair sums added in int16 over kRuns of a block's 4 code lines
-// (each line's low and high nibbles: Q4_0's 8 products of |15 x -128 x 2| = 30720 at most over all
-// 4; MXFP4's codes reach 24, so 2 lines) before one vpmaddwd takes them to int32, where
+// (a line's low and high nibbles are 2 of them; Q4_0's pairs reach |15 x -128 x 2| = 3840, so all
+// 4 lines sum to at most 30720; MXFP4's codes reach 24, pairs 6144, so 2 lines) before one
+// vpmaddwd takes them to int32, where
 // chain_group_dot spends a vpmaddwd and a vpaddd on every vpmaddubsw; and both 8-row halves at
 // once, so each broadcast activation word feeds 4 products rather than 2. The same int32 block
 // sums (exact integers in any order) and the same float step: the same bits.
