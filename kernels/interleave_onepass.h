@@ -145,6 +145,15 @@ inline void group_dot(const uint8_t* g, const BlockQ8_0* x, const XPrep* prep, i
   }
 }
 
+// A chain GEMM's first batch over a group: every other block, the next chunk's lines into L1
+// kInterleavePrefetch ahead (as the GEMV prefetches).
+template <typename Fmt>
+inline void cold_prefetch(const uint8_t* g, int64_t b) {
+  if ((b & 1) == 0)
+    prefetch_lines<Fmt::kChunk, kToL1>(g + static_cast<size_t>(b >> 1) * Fmt::kChunk +
+                                       kInterleavePrefetch);
+}
+
 // The same group against T activation rows in chain order, for GEMMs: per block and 8-row half,
 // the 8 code vectors built once (4 loads, nibbles, table lookups) for T tokens' products, each
 // token's block sum to float at once with its XPrep (the canonical acc[b % 8] per token on the
@@ -161,9 +170,7 @@ inline void chain_group_dot(const uint8_t* g, const BlockQ8_0* const* xs, const 
   auto codes = [&](__m256i v) { return ops.codes(v); };
   Acc16 acc[T];
   for (int64_t b = 0; b < nb; ++b) {
-    if (cold && (b & 1) == 0)
-      prefetch_lines<Fmt::kChunk, kToL1>(g + static_cast<size_t>(b >> 1) * Fmt::kChunk +
-                                         kInterleavePrefetch);
+    if (cold) cold_prefetch<Fmt>(g, b);
     const uint8_t* qb = g + Fmt::codes(b);
     const uint8_t* sc = g + Fmt::scales(b);
     for (int h = 0; h < 2; ++h) {
@@ -211,9 +218,7 @@ inline void chain_group_dot_i16(const uint8_t* g, const BlockQ8_0* const* xs,
   const __m256i ones = ops.ones;
   Acc16 acc[T];
   for (int64_t b = 0; b < nb; ++b) {
-    if (cold && (b & 1) == 0)
-      prefetch_lines<Fmt::kChunk, kToL1>(g + static_cast<size_t>(b >> 1) * Fmt::kChunk +
-                                         kInterleavePrefetch);
+    if (cold) cold_prefetch<Fmt>(g, b);
     const uint8_t* qb = g + Fmt::codes(b);
     __m256i i32[2][T], s16[2][T];  // i32 from the first flush (none live across Q4_0's lines)
 #pragma GCC unroll 4

@@ -583,10 +583,12 @@ class Server {
                 "it as application/json (curl: -H 'Content-Type: application/json')",
                 req.method, req.path, req.get_header_value("Content-Type"));
           } else if (res.status == 413) {
+            // A chunked body has no Content-Length to name.
+            const std::string length = req.get_header_value("Content-Length");
             what = fmt::format(
-                "{} {}: the request body ({} bytes) is over the server's {} MiB limit "
+                "{} {}: the request body{} is over the server's {} MiB limit "
                 "(strata serve --max-body-mib)",
-                req.method, req.path, req.get_header_value("Content-Length"), cap);
+                req.method, req.path, length.empty() ? "" : " (" + length + " bytes)", cap);
           } else {
             what = fmt::format("{} {}: HTTP status {}", req.method, req.path, res.status);
           }
