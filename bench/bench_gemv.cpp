@@ -253,7 +253,7 @@ void register_all() {
         if (interleaved &&
             strata::kernels::interleaved_layout(type) == strata::kernels::WeightLayout::kRows)
           continue;
-        for (int64_t t : {1, 4, 8, 32}) {
+        for (int64_t t : {1, 2, 3, 4, 8, 32}) {
           const std::string name = "gemm_hot/" + std::string(strata::ggml_type_name(type)) + "/" +
                                    std::string(strata::kernels::isa_name(isa)) + "/" +
                                    (interleaved ? "interleaved/" : "rows/") + std::to_string(t) +

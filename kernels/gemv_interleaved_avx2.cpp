@@ -874,6 +874,24 @@ void chain_dot_q3(const uint8_t* g, int64_t r0, const BlockQ8_K* const* xs, int6
   for (int t = 0; t < T; ++t) acc[t].store(outs[t]);
 }
 
+// The chain families of the kernels above, for gemm_chain.
+struct ChainQ6 {
+  template <int T>
+  static constexpr ChainFn fn = &chain_dot_q6<T>;
+};
+struct ChainIQ4 {
+  template <int T>
+  static constexpr ChainFn fn = &chain_dot_iq4<T>;
+};
+struct ChainQ2 {
+  template <int T>
+  static constexpr ChainFn fn = &chain_dot_q2<T>;
+};
+struct ChainQ3 {
+  template <int T>
+  static constexpr ChainFn fn = &chain_dot_q3<T>;
+};
+
 // The GEMV over a super-block layout from its half pass HalfDot (rows 8h..8h+7 of the group whose
 // first row is r); their GEMMs run in chain order (gemm_chain).
 using HalfDotFn = void (*)(const uint8_t* g, int64_t r, int h, const BlockQ8_K* x, int64_t nb,
@@ -925,24 +943,17 @@ GemvKernels interleaved_kernels_avx2(WeightLayout layout) {
   if (layout == WeightLayout::kQ4_Kx16)
     // Chain GEMM: 1.6x the two-half one's once GCC no longer spilled its products (session 42;
     // before, it measured no faster).
-    return GemvKernels{
-        &gemv_halves<&half_dot_k<false>>,
-        &gemm_chain<4, &chain_dot_k<false, 4, false>, &chain_dot_k<false, 1, false>>};
+    return GemvKernels{&gemv_halves<&half_dot_k<false>>, &gemm_chain<ChainK<false, false>>};
   if (layout == WeightLayout::kQ5_Kx16)  // chain GEMM: 1.3-1.45x the two-half one's (session 35)
-    return GemvKernels{&gemv_halves<&half_dot_k<true>>,
-                       &gemm_chain<4, &chain_dot_k<true, 4, false>, &chain_dot_k<true, 1, false>>};
+    return GemvKernels{&gemv_halves<&half_dot_k<true>>, &gemm_chain<ChainK<true, false>>};
   if (layout == WeightLayout::kQ6_Kx16)
-    return GemvKernels{&gemv_halves<&half_dot_q6>,
-                       &gemm_chain<4, &chain_dot_q6<4>, &chain_dot_q6<1>>};
+    return GemvKernels{&gemv_halves<&half_dot_q6>, &gemm_chain<ChainQ6>};
   if (layout == WeightLayout::kIQ4_XSx16)
-    return GemvKernels{&gemv_halves<&half_dot_iq4>,
-                       &gemm_chain<4, &chain_dot_iq4<4>, &chain_dot_iq4<1>>};
+    return GemvKernels{&gemv_halves<&half_dot_iq4>, &gemm_chain<ChainIQ4>};
   if (layout == WeightLayout::kQ2_Kx16)
-    return GemvKernels{&gemv_halves<&half_dot_q2>,
-                       &gemm_chain<4, &chain_dot_q2<4>, &chain_dot_q2<1>>};
+    return GemvKernels{&gemv_halves<&half_dot_q2>, &gemm_chain<ChainQ2>};
   if (layout == WeightLayout::kQ3_Kx16)
-    return GemvKernels{&gemv_halves<&half_dot_q3>,
-                       &gemm_chain<4, &chain_dot_q3<4>, &chain_dot_q3<1>>};
+    return GemvKernels{&gemv_halves<&half_dot_q3>, &gemm_chain<ChainQ3>};
   return GemvKernels{nullptr, nullptr};
 }
 

@@ -157,6 +157,12 @@ void chain_dot_iq4(const uint8_t* g, int64_t, const BlockQ8_K* const* xs, int64_
   for (int t = 0; t < T; ++t) acc[t].store(outs[t]);
 }
 
+// chain_dot_iq4's family, for gemm_chain.
+struct ChainIQ4 {
+  template <int T>
+  static constexpr ChainFn fn = &chain_dot_iq4<T>;
+};
+
 // ---- kQ4_Kx16, kQ5_Kx16: Q4_K / Q5_K x Q8_K, all 16 rows a step ----
 
 // One 16-row kQ4_Kx16 (kFive: kQ5_Kx16) group against one activation row; next: as in
@@ -278,14 +284,11 @@ GemvKernels interleaved_kernels_avxvnni(WeightLayout layout) {
   if (layout == WeightLayout::kQ5_0x16) k.gemm = &gemm_x16_chain<WeightLayout::kQ5_0x16, true>;
   if (layout == WeightLayout::kQ4_1x16) k.gemm = &gemm_x16_chain<WeightLayout::kQ4_1x16, true>;
   if (layout == WeightLayout::kQ5_1x16) k.gemm = &gemm_x16_chain<WeightLayout::kQ5_1x16, true>;
-  if (layout == WeightLayout::kIQ4_XSx16)
-    k = {&gemv_groups<&group_dot_iq4>, &gemm_chain<4, &chain_dot_iq4<4>, &chain_dot_iq4<1>>};
+  if (layout == WeightLayout::kIQ4_XSx16) k = {&gemv_groups<&group_dot_iq4>, &gemm_chain<ChainIQ4>};
   if (layout == WeightLayout::kQ4_Kx16)
-    k = {&gemv_groups<&group_dot_k<false>>,
-         &gemm_chain<4, &chain_dot_k<false, 4, true>, &chain_dot_k<false, 1, true>>};
+    k = {&gemv_groups<&group_dot_k<false>>, &gemm_chain<ChainK<false, true>>};
   if (layout == WeightLayout::kQ5_Kx16)
-    k = {&gemv_groups<&group_dot_k<true>>,
-         &gemm_chain<4, &chain_dot_k<true, 4, true>, &chain_dot_k<true, 1, true>>};
+    k = {&gemv_groups<&group_dot_k<true>>, &gemm_chain<ChainK<true, true>>};
   return k;
 }
 

@@ -272,38 +272,53 @@ void chain_dot_k(const uint8_t* g, int64_t, const BlockQ8_K* const* xs, int64_t 
   for (int t = 0; t < T; ++t) acc[t].store(outs[t]);
 }
 
-// A GEMM in chain order: the tokens in batches of kChain through Chain (one pass over a group's
-// lines per batch, the first one cold), the rest one at a time through One.
+// A GEMM in chain order: the tokens in batches of 4 through Chain::fn<4> (one pass over a group's
+// lines per batch, the first one cold), the last 1-3 as one batch through Chain::fn<1..3>. Chain is
+// a family: a struct with `template <int T> static constexpr ChainFn fn`, as ChainK.
 using ChainFn = void (*)(const uint8_t* g, int64_t r0, const BlockQ8_K* const* xs, int64_t nb,
                          float* const* outs, bool cold);
 
-template <int kChain, ChainFn Chain, ChainFn One>
+// chain_dot_k's family.
+template <bool kFive, bool kVnni>
+struct ChainK {
+  template <int T>
+  static constexpr ChainFn fn = &chain_dot_k<kFive, T, kVnni>;
+};
+
+template <typename Chain>
 void gemm_chain(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
                 size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
                 int64_t n_cols) {
   const int64_t nb = n_cols / kQK_K;
   const auto* xbase = static_cast<const uint8_t*>(xq);
   const size_t group_bytes = 16 * row_stride;
-  const auto x_at = [&](int64_t t) {
-    return reinterpret_cast<const BlockQ8_K*>(xbase + t * xq_stride);
-  };
   for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
     const uint8_t* next = r + 16 < row_end ? g + group_bytes : nullptr;
     if (next != nullptr) prefetch_lines<kInterleavePrefetch, kToL2>(next);
-    int64_t t = 0;
-    for (; t + kChain <= n_tokens; t += kChain) {
-      const BlockQ8_K* xs[kChain];
-      float* outs[kChain];
-      for (int k = 0; k < kChain; ++k) {
-        xs[k] = x_at(t + k);
+    const auto batch = [&](auto n_const, int64_t t) {
+      constexpr int n = decltype(n_const)::value;
+      const BlockQ8_K* xs[n];
+      float* outs[n];
+      for (int k = 0; k < n; ++k) {
+        xs[k] = reinterpret_cast<const BlockQ8_K*>(xbase + (t + k) * xq_stride);
         outs[k] = y + (t + k) * y_stride + r;
       }
-      Chain(g, r, xs, nb, outs, t == 0);
-    }
-    for (; t < n_tokens; ++t) {
-      const BlockQ8_K* xs[1] = {x_at(t)};
-      float* outs[1] = {y + t * y_stride + r};
-      One(g, r, xs, nb, outs, t == 0);
+      Chain::template fn<n>(g, r, xs, nb, outs, t == 0);
+    };
+    int64_t t = 0;
+    for (; t + 4 <= n_tokens; t += 4) batch(std::integral_constant<int, 4>{}, t);
+    switch (n_tokens - t) {
+      case 3:
+        batch(std::integral_constant<int, 3>{}, t);
+        break;
+      case 2:
+        batch(std::integral_constant<int, 2>{}, t);
+        break;
+      case 1:
+        batch(std::integral_constant<int, 1>{}, t);
+        break;
+      default:
+        break;
     }
   });
 }

@@ -388,8 +388,8 @@ struct B32Of {
 };
 
 // The GEMM in chain order: every token's activation prepared once per call, then per group the
-// tokens in batches of 4 through chain_group_dot or chain_dot_b32 (the first batch cold), the rest
-// one at a time.
+// tokens in batches of 4 through chain_group_dot or chain_dot_b32 (the first batch cold), the last
+// 1-3 as one batch.
 template <WeightLayout kLayout, bool kVnni>
 void gemm_x16_chain(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
                     size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
@@ -415,7 +415,19 @@ void gemm_x16_chain(const void* w, size_t row_stride, const void* xq, size_t xq_
     };
     int64_t t = 0;
     for (; t + 4 <= n_tokens; t += 4) batch(std::integral_constant<int, 4>{}, t);
-    for (; t < n_tokens; ++t) batch(std::integral_constant<int, 1>{}, t);
+    switch (n_tokens - t) {
+      case 3:
+        batch(std::integral_constant<int, 3>{}, t);
+        break;
+      case 2:
+        batch(std::integral_constant<int, 2>{}, t);
+        break;
+      case 1:
+        batch(std::integral_constant<int, 1>{}, t);
+        break;
+      default:
+        break;
+    }
   };
   for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
     if constexpr (kLayout == WeightLayout::kQ8_0x16) {
