@@ -77,6 +77,17 @@ constexpr KnobSpec kKnobs[] = {
      "used or not (the experts were read). 0 = off. Not with CUDA_DENSE=2."},
     {"LOOKUP_NGRAM", KnobType::kInt, "3", "tokens", "1..4",
      "LOOKUP: the shortest match that drafts (longer ones, up to 4 tokens, are tried first)."},
+    {"THINK", KnobType::kEnum, "on", "", "on|hide|off",
+     "Thinking models (<think> blocks: Qwen3, DeepSeek-R1, GLM-4.5; gpt-oss's analysis "
+     "channel), in `chat` and `serve`. on: the model reasons as its template has it; `chat` "
+     "shows the reasoning dimmed (framed by <think> tags when stdout is not a terminal) before "
+     "the answer, `serve` returns it as reasoning_content. hide: the same reasoning, but `chat` "
+     "prints only the answer (stderr says how long it thought) and `serve` leaves "
+     "reasoning_content out. off: the prompt ends with the template's no-think text (Qwen3's "
+     "empty <think> block), so the model answers at once; a template without that switch "
+     "thinks anyway (a notice says so). Either way a reply joins the conversation without its "
+     "reasoning, as these models' templates keep it, and structured output constrains the "
+     "answer, after the reasoning."},
     {"PROMPT_CACHE", KnobType::kString, "", "path", "",
      "Keep the KV cache of a prompt in this file (`run`: the prompt, after its prefill; `chat`: "
      "the conversation, at exit) and restore the longest prefix a later run's prompt shares with "

@@ -19,6 +19,19 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// A token that opens the reasoning block, or one the answer's constraint allows.
+struct OpenOrAnswer final : TokenFilter {
+  explicit OpenOrAnswer(int32_t open) : open(open) {}
+  bool allows(int32_t id) override { return id == open || answer->allows(id); }
+  void mask(std::span<float> logits) override {
+    const float keep = logits[size_t(open)];
+    answer->mask(logits);
+    logits[size_t(open)] = keep;
+  }
+  int32_t open;
+  TokenFilter* answer = nullptr;
+};
+
 }  // namespace
 
 std::string_view turn_status_name(TurnStatus s) {
@@ -45,7 +58,8 @@ ChatSession::ChatSession(Forward& fwd, const Tokenizer& tok, ChatFamily family,
       family_(family),
       system_(std::move(system_prompt)),
       sampler_(sampling),
-      lookup_(fwd, lookup) {
+      lookup_(fwd, lookup),
+      reasoning_(engine::reasoning_style(family, tok.vocab(), tok.vocab().chat_template())) {
   reset();
 }
 
@@ -79,10 +93,25 @@ void ChatSession::append_message(ChatMessage m) {
   turn_open_ = false;
 }
 
+std::string ChatSession::format_text(bool add_assistant) const {
+  std::string text = format_chat(family_, messages_, add_assistant);
+  if (add_assistant && !thinking_) text += reasoning_.no_think;
+  return text;
+}
+
 std::vector<int32_t> ChatSession::format_tokens(bool add_assistant) const {
   // parse_special: the template's control strings (<|im_start|>, </s> ...) must become their ids,
   // as llama.cpp's chat tokenizes the formatted prompt.
-  return tok_.tokenize(format_chat(family_, messages_, add_assistant), true, true);
+  return tok_.tokenize(format_text(add_assistant), true, true);
+}
+
+std::vector<int32_t> ChatSession::format_turn() {
+  const std::string text = format_text(true);
+  turn_format_ = split_reasoning_ ? reasoning_.format : ReasoningFormat::kNone;
+  std::string_view end = text;
+  while (!end.empty() && (end.back() == '\n' || end.back() == ' ')) end.remove_suffix(1);
+  turn_opened_ = turn_format_ == ReasoningFormat::kThinkTags && end.ends_with("<think>");
+  return tok_.tokenize(text, true, true);
 }
 
 namespace {
@@ -202,12 +231,12 @@ void ChatSession::prefill_scored(const std::vector<int32_t>& tokens, size_t keep
 
 TurnStatus ChatSession::begin_turn(std::string_view user) {
   messages_.push_back({"user", std::string(user)});
-  return begin_formatted(format_tokens(true), [this] { messages_.pop_back(); });
+  return begin_formatted(format_turn(), [this] { messages_.pop_back(); });
 }
 
 TurnStatus ChatSession::begin_messages(std::vector<ChatMessage> messages) {
   std::vector<ChatMessage> before = std::exchange(messages_, std::move(messages));
-  return begin_formatted(format_tokens(true), [&] { messages_ = std::move(before); });
+  return begin_formatted(format_turn(), [&] { messages_ = std::move(before); });
 }
 
 TurnStatus ChatSession::begin_text(std::string_view text, bool score_prompt) {
@@ -223,6 +252,8 @@ TurnStatus ChatSession::begin_tokens(std::vector<int32_t> tokens, bool score_pro
       fail(ErrorKind::kBadValue, "prompt token {} (at {}) is not in the vocabulary ({} tokens)",
            tokens[i], i, tok_.vocab().n_tokens());
   std::vector<ChatMessage> before = std::exchange(messages_, {});
+  turn_format_ = ReasoningFormat::kNone;
+  turn_opened_ = false;
   return begin_formatted(
       tokens, [&] { messages_ = std::move(before); }, score_prompt);
 }
@@ -282,11 +313,20 @@ TurnResult ChatSession::generate(int32_t max_tokens, const TokenFn& on_token,
   const Vocab& vocab = tok_.vocab();
   const auto t0 = std::chrono::steady_clock::now();
   std::string piece;
+  ReasoningSplitter split(turn_format_, turn_opened_);
   std::optional<TokenConstraint> constraint;
   if (schema_) {
     if (!texts_) texts_ = std::make_shared<const TokenTexts>(tok_);
     constraint.emplace(schema_, texts_);
   }
+  // Structured output with a thinking model: its reasoning runs free and the schema constrains
+  // the answer. Before the reply has opened a reasoning block or begun its answer, a token is
+  // either the block's opening or the answer's start (OpenOrAnswer). Needs the opening and
+  // closing markers to be single tokens, so the answer starts exactly at a token.
+  const bool think_first = constraint && turn_format_ != ReasoningFormat::kNone &&
+                           reasoning_.open_token >= 0 && reasoning_.close_token >= 0;
+  bool fresh = true;  // the constraint has seen only the answer's tokens
+  OpenOrAnswer open_or_answer(reasoning_.open_token);
   for (;;) {
     if (max_tokens >= 0 && int64_t(stats_.n_generated) >= max_tokens) {
       r.status = TurnStatus::kMaxTokens;
@@ -296,17 +336,36 @@ TurnResult ChatSession::generate(int32_t max_tokens, const TokenFn& on_token,
       r.status = TurnStatus::kInterrupted;
       break;
     }
+    TokenFilter* filter = nullptr;
+    if (constraint) {
+      if (think_first && !split.answering()) {
+        if (split.undecided()) {
+          open_or_answer.answer = &*constraint;
+          filter = &open_or_answer;
+        }
+      } else {
+        if (!fresh) constraint.emplace(schema_, texts_);  // the answer starts after reasoning
+        fresh = true;
+        filter = &*constraint;
+      }
+    }
     const auto t_sample = std::chrono::steady_clock::now();
-    const int32_t id = sampler_.sample(logits_, constraint ? &*constraint : nullptr);
+    const int32_t id = sampler_.sample(logits_, filter);
     stats_.sample_s += seconds_since(t_sample);
     if (id < 0 || vocab.is_eog(id)) {  // < 0: the schema allows no token of this vocabulary
       r.status = TurnStatus::kEndOfGeneration;
       break;
     }
-    if (constraint) constraint->accept(id);
+    const bool constrained = filter == &*constraint || (filter && id != reasoning_.open_token);
+    if (constrained) {
+      constraint->accept(id);
+    } else if (constraint) {
+      fresh = false;
+    }
     piece.clear();
     tok_.append_piece(piece, id, false);
     r.text += piece;
+    split.feed(piece, r.reasoning, r.answer);
     ++stats_.n_generated;
     if (top_n >= 0) {
       const TokenScore score = score_token(logits_, id, size_t(top_n));
@@ -314,7 +373,7 @@ TurnResult ChatSession::generate(int32_t max_tokens, const TokenFn& on_token,
     } else if (on_token) {
       on_token(piece, nullptr);
     }
-    if (constraint && constraint->finished()) {  // the document is complete
+    if (constrained && constraint->finished()) {  // the document is complete
       r.status = TurnStatus::kEndOfGeneration;
       break;
     }
@@ -339,7 +398,8 @@ TurnResult ChatSession::generate(int32_t max_tokens, const TokenFn& on_token,
   // Drafted positions the reply did not use leave the cache: it mirrors kv_tokens_ again.
   lookup_.settle();
   stats_.decode_s = seconds_since(t0);
-  messages_.push_back({"assistant", r.text});
+  split.finish(r.reasoning, r.answer);
+  messages_.push_back({"assistant", r.answer});
   r.stats = stats_;
   return r;
 }

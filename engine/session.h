@@ -19,6 +19,7 @@
 #include "engine/json_schema.h"
 #include "engine/lookup.h"
 #include "engine/perplexity.h"
+#include "engine/reasoning.h"
 #include "engine/sampler.h"
 #include "engine/tokenizer.h"
 
@@ -52,6 +53,10 @@ struct TurnStats {
 struct TurnResult {
   TurnStatus status = TurnStatus::kEndOfGeneration;
   std::string text;  // the reply as streamed (special tokens not rendered)
+  // A thinking model's reply in its two parts (reasoning.h; set_reasoning): the reasoning, and
+  // the answer, which is what joins the conversation. Without reasoning, answer == text.
+  std::string reasoning;
+  std::string answer;
   TurnStats stats;
 };
 
@@ -117,6 +122,23 @@ class ChatSession {
   TurnResult send(std::string_view user, int32_t max_tokens, const PieceFn& on_piece,
                   const std::atomic<bool>* stop = nullptr);
 
+  // Thinking models (reasoning.h): how this model's replies reason, from its template and
+  // vocabulary.
+  const ReasoningStyle& reasoning_style() const { return reasoning_; }
+  // Whether chat turns (begin_turn, begin_messages) split replies into reasoning and answer (the
+  // default): the answer alone joins the conversation, as the models' own templates keep it, and
+  // structured output constrains the answer, letting the model reason first. Off: the reply as
+  // written, as for raw completions (begin_text, begin_tokens), which never split.
+  void set_reasoning(bool split) { split_reasoning_ = split; }
+  // Thinking off: chat turns' prompts end with the template's no-think text (an empty <think>
+  // block for Qwen3), so the model answers at once. Only where the template has that switch
+  // (can_disable_thinking); elsewhere it changes nothing.
+  void set_thinking(bool on) { thinking_ = on; }
+  bool can_disable_thinking() const { return !reasoning_.no_think.empty(); }
+  // A splitter for the open turn's reply (kNone unless it is split), for callers that show the
+  // streamed pieces' two parts.
+  ReasoningSplitter reply_splitter() const { return ReasoningSplitter(turn_format_, turn_opened_); }
+
   // Adds a message without running anything (a restored conversation, a scripted reply); the next
   // begin_turn prefills it with the rest of the new suffix.
   void append_message(ChatMessage m);
@@ -152,7 +174,8 @@ class ChatSession {
   uint32_t n_ctx() const { return fwd_.n_ctx(); }
   ChatFamily family() const { return family_; }
   const std::string& system_prompt() const { return system_; }
-  // The tokens the conversation would have now, formatted with the assistant opener.
+  // The tokens the conversation would have now, formatted with the assistant opener (and the
+  // no-think text when thinking is off).
   std::vector<int32_t> format_tokens(bool add_assistant) const;
   // Stats of the last turn (begin_turn fills the prefill part, generate the rest).
   const TurnStats& last_stats() const { return stats_; }
@@ -175,6 +198,10 @@ class ChatSession {
 
   // set_stash: swaps a stashed sequence in, or stashes the cache, for the turn's tokens.
   void use_stash(const std::vector<int32_t>& tokens);
+  // format_tokens' text.
+  std::string format_text(bool add_assistant) const;
+  // begin_turn / begin_messages: formats the conversation and notes how its reply reasons.
+  std::vector<int32_t> format_turn();
 
   struct Stash {
     std::vector<int32_t> tokens;
@@ -200,6 +227,11 @@ class ChatSession {
   bool adopted_ = false;  // the cache's kept tokens not yet given to the sampler (adopt_kv,
                           // set_sampling)
   TurnStats stats_;
+  ReasoningStyle reasoning_;
+  bool split_reasoning_ = true;
+  bool thinking_ = true;
+  ReasoningFormat turn_format_ = ReasoningFormat::kNone;  // the open turn's reply's
+  bool turn_opened_ = false;  // its prompt ends with <think>: the reply starts in the reasoning
   size_t stash_slots_ = 0;
   std::vector<Stash> stash_;  // most recently used first
 };

@@ -171,19 +171,88 @@ void print_piece(std::string_view piece) {
   std::fflush(stdout);
 }
 
+// Prints a reply's pieces, a thinking model's reasoning apart from its answer (THINK): dimmed
+// on a terminal, framed by <think> tags elsewhere, or (hide) not at all, with a line on stderr
+// saying how many tokens came before the answer.
+class ReplyPrinter {
+ public:
+  explicit ReplyPrinter(bool show_reasoning)
+      : show_(show_reasoning), tty_(isatty(STDOUT_FILENO) == 1) {}
+  // The turn has begun (its reply's format is known).
+  void begin(const engine::ChatSession& s) { split_ = s.reply_splitter(); }
+  void piece(std::string_view p) {
+    if (!split_) return print_piece(p);
+    if (!split_->answering()) ++before_answer_;
+    reasoning_.clear();
+    answer_.clear();
+    split_->feed(p, reasoning_, answer_);
+    out();
+  }
+  // The reply ended (or was cut): whatever was held back, and the reasoning's frame closed.
+  void end() {
+    if (split_) {
+      reasoning_.clear();
+      answer_.clear();
+      split_->finish(reasoning_, answer_);
+      out();
+      close_reasoning();
+    }
+  }
+
+ private:
+  void out() {
+    if (!reasoning_.empty()) {
+      if (!in_reasoning_) {
+        in_reasoning_ = true;
+        if (show_)
+          print_piece(tty_ ? "\x1b[2m" : "<think>\n");
+        else if (tty_)
+          fmt::print(stderr, "[thinking...]");
+      }
+      if (show_) print_piece(reasoning_);
+    }
+    if (!answer_.empty()) {
+      close_reasoning();
+      print_piece(answer_);
+    }
+  }
+  void close_reasoning() {
+    if (!in_reasoning_) return;
+    in_reasoning_ = false;
+    if (show_) {
+      print_piece(tty_ ? "\x1b[0m\n\n" : "\n</think>\n\n");
+    } else {
+      fmt::print(stderr, "{}[thought for {} tokens]\n", tty_ ? "\r" : "", before_answer_);
+    }
+  }
+
+  bool show_;
+  bool tty_;
+  std::optional<engine::ReasoningSplitter> split_;
+  std::string reasoning_, answer_;
+  bool in_reasoning_ = false;
+  uint32_t before_answer_ = 0;  // reply tokens before the answer began
+};
+
 // Runs one reply with Ctrl-C armed; prints the reply's end and what stopped it. With PROF on, the
 // turn is one profiling window: each decoded token's latency is the time between two streamed
 // pieces (decode of the previous token + sampling), and the report follows the reply. With
 // PROF_PROBE_EVERY, the probe's passes run after the first piece and after every that many
 // decoded tokens, outside both the token latencies and the turn's decode time.
 engine::TurnResult reply(engine::ChatSession& s, std::string_view text, int32_t n_predict,
-                         engine::Profiler* prof = nullptr) {
+                         bool show_reasoning, engine::Profiler* prof = nullptr) {
   using Clock = std::chrono::steady_clock;
   const bool profiling = prof && prof->enabled();
   if (profiling) prof->begin_window();
   bool have_last = false;
   Clock::time_point last{};
+  ReplyPrinter printer(show_reasoning);
+  bool begun = false;
   const engine::PieceFn on_piece = [&](std::string_view piece) {
+    if (!begun) {
+      printer.begin(s);
+      begun = true;
+    }
     if (profiling) {
       const Clock::time_point now = Clock::now();
       if (have_last) {
@@ -195,7 +264,7 @@ engine::TurnResult reply(engine::ChatSession& s, std::string_view text, int32_t 
       last = prof->probe_tick() > 0 ? Clock::now() : now;
       have_last = true;
     }
-    print_piece(piece);
+    printer.piece(piece);
   };
   g_stop_reply.store(false);
   g_generating.store(true);
@@ -204,9 +273,11 @@ engine::TurnResult reply(engine::ChatSession& s, std::string_view text, int32_t 
     r = s.send(text, n_predict, on_piece, &g_stop_reply);
   } catch (...) {
     g_generating.store(false);
+    printer.end();
     throw;
   }
   g_generating.store(false);
+  printer.end();
   if (profiling) {
     r.stats.decode_s -= prof->counters().probe_seconds;  // this turn's passes (begin_window)
     prof->add_prefill(r.stats.n_prefilled, r.stats.prefill_s);
@@ -341,8 +412,8 @@ bool run_command(engine::ChatSession& s, std::string_view line, const UsageRecor
   return true;
 }
 
-int interactive(engine::ChatSession& s, int32_t n_predict, engine::Profiler* prof,
-                const UsageRecorder* usage, std::string placed) {
+int interactive(engine::ChatSession& s, int32_t n_predict, bool show_reasoning,
+                engine::Profiler* prof, const UsageRecorder* usage, std::string placed) {
   SigintGuard sigint;
   LineReader in(sigint.read_fd());
   const bool tty = isatty(STDIN_FILENO) == 1;
@@ -392,7 +463,7 @@ int interactive(engine::ChatSession& s, int32_t n_predict, engine::Profiler* pro
       if (!run_command(s, text, usage)) break;
       continue;
     }
-    reply(s, text, n_predict, prof);
+    reply(s, text, n_predict, show_reasoning, prof);
     if (!placed.empty()) {  // the first reply says how the experts were placed
       fmt::print(stderr, "{}\n", placed);
       placed.clear();
@@ -465,6 +536,20 @@ int run_chat(ChatOptions o) {
              engine::chat_family_name(family), o.sampling.seed);
   engine::ChatSession session(fwd, tok, family, o.sampling, o.system, lookup);
   session.set_json_schema(schema);
+  const std::string think = knobs.get_string("THINK");
+  const bool show_reasoning = think != "hide";
+  if (const engine::ReasoningFormat f = session.reasoning_style().format;
+      f != engine::ReasoningFormat::kNone) {
+    fmt::print(stderr,
+               "chat: a thinking model ({}): THINK={} (on: its reasoning shown dimmed, hide: "
+               "not shown, off: asked not to think)\n",
+               engine::reasoning_format_name(f), think);
+    session.set_thinking(think != "off");
+    if (think == "off" && !session.can_disable_thinking())
+      fmt::print(stderr,
+                 "chat: THINK=off: this model's chat template has no switch to turn thinking "
+                 "off; it reasons as it will (the reasoning stays out of the conversation)\n");
+  }
   // PROMPT_CACHE: the last conversation's KV rows come back; the first turn keeps what it shares
   // with them (a fixed system prompt at least). At exit the conversation's rows are saved.
   const std::string cache_path = knobs.get_string("PROMPT_CACHE");
@@ -489,14 +574,16 @@ int run_chat(ChatOptions o) {
   };
 
   if (!o.prompt) {
-    const int rc = interactive(session, o.n_predict, tiers.prof.get(), tiers.usage.get(), placed);
+    const int rc = interactive(session, o.n_predict, show_reasoning, tiers.prof.get(),
+                               tiers.usage.get(), placed);
     tiers.prof->write_json();  // PROF_JSON: the last turn's window
     save_cache();
     return rc;
   }
 
   SigintGuard sigint;  // Ctrl-C ends the one-shot reply early; the text so far is printed
-  const engine::TurnResult r = reply(session, *o.prompt, o.n_predict, tiers.prof.get());
+  const engine::TurnResult r =
+      reply(session, *o.prompt, o.n_predict, show_reasoning, tiers.prof.get());
   if (!placed.empty()) fmt::print(stderr, "{}\n", placed);
   if (r.status == engine::TurnStatus::kPromptTooLong)
     fail(ErrorKind::kBadValue, "the prompt is {} tokens formatted; the context holds {} (--ctx)",

@@ -66,6 +66,8 @@ struct ServeOptions {
   size_t stash = 1;            // more conversations' KV rows kept in RAM (ChatSession::set_stash)
   int learn_every = 300;       // seconds between additions to USAGE_AUTO's learned profile
   uint32_t max_body_mib = 32;  // a larger request body is a 413 before it is read
+  bool thinking = true;        // THINK: requests' enable_thinking default (off: false)
+  bool show_reasoning = true;  // THINK: reasoning_content in responses (hide: left out)
   engine::SamplerParams sampling;  // defaults for requests that do not say
   KnobOverrides knobs;
 };
@@ -109,6 +111,10 @@ struct CompletionRequest {
   bool echo = false;  // kText: the prompt before the reply (with logprobs: its tokens scored)
   // response_format json_object / json_schema: the reply a JSON document (structured output).
   std::shared_ptr<const engine::JsonSchema> schema;
+  // kChat, thinking models: reasoning_format "none" keeps the reply as written (no
+  // reasoning_content); chat_template_kwargs.enable_thinking (unset: THINK's default).
+  bool split_reasoning = true;
+  std::optional<bool> enable_thinking;
 };
 
 const json* field(const json& body, const char* key) {
@@ -280,6 +286,24 @@ CompletionRequest parse_request(const std::string& body_text, const engine::Samp
       int32_t(max_tokens >= 0 ? max_tokens : integer(body, "max_tokens", 0, 1 << 30, -1));
   r.stream = boolean(body, "stream");
   r.schema = parse_response_format(body);
+  // Thinking models (llama.cpp's server names): reasoning_format, and the templates'
+  // enable_thinking switch through chat_template_kwargs (other kwargs are not used: the
+  // template is not run).
+  if (const json* f = field(body, "reasoning_format")) {
+    if (!f->is_string() || (*f != "auto" && *f != "deepseek" && *f != "none"))
+      throw BadRequest{400,
+                       "'reasoning_format' must be \"auto\", \"deepseek\" (the same: "
+                       "reasoning_content apart) or \"none\" (the reply as written)"};
+    r.split_reasoning = *f != "none";
+  }
+  if (const json* k = field(body, "chat_template_kwargs")) {
+    if (!k->is_object()) throw BadRequest{400, "'chat_template_kwargs' must be an object"};
+    if (const json* t = field(*k, "enable_thinking")) {
+      if (!t->is_boolean())
+        throw BadRequest{400, "'chat_template_kwargs.enable_thinking' must be true or false"};
+      r.enable_thinking = t->get<bool>();
+    }
+  }
   // Function calling needs the template's tool syntax and a parser for the model's calls: refused
   // (as llama.cpp's server does without --jinja) rather than ignored, so a client knows; tools
   // with tool_choice "none" are no tools.
@@ -652,15 +676,20 @@ class Server {
     };
     // One choice: the reply's text (whole, or one streamed piece), its tokens' logprobs and its
     // finish reason.
-    const auto choice = [api](size_t index, std::optional<std::string> text, const char* finish,
-                              bool chunk, json logprobs) {
+    // reasoning: a thinking model's (chat), before the text's answer; empty: none.
+    const auto choice = [api, show = o_.show_reasoning](
+                            size_t index, std::optional<std::string> text, const char* finish,
+                            bool chunk, json logprobs, const std::string& reasoning = {}) {
       json c = {{"index", index}, {"finish_reason", finish ? json(finish) : json(nullptr)}};
       if (api == Api::kText) {
         c["text"] = text.value_or("");
       } else if (!chunk) {
         c["message"] = {{"role", "assistant"}, {"content", text.value_or("")}};
+        if (show && !reasoning.empty()) c["message"]["reasoning_content"] = reasoning;
       } else {
-        c["delta"] = text ? json{{"content", *text}} : json::object();
+        c["delta"] = json::object();
+        if (show && !reasoning.empty()) c["delta"]["reasoning_content"] = reasoning;
+        if (text) c["delta"]["content"] = *text;
       }
       c["logprobs"] = std::move(logprobs);
       return c;
@@ -670,6 +699,8 @@ class Server {
     const auto begin = [&](size_t i, EchoedPrompt& echo) {
       session_.set_sampling(r.sampling);
       session_.set_json_schema(r.schema);
+      session_.set_reasoning(r.split_reasoning);
+      session_.set_thinking(r.enable_thinking.value_or(o_.thinking));
       const bool score_prompt = r.echo && r.logprobs >= 0;
       engine::TurnStatus st;
       try {
@@ -708,6 +739,7 @@ class Server {
         ScoredTokens scored;
         DecodeClock clock(prof_, session_);
         std::string text;
+        engine::ReasoningSplitter split = session_.reply_splitter();
         const engine::TurnResult t = session_.generate(
             r.max_tokens,
             [&](std::string_view piece, const engine::TokenScore* score) {
@@ -721,8 +753,11 @@ class Server {
         std::vector<ScoredToken> toks = std::move(echo.tokens);
         for (ScoredToken& x : after(scored.take(text.size(), true), echo.text.size()))
           toks.push_back(std::move(x));
-        choices.push_back(choice(i, echo.text + text, finish_reason(t.status, filter.stopped()),
-                                 false, logprobs(toks)));
+        std::string reasoning, answer;  // (a chat reply; a raw completion is all answer)
+        split.feed(text, reasoning, answer);
+        split.finish(reasoning, answer);
+        choices.push_back(choice(i, echo.text + answer, finish_reason(t.status, filter.stopped()),
+                                 false, logprobs(toks), reasoning));
         add_stats(total, t.stats);
         log(api, t.stats, t_begin, "");
         if (filter.stopped()) stop_reply_.store(false);  // the next prompt's reply runs
@@ -765,6 +800,8 @@ class Server {
       ScoredTokens scored;
       size_t sent = 0;  // reply bytes sent
       DecodeClock clock(prof_, session_);
+      engine::ReasoningSplitter split = session_.reply_splitter();
+      std::string reasoning, answer;  // the split's parts of the last piece
       engine::TurnResult t;
       try {
         t = session_.generate(
@@ -776,8 +813,15 @@ class Server {
               sent += text.size();
               const std::vector<ScoredToken> toks =
                   after(scored.take(sent, false), echo.text.size());
-              if ((!text.empty() || !toks.empty()) && !gone)
-                gone = !event(choice(0, text, nullptr, true, logprobs(toks)));
+              reasoning.clear();
+              answer.clear();
+              split.feed(text, reasoning, answer);
+              if ((!answer.empty() || !reasoning.empty() || !toks.empty()) && !gone)
+                gone = !event(choice(0,
+                                     answer.empty() && !reasoning.empty()
+                                         ? std::nullopt
+                                         : std::optional<std::string>(answer),
+                                     nullptr, true, logprobs(toks), reasoning));
               if (filter.stopped() || gone) stop_reply_.store(true);  // client left: stop
             },
             &stop_reply_, r.logprobs);
@@ -794,8 +838,16 @@ class Server {
         const std::string rest = filter.stopped() ? std::string() : filter.flush();
         const std::vector<ScoredToken> toks =
             after(scored.take(sent + rest.size(), true), echo.text.size());
-        if (!rest.empty() || !toks.empty())
-          gone = !event(choice(0, rest, nullptr, true, logprobs(toks)));
+        reasoning.clear();
+        answer.clear();
+        split.feed(rest, reasoning, answer);
+        split.finish(reasoning, answer);
+        if (!answer.empty() || !reasoning.empty() || !toks.empty())
+          gone = !event(choice(0,
+                               answer.empty() && !reasoning.empty()
+                                   ? std::nullopt
+                                   : std::optional<std::string>(answer),
+                               nullptr, true, logprobs(toks), reasoning));
         if (!gone)
           event(choice(0, std::nullopt, finish_reason(t.status, filter.stopped()), true, nullptr));
         const std::string done = "data: [DONE]\n\n";
@@ -904,6 +956,9 @@ int run_serve(ServeOptions o) {
   engine::Forward fwd(model, fo);
   engine::ChatSession session(fwd, tok, family, o.sampling, {}, lookup);
   session.set_stash(o.stash);
+  const std::string think = knobs.get_string("THINK");
+  o.thinking = think != "off";
+  o.show_reasoning = think != "hide";
   const std::string id = !o.alias.empty()
                              ? o.alias
                              : model.file()
@@ -922,6 +977,12 @@ int run_serve(ServeOptions o) {
              : o.stash == 1 ? std::string(" + a stash of up to as much (--stash N)")
                             : fmt::format(" + a stash of up to {} times as much", o.stash),
              engine::chat_family_name(family), threads);
+  if (const engine::ReasoningFormat f = session.reasoning_style().format;
+      f != engine::ReasoningFormat::kNone)
+    fmt::print(stderr,
+               "serve: a thinking model ({}): THINK={} (replies' reasoning in reasoning_content; "
+               "per request: reasoning_format \"none\", chat_template_kwargs.enable_thinking)\n",
+               engine::reasoning_format_name(f), think);
   std::thread waiter([&] {
     int sig = 0;
     sigwait(&stop_signals, &sig);

@@ -1,0 +1,262 @@
+// Thinking models' replies: reasoning apart from the answer (reasoning.h).
+#include "engine/reasoning.h"
+
+#include <algorithm>
+#include <array>
+#include <initializer_list>
+
+#include "engine/vocab.h"
+
+namespace strata::engine {
+namespace {
+
+constexpr std::string_view kThinkOpen = "<think>";
+constexpr std::string_view kThinkClose = "</think>";
+constexpr std::string_view kChannel = "<|channel|>";
+constexpr std::string_view kMessage = "<|message|>";
+constexpr std::string_view kStart = "<|start|>";
+constexpr std::string_view kEnd = "<|end|>";
+
+bool is_space(char c) {
+  return c == ' ' || c == '\n' || c == '\t' || c == '\r';
+}
+
+size_t first_non_space(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size() && is_space(s[i])) ++i;
+  return i;
+}
+
+std::string_view rtrim(std::string_view s) {
+  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+// The length of the longest tail of s that is a proper prefix of one of the markers: bytes to
+// hold back until the next piece says whether a marker starts there.
+size_t partial_marker(std::string_view s, std::initializer_list<std::string_view> markers) {
+  size_t best = 0;
+  for (std::string_view m : markers)
+    for (size_t k = std::min(s.size(), m.size() - 1); k > best; --k)
+      if (s.substr(s.size() - k) == m.substr(0, k)) {
+        best = k;
+        break;
+      }
+  return best;
+}
+
+// A harmony header's channel: the word after its last <|channel|>, else its first word
+// ("assistant" when a header names no channel).
+std::string_view header_channel(std::string_view header) {
+  if (const size_t c = header.rfind(kChannel); c != std::string_view::npos)
+    header.remove_prefix(c + kChannel.size());
+  header.remove_prefix(first_non_space(header));
+  size_t n = 0;
+  while (n < header.size() && !is_space(header[n]) && header[n] != '<') ++n;
+  return header.substr(0, n);
+}
+
+// A Jinja string literal at s[i] (a quote): its value with \n, \t, \r and \<c> resolved.
+std::string jinja_literal(std::string_view s, size_t i) {
+  const char quote = s[i];
+  std::string out;
+  for (++i; i < s.size() && s[i] != quote; ++i) {
+    if (s[i] == '\\' && i + 1 < s.size()) {
+      const char e = s[++i];
+      out += e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string_view reasoning_format_name(ReasoningFormat f) {
+  switch (f) {
+    case ReasoningFormat::kNone:
+      return "none";
+    case ReasoningFormat::kThinkTags:
+      return "<think> tags";
+    case ReasoningFormat::kHarmony:
+      return "harmony channels";
+  }
+  return "?";
+}
+
+std::string no_think_text(std::string_view tmpl) {
+  // The first test of enable_thinking being false ("not enable_thinking is defined" asks
+  // something else).
+  size_t at = std::string_view::npos;
+  for (std::string_view test :
+       {"enable_thinking is false", "not enable_thinking", "enable_thinking == false"}) {
+    for (size_t p = tmpl.find(test); p != std::string_view::npos; p = tmpl.find(test, p + 1)) {
+      const std::string_view after = tmpl.substr(p + test.size());
+      if (after.substr(first_non_space(after)).starts_with("is defined")) continue;
+      at = std::min(at, p);
+      break;
+    }
+  }
+  if (at == std::string_view::npos) return {};
+  const size_t tag_end = tmpl.find("%}", at);
+  if (tag_end == std::string_view::npos) return {};
+  // Its branch must write an expression before any other tag.
+  const size_t expr = tmpl.find("{{", tag_end);
+  const size_t next_tag = tmpl.find("{%", tag_end);
+  if (expr == std::string_view::npos || (next_tag != std::string_view::npos && next_tag < expr))
+    return {};
+  const size_t expr_end = tmpl.find("}}", expr);
+  if (expr_end == std::string_view::npos) return {};
+  const std::string_view body = tmpl.substr(expr, expr_end - expr);
+  const size_t q = body.find_first_of("'\"");
+  if (q == std::string_view::npos) return {};
+  return jinja_literal(body, q);
+}
+
+ReasoningStyle reasoning_style(ChatFamily family, const Vocab& vocab,
+                               std::string_view chat_template) {
+  ReasoningStyle s;
+  const auto one_token = [&](std::string_view text) {
+    const int32_t id = vocab.text_to_token(text);
+    return id == kNoToken ? -1 : id;
+  };
+  if (family == ChatFamily::kGptOss) {
+    s.format = ReasoningFormat::kHarmony;
+    s.open_token = one_token(kChannel);
+    s.close_token = one_token(kMessage);
+    return s;
+  }
+  s.open_token = one_token(kThinkOpen);
+  s.close_token = one_token(kThinkClose);
+  if (s.open_token < 0 || s.close_token < 0) return ReasoningStyle{};
+  s.format = ReasoningFormat::kThinkTags;
+  s.no_think = no_think_text(chat_template);
+  return s;
+}
+
+ReasoningSplitter::ReasoningSplitter(ReasoningFormat format, bool open) : format_(format) {
+  if (format == ReasoningFormat::kNone) {
+    state_ = State::kAnswer;
+  } else if (open && format == ReasoningFormat::kThinkTags) {
+    state_ = State::kReasoning;
+    trim_ = true;
+  }
+}
+
+void ReasoningSplitter::emit(std::string_view s, bool to_reasoning, std::string& reasoning,
+                             std::string& answer) {
+  if (trim_) {
+    s.remove_prefix(first_non_space(s));
+    if (s.empty()) return;
+    trim_ = false;
+  }
+  if (to_reasoning) {
+    reasoning += s;
+    n_reasoning_ += s.size();
+  } else {
+    answer += s;
+  }
+}
+
+void ReasoningSplitter::feed(std::string_view piece, std::string& reasoning, std::string& answer) {
+  pending_ += piece;
+  step(reasoning, answer, false);
+}
+
+void ReasoningSplitter::finish(std::string& reasoning, std::string& answer) {
+  step(reasoning, answer, true);
+}
+
+void ReasoningSplitter::step(std::string& reasoning, std::string& answer, bool last) {
+  for (;;) {
+    const std::string_view p = pending_;
+    switch (state_) {
+      case State::kStart:
+      case State::kHarmonyBetween: {
+        const size_t i = first_non_space(p);
+        const std::string_view rest = p.substr(i);
+        if (rest.empty() && !last) return;
+        const std::array<std::string_view, 2> openers = format_ == ReasoningFormat::kHarmony
+                                                            ? std::array{kChannel, kStart}
+                                                            : std::array{kThinkOpen, kThinkOpen};
+        bool opened = false;
+        for (std::string_view m : openers)
+          if (rest.starts_with(m)) {
+            pending_.erase(0, i + m.size());
+            header_.clear();
+            state_ =
+                format_ == ReasoningFormat::kHarmony ? State::kHarmonyHeader : State::kReasoning;
+            trim_ = state_ == State::kReasoning;
+            opened = true;
+            break;
+          }
+        if (opened) continue;
+        if (!last && std::any_of(openers.begin(), openers.end(),
+                                 [&](std::string_view m) { return m.starts_with(rest); }))
+          return;  // the opening may still come
+        // No reasoning here: the rest is the answer, as written.
+        state_ = state_ == State::kStart ? State::kAnswer : State::kHarmonyAnswer;
+        continue;
+      }
+      case State::kReasoning: {
+        if (const size_t c = p.find(kThinkClose); c != std::string_view::npos) {
+          emit(rtrim(p.substr(0, c)), true, reasoning, answer);
+          pending_.erase(0, c + kThinkClose.size());
+          state_ = State::kAnswer;
+          trim_ = true;
+          continue;
+        }
+        // Hold back a partial </think> and the whitespace before it (the reasoning's end is
+        // trimmed).
+        const size_t keep = last ? p.size() : p.size() - partial_marker(p, {kThinkClose});
+        const std::string_view out = rtrim(p.substr(0, keep));
+        emit(out, true, reasoning, answer);
+        pending_.erase(0, last ? p.size() : out.size());
+        return;
+      }
+      case State::kAnswer:
+        emit(p, false, reasoning, answer);
+        pending_.clear();
+        return;
+      case State::kHarmonyHeader: {
+        const size_t m = p.find(kMessage);
+        if (m == std::string_view::npos) {
+          const size_t keep = last ? 0 : partial_marker(p, {kMessage});
+          header_ += p.substr(0, p.size() - keep);
+          pending_.erase(0, p.size() - keep);
+          return;  // (a reply that ends inside a header writes nothing of it)
+        }
+        header_ += p.substr(0, m);
+        pending_.erase(0, m + kMessage.size());
+        state_ =
+            header_channel(header_) == "analysis" ? State::kHarmonyBody : State::kHarmonyAnswer;
+        continue;
+      }
+      case State::kHarmonyBody:
+      case State::kHarmonyAnswer: {
+        const bool to_reasoning = state_ == State::kHarmonyBody;
+        size_t at = std::string_view::npos;
+        std::string_view marker;
+        for (std::string_view m : {kStart, kChannel, kEnd})
+          if (const size_t f = p.find(m); f < at) {
+            at = f;
+            marker = m;
+          }
+        if (at == std::string_view::npos) {
+          const size_t keep = last ? 0 : partial_marker(p, {kStart, kChannel, kEnd});
+          emit(p.substr(0, p.size() - keep), to_reasoning, reasoning, answer);
+          pending_.erase(0, p.size() - keep);
+          return;
+        }
+        emit(p.substr(0, at), to_reasoning, reasoning, answer);
+        pending_.erase(0, at + marker.size());
+        header_.clear();
+        state_ = marker == kEnd ? State::kHarmonyBetween : State::kHarmonyHeader;
+        continue;
+      }
+    }
+  }
+}
+
+}  // namespace strata::engine

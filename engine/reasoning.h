@@ -1,0 +1,95 @@
+// Thinking models: a reply that starts with the model's reasoning, then gives its answer. Qwen3,
+// DeepSeek-R1 and GLM-4.5 wrap the reasoning in <think> ... </think>; gpt-oss writes harmony
+// messages, its reasoning on the analysis channel and its answer on the final one. The
+// ReasoningSplitter separates the two parts of a reply streamed in pieces, for `chat`'s display,
+// `serve`'s reasoning_content and the conversation (which keeps the answer only, as these
+// models' own templates do). Tested by tests/test_reasoning.cpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "engine/chat_template.h"
+
+namespace strata::engine {
+
+class Vocab;
+
+enum class ReasoningFormat {
+  kNone,       // no reasoning: the whole reply is the answer
+  kThinkTags,  // <think> reasoning </think> answer
+  kHarmony,    // <|channel|>analysis<|message|>reasoning<|start|>assistant<|channel|>final...
+};
+std::string_view reasoning_format_name(ReasoningFormat f);
+
+// How a model thinks, from its chat format, vocabulary and template text.
+struct ReasoningStyle {
+  ReasoningFormat format = ReasoningFormat::kNone;
+  // The tokens that open and close the reasoning when each is one token of the vocabulary
+  // (<think> / </think>; harmony: <|channel|> / <|message|>), else -1. Structured output needs
+  // both to let the model think before the constrained answer.
+  int32_t open_token = -1;
+  int32_t close_token = -1;
+  // What the template appends to the generation prompt when thinking is off (Qwen3's
+  // "<think>\n\n</think>\n\n"); empty when the template has no such switch.
+  std::string no_think;
+};
+
+// kHarmony for gpt-oss's format; kThinkTags when the vocabulary has a <think> and a </think>
+// token; else kNone.
+ReasoningStyle reasoning_style(ChatFamily family, const Vocab& vocab,
+                               std::string_view chat_template);
+
+// The text a Jinja chat template writes after the generation prompt when enable_thinking is
+// false: the first string literal of the first `{{ ... }}` after a test of enable_thinking being
+// false ("enable_thinking is false", "not enable_thinking", "enable_thinking == false"), with
+// its escapes resolved. Empty when there is none. The template is not run (chat_template.h).
+std::string no_think_text(std::string_view chat_template);
+
+// Splits a reply, fed piece by piece, into reasoning and answer. A reply is taken to reason only
+// when it starts with the format's opening (<think>, or a harmony header), leading whitespace
+// aside, or when the prompt already opened the block (`open`: a template that ends its
+// generation prompt with <think>). Markers split over pieces are held back until known.
+// Whitespace around the reasoning and at the start of the answer is dropped (<think> models
+// write "</think>\n\n").
+class ReasoningSplitter {
+ public:
+  explicit ReasoningSplitter(ReasoningFormat format = ReasoningFormat::kNone, bool open = false);
+
+  // Appends to `reasoning` and `answer` the bytes of `piece` (with any held back before it)
+  // that are now known to be either.
+  void feed(std::string_view piece, std::string& reasoning, std::string& answer);
+  // The reply ended: whatever was held back goes where it stood.
+  void finish(std::string& reasoning, std::string& answer);
+
+  // The answer has begun: the reasoning block is closed, or the reply has none.
+  bool answering() const { return state_ == State::kAnswer || state_ == State::kHarmonyAnswer; }
+  bool reasoning() const { return state_ == State::kReasoning || state_ == State::kHarmonyBody; }
+  // Nothing but whitespace yet: the reply may still open a reasoning block or start its answer.
+  bool undecided() const { return state_ == State::kStart; }
+  // Bytes of reasoning so far (the whole reply's, with finish's).
+  size_t reasoning_bytes() const { return n_reasoning_; }
+
+ private:
+  enum class State {
+    kStart,           // nothing but whitespace (or a marker's prefix) yet
+    kReasoning,       // inside <think>
+    kAnswer,          // the answer (to the end of the reply)
+    kHarmonyHeader,   // a harmony header, up to <|message|>
+    kHarmonyBody,     // an analysis message
+    kHarmonyAnswer,   // a final (or other non-analysis) message
+    kHarmonyBetween,  // after a message's end, before the next header
+  };
+  void step(std::string& reasoning, std::string& answer, bool last);
+  void emit(std::string_view s, bool to_reasoning, std::string& reasoning, std::string& answer);
+
+  ReasoningFormat format_;
+  State state_ = State::kStart;
+  std::string pending_;  // bytes not yet placed
+  std::string header_;   // the harmony header so far
+  bool trim_ = false;    // drop whitespace before the next byte placed
+  size_t n_reasoning_ = 0;
+};
+
+}  // namespace strata::engine

@@ -1,0 +1,449 @@
+// Thinking models end to end (engine/reasoning.h through ChatSession, `strata chat` and `strata
+// serve`). The fixtures have no <think> tokens, so the test writes copies of tiny-qwen3moe Q8_0
+// whose vocabulary has them (two tokens no merge uses, renamed, user-defined as in Qwen3's) and
+// whose chat template has Qwen3's enable_thinking switch. In one copy the output head's rows are
+// moved so that the random model thinks: <think> takes the row of its greedy reply's first token
+// and </think> the row of a later one (the old rows zeroed), so the greedy reply opens a block,
+// reasons and closes it, deterministically. Checked: the no-think prompt; the split of replies and
+// what joins the conversation; structured output leaving the reasoning free (the same greedy
+// tokens as without a schema) and constraining the answer; `chat`'s display (THINK on / hide) and
+// `serve`'s reasoning_content, streamed and whole, reasoning_format "none", enable_thinking false.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "engine/chat_template.h"
+#include "engine/forward.h"
+#include "engine/json_schema.h"
+#include "engine/model.h"
+#include "engine/reasoning.h"
+#include "engine/session.h"
+#include "engine/tokenizer.h"
+#include "io/gguf.h"
+
+extern char** environ;
+
+using namespace strata;
+using namespace strata::engine;
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+const fs::path kFixture =
+    fs::path(STRATA_FIXTURES_DIR) / "tiny-qwen3moe" / "tiny-qwen3moe-Q8_0.gguf";
+const fs::path kStrata = fs::path(STRATA_BINARY_DIR) / "tools" / "strata";
+const std::string kUser = "Tell me about foxes.";
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// What serve's JSON makes of raw reply bytes (the fixture's text is random bytes).
+std::string as_json_text(const std::string& raw) {
+  return json::parse(json(raw).dump(-1, ' ', false, json::error_handler_t::replace))
+      .get<std::string>();
+}
+
+// A copy of the fixture with <think> / </think> tokens, Qwen3's no-think branch in its template,
+// and for each (to, from) of `moves` output row `from` moved to row `to` (row `from` zeroed).
+// Returns the ids of <think> and </think>.
+std::pair<int32_t, int32_t> write_thinking_model(
+    const fs::path& out, const std::vector<std::pair<int32_t, int32_t>>& moves = {}) {
+  const io::GgufFile in = io::GgufFile::open(kFixture.string());
+  io::GgufWriter w(in.alignment());
+  const io::GgufArray& tokens = in.get_array("tokenizer.ggml.tokens");
+  const io::GgufArray& types = in.get_array("tokenizer.ggml.token_type");
+  const io::GgufArray& merges = in.get_array("tokenizer.ggml.merges");
+  std::set<std::string> in_merges;
+  for (const io::GgufValue& m : merges.items) {
+    const std::string& s = *m.as_string();
+    const size_t sp = s.find(' ');
+    in_merges.insert(s.substr(0, sp));
+    in_merges.insert(s.substr(sp + 1));
+  }
+  std::vector<std::string> tok_text;
+  std::vector<int32_t> tok_type;
+  for (size_t i = 0; i < tokens.items.size(); ++i) {
+    tok_text.push_back(*tokens.items[i].as_string());
+    tok_type.push_back(int32_t(*types.items[i].as_int()));
+  }
+  // The two last normal tokens that no merge builds on and that no merge makes (a merge's result
+  // is the concatenation of its halves).
+  std::set<std::string> made;
+  for (const io::GgufValue& m : merges.items) {
+    std::string s = *m.as_string();
+    s.erase(s.find(' '), 1);
+    made.insert(s);
+  }
+  int32_t ids[2] = {-1, -1};  // </think>, <think>
+  int renamed = 0;
+  for (size_t i = tok_text.size(); i-- > 0 && renamed < 2;) {
+    if (tok_type[i] != 1 || in_merges.count(tok_text[i]) || made.count(tok_text[i])) continue;
+    if (tok_text[i].size() < 2) continue;  // keep the byte tokens
+    tok_text[i] = renamed == 0 ? "</think>" : "<think>";
+    tok_type[i] = 4;  // user-defined, as in Qwen3's GGUF
+    ids[renamed++] = int32_t(i);
+  }
+  EXPECT_EQ(renamed, 2);
+  for (const io::GgufKv& kv : in.metadata()) {
+    if (kv.key == "tokenizer.ggml.tokens") {
+      w.set(kv.key, io::gguf_string_array(tok_text));
+    } else if (kv.key == "tokenizer.ggml.token_type") {
+      w.set(kv.key, io::gguf_i32_array(tok_type));
+    } else if (kv.key == "tokenizer.chat_template") {
+      w.set(kv.key, *kv.value.as_string() +
+                        "{%- if enable_thinking is defined and enable_thinking is false %}{{- "
+                        "'<think>\\n\\n</think>\\n\\n' }}{%- endif %}");
+    } else {
+      w.set(kv.key, kv.value);
+    }
+  }
+  for (const io::GgufTensorInfo& t : in.tensors())
+    w.add_tensor(t.name, t.type, std::vector<uint64_t>(t.ne.begin(), t.ne.begin() + t.n_dims));
+  // The output head (or the tied embeddings): [n_embd, n_vocab], a row per token.
+  const io::GgufTensorInfo* head = in.find_tensor("output.weight");
+  if (!head) head = in.find_tensor("token_embd.weight");
+  w.write(out.string(), [&](size_t i, std::span<std::byte> dst) {
+    const io::GgufTensorInfo& t = in.tensors()[i];
+    std::memcpy(dst.data(), in.tensor_data(t), dst.size());
+    if (&t != head) return;
+    const uint64_t rb = t.row_bytes();
+    for (const auto& [to, from] : moves) {
+      std::memcpy(dst.data() + to * rb, in.tensor_data(t) + from * rb, rb);
+      std::memset(dst.data() + from * rb, 0, rb);
+    }
+  });
+  return {ids[1], ids[0]};
+}
+
+std::string trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return std::string(s);
+}
+
+class Thinking : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!fs::exists(kFixture)) return;
+    dir_ = fs::temp_directory_path() / fmt::format("strata_thinking_{}", ::getpid());
+    fs::create_directories(dir_);
+    const auto [open, close] = write_thinking_model(dir_ / "qwen3.gguf");
+    // The greedy reply's first token's row to <think>; then a later token of that reply's to
+    // </think>.
+    const std::vector<int32_t> first = greedy_reply(dir_ / "qwen3.gguf", 8);
+    write_thinking_model(dir_ / "step.gguf", {{open, first[0]}});
+    const std::vector<int32_t> second = greedy_reply(dir_ / "step.gguf", 8);
+    write_thinking_model(dir_ / "thinks.gguf", {{open, first[0]}, {close, second[5]}});
+    fs::remove(dir_ / "step.gguf");
+  }
+  static void TearDownTestSuite() {
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+  void SetUp() override {
+    if (!fs::exists(kFixture)) GTEST_SKIP() << "fixture not found: " << kFixture;
+  }
+
+  struct Loaded {
+    explicit Loaded(const fs::path& p)
+        : model(Model::load(p.string())), tok(Tokenizer::from_gguf(model.file())) {
+      ForwardOptions fo;
+      fo.n_ctx = 256;
+      fo.n_threads = 2;
+      fwd = std::make_unique<Forward>(model, fo);
+    }
+    ChatSession session() {
+      SamplerParams greedy;
+      greedy.temperature = 0;
+      return ChatSession(*fwd, tok, chat_family_choice("", tok.vocab().chat_template()), greedy);
+    }
+    Model model;
+    Tokenizer tok;
+    std::unique_ptr<Forward> fwd;
+  };
+
+  // The reply tokens of a fresh session's greedy reply to kUser (the last one not run).
+  static std::vector<int32_t> greedy_reply(const fs::path& p, int n) {
+    Loaded m(p);
+    ChatSession s = m.session();
+    const TurnResult r = s.send(kUser, n, {});
+    const std::span<const int32_t> kv = s.kv_tokens();
+    return std::vector<int32_t>(kv.begin() + r.stats.n_prompt, kv.end());
+  }
+
+  static inline fs::path dir_;
+};
+
+TEST_F(Thinking, StyleAndTheNoThinkPrompt) {
+  Loaded m(dir_ / "qwen3.gguf");
+  ChatSession s = m.session();
+  const ReasoningStyle& style = s.reasoning_style();
+  ASSERT_EQ(style.format, ReasoningFormat::kThinkTags);
+  EXPECT_EQ(style.no_think, "<think>\n\n</think>\n\n");
+  EXPECT_TRUE(s.can_disable_thinking());
+  s.append_message({"user", kUser});
+  const std::vector<int32_t> on = s.format_tokens(true);
+  s.set_thinking(false);
+  const std::vector<int32_t> off = s.format_tokens(true);
+  // The same prompt, then the empty block: <think>, "\n\n", </think>, "\n\n".
+  ASSERT_GT(off.size(), on.size());
+  EXPECT_TRUE(std::equal(on.begin(), on.end(), off.begin()));
+  const std::vector<int32_t> tail(off.begin() + std::ptrdiff_t(on.size()), off.end());
+  ASSERT_GE(tail.size(), 3u);
+  EXPECT_EQ(tail.front(), style.open_token);
+  EXPECT_NE(std::find(tail.begin(), tail.end(), style.close_token), tail.end());
+  // Without the assistant opener nothing is appended.
+  const std::vector<int32_t> no_opener = s.format_tokens(false);
+  s.set_thinking(true);
+  EXPECT_EQ(s.format_tokens(false), no_opener);
+
+  // The fixture itself does not think; gpt-oss's harmony format is recognised from its template.
+  const Model plain = Model::load(kFixture.string());
+  const Tokenizer plain_tok = Tokenizer::from_gguf(plain.file());
+  EXPECT_EQ(reasoning_style(chat_family_choice("", plain_tok.vocab().chat_template()),
+                            plain_tok.vocab(), plain_tok.vocab().chat_template())
+                .format,
+            ReasoningFormat::kNone);
+  const fs::path oss = fs::path(STRATA_FIXTURES_DIR) / "tiny-gpt-oss" / "tiny-gpt-oss-F32.gguf";
+  if (fs::exists(oss)) {
+    const Model g = Model::load(oss.string());
+    const Tokenizer gt = Tokenizer::from_gguf(g.file());
+    const ReasoningStyle h = reasoning_style(chat_family_choice("", gt.vocab().chat_template()),
+                                             gt.vocab(), gt.vocab().chat_template());
+    EXPECT_EQ(h.format, ReasoningFormat::kHarmony);
+    EXPECT_GE(h.open_token, 0);
+    EXPECT_GE(h.close_token, 0);
+    EXPECT_TRUE(h.no_think.empty());
+  }
+}
+
+TEST_F(Thinking, RepliesSplitAndTheSchemaConstrainsTheAnswerOnly) {
+  Loaded m(dir_ / "thinks.gguf");
+  ChatSession s = m.session();
+  const TurnResult free = s.send(kUser, 24, {});
+  EXPECT_EQ(free.stats.n_generated, 24u);
+  // The copy's greedy reply opens a block, reasons, closes it and answers.
+  const size_t open = free.text.find("<think>"), close = free.text.find("</think>");
+  ASSERT_NE(open, std::string::npos) << free.text;
+  ASSERT_NE(close, std::string::npos) << free.text;
+  EXPECT_EQ(trim(free.text.substr(0, open)), "");
+  EXPECT_EQ(free.reasoning, trim(free.text.substr(open + 7, close - open - 7)));
+  EXPECT_FALSE(free.reasoning.empty());
+  std::string answer = free.text.substr(close + 8);
+  answer.erase(0, std::min(answer.size(), answer.find_first_not_of(" \t\r\n")));
+  EXPECT_EQ(free.answer, answer);
+  // The conversation keeps the answer only.
+  EXPECT_EQ(s.messages().back().role, "assistant");
+  EXPECT_EQ(s.messages().back().content, free.answer);
+
+  // With a schema the reasoning is the same greedy tokens, unconstrained; the answer is the start
+  // of a JSON object.
+  s.reset();
+  s.set_json_schema(JsonSchema::any_object());
+  const TurnResult constrained = s.send(kUser, 24, {});
+  EXPECT_EQ(constrained.text.substr(0, close + 8), free.text.substr(0, close + 8));
+  EXPECT_EQ(constrained.reasoning, free.reasoning);
+  const std::string a = trim(constrained.answer);
+  ASSERT_FALSE(a.empty()) << constrained.text;
+  EXPECT_EQ(a.front(), '{') << constrained.text;
+
+  // Split off: the reply as written joins the conversation.
+  s.reset();
+  s.set_json_schema(nullptr);
+  s.set_reasoning(false);
+  const TurnResult raw = s.send(kUser, 24, {});
+  EXPECT_EQ(raw.text, free.text);
+  EXPECT_EQ(raw.answer, raw.text);
+  EXPECT_TRUE(raw.reasoning.empty());
+  EXPECT_EQ(s.messages().back().content, raw.text);
+
+  // Thinking off: the prompt holds the empty block, and the reply is another one.
+  s.reset();
+  s.set_reasoning(true);
+  s.set_thinking(false);
+  const TurnResult off = s.send(kUser, 24, {});
+  EXPECT_GT(off.stats.n_prompt, free.stats.n_prompt);
+}
+
+TEST_F(Thinking, SchemaWithThinkingOnStartsWithTheBlockOrTheAnswer) {
+  Loaded m(dir_ / "qwen3.gguf");
+  ChatSession s = m.session();
+  s.set_json_schema(JsonSchema::any_object());
+  const TurnResult r = s.send(kUser, 16, {});
+  const std::string t = trim(r.text);
+  ASSERT_FALSE(t.empty());
+  // Either the model opened its reasoning, or its answer is the constrained document.
+  if (!t.starts_with("<think>")) {
+    EXPECT_EQ(t.front(), '{') << r.text;
+    EXPECT_EQ(r.answer, r.text);
+  }
+}
+
+// `strata chat -p` with THINK on, hide and off, stdout not a terminal.
+TEST_F(Thinking, ChatShowsOrHidesTheReasoning) {
+  if (!fs::exists(kStrata)) GTEST_SKIP() << "strata binary not built at " << kStrata;
+  const auto engine_reply = [&](bool thinking) {
+    Loaded m(dir_ / "thinks.gguf");
+    ChatSession s = m.session();
+    s.set_thinking(thinking);
+    return s.send(kUser, 16, {});
+  };
+  const auto run = [&](const char* think) {
+    const std::string cmd = fmt::format(
+        "VRAM_GB=0 '{}' chat -m '{}' -t 2 -p '{}' -n 16 --temp 0 --think {} > '{}' 2> '{}'",
+        kStrata.string(), (dir_ / "thinks.gguf").string(), kUser, think,
+        (dir_ / "chat.out").string(), (dir_ / "chat.err").string());
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << slurp(dir_ / "chat.err");
+    return std::pair(slurp(dir_ / "chat.out"), slurp(dir_ / "chat.err"));
+  };
+  const TurnResult want = engine_reply(true);
+  ASSERT_FALSE(want.reasoning.empty());
+  const auto [shown, shown_err] = run("on");
+  EXPECT_EQ(shown, "<think>\n" + want.reasoning + "\n</think>\n\n" + want.answer + "\n");
+  EXPECT_NE(shown_err.find("a thinking model (<think> tags): THINK=on"), std::string::npos)
+      << shown_err;
+  // hide: the answer only, and a line on stderr.
+  const auto [hidden, hidden_err] = run("hide");
+  EXPECT_EQ(hidden, want.answer + "\n");
+  EXPECT_NE(hidden_err.find("[thought for "), std::string::npos) << hidden_err;
+  // off: the prompt's empty block; the reply as the engine gives it.
+  const TurnResult no_think = engine_reply(false);
+  const auto [off, off_err] = run("off");
+  const std::string framed = no_think.reasoning.empty()
+                                 ? std::string()
+                                 : "<think>\n" + no_think.reasoning + "\n</think>\n\n";
+  EXPECT_EQ(off, framed + no_think.answer + "\n");
+}
+
+// `strata serve` on the thinking copy: reasoning_content apart, whole and streamed;
+// reasoning_format "none" gives the reply as written; enable_thinking false adds the empty block;
+// bad values are 400s.
+TEST_F(Thinking, ServeReturnsReasoningContent) {
+  if (!fs::exists(kStrata)) GTEST_SKIP() << "strata binary not built at " << kStrata;
+  Loaded m(dir_ / "thinks.gguf");
+  ChatSession s = m.session();
+  const TurnResult want = s.send(kUser, 12, {});
+  ASSERT_FALSE(want.reasoning.empty());
+
+  const std::string err = (dir_ / "serve.err").string();
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  std::vector<std::string> args = {kStrata.string(), "serve", "-m", (dir_ / "thinks.gguf").string(),
+                                   "--port",         "0",     "-t", "2",
+                                   "--vram-gb",      "0"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  ASSERT_EQ(posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  int port = 0;
+  const std::regex listening(R"(listening on http://127\.0\.0\.1:(\d+))");
+  for (int i = 0; i < 600 && port == 0; ++i) {
+    std::smatch mt;
+    const std::string text = slurp(err);
+    if (std::regex_search(text, mt, listening))
+      port = std::stoi(mt[1]);
+    else
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const auto stop = [&] {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  };
+  if (port == 0) {
+    stop();
+    FAIL() << "the server did not start: " << slurp(err);
+  }
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(120, 0);
+  json body = {{"max_tokens", 12},
+               {"temperature", 0},
+               {"messages", {{{"role", "user"}, {"content", kUser}}}}};
+  const auto post = [&](const json& b) {
+    const auto res = c.Post("/v1/chat/completions", b.dump(), "application/json");
+    EXPECT_TRUE(res);
+    return res ? std::pair(res->status, res->body) : std::pair(0, std::string());
+  };
+  {
+    const auto [status, text] = post(body);
+    ASSERT_EQ(status, 200) << text;
+    const json msg = json::parse(text)["choices"][0]["message"];
+    EXPECT_EQ(msg["content"], as_json_text(want.answer));
+    EXPECT_EQ(msg["reasoning_content"], as_json_text(want.reasoning));
+  }
+  {  // streamed: the deltas add up to the same parts
+    json sb = body;
+    sb["stream"] = true;
+    const auto [status, text] = post(sb);
+    ASSERT_EQ(status, 200);
+    std::string reasoning, content;
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+      if (!line.starts_with("data: ") || line == "data: [DONE]") continue;
+      const json d = json::parse(line.substr(6))["choices"][0]["delta"];
+      if (d.contains("reasoning_content")) reasoning += d["reasoning_content"].get<std::string>();
+      if (d.contains("content")) content += d["content"].get<std::string>();
+    }
+    // (Pieces that split a UTF-8 character turn into U+FFFD each, so compare the raw bytes'
+    // rendering only where the reply is whole.)
+    EXPECT_FALSE(reasoning.empty());
+    EXPECT_EQ(content.empty(), want.answer.empty());
+  }
+  {  // reasoning_format none: the reply as written
+    json nb = body;
+    nb["reasoning_format"] = "none";
+    const auto [status, text] = post(nb);
+    ASSERT_EQ(status, 200);
+    const json msg = json::parse(text)["choices"][0]["message"];
+    EXPECT_EQ(msg["content"], as_json_text(want.text));
+    EXPECT_FALSE(msg.contains("reasoning_content"));
+  }
+  {  // enable_thinking false: the prompt ends with the empty block
+    json tb = body;
+    tb["chat_template_kwargs"] = {{"enable_thinking", false}, {"other", 1}};
+    const auto [status, text] = post(tb);
+    ASSERT_EQ(status, 200);
+    const json r = json::parse(text);
+    EXPECT_GT(r["usage"]["prompt_tokens"].get<int>(), int(want.stats.n_prompt));
+  }
+  for (const auto& [field, value, msg] :
+       {std::tuple<const char*, json, const char*>{"reasoning_format", "deep", "reasoning_format"},
+        {"chat_template_kwargs", "x", "must be an object"},
+        {"chat_template_kwargs", json{{"enable_thinking", "no"}}, "enable_thinking"}}) {
+    json bb = body;
+    bb[field] = value;
+    const auto [status, text] = post(bb);
+    EXPECT_EQ(status, 400) << text;
+    EXPECT_NE(text.find(msg), std::string::npos) << text;
+  }
+  stop();
+}
+
+}  // namespace
