@@ -315,10 +315,10 @@ TurnResult ChatSession::generate(int32_t max_tokens, const TokenFn& on_token,
   std::string piece;
   ReasoningSplitter split(turn_format_, turn_opened_);
   std::optional<TokenConstraint> constraint;
-  if (schema_) {
-    if (!texts_) texts_ = std::make_shared<const TokenTexts>(tok_);
-    constraint.emplace(schema_, texts_);
-  }
+  if ((schema_ || tool_schema_) && !texts_) texts_ = std::make_shared<const TokenTexts>(tok_);
+  if (schema_) constraint.emplace(schema_, texts_);
+  // A tool call's JSON, from the answer's <tool_call> on (set_tool_calls).
+  std::optional<TokenConstraint> call;
   // Structured output with a thinking model: its reasoning runs free and the schema constrains
   // the answer. Before the reply has opened a reasoning block or begun its answer, a token is
   // either the block's opening or the answer's start (OpenOrAnswer). Needs the opening and
@@ -337,7 +337,9 @@ TurnResult ChatSession::generate(int32_t max_tokens, const TokenFn& on_token,
       break;
     }
     TokenFilter* filter = nullptr;
-    if (constraint) {
+    if (call) {
+      filter = &*call;
+    } else if (constraint) {
       if (think_first && !split.answering()) {
         if (split.undecided()) {
           open_or_answer.answer = &*constraint;
@@ -356,8 +358,11 @@ TurnResult ChatSession::generate(int32_t max_tokens, const TokenFn& on_token,
       r.status = TurnStatus::kEndOfGeneration;
       break;
     }
-    const bool constrained = filter == &*constraint || (filter && id != reasoning_.open_token);
-    if (constrained) {
+    const bool constrained =
+        !call && constraint && (filter == &*constraint || (filter && id != reasoning_.open_token));
+    if (call) {
+      call->accept(id);
+    } else if (constrained) {
       constraint->accept(id);
     } else if (constraint) {
       fresh = false;
@@ -373,10 +378,13 @@ TurnResult ChatSession::generate(int32_t max_tokens, const TokenFn& on_token,
     } else if (on_token) {
       on_token(piece, nullptr);
     }
-    if (constrained && constraint->finished()) {  // the document is complete
+    // The document (or the tool call) is complete.
+    if ((constrained && constraint->finished()) || (call && call->finished())) {
       r.status = TurnStatus::kEndOfGeneration;
       break;
     }
+    if (!call && id == tool_trigger_ && !schema_ && split.answering())
+      call.emplace(tool_schema_, texts_);
     // The sampled token is kept in the reply; it is not run (its K/V would need a position), so
     // the next turn prefills it with the rest of the new suffix.
     if (max_tokens >= 0 && int64_t(stats_.n_generated) >= max_tokens) {

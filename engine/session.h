@@ -106,6 +106,13 @@ class ChatSession {
   // (TokenConstraint) and ends, kEndOfGeneration, as soon as the document is complete; a reply
   // cut by max_tokens, the stop flag or the context stays an unfinished document.
   void set_json_schema(std::shared_ptr<const JsonSchema> schema) { schema_ = std::move(schema); }
+  // Function calling (tool_calls.h): once the answer samples `trigger` (<tool_call>), the tokens
+  // after it are constrained to a document of `call` (a call's JSON), and the reply ends when it
+  // is complete. trigger < 0 or a null schema: off (the default). Not with set_json_schema.
+  void set_tool_calls(int32_t trigger, std::shared_ptr<const JsonSchema> call) {
+    tool_trigger_ = call ? trigger : -1;
+    tool_schema_ = std::move(call);
+  }
   // An exception from a forward pass (begin_turn's prefill, a reply step) leaves the session
   // usable: the KV cache keeps the prefix it and the session agree on, begin_turn's message is
   // withdrawn, generate's reply is dropped.
@@ -215,6 +222,8 @@ class ChatSession {
   Sampler sampler_;
   std::shared_ptr<const JsonSchema> schema_;  // set_json_schema
   std::shared_ptr<const TokenTexts> texts_;   // the vocabulary's bytes, once a schema is used
+  int32_t tool_trigger_ = -1;                 // set_tool_calls
+  std::shared_ptr<const JsonSchema> tool_schema_;
   LookupDecoder lookup_;  // every reply step goes through it; settled between turns
   std::vector<ChatMessage> messages_;
   std::vector<int32_t> kv_tokens_;  // [n_past] mirror of what the cache holds

@@ -23,7 +23,8 @@ add_dependencies(test_bench_cli strata)
 strata_add_test(test_token_constraint LABEL model SOURCES test_token_constraint.cpp
                 LIBS strata_engine nlohmann_json::nlohmann_json)
 # Thinking models (engine/reasoning through ChatSession, `strata chat`, `strata serve`) on a copy
-# of tiny-qwen3moe given <think> tokens and an enable_thinking switch.
+# of tiny-qwen3moe given <think> tokens and an enable_thinking switch; function calling
+# (engine/tool_calls through serve) on one given <tool_call> tokens.
 strata_add_test(test_thinking LABEL model SOURCES test_thinking.cpp
                 LIBS strata_engine fmt::fmt nlohmann_json::nlohmann_json PkgConfig::HTTPLIB)
 add_dependencies(test_thinking strata)

@@ -3,6 +3,8 @@ strata_add_test(test_sampler LABEL unit SOURCES test_sampler.cpp LIBS strata_eng
 strata_add_test(test_perplexity LABEL unit SOURCES test_perplexity.cpp LIBS strata_engine)
 strata_add_test(test_json_schema LABEL unit SOURCES test_json_schema.cpp LIBS strata_engine)
 strata_add_test(test_json_pattern LABEL unit SOURCES test_json_pattern.cpp LIBS strata_engine)
+# Function calling in the Hermes format (engine/tool_calls).
+strata_add_test(test_tool_calls LABEL unit SOURCES test_tool_calls.cpp LIBS strata_engine)
 # Thinking models: reasoning apart from the answer (engine/reasoning).
 strata_add_test(test_reasoning LABEL unit SOURCES test_reasoning.cpp LIBS strata_engine)
 if(STRATA_FUZZ)

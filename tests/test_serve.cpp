@@ -372,7 +372,7 @@ TEST_F(Serve, BadRequestsAre400sAndTheServerGoesOn) {
       {"{not json", "not a JSON object"},
       {R"({"messages": []})", "'messages' must be a non-empty array"},
       {R"({"messages": [{"content": "hi"}]})", "needs a string 'role'"},
-      {R"({"messages": [{"role": "wizard", "content": "hi"}]})", "system, user or assistant"},
+      {R"({"messages": [{"role": "wizard", "content": "hi"}]})", "system, user, assistant or tool"},
       {R"({"messages": [{"role": "user"}]})", "has no 'content'"},
       {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
        "only text parts"},
@@ -395,7 +395,11 @@ TEST_F(Serve, BadRequestsAre400sAndTheServerGoesOn) {
        R"({"type": "json_schema", "json_schema": {"schema": {"$ref": "#/$defs/nope"}}}})",
        "names no definition"},
       {R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}]})",
-       "'tools' (function calling) is not supported"},
+       "tools[0] must be"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "tools": )"
+       R"([{"type": "function", "function": {"name": "f"}}]})",
+       "this model's chat template has no tool-call format"},
+      {R"({"messages": [{"role": "tool", "content": "sunny"}]})", "no tool-call format"},
   };
   auto c = client();
   for (const auto& [body, want] : cases) {

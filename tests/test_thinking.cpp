@@ -8,6 +8,8 @@
 // what joins the conversation; structured output leaving the reasoning free (the same greedy
 // tokens as without a schema) and constraining the answer; `chat`'s display (THINK on / hide) and
 // `serve`'s reasoning_content, streamed and whole, reasoning_format "none", enable_thinking false.
+// A third copy is given <tool_call> / </tool_call> too, and <tool_call> the row of its greedy
+// reply's first token to a prompt with tools: `serve` then returns a constrained tool call.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -39,6 +41,7 @@
 #include "engine/reasoning.h"
 #include "engine/session.h"
 #include "engine/tokenizer.h"
+#include "engine/tool_calls.h"
 #include "io/gguf.h"
 
 extern char** environ;
@@ -47,6 +50,7 @@ using namespace strata;
 using namespace strata::engine;
 namespace fs = std::filesystem;
 using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
 
 namespace {
 
@@ -54,6 +58,10 @@ const fs::path kFixture =
     fs::path(STRATA_FIXTURES_DIR) / "tiny-qwen3moe" / "tiny-qwen3moe-Q8_0.gguf";
 const fs::path kStrata = fs::path(STRATA_BINARY_DIR) / "tools" / "strata";
 const std::string kUser = "Tell me about foxes.";
+const char* kTools = R"([
+  {"type": "function", "function": {"name": "weather", "parameters": {"type": "object",
+   "properties": {"city": {"type": "string", "maxLength": 8}}, "required": ["city"]}}},
+  {"type": "function", "function": {"name": "now"}}])";
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -68,11 +76,15 @@ std::string as_json_text(const std::string& raw) {
       .get<std::string>();
 }
 
-// A copy of the fixture with <think> / </think> tokens, Qwen3's no-think branch in its template,
-// and for each (to, from) of `moves` output row `from` moved to row `to` (row `from` zeroed).
-// Returns the ids of <think> and </think>.
-std::pair<int32_t, int32_t> write_thinking_model(
-    const fs::path& out, const std::vector<std::pair<int32_t, int32_t>>& moves = {}) {
+struct SpecialIds {
+  int32_t open = -1, close = -1, call_open = -1, call_close = -1;
+};
+
+// A copy of the fixture with <think>, </think>, <tool_call> and </tool_call> tokens, Qwen3's
+// no-think branch and a <tool_call> mention in its template, and for each (to, from) of `moves`
+// output row `from` moved to row `to` (row `from` zeroed). Returns the four tokens' ids.
+SpecialIds write_thinking_model(const fs::path& out,
+                                const std::vector<std::pair<int32_t, int32_t>>& moves = {}) {
   const io::GgufFile in = io::GgufFile::open(kFixture.string());
   io::GgufWriter w(in.alignment());
   const io::GgufArray& tokens = in.get_array("tokenizer.ggml.tokens");
@@ -99,16 +111,18 @@ std::pair<int32_t, int32_t> write_thinking_model(
     s.erase(s.find(' '), 1);
     made.insert(s);
   }
-  int32_t ids[2] = {-1, -1};  // </think>, <think>
+  constexpr const char* kNames[] = {"</think>", "<think>", "</tool_call>", "<tool_call>"};
+  SpecialIds ids;
+  int32_t* slots[] = {&ids.close, &ids.open, &ids.call_close, &ids.call_open};
   int renamed = 0;
-  for (size_t i = tok_text.size(); i-- > 0 && renamed < 2;) {
+  for (size_t i = tok_text.size(); i-- > 0 && renamed < 4;) {
     if (tok_type[i] != 1 || in_merges.count(tok_text[i]) || made.count(tok_text[i])) continue;
     if (tok_text[i].size() < 2) continue;  // keep the byte tokens
-    tok_text[i] = renamed == 0 ? "</think>" : "<think>";
+    tok_text[i] = kNames[renamed];
     tok_type[i] = 4;  // user-defined, as in Qwen3's GGUF
-    ids[renamed++] = int32_t(i);
+    *slots[renamed++] = int32_t(i);
   }
-  EXPECT_EQ(renamed, 2);
+  EXPECT_EQ(renamed, 4);
   for (const io::GgufKv& kv : in.metadata()) {
     if (kv.key == "tokenizer.ggml.tokens") {
       w.set(kv.key, io::gguf_string_array(tok_text));
@@ -117,7 +131,8 @@ std::pair<int32_t, int32_t> write_thinking_model(
     } else if (kv.key == "tokenizer.chat_template") {
       w.set(kv.key, *kv.value.as_string() +
                         "{%- if enable_thinking is defined and enable_thinking is false %}{{- "
-                        "'<think>\\n\\n</think>\\n\\n' }}{%- endif %}");
+                        "'<think>\\n\\n</think>\\n\\n' }}{%- endif %}{#- calls: "
+                        "<tool_call> -#}");
     } else {
       w.set(kv.key, kv.value);
     }
@@ -137,7 +152,7 @@ std::pair<int32_t, int32_t> write_thinking_model(
       std::memset(dst.data() + from * rb, 0, rb);
     }
   });
-  return {ids[1], ids[0]};
+  return ids;
 }
 
 std::string trim(std::string_view s) {
@@ -152,14 +167,23 @@ class Thinking : public ::testing::Test {
     if (!fs::exists(kFixture)) return;
     dir_ = fs::temp_directory_path() / fmt::format("strata_thinking_{}", ::getpid());
     fs::create_directories(dir_);
-    const auto [open, close] = write_thinking_model(dir_ / "qwen3.gguf");
+    const SpecialIds ids = write_thinking_model(dir_ / "qwen3.gguf");
     // The greedy reply's first token's row to <think>; then a later token of that reply's to
     // </think>.
     const std::vector<int32_t> first = greedy_reply(dir_ / "qwen3.gguf", 8);
-    write_thinking_model(dir_ / "step.gguf", {{open, first[0]}});
+    write_thinking_model(dir_ / "step.gguf", {{ids.open, first[0]}});
     const std::vector<int32_t> second = greedy_reply(dir_ / "step.gguf", 8);
-    write_thinking_model(dir_ / "thinks.gguf", {{open, first[0]}, {close, second[5]}});
+    write_thinking_model(dir_ / "thinks.gguf", {{ids.open, first[0]}, {ids.close, second[5]}});
     fs::remove(dir_ / "step.gguf");
+    // A model that calls a tool: <tool_call> takes the row of the first token of its greedy reply
+    // to the prompt with the tools.
+    Loaded m(dir_ / "qwen3.gguf");
+    ChatSession s = m.session();
+    const TurnStatus st =
+        s.begin_messages(render_hermes({{"user", kUser, {}}}, parse_tools(ojson::parse(kTools))));
+    ASSERT_EQ(st, TurnStatus::kEndOfGeneration) << s.last_stats().n_prompt << " prompt tokens";
+    const TurnResult r = s.generate(2, PieceFn{});
+    write_thinking_model(dir_ / "calls.gguf", {{ids.call_open, s.kv_tokens()[r.stats.n_prompt]}});
   }
   static void TearDownTestSuite() {
     if (!dir_.empty()) fs::remove_all(dir_);
@@ -172,7 +196,7 @@ class Thinking : public ::testing::Test {
     explicit Loaded(const fs::path& p)
         : model(Model::load(p.string())), tok(Tokenizer::from_gguf(model.file())) {
       ForwardOptions fo;
-      fo.n_ctx = 256;
+      fo.n_ctx = 512;  // the fixture's training context, serve's default here
       fo.n_threads = 2;
       fwd = std::make_unique<Forward>(model, fo);
     }
@@ -193,6 +217,36 @@ class Thinking : public ::testing::Test {
     const TurnResult r = s.send(kUser, n, {});
     const std::span<const int32_t> kv = s.kv_tokens();
     return std::vector<int32_t>(kv.begin() + r.stats.n_prompt, kv.end());
+  }
+
+  // `strata serve` on a free port: its pid and port (0: it did not start; serve.err says why).
+  static std::pair<pid_t, int> start_serve(const fs::path& model) {
+    const std::string err = (dir_ / "serve.err").string();
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    std::vector<std::string> args = {kStrata.string(), "serve", "-m", model.string(),
+                                     "--port",         "0",     "-t", "2",
+                                     "--vram-gb",      "0"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid = -1;
+    const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) return {-1, 0};
+    int port = 0;
+    const std::regex listening(R"(listening on http://127\.0\.0\.1:(\d+))");
+    for (int i = 0; i < 600 && port == 0; ++i) {
+      std::smatch mt;
+      const std::string text = slurp(err);
+      if (std::regex_search(text, mt, listening))
+        port = std::stoi(mt[1]);
+      else
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return {pid, port};
   }
 
   static inline fs::path dir_;
@@ -349,37 +403,14 @@ TEST_F(Thinking, ServeReturnsReasoningContent) {
   const TurnResult want = s.send(kUser, 12, {});
   ASSERT_FALSE(want.reasoning.empty());
 
-  const std::string err = (dir_ / "serve.err").string();
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  std::vector<std::string> args = {kStrata.string(), "serve", "-m", (dir_ / "thinks.gguf").string(),
-                                   "--port",         "0",     "-t", "2",
-                                   "--vram-gb",      "0"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  ASSERT_EQ(posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ), 0);
-  posix_spawn_file_actions_destroy(&fa);
-  int port = 0;
-  const std::regex listening(R"(listening on http://127\.0\.0\.1:(\d+))");
-  for (int i = 0; i < 600 && port == 0; ++i) {
-    std::smatch mt;
-    const std::string text = slurp(err);
-    if (std::regex_search(text, mt, listening))
-      port = std::stoi(mt[1]);
-    else
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  const auto stop = [&] {
+  const auto [pid, port] = start_serve(dir_ / "thinks.gguf");
+  const auto stop = [pid = pid] {
     kill(pid, SIGKILL);
     waitpid(pid, nullptr, 0);
   };
   if (port == 0) {
     stop();
-    FAIL() << "the server did not start: " << slurp(err);
+    FAIL() << "the server did not start: " << slurp(dir_ / "serve.err");
   }
   httplib::Client c("127.0.0.1", port);
   c.set_read_timeout(120, 0);
@@ -442,6 +473,101 @@ TEST_F(Thinking, ServeReturnsReasoningContent) {
     const auto [status, text] = post(bb);
     EXPECT_EQ(status, 400) << text;
     EXPECT_NE(text.find(msg), std::string::npos) << text;
+  }
+  stop();
+}
+
+}  // namespace
+
+namespace {
+
+// `strata serve` on the copy that calls a tool: the reply's <tool_call> JSON is constrained to the
+// tools' schemas and comes back as OpenAI tool_calls (finish_reason "tool_calls"), whole and
+// streamed; the conversation goes on with the call and its result; tools on a model whose
+// template has no tool format are a 400.
+TEST_F(Thinking, ServeCallsTools) {
+  if (!fs::exists(kStrata)) GTEST_SKIP() << "strata binary not built at " << kStrata;
+  const auto [pid, port] = start_serve(dir_ / "calls.gguf");
+  const auto stop = [pid = pid] {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  };
+  if (port == 0) {
+    stop();
+    FAIL() << "the server did not start: " << slurp(dir_ / "serve.err");
+  }
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(120, 0);
+  // The tools as written (their key order is the prompt's).
+  const std::string messages = R"([{"role": "user", "content": ")" + kUser + R"("}])";
+  const auto body = [&](const std::string& msgs, bool stream) {
+    return R"({"max_tokens": 120, "temperature": 0, "stream": )" +
+           std::string(stream ? "true" : "false") + R"(, "messages": )" + msgs + R"(, "tools": )" +
+           kTools + "}";
+  };
+  const auto res = c.Post("/v1/chat/completions", body(messages, false), "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const json r = json::parse(res->body);
+  const json& choice = r["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls") << res->body;
+  const json& msg = choice["message"];
+  ASSERT_TRUE(msg.contains("tool_calls")) << res->body;
+  ASSERT_EQ(msg["tool_calls"].size(), 1u);
+  const json& call = msg["tool_calls"][0];
+  EXPECT_EQ(call["type"], "function");
+  EXPECT_TRUE(call["id"].get<std::string>().starts_with("call_"));
+  const std::string name = call["function"]["name"];
+  EXPECT_TRUE(name == "weather" || name == "now") << name;
+  const json args = json::parse(call["function"]["arguments"].get<std::string>());
+  ASSERT_TRUE(args.is_object());
+  if (name == "weather") {
+    ASSERT_TRUE(args.contains("city") && args["city"].is_string()) << args;
+  }
+  EXPECT_TRUE(msg["content"].is_null()) << res->body;
+
+  // Streamed: the same call in a tool_calls delta, then the finish reason.
+  const auto sres = c.Post("/v1/chat/completions", body(messages, true), "application/json");
+  ASSERT_TRUE(sres);
+  json streamed_call;
+  std::string finish;
+  std::istringstream lines(sres->body);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.starts_with("data: ") || line == "data: [DONE]") continue;
+    const json ch = json::parse(line.substr(6))["choices"][0];
+    if (ch["delta"].contains("tool_calls")) streamed_call = ch["delta"]["tool_calls"][0];
+    if (!ch["finish_reason"].is_null()) finish = ch["finish_reason"];
+  }
+  EXPECT_EQ(finish, "tool_calls");
+  EXPECT_EQ(streamed_call["index"], 0);
+  EXPECT_EQ(streamed_call["function"], call["function"]);
+
+  // The conversation goes on: the call, its result, a longer prompt.
+  const std::string more = R"([{"role": "user", "content": ")" + kUser +
+                           R"("}, {"role": "assistant", "content": null, "tool_calls": [)" +
+                           call.dump() + R"(]}, {"role": "tool", "tool_call_id": ")" +
+                           call["id"].get<std::string>() + R"(", "content": "sunny"}])";
+  const auto next = c.Post("/v1/chat/completions", body(more, false), "application/json");
+  ASSERT_TRUE(next);
+  ASSERT_EQ(next->status, 200) << next->body;
+  EXPECT_GT(json::parse(next->body)["usage"]["prompt_tokens"].get<int>(),
+            r["usage"]["prompt_tokens"].get<int>());
+
+  // Bad requests.
+  for (const auto& [b, want] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "x"}]})",
+            "tools[0] must be"},
+           {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})",
+            "'tool_choice'"},
+           {R"({"messages": [{"role": "assistant", "tool_calls": [{"function": {}}]}]})",
+            "needs a function with a string 'name'"},
+           {R"({"messages": [{"role": "user", "content": "x"}], "tools": )" + std::string(kTools) +
+                R"(, "response_format": {"type": "json_object"}})",
+            "together are not supported"}}) {
+    const auto bad = c.Post("/v1/chat/completions", b, "application/json");
+    ASSERT_TRUE(bad);
+    EXPECT_EQ(bad->status, 400) << b;
+    EXPECT_NE(bad->body.find(want), std::string::npos) << bad->body;
   }
   stop();
 }

@@ -41,6 +41,7 @@
 #include "engine/sampler.h"
 #include "engine/session.h"
 #include "engine/tokenizer.h"
+#include "engine/tool_calls.h"
 #include "io/check.h"
 #include "kernels/threadpool.h"
 #include "tools/cli.h"
@@ -115,6 +116,12 @@ struct CompletionRequest {
   // reasoning_content); chat_template_kwargs.enable_thinking (unset: THINK's default).
   bool split_reasoning = true;
   std::optional<bool> enable_thinking;
+  // kChat, function calling: the tools offered (tool_choice "auto"), and the messages with their
+  // calls and tool results, rendered into `messages` once the model's format is known
+  // (Server::complete).
+  std::vector<engine::ToolSpec> tools;
+  std::vector<engine::ToolMessage> tool_messages;
+  bool tool_parts = false;  // a tool message or an assistant's tool_calls
 };
 
 const json* field(const json& body, const char* key) {
@@ -169,12 +176,38 @@ void parse_messages(const json& body, CompletionRequest& r) {
       throw BadRequest{400, fmt::format("messages[{}] needs a string 'role'", i)};
     std::string role = m["role"].get<std::string>();
     if (role == "developer") role = "system";  // OpenAI's newer name for it
-    if (role != "system" && role != "user" && role != "assistant")
-      throw BadRequest{400,
-                       fmt::format("messages[{}].role '{}': system, user or assistant", i, role)};
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool")
+      throw BadRequest{
+          400, fmt::format("messages[{}].role '{}': system, user, assistant or tool", i, role)};
+    engine::ToolMessage tm{role, {}, {}};
+    // An assistant's function calls (its content may then be null).
+    if (const json* calls = field(m, "tool_calls"); calls && role == "assistant") {
+      if (!calls->is_array())
+        throw BadRequest{400, fmt::format("messages[{}].tool_calls must be an array", i)};
+      for (size_t c = 0; c < calls->size(); ++c) {
+        const json& call = (*calls)[c];
+        const json* f = call.is_object() ? field(call, "function") : nullptr;
+        if (!f || !f->is_object() || !f->contains("name") || !(*f)["name"].is_string())
+          throw BadRequest{400, fmt::format("messages[{}].tool_calls[{}] needs a function with a "
+                                            "string 'name'",
+                                            i, c)};
+        const json* args = field(*f, "arguments");
+        std::string arguments = "{}";
+        if (args && args->is_string())
+          arguments = args->get<std::string>();
+        else if (args)
+          arguments = args->dump(-1, ' ', false, json::error_handler_t::replace);
+        tm.calls.push_back({call.value("id", ""), (*f)["name"].get<std::string>(), arguments});
+      }
+      r.tool_parts = r.tool_parts || !tm.calls.empty();
+    }
     const json* content = field(m, "content");
-    if (!content) throw BadRequest{400, fmt::format("messages[{}] has no 'content'", i)};
-    r.messages.push_back({role, content_text(*content, i)});
+    if (content)
+      tm.content = content_text(*content, i);
+    else if (tm.calls.empty())
+      throw BadRequest{400, fmt::format("messages[{}] has no 'content'", i)};
+    r.tool_parts = r.tool_parts || role == "tool";
+    r.tool_messages.push_back(std::move(tm));
   }
 }
 
@@ -304,16 +337,29 @@ CompletionRequest parse_request(const std::string& body_text, const engine::Samp
       r.enable_thinking = t->get<bool>();
     }
   }
-  // Function calling needs the template's tool syntax and a parser for the model's calls: refused
-  // (as llama.cpp's server does without --jinja) rather than ignored, so a client knows; tools
-  // with tool_choice "none" are no tools.
+  // Function calling (tool_choice "auto"; "none" is no tools). The tools keep the client's key
+  // order, as the template's tojson writes them.
   const json* tool_choice = field(body, "tool_choice");
-  const bool no_tools = tool_choice && tool_choice->is_string() && *tool_choice == "none";
-  if (const json* tools = field(body, "tools");
-      tools && !no_tools && !(tools->is_array() && tools->empty()))
+  if (tool_choice &&
+      !(tool_choice->is_string() && (*tool_choice == "none" || *tool_choice == "auto")))
     throw BadRequest{400,
-                     "'tools' (function calling) is not supported; response_format json_schema "
-                     "gives structured output"};
+                     "'tool_choice': \"auto\" or \"none\" (\"required\" and a named function "
+                     "are not supported)"};
+  const bool no_tools = tool_choice && *tool_choice == "none";
+  if (const json* tools = field(body, "tools"); tools && !no_tools) {
+    if (api != Api::kChat) throw BadRequest{400, "'tools' is for /v1/chat/completions"};
+    try {
+      r.tools =
+          engine::parse_tools(nlohmann::ordered_json::parse(body_text, nullptr, false).at("tools"));
+    } catch (const Error& e) {
+      throw BadRequest{400, e.what()};
+    }
+    if (!r.tools.empty() && r.schema)
+      throw BadRequest{400, "'tools' and 'response_format' together are not supported"};
+  }
+  if (api == Api::kChat && r.tools.empty() && !r.tool_parts)
+    for (engine::ToolMessage& m : r.tool_messages)
+      r.messages.push_back({std::move(m.role), std::move(m.content)});
   if (r.stream && r.prompts.size() > 1)
     throw BadRequest{400, "a streamed completion takes one prompt"};
   if (const json* s = field(body, "stop")) {
@@ -548,6 +594,57 @@ std::string dump(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+// A streamed answer with tools offered: its text goes out as it comes up to a <tool_call>; from
+// there it is held, and parsed into calls at the end.
+class ToolStream {
+ public:
+  // What of the answer's next piece can go out now.
+  std::string feed(std::string_view answer) {
+    if (holding_) {
+      held_ += answer;
+      return {};
+    }
+    pending_ += answer;
+    if (const size_t open = pending_.find(kOpen); open != std::string::npos) {
+      std::string out = pending_.substr(0, open);
+      held_ = pending_.substr(open);
+      pending_.clear();
+      holding_ = true;
+      return out;
+    }
+    size_t keep = 0;  // a partial <tool_call> at the end
+    for (size_t k = std::min(pending_.size(), kOpen.size() - 1); k > 0 && keep == 0; --k)
+      if (std::string_view(pending_).substr(pending_.size() - k) == kOpen.substr(0, k)) keep = k;
+    std::string out = pending_.substr(0, pending_.size() - keep);
+    pending_.erase(0, pending_.size() - keep);
+    return out;
+  }
+  // The reply ended: its calls, and the text still to go out.
+  engine::ParsedCalls finish() {
+    if (!holding_) return {{}, std::exchange(pending_, {})};
+    return engine::parse_hermes_calls(held_);
+  }
+
+ private:
+  static constexpr std::string_view kOpen = "<tool_call>";
+  std::string pending_, held_;
+  bool holding_ = false;
+};
+
+// OpenAI's tool_calls array (streamed: each with its index), the ids `prefix`-k.
+json tool_calls_json(const std::vector<engine::ToolCall>& calls, const std::string& prefix,
+                     bool stream) {
+  json out = json::array();
+  for (size_t k = 0; k < calls.size(); ++k) {
+    json c = {{"id", fmt::format("call_{}_{}", prefix, k)},
+              {"type", "function"},
+              {"function", {{"name", calls[k].name}, {"arguments", calls[k].arguments}}}};
+    if (stream) c["index"] = k;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 class Server {
  public:
   Server(const ServeOptions& o, engine::ChatSession& session, const engine::Tokenizer& tok,
@@ -559,7 +656,10 @@ class Server {
         model_id_(std::move(model_id)),
         prof_(prof),
         usage_(usage),
-        experts_(experts) {
+        experts_(experts),
+        tools_ok_(session.family() == engine::ChatFamily::kChatml &&
+                  engine::hermes_tools_template(tok.vocab().chat_template())),
+        tool_trigger_(tok.vocab().text_to_token("<tool_call>")) {
     // SO_REUSEADDR only: httplib's default, SO_REUSEPORT, lets a second server bind a port that
     // is in use and share its connections.
     http_.set_socket_options([](int sock) {
@@ -650,10 +750,22 @@ class Server {
  private:
   void complete(const httplib::Request& req, httplib::Response& res, Api api) {
     CompletionRequest r;
+    std::shared_ptr<const engine::JsonSchema> call_schema;  // a tool call's JSON
     try {
       r = parse_request(req.body, o_.sampling, api);
+      if (!r.tools.empty() || r.tool_parts) {
+        if (!tools_ok_)
+          throw BadRequest{400,
+                           "function calling: this model's chat template has no tool-call format "
+                           "strata knows (the Hermes <tool_call> format of Qwen2.5 / Qwen3)"};
+        r.messages = engine::render_hermes(r.tool_messages, r.tools);
+      }
+      if (!r.tools.empty()) call_schema = engine::tool_call_schema(r.tools);
     } catch (const BadRequest& e) {
       reply_error(res, api, e.status, e.message);
+      return;
+    } catch (const Error& e) {
+      reply_error(res, api, 400, e.what());
       return;
     }
     // One reply at a time: the lock travels with a streamed reply until its last event.
@@ -677,19 +789,26 @@ class Server {
     // One choice: the reply's text (whole, or one streamed piece), its tokens' logprobs and its
     // finish reason.
     // reasoning: a thinking model's (chat), before the text's answer; empty: none.
+    // tool_calls: the reply's calls (a message's content is then null when empty).
     const auto choice = [api, show = o_.show_reasoning](
                             size_t index, std::optional<std::string> text, const char* finish,
-                            bool chunk, json logprobs, const std::string& reasoning = {}) {
+                            bool chunk, json logprobs, const std::string& reasoning = {},
+                            json tool_calls = nullptr) {
       json c = {{"index", index}, {"finish_reason", finish ? json(finish) : json(nullptr)}};
       if (api == Api::kText) {
         c["text"] = text.value_or("");
       } else if (!chunk) {
         c["message"] = {{"role", "assistant"}, {"content", text.value_or("")}};
         if (show && !reasoning.empty()) c["message"]["reasoning_content"] = reasoning;
+        if (!tool_calls.is_null()) {
+          c["message"]["tool_calls"] = std::move(tool_calls);
+          if (text.value_or("").empty()) c["message"]["content"] = nullptr;
+        }
       } else {
         c["delta"] = json::object();
         if (show && !reasoning.empty()) c["delta"]["reasoning_content"] = reasoning;
         if (text) c["delta"]["content"] = *text;
+        if (!tool_calls.is_null()) c["delta"]["tool_calls"] = std::move(tool_calls);
       }
       c["logprobs"] = std::move(logprobs);
       return c;
@@ -701,6 +820,7 @@ class Server {
       session_.set_json_schema(r.schema);
       session_.set_reasoning(r.split_reasoning);
       session_.set_thinking(r.enable_thinking.value_or(o_.thinking));
+      session_.set_tool_calls(tool_trigger_, call_schema);
       const bool score_prompt = r.echo && r.logprobs >= 0;
       engine::TurnStatus st;
       try {
@@ -756,8 +876,19 @@ class Server {
         std::string reasoning, answer;  // (a chat reply; a raw completion is all answer)
         split.feed(text, reasoning, answer);
         split.finish(reasoning, answer);
-        choices.push_back(choice(i, echo.text + answer, finish_reason(t.status, filter.stopped()),
-                                 false, logprobs(toks), reasoning));
+        const char* finish = finish_reason(t.status, filter.stopped());
+        json calls = nullptr;
+        if (!r.tools.empty()) {
+          engine::ParsedCalls parsed = engine::parse_hermes_calls(answer);
+          if (!parsed.calls.empty()) {
+            calls = tool_calls_json(parsed.calls, id.substr(id.find('-') + 1), false);
+            answer = std::move(parsed.content);
+            if (t.status == engine::TurnStatus::kEndOfGeneration && !filter.stopped())
+              finish = "tool_calls";
+          }
+        }
+        choices.push_back(choice(i, echo.text + answer, finish, false, logprobs(toks), reasoning,
+                                 std::move(calls)));
         add_stats(total, t.stats);
         log(api, t.stats, t_begin, "");
         if (filter.stopped()) stop_reply_.store(false);  // the next prompt's reply runs
@@ -802,6 +933,8 @@ class Server {
       DecodeClock clock(prof_, session_);
       engine::ReasoningSplitter split = session_.reply_splitter();
       std::string reasoning, answer;  // the split's parts of the last piece
+      ToolStream tool_stream;         // with tools: the answer from a <tool_call> on held
+      const bool tools = !r.tools.empty();
       engine::TurnResult t;
       try {
         t = session_.generate(
@@ -816,6 +949,7 @@ class Server {
               reasoning.clear();
               answer.clear();
               split.feed(text, reasoning, answer);
+              if (tools) answer = tool_stream.feed(answer);
               if ((!answer.empty() || !reasoning.empty() || !toks.empty()) && !gone)
                 gone = !event(choice(0,
                                      answer.empty() && !reasoning.empty()
@@ -842,14 +976,26 @@ class Server {
         answer.clear();
         split.feed(rest, reasoning, answer);
         split.finish(reasoning, answer);
+        engine::ParsedCalls parsed;
+        if (tools) {
+          answer = tool_stream.feed(answer);
+          parsed = tool_stream.finish();
+          answer += parsed.content;
+        }
         if (!answer.empty() || !reasoning.empty() || !toks.empty())
           gone = !event(choice(0,
                                answer.empty() && !reasoning.empty()
                                    ? std::nullopt
                                    : std::optional<std::string>(answer),
                                nullptr, true, logprobs(toks), reasoning));
-        if (!gone)
-          event(choice(0, std::nullopt, finish_reason(t.status, filter.stopped()), true, nullptr));
+        const char* finish = finish_reason(t.status, filter.stopped());
+        if (!parsed.calls.empty() && !gone) {
+          gone = !event(choice(0, std::nullopt, nullptr, true, nullptr, {},
+                               tool_calls_json(parsed.calls, id.substr(id.find('-') + 1), true)));
+          if (t.status == engine::TurnStatus::kEndOfGeneration && !filter.stopped())
+            finish = "tool_calls";
+        }
+        if (!gone) event(choice(0, std::nullopt, finish, true, nullptr));
         const std::string done = "data: [DONE]\n\n";
         sink.write(done.data(), done.size());
         sink.done();
@@ -911,7 +1057,9 @@ class Server {
   engine::ExpertSource* experts_;
   int64_t started_ = unix_now();
   httplib::Server http_;
-  std::mutex mu_;  // one reply at a time
+  bool tools_ok_;         // the model's template speaks Hermes tool calls (tool_calls.h)
+  int32_t tool_trigger_;  // <tool_call>'s token, or kNoToken (calls parsed, not constrained)
+  std::mutex mu_;         // one reply at a time
   std::atomic<bool> stop_reply_{false};
 };
 
