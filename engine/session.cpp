@@ -106,8 +106,10 @@ std::vector<int32_t> ChatSession::format_tokens(bool add_assistant) const {
 }
 
 std::vector<int32_t> ChatSession::format_turn() {
-  const std::string text = format_text(true);
-  turn_format_ = split_reasoning_ ? reasoning_.format : ReasoningFormat::kNone;
+  std::string text = format_text(true);
+  turn_in_call_ = tool_forced_;
+  if (turn_in_call_) text += "<tool_call>\n";
+  turn_format_ = split_reasoning_ && !turn_in_call_ ? reasoning_.format : ReasoningFormat::kNone;
   std::string_view end = text;
   while (!end.empty() && (end.back() == '\n' || end.back() == ' ')) end.remove_suffix(1);
   turn_opened_ = turn_format_ == ReasoningFormat::kThinkTags && end.ends_with("<think>");
@@ -254,6 +256,7 @@ TurnStatus ChatSession::begin_tokens(std::vector<int32_t> tokens, bool score_pro
   std::vector<ChatMessage> before = std::exchange(messages_, {});
   turn_format_ = ReasoningFormat::kNone;
   turn_opened_ = false;
+  turn_in_call_ = false;
   return begin_formatted(
       tokens, [&] { messages_ = std::move(before); }, score_prompt);
 }
@@ -317,8 +320,10 @@ TurnResult ChatSession::generate(int32_t max_tokens, const TokenFn& on_token,
   std::optional<TokenConstraint> constraint;
   if ((schema_ || tool_schema_) && !texts_) texts_ = std::make_shared<const TokenTexts>(tok_);
   if (schema_) constraint.emplace(schema_, texts_);
-  // A tool call's JSON, from the answer's <tool_call> on (set_tool_calls).
+  // A tool call's JSON, from the answer's <tool_call> on (set_tool_calls), or from the first
+  // token when the prompt opened the call.
   std::optional<TokenConstraint> call;
+  if (turn_in_call_) call.emplace(tool_schema_, texts_);
   // Structured output with a thinking model: its reasoning runs free and the schema constrains
   // the answer. Before the reply has opened a reasoning block or begun its answer, a token is
   // either the block's opening or the answer's start (OpenOrAnswer). Needs the opening and

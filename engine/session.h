@@ -109,8 +109,12 @@ class ChatSession {
   // Function calling (tool_calls.h): once the answer samples `trigger` (<tool_call>), the tokens
   // after it are constrained to a document of `call` (a call's JSON), and the reply ends when it
   // is complete. trigger < 0 or a null schema: off (the default). Not with set_json_schema.
-  void set_tool_calls(int32_t trigger, std::shared_ptr<const JsonSchema> call) {
+  // forced (OpenAI's tool_choice "required" or a named function): chat turns' prompts end with
+  // "<tool_call>\n", so the reply is the call's JSON from its first token (not split).
+  void set_tool_calls(int32_t trigger, std::shared_ptr<const JsonSchema> call,
+                      bool forced = false) {
     tool_trigger_ = call ? trigger : -1;
+    tool_forced_ = call && forced;
     tool_schema_ = std::move(call);
   }
   // An exception from a forward pass (begin_turn's prefill, a reply step) leaves the session
@@ -224,6 +228,7 @@ class ChatSession {
   std::shared_ptr<const TokenTexts> texts_;   // the vocabulary's bytes, once a schema is used
   int32_t tool_trigger_ = -1;                 // set_tool_calls
   std::shared_ptr<const JsonSchema> tool_schema_;
+  bool tool_forced_ = false;
   LookupDecoder lookup_;  // every reply step goes through it; settled between turns
   std::vector<ChatMessage> messages_;
   std::vector<int32_t> kv_tokens_;  // [n_past] mirror of what the cache holds
@@ -240,7 +245,8 @@ class ChatSession {
   bool split_reasoning_ = true;
   bool thinking_ = true;
   ReasoningFormat turn_format_ = ReasoningFormat::kNone;  // the open turn's reply's
-  bool turn_opened_ = false;  // its prompt ends with <think>: the reply starts in the reasoning
+  bool turn_opened_ = false;   // its prompt ends with <think>: the reply starts in the reasoning
+  bool turn_in_call_ = false;  // its prompt ends with <tool_call> (a forced call)
   size_t stash_slots_ = 0;
   std::vector<Stash> stash_;  // most recently used first
 };

@@ -384,6 +384,15 @@ TEST_F(Thinking, ChatShowsOrHidesTheReasoning) {
   const auto [hidden, hidden_err] = run("hide");
   EXPECT_EQ(hidden, want.answer + "\n");
   EXPECT_NE(hidden_err.find("[thought for "), std::string::npos) << hidden_err;
+  // /think in a conversation (stdin a pipe): hide, then on again.
+  const std::string piped = fmt::format(
+      "printf '/think hide\\n{}\\n/think on\\n/reset\\n{}\\n' | VRAM_GB=0 '{}' chat -m '{}' -t 2 "
+      "-n 16 --temp 0 > '{}' 2> '{}'",
+      kUser, kUser, kStrata.string(), (dir_ / "thinks.gguf").string(), (dir_ / "pipe.out").string(),
+      (dir_ / "pipe.err").string());
+  EXPECT_EQ(std::system(piped.c_str()), 0) << slurp(dir_ / "pipe.err");
+  EXPECT_EQ(slurp(dir_ / "pipe.out"), want.answer + "\n" + shown);
+  EXPECT_NE(slurp(dir_ / "pipe.err").find("thinking: hide"), std::string::npos);
   // off: the prompt's empty block; the reply as the engine gives it.
   const TurnResult no_think = engine_reply(false);
   const auto [off, off_err] = run("off");
@@ -553,12 +562,46 @@ TEST_F(Thinking, ServeCallsTools) {
   EXPECT_GT(json::parse(next->body)["usage"]["prompt_tokens"].get<int>(),
             r["usage"]["prompt_tokens"].get<int>());
 
+  // tool_choice: a named function is called, streamed or not; "required" calls one of them.
+  const auto forced = [&](const std::string& choice, bool stream) {
+    std::string b = body(messages, stream);
+    b.insert(b.size() - 1, R"(, "tool_choice": )" + choice);
+    const auto res = c.Post("/v1/chat/completions", b, "application/json");
+    EXPECT_TRUE(res);
+    return res ? res->body : std::string();
+  };
+  const json named = json::parse(
+      forced(R"({"type": "function", "function": {"name": "weather"}})", false))["choices"][0];
+  EXPECT_EQ(named["finish_reason"], "tool_calls") << named;
+  ASSERT_TRUE(named["message"].contains("tool_calls")) << named;
+  EXPECT_EQ(named["message"]["tool_calls"][0]["function"]["name"], "weather");
+  EXPECT_TRUE(
+      json::parse(named["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>())
+          .contains("city"));
+  std::string streamed_name;
+  std::istringstream named_lines(
+      forced(R"({"type": "function", "function": {"name": "now"}})", true));
+  for (std::string line; std::getline(named_lines, line);) {
+    if (!line.starts_with("data: ") || line == "data: [DONE]") continue;
+    const json ch = json::parse(line.substr(6))["choices"][0];
+    if (ch["delta"].contains("tool_calls"))
+      streamed_name = ch["delta"]["tool_calls"][0]["function"]["name"];
+  }
+  EXPECT_EQ(streamed_name, "now");
+  const json required = json::parse(forced(R"("required")", false))["choices"][0];
+  EXPECT_EQ(required["finish_reason"], "tool_calls") << required;
+
   // Bad requests.
   for (const auto& [b, want] : std::vector<std::pair<std::string, std::string>>{
            {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "x"}]})",
             "tools[0] must be"},
            {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})",
-            "'tool_choice'"},
+            "asks for a call, but the request has no 'tools'"},
+           {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "any"})",
+            "'tool_choice': "},
+           {R"({"messages": [{"role": "user", "content": "x"}], "tools": )" + std::string(kTools) +
+                R"(, "tool_choice": {"type": "function", "function": {"name": "nope"}}})",
+            "names 'nope', which is not in 'tools'"},
            {R"({"messages": [{"role": "assistant", "tool_calls": [{"function": {}}]}]})",
             "needs a function with a string 'name'"},
            {R"({"messages": [{"role": "user", "content": "x"}], "tools": )" + std::string(kTools) +

@@ -369,6 +369,8 @@ constexpr std::string_view kHelp =
     "  /stats       tokens in the context, speed of the last reply\n"
     "  /save-usage [FILE]  write the expert usage statistics so far (default: the USAGE_SAVE "
     "file)\n"
+    "  /think [on|hide|off]  a thinking model's reasoning: shown, hidden, or asked for none "
+    "(THINK)\n"
     "  /exit        leave (so does Ctrl-D, or Ctrl-C twice at the prompt)\n"
     "Ctrl-C stops the current reply. End a line with \\ to continue the message on the next "
     "line; start it with // to send a message that begins with /.\n";
@@ -392,7 +394,36 @@ void save_usage(const UsageRecorder* usage, std::string_view line) {
   }
 }
 
-bool run_command(engine::ChatSession& s, std::string_view line, const UsageRecorder* usage) {
+// /think [on|hide|off]: THINK for the next turns (no argument: says what it is).
+void set_think(engine::ChatSession& s, std::string_view line, bool& show_reasoning,
+               bool& thinking) {
+  std::string_view arg = line.substr(std::string_view("/think").size());
+  while (!arg.empty() && (arg.front() == ' ' || arg.front() == '\t')) arg.remove_prefix(1);
+  while (!arg.empty() && (arg.back() == ' ' || arg.back() == '\t')) arg.remove_suffix(1);
+  const engine::ReasoningFormat f = s.reasoning_style().format;
+  if (f == engine::ReasoningFormat::kNone) {
+    fmt::print(stderr, "/think: this model does not think (no <think> tokens, not harmony)\n");
+    return;
+  }
+  if (arg == "on" || arg == "hide" || arg == "off") {
+    thinking = arg != "off";
+    show_reasoning = arg != "hide";
+    s.set_thinking(thinking);
+  } else if (!arg.empty()) {
+    fmt::print(stderr, "/think {}: on, hide or off\n", arg);
+    return;
+  }
+  fmt::print(stderr, "thinking: {}{}\n",
+             !thinking        ? "off"
+             : show_reasoning ? "on (the reasoning shown)"
+                              : "hide",
+             !thinking && !s.can_disable_thinking()
+                 ? " (this model's template has no switch: it reasons anyway)"
+                 : "");
+}
+
+bool run_command(engine::ChatSession& s, std::string_view line, const UsageRecorder* usage,
+                 bool& show_reasoning, bool& thinking) {
   const std::string_view cmd = line.substr(0, line.find_first_of(" \t"));
   if (cmd == "/help" || cmd == "/?") {
     fmt::print(stderr, "{}", kHelp);
@@ -403,6 +434,8 @@ bool run_command(engine::ChatSession& s, std::string_view line, const UsageRecor
     print_stats(s);
   } else if (cmd == "/save-usage") {
     save_usage(usage, line);
+  } else if (cmd == "/think") {
+    set_think(s, line, show_reasoning, thinking);
   } else if (cmd == "/exit" || cmd == "/quit") {
     return false;
   } else {
@@ -412,7 +445,7 @@ bool run_command(engine::ChatSession& s, std::string_view line, const UsageRecor
   return true;
 }
 
-int interactive(engine::ChatSession& s, int32_t n_predict, bool show_reasoning,
+int interactive(engine::ChatSession& s, int32_t n_predict, bool show_reasoning, bool thinking,
                 engine::Profiler* prof, const UsageRecorder* usage, std::string placed) {
   SigintGuard sigint;
   LineReader in(sigint.read_fd());
@@ -460,7 +493,7 @@ int interactive(engine::ChatSession& s, int32_t n_predict, bool show_reasoning,
     if (text.size() >= 2 && text[0] == '/' && text[1] == '/') {
       text.erase(0, 1);
     } else if (text[0] == '/') {
-      if (!run_command(s, text, usage)) break;
+      if (!run_command(s, text, usage, show_reasoning, thinking)) break;
       continue;
     }
     reply(s, text, n_predict, show_reasoning, prof);
@@ -574,8 +607,8 @@ int run_chat(ChatOptions o) {
   };
 
   if (!o.prompt) {
-    const int rc = interactive(session, o.n_predict, show_reasoning, tiers.prof.get(),
-                               tiers.usage.get(), placed);
+    const int rc = interactive(session, o.n_predict, show_reasoning, think != "off",
+                               tiers.prof.get(), tiers.usage.get(), placed);
     tiers.prof->write_json();  // PROF_JSON: the last turn's window
     save_cache();
     return rc;

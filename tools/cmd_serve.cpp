@@ -122,6 +122,9 @@ struct CompletionRequest {
   std::vector<engine::ToolSpec> tools;
   std::vector<engine::ToolMessage> tool_messages;
   bool tool_parts = false;  // a tool message or an assistant's tool_calls
+  // tool_choice "required" or a named function: the reply is a call (of tool_name, when named).
+  bool tool_forced = false;
+  std::string tool_name;
 };
 
 const json* field(const json& body, const char* key) {
@@ -337,15 +340,24 @@ CompletionRequest parse_request(const std::string& body_text, const engine::Samp
       r.enable_thinking = t->get<bool>();
     }
   }
-  // Function calling (tool_choice "auto"; "none" is no tools). The tools keep the client's key
-  // order, as the template's tojson writes them.
+  // Function calling: tool_choice "auto" (the default), "none" (no tools), "required" or a named
+  // function (forced: the reply is a call). The tools keep the client's key order, as the
+  // template's tojson writes them.
   const json* tool_choice = field(body, "tool_choice");
-  if (tool_choice &&
-      !(tool_choice->is_string() && (*tool_choice == "none" || *tool_choice == "auto")))
-    throw BadRequest{400,
-                     "'tool_choice': \"auto\" or \"none\" (\"required\" and a named function "
-                     "are not supported)"};
-  const bool no_tools = tool_choice && *tool_choice == "none";
+  if (tool_choice) {
+    const json* f = tool_choice->is_object() ? field(*tool_choice, "function") : nullptr;
+    if (f && f->is_object() && f->contains("name") && (*f)["name"].is_string()) {
+      r.tool_forced = true;
+      r.tool_name = (*f)["name"].get<std::string>();
+    } else if (tool_choice->is_string() && *tool_choice == "required") {
+      r.tool_forced = true;
+    } else if (!(tool_choice->is_string() && (*tool_choice == "none" || *tool_choice == "auto"))) {
+      throw BadRequest{400,
+                       "'tool_choice': \"auto\", \"none\", \"required\" or {\"type\": "
+                       "\"function\", \"function\": {\"name\": ...}}"};
+    }
+  }
+  const bool no_tools = tool_choice && tool_choice->is_string() && *tool_choice == "none";
   if (const json* tools = field(body, "tools"); tools && !no_tools) {
     if (api != Api::kChat) throw BadRequest{400, "'tools' is for /v1/chat/completions"};
     try {
@@ -357,6 +369,13 @@ CompletionRequest parse_request(const std::string& body_text, const engine::Samp
     if (!r.tools.empty() && r.schema)
       throw BadRequest{400, "'tools' and 'response_format' together are not supported"};
   }
+  if (r.tool_forced && r.tools.empty())
+    throw BadRequest{400, "'tool_choice' asks for a call, but the request has no 'tools'"};
+  if (!r.tool_name.empty() &&
+      std::none_of(r.tools.begin(), r.tools.end(),
+                   [&](const engine::ToolSpec& t) { return t.name == r.tool_name; }))
+    throw BadRequest{400,
+                     fmt::format("'tool_choice' names '{}', which is not in 'tools'", r.tool_name)};
   if (api == Api::kChat && r.tools.empty() && !r.tool_parts)
     for (engine::ToolMessage& m : r.tool_messages)
       r.messages.push_back({std::move(m.role), std::move(m.content)});
@@ -760,7 +779,12 @@ class Server {
                            "strata knows (the Hermes <tool_call> format of Qwen2.5 / Qwen3)"};
         r.messages = engine::render_hermes(r.tool_messages, r.tools);
       }
-      if (!r.tools.empty()) call_schema = engine::tool_call_schema(r.tools);
+      if (!r.tools.empty()) {
+        std::vector<engine::ToolSpec> callable = r.tools;  // a named choice: that tool only
+        if (!r.tool_name.empty())
+          std::erase_if(callable, [&](const engine::ToolSpec& t) { return t.name != r.tool_name; });
+        call_schema = engine::tool_call_schema(callable);
+      }
     } catch (const BadRequest& e) {
       reply_error(res, api, e.status, e.message);
       return;
@@ -820,7 +844,7 @@ class Server {
       session_.set_json_schema(r.schema);
       session_.set_reasoning(r.split_reasoning);
       session_.set_thinking(r.enable_thinking.value_or(o_.thinking));
-      session_.set_tool_calls(tool_trigger_, call_schema);
+      session_.set_tool_calls(tool_trigger_, call_schema, r.tool_forced);
       const bool score_prompt = r.echo && r.logprobs >= 0;
       engine::TurnStatus st;
       try {
@@ -879,7 +903,9 @@ class Server {
         const char* finish = finish_reason(t.status, filter.stopped());
         json calls = nullptr;
         if (!r.tools.empty()) {
-          engine::ParsedCalls parsed = engine::parse_hermes_calls(answer);
+          // A forced call's prompt ended with its opening.
+          engine::ParsedCalls parsed =
+              engine::parse_hermes_calls(r.tool_forced ? "<tool_call>" + answer : answer);
           if (!parsed.calls.empty()) {
             calls = tool_calls_json(parsed.calls, id.substr(id.find('-') + 1), false);
             answer = std::move(parsed.content);
@@ -935,6 +961,7 @@ class Server {
       std::string reasoning, answer;  // the split's parts of the last piece
       ToolStream tool_stream;         // with tools: the answer from a <tool_call> on held
       const bool tools = !r.tools.empty();
+      if (r.tool_forced) tool_stream.feed("<tool_call>");  // the prompt opened the call
       engine::TurnResult t;
       try {
         t = session_.generate(
