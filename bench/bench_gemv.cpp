@@ -183,11 +183,8 @@ void BM_GemmHot(benchmark::State& state, GgmlType type, Isa isa, bool interleave
   using strata::kernels::WeightLayout;
   WeightLayout layout = interleaved ? strata::kernels::interleaved_layout(type, kHotRows, kHotCols)
                                     : WeightLayout::kRows;
-  // The layouts an AVX2 CPU's REPACK picks: Q4_0 as kQ4_0x16 (kQ4_0x32 is AVX-512's), Q8_0 as
-  // kQ8_0x16 with AVX-VNNI only.
+  // The layouts an AVX2 CPU's REPACK picks: Q4_0 as kQ4_0x16 (kQ4_0x32 is AVX-512's).
   if (isa == Isa::kAvx2 && layout == WeightLayout::kQ4_0x32) layout = WeightLayout::kQ4_0x16;
-  if (isa == Isa::kAvx2 && layout == WeightLayout::kQ8_0x16 && !strata::kernels::avxvnni_in_use())
-    layout = WeightLayout::kRows;
   if (interleaved && layout == WeightLayout::kRows) {
     state.SkipWithError("no interleaved layout for this type and ISA");
     return;

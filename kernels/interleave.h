@@ -39,7 +39,7 @@
 // columns make it). The kernels look the nibbles up in MXFP4's doubled E2M1 table as kIQ4_NLx16's
 // do, and build the scales 2^(e-128) from the exponent bits.
 //
-// kQ8_0x16 (Q8_0, n_rows % 16 == 0; chosen with AVX-512 or AVX-VNNI): groups of 16 rows, per block
+// kQ8_0x16 (Q8_0, n_rows % 16 == 0; chosen with AVX-512 or AVX2): groups of 16 rows, per block
 // b of the group 544 bytes (16 x 34) in the same alternating order: the 16 rows' fp16 d (32 bytes)
 // and, for j < 8, the 16 rows' qs[4j..4j+3] (8 x 64 bytes), codes first in the matrix's even blocks
 // and d first in its odd ones. AVX-512: each code line XORed with 0x80 (code + 128, unsigned) is
@@ -169,9 +169,10 @@ WeightLayout interleaved_layout(GgmlType type);
 // (true with AVX-512 VNNI or AVX2; the scalar twins exist for tests, not speed).
 bool interleave_pays();
 // The same for one weight type: Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS,
-// IQ4_NL and MXFP4 with AVX-512 or AVX2; Q8_0 with AVX-512 or AVX-VNNI (an AVX2 two-half kernel
-// over kQ8_0x16 streamed 0.85x the row kernel on a 4096 x 2880 matrix, bench/RESULTS.md session
-// 23; the AVX-VNNI one-pass kernel 1.09-1.17x, and its GEMM 3x the row kernel's, session 36). On
+// IQ4_NL, MXFP4 and Q8_0 with AVX-512 or AVX2 (Q8_0: an AVX2 two-half kernel over kQ8_0x16
+// streamed 0.85x the row kernel on a 4096 x 2880 matrix, bench/RESULTS.md session 23; the
+// AVX-VNNI one-pass kernel 1.09-1.17x, and its GEMM 3x the row kernel's, session 36; the plain
+// AVX2 one-pass one 1.0x, its GEMM faster, session 43). On
 // an AVX2-only Zen 3 the GGUF layout's Q4_K row kernel is compute-bound (~7 GB/s a core); the
 // interleaved one, with its next-group L2 prefetch, streams 94-110% of the in-run probe in the 30B
 // against 67-87% (bench/RESULTS.md session 16).

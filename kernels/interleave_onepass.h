@@ -337,7 +337,7 @@ inline void chain_dot_b32(const uint8_t* g, const BlockQ8_0* const* xs, const XP
   for (int t = 0; t < T; ++t) acc[t].store(outs[t]);
 }
 
-// One 16-row kQ8_0x16 group (its first block odd: kOdd) against T activation rows, AVX-VNNI only:
+// One 16-row kQ8_0x16 group (its first block odd: kOdd) against T activation rows, AVX-VNNI:
 // the GEMV (T = 1) and, in chain order, the GEMM. Per block and 8-row half the 8 code lines
 // (line j: elements 4j..4j+3 of the 8 rows) XORed with 0x80 (code + 128, unsigned) once for the T
 // tokens, each one vpdpbusd against the token's activation dword j (two sums, elements 0-15 and
@@ -346,7 +346,11 @@ inline void chain_dot_b32(const uint8_t* g, const BlockQ8_0* const* xs, const XP
 // the group kInterleavePrefetch ahead (the GEMV, the GEMM's first batch). No L2 prefetch of the
 // next group, unlike the 4-bit GEMVs: with one the GEMV streamed 0.92x the row kernel, without
 // it 1.11-1.17x (bench/RESULTS.md session 36).
-template <bool kOdd, int T>
+//
+// Plain AVX2 (kVnni false; session 43): the signs move onto the activations as in the row
+// kernel's dot_i8: per code line |code| once, then per token vpsignb of the broadcast activation
+// dword, vpmaddubsw and vpmaddwd into int32. No offset; the same integers.
+template <bool kOdd, int T, bool kVnni = true>
 inline void chain_dot_q8(const uint8_t* g, const BlockQ8_0* const* xs, const XPrep* const* preps,
                          int64_t nb, float* const* outs, bool cold) {
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
@@ -356,6 +360,31 @@ inline void chain_dot_q8(const uint8_t* g, const BlockQ8_0* const* xs, const XPr
     if (cold) prefetch_lines<kUnit544, kToL1>(g + at + kInterleavePrefetch);
     const uint8_t* qb = g + q8_0x16_code_offset(b, kOdd);
     const uint8_t* sc = g + q8_0x16_scale_offset(b, kOdd);
+    if constexpr (!kVnni) {
+      const __m256i ones = _mm256_set1_epi16(1);
+      for (int h = 0; h < 2; ++h) {
+        __m256i lo[T], hi[T];
+        for (int t = 0; t < T; ++t) lo[t] = hi[t] = _mm256_setzero_si256();
+        for (int j = 0; j < 4; ++j) {
+          const __m256i c0 =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + 64 * j + 32 * h));
+          const __m256i c1 =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + 64 * (4 + j) + 32 * h));
+          const __m256i a0 = _mm256_abs_epi8(c0), a1 = _mm256_abs_epi8(c1);
+          for (int t = 0; t < T; ++t) {
+            const __m256i s0 = _mm256_sign_epi8(broadcast_word(xs[t][b], j), c0);
+            const __m256i s1 = _mm256_sign_epi8(broadcast_word(xs[t][b], 4 + j), c1);
+            lo[t] = _mm256_add_epi32(lo[t], _mm256_madd_epi16(_mm256_maddubs_epi16(a0, s0), ones));
+            hi[t] = _mm256_add_epi32(hi[t], _mm256_madd_epi16(_mm256_maddubs_epi16(a1, s1), ones));
+          }
+        }
+        const __m256 dw =
+            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16 * h)));
+        for (int t = 0; t < T; ++t)
+          acc[t].add_dd(b, h, dw, preps[t][b].dx, _mm256_add_epi32(lo[t], hi[t]));
+      }
+      continue;
+    }
     for (int h = 0; h < 2; ++h) {
       __m256i c[8];
       for (int j = 0; j < 8; ++j)
@@ -431,14 +460,13 @@ void gemm_x16_chain(const void* w, size_t row_stride, const void* xq, size_t xq_
   };
   for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
     if constexpr (kLayout == WeightLayout::kQ8_0x16) {
-      static_assert(kVnni, "kQ8_0x16 has AVX-VNNI kernels only at the AVX2 level");
       const bool odd = q8_0x16_group_odd(r, nb);
       batches(r, [&](auto n_const, auto xs, auto ps, auto outs, bool cold) {
         constexpr int n = decltype(n_const)::value;
         if (odd)
-          chain_dot_q8<true, n>(g, xs, ps, nb, outs, cold);
+          chain_dot_q8<true, n, kVnni>(g, xs, ps, nb, outs, cold);
         else
-          chain_dot_q8<false, n>(g, xs, ps, nb, outs, cold);
+          chain_dot_q8<false, n, kVnni>(g, xs, ps, nb, outs, cold);
       });
     } else if constexpr (B32Of<kLayout>::kParts) {
       using B = B32Of<kLayout>;

@@ -243,9 +243,12 @@ std::vector<uint8_t> random_acts_k(int64_t n_tokens, int64_t n_cols, std::mt1993
   return x;
 }
 
-// Activation rows: mostly from the engine's quantizer; row 1 all -128 and one in four raw random
-// codes in [-128, 127] (the extremes of the int16 bound in the AVX2 kernels).
-std::vector<uint8_t> random_acts(int64_t n_tokens, int64_t n_cols, std::mt19937_64& rng) {
+// Activation rows: mostly from the engine's quantizer; row 1 all `lowest` and one in four raw
+// random codes in [lowest, 127] (the extremes of the int16 bound in the AVX2 kernels). lowest is
+// -128, or -127 against Q8_0 weights: the engine's quantizer never writes -128 (127 / amax), and
+// the AVX2 Q8_0 kernels, row and interleaved, move the weights' signs onto the activations.
+std::vector<uint8_t> random_acts(int64_t n_tokens, int64_t n_cols, std::mt19937_64& rng,
+                                 int lowest = -128) {
   const size_t stride = ggml_row_bytes(GgmlType::Q8_0, static_cast<uint64_t>(n_cols));
   std::vector<uint8_t> x(static_cast<size_t>(n_tokens) * stride);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -256,7 +259,8 @@ std::vector<uint8_t> random_acts(int64_t n_tokens, int64_t n_cols, std::mt19937_
       auto* b = reinterpret_cast<BlockQ8_0*>(row);
       for (int64_t i = 0; i < n_cols / kQK; ++i) {
         b[i].d = random_scale(rng);
-        for (auto& q : b[i].qs) q = static_cast<int8_t>(t == 1 ? -128 : static_cast<int>(rng()));
+        for (auto& q : b[i].qs)
+          q = static_cast<int8_t>(t == 1 ? lowest : std::max(lowest, int(int8_t(rng()))));
       }
     } else {
       for (auto& v : f) v = normal(rng);
@@ -461,7 +465,8 @@ TEST_P(InterleaveKernels, EqualTheGgufLayoutsBitForBit) {
         const GgmlType vdt = vec_dot_type(type);
         const size_t xs = ggml_row_bytes(vdt, static_cast<uint64_t>(cols));
         const std::vector<uint8_t> x =
-            k_quant ? random_acts_k(n_tok, cols, rng) : random_acts(n_tok, cols, rng);
+            k_quant ? random_acts_k(n_tok, cols, rng)
+                    : random_acts(n_tok, cols, rng, type == GgmlType::Q8_0 ? -127 : -128);
         // Reference: the GGUF layout's scalar kernel, token by token.
         std::vector<float> want(static_cast<size_t>(n_tok * rows));
         for (int64_t t = 0; t < n_tok; ++t)
