@@ -224,19 +224,6 @@ void gemv_q4_0x16(const void* w, size_t row_stride, const void* xq, float* y, in
                       });
 }
 
-// kQ8_0x16: interleave_onepass.h's chain_dot_q8 (its plain AVX2 form) over one token.
-void gemv_q8_0x16(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
-                  int64_t row_end, int64_t n_cols) {
-  gemv_q4_0x16_groups(w, row_stride, xq, y, row_begin, row_end, n_cols,
-                      [](const uint8_t* g, int64_t r, const BlockQ8_0* x, const XPrep* prep,
-                         int64_t nb, float* out, const uint8_t*) {
-                        if (q8_0x16_group_odd(r, nb))
-                          chain_dot_q8<true, 1, false>(g, &x, &prep, nb, &out, true);
-                        else
-                          chain_dot_q8<false, 1, false>(g, &x, &prep, nb, &out, true);
-                      });
-}
-
 // ---- kQ4_Kx16, kQ5_Kx16: Q4_K / Q5_K x Q8_K, 8 rows (half h of the group) per register ----
 
 // Rows 8h..8h+7 of one 16-row group against one activation row: kQ4_Kx16, or kQ5_Kx16 (kFive:
@@ -951,7 +938,7 @@ GemvKernels interleaved_kernels_avx2(WeightLayout layout) {
     case WeightLayout::kQ5_1x16:
       return b32_kernels<WeightLayout::kQ5_1x16>();
     case WeightLayout::kQ8_0x16:
-      return GemvKernels{&gemv_q8_0x16, &gemm_x16_chain<WeightLayout::kQ8_0x16, false>};
+      return GemvKernels{&gemv_q8_0x16<false>, &gemm_x16_chain<WeightLayout::kQ8_0x16, false>};
     default:
       break;
   }

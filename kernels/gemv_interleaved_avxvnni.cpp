@@ -39,19 +39,6 @@ void gemv_x16(const void* w, size_t row_stride, const void* xq, float* y, int64_
                       });
 }
 
-// kQ8_0x16: interleave_onepass.h's chain_dot_q8 over one token.
-void gemv_q8_0x16(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
-                  int64_t row_end, int64_t n_cols) {
-  gemv_q4_0x16_groups(w, row_stride, xq, y, row_begin, row_end, n_cols,
-                      [](const uint8_t* g, int64_t r, const BlockQ8_0* x, const XPrep* prep,
-                         int64_t nb, float* out, const uint8_t*) {
-                        if (q8_0x16_group_odd(r, nb))
-                          chain_dot_q8<true, 1>(g, &x, &prep, nb, &out, true);
-                        else
-                          chain_dot_q8<false, 1>(g, &x, &prep, nb, &out, true);
-                      });
-}
-
 // ---- kIQ4_XSx16: IQ4_XS x Q8_K, all 16 rows a step ----
 
 // One 16-row kIQ4_XSx16 group against one activation row; next: the following group of the call
@@ -279,7 +266,7 @@ GemvKernels interleaved_kernels_avxvnni(WeightLayout layout) {
   if (layout == WeightLayout::kMXFP4x16)
     k = {&gemv_x16<WeightLayout::kMXFP4x16>, &gemm_x16_chain<WeightLayout::kMXFP4x16, true>};
   if (layout == WeightLayout::kQ8_0x16)
-    k = {&gemv_q8_0x16, &gemm_x16_chain<WeightLayout::kQ8_0x16, true>};
+    k = {&gemv_q8_0x16<true>, &gemm_x16_chain<WeightLayout::kQ8_0x16, true>};
   // Q5_0 / Q4_1 / Q5_1: the AVX2 GEMV, the chain GEMM with vpdpbusd.
   if (layout == WeightLayout::kQ5_0x16) k.gemm = &gemm_x16_chain<WeightLayout::kQ5_0x16, true>;
   if (layout == WeightLayout::kQ4_1x16) k.gemm = &gemm_x16_chain<WeightLayout::kQ4_1x16, true>;

@@ -285,6 +285,27 @@ struct ChainK {
   static constexpr ChainFn fn = &chain_dot_k<kFive, T, kVnni>;
 };
 
+// A GEMM's tokens [0, n_tokens) in batches of 4, then the last 1-3 as one batch:
+// batch(std::integral_constant<int, n>{}, first token) (gemm_chain, gemm_x16_chain).
+template <typename Batch>
+inline void chain_batches(int64_t n_tokens, Batch&& batch) {
+  int64_t t = 0;
+  for (; t + 4 <= n_tokens; t += 4) batch(std::integral_constant<int, 4>{}, t);
+  switch (n_tokens - t) {
+    case 3:
+      batch(std::integral_constant<int, 3>{}, t);
+      break;
+    case 2:
+      batch(std::integral_constant<int, 2>{}, t);
+      break;
+    case 1:
+      batch(std::integral_constant<int, 1>{}, t);
+      break;
+    default:
+      break;
+  }
+}
+
 template <typename Chain>
 void gemm_chain(const void* w, size_t row_stride, const void* xq, size_t xq_stride, float* y,
                 size_t y_stride, int64_t n_tokens, int64_t row_begin, int64_t row_end,
@@ -305,21 +326,7 @@ void gemm_chain(const void* w, size_t row_stride, const void* xq, size_t xq_stri
       }
       Chain::template fn<n>(g, r, xs, nb, outs, t == 0);
     };
-    int64_t t = 0;
-    for (; t + 4 <= n_tokens; t += 4) batch(std::integral_constant<int, 4>{}, t);
-    switch (n_tokens - t) {
-      case 3:
-        batch(std::integral_constant<int, 3>{}, t);
-        break;
-      case 2:
-        batch(std::integral_constant<int, 2>{}, t);
-        break;
-      case 1:
-        batch(std::integral_constant<int, 1>{}, t);
-        break;
-      default:
-        break;
-    }
+    chain_batches(n_tokens, batch);
   });
 }
 

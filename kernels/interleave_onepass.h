@@ -6,7 +6,8 @@
 // AVX-VNNI CPUs) and with vpmaddubsw + vpmaddwd by gemv_interleaved_avx2.cpp (the GEMM only:
 // plain-AVX2 CPUs stream the GEMV faster with the two-half kernel, sessions 16 and 39). Also
 // here: the chain GEMMs of kQ5_0x16 / kQ4_1x16 / kQ5_1x16 (chain_dot_b32, both builds) and
-// kQ8_0x16's kernels (chain_dot_q8, AVX-VNNI only), through gemm_x16_chain (session 36).
+// kQ8_0x16's kernels (chain_dot_q8: AVX-VNNI, session 36; plain AVX2, session 43), through
+// gemm_x16_chain.
 //
 // All 16 rows of a group in one step per block, the blocks in two passes (b % 8 < 4, then the
 // rest): each pass keeps 4 of the 8 canonical accumulators for both 8-row halves (8 registers),
@@ -406,6 +407,20 @@ inline void chain_dot_q8(const uint8_t* g, const BlockQ8_0* const* xs, const XPr
   for (int t = 0; t < T; ++t) acc[t].store(outs[t]);
 }
 
+// kQ8_0x16's GEMV: chain_dot_q8 over one token (kVnni: vpdpbusd, else the plain AVX2 form).
+template <bool kVnni>
+void gemv_q8_0x16(const void* w, size_t row_stride, const void* xq, float* y, int64_t row_begin,
+                  int64_t row_end, int64_t n_cols) {
+  gemv_q4_0x16_groups(w, row_stride, xq, y, row_begin, row_end, n_cols,
+                      [](const uint8_t* g, int64_t r, const BlockQ8_0* x, const XPrep* prep,
+                         int64_t nb, float* out, const uint8_t*) {
+                        if (q8_0x16_group_odd(r, nb))
+                          chain_dot_q8<true, 1, kVnni>(g, &x, &prep, nb, &out, true);
+                        else
+                          chain_dot_q8<false, 1, kVnni>(g, &x, &prep, nb, &out, true);
+                      });
+}
+
 // The B32Parts of a layout with mins or 5th bits (kQ5_0x16, kQ4_1x16, kQ5_1x16).
 template <WeightLayout kLayout>
 struct B32Of {
@@ -442,21 +457,7 @@ void gemm_x16_chain(const void* w, size_t row_stride, const void* xq, size_t xq_
       }
       chain(n_const, xs, ps, outs, t == 0);
     };
-    int64_t t = 0;
-    for (; t + 4 <= n_tokens; t += 4) batch(std::integral_constant<int, 4>{}, t);
-    switch (n_tokens - t) {
-      case 3:
-        batch(std::integral_constant<int, 3>{}, t);
-        break;
-      case 2:
-        batch(std::integral_constant<int, 2>{}, t);
-        break;
-      case 1:
-        batch(std::integral_constant<int, 1>{}, t);
-        break;
-      default:
-        break;
-    }
+    chain_batches(n_tokens, batch);
   };
   for_groups(w, row_stride, row_begin, row_end, [&](const uint8_t* g, int64_t r) {
     if constexpr (kLayout == WeightLayout::kQ8_0x16) {

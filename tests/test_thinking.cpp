@@ -219,8 +219,22 @@ class Thinking : public ::testing::Test {
     return std::vector<int32_t>(kv.begin() + r.stats.n_prompt, kv.end());
   }
 
-  // `strata serve` on a free port: its pid and port (0: it did not start; serve.err says why).
-  static std::pair<pid_t, int> start_serve(const fs::path& model) {
+  // A `strata serve` process, killed when this goes out of scope; port 0: it did not start
+  // (serve.err says why).
+  struct Served {
+    pid_t pid = -1;
+    int port = 0;
+    Served(pid_t p, int port) : pid(p), port(port) {}
+    Served(const Served&) = delete;
+    Served& operator=(const Served&) = delete;
+    ~Served() {
+      if (pid <= 0) return;
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  };
+  // `strata serve` on a free port.
+  static Served start_serve(const fs::path& model) {
     const std::string err = (dir_ / "serve.err").string();
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
@@ -235,7 +249,7 @@ class Thinking : public ::testing::Test {
     pid_t pid = -1;
     const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) return {-1, 0};
+    if (rc != 0) return Served(-1, 0);
     int port = 0;
     const std::regex listening(R"(listening on http://127\.0\.0\.1:(\d+))");
     for (int i = 0; i < 600 && port == 0; ++i) {
@@ -246,7 +260,7 @@ class Thinking : public ::testing::Test {
       else
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    return {pid, port};
+    return Served(pid, port);
   }
 
   static inline fs::path dir_;
@@ -412,16 +426,9 @@ TEST_F(Thinking, ServeReturnsReasoningContent) {
   const TurnResult want = s.send(kUser, 12, {});
   ASSERT_FALSE(want.reasoning.empty());
 
-  const auto [pid, port] = start_serve(dir_ / "thinks.gguf");
-  const auto stop = [pid = pid] {
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-  };
-  if (port == 0) {
-    stop();
-    FAIL() << "the server did not start: " << slurp(dir_ / "serve.err");
-  }
-  httplib::Client c("127.0.0.1", port);
+  const Served server = start_serve(dir_ / "thinks.gguf");
+  ASSERT_GT(server.port, 0) << "the server did not start: " << slurp(dir_ / "serve.err");
+  httplib::Client c("127.0.0.1", server.port);
   c.set_read_timeout(120, 0);
   json body = {{"max_tokens", 12},
                {"temperature", 0},
@@ -483,7 +490,6 @@ TEST_F(Thinking, ServeReturnsReasoningContent) {
     EXPECT_EQ(status, 400) << text;
     EXPECT_NE(text.find(msg), std::string::npos) << text;
   }
-  stop();
 }
 
 }  // namespace
@@ -496,16 +502,9 @@ namespace {
 // template has no tool format are a 400.
 TEST_F(Thinking, ServeCallsTools) {
   if (!fs::exists(kStrata)) GTEST_SKIP() << "strata binary not built at " << kStrata;
-  const auto [pid, port] = start_serve(dir_ / "calls.gguf");
-  const auto stop = [pid = pid] {
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-  };
-  if (port == 0) {
-    stop();
-    FAIL() << "the server did not start: " << slurp(dir_ / "serve.err");
-  }
-  httplib::Client c("127.0.0.1", port);
+  const Served server = start_serve(dir_ / "calls.gguf");
+  ASSERT_GT(server.port, 0) << "the server did not start: " << slurp(dir_ / "serve.err");
+  httplib::Client c("127.0.0.1", server.port);
   c.set_read_timeout(120, 0);
   // The tools as written (their key order is the prompt's).
   const std::string messages = R"([{"role": "user", "content": ")" + kUser + R"("}])";
@@ -612,7 +611,6 @@ TEST_F(Thinking, ServeCallsTools) {
     EXPECT_EQ(bad->status, 400) << b;
     EXPECT_NE(bad->body.find(want), std::string::npos) << bad->body;
   }
-  stop();
 }
 
 }  // namespace
