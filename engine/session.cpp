@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <optional>
 #include <span>
@@ -30,6 +31,20 @@ struct OpenOrAnswer final : TokenFilter {
   }
   int32_t open;
   TokenFilter* answer = nullptr;
+};
+
+// After a tool call's close (parallel calls): the end of the turn, or the "\n" before another.
+struct EndOrNext final : TokenFilter {
+  EndOrNext(const Vocab& v, int32_t newline) : vocab(v), newline(newline) {}
+  bool allows(int32_t id) override {
+    return id == newline || (id >= 0 && id < vocab.n_tokens() && vocab.is_eog(id));
+  }
+  void mask(std::span<float> logits) override {
+    for (size_t i = 0; i < logits.size(); ++i)
+      if (!allows(int32_t(i))) logits[i] = -INFINITY;
+  }
+  const Vocab& vocab;
+  int32_t newline;
 };
 
 }  // namespace
@@ -107,7 +122,7 @@ std::vector<int32_t> ChatSession::format_tokens(bool add_assistant) const {
 
 std::vector<int32_t> ChatSession::format_turn() {
   std::string text = format_text(true);
-  turn_in_call_ = tool_forced_;
+  turn_in_call_ = tools_.forced;
   if (turn_in_call_) text += "<tool_call>\n";
   turn_format_ = split_reasoning_ && !turn_in_call_ ? reasoning_.format : ReasoningFormat::kNone;
   std::string_view end = text;
@@ -121,6 +136,17 @@ size_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b) {
   return size_t(std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first - a.begin());
 }
 }  // namespace
+
+void ChatSession::set_tool_calls(ToolCalls calls) {
+  tools_ = std::move(calls);
+  if (!tools_.body) tools_.open = -1;
+  tools_.forced = tools_.forced && tools_.open >= 0;
+  tool_close_.clear();
+  if (tools_.open >= 0) tool_close_ = tok_.tokenize(tools_.close, false, true);
+  const std::vector<int32_t> nl = tok_.tokenize("\n", false, true);
+  newline_ = nl.size() == 1 ? nl[0] : -1;
+  tools_.parallel = tools_.parallel && !tool_close_.empty() && newline_ >= 0;
+}
 
 void ChatSession::set_stash(size_t slots) {
   stash_slots_ = slots;
@@ -318,12 +344,18 @@ TurnResult ChatSession::generate(int32_t max_tokens, const TokenFn& on_token,
   std::string piece;
   ReasoningSplitter split(turn_format_, turn_opened_);
   std::optional<TokenConstraint> constraint;
-  if ((schema_ || tool_schema_) && !texts_) texts_ = std::make_shared<const TokenTexts>(tok_);
+  if ((schema_ || tools_.open >= 0) && !texts_) texts_ = std::make_shared<const TokenTexts>(tok_);
   if (schema_) constraint.emplace(schema_, texts_);
-  // A tool call's JSON, from the answer's <tool_call> on (set_tool_calls), or from the first
+  // A tool call's body, from the answer's <tool_call> on (set_tool_calls), or from the first
   // token when the prompt opened the call.
-  std::optional<TokenConstraint> call;
-  if (turn_in_call_) call.emplace(tool_schema_, texts_);
+  std::unique_ptr<DocumentFilter> call;
+  if (turn_in_call_) call = tools_.body(texts_);
+  // Tokens the reply takes without sampling (a call's close, the <tool_call> of the next), and
+  // whether, once they are in, the model chooses between ending and another call.
+  std::vector<int32_t> queue;
+  size_t queued = 0;
+  bool choosing = false;
+  EndOrNext end_or_next(vocab, newline_);
   // Structured output with a thinking model: its reasoning runs free and the schema constrains
   // the answer. Before the reply has opened a reasoning block or begun its answer, a token is
   // either the block's opening or the answer's start (OpenOrAnswer). Needs the opening and
@@ -342,34 +374,43 @@ TurnResult ChatSession::generate(int32_t max_tokens, const TokenFn& on_token,
       break;
     }
     TokenFilter* filter = nullptr;
-    if (call) {
-      filter = &*call;
-    } else if (constraint) {
-      if (think_first && !split.answering()) {
-        if (split.undecided()) {
-          open_or_answer.answer = &*constraint;
-          filter = &open_or_answer;
+    const bool given = queued < queue.size();
+    int32_t id = -1;
+    if (given) {
+      id = queue[queued++];
+      sampler_.accept(id);
+    } else {
+      if (call) {
+        filter = call.get();
+      } else if (choosing) {
+        filter = &end_or_next;
+      } else if (constraint) {
+        if (think_first && !split.answering()) {
+          if (split.undecided()) {
+            open_or_answer.answer = &*constraint;
+            filter = &open_or_answer;
+          }
+        } else {
+          if (!fresh) constraint.emplace(schema_, texts_);  // the answer starts after reasoning
+          fresh = true;
+          filter = &*constraint;
         }
-      } else {
-        if (!fresh) constraint.emplace(schema_, texts_);  // the answer starts after reasoning
-        fresh = true;
-        filter = &*constraint;
+      }
+      const auto t_sample = std::chrono::steady_clock::now();
+      id = sampler_.sample(logits_, filter);
+      stats_.sample_s += seconds_since(t_sample);
+      if (id < 0 || vocab.is_eog(id)) {  // < 0: the schema allows no token of this vocabulary
+        r.status = TurnStatus::kEndOfGeneration;
+        break;
       }
     }
-    const auto t_sample = std::chrono::steady_clock::now();
-    const int32_t id = sampler_.sample(logits_, filter);
-    stats_.sample_s += seconds_since(t_sample);
-    if (id < 0 || vocab.is_eog(id)) {  // < 0: the schema allows no token of this vocabulary
-      r.status = TurnStatus::kEndOfGeneration;
-      break;
-    }
-    const bool constrained =
-        !call && constraint && (filter == &*constraint || (filter && id != reasoning_.open_token));
-    if (call) {
+    const bool constrained = !given && !call && constraint &&
+                             (filter == &*constraint || (filter && id != reasoning_.open_token));
+    if (call && !given) {
       call->accept(id);
     } else if (constrained) {
       constraint->accept(id);
-    } else if (constraint) {
+    } else if (constraint && !given) {
       fresh = false;
     }
     piece.clear();
@@ -383,13 +424,26 @@ TurnResult ChatSession::generate(int32_t max_tokens, const TokenFn& on_token,
     } else if (on_token) {
       on_token(piece, nullptr);
     }
-    // The document (or the tool call) is complete.
-    if ((constrained && constraint->finished()) || (call && call->finished())) {
+    if (constrained && constraint->finished()) {  // the document is complete
       r.status = TurnStatus::kEndOfGeneration;
       break;
     }
-    if (!call && id == tool_trigger_ && !schema_ && split.answering())
-      call.emplace(tool_schema_, texts_);
+    if (call && call->finished()) {  // the call is complete: the reply ends, or it is closed
+      call.reset();
+      if (!tools_.parallel) {
+        r.status = TurnStatus::kEndOfGeneration;
+        break;
+      }
+      queue = tool_close_;
+      queued = 0;
+      choosing = true;
+    } else if (choosing && !given) {  // the model wrote "\n": another call
+      choosing = false;
+      queue = {tools_.open};
+      queued = 0;
+    } else if (!call && id == tools_.open && !schema_ && split.answering()) {
+      call = tools_.body(texts_);
+    }
     // The sampled token is kept in the reply; it is not run (its K/V would need a position), so
     // the next turn prefills it with the rest of the new suffix.
     if (max_tokens >= 0 && int64_t(stats_.n_generated) >= max_tokens) {

@@ -21,11 +21,10 @@
 #include "engine/perplexity.h"
 #include "engine/reasoning.h"
 #include "engine/sampler.h"
+#include "engine/token_constraint.h"
 #include "engine/tokenizer.h"
 
 namespace strata::engine {
-
-class TokenTexts;  // token_constraint.h
 
 enum class TurnStatus {
   kEndOfGeneration,  // the model ended its turn with an end-of-generation token
@@ -106,17 +105,21 @@ class ChatSession {
   // (TokenConstraint) and ends, kEndOfGeneration, as soon as the document is complete; a reply
   // cut by max_tokens, the stop flag or the context stays an unfinished document.
   void set_json_schema(std::shared_ptr<const JsonSchema> schema) { schema_ = std::move(schema); }
-  // Function calling (tool_calls.h): once the answer samples `trigger` (<tool_call>), the tokens
-  // after it are constrained to a document of `call` (a call's JSON), and the reply ends when it
-  // is complete. trigger < 0 or a null schema: off (the default). Not with set_json_schema.
-  // forced (OpenAI's tool_choice "required" or a named function): chat turns' prompts end with
-  // "<tool_call>\n", so the reply is the call's JSON from its first token (not split).
-  void set_tool_calls(int32_t trigger, std::shared_ptr<const JsonSchema> call,
-                      bool forced = false) {
-    tool_trigger_ = call ? trigger : -1;
-    tool_forced_ = call && forced;
-    tool_schema_ = std::move(call);
-  }
+  // Function calling (tool_calls.h): once the answer samples `open` (<tool_call>), the tokens
+  // after it are constrained by a filter from `body` (a call's JSON, or its XML), and when that
+  // call is complete the reply ends — or, `parallel`, `close` ("\n</tool_call>") follows, and the
+  // model then either ends its turn or writes "\n", which is followed by `open` and another call.
+  // open < 0 or no body: off (the default). Not with set_json_schema. `forced` (OpenAI's
+  // tool_choice "required" or a named function): chat turns' prompts end with "<tool_call>\n", so
+  // the reply is a call from its first token (not split).
+  struct ToolCalls {
+    int32_t open = -1;
+    DocumentFilterFn body;
+    std::string close = "\n</tool_call>";
+    bool forced = false;
+    bool parallel = false;
+  };
+  void set_tool_calls(ToolCalls calls);
   // An exception from a forward pass (begin_turn's prefill, a reply step) leaves the session
   // usable: the KV cache keeps the prefix it and the session agree on, begin_turn's message is
   // withdrawn, generate's reply is dropped.
@@ -226,9 +229,9 @@ class ChatSession {
   Sampler sampler_;
   std::shared_ptr<const JsonSchema> schema_;  // set_json_schema
   std::shared_ptr<const TokenTexts> texts_;   // the vocabulary's bytes, once a schema is used
-  int32_t tool_trigger_ = -1;                 // set_tool_calls
-  std::shared_ptr<const JsonSchema> tool_schema_;
-  bool tool_forced_ = false;
+  ToolCalls tools_;                           // set_tool_calls
+  std::vector<int32_t> tool_close_;           // tools_.close's tokens
+  int32_t newline_ = -1;                      // "\n"'s token (-1: not one token)
   LookupDecoder lookup_;  // every reply step goes through it; settled between turns
   std::vector<ChatMessage> messages_;
   std::vector<int32_t> kv_tokens_;  // [n_past] mirror of what the cache holds

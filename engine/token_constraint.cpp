@@ -55,11 +55,8 @@ TokenTexts::TokenTexts(const Tokenizer& tok) {
   }
 }
 
-TokenConstraint::TokenConstraint(std::shared_ptr<const JsonSchema> schema,
-                                 std::shared_ptr<const TokenTexts> texts)
-    : texts_(std::move(texts)), matcher_(schema), scratch_(schema) {}
-
-bool TokenConstraint::allows(int32_t id) {
+template <class Matcher>
+bool BasicTokenConstraint<Matcher>::allows(int32_t id) {
   if (id < 0 || size_t(id) >= texts_->size()) return false;
   if (texts_->eog(id)) return matcher_.accepting();
   const std::string_view t = texts_->text(id);
@@ -68,7 +65,8 @@ bool TokenConstraint::allows(int32_t id) {
   return scratch_.feed(t);
 }
 
-void TokenConstraint::mask(std::span<float> logits) {
+template <class Matcher>
+void BasicTokenConstraint<Matcher>::mask(std::span<float> logits) {
   const auto t0 = std::chrono::steady_clock::now();
   // Which first bytes survive: most tokens are ruled out by their first byte without copying
   // the matcher (outside a string only a few bytes may come next).
@@ -120,10 +118,14 @@ void TokenConstraint::mask(std::span<float> logits) {
   mask_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-void TokenConstraint::accept(int32_t id) {
+template <class Matcher>
+void BasicTokenConstraint<Matcher>::accept(int32_t id) {
   if (texts_->eog(id)) return;
   const bool ok = matcher_.feed(texts_->text(id));
   STRATA_ASSERT(ok, "TokenConstraint::accept: token {} is not allowed", id);
 }
+
+template class BasicTokenConstraint<JsonMatcher>;
+template class BasicTokenConstraint<XmlCallMatcher>;
 
 }  // namespace strata::engine

@@ -1,10 +1,12 @@
 // Structured output at the token level: which of a vocabulary's tokens keep a reply a viable
-// prefix of a document a JSON Schema accepts (json_schema.h), for the sampler (TokenFilter).
+// prefix of a document a JSON Schema accepts (json_schema.h), or of a tool call in XML form
+// (xml_call.h), for the sampler (TokenFilter).
 // Tested by tests/test_token_constraint.cpp on the fixtures' tokenizers.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -13,6 +15,7 @@
 
 #include "engine/json_schema.h"
 #include "engine/sampler.h"
+#include "engine/xml_call.h"
 
 namespace strata::engine {
 
@@ -40,34 +43,54 @@ class TokenTexts {
   std::vector<uint16_t> plain_;
 };
 
-class TokenConstraint final : public TokenFilter {
+// A filter whose picks make a document (ChatSession drives one per constrained span): told each
+// pick, it says when the document is complete.
+class DocumentFilter : public TokenFilter {
  public:
-  TokenConstraint(std::shared_ptr<const JsonSchema> schema,
-                  std::shared_ptr<const TokenTexts> texts);
+  // The sampler's pick (allows(id) held): the text goes on with its bytes.
+  virtual void accept(int32_t id) = 0;
+  // The document is complete and nothing may follow: the reply ends here.
+  virtual bool finished() const = 0;
+};
+
+// Matcher: JsonMatcher, or any byte matcher with its interface (feed, accepting, finished,
+// plain_string_room, copy-assignment) — XmlCallMatcher (xml_call.h).
+template <class Matcher>
+class BasicTokenConstraint final : public DocumentFilter {
+ public:
+  // spec: what the Matcher is built from (a JsonSchema, an XmlCallSpec).
+  template <class Spec>
+  BasicTokenConstraint(const std::shared_ptr<Spec>& spec, std::shared_ptr<const TokenTexts> texts)
+      : texts_(std::move(texts)), matcher_(spec), scratch_(spec) {}
 
   // A token is allowed when its bytes keep the text a viable prefix; an end-of-generation token
   // when the text is a whole document; a token that adds no bytes, or is outside the
   // vocabulary (a padded output head), never.
   bool allows(int32_t id) override;
   void mask(std::span<float> logits) override;
-  // The sampler's pick (allows(id) held): the text goes on with its bytes.
-  void accept(int32_t id);
-  // The document is complete and nothing may follow: the reply ends here.
-  bool finished() const { return matcher_.finished(); }
+  void accept(int32_t id) override;
+  bool finished() const override { return matcher_.finished(); }
   bool accepting() const { return matcher_.accepting(); }
-  const JsonMatcher& matcher() const { return matcher_; }
+  const Matcher& matcher() const { return matcher_; }
   // Passes over the vocabulary (the sampler's pick refused) and their time.
   uint64_t masks() const { return masks_; }
   double mask_seconds() const { return mask_seconds_; }
 
  private:
   std::shared_ptr<const TokenTexts> texts_;
-  JsonMatcher matcher_;
-  JsonMatcher scratch_;  // assigned from matcher_ per token tried (its storage reused)
+  Matcher matcher_;
+  Matcher scratch_;  // assigned from matcher_ per token tried (its storage reused)
   std::vector<uint8_t> pairs_ = std::vector<uint8_t>(1 << 16);  // mask's two-byte memo:
                                                                 // 0 unknown, 1 viable, 2 not
   uint64_t masks_ = 0;
   double mask_seconds_ = 0;
 };
+
+using TokenConstraint = BasicTokenConstraint<JsonMatcher>;
+using XmlCallConstraint = BasicTokenConstraint<XmlCallMatcher>;
+
+// Makes a fresh filter for one constrained span (a tool call's body).
+using DocumentFilterFn =
+    std::function<std::unique_ptr<DocumentFilter>(std::shared_ptr<const TokenTexts>)>;
 
 }  // namespace strata::engine

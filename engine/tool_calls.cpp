@@ -1,8 +1,9 @@
-// Function calling in the Hermes format (tool_calls.h).
+// Function calling in the Hermes and Qwen3-Coder XML formats (tool_calls.h).
 #include "engine/tool_calls.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "io/check.h"
@@ -33,10 +34,143 @@ std::string dump_string(const std::string& s) {
   return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+// Qwen3-Coder's template's words.
+constexpr std::string_view kCoderSystem =
+    "You are Qwen, a helpful AI assistant that can interact with a computer to solve tasks.";
+constexpr std::string_view kCoderToolsHead =
+    "\n\nYou have access to the following functions:\n\n<tools>";
+constexpr std::string_view kCoderToolsTail =
+    "\n</tools>\n\nIf you choose to call a function ONLY reply in the following format with NO "
+    "suffix:\n\n<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\n"
+    "value_1\n</parameter>\n<parameter=example_parameter_2>\nThis is the value for the second "
+    "parameter\nthat can span\nmultiple lines\n</parameter>\n</function>\n</tool_call>\n\n"
+    "<IMPORTANT>\nReminder:\n- Function calls MUST follow the specified format: an inner "
+    "<function=...></function> block must be nested within <tool_call></tool_call> XML tags\n- "
+    "Required parameters MUST be specified\n- You may provide optional reasoning for your function "
+    "call in natural language BEFORE the function call, but NOT after\n- If there is no function "
+    "call available, answer the question like normal with your current knowledge and do not tell "
+    "the user about function calls\n</IMPORTANT>";
+
+// Jinja's `string` filter as Python writes a value (True, None, ['a', 1]); strings as they are at
+// the top, quoted inside a list or a mapping.
+std::string py_string(const nlohmann::ordered_json& v, bool top = true) {
+  if (v.is_string()) {
+    const auto& s = v.get_ref<const std::string&>();
+    return top ? s : "'" + s + "'";
+  }
+  if (v.is_boolean()) return v.get<bool>() ? "True" : "False";
+  if (v.is_null()) return "None";
+  if (v.is_array()) {
+    std::string out = "[";
+    for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + py_string(v[i], false);
+    return out + "]";
+  }
+  if (v.is_object()) {
+    std::string out = "{";
+    bool first = true;
+    for (const auto& [k, x] : v.items()) {
+      out += (first ? "'" : ", '") + k + "': " + py_string(x, false);
+      first = false;
+    }
+    return out + "}";
+  }
+  return v.dump();
+}
+
+// The template's render_item_list: "\n<required>[`a`, `b`]</required>" for a non-empty list.
+std::string item_list(const nlohmann::ordered_json* list) {
+  if (!list || !list->is_array() || list->empty()) return {};
+  std::string out = "\n<required>[";
+  for (size_t i = 0; i < list->size(); ++i) {
+    const nlohmann::ordered_json& x = (*list)[i];
+    if (i) out += ", ";
+    if (x.is_string()) {
+      out += '`';
+      out += x.get_ref<const std::string&>();
+      out += '`';
+    } else {
+      out += py_string(x);
+    }
+  }
+  return out + "]</required>";
+}
+
+const nlohmann::ordered_json* member(const nlohmann::ordered_json& o, const char* key) {
+  if (!o.is_object()) return nullptr;
+  const auto it = o.find(key);
+  return it == o.end() ? nullptr : &*it;
+}
+
+// One tool as Qwen3-Coder's template writes it in <tools>.
+std::string coder_tool(const ToolSpec& t) {
+  const nlohmann::ordered_json& f = t.function;
+  std::string out = "\n<function>\n<name>" + t.name + "</name>";
+  const nlohmann::ordered_json* desc = member(f, "description");
+  out += "\n<description>" +
+         std::string(trim(desc && desc->is_string() ? desc->get_ref<const std::string&>() : "")) +
+         "</description>\n<parameters>";
+  const nlohmann::ordered_json* params = member(f, "parameters");
+  const nlohmann::ordered_json* props = params ? member(*params, "properties") : nullptr;
+  if (props && props->is_object()) {
+    for (const auto& [name, fields] : props->items()) {
+      out += "\n<parameter>\n<name>" + name + "</name>";
+      if (const auto* type = member(fields, "type"))
+        out += "\n<type>" + py_string(*type) + "</type>";
+      if (const auto* d = member(fields, "description"))
+        out += "\n<description>" + std::string(trim(py_string(*d))) + "</description>";
+      if (fields.is_object()) {
+        for (const auto& [key, value] : fields.items()) {
+          if (key == "type" || key == "description" || key == "enum" || key == "required" ||
+              value.is_null())
+            continue;
+          std::string k;
+          for (const char c : key)
+            if (c != '$') k += c == '-' || c == ' ' ? '_' : c;
+          out += "\n<" + k + ">" + (value.is_object() ? template_json(value) : py_string(value)) +
+                 "</" + k + ">";
+        }
+      }
+      out += item_list(member(fields, "required")) + "\n</parameter>";
+    }
+  }
+  out += item_list(params ? member(*params, "required") : nullptr) + "\n</parameters>";
+  if (const auto* ret = member(f, "return"))
+    out += "\n<return>" + (ret->is_object() ? template_json(*ret) : py_string(*ret)) + "</return>";
+  return out + "\n</function>";
+}
+
+// The tool's schema for a parameter (null: none).
+const nlohmann::json* param_schema(const std::vector<ToolSpec>& tools, std::string_view tool,
+                                   const std::string& key) {
+  for (const ToolSpec& t : tools) {
+    if (t.name != tool || !t.parameters.is_object()) continue;
+    const auto props = t.parameters.find("properties");
+    if (props == t.parameters.end() || !props->is_object()) return nullptr;
+    const auto p = props->find(key);
+    return p == props->end() ? nullptr : &*p;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
-bool hermes_tools_template(std::string_view chat_template) {
-  return chat_template.find(kCallOpen) != std::string_view::npos;
+ToolFormat tool_format(std::string_view chat_template) {
+  const auto has = [&](std::string_view s) { return chat_template.find(s) != std::string::npos; };
+  if (!has(kCallOpen)) return ToolFormat::kNone;
+  if (has("<function=")) return has("<parameters>") ? ToolFormat::kQwenXml : ToolFormat::kNone;
+  return ToolFormat::kHermes;
+}
+
+std::string_view tool_format_name(ToolFormat f) {
+  switch (f) {
+    case ToolFormat::kHermes:
+      return "hermes";
+    case ToolFormat::kQwenXml:
+      return "qwen3-coder xml";
+    case ToolFormat::kNone:
+      break;
+  }
+  return "none";
 }
 
 std::string template_json(const nlohmann::ordered_json& v) {
@@ -86,6 +220,7 @@ std::vector<ToolSpec> parse_tools(const nlohmann::ordered_json& tools) {
       s.parameters = nlohmann::json::parse(f["parameters"].dump());
     }
     s.json_text = template_json(t);
+    s.function = f;
     out.push_back(std::move(s));
   }
   return out;
@@ -164,6 +299,140 @@ ParsedCalls parse_hermes_calls(std::string_view answer) {
   return r;
 }
 
+std::vector<ChatMessage> render_qwen_xml(const std::vector<ToolMessage>& messages,
+                                         const std::vector<ToolSpec>& tools) {
+  std::vector<ChatMessage> out;
+  size_t i = 0;
+  if (!messages.empty() && messages[0].role == "system") {
+    out.push_back({"system", messages[0].content});
+    i = 1;
+  } else if (!tools.empty()) {
+    out.push_back({"system", std::string(kCoderSystem)});
+  }
+  if (!tools.empty()) {
+    std::string& system = out.back().content;
+    system += kCoderToolsHead;
+    for (const ToolSpec& t : tools) system += coder_tool(t);
+    system += kCoderToolsTail;
+  }
+  for (; i < messages.size(); ++i) {
+    const ToolMessage& m = messages[i];
+    if (m.role == "tool") {
+      std::string text;
+      for (; i < messages.size() && messages[i].role == "tool"; ++i)
+        text += "<tool_response>\n" + messages[i].content + "\n</tool_response>\n";
+      --i;
+      out.push_back({"user", std::move(text)});
+      continue;
+    }
+    if (m.calls.empty()) {
+      out.push_back({m.role, m.content});
+      continue;
+    }
+    // The template writes "<|im_start|>assistant" + ("\n" + content + "\n") + "\n<tool_call>…";
+    // the formatter writes the role's "\n" itself.
+    const std::string_view content = trim(m.content);
+    std::string text = content.empty() ? std::string() : std::string(content) + "\n\n";
+    for (size_t c = 0; c < m.calls.size(); ++c) {
+      const nlohmann::ordered_json args =
+          nlohmann::ordered_json::parse(m.calls[c].arguments, nullptr, false);
+      if (!args.is_object())
+        fail(ErrorKind::kBadValue, "the arguments of a call of '{}' are not a JSON object",
+             m.calls[c].name);
+      if (c) text += '\n';
+      text += fmt::format("<tool_call>\n<function={}>\n", m.calls[c].name);
+      for (const auto& [key, value] : args.items())
+        text += "<parameter=" + key + ">\n" +
+                (value.is_string() ? value.get<std::string>() : template_json(value)) +
+                "\n</parameter>\n";
+      text += "</function>\n</tool_call>";
+    }
+    out.push_back({m.role, std::move(text)});
+  }
+  return out;
+}
+
+std::vector<ChatMessage> render_tools(ToolFormat f, const std::vector<ToolMessage>& messages,
+                                      const std::vector<ToolSpec>& tools) {
+  return f == ToolFormat::kQwenXml ? render_qwen_xml(messages, tools)
+                                   : render_hermes(messages, tools);
+}
+
+ParsedCalls parse_qwen_xml_calls(std::string_view answer, const std::vector<ToolSpec>& tools) {
+  ParsedCalls r;
+  std::string content;
+  size_t at = 0;
+  while (at < answer.size()) {
+    const size_t open = answer.find(kCallOpen, at);
+    if (open == std::string_view::npos) break;
+    const size_t body = open + kCallOpen.size();
+    size_t close = answer.find(kCallClose, body);
+    const size_t end = close == std::string_view::npos ? answer.size() : close + kCallClose.size();
+    if (close == std::string_view::npos) close = answer.size();
+    content += answer.substr(at, open - at);
+    at = end;
+    // <function=NAME> … </function>, each <parameter=KEY>\nVALUE\n</parameter> inside.
+    std::string_view b = trim(answer.substr(body, close - body));
+    constexpr std::string_view kFn = "<function=", kFnEnd = "</function>";
+    constexpr std::string_view kParam = "<parameter=";
+    const size_t name_end = b.find('>');
+    if (!b.starts_with(kFn) || name_end == std::string_view::npos || !b.ends_with(kFnEnd)) {
+      content += answer.substr(open, end - open);
+      continue;
+    }
+    ToolCall c;
+    c.name = std::string(b.substr(kFn.size(), name_end - kFn.size()));
+    // The arguments object's text: a JSON value as the model wrote it (a number keeps its digits),
+    // compact.
+    std::string args = "{";
+    std::string_view rest = b.substr(name_end + 1, b.size() - kFnEnd.size() - name_end - 1);
+    bool ok = !c.name.empty();
+    while (ok && !trim(rest).empty()) {
+      rest = trim(rest);
+      const size_t key_end = rest.find('>');
+      if (!rest.starts_with(kParam) || key_end == std::string_view::npos) {
+        ok = false;
+        break;
+      }
+      // The value ends where the matcher ends it, at the first "\n</parameter>\n"; a reply may
+      // also close it otherwise.
+      size_t value_end = std::string_view::npos, skip = 0;
+      for (const std::string_view end : {"\n</parameter>\n", "\n</parameter>", "</parameter>"}) {
+        value_end = rest.find(end, key_end);
+        skip = end.size();
+        if (value_end != std::string_view::npos) break;
+      }
+      if (value_end == std::string_view::npos) {
+        ok = false;
+        break;
+      }
+      const std::string key(rest.substr(kParam.size(), key_end - kParam.size()));
+      std::string_view value = rest.substr(key_end + 1, value_end - key_end - 1);
+      if (value.starts_with('\n')) value.remove_prefix(1);
+      rest.remove_prefix(value_end + skip);
+      const nlohmann::json* schema = param_schema(tools, c.name, key);
+      if (args.size() > 1) args += ',';
+      args += dump_string(key) + ':';
+      const bool as_json = schema && !xml_raw_param(*schema) && nlohmann::json::accept(value);
+      args += as_json ? std::string(trim(value)) : dump_string(std::string(value));
+    }
+    if (!ok) {
+      content += answer.substr(open, end - open);
+      continue;
+    }
+    c.arguments = args + '}';
+    r.calls.push_back(std::move(c));
+  }
+  if (at < answer.size()) content += answer.substr(at);
+  r.content = std::string(trim(content));
+  return r;
+}
+
+ParsedCalls parse_calls(ToolFormat f, std::string_view answer, const std::vector<ToolSpec>& tools) {
+  return f == ToolFormat::kQwenXml ? parse_qwen_xml_calls(answer, tools)
+                                   : parse_hermes_calls(answer);
+}
+
 std::shared_ptr<const JsonSchema> tool_call_schema(const std::vector<ToolSpec>& tools) {
   const auto branch = [](const ToolSpec& t, bool any_arguments) {
     // No parameters: an empty parameter list (OpenAI's reading), so {} only.
@@ -189,6 +458,49 @@ std::shared_ptr<const JsonSchema> tool_call_schema(const std::vector<ToolSpec>& 
     any_of.push_back(std::move(b));
   }
   return JsonSchema::from_json(nlohmann::json{{"anyOf", std::move(any_of)}});
+}
+
+std::shared_ptr<const XmlCallSpec> xml_call_spec(const std::vector<ToolSpec>& tools) {
+  auto spec = std::make_shared<XmlCallSpec>();
+  for (const ToolSpec& t : tools) {
+    XmlCallSpec::Function f;
+    f.name = t.name;
+    const nlohmann::json& p = t.parameters;
+    const auto props = p.is_object() ? p.find("properties") : p.end();
+    if (p.is_object() && (props == p.end() || !props->is_object() || props->size() > 64)) {
+      f.open_params =
+          p.value("additionalProperties", nlohmann::json(true)) != false || props != p.end();
+    } else if (p.is_object()) {
+      std::vector<std::string> required;
+      if (const auto r = p.find("required"); r != p.end() && r->is_array())
+        for (const nlohmann::json& x : *r)
+          if (x.is_string()) required.push_back(x.get<std::string>());
+      for (const auto& [name, schema] : props->items()) {
+        XmlCallSpec::Param q;
+        q.name = name;
+        q.raw = xml_raw_param(schema);
+        q.required = std::find(required.begin(), required.end(), name) != required.end();
+        try {
+          q.schema = JsonSchema::from_json(schema);
+        } catch (const Error&) {
+          q.schema = JsonSchema::any_value();  // outside the subset, or a $ref to the tool's root
+        }
+        f.params.push_back(std::move(q));
+      }
+    }
+    spec->functions.push_back(std::move(f));
+  }
+  return spec;
+}
+
+DocumentFilterFn call_filters(ToolFormat f, const std::vector<ToolSpec>& tools) {
+  if (f == ToolFormat::kQwenXml)
+    return [spec = xml_call_spec(tools)](std::shared_ptr<const TokenTexts> texts) {
+      return std::unique_ptr<DocumentFilter>(new XmlCallConstraint(spec, std::move(texts)));
+    };
+  return [schema = tool_call_schema(tools)](std::shared_ptr<const TokenTexts> texts) {
+    return std::unique_ptr<DocumentFilter>(new TokenConstraint(schema, std::move(texts)));
+  };
 }
 
 }  // namespace strata::engine

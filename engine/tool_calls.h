@@ -1,9 +1,12 @@
-// Function calling in the Hermes format that Qwen2.5 and Qwen3 are trained on (their chat
-// templates' tool sections, written out here since the Jinja is not run): the tools' signatures
-// in the system message, each call a JSON object {"name", "arguments"} inside <tool_call> tags in
-// the assistant's reply, each result inside <tool_response> tags in a user turn. `serve` renders
-// OpenAI's tools / tool_calls / tool messages with it and parses the reply's calls back;
-// ChatSession constrains a call's JSON (set_tool_calls). Tested by tests/test_tool_calls.cpp.
+// Function calling in the formats the chat templates of the models strata runs are trained on
+// (their tool sections, written out here since the Jinja is not run):
+//  - Hermes (Qwen2.5, Qwen3): the tools' signatures as JSON in the system message, each call a
+//    JSON object {"name", "arguments"} inside <tool_call> tags in the assistant's reply;
+//  - Qwen3-Coder's XML: the tools as XML in the system message, each call a <tool_call> block of
+//    "\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>\n…</function>\n" (xml_call.h);
+// each result inside <tool_response> tags in a user turn. `serve` renders OpenAI's tools /
+// tool_calls / tool messages with them and parses the reply's calls back; ChatSession constrains
+// a call's body (set_tool_calls). Tested by tests/test_tool_calls.cpp.
 #pragma once
 
 #include <memory>
@@ -14,18 +17,27 @@
 
 #include "engine/chat_template.h"
 #include "engine/json_schema.h"
+#include "engine/token_constraint.h"
+#include "engine/xml_call.h"
 
 namespace strata::engine {
 
-// A template that speaks the format: it mentions <tool_call> (Qwen2.5's, Qwen3's, Hermes').
-bool hermes_tools_template(std::string_view chat_template);
+enum class ToolFormat {
+  kNone,     // no format strata knows
+  kHermes,   // the template mentions <tool_call> (Qwen2.5's, Qwen3's, Hermes')
+  kQwenXml,  // and <function= and <parameters> (Qwen3-Coder's)
+};
+// The format a ChatML template speaks (other families: kNone).
+ToolFormat tool_format(std::string_view chat_template);
+std::string_view tool_format_name(ToolFormat f);
 
 struct ToolSpec {
   std::string name;
   // OpenAI's tool object ({"type": "function", "function": {...}}) as the template's `tojson`
   // writes it: keys in the client's order, ", " and ": " between items, non-ASCII kept.
   std::string json_text;
-  nlohmann::json parameters;  // the function's parameters schema (null: none given)
+  nlohmann::json parameters;        // the function's parameters schema (null: none given)
+  nlohmann::ordered_json function;  // the function object as the client wrote it
 };
 // From OpenAI's `tools` array (keys in the client's order): Error (kBadValue) naming what is
 // wrong with an entry.
@@ -33,7 +45,7 @@ std::vector<ToolSpec> parse_tools(const nlohmann::ordered_json& tools);
 // The template's tojson: compact but for ", " and ": ".
 std::string template_json(const nlohmann::ordered_json& v);
 
-struct ToolCall {
+struct ToolCall {  // OpenAI's
   std::string id;  // OpenAI's call id (serve's; not in the prompt)
   std::string name;
   std::string arguments;  // JSON text, as the model wrote it or the client sent it
@@ -53,6 +65,16 @@ struct ToolMessage {
 std::vector<ChatMessage> render_hermes(const std::vector<ToolMessage>& messages,
                                        const std::vector<ToolSpec>& tools);
 
+// The same in Qwen3-Coder's form: the system message (the template's default one when there is
+// none) followed by the tools as XML, an assistant's calls as <tool_call> blocks of <function=>
+// and <parameter=> tags after its content (an Error, kBadValue, when a call's arguments are not a
+// JSON object), and each run of tool results one user message of <tool_response> blocks.
+std::vector<ChatMessage> render_qwen_xml(const std::vector<ToolMessage>& messages,
+                                         const std::vector<ToolSpec>& tools);
+// render_hermes or render_qwen_xml.
+std::vector<ChatMessage> render_tools(ToolFormat f, const std::vector<ToolMessage>& messages,
+                                      const std::vector<ToolSpec>& tools);
+
 // The calls in a reply's answer: each <tool_call> block (the last may be unclosed: the reply ended
 // with its JSON) whose JSON is an object with a string "name" and an object or string "arguments".
 // `content` is the text outside the blocks, trimmed. A block that does not parse stays in the
@@ -62,10 +84,23 @@ struct ParsedCalls {
   std::string content;
 };
 ParsedCalls parse_hermes_calls(std::string_view answer);
+// The same for Qwen3-Coder's calls: each <tool_call> block holding <function=NAME> … and its
+// <parameter=KEY> tags (the last block may be cut after </function>). A raw parameter
+// (xml_raw_param of the tool's schema for it) becomes a JSON string; any other VALUE is read as
+// JSON, and as a string when it is not JSON.
+ParsedCalls parse_qwen_xml_calls(std::string_view answer, const std::vector<ToolSpec>& tools);
+ParsedCalls parse_calls(ToolFormat f, std::string_view answer, const std::vector<ToolSpec>& tools);
 
 // The schema of one call's JSON: {"name": a tool's name, "arguments": its parameters}, one branch
 // per tool. A tool without parameters takes none ({} only, as OpenAI reads it); a parameters
 // schema the compiler refuses is taken as any object for that tool.
 std::shared_ptr<const JsonSchema> tool_call_schema(const std::vector<ToolSpec>& tools);
+// The XML form's: one function per tool; each parameter's schema compiled on its own (one the
+// compiler refuses, or that refers outside itself, takes any value of its kind).
+std::shared_ptr<const XmlCallSpec> xml_call_spec(const std::vector<ToolSpec>& tools);
+
+// Filters of a call's body in format f (after <tool_call>) for ChatSession::set_tool_calls, the
+// tools' schemas compiled once.
+DocumentFilterFn call_filters(ToolFormat f, const std::vector<ToolSpec>& tools);
 
 }  // namespace strata::engine

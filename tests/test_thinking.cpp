@@ -58,6 +58,7 @@ const fs::path kFixture =
     fs::path(STRATA_FIXTURES_DIR) / "tiny-qwen3moe" / "tiny-qwen3moe-Q8_0.gguf";
 const fs::path kStrata = fs::path(STRATA_BINARY_DIR) / "tools" / "strata";
 const std::string kUser = "Tell me about foxes.";
+constexpr uint32_t kXmlCtx = 2048;  // Qwen3-Coder's tools prompt is longer than the fixture's 512
 const char* kTools = R"([
   {"type": "function", "function": {"name": "weather", "parameters": {"type": "object",
    "properties": {"city": {"type": "string", "maxLength": 8}}, "required": ["city"]}}},
@@ -80,11 +81,20 @@ struct SpecialIds {
   int32_t open = -1, close = -1, call_open = -1, call_close = -1;
 };
 
-// A copy of the fixture with <think>, </think>, <tool_call> and </tool_call> tokens, Qwen3's
-// no-think branch and a <tool_call> mention in its template, and for each (to, from) of `moves`
-// output row `from` moved to row `to` (row `from` zeroed). Returns the four tokens' ids.
+// What the copies' templates end with: Qwen3's no-think branch and a mention of the Hermes call
+// format; kXmlTail names Qwen3-Coder's XML one.
+const char* kHermesTail =
+    "{%- if enable_thinking is defined and enable_thinking is false %}{{- "
+    "'<think>\\n\\n</think>\\n\\n' }}{%- endif %}{#- calls: <tool_call> -#}";
+const char* kXmlTail = "{#- calls: '<tool_call>\\n<function=' + name, tools: '<parameters>' -#}";
+
+// A copy of the fixture with <think>, </think>, <tool_call> and </tool_call> tokens and `tail` at
+// the end of its template; for each (to, from) of `moves` output row `from` moved to row `to` (row
+// `from` zeroed), then for each of `copies` copied. Returns the four tokens' ids.
 SpecialIds write_thinking_model(const fs::path& out,
-                                const std::vector<std::pair<int32_t, int32_t>>& moves = {}) {
+                                const std::vector<std::pair<int32_t, int32_t>>& moves = {},
+                                const char* tail = kHermesTail,
+                                const std::vector<std::pair<int32_t, int32_t>>& copies = {}) {
   const io::GgufFile in = io::GgufFile::open(kFixture.string());
   io::GgufWriter w(in.alignment());
   const io::GgufArray& tokens = in.get_array("tokenizer.ggml.tokens");
@@ -129,10 +139,7 @@ SpecialIds write_thinking_model(const fs::path& out,
     } else if (kv.key == "tokenizer.ggml.token_type") {
       w.set(kv.key, io::gguf_i32_array(tok_type));
     } else if (kv.key == "tokenizer.chat_template") {
-      w.set(kv.key, *kv.value.as_string() +
-                        "{%- if enable_thinking is defined and enable_thinking is false %}{{- "
-                        "'<think>\\n\\n</think>\\n\\n' }}{%- endif %}{#- calls: "
-                        "<tool_call> -#}");
+      w.set(kv.key, *kv.value.as_string() + tail);
     } else {
       w.set(kv.key, kv.value);
     }
@@ -151,6 +158,8 @@ SpecialIds write_thinking_model(const fs::path& out,
       std::memcpy(dst.data() + to * rb, in.tensor_data(t) + from * rb, rb);
       std::memset(dst.data() + from * rb, 0, rb);
     }
+    for (const auto& [to, from] : copies)
+      std::memcpy(dst.data() + to * rb, dst.data() + from * rb, rb);
   });
   return ids;
 }
@@ -184,6 +193,22 @@ class Thinking : public ::testing::Test {
     ASSERT_EQ(st, TurnStatus::kEndOfGeneration) << s.last_stats().n_prompt << " prompt tokens";
     const TurnResult r = s.generate(2, PieceFn{});
     write_thinking_model(dir_ / "calls.gguf", {{ids.call_open, s.kv_tokens()[r.stats.n_prompt]}});
+    // Parallel calls: copies whose end-of-turn token has the output row of "\n", so that after a
+    // call's close the model ends its turn or goes on to another as likely (sampled); one with
+    // Hermes' template, one with Qwen3-Coder's XML, whose <tool_call> takes the row of its greedy
+    // reply's first token to the tools' prompt.
+    const std::vector<std::pair<int32_t, int32_t>> nl_end = {
+        {m.tok.vocab().text_to_token("<|im_end|>"), m.tok.tokenize("\n", false, false).at(0)}};
+    write_thinking_model(dir_ / "hermes_nl.gguf", {}, kHermesTail, nl_end);
+    write_thinking_model(dir_ / "xml_nl.gguf", {}, kXmlTail, nl_end);
+    Loaded x(dir_ / "xml_nl.gguf", kXmlCtx);
+    ChatSession xs = x.session();
+    ASSERT_EQ(xs.begin_messages(
+                  render_qwen_xml({{"user", kUser, {}}}, parse_tools(ojson::parse(kTools)))),
+              TurnStatus::kEndOfGeneration);
+    const TurnResult xr = xs.generate(2, PieceFn{});
+    write_thinking_model(dir_ / "coder.gguf", {{ids.call_open, xs.kv_tokens()[xr.stats.n_prompt]}},
+                         kXmlTail, nl_end);
   }
   static void TearDownTestSuite() {
     if (!dir_.empty()) fs::remove_all(dir_);
@@ -193,10 +218,12 @@ class Thinking : public ::testing::Test {
   }
 
   struct Loaded {
-    explicit Loaded(const fs::path& p)
+    // n_ctx: the fixture's training context, serve's default here; Qwen3-Coder's tools prompt
+    // needs more.
+    explicit Loaded(const fs::path& p, uint32_t n_ctx = 512)
         : model(Model::load(p.string())), tok(Tokenizer::from_gguf(model.file())) {
       ForwardOptions fo;
-      fo.n_ctx = 512;  // the fixture's training context, serve's default here
+      fo.n_ctx = n_ctx;
       fo.n_threads = 2;
       fwd = std::make_unique<Forward>(model, fo);
     }
@@ -234,7 +261,7 @@ class Thinking : public ::testing::Test {
     }
   };
   // `strata serve` on a free port.
-  static Served start_serve(const fs::path& model) {
+  static Served start_serve(const fs::path& model, uint32_t n_ctx = 0) {
     const std::string err = (dir_ / "serve.err").string();
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
@@ -243,6 +270,7 @@ class Thinking : public ::testing::Test {
     std::vector<std::string> args = {kStrata.string(), "serve", "-m", model.string(),
                                      "--port",         "0",     "-t", "2",
                                      "--vram-gb",      "0"};
+    if (n_ctx) args.insert(args.end(), {"--ctx", std::to_string(n_ctx)});
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -606,6 +634,157 @@ TEST_F(Thinking, ServeCallsTools) {
            {R"({"messages": [{"role": "user", "content": "x"}], "tools": )" + std::string(kTools) +
                 R"(, "response_format": {"type": "json_object"}})",
             "together are not supported"}}) {
+    const auto bad = c.Post("/v1/chat/completions", b, "application/json");
+    ASSERT_TRUE(bad);
+    EXPECT_EQ(bad->status, 400) << b;
+    EXPECT_NE(bad->body.find(want), std::string::npos) << bad->body;
+  }
+}
+
+// Whether a call is one of kTools' with arguments its parameters accept.
+bool valid_call(const ToolCall& c) {
+  static const auto weather = JsonSchema::parse(
+      R"({"type": "object", "properties": {"city": {"type": "string", "maxLength": 8}},
+          "required": ["city"], "additionalProperties": false})");
+  static const auto now =
+      JsonSchema::parse(R"({"type": "object", "properties": {}, "additionalProperties": false})");
+  if (c.name != "weather" && c.name != "now") return false;
+  JsonMatcher m(c.name == "weather" ? weather : now);
+  return m.feed(c.arguments) && m.accepting();
+}
+
+// Parallel calls, sampled, in both formats: after a call's close the model ends its turn or
+// writes another (the copies make both as likely), every call is valid; parallel off, one call.
+TEST_F(Thinking, ParallelCallsEndOrGoOn) {
+  const std::vector<ToolSpec> tools = parse_tools(ojson::parse(kTools));
+  for (const auto& [file, format] : {std::pair{"hermes_nl.gguf", ToolFormat::kHermes},
+                                     std::pair{"xml_nl.gguf", ToolFormat::kQwenXml}}) {
+    SCOPED_TRACE(file);
+    Loaded m(dir_ / file, kXmlCtx);
+    ASSERT_EQ(tool_format(m.tok.vocab().chat_template()), format);
+    ChatSession s = m.session();
+    size_t single = 0, several = 0;
+    for (const bool parallel : {true, false}) {
+      s.set_tool_calls({.open = m.tok.vocab().text_to_token("<tool_call>"),
+                        .body = call_filters(format, tools),
+                        .forced = true,
+                        .parallel = parallel});
+      for (uint64_t seed = 1; seed <= (parallel ? 24u : 8u); ++seed) {
+        SamplerParams p;
+        p.temperature = 1.0f;
+        p.seed = seed;
+        s.set_sampling(p);
+        ASSERT_EQ(s.begin_messages(render_tools(format, {{"user", kUser, {}}}, tools)),
+                  TurnStatus::kEndOfGeneration);
+        const TurnResult r = s.generate(200, PieceFn{});
+        if (r.status != TurnStatus::kEndOfGeneration) continue;  // cut in a call
+        const ParsedCalls calls = parse_calls(format, "<tool_call>" + r.answer, tools);
+        ASSERT_FALSE(calls.calls.empty()) << r.answer;
+        for (const ToolCall& c : calls.calls)
+          EXPECT_TRUE(valid_call(c)) << c.name << " " << c.arguments << "\n" << r.answer;
+        EXPECT_EQ(calls.content, "") << r.answer;
+        if (!parallel) {
+          EXPECT_EQ(calls.calls.size(), 1u) << r.answer;
+          EXPECT_EQ(r.answer.find("</tool_call>"), std::string::npos) << r.answer;
+        } else if (calls.calls.size() == 1) {
+          ++single;
+        } else {
+          ++several;
+          EXPECT_NE(r.answer.find("</tool_call>\n<tool_call>"), std::string::npos) << r.answer;
+        }
+      }
+    }
+    EXPECT_GT(single, 0u);
+    EXPECT_GT(several, 0u);
+  }
+}
+
+// `strata serve` on a copy with Qwen3-Coder's XML call format: the calls come back as OpenAI
+// tool_calls, whole and streamed; the conversation goes on with them; parallel_tool_calls false
+// keeps one call.
+TEST_F(Thinking, ServeCallsToolsInXml) {
+  if (!fs::exists(kStrata)) GTEST_SKIP() << "strata binary not built at " << kStrata;
+  const Served server = start_serve(dir_ / "coder.gguf", kXmlCtx);
+  ASSERT_GT(server.port, 0) << "the server did not start: " << slurp(dir_ / "serve.err");
+  httplib::Client c("127.0.0.1", server.port);
+  c.set_read_timeout(120, 0);
+  const std::string messages = R"([{"role": "user", "content": ")" + kUser + R"("}])";
+  const auto body = [&](const std::string& msgs, bool stream, const std::string& extra = "") {
+    return R"({"max_tokens": 160, "temperature": 0, "stream": )" +
+           std::string(stream ? "true" : "false") + R"(, "messages": )" + msgs + R"(, "tools": )" +
+           kTools + extra + "}";
+  };
+  const auto calls_of = [](const json& tool_calls) {
+    std::vector<ToolCall> out;
+    for (const json& tc : tool_calls)
+      out.push_back({tc["id"], tc["function"]["name"], tc["function"]["arguments"]});
+    return out;
+  };
+  const auto res = c.Post("/v1/chat/completions", body(messages, false), "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const json r = json::parse(res->body);
+  const json& choice = r["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls") << res->body;
+  ASSERT_TRUE(choice["message"].contains("tool_calls")) << res->body;
+  const std::vector<ToolCall> calls = calls_of(choice["message"]["tool_calls"]);
+  ASSERT_FALSE(calls.empty());
+  for (const ToolCall& call : calls) EXPECT_TRUE(valid_call(call)) << call.arguments;
+
+  // Streamed: the same calls, each a delta with its index.
+  const auto sres = c.Post("/v1/chat/completions", body(messages, true), "application/json");
+  ASSERT_TRUE(sres);
+  json streamed = json::array();
+  std::istringstream lines(sres->body);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.starts_with("data: ") || line == "data: [DONE]") continue;
+    const json ch = json::parse(line.substr(6))["choices"][0];
+    if (ch["delta"].contains("tool_calls"))
+      for (const json& tc : ch["delta"]["tool_calls"]) streamed.push_back(tc);
+  }
+  ASSERT_EQ(streamed.size(), calls.size()) << sres->body;
+  for (size_t k = 0; k < calls.size(); ++k) {
+    EXPECT_EQ(streamed[k]["index"], k);
+    EXPECT_EQ(streamed[k]["function"], choice["message"]["tool_calls"][k]["function"]);
+  }
+
+  // parallel_tool_calls false: one call.
+  const auto one =
+      c.Post("/v1/chat/completions", body(messages, false, R"(, "parallel_tool_calls": false)"),
+             "application/json");
+  ASSERT_TRUE(one);
+  ASSERT_EQ(one->status, 200) << one->body;
+  EXPECT_EQ(json::parse(one->body)["choices"][0]["message"]["tool_calls"].size(), 1u);
+
+  // The conversation goes on: the calls and their results in the XML form, a longer prompt.
+  json more = json::parse(messages);
+  more.push_back({{"role", "assistant"},
+                  {"content", nullptr},
+                  {"tool_calls", choice["message"]["tool_calls"]}});
+  for (const ToolCall& call : calls)
+    more.push_back({{"role", "tool"}, {"tool_call_id", call.id}, {"content", "sunny"}});
+  const auto next = c.Post("/v1/chat/completions", body(more.dump(), false), "application/json");
+  ASSERT_TRUE(next);
+  ASSERT_EQ(next->status, 200) << next->body;
+  EXPECT_GT(json::parse(next->body)["usage"]["prompt_tokens"].get<int>(),
+            r["usage"]["prompt_tokens"].get<int>());
+
+  // A named function, and bad requests.
+  const auto named =
+      c.Post("/v1/chat/completions",
+             body(messages, false,
+                  R"(, "tool_choice": {"type": "function", "function": {"name": "now"}})"),
+             "application/json");
+  ASSERT_TRUE(named);
+  const json nc = json::parse(named->body)["choices"][0]["message"]["tool_calls"];
+  ASSERT_GE(nc.size(), 1u) << named->body;
+  for (const json& tc : nc) EXPECT_EQ(tc["function"]["name"], "now");
+  for (const auto& [b, want] : std::vector<std::pair<std::string, std::string>>{
+           {body(messages, false, R"(, "parallel_tool_calls": "yes")"),
+            "'parallel_tool_calls' must be true or false"},
+           {R"({"messages": [{"role": "assistant", "content": "", "tool_calls": [{"id": "a",
+              "type": "function", "function": {"name": "now", "arguments": "[1]"}}]}]})",
+            "are not a JSON object"}}) {
     const auto bad = c.Post("/v1/chat/completions", b, "application/json");
     ASSERT_TRUE(bad);
     EXPECT_EQ(bad->status, 400) << b;

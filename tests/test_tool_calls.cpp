@@ -1,9 +1,11 @@
-// Function calling in the Hermes format (engine/tool_calls.h): the conversation rendered as
-// Qwen3's chat template renders tools, calls and tool results; calls parsed back from a reply;
-// OpenAI tools checked; the call schema.
+// Function calling (engine/tool_calls.h, engine/xml_call.h): the conversation rendered as Qwen3's
+// (Hermes) and Qwen3-Coder's (XML) chat templates render tools, calls and tool results; calls
+// parsed back from a reply; OpenAI tools checked; the Hermes call schema and the XML call matcher.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -149,6 +151,231 @@ TEST(ToolCalls, CallSchemaTakesTheToolsOnly) {
   EXPECT_FALSE(accepts(R"({"name": "other", "arguments": {}})"));
   EXPECT_FALSE(accepts(R"({"name": "now"})"));
   EXPECT_FALSE(accepts(R"({"name": "now", "arguments": {"x": 1}})"));  // no parameters: {} only
+}
+
+TEST(ToolCalls, FormatFromTheTemplate) {
+  EXPECT_EQ(tool_format(""), ToolFormat::kNone);
+  EXPECT_EQ(tool_format("{{- '<tool_call>\\n{\"name\": ' }}"), ToolFormat::kHermes);
+  EXPECT_EQ(tool_format("'<parameters>' ... '<tool_call>\\n<function=' + name"),
+            ToolFormat::kQwenXml);
+  // XML calls whose tools are written otherwise (Qwen3.5's tojson): not a format strata writes.
+  EXPECT_EQ(tool_format("tool | tojson ... '<tool_call>\\n<function=' + name"), ToolFormat::kNone);
+}
+
+// Tools with typed, bounded and free parameters, for the XML form.
+const char* kXmlTools = R"([
+  {"type": "function", "function": {"name": "pick", "parameters": {"type": "object",
+   "properties": {"n": {"type": "integer", "description": " count ", "minimum": 1,
+                        "x-hint": {"a": true}, "flag": false},
+                  "opts": {"type": "object"}, "tag": {"type": "string", "maxLength": 3}},
+   "required": ["n"]}}},
+  {"type": "function", "function": {"name": "free", "parameters": {"type": "object"}}}
+])";
+
+std::vector<ToolSpec> all_tools() {
+  std::vector<ToolSpec> tools = parse_tools(ojson::parse(kTools));
+  for (ToolSpec& t : parse_tools(ojson::parse(kXmlTools))) tools.push_back(std::move(t));
+  return tools;
+}
+
+TEST(ToolCalls, RendersAsQwen3CodersTemplate) {
+  const std::vector<ToolSpec> tools = all_tools();
+  const std::vector<ToolMessage> msgs = {
+      {"system", "Be brief.", {}},
+      {"user", "Weather in Paris and Oslo?", {}},
+      {"assistant",
+       "",
+       {{"a", "get_weather", R"({"city": "Paris"})"}, {"b", "get_weather", R"({"city": "Oslo"})"}}},
+      {"tool", "18 C", {}},
+      {"tool", "4 C", {}},
+      {"assistant", " Checking. ", {{"c", "pick", R"({"n": 3, "opts": {"a": [1, "x"]}})"}}},
+      {"tool", "ok", {}},
+      {"assistant", "Done.", {}},
+  };
+  const std::vector<ChatMessage> out = render_qwen_xml(msgs, tools);
+  ASSERT_EQ(out.size(), 7u);
+  EXPECT_EQ(out[0].role, "system");
+  const std::string kHead = "\n\nYou have access to the following functions:\n\n<tools>";
+  const std::string kWeather =
+      "\n<function>\n<name>get_weather</name>\n<description>Weather in a city</description>\n"
+      "<parameters>\n<parameter>\n<name>city</name>\n<type>string</type>\n</parameter>\n"
+      "<parameter>\n<name>unit</name>\n</parameter>\n<required>[`city`]</required>\n"
+      "</parameters>\n</function>";
+  const std::string kNow =
+      "\n<function>\n<name>now</name>\n<description>The time, à la minute</description>\n"
+      "<parameters>\n</parameters>\n</function>";
+  const std::string kPick =
+      "\n<function>\n<name>pick</name>\n<description></description>\n<parameters>\n<parameter>\n"
+      "<name>n</name>\n<type>integer</type>\n<description>count</description>\n<minimum>1"
+      "</minimum>\n<x_hint>{\"a\": true}</x_hint>\n<flag>False</flag>\n</parameter>\n<parameter>"
+      "\n<name>opts</name>\n<type>object</type>\n</parameter>\n<parameter>\n<name>tag</name>\n"
+      "<type>string</type>\n<maxLength>3</maxLength>\n</parameter>\n<required>[`n`]</required>\n"
+      "</parameters>\n</function>";
+  const std::string kFree =
+      "\n<function>\n<name>free</name>\n<description></description>\n<parameters>\n"
+      "</parameters>\n</function>";
+  ASSERT_TRUE(out[0].content.starts_with("Be brief." + kHead + kWeather + kNow + kPick + kFree +
+                                         "\n</tools>\n\nIf you choose to call a function ONLY"))
+      << out[0].content;
+  EXPECT_TRUE(out[0].content.ends_with("do not tell the user about function calls\n</IMPORTANT>"));
+  EXPECT_EQ(out[1].content, "Weather in Paris and Oslo?");
+  EXPECT_EQ(out[2].role, "assistant");
+  EXPECT_EQ(out[2].content,
+            "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+            "</function>\n</tool_call>\n<tool_call>\n<function=get_weather>\n<parameter=city>\n"
+            "Oslo\n</parameter>\n</function>\n</tool_call>");
+  EXPECT_EQ(out[3].role, "user");
+  EXPECT_EQ(out[3].content,
+            "<tool_response>\n18 C\n</tool_response>\n<tool_response>\n4 C\n</tool_response>\n");
+  EXPECT_EQ(out[4].content,
+            "Checking.\n\n<tool_call>\n<function=pick>\n<parameter=n>\n3\n</parameter>\n"
+            "<parameter=opts>\n{\"a\": [1, \"x\"]}\n</parameter>\n</function>\n</tool_call>");
+  EXPECT_EQ(out[6].content, "Done.");
+  // No system message: the template's own, with the tools. No tools: the messages as they are.
+  const std::vector<ChatMessage> bare = render_qwen_xml({{"user", "hi", {}}}, tools);
+  ASSERT_EQ(bare.size(), 2u);
+  EXPECT_TRUE(bare[0].content.starts_with(
+      "You are Qwen, a helpful AI assistant that can interact with a computer to solve tasks." +
+      kHead));
+  const std::vector<ChatMessage> none = render_qwen_xml({{"user", "hi", {}}}, {});
+  ASSERT_EQ(none.size(), 1u);
+  // A call whose arguments are not an object cannot be written.
+  EXPECT_THROW(render_qwen_xml({{"assistant", "", {{"", "now", "[1]"}}}}, tools), Error);
+}
+
+TEST(ToolCalls, ParsesXmlCallsFromAReply) {
+  const std::vector<ToolSpec> tools = all_tools();
+  ParsedCalls p = parse_qwen_xml_calls(
+      "Let me check.\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\nNew\nYork\n"
+      "</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=pick>\n<parameter=n>\n3\n"
+      "</parameter>\n<parameter=opts>\n{\"a\": 1}\n</parameter>\n<parameter=tag>\n42\n"
+      "</parameter>\n</function>",
+      tools);
+  ASSERT_EQ(p.calls.size(), 2u);
+  EXPECT_EQ(p.calls[0].name, "get_weather");
+  EXPECT_EQ(p.calls[0].arguments, R"({"city":"New\nYork"})");
+  EXPECT_EQ(p.calls[1].name, "pick");
+  // n and opts are JSON, as written; tag is a string parameter, so "42" stays text.
+  EXPECT_EQ(p.calls[1].arguments, R"({"n":3,"opts":{"a": 1},"tag":"42"})");
+  EXPECT_EQ(p.content, "Let me check.");
+  // A typed value that is not JSON stays a string; an unknown tool's values are strings.
+  p = parse_qwen_xml_calls(
+      "<tool_call>\n<function=pick>\n<parameter=n>\nthree\n</parameter>\n</function>\n"
+      "</tool_call><tool_call><function=mystery><parameter=k>\n1\n</parameter></function>",
+      tools);
+  ASSERT_EQ(p.calls.size(), 2u);
+  EXPECT_EQ(p.calls[0].arguments, R"({"n":"three"})");
+  EXPECT_EQ(p.calls[1].name, "mystery");
+  EXPECT_EQ(p.calls[1].arguments, R"({"k":"1"})");
+  // A value holding "</parameter>" ends where the matcher ends it; an empty value.
+  p = parse_qwen_xml_calls(
+      "<tool_call>\n<function=free>\n<parameter=a>\nx </parameter> y\n</parameter>\n"
+      "<parameter=b>\n\n</parameter>\n</function>\n</tool_call>",
+      tools);
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].arguments, R"({"a":"x </parameter> y","b":""})");
+  // Not a call: the text stays.
+  for (const char* bad : {"<tool_call>\n<function=now>\n</tool_call>",
+                          "<tool_call>\n<function=x>\n<parameter=a>\nv\n</function>\n</tool_call>",
+                          "<tool_call>\n{\"name\": \"now\"}\n</tool_call>"}) {
+    p = parse_qwen_xml_calls(bad, tools);
+    EXPECT_TRUE(p.calls.empty()) << bad;
+    EXPECT_EQ(p.content, bad);
+  }
+}
+
+TEST(ToolCalls, XmlCallMatcherFollowsTheTools) {
+  const std::vector<ToolSpec> tools = all_tools();
+  const auto spec = xml_call_spec(tools);
+  const auto accepts = [&](std::string_view text) {
+    XmlCallMatcher m(spec);
+    return m.feed(text) && m.finished();
+  };
+  const auto viable = [&](std::string_view text) {
+    XmlCallMatcher m(spec);
+    return m.feed(text);
+  };
+  const std::string w = "<function=get_weather>\n";
+  EXPECT_TRUE(accepts(w + "<parameter=city>\nParis\n</parameter>\n</function>"));
+  EXPECT_TRUE(accepts("\n" + w + "<parameter=city>\nParis\n</parameter>\n</function>"));
+  // A value runs to the first "\n</parameter>\n": newlines, quotes and tags without one are text.
+  EXPECT_TRUE(accepts(w + "<parameter=city>\n\"A\"\\\nB </parameter> C\n\n</parameter>\n" +
+                      "<parameter=unit>\nc\n</parameter>\n</function>"));
+  EXPECT_FALSE(viable(w + "<parameter=unit>\nk\n"));  // not in the enum
+  EXPECT_FALSE(viable(w + "</"));                     // city is required
+  EXPECT_FALSE(viable(w + "<parameter=city>\nA\n</parameter>\n<parameter=city>"));  // twice
+  EXPECT_FALSE(viable("<function=nope"));
+  EXPECT_FALSE(viable("<function=get_weather>x"));
+  EXPECT_TRUE(accepts("<function=now>\n</function>"));
+  EXPECT_FALSE(viable("<function=now>\n<p"));  // no parameters: only </function>
+  const std::string p = "<function=pick>\n<parameter=n>\n";
+  EXPECT_FALSE(viable(p + "3 "));  // JSON text, nothing after it
+  EXPECT_TRUE(accepts(p + "3\n</parameter>\n</function>"));
+  EXPECT_TRUE(accepts(p + "3\n</parameter>\n<parameter=opts>\n{\"a\": [1]}\n</parameter>\n" +
+                      "<parameter=tag>\nab\n</parameter>\n</function>"));
+  EXPECT_FALSE(viable(p + "0\n</"));  // minimum 1
+  EXPECT_FALSE(viable(p + "x"));
+  EXPECT_FALSE(viable(p + "3\n</parameter>\n<parameter=tag>\nabcd"));  // maxLength 3
+  EXPECT_TRUE(accepts("<function=free>\n<parameter=any_key>\nv\n</parameter>\n</function>"));
+  EXPECT_FALSE(viable("<function=free>\n<parameter=a b"));
+  // Complete: nothing may follow.
+  XmlCallMatcher m(spec);
+  ASSERT_TRUE(m.feed("<function=now>\n</function>"));
+  EXPECT_TRUE(m.finished());
+  EXPECT_FALSE(m.feed('\n'));
+  // Plain text passes inside a raw value until a "\n</parameter>" may be under way.
+  XmlCallMatcher v(spec);
+  ASSERT_TRUE(v.feed(w + "<parameter=city>\nPar"));
+  EXPECT_GT(v.plain_string_room(), 0u);
+  ASSERT_TRUE(v.feed("is\n</par"));
+  EXPECT_EQ(v.plain_string_room(), 0u);
+  EXPECT_FALSE(v.finished());
+}
+
+// The matcher and the parser agree: random walks over the bytes the matcher allows that reach
+// </function> parse back into one call of that tool whose arguments its schema accepts.
+TEST(ToolCalls, XmlCallsTheMatcherAllowsParseBack) {
+  const std::vector<ToolSpec> tools = all_tools();
+  const auto spec = xml_call_spec(tools);
+  std::mt19937 rng(7);
+  int finished = 0;
+  for (int walk = 0; walk < 400; ++walk) {
+    XmlCallMatcher m(spec);
+    std::string text;
+    while (!m.finished() && text.size() < 300) {
+      std::vector<uint8_t> ok, structural;
+      for (int b = 1; b < 128; ++b) {
+        XmlCallMatcher t = m;
+        if (!t.feed(uint8_t(b))) continue;
+        ok.push_back(uint8_t(b));
+        if (std::string_view("\n</>=\"{}[]0123456789").find(char(b)) != std::string_view::npos)
+          structural.push_back(uint8_t(b));
+      }
+      ASSERT_FALSE(ok.empty()) << "dead end after: " << text;
+      const std::vector<uint8_t>& from = !structural.empty() && rng() % 4 != 0 ? structural : ok;
+      const uint8_t b = from[rng() % from.size()];
+      ASSERT_TRUE(m.feed(b));
+      text += char(b);
+    }
+    if (!m.finished()) continue;
+    ++finished;
+    const ParsedCalls p = parse_qwen_xml_calls("<tool_call>" + text, tools);
+    ASSERT_EQ(p.calls.size(), 1u) << text;
+    const ToolCall& c = p.calls[0];
+    const auto tool = std::find_if(tools.begin(), tools.end(),
+                                   [&](const ToolSpec& t) { return t.name == c.name; });
+    ASSERT_NE(tool, tools.end()) << text;
+    // A tool's schema as the XML form reads it: its listed parameters (no schema: none).
+    nlohmann::json schema = tool->parameters.is_null()
+                                ? nlohmann::json{{"type", "object"},
+                                                 {"properties", nlohmann::json::object()},
+                                                 {"additionalProperties", false}}
+                                : tool->parameters;
+    if (schema.contains("properties")) schema["additionalProperties"] = false;
+    JsonMatcher jm(JsonSchema::from_json(schema));
+    EXPECT_TRUE(jm.feed(c.arguments) && jm.accepting()) << text << "\n" << c.arguments;
+  }
+  EXPECT_GT(finished, 100);
 }
 
 }  // namespace

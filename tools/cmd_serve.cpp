@@ -125,6 +125,8 @@ struct CompletionRequest {
   // tool_choice "required" or a named function: the reply is a call (of tool_name, when named).
   bool tool_forced = false;
   std::string tool_name;
+  // parallel_tool_calls (default true): a reply may hold several calls.
+  bool parallel_tools = true;
 };
 
 const json* field(const json& body, const char* key) {
@@ -368,6 +370,10 @@ CompletionRequest parse_request(const std::string& body_text, const engine::Samp
     }
     if (!r.tools.empty() && r.schema)
       throw BadRequest{400, "'tools' and 'response_format' together are not supported"};
+  }
+  if (const json* p = field(body, "parallel_tool_calls")) {
+    if (!p->is_boolean()) throw BadRequest{400, "'parallel_tool_calls' must be true or false"};
+    r.parallel_tools = p->get<bool>();
   }
   if (r.tool_forced && r.tools.empty())
     throw BadRequest{400, "'tool_choice' asks for a call, but the request has no 'tools'"};
@@ -617,6 +623,8 @@ std::string dump(const json& j) {
 // there it is held, and parsed into calls at the end.
 class ToolStream {
  public:
+  ToolStream(engine::ToolFormat format, const std::vector<engine::ToolSpec>& tools)
+      : format_(format), tools_(tools) {}
   // What of the answer's next piece can go out now.
   std::string feed(std::string_view answer) {
     if (holding_) {
@@ -641,10 +649,12 @@ class ToolStream {
   // The reply ended: its calls, and the text still to go out.
   engine::ParsedCalls finish() {
     if (!holding_) return {{}, std::exchange(pending_, {})};
-    return engine::parse_hermes_calls(held_);
+    return engine::parse_calls(format_, held_, tools_);
   }
 
  private:
+  engine::ToolFormat format_;
+  const std::vector<engine::ToolSpec>& tools_;
   static constexpr std::string_view kOpen = "<tool_call>";
   std::string pending_, held_;
   bool holding_ = false;
@@ -676,8 +686,9 @@ class Server {
         prof_(prof),
         usage_(usage),
         experts_(experts),
-        tools_ok_(session.family() == engine::ChatFamily::kChatml &&
-                  engine::hermes_tools_template(tok.vocab().chat_template())),
+        tool_format_(session.family() == engine::ChatFamily::kChatml
+                         ? engine::tool_format(tok.vocab().chat_template())
+                         : engine::ToolFormat::kNone),
         tool_trigger_(tok.vocab().text_to_token("<tool_call>")) {
     // SO_REUSEADDR only: httplib's default, SO_REUSEPORT, lets a second server bind a port that
     // is in use and share its connections.
@@ -769,21 +780,22 @@ class Server {
  private:
   void complete(const httplib::Request& req, httplib::Response& res, Api api) {
     CompletionRequest r;
-    std::shared_ptr<const engine::JsonSchema> call_schema;  // a tool call's JSON
+    engine::DocumentFilterFn call_body;  // a tool call's filter
     try {
       r = parse_request(req.body, o_.sampling, api);
       if (!r.tools.empty() || r.tool_parts) {
-        if (!tools_ok_)
+        if (tool_format_ == engine::ToolFormat::kNone)
           throw BadRequest{400,
                            "function calling: this model's chat template has no tool-call format "
-                           "strata knows (the Hermes <tool_call> format of Qwen2.5 / Qwen3)"};
-        r.messages = engine::render_hermes(r.tool_messages, r.tools);
+                           "strata knows (the Hermes <tool_call> JSON of Qwen2.5 / Qwen3, or "
+                           "Qwen3-Coder's <function=> XML)"};
+        r.messages = engine::render_tools(tool_format_, r.tool_messages, r.tools);
       }
       if (!r.tools.empty()) {
         std::vector<engine::ToolSpec> callable = r.tools;  // a named choice: that tool only
         if (!r.tool_name.empty())
           std::erase_if(callable, [&](const engine::ToolSpec& t) { return t.name != r.tool_name; });
-        call_schema = engine::tool_call_schema(callable);
+        call_body = engine::call_filters(tool_format_, callable);
       }
     } catch (const BadRequest& e) {
       reply_error(res, api, e.status, e.message);
@@ -844,7 +856,10 @@ class Server {
       session_.set_json_schema(r.schema);
       session_.set_reasoning(r.split_reasoning);
       session_.set_thinking(r.enable_thinking.value_or(o_.thinking));
-      session_.set_tool_calls(tool_trigger_, call_schema, r.tool_forced);
+      session_.set_tool_calls({.open = tool_trigger_,
+                               .body = call_body,
+                               .forced = r.tool_forced,
+                               .parallel = r.parallel_tools});
       const bool score_prompt = r.echo && r.logprobs >= 0;
       engine::TurnStatus st;
       try {
@@ -904,8 +919,8 @@ class Server {
         json calls = nullptr;
         if (!r.tools.empty()) {
           // A forced call's prompt ended with its opening.
-          engine::ParsedCalls parsed =
-              engine::parse_hermes_calls(r.tool_forced ? "<tool_call>" + answer : answer);
+          engine::ParsedCalls parsed = engine::parse_calls(
+              tool_format_, r.tool_forced ? "<tool_call>" + answer : answer, r.tools);
           if (!parsed.calls.empty()) {
             calls = tool_calls_json(parsed.calls, id.substr(id.find('-') + 1), false);
             answer = std::move(parsed.content);
@@ -958,8 +973,8 @@ class Server {
       size_t sent = 0;  // reply bytes sent
       DecodeClock clock(prof_, session_);
       engine::ReasoningSplitter split = session_.reply_splitter();
-      std::string reasoning, answer;  // the split's parts of the last piece
-      ToolStream tool_stream;         // with tools: the answer from a <tool_call> on held
+      std::string reasoning, answer;                  // the split's parts of the last piece
+      ToolStream tool_stream(tool_format_, r.tools);  // with tools: from a <tool_call> on held
       const bool tools = !r.tools.empty();
       if (r.tool_forced) tool_stream.feed("<tool_call>");  // the prompt opened the call
       engine::TurnResult t;
@@ -1084,7 +1099,7 @@ class Server {
   engine::ExpertSource* experts_;
   int64_t started_ = unix_now();
   httplib::Server http_;
-  bool tools_ok_;         // the model's template speaks Hermes tool calls (tool_calls.h)
+  engine::ToolFormat tool_format_;  // the model's template's tool-call format (tool_calls.h)
   int32_t tool_trigger_;  // <tool_call>'s token, or kNoToken (calls parsed, not constrained)
   std::mutex mu_;         // one reply at a time
   std::atomic<bool> stop_reply_{false};

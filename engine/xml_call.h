@@ -1,0 +1,97 @@
+// A tool call in the XML form Qwen3-Coder is trained on, byte by byte: after the <tool_call>
+// token,
+//
+//   <function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>\n ... </function>
+//
+// (one optional '\n' first). XmlCallMatcher follows the text being generated as JsonMatcher does a
+// JSON document, for TokenConstraint (token_constraint.h): NAME is one of the tools', each KEY one
+// of that function's parameters, at most once, the required ones before </function>. A VALUE ends
+// at the first "\n</parameter>\n". A parameter whose schema takes strings is raw text (the
+// template writes strings as they are): its bytes, read as the characters of a JSON string, must
+// keep the string a viable prefix of one the schema accepts (maxLength, enum, pattern …); any
+// other parameter's VALUE is JSON text its schema accepts (no whitespace after it). Tested by
+// tests/test_tool_calls.cpp.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/json_schema.h"
+
+namespace strata::engine {
+
+struct XmlCallSpec {
+  struct Param {
+    std::string name;
+    bool raw = true;  // a string VALUE written as it is (else JSON text)
+    bool required = false;
+    std::shared_ptr<const JsonSchema> schema;  // what VALUE must be (a raw one: as a JSON string)
+  };
+  struct Function {
+    std::string name;
+    std::vector<Param> params;
+    // Parameters named freely (the tool's schema lists none but takes an object): raw values.
+    bool open_params = false;
+  };
+  std::vector<Function> functions;
+};
+
+// Whether a parameter with this JSON Schema is written raw: it may be a string (its type names
+// "string", or it has none and neither properties nor items; an enum or const of strings; a
+// union with such a branch).
+bool xml_raw_param(const nlohmann::json& schema);
+
+class XmlCallMatcher {
+ public:
+  static constexpr size_t kMaxOpenName = 64;  // an open parameter's name, bytes
+
+  explicit XmlCallMatcher(std::shared_ptr<const XmlCallSpec> spec);
+
+  bool feed(uint8_t b);
+  bool feed(std::string_view bytes);
+  // The call is complete (</function>): nothing may follow.
+  bool finished() const { return phase_ == kDone; }
+  bool accepting() const { return finished(); }
+  bool dead() const { return phase_ == kDead; }
+  // Inside a VALUE with no "\n</parameter>" under way: how many more code points of plain text
+  // (TokenTexts::plain) it may take without being fed; else 0.
+  uint32_t plain_string_room() const;
+
+ private:
+  enum Phase : uint8_t {
+    kLead,        // "\n<function=" (the '\n' optional)
+    kName,        // the function's name, up to '>'
+    kLiteral,     // the rest of lit_, then next_
+    kParamOrEnd,  // "<parameter=" or "</function>"
+    kParamName,   // a parameter's name, up to '>'
+    kValue,       // VALUE, then "\n</parameter>\n"
+    kDone,
+    kDead,
+  };
+  bool step(uint8_t b);
+  bool value_byte(uint8_t b);
+  bool feed_value(uint8_t b);  // the VALUE's content branch
+  bool value_can_end() const;
+  void start_value();
+
+  std::shared_ptr<const XmlCallSpec> spec_;
+  Phase phase_ = kLead;
+  Phase next_ = kLead;    // kLiteral: the phase after it
+  std::string_view lit_;  // kLiteral: what is still due
+  std::string buf_;       // kLead / kParamOrEnd: bytes matched; kName / kParamName: the name
+  int32_t function_ = -1;
+  int32_t param_ = -1;  // the VALUE's parameter (-1: an open one)
+  uint64_t used_ = 0;   // parameters given (bits; an open function's are not tracked)
+  // kValue: the content branch (JSON text, or a raw string as a JSON string's characters), and
+  // how much of "\n</parameter>\n" the last bytes matched (0: none) when that branch may end
+  // there.
+  JsonMatcher value_;
+  bool value_alive_ = false;
+  bool raw_ = false;
+  uint8_t delim_ = 0;
+};
+
+}  // namespace strata::engine
