@@ -28,3 +28,8 @@ strata_add_test(test_token_constraint LABEL model SOURCES test_token_constraint.
 strata_add_test(test_thinking LABEL model SOURCES test_thinking.cpp
                 LIBS strata_engine fmt::fmt nlohmann_json::nlohmann_json PkgConfig::HTTPLIB)
 add_dependencies(test_thinking strata)
+# Anthropic's Messages API for serve (tools/anthropic_api): requests, messages, errors and stream
+# events translated (end to end in test_thinking).
+strata_add_test(test_anthropic_api LABEL unit
+                SOURCES test_anthropic_api.cpp ${PROJECT_SOURCE_DIR}/tools/anthropic_api.cpp
+                LIBS strata_io fmt::fmt nlohmann_json::nlohmann_json)

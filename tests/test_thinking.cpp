@@ -792,4 +792,125 @@ TEST_F(Thinking, ServeCallsToolsInXml) {
   }
 }
 
+// Anthropic's Messages API (POST /v1/messages): a tool call as tool_use blocks, whole and as
+// events; the conversation goes on with tool_result blocks; count_tokens agrees with usage;
+// errors in Anthropic's shape; a thinking model's reasoning as a thinking block.
+TEST_F(Thinking, ServeSpeaksAnthropicMessages) {
+  if (!fs::exists(kStrata)) GTEST_SKIP() << "strata binary not built at " << kStrata;
+  const Served server = start_serve(dir_ / "calls.gguf", kXmlCtx);
+  ASSERT_GT(server.port, 0) << "the server did not start: " << slurp(dir_ / "serve.err");
+  httplib::Client c("127.0.0.1", server.port);
+  c.set_read_timeout(120, 0);
+  json tools = json::array();
+  for (const json& t : json::parse(kTools)) {
+    json a = {{"name", t["function"]["name"]}};
+    // (A tool without parameters: an object with none.)
+    a["input_schema"] =
+        t["function"].value("parameters", json{{"type", "object"}, {"properties", json::object()}});
+    tools.push_back(std::move(a));
+  }
+  json body = {{"model", "claude-any"},
+               {"max_tokens", 120},
+               {"temperature", 0},
+               {"messages", {{{"role", "user"}, {"content", kUser}}}},
+               {"tools", tools}};
+  const auto post = [&](const char* path, const json& b) {
+    const auto res = c.Post(path, b.dump(), "application/json");
+    EXPECT_TRUE(res);
+    return res ? std::pair(res->status, res->body) : std::pair(0, std::string());
+  };
+  const auto [status, text] = post("/v1/messages", body);
+  ASSERT_EQ(status, 200) << text;
+  const json m = json::parse(text);
+  EXPECT_EQ(m["type"], "message");
+  EXPECT_EQ(m["role"], "assistant");
+  EXPECT_EQ(m["stop_reason"], "tool_use") << text;
+  json uses = json::array();
+  for (const json& b : m["content"])
+    if (b["type"] == "tool_use") uses.push_back(b);
+  ASSERT_FALSE(uses.empty()) << text;
+  for (const json& u : uses) {
+    EXPECT_TRUE(valid_call({"", u["name"], u["input"].dump()})) << u;
+    EXPECT_TRUE(u["id"].is_string());
+  }
+  const int input_tokens = m["usage"]["input_tokens"];
+  EXPECT_GT(input_tokens, 0);
+
+  // count_tokens: the same prompt.
+  const auto [cstatus, ctext] = post("/v1/messages/count_tokens", body);
+  ASSERT_EQ(cstatus, 200) << ctext;
+  EXPECT_EQ(json::parse(ctext)["input_tokens"], input_tokens);
+
+  // Streamed: Anthropic's events, the same tool_use blocks.
+  json sbody = body;
+  sbody["stream"] = true;
+  const auto [sstatus, stext] = post("/v1/messages", sbody);
+  ASSERT_EQ(sstatus, 200);
+  std::vector<std::string> names;
+  json streamed = json::array();
+  std::istringstream lines(stext);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with("event: ")) names.push_back(line.substr(7));
+    if (!line.starts_with("data: ")) continue;
+    const json ev = json::parse(line.substr(6));
+    if (ev["type"] == "content_block_start" && ev["content_block"]["type"] == "tool_use")
+      streamed.push_back(ev["content_block"]);
+    if (ev["type"] == "content_block_delta" && ev["delta"]["type"] == "input_json_delta")
+      streamed.back()["input"] = json::parse(ev["delta"]["partial_json"].get<std::string>());
+    if (ev["type"] == "message_delta") {
+      EXPECT_EQ(ev["delta"]["stop_reason"], "tool_use");
+    }
+  }
+  ASSERT_GE(names.size(), 3u) << stext;
+  EXPECT_EQ(names.front(), "message_start");
+  EXPECT_EQ(names[names.size() - 2], "message_delta");
+  EXPECT_EQ(names.back(), "message_stop");
+  ASSERT_EQ(streamed.size(), uses.size()) << stext;
+  for (size_t k = 0; k < uses.size(); ++k) {
+    EXPECT_EQ(streamed[k]["name"], uses[k]["name"]);
+    EXPECT_EQ(streamed[k]["input"], uses[k]["input"]);
+  }
+
+  // The conversation goes on: the assistant's content back, a tool_result per call.
+  json more = body;
+  more["messages"].push_back({{"role", "assistant"}, {"content", m["content"]}});
+  json results = json::array();
+  for (const json& u : uses)
+    results.push_back({{"type", "tool_result"}, {"tool_use_id", u["id"]}, {"content", "sunny"}});
+  more["messages"].push_back({{"role", "user"}, {"content", results}});
+  const auto [nstatus, ntext] = post("/v1/messages", more);
+  ASSERT_EQ(nstatus, 200) << ntext;
+  EXPECT_GT(json::parse(ntext)["usage"]["input_tokens"].get<int>(), input_tokens);
+
+  // Errors in Anthropic's shape.
+  json bad = body;
+  bad["messages"][0]["content"] = json::array({{{"type", "image"}, {"source", json::object()}}});
+  for (const char* path : {"/v1/messages", "/v1/messages/count_tokens"}) {
+    const auto [estatus, etext] = post(path, bad);
+    EXPECT_EQ(estatus, 400) << path;
+    const json e = json::parse(etext);
+    EXPECT_EQ(e["type"], "error") << etext;
+    EXPECT_EQ(e["error"]["type"], "invalid_request_error");
+    EXPECT_NE(e["error"]["message"].get<std::string>().find("'image' blocks"), std::string::npos);
+  }
+
+  // A thinking model: its reasoning as a thinking block before the text.
+  const Served thinker = start_serve(dir_ / "thinks.gguf");
+  ASSERT_GT(thinker.port, 0) << "the server did not start: " << slurp(dir_ / "serve.err");
+  httplib::Client t("127.0.0.1", thinker.port);
+  t.set_read_timeout(120, 0);
+  const auto tres = t.Post("/v1/messages",
+                           json({{"max_tokens", 12},
+                                 {"temperature", 0},
+                                 {"messages", {{{"role", "user"}, {"content", kUser}}}}})
+                               .dump(),
+                           "application/json");
+  ASSERT_TRUE(tres);
+  ASSERT_EQ(tres->status, 200) << tres->body;
+  const json tm = json::parse(tres->body);
+  ASSERT_GE(tm["content"].size(), 1u) << tres->body;
+  EXPECT_EQ(tm["content"][0]["type"], "thinking") << tres->body;
+  EXPECT_FALSE(tm["content"][0]["thinking"].get<std::string>().empty());
+}
+
 }  // namespace

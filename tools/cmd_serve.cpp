@@ -44,6 +44,7 @@
 #include "engine/tool_calls.h"
 #include "io/check.h"
 #include "kernels/threadpool.h"
+#include "tools/anthropic_api.h"
 #include "tools/cli.h"
 #include "tools/knob_flags.h"
 #include "tools/tier_setup.h"
@@ -84,12 +85,15 @@ std::string error_body(const std::string& message, const char* type) {
       -1, ' ', false, json::error_handler_t::replace);
 }
 
-// The two completion endpoints: POST /v1/chat/completions (messages through the chat template)
-// and POST /v1/completions (a raw prompt continued as it stands).
-enum class Api { kChat, kText };
+// The completion endpoints: POST /v1/chat/completions (messages through the chat template),
+// POST /v1/completions (a raw prompt continued as it stands) and POST /v1/messages (Anthropic's
+// Messages API, translated to and from the chat one: anthropic_api.h).
+enum class Api { kChat, kText, kMessages };
 
 const char* api_path(Api api) {
-  return api == Api::kChat ? "/v1/chat/completions" : "/v1/completions";
+  return api == Api::kChat   ? "/v1/chat/completions"
+         : api == Api::kText ? "/v1/completions"
+                             : "/v1/messages";
 }
 
 // What a completion request asks for, checked.
@@ -717,6 +721,26 @@ class Server {
     http_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
       complete(req, res, Api::kText);
     });
+    // Anthropic's Messages API: the chat path, with its request and response translated; an
+    // error (a 500 from the engine too) in Anthropic's shape.
+    http_.Post("/v1/messages", [this](const httplib::Request& req, httplib::Response& res) {
+      try {
+        complete(req, res, Api::kMessages);
+      } catch (...) {
+        const std::string what = describe(std::current_exception());
+        res.status = 500;
+        res.set_content(error_body(what, "server_error"), "application/json");
+        fmt::print(stderr, "serve: POST /v1/messages 500: {}\n", what);
+      }
+      if (res.body.empty()) return;  // streamed
+      // (-1: not set yet, httplib's 200.)
+      res.set_content(res.status < 300 ? dump(anthropic::message(json::parse(res.body)))
+                                       : anthropic::error(res.body, res.status),
+                      "application/json");
+    });
+    http_.Post(
+        "/v1/messages/count_tokens",
+        [this](const httplib::Request& req, httplib::Response& res) { count_tokens(req, res); });
     http_.set_error_handler(
         [cap = o.max_body_mib](const httplib::Request& req, httplib::Response& res) {
           if (!res.body.empty()) return;
@@ -724,7 +748,8 @@ class Server {
           if (res.status == 404 || res.status == 405) {
             what = fmt::format(
                 "{} {}: no such endpoint (strata serves POST /v1/chat/completions, "
-                "POST /v1/completions, GET /v1/models, GET /health)",
+                "POST /v1/completions, POST /v1/messages, POST /v1/messages/count_tokens, "
+                "GET /v1/models, GET /health)",
                 req.method, req.path);
           } else if (res.status == 413 &&
                      req.get_header_value("Content-Type")
@@ -757,7 +782,8 @@ class Server {
           fmt::print(stderr, "serve: {} {} 500: {}\n", req.method, req.path, describe(ep));
         });
     http_.set_logger([](const httplib::Request& req, const httplib::Response& res) {
-      if (req.path != api_path(Api::kChat) && req.path != api_path(Api::kText))
+      if (req.path != api_path(Api::kChat) && req.path != api_path(Api::kText) &&
+          req.path != api_path(Api::kMessages))
         fmt::print(stderr, "serve: {} {} {}\n", req.method, req.path, res.status);
     });
   }
@@ -778,19 +804,49 @@ class Server {
   }
 
  private:
+  // POST /v1/messages/count_tokens: the prompt tokens a Messages request would have.
+  void count_tokens(const httplib::Request& req, httplib::Response& res) {
+    try {
+      CompletionRequest r =
+          parse_request(anthropic::chat_request(req.body), o_.sampling, Api::kChat);
+      render_tools(r);
+      std::string text = engine::format_chat(session_.family(), r.messages, true);
+      if (!r.enable_thinking.value_or(o_.thinking)) text += session_.reasoning_style().no_think;
+      res.set_content(dump({{"input_tokens", tok_.tokenize(text, true, true).size()}}),
+                      "application/json");
+    } catch (const BadRequest& e) {
+      res.status = e.status;
+      res.set_content(anthropic::error(error_body(e.message, "invalid_request_error"), e.status),
+                      "application/json");
+    } catch (const Error& e) {
+      res.status = 400;
+      res.set_content(anthropic::error(error_body(e.what(), "invalid_request_error"), 400),
+                      "application/json");
+    }
+  }
+
+  // A chat request's tools and tool messages into its messages, in the model's format.
+  void render_tools(CompletionRequest& r) const {
+    if (r.tools.empty() && !r.tool_parts) return;
+    if (tool_format_ == engine::ToolFormat::kNone)
+      throw BadRequest{400,
+                       "function calling: this model's chat template has no tool-call format "
+                       "strata knows (the Hermes <tool_call> JSON of Qwen2.5 / Qwen3, or "
+                       "Qwen3-Coder's <function=> XML)"};
+    r.messages = engine::render_tools(tool_format_, r.tool_messages, r.tools);
+  }
+
   void complete(const httplib::Request& req, httplib::Response& res, Api api) {
+    // Anthropic's Messages: the chat path, the request translated here, the response by the
+    // caller (whole) or the stream's Stream (events).
+    const bool messages_api = api == Api::kMessages;
+    if (messages_api) api = Api::kChat;
     CompletionRequest r;
     engine::DocumentFilterFn call_body;  // a tool call's filter
     try {
-      r = parse_request(req.body, o_.sampling, api);
-      if (!r.tools.empty() || r.tool_parts) {
-        if (tool_format_ == engine::ToolFormat::kNone)
-          throw BadRequest{400,
-                           "function calling: this model's chat template has no tool-call format "
-                           "strata knows (the Hermes <tool_call> JSON of Qwen2.5 / Qwen3, or "
-                           "Qwen3-Coder's <function=> XML)"};
-        r.messages = engine::render_tools(tool_format_, r.tool_messages, r.tools);
-      }
+      r = parse_request(messages_api ? anthropic::chat_request(req.body) : req.body, o_.sampling,
+                        api);
+      render_tools(r);
       if (!r.tools.empty()) {
         std::vector<engine::ToolSpec> callable = r.tools;  // a named choice: that tool only
         if (!r.tool_name.empty())
@@ -947,10 +1003,18 @@ class Server {
     EchoedPrompt echo;
     if (!begin(0, echo)) return;
     res.set_header("Cache-Control", "no-cache");
+    // Anthropic's events, from the chunks (null: OpenAI's chunks as they are).
+    std::shared_ptr<anthropic::Stream> events;
+    if (messages_api)
+      events = std::make_shared<anthropic::Stream>(id, model_id_, session_.last_stats().n_prompt);
     res.set_chunked_content_provider("text/event-stream", [this, r, id, lock, t0, choice,
-                                                           chunk_object, echo, logprobs](
+                                                           chunk_object, echo, logprobs, events](
                                                               size_t, httplib::DataSink& sink) {
       const auto event = [&](const json& c) {
+        if (events) {
+          const std::string lines = events->chunk(c);
+          return lines.empty() || sink.write(lines.data(), lines.size());
+        }
         const json chunk = {{"id", id},
                             {"object", chunk_object},
                             {"created", unix_now()},
@@ -1004,7 +1068,8 @@ class Server {
       } catch (const std::exception& e) {
         // The headers are gone: the error is the stream's last event.
         const std::string line =
-            "data: " + error_body(e.what(), "server_error") + "\n\ndata: [DONE]\n\n";
+            events ? anthropic::Stream::error_event(e.what())
+                   : "data: " + error_body(e.what(), "server_error") + "\n\ndata: [DONE]\n\n";
         if (!gone) sink.write(line.data(), line.size());
         fmt::print(stderr, "serve: POST {} (streamed) failed: {}\n", api_path(r.api), e.what());
         lock->unlock();
@@ -1038,7 +1103,8 @@ class Server {
             finish = "tool_calls";
         }
         if (!gone) event(choice(0, std::nullopt, finish, true, nullptr));
-        const std::string done = "data: [DONE]\n\n";
+        const std::string done =
+            events ? events->finish(t.stats.n_generated) : std::string("data: [DONE]\n\n");
         sink.write(done.data(), done.size());
         sink.done();
       }
