@@ -34,6 +34,60 @@ std::string dump_string(const std::string& s) {
   return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+// Where the JSON value at t[at] ends (t is JSON a parser accepted).
+size_t json_value_end(std::string_view t, size_t at) {
+  if (at >= t.size()) return t.size();
+  if (t[at] == '"' || t[at] == '{' || t[at] == '[') {
+    int depth = 0;
+    bool in_string = false;
+    for (size_t i = at; i < t.size(); ++i) {
+      const char c = t[i];
+      if (in_string) {
+        if (c == '\\') {
+          ++i;
+        } else if (c == '"') {
+          in_string = false;
+          if (depth == 0) return i + 1;
+        }
+      } else if (c == '"') {
+        in_string = true;
+      } else if (c == '{' || c == '[') {
+        ++depth;
+      } else if ((c == '}' || c == ']') && --depth == 0) {
+        return i + 1;
+      }
+    }
+    return t.size();
+  }
+  size_t i = at;
+  while (i < t.size() && std::string_view(",}] \t\r\n").find(t[i]) == std::string_view::npos) ++i;
+  return i;
+}
+
+// The text of the top-level object's member `key` in JSON text a parser accepted (empty: none),
+// as written: a number keeps its digits, where a parse and a dump could round it.
+std::string_view json_member_text(std::string_view t, std::string_view key) {
+  const auto skip = [&](size_t i) {
+    while (i < t.size() && (t[i] == ' ' || t[i] == '\t' || t[i] == '\r' || t[i] == '\n')) ++i;
+    return i;
+  };
+  size_t i = skip(0);
+  if (i >= t.size() || t[i] != '{') return {};
+  i = skip(i + 1);
+  while (i < t.size() && t[i] == '"') {
+    const size_t key_end = json_value_end(t, i);
+    const nlohmann::json k = nlohmann::json::parse(t.substr(i, key_end - i), nullptr, false);
+    i = skip(key_end);
+    if (i >= t.size() || t[i] != ':') return {};
+    const size_t value = skip(i + 1), value_end = json_value_end(t, value);
+    if (k.is_string() && k.get_ref<const std::string&>() == key)
+      return t.substr(value, value_end - value);
+    i = skip(value_end);
+    if (i < t.size() && t[i] == ',') i = skip(i + 1);
+  }
+  return {};
+}
+
 // Qwen3-Coder's template's words.
 constexpr std::string_view kCoderSystem =
     "You are Qwen, a helpful AI assistant that can interact with a computer to solve tasks.";
@@ -275,8 +329,8 @@ ParsedCalls parse_hermes_calls(std::string_view answer) {
     size_t close = answer.find(kCallClose, body);
     const size_t end = close == std::string_view::npos ? answer.size() : close + kCallClose.size();
     if (close == std::string_view::npos) close = answer.size();
-    const nlohmann::json j = nlohmann::json::parse(trim(answer.substr(body, close - body)), nullptr,
-                                                   /*allow_exceptions=*/false);
+    const std::string_view text = trim(answer.substr(body, close - body));
+    const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
     const bool ok = j.is_object() && j.contains("name") && j["name"].is_string() &&
                     j.contains("arguments") &&
                     (j["arguments"].is_object() || j["arguments"].is_string());
@@ -284,10 +338,9 @@ ParsedCalls parse_hermes_calls(std::string_view answer) {
     if (ok) {
       ToolCall c;
       c.name = j["name"].get<std::string>();
-      c.arguments =
-          j["arguments"].is_string()
-              ? j["arguments"].get<std::string>()
-              : j["arguments"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      // An object as written (see json_member_text); a string holds the JSON text.
+      c.arguments = j["arguments"].is_string() ? j["arguments"].get<std::string>()
+                                               : std::string(json_member_text(text, "arguments"));
       r.calls.push_back(std::move(c));
     } else {
       content += answer.substr(open, end - open);

@@ -93,6 +93,12 @@ TEST(ToolCalls, ParsesCallsFromAReply) {
   EXPECT_EQ(p.calls[1].name, "now");
   EXPECT_EQ(p.calls[1].arguments, "{}");
   EXPECT_EQ(p.content, "Let me check.");
+  // Arguments as written: a long integer keeps its digits, keys their order.
+  p = parse_hermes_calls(
+      "<tool_call>\n{\"arguments\" :{\"n\": 123456789012345678901234567890, \"a\": "
+      "[\"}\\\"]\"]} , \"name\": \"pick\"}\n</tool_call>");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].arguments, "{\"n\": 123456789012345678901234567890, \"a\": [\"}\\\"]\"]}");
   // The reply ended with the call's JSON (no closing tag).
   p = parse_hermes_calls("<tool_call>{\"name\": \"now\", \"arguments\": {}}");
   ASSERT_EQ(p.calls.size(), 1u);
