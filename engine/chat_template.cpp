@@ -582,10 +582,14 @@ std::string format_chat(ChatFamily family, std::span<const ChatMessage> msgs, bo
       }
       break;
     case F::kGptOss:
-      // Harmony; the assistant turn ends with <|return|>, and no <|channel|> is written.
+      // Harmony; the assistant turn ends with <|return|>, and no <|channel|> is written. (A
+      // role may carry a header's recipient and channel, as function calling's do: a call, to=,
+      // ends with <|call|>.)
       for (const ChatMessage& m : msgs) {
         ss += "<|start|>" + m.role + "<|message|>" + m.content;
-        ss += m.role == "assistant" ? "<|return|>" : "<|end|>";
+        ss += m.role == "assistant"                 ? "<|return|>"
+              : m.role.starts_with("assistant to=") ? "<|call|>"
+                                                    : "<|end|>";
       }
       if (add_assistant) ss += "<|start|>assistant";
       break;

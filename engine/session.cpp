@@ -123,7 +123,7 @@ std::vector<int32_t> ChatSession::format_tokens(bool add_assistant) const {
 std::vector<int32_t> ChatSession::format_turn() {
   std::string text = format_text(true);
   turn_in_call_ = tools_.forced;
-  if (turn_in_call_) text += "<tool_call>\n";
+  if (turn_in_call_) text += tools_.forced_prompt;
   turn_format_ = split_reasoning_ && !turn_in_call_ ? reasoning_.format : ReasoningFormat::kNone;
   std::string_view end = text;
   while (!end.empty() && (end.back() == '\n' || end.back() == ' ')) end.remove_suffix(1);
@@ -139,8 +139,11 @@ size_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b) {
 
 void ChatSession::set_tool_calls(ToolCalls calls) {
   tools_ = std::move(calls);
-  if (!tools_.body) tools_.open = -1;
-  tools_.forced = tools_.forced && tools_.open >= 0;
+  if (!tools_.body) {
+    tools_.open = -1;
+    tools_.open_text.clear();
+  }
+  tools_.forced = tools_.forced && tools_.body;
   tool_close_.clear();
   if (tools_.open >= 0) tool_close_ = tok_.tokenize(tools_.close, false, true);
   const std::vector<int32_t> nl = tok_.tokenize("\n", false, true);
@@ -344,7 +347,7 @@ TurnResult ChatSession::generate(int32_t max_tokens, const TokenFn& on_token,
   std::string piece;
   ReasoningSplitter split(turn_format_, turn_opened_);
   std::optional<TokenConstraint> constraint;
-  if ((schema_ || tools_.open >= 0) && !texts_) texts_ = std::make_shared<const TokenTexts>(tok_);
+  if ((schema_ || tools_.body) && !texts_) texts_ = std::make_shared<const TokenTexts>(tok_);
   if (schema_) constraint.emplace(schema_, texts_);
   // A tool call's body, from the answer's <tool_call> on (set_tool_calls), or from the first
   // token when the prompt opened the call.
@@ -443,6 +446,15 @@ TurnResult ChatSession::generate(int32_t max_tokens, const TokenFn& on_token,
       queued = 0;
     } else if (!call && id == tools_.open && !schema_ && split.answering()) {
       call = tools_.body(texts_);
+    } else if (!call && !tools_.open_text.empty() && !schema_ && !split.reasoning()) {
+      // The opening text may end inside this piece: the filter takes what follows it.
+      const std::string& o = tools_.open_text;
+      const size_t from = r.text.size() - piece.size();
+      const size_t at = r.text.find(o, from >= o.size() ? from - o.size() + 1 : 0);
+      if (at != std::string::npos) {
+        call = tools_.body(texts_);
+        if (!call->feed_text(std::string_view(r.text).substr(at + o.size()))) call.reset();
+      }
     }
     // The sampled token is kept in the reply; it is not run (its K/V would need a position), so
     // the next turn prefills it with the rest of the new suffix.

@@ -105,17 +105,21 @@ class ChatSession {
   // (TokenConstraint) and ends, kEndOfGeneration, as soon as the document is complete; a reply
   // cut by max_tokens, the stop flag or the context stays an unfinished document.
   void set_json_schema(std::shared_ptr<const JsonSchema> schema) { schema_ = std::move(schema); }
-  // Function calling (tool_calls.h): once the answer samples `open` (<tool_call>), the tokens
-  // after it are constrained by a filter from `body` (a call's JSON, or its XML), and when that
-  // call is complete the reply ends — or, `parallel`, `close` ("\n</tool_call>") follows, and the
-  // model then either ends its turn or writes "\n", which is followed by `open` and another call.
-  // open < 0 or no body: off (the default). Not with set_json_schema. `forced` (OpenAI's
-  // tool_choice "required" or a named function): chat turns' prompts end with "<tool_call>\n", so
-  // the reply is a call from its first token (not split).
+  // Function calling (tool_calls.h): once the answer samples `open` (<tool_call>) — or, without
+  // that token, once the reply outside its reasoning writes `open_text` (harmony's
+  // " to=functions.") — the tokens after it are constrained by a filter from `body` (a call's
+  // JSON, XML or harmony), and when that call is complete the reply ends — or, `parallel` (with
+  // `open`), `close` ("\n</tool_call>") follows, and the model then either ends its turn or
+  // writes "\n", which is followed by `open` and another call. No body: off (the default). Not
+  // with set_json_schema. `forced` (OpenAI's tool_choice "required" or a named function): chat
+  // turns' prompts end with `forced_prompt`, so the reply is a call from its first token (not
+  // split).
   struct ToolCalls {
     int32_t open = -1;
-    DocumentFilterFn body;
+    std::string open_text = {};
+    DocumentFilterFn body = {};
     std::string close = "\n</tool_call>";
+    std::string forced_prompt = "<tool_call>\n";
     bool forced = false;
     bool parallel = false;
   };

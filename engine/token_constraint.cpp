@@ -127,5 +127,6 @@ void BasicTokenConstraint<Matcher>::accept(int32_t id) {
 
 template class BasicTokenConstraint<JsonMatcher>;
 template class BasicTokenConstraint<XmlCallMatcher>;
+template class BasicTokenConstraint<HarmonyCallMatcher>;
 
 }  // namespace strata::engine

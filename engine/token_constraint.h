@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/harmony_call.h"
 #include "engine/json_schema.h"
 #include "engine/sampler.h"
 #include "engine/xml_call.h"
@@ -51,6 +52,9 @@ class DocumentFilter : public TokenFilter {
   virtual void accept(int32_t id) = 0;
   // The document is complete and nothing may follow: the reply ends here.
   virtual bool finished() const = 0;
+  // Bytes the reply already holds (a trigger's token ran past it): false when they do not keep
+  // the text viable.
+  virtual bool feed_text(std::string_view bytes) = 0;
 };
 
 // Matcher: JsonMatcher, or any byte matcher with its interface (feed, accepting, finished,
@@ -70,6 +74,7 @@ class BasicTokenConstraint final : public DocumentFilter {
   void mask(std::span<float> logits) override;
   void accept(int32_t id) override;
   bool finished() const override { return matcher_.finished(); }
+  bool feed_text(std::string_view bytes) override { return matcher_.feed(bytes); }
   bool accepting() const { return matcher_.accepting(); }
   const Matcher& matcher() const { return matcher_; }
   // Passes over the vocabulary (the sampler's pick refused) and their time.
@@ -88,6 +93,7 @@ class BasicTokenConstraint final : public DocumentFilter {
 
 using TokenConstraint = BasicTokenConstraint<JsonMatcher>;
 using XmlCallConstraint = BasicTokenConstraint<XmlCallMatcher>;
+using HarmonyCallConstraint = BasicTokenConstraint<HarmonyCallMatcher>;
 
 // Makes a fresh filter for one constrained span (a tool call's body).
 using DocumentFilterFn =

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <ctime>
 #include <utility>
 
 #include "io/check.h"
@@ -215,8 +216,23 @@ ToolFormat tool_format(std::string_view chat_template) {
   return ToolFormat::kHermes;
 }
 
+ToolFormat tool_format(ChatFamily family, std::string_view chat_template) {
+  if (family == ChatFamily::kGptOss) return ToolFormat::kHarmony;
+  return family == ChatFamily::kChatml ? tool_format(chat_template) : ToolFormat::kNone;
+}
+
+std::string_view call_opening(ToolFormat f) {
+  return f == ToolFormat::kHarmony ? " to=functions." : kCallOpen;
+}
+
+std::string_view forced_call_prompt(ToolFormat f) {
+  return f == ToolFormat::kHarmony ? "<|channel|>commentary to=functions." : "<tool_call>\n";
+}
+
 std::string_view tool_format_name(ToolFormat f) {
   switch (f) {
+    case ToolFormat::kHarmony:
+      return "harmony";
     case ToolFormat::kHermes:
       return "hermes";
     case ToolFormat::kQwenXml:
@@ -405,10 +421,195 @@ std::vector<ChatMessage> render_qwen_xml(const std::vector<ToolMessage>& message
   return out;
 }
 
+std::string harmony_type(const nlohmann::ordered_json& s) {
+  if (!s.is_object()) return "any";
+  const auto join = [](const nlohmann::ordered_json& list, const auto& each) {
+    std::string out;
+    for (const auto& x : list) out += (out.empty() ? "" : " | ") + each(x);
+    return out.empty() ? std::string("any") : out;
+  };
+  if (const auto* e = member(s, "enum"); e && e->is_array())
+    return join(*e, [](const nlohmann::ordered_json& v) { return template_json(v); });
+  if (const auto* c = member(s, "const")) return template_json(*c);
+  for (const char* k : {"anyOf", "oneOf"})
+    if (const auto* u = member(s, k); u && u->is_array())
+      return join(*u, [](const nlohmann::ordered_json& b) { return harmony_type(b); });
+  const auto* type = member(s, "type");
+  if (type && type->is_array())
+    return join(*type, [&](const nlohmann::ordered_json& t) {
+      nlohmann::ordered_json one = s;
+      one["type"] = t;
+      return harmony_type(one);
+    });
+  const std::string t = type && type->is_string() ? type->get<std::string>() : "";
+  if (t == "string") return "string";
+  if (t == "integer" || t == "number") return "number";
+  if (t == "boolean") return "boolean";
+  if (t == "null") return "null";
+  if (t == "array") {
+    const auto* items = member(s, "items");
+    const std::string item = items ? harmony_type(*items) : "any";
+    return (item.find(" | ") != std::string::npos ? "(" + item + ")" : item) + "[]";
+  }
+  const auto* props = member(s, "properties");
+  if (t == "object" || props) {
+    if (!props || !props->is_object() || props->empty()) return "object";
+    std::string out = "{\n";
+    const auto* req = member(s, "required");
+    for (const auto& [name, spec] : props->items()) {
+      if (const auto* d = member(spec, "description"); d && d->is_string())
+        out += "// " + d->get<std::string>() + "\n";
+      const bool required =
+          req && req->is_array() && std::find(req->begin(), req->end(), name) != req->end();
+      out += name + (required ? ": " : "?: ") + harmony_type(spec);
+      if (const auto* dflt = member(spec, "default"))
+        out +=
+            ", // default: " + (member(spec, "enum") && dflt->is_string() ? dflt->get<std::string>()
+                                                                          : template_json(*dflt));
+      out += ",\n";
+    }
+    return out + "}";
+  }
+  return "any";
+}
+
+namespace {
+
+// gpt-oss's template's namespace of the tools.
+std::string harmony_namespace(const std::vector<ToolSpec>& tools) {
+  std::string out = "## functions\n\nnamespace functions {\n\n";
+  for (const ToolSpec& t : tools) {
+    if (const auto* d = member(t.function, "description"); d && d->is_string())
+      out += "// " + d->get<std::string>() + "\n";
+    out += "type " + t.name + " = ";
+    const auto* params = member(t.function, "parameters");
+    const auto* props = params ? member(*params, "properties") : nullptr;
+    if (props && props->is_object() && !props->empty()) {
+      // The parameters' object type, as "(_: {...}) => any".
+      out += "(_: " + harmony_type(*params) + ") => any;\n\n";
+    } else {
+      out += "() => any;\n\n";
+    }
+  }
+  return out + "} // namespace functions";
+}
+
+std::string today() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[16];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d", &tm);
+  return buf;
+}
+
+}  // namespace
+
+std::vector<ChatMessage> render_harmony(const std::vector<ToolMessage>& messages,
+                                        const std::vector<ToolSpec>& tools,
+                                        std::string_view reasoning_effort, std::string_view date) {
+  std::vector<ChatMessage> out;
+  std::string system = fmt::format(
+      "You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: "
+      "2024-06\nCurrent date: {}\n\nReasoning: {}\n\n# Valid channels: analysis, commentary, "
+      "final. Channel must be included for every message.",
+      date, reasoning_effort);
+  if (!tools.empty())
+    system += "\nCalls to these tools must go to the commentary channel: 'functions'.";
+  out.push_back({"system", std::move(system)});
+  size_t i = 0;
+  std::string developer;
+  if (!messages.empty() && messages[0].role == "system") {
+    developer = "# Instructions\n\n" + messages[0].content + "\n\n";
+    i = 1;
+  }
+  if (!tools.empty()) developer += "# Tools\n\n" + harmony_namespace(tools);
+  if (!developer.empty()) out.push_back({"developer", std::move(developer)});
+  std::vector<std::string> called;  // the last assistant message's calls, for their results
+  size_t result = 0;
+  for (; i < messages.size(); ++i) {
+    const ToolMessage& m = messages[i];
+    if (m.role == "tool") {
+      const std::string name =
+          called.empty() ? std::string("tool") : called[std::min(result, called.size() - 1)];
+      ++result;
+      out.push_back({"functions." + name + " to=assistant<|channel|>commentary",
+                     template_json(nlohmann::ordered_json(m.content))});
+      continue;
+    }
+    if (m.role != "assistant") {
+      out.push_back({m.role, m.content});
+      continue;
+    }
+    if (m.calls.empty()) {
+      out.push_back({"assistant<|channel|>final", m.content});
+      continue;
+    }
+    // Text beside calls is the reasoning that led to them.
+    if (!trim(m.content).empty()) out.push_back({"assistant<|channel|>analysis", m.content});
+    called.clear();
+    result = 0;
+    for (const ToolCall& c : m.calls) {
+      out.push_back(
+          {"assistant to=functions." + c.name + "<|channel|>commentary json", c.arguments});
+      called.push_back(c.name);
+    }
+  }
+  return out;
+}
+
 std::vector<ChatMessage> render_tools(ToolFormat f, const std::vector<ToolMessage>& messages,
-                                      const std::vector<ToolSpec>& tools) {
-  return f == ToolFormat::kQwenXml ? render_qwen_xml(messages, tools)
-                                   : render_hermes(messages, tools);
+                                      const std::vector<ToolSpec>& tools,
+                                      std::string_view reasoning_effort) {
+  switch (f) {
+    case ToolFormat::kQwenXml:
+      return render_qwen_xml(messages, tools);
+    case ToolFormat::kHarmony:
+      return render_harmony(messages, tools, reasoning_effort, today());
+    default:
+      return render_hermes(messages, tools);
+  }
+}
+
+ParsedCalls parse_harmony_calls(std::string_view reply) {
+  constexpr std::string_view kStart = "<|start|>", kMessage = "<|message|>",
+                             kChannel = "<|channel|>", kTo = "to=functions.";
+  ParsedCalls r;
+  std::string content;
+  size_t at = 0;
+  while (at <= reply.size()) {
+    size_t next = reply.find(kStart, at);
+    if (next == std::string_view::npos) next = reply.size();
+    const std::string_view msg = reply.substr(at, next - at);
+    at = next + kStart.size();
+    const size_t m = msg.find(kMessage);
+    if (m == std::string_view::npos) {  // no header: text as it stands
+      content += msg;
+      continue;
+    }
+    const std::string_view header = msg.substr(0, m);
+    std::string_view body = msg.substr(m + kMessage.size());
+    for (const std::string_view end : {"<|end|>", "<|call|>", "<|return|>"})
+      if (const size_t e = body.find(end); e != std::string_view::npos) body = body.substr(0, e);
+    if (const size_t to = header.find(kTo); to != std::string_view::npos) {
+      std::string_view name = header.substr(to + kTo.size());
+      name = name.substr(0, std::min(name.find(' '), name.find('<')));
+      const std::string_view args = trim(body);
+      const nlohmann::json j = nlohmann::json::parse(args, nullptr, false);
+      if (!name.empty() && j.is_object()) {
+        r.calls.push_back({"", std::string(name), std::string(args)});
+        continue;
+      }
+    }
+    std::string_view channel = header;
+    if (const size_t c = header.rfind(kChannel); c != std::string_view::npos)
+      channel = header.substr(c + kChannel.size());
+    channel = trim(channel);
+    channel = channel.substr(0, channel.find(' '));
+    if (channel != "analysis") content += body;
+  }
+  r.content = std::string(trim(content));
+  return r;
 }
 
 ParsedCalls parse_qwen_xml_calls(std::string_view answer, const std::vector<ToolSpec>& tools) {
@@ -482,19 +683,30 @@ ParsedCalls parse_qwen_xml_calls(std::string_view answer, const std::vector<Tool
 }
 
 ParsedCalls parse_calls(ToolFormat f, std::string_view answer, const std::vector<ToolSpec>& tools) {
-  return f == ToolFormat::kQwenXml ? parse_qwen_xml_calls(answer, tools)
-                                   : parse_hermes_calls(answer);
+  switch (f) {
+    case ToolFormat::kQwenXml:
+      return parse_qwen_xml_calls(answer, tools);
+    case ToolFormat::kHarmony:
+      return parse_harmony_calls(answer);
+    default:
+      return parse_hermes_calls(answer);
+  }
 }
+
+namespace {
+// A tool's arguments' schema: its parameters; none: no parameters (OpenAI's reading), so {} only.
+nlohmann::json arguments_schema(const ToolSpec& t, bool any_arguments) {
+  return any_arguments            ? nlohmann::json{{"type", "object"}}
+         : t.parameters.is_null() ? nlohmann::json{{"type", "object"},
+                                                   {"properties", nlohmann::json::object()},
+                                                   {"additionalProperties", false}}
+                                  : t.parameters;
+}
+}  // namespace
 
 std::shared_ptr<const JsonSchema> tool_call_schema(const std::vector<ToolSpec>& tools) {
   const auto branch = [](const ToolSpec& t, bool any_arguments) {
-    // No parameters: an empty parameter list (OpenAI's reading), so {} only.
-    nlohmann::json args = any_arguments ? nlohmann::json{{"type", "object"}}
-                          : t.parameters.is_null()
-                              ? nlohmann::json{{"type", "object"},
-                                               {"properties", nlohmann::json::object()},
-                                               {"additionalProperties", false}}
-                              : t.parameters;
+    const nlohmann::json args = arguments_schema(t, any_arguments);
     return nlohmann::json{{"type", "object"},
                           {"properties", {{"name", {{"const", t.name}}}, {"arguments", args}}},
                           {"required", {"name", "arguments"}},
@@ -546,7 +758,25 @@ std::shared_ptr<const XmlCallSpec> xml_call_spec(const std::vector<ToolSpec>& to
   return spec;
 }
 
+std::shared_ptr<const HarmonyCallSpec> harmony_call_spec(const std::vector<ToolSpec>& tools) {
+  auto spec = std::make_shared<HarmonyCallSpec>();
+  for (const ToolSpec& t : tools) {
+    std::shared_ptr<const JsonSchema> args;
+    try {
+      args = JsonSchema::from_json(arguments_schema(t, false));
+    } catch (const Error&) {
+      args = JsonSchema::from_json(arguments_schema(t, true));  // outside the subset: any object
+    }
+    spec->functions.push_back({t.name, std::move(args)});
+  }
+  return spec;
+}
+
 DocumentFilterFn call_filters(ToolFormat f, const std::vector<ToolSpec>& tools) {
+  if (f == ToolFormat::kHarmony)
+    return [spec = harmony_call_spec(tools)](std::shared_ptr<const TokenTexts> texts) {
+      return std::unique_ptr<DocumentFilter>(new HarmonyCallConstraint(spec, std::move(texts)));
+    };
   if (f == ToolFormat::kQwenXml)
     return [spec = xml_call_spec(tools)](std::shared_ptr<const TokenTexts> texts) {
       return std::unique_ptr<DocumentFilter>(new XmlCallConstraint(spec, std::move(texts)));

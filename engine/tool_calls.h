@@ -4,7 +4,11 @@
 //    JSON object {"name", "arguments"} inside <tool_call> tags in the assistant's reply;
 //  - Qwen3-Coder's XML: the tools as XML in the system message, each call a <tool_call> block of
 //    "\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>\n…</function>\n" (xml_call.h);
-// each result inside <tool_response> tags in a user turn. `serve` renders OpenAI's tools /
+//    (each result inside <tool_response> tags in a user turn, in both);
+//  - gpt-oss's harmony: the tools as a TypeScript namespace in the developer message, after
+//    harmony's system message; each call a commentary message to=functions.NAME whose body is
+//    the JSON arguments (harmony_call.h), each result a message from functions.NAME.
+// `serve` renders OpenAI's tools /
 // tool_calls / tool messages with them and parses the reply's calls back; ChatSession constrains
 // a call's body (set_tool_calls). Tested by tests/test_tool_calls.cpp.
 #pragma once
@@ -16,6 +20,7 @@
 #include <vector>
 
 #include "engine/chat_template.h"
+#include "engine/harmony_call.h"
 #include "engine/json_schema.h"
 #include "engine/token_constraint.h"
 #include "engine/xml_call.h"
@@ -26,9 +31,12 @@ enum class ToolFormat {
   kNone,     // no format strata knows
   kHermes,   // the template mentions <tool_call> (Qwen2.5's, Qwen3's, Hermes')
   kQwenXml,  // and <function= and <parameters> (Qwen3-Coder's)
+  kHarmony,  // gpt-oss (the chat family)
 };
 // The format a ChatML template speaks (other families: kNone).
 ToolFormat tool_format(std::string_view chat_template);
+// The format of a chat family with this template.
+ToolFormat tool_format(ChatFamily family, std::string_view chat_template);
 std::string_view tool_format_name(ToolFormat f);
 
 struct ToolSpec {
@@ -71,9 +79,20 @@ std::vector<ChatMessage> render_hermes(const std::vector<ToolMessage>& messages,
 // JSON object), and each run of tool results one user message of <tool_response> blocks.
 std::vector<ChatMessage> render_qwen_xml(const std::vector<ToolMessage>& messages,
                                          const std::vector<ToolSpec>& tools);
-// render_hermes or render_qwen_xml.
+// The same in gpt-oss's harmony, for its chat formatter (whose roles may carry a header's
+// channel and recipient): with tools, harmony's system message (reasoning_effort: low, medium or
+// high; `date` YYYY-MM-DD) and a developer message of the system prompt's instructions and the
+// tools' TypeScript namespace; an assistant's calls as commentary messages to=functions.NAME;
+// each tool result a message from functions.NAME (the call it follows), its content as JSON.
+std::vector<ChatMessage> render_harmony(const std::vector<ToolMessage>& messages,
+                                        const std::vector<ToolSpec>& tools,
+                                        std::string_view reasoning_effort, std::string_view date);
+// The TypeScript type harmony writes for a parameter's JSON Schema.
+std::string harmony_type(const nlohmann::ordered_json& schema);
+// render_hermes, render_qwen_xml or render_harmony (today's date).
 std::vector<ChatMessage> render_tools(ToolFormat f, const std::vector<ToolMessage>& messages,
-                                      const std::vector<ToolSpec>& tools);
+                                      const std::vector<ToolSpec>& tools,
+                                      std::string_view reasoning_effort = "medium");
 
 // The calls in a reply's answer: each <tool_call> block (the last may be unclosed: the reply ended
 // with its JSON) whose JSON is an object with a string "name" and an object or string "arguments".
@@ -89,7 +108,18 @@ ParsedCalls parse_hermes_calls(std::string_view answer);
 // (xml_raw_param of the tool's schema for it) becomes a JSON string; any other VALUE is read as
 // JSON, and as a string when it is not JSON.
 ParsedCalls parse_qwen_xml_calls(std::string_view answer, const std::vector<ToolSpec>& tools);
+// gpt-oss's calls in a reply as written (its harmony headers rendered): each message whose header
+// names a recipient functions.NAME and whose body is a JSON object. `content` is the text of the
+// other messages but analysis ones (the reasoning).
+ParsedCalls parse_harmony_calls(std::string_view reply);
+// For kHarmony, `answer` is the reply as written.
 ParsedCalls parse_calls(ToolFormat f, std::string_view answer, const std::vector<ToolSpec>& tools);
+
+// What a call starts with, in format f: the text whose sampling arms the call's constraint
+// (<tool_call>; harmony: " to=functions." in a header), and what a prompt ends with to make the
+// reply a call (tool_choice "required" or a named function).
+std::string_view call_opening(ToolFormat f);
+std::string_view forced_call_prompt(ToolFormat f);
 
 // The schema of one call's JSON: {"name": a tool's name, "arguments": its parameters}, one branch
 // per tool. A tool without parameters takes none ({} only, as OpenAI reads it); a parameters
@@ -98,6 +128,8 @@ std::shared_ptr<const JsonSchema> tool_call_schema(const std::vector<ToolSpec>& 
 // The XML form's: one function per tool; each parameter's schema compiled on its own (one the
 // compiler refuses, or that refers outside itself, takes any value of its kind).
 std::shared_ptr<const XmlCallSpec> xml_call_spec(const std::vector<ToolSpec>& tools);
+// Harmony's: each tool's name and its arguments' schema (tool_call_schema's reading).
+std::shared_ptr<const HarmonyCallSpec> harmony_call_spec(const std::vector<ToolSpec>& tools);
 
 // Filters of a call's body in format f (after <tool_call>) for ChatSession::set_tool_calls, the
 // tools' schemas compiled once.

@@ -882,7 +882,12 @@ TEST_F(Thinking, ServeSpeaksAnthropicMessages) {
   ASSERT_EQ(nstatus, 200) << ntext;
   EXPECT_GT(json::parse(ntext)["usage"]["input_tokens"].get<int>(), input_tokens);
 
-  // Errors in Anthropic's shape.
+  // Errors in Anthropic's shape; a conversation over the context in Anthropic's words.
+  json lengthy = body;
+  lengthy["messages"][0]["content"] = std::string(12000, 'x');
+  const auto [lstatus, ltext] = post("/v1/messages", lengthy);
+  EXPECT_EQ(lstatus, 400);
+  EXPECT_NE(ltext.find("prompt is too long: "), std::string::npos) << ltext;
   json bad = body;
   bad["messages"][0]["content"] = json::array({{{"type", "image"}, {"source", json::object()}}});
   for (const char* path : {"/v1/messages", "/v1/messages/count_tokens"}) {
@@ -911,6 +916,170 @@ TEST_F(Thinking, ServeSpeaksAnthropicMessages) {
   ASSERT_GE(tm["content"].size(), 1u) << tres->body;
   EXPECT_EQ(tm["content"][0]["type"], "thinking") << tres->body;
   EXPECT_FALSE(tm["content"][0]["thinking"].get<std::string>().empty());
+}
+
+// gpt-oss's function calling (harmony): the fixture as it is, calls forced by tool_choice; and a
+// copy whose greedy reply writes " to=functions." (its output rows moved, token by token), whose
+// call is found in the header and constrained from there — whole and streamed.
+const fs::path kGptOss = fs::path(STRATA_FIXTURES_DIR) / "tiny-gpt-oss" / "tiny-gpt-oss-F32.gguf";
+
+// A copy of `from` with the output rows `moves` (to, from) moved, and token `rename.first` (when
+// >= 0) spelled `rename.second` (byte-level BPE: a space is "Ġ").
+void write_moved(const fs::path& from, const fs::path& out,
+                 const std::vector<std::pair<int32_t, int32_t>>& moves,
+                 const std::pair<int32_t, std::string>& rename = {-1, ""}) {
+  const io::GgufFile in = io::GgufFile::open(from.string());
+  io::GgufWriter w(in.alignment());
+  for (const io::GgufKv& kv : in.metadata()) {
+    if (kv.key != "tokenizer.ggml.tokens" || rename.first < 0) {
+      w.set(kv.key, kv.value);
+      continue;
+    }
+    std::vector<std::string> tokens;
+    for (const io::GgufValue& t : in.get_array(kv.key).items) tokens.push_back(*t.as_string());
+    tokens[size_t(rename.first)] = rename.second;
+    w.set(kv.key, io::gguf_string_array(tokens));
+  }
+  for (const io::GgufTensorInfo& t : in.tensors())
+    w.add_tensor(t.name, t.type, std::vector<uint64_t>(t.ne.begin(), t.ne.begin() + t.n_dims));
+  const io::GgufTensorInfo* head = in.find_tensor("output.weight");
+  if (!head) head = in.find_tensor("token_embd.weight");
+  w.write(out.string(), [&](size_t i, std::span<std::byte> dst) {
+    const io::GgufTensorInfo& t = in.tensors()[i];
+    std::memcpy(dst.data(), in.tensor_data(t), dst.size());
+    if (&t != head) return;
+    const uint64_t rb = t.row_bytes();
+    for (const auto& [to, src] : moves) {
+      std::memcpy(dst.data() + to * rb, in.tensor_data(t) + src * rb, rb);
+      std::memset(dst.data() + src * rb, 0, rb);
+    }
+  });
+}
+
+// The last normal token that no merge builds on or makes (free to be renamed).
+int32_t spare_token(const fs::path& model) {
+  const io::GgufFile in = io::GgufFile::open(model.string());
+  const io::GgufArray& tokens = in.get_array("tokenizer.ggml.tokens");
+  const io::GgufArray& types = in.get_array("tokenizer.ggml.token_type");
+  std::set<std::string> used;
+  for (const io::GgufValue& m : in.get_array("tokenizer.ggml.merges").items) {
+    std::string s = *m.as_string();
+    const size_t sp = s.find(' ');
+    used.insert(s.substr(0, sp));
+    used.insert(s.substr(sp + 1));
+    s.erase(sp, 1);
+    used.insert(s);
+  }
+  for (size_t i = tokens.items.size(); i-- > 0;) {
+    const std::string& t = *tokens.items[i].as_string();
+    if (*types.items[i].as_int() == 1 && t.size() >= 2 && !used.count(t)) return int32_t(i);
+  }
+  return -1;
+}
+
+TEST_F(Thinking, ServeCallsToolsInHarmony) {
+  if (!fs::exists(kStrata)) GTEST_SKIP() << "strata binary not built at " << kStrata;
+  if (!fs::exists(kGptOss)) GTEST_SKIP() << "fixture not found: " << kGptOss;
+  const std::vector<ToolSpec> tools = parse_tools(ojson::parse(kTools));
+  const std::vector<ToolMessage> ask = {{"user", kUser, {}}};
+  // The copy: a spare token spelled " to=functions." takes the row of the greedy reply's first
+  // token.
+  const fs::path calls = dir_ / "oss_calls.gguf";
+  {
+    const int32_t spare = spare_token(kGptOss);
+    ASSERT_GE(spare, 0);
+    Loaded base(kGptOss, kXmlCtx);
+    ChatSession s = base.session();
+    ASSERT_EQ(tool_format(s.family(), base.tok.vocab().chat_template()), ToolFormat::kHarmony);
+    ASSERT_EQ(s.begin_messages(render_tools(ToolFormat::kHarmony, ask, tools)),
+              TurnStatus::kEndOfGeneration);
+    const TurnResult r = s.generate(2, PieceFn{});
+    write_moved(kGptOss, calls, {{spare, s.kv_tokens()[r.stats.n_prompt]}},
+                {spare, "\u0120to=functions."});
+  }
+  const std::string messages = R"([{"role": "user", "content": ")" + kUser + R"("}])";
+  const auto body = [&](bool stream, const std::string& extra = "") {
+    return R"({"max_tokens": 400, "temperature": 0, "stream": )" +
+           std::string(stream ? "true" : "false") + R"(, "messages": )" + messages +
+           R"(, "tools": )" + kTools + extra + "}";
+  };
+  const auto stream_calls = [](const std::string& sse) {
+    json out = json::array();
+    std::istringstream lines(sse);
+    for (std::string line; std::getline(lines, line);) {
+      if (!line.starts_with("data: ") || line == "data: [DONE]") continue;
+      const json ch = json::parse(line.substr(6))["choices"][0];
+      if (ch["delta"].contains("tool_calls"))
+        for (const json& tc : ch["delta"]["tool_calls"]) out.push_back(tc);
+    }
+    return out;
+  };
+  for (const fs::path& model : {kGptOss, calls}) {
+    SCOPED_TRACE(model.string());
+    const Served server = start_serve(model, kXmlCtx);
+    ASSERT_GT(server.port, 0) << "the server did not start: " << slurp(dir_ / "serve.err");
+    httplib::Client c("127.0.0.1", server.port);
+    c.set_read_timeout(120, 0);
+    // The fixture calls when tool_choice says so; the copy of its own accord.
+    const std::string choice = model == kGptOss ? R"(, "tool_choice": "required")" : "";
+    const auto res = c.Post("/v1/chat/completions", body(false, choice), "application/json");
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200) << res->body;
+    const json r = json::parse(res->body);
+    const json& msg = r["choices"][0]["message"];
+    EXPECT_EQ(r["choices"][0]["finish_reason"], "tool_calls") << res->body;
+    ASSERT_TRUE(msg.contains("tool_calls")) << res->body;
+    ASSERT_EQ(msg["tool_calls"].size(), 1u);
+    const json& call = msg["tool_calls"][0];
+    EXPECT_TRUE(valid_call({"", call["function"]["name"], call["function"]["arguments"]})) << call;
+    // Streamed: the same call.
+    const auto sres = c.Post("/v1/chat/completions", body(true, choice), "application/json");
+    ASSERT_TRUE(sres);
+    const json streamed = stream_calls(sres->body);
+    ASSERT_EQ(streamed.size(), 1u) << sres->body;
+    EXPECT_EQ(streamed[0]["function"], call["function"]);
+    // The conversation goes on with the call and its result; a named function; effort.
+    json more = json::parse(messages);
+    more.push_back(
+        {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", msg["tool_calls"]}});
+    more.push_back({{"role", "tool"}, {"tool_call_id", call["id"]}, {"content", "sunny"}});
+    const auto next = c.Post("/v1/chat/completions",
+                             json({{"max_tokens", 8},
+                                   {"messages", more},
+                                   {"tools", json::parse(kTools)},
+                                   {"reasoning_effort", "high"}})
+                                 .dump(),
+                             "application/json");
+    ASSERT_TRUE(next);
+    ASSERT_EQ(next->status, 200) << next->body;
+    EXPECT_GT(json::parse(next->body)["usage"]["prompt_tokens"].get<int>(),
+              r["usage"]["prompt_tokens"].get<int>());
+    const auto named =
+        c.Post("/v1/chat/completions",
+               body(false, R"(, "tool_choice": {"type": "function", "function": {"name": "now"}})"),
+               "application/json");
+    ASSERT_TRUE(named);
+    EXPECT_EQ(
+        json::parse(named->body)["choices"][0]["message"]["tool_calls"][0]["function"]["name"],
+        "now")
+        << named->body;
+  }
+  const Served server = start_serve(kGptOss, kXmlCtx);
+  ASSERT_GT(server.port, 0);
+  httplib::Client c("127.0.0.1", server.port);
+  const auto bad = c.Post("/v1/chat/completions",
+                          R"({"messages": [{"role": "user", "content": "x"}],
+                              "reasoning_effort": "extreme"})",
+                          "application/json");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_NE(bad->body.find("'reasoning_effort' must be"), std::string::npos) << bad->body;
+  const auto effort = c.Post("/v1/chat/completions",
+                             R"({"max_tokens": 4, "messages": [{"role": "user", "content": "x"}],
+                                 "reasoning_effort": "low"})",
+                             "application/json");
+  ASSERT_TRUE(effort);
+  EXPECT_EQ(effort->status, 200) << effort->body;
 }
 
 }  // namespace

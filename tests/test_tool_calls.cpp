@@ -384,4 +384,117 @@ TEST(ToolCalls, XmlCallsTheMatcherAllowsParseBack) {
   EXPECT_GT(finished, 100);
 }
 
+TEST(ToolCalls, RendersAsGptOsssHarmony) {
+  const std::vector<ToolSpec> tools = parse_tools(ojson::parse(kTools));
+  const std::vector<ToolMessage> msgs = {
+      {"system", "Be brief.", {}},
+      {"user", "Weather in Oslo?", {}},
+      {"assistant", "", {{"a", "get_weather", R"({"city": "Oslo"})"}}},
+      {"tool", "4 C", {}},
+      {"assistant", "Cold.", {}},
+  };
+  const std::vector<ChatMessage> out = render_harmony(msgs, tools, "low", "2026-12-07");
+  ASSERT_EQ(out.size(), 6u);
+  EXPECT_EQ(out[0].role, "system");
+  EXPECT_EQ(out[0].content,
+            "You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: "
+            "2024-06\nCurrent date: 2026-12-07\n\nReasoning: low\n\n# Valid channels: analysis, "
+            "commentary, final. Channel must be included for every message.\nCalls to these "
+            "tools must go to the commentary channel: 'functions'.");
+  EXPECT_EQ(out[1].role, "developer");
+  EXPECT_EQ(out[1].content,
+            "# Instructions\n\nBe brief.\n\n# Tools\n\n## functions\n\nnamespace functions {\n\n"
+            "// Weather in a city\ntype get_weather = (_: {\ncity: string,\nunit?: \"c\" | \"f\","
+            "\n}) => any;\n\n// The time, à la minute\ntype now = () => any;\n\n} // namespace "
+            "functions");
+  EXPECT_EQ(out[2].content, "Weather in Oslo?");
+  EXPECT_EQ(out[3].role, "assistant to=functions.get_weather<|channel|>commentary json");
+  EXPECT_EQ(out[3].content, R"({"city": "Oslo"})");
+  EXPECT_EQ(out[4].role, "functions.get_weather to=assistant<|channel|>commentary");
+  EXPECT_EQ(out[4].content, "\"4 C\"");
+  EXPECT_EQ(out[5].role, "assistant<|channel|>final");
+  // The formatter ends a call with <|call|>.
+  const std::string text = format_chat(ChatFamily::kGptOss, out, true);
+  EXPECT_NE(text.find("<|start|>assistant to=functions.get_weather<|channel|>commentary "
+                      "json<|message|>{\"city\": \"Oslo\"}<|call|><|start|>functions.get_weather "
+                      "to=assistant<|channel|>commentary<|message|>\"4 C\"<|end|>"),
+            std::string::npos)
+      << text;
+  EXPECT_TRUE(
+      text.ends_with("<|start|>assistant<|channel|>final<|message|>Cold.<|end|>"
+                     "<|start|>assistant"))
+      << text;
+  // No tools (a reasoning effort alone): no calls line, no tools section.
+  const std::vector<ChatMessage> plain =
+      render_harmony({{"user", "hi", {}}}, {}, "high", "2026-12-07");
+  ASSERT_EQ(plain.size(), 2u);
+  EXPECT_TRUE(plain[0].content.ends_with("Channel must be included for every message."));
+  EXPECT_EQ(plain[1].role, "user");
+}
+
+TEST(ToolCalls, HarmonyTypes) {
+  EXPECT_EQ(harmony_type(ojson::parse(R"({"type": "integer"})")), "number");
+  EXPECT_EQ(harmony_type(ojson::parse(R"({"type": "array", "items": {"type": ["string",
+            "null"]}})")),
+            "(string | null)[]");
+  EXPECT_EQ(harmony_type(ojson::parse(R"({"anyOf": [{"type": "boolean"}, {"const": 3}]})")),
+            "boolean | 3");
+  EXPECT_EQ(harmony_type(ojson::parse(R"({"type": "object", "properties": {"b": {"type":
+            "string", "description": "Bee", "default": "x"}, "a": {"enum": ["u", "v"],
+            "default": "u"}}, "required": ["b"]})")),
+            "{\n// Bee\nb: string, // default: \"x\",\na?: \"u\" | \"v\", // default: u,\n}");
+  EXPECT_EQ(harmony_type(ojson::parse(R"({"type": "object"})")), "object");
+  EXPECT_EQ(harmony_type(ojson::parse("{}")), "any");
+}
+
+TEST(ToolCalls, ParsesHarmonyCalls) {
+  ParsedCalls p = parse_harmony_calls(
+      "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>"
+      "commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Oslo\"}");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].name, "get_weather");
+  EXPECT_EQ(p.calls[0].arguments, R"({"city": "Oslo"})");
+  EXPECT_EQ(p.content, "");
+  // The template's form (recipient first), and <|end|> not rendered.
+  p = parse_harmony_calls(" to=functions.now<|channel|>commentary json<|message|>{}<|call|>");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].name, "now");
+  p = parse_harmony_calls(
+      "<|channel|>analysis<|message|>Hm.<|start|>assistant<|channel|>final"
+      "<|message|>Hello");
+  EXPECT_TRUE(p.calls.empty());
+  EXPECT_EQ(p.content, "Hello");
+  p = parse_harmony_calls("<|channel|>commentary to=functions.x <|constrain|>json<|message|>[1]");
+  EXPECT_TRUE(p.calls.empty());
+  EXPECT_EQ(p.content, "[1]");
+  EXPECT_EQ(parse_harmony_calls("plain").content, "plain");
+}
+
+TEST(ToolCalls, HarmonyCallMatcherFollowsTheTools) {
+  const auto spec = harmony_call_spec(parse_tools(ojson::parse(kTools)));
+  const auto accepts = [&](std::string_view text) {
+    HarmonyCallMatcher m(spec);
+    return m.feed(text) && m.finished();
+  };
+  const auto viable = [&](std::string_view text) {
+    HarmonyCallMatcher m(spec);
+    return m.feed(text);
+  };
+  EXPECT_TRUE(accepts("get_weather <|constrain|>json<|message|>{\"city\": \"Oslo\"}"));
+  EXPECT_TRUE(accepts(
+      "get_weather<|channel|>commentary json<|message|>{\"city\":\"Oslo\",\"unit\":\"c\"}"));
+  EXPECT_TRUE(accepts("get_weather json<|message|>{\"city\":\"Oslo\"}"));
+  EXPECT_TRUE(accepts("now<|message|>{}"));
+  EXPECT_FALSE(viable("now<|message|>{\"x\""));  // no parameters
+  EXPECT_FALSE(viable("nope"));
+  EXPECT_FALSE(viable("get_weatherx"));
+  EXPECT_FALSE(viable("get_weather <|message|>"));
+  EXPECT_FALSE(viable("get_weather <|constrain|>json<|message|>{}"));  // city is required
+  HarmonyCallMatcher m(spec);
+  ASSERT_TRUE(m.feed("now <|constrain|>json<|message|>{"));
+  EXPECT_FALSE(m.accepting());
+  ASSERT_TRUE(m.feed("}"));
+  EXPECT_TRUE(m.finished());
+}
+
 }  // namespace

@@ -131,6 +131,9 @@ struct CompletionRequest {
   std::string tool_name;
   // parallel_tool_calls (default true): a reply may hold several calls.
   bool parallel_tools = true;
+  // reasoning_effort (gpt-oss: harmony's system message says it; set, it is written even
+  // without tools).
+  std::optional<std::string> reasoning_effort;
 };
 
 const json* field(const json& body, const char* key) {
@@ -337,6 +340,11 @@ CompletionRequest parse_request(const std::string& body_text, const engine::Samp
                        "'reasoning_format' must be \"auto\", \"deepseek\" (the same: "
                        "reasoning_content apart) or \"none\" (the reply as written)"};
     r.split_reasoning = *f != "none";
+  }
+  if (const json* e = field(body, "reasoning_effort"); e && !e->is_null()) {
+    if (!e->is_string() || (*e != "low" && *e != "medium" && *e != "high"))
+      throw BadRequest{400, "'reasoning_effort' must be \"low\", \"medium\" or \"high\""};
+    r.reasoning_effort = e->get<std::string>();
   }
   if (const json* k = field(body, "chat_template_kwargs")) {
     if (!k->is_object()) throw BadRequest{400, "'chat_template_kwargs' must be an object"};
@@ -627,10 +635,24 @@ std::string dump(const json& j) {
 // there it is held, and parsed into calls at the end.
 class ToolStream {
  public:
-  ToolStream(engine::ToolFormat format, const std::vector<engine::ToolSpec>& tools)
-      : format_(format), tools_(tools) {}
-  // What of the answer's next piece can go out now.
-  std::string feed(std::string_view answer) {
+  // forced: the prompt opened a call (forced_call_prompt).
+  ToolStream(engine::ToolFormat format, const std::vector<engine::ToolSpec>& tools, bool forced)
+      : format_(format), tools_(tools) {
+    if (forced) feed(engine::forced_call_prompt(format), engine::forced_call_prompt(format));
+  }
+  // What of the answer's next piece can go out now; raw: the piece as written (harmony: its
+  // headers name a call's recipient, and a call's message is held).
+  std::string feed(std::string_view answer, std::string_view raw) {
+    if (format_ == engine::ToolFormat::kHarmony) {
+      raw_ += raw;
+      const size_t start = raw_.rfind("<|start|>");
+      if (std::string_view(raw_)
+              .substr(start == std::string::npos ? 0 : start)
+              .find("to=functions.") == std::string_view::npos)
+        return std::string(answer);
+      held_ += answer;
+      return {};
+    }
     if (holding_) {
       held_ += answer;
       return {};
@@ -652,12 +674,18 @@ class ToolStream {
   }
   // The reply ended: its calls, and the text still to go out.
   engine::ParsedCalls finish() {
+    if (format_ == engine::ToolFormat::kHarmony) {
+      engine::ParsedCalls p = engine::parse_harmony_calls(raw_);
+      p.content = p.calls.empty() ? held_ : std::string();  // the rest went out as it came
+      return p;
+    }
     if (!holding_) return {{}, std::exchange(pending_, {})};
     return engine::parse_calls(format_, held_, tools_);
   }
 
  private:
   engine::ToolFormat format_;
+  std::string raw_;  // harmony: the reply as written
   const std::vector<engine::ToolSpec>& tools_;
   static constexpr std::string_view kOpen = "<tool_call>";
   std::string pending_, held_;
@@ -690,9 +718,7 @@ class Server {
         prof_(prof),
         usage_(usage),
         experts_(experts),
-        tool_format_(session.family() == engine::ChatFamily::kChatml
-                         ? engine::tool_format(tok.vocab().chat_template())
-                         : engine::ToolFormat::kNone),
+        tool_format_(engine::tool_format(session.family(), tok.vocab().chat_template())),
         tool_trigger_(tok.vocab().text_to_token("<tool_call>")) {
     // SO_REUSEADDR only: httplib's default, SO_REUSEPORT, lets a second server bind a port that
     // is in use and share its connections.
@@ -827,13 +853,22 @@ class Server {
 
   // A chat request's tools and tool messages into its messages, in the model's format.
   void render_tools(CompletionRequest& r) const {
+    // gpt-oss: harmony's system message when the request sets the reasoning effort.
+    if (r.tools.empty() && !r.tool_parts && r.reasoning_effort &&
+        tool_format_ == engine::ToolFormat::kHarmony) {
+      std::vector<engine::ToolMessage> msgs;
+      for (const engine::ChatMessage& m : r.messages) msgs.push_back({m.role, m.content, {}});
+      r.messages = engine::render_tools(tool_format_, msgs, {}, *r.reasoning_effort);
+      return;
+    }
     if (r.tools.empty() && !r.tool_parts) return;
     if (tool_format_ == engine::ToolFormat::kNone)
       throw BadRequest{400,
                        "function calling: this model's chat template has no tool-call format "
-                       "strata knows (the Hermes <tool_call> JSON of Qwen2.5 / Qwen3, or "
-                       "Qwen3-Coder's <function=> XML)"};
-    r.messages = engine::render_tools(tool_format_, r.tool_messages, r.tools);
+                       "strata knows (the Hermes <tool_call> JSON of Qwen2.5 / Qwen3, "
+                       "Qwen3-Coder's <function=> XML, gpt-oss's harmony)"};
+    r.messages = engine::render_tools(tool_format_, r.tool_messages, r.tools,
+                                      r.reasoning_effort.value_or("medium"));
   }
 
   void complete(const httplib::Request& req, httplib::Response& res, Api api) {
@@ -912,10 +947,15 @@ class Server {
       session_.set_json_schema(r.schema);
       session_.set_reasoning(r.split_reasoning);
       session_.set_thinking(r.enable_thinking.value_or(o_.thinking));
-      session_.set_tool_calls({.open = tool_trigger_,
-                               .body = call_body,
-                               .forced = r.tool_forced,
-                               .parallel = r.parallel_tools});
+      const bool harmony = tool_format_ == engine::ToolFormat::kHarmony;
+      session_.set_tool_calls(
+          {.open = harmony ? -1 : tool_trigger_,
+           .open_text =
+               std::string(harmony ? engine::call_opening(tool_format_) : std::string_view()),
+           .body = call_body,
+           .forced_prompt = std::string(engine::forced_call_prompt(tool_format_)),
+           .forced = r.tool_forced,
+           .parallel = r.parallel_tools});
       const bool score_prompt = r.echo && r.logprobs >= 0;
       engine::TurnStatus st;
       try {
@@ -929,10 +969,17 @@ class Server {
         return false;
       }
       if (st == engine::TurnStatus::kPromptTooLong) {
+        // (Anthropic's wording for a Messages request: its clients compact the conversation on
+        // "prompt is too long".)
         reply_error(res, api, 400,
-                    fmt::format("the {} is {} tokens; the context holds {} (strata serve --ctx)",
-                                api == Api::kChat ? "conversation" : "prompt",
-                                session_.last_stats().n_prompt, session_.n_ctx()));
+                    messages_api
+                        ? fmt::format("prompt is too long: {} tokens > {} maximum (strata serve "
+                                      "--ctx)",
+                                      session_.last_stats().n_prompt, session_.n_ctx())
+                        : fmt::format("the {} is {} tokens; the context holds {} (strata serve "
+                                      "--ctx)",
+                                      api == Api::kChat ? "conversation" : "prompt",
+                                      session_.last_stats().n_prompt, session_.n_ctx()));
         return false;
       }
       if (r.echo)
@@ -975,8 +1022,13 @@ class Server {
         json calls = nullptr;
         if (!r.tools.empty()) {
           // A forced call's prompt ended with its opening.
+          // (harmony: the reply as written, its headers naming the calls)
+          const std::string& written = tool_format_ == engine::ToolFormat::kHarmony ? text : answer;
           engine::ParsedCalls parsed = engine::parse_calls(
-              tool_format_, r.tool_forced ? "<tool_call>" + answer : answer, r.tools);
+              tool_format_,
+              r.tool_forced ? std::string(engine::forced_call_prompt(tool_format_)) + written
+                            : written,
+              r.tools);
           if (!parsed.calls.empty()) {
             calls = tool_calls_json(parsed.calls, id.substr(id.find('-') + 1), false);
             answer = std::move(parsed.content);
@@ -1037,10 +1089,10 @@ class Server {
       size_t sent = 0;  // reply bytes sent
       DecodeClock clock(prof_, session_);
       engine::ReasoningSplitter split = session_.reply_splitter();
-      std::string reasoning, answer;                  // the split's parts of the last piece
-      ToolStream tool_stream(tool_format_, r.tools);  // with tools: from a <tool_call> on held
+      std::string reasoning, answer;  // the split's parts of the last piece
+      // With tools: a call's text held (from a <tool_call> on; harmony: its message).
+      ToolStream tool_stream(tool_format_, r.tools, r.tool_forced);
       const bool tools = !r.tools.empty();
-      if (r.tool_forced) tool_stream.feed("<tool_call>");  // the prompt opened the call
       engine::TurnResult t;
       try {
         t = session_.generate(
@@ -1055,7 +1107,7 @@ class Server {
               reasoning.clear();
               answer.clear();
               split.feed(text, reasoning, answer);
-              if (tools) answer = tool_stream.feed(answer);
+              if (tools) answer = tool_stream.feed(answer, text);
               if ((!answer.empty() || !reasoning.empty() || !toks.empty()) && !gone)
                 gone = !event(choice(0,
                                      answer.empty() && !reasoning.empty()
@@ -1085,7 +1137,7 @@ class Server {
         split.finish(reasoning, answer);
         engine::ParsedCalls parsed;
         if (tools) {
-          answer = tool_stream.feed(answer);
+          answer = tool_stream.feed(answer, rest);
           parsed = tool_stream.finish();
           answer += parsed.content;
         }
