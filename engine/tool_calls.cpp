@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <ctime>
+#include <optional>
 #include <utility>
 
 #include "io/check.h"
@@ -334,7 +335,13 @@ std::vector<ChatMessage> render_hermes(const std::vector<ToolMessage>& messages,
   return out;
 }
 
-ParsedCalls parse_hermes_calls(std::string_view answer) {
+namespace {
+
+// The <tool_call> blocks of an answer (the last may be unclosed: the reply ended with its body),
+// each body (trimmed) read by `call`: a block it reads is a call, one it does not (nullopt) stays
+// in the content, with the text outside the blocks.
+template <class Read>
+ParsedCalls parse_blocks(std::string_view answer, const Read& call) {
   ParsedCalls r;
   std::string content;
   size_t at = 0;
@@ -345,27 +352,33 @@ ParsedCalls parse_hermes_calls(std::string_view answer) {
     size_t close = answer.find(kCallClose, body);
     const size_t end = close == std::string_view::npos ? answer.size() : close + kCallClose.size();
     if (close == std::string_view::npos) close = answer.size();
-    const std::string_view text = trim(answer.substr(body, close - body));
-    const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-    const bool ok = j.is_object() && j.contains("name") && j["name"].is_string() &&
-                    j.contains("arguments") &&
-                    (j["arguments"].is_object() || j["arguments"].is_string());
     content += answer.substr(at, open - at);
-    if (ok) {
-      ToolCall c;
-      c.name = j["name"].get<std::string>();
-      // An object as written (see json_member_text); a string holds the JSON text.
-      c.arguments = j["arguments"].is_string() ? j["arguments"].get<std::string>()
-                                               : std::string(json_member_text(text, "arguments"));
-      r.calls.push_back(std::move(c));
-    } else {
+    if (std::optional<ToolCall> c = call(trim(answer.substr(body, close - body))))
+      r.calls.push_back(std::move(*c));
+    else
       content += answer.substr(open, end - open);
-    }
     at = end;
   }
   if (at < answer.size()) content += answer.substr(at);
   r.content = std::string(trim(content));
   return r;
+}
+
+}  // namespace
+
+ParsedCalls parse_hermes_calls(std::string_view answer) {
+  return parse_blocks(answer, [](std::string_view text) -> std::optional<ToolCall> {
+    const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("name") || !j["name"].is_string() ||
+        !j.contains("arguments") || !(j["arguments"].is_object() || j["arguments"].is_string()))
+      return std::nullopt;
+    ToolCall c;
+    c.name = j["name"].get<std::string>();
+    // An object as written (see json_member_text); a string holds the JSON text.
+    c.arguments = j["arguments"].is_string() ? j["arguments"].get<std::string>()
+                                             : std::string(json_member_text(text, "arguments"));
+    return c;
+  });
 }
 
 std::vector<ChatMessage> render_qwen_xml(const std::vector<ToolMessage>& messages,
@@ -613,41 +626,24 @@ ParsedCalls parse_harmony_calls(std::string_view reply) {
 }
 
 ParsedCalls parse_qwen_xml_calls(std::string_view answer, const std::vector<ToolSpec>& tools) {
-  ParsedCalls r;
-  std::string content;
-  size_t at = 0;
-  while (at < answer.size()) {
-    const size_t open = answer.find(kCallOpen, at);
-    if (open == std::string_view::npos) break;
-    const size_t body = open + kCallOpen.size();
-    size_t close = answer.find(kCallClose, body);
-    const size_t end = close == std::string_view::npos ? answer.size() : close + kCallClose.size();
-    if (close == std::string_view::npos) close = answer.size();
-    content += answer.substr(at, open - at);
-    at = end;
-    // <function=NAME> … </function>, each <parameter=KEY>\nVALUE\n</parameter> inside.
-    std::string_view b = trim(answer.substr(body, close - body));
+  // <function=NAME> … </function>, each <parameter=KEY>\nVALUE\n</parameter> inside.
+  return parse_blocks(answer, [&](std::string_view b) -> std::optional<ToolCall> {
     constexpr std::string_view kFn = "<function=", kFnEnd = "</function>";
     constexpr std::string_view kParam = "<parameter=";
     const size_t name_end = b.find('>');
-    if (!b.starts_with(kFn) || name_end == std::string_view::npos || !b.ends_with(kFnEnd)) {
-      content += answer.substr(open, end - open);
-      continue;
-    }
+    if (!b.starts_with(kFn) || name_end == std::string_view::npos || !b.ends_with(kFnEnd) ||
+        name_end == kFn.size())
+      return std::nullopt;
     ToolCall c;
     c.name = std::string(b.substr(kFn.size(), name_end - kFn.size()));
-    // The arguments object's text: a JSON value as the model wrote it (a number keeps its digits),
-    // compact.
+    // The arguments object's text: a JSON value as the model wrote it (a number keeps its
+    // digits), compact.
     std::string args = "{";
     std::string_view rest = b.substr(name_end + 1, b.size() - kFnEnd.size() - name_end - 1);
-    bool ok = !c.name.empty();
-    while (ok && !trim(rest).empty()) {
+    while (!trim(rest).empty()) {
       rest = trim(rest);
       const size_t key_end = rest.find('>');
-      if (!rest.starts_with(kParam) || key_end == std::string_view::npos) {
-        ok = false;
-        break;
-      }
+      if (!rest.starts_with(kParam) || key_end == std::string_view::npos) return std::nullopt;
       // The value ends where the matcher ends it, at the first "\n</parameter>\n"; a reply may
       // also close it otherwise.
       size_t value_end = std::string_view::npos, skip = 0;
@@ -656,10 +652,7 @@ ParsedCalls parse_qwen_xml_calls(std::string_view answer, const std::vector<Tool
         skip = end.size();
         if (value_end != std::string_view::npos) break;
       }
-      if (value_end == std::string_view::npos) {
-        ok = false;
-        break;
-      }
+      if (value_end == std::string_view::npos) return std::nullopt;
       const std::string key(rest.substr(kParam.size(), key_end - kParam.size()));
       std::string_view value = rest.substr(key_end + 1, value_end - key_end - 1);
       if (value.starts_with('\n')) value.remove_prefix(1);
@@ -670,16 +663,9 @@ ParsedCalls parse_qwen_xml_calls(std::string_view answer, const std::vector<Tool
       const bool as_json = schema && !xml_raw_param(*schema) && nlohmann::json::accept(value);
       args += as_json ? std::string(trim(value)) : dump_string(std::string(value));
     }
-    if (!ok) {
-      content += answer.substr(open, end - open);
-      continue;
-    }
     c.arguments = args + '}';
-    r.calls.push_back(std::move(c));
-  }
-  if (at < answer.size()) content += answer.substr(at);
-  r.content = std::string(trim(content));
-  return r;
+    return c;
+  });
 }
 
 ParsedCalls parse_calls(ToolFormat f, std::string_view answer, const std::vector<ToolSpec>& tools) {

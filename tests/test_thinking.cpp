@@ -88,6 +88,49 @@ const char* kHermesTail =
     "'<think>\\n\\n</think>\\n\\n' }}{%- endif %}{#- calls: <tool_call> -#}";
 const char* kXmlTail = "{#- calls: '<tool_call>\\n<function=' + name, tools: '<parameters>' -#}";
 
+// What a copy of a fixture changes.
+struct CopyEdits {
+  std::vector<std::string> tokens = {};  // the vocabulary's texts (empty: as they are)
+  std::vector<int32_t> types = {};       // its token types (empty: as they are)
+  std::string template_tail = {};        // appended to the chat template
+  // Output rows (to, from): each of `moves` moved (row `from` zeroed), then each of `copies`
+  // copied.
+  std::vector<std::pair<int32_t, int32_t>> moves = {}, copies = {};
+};
+
+void write_copy(const fs::path& from, const fs::path& out, const CopyEdits& e) {
+  const io::GgufFile in = io::GgufFile::open(from.string());
+  io::GgufWriter w(in.alignment());
+  for (const io::GgufKv& kv : in.metadata()) {
+    if (kv.key == "tokenizer.ggml.tokens" && !e.tokens.empty()) {
+      w.set(kv.key, io::gguf_string_array(e.tokens));
+    } else if (kv.key == "tokenizer.ggml.token_type" && !e.types.empty()) {
+      w.set(kv.key, io::gguf_i32_array(e.types));
+    } else if (kv.key == "tokenizer.chat_template") {
+      w.set(kv.key, *kv.value.as_string() + e.template_tail);
+    } else {
+      w.set(kv.key, kv.value);
+    }
+  }
+  for (const io::GgufTensorInfo& t : in.tensors())
+    w.add_tensor(t.name, t.type, std::vector<uint64_t>(t.ne.begin(), t.ne.begin() + t.n_dims));
+  // The output head (or the tied embeddings): [n_embd, n_vocab], a row per token.
+  const io::GgufTensorInfo* head = in.find_tensor("output.weight");
+  if (!head) head = in.find_tensor("token_embd.weight");
+  w.write(out.string(), [&](size_t i, std::span<std::byte> dst) {
+    const io::GgufTensorInfo& t = in.tensors()[i];
+    std::memcpy(dst.data(), in.tensor_data(t), dst.size());
+    if (&t != head) return;
+    const uint64_t rb = t.row_bytes();
+    for (const auto& [to, src] : e.moves) {
+      std::memcpy(dst.data() + to * rb, in.tensor_data(t) + src * rb, rb);
+      std::memset(dst.data() + src * rb, 0, rb);
+    }
+    for (const auto& [to, src] : e.copies)
+      std::memcpy(dst.data() + to * rb, dst.data() + src * rb, rb);
+  });
+}
+
 // A copy of the fixture with <think>, </think>, <tool_call> and </tool_call> tokens and `tail` at
 // the end of its template; for each (to, from) of `moves` output row `from` moved to row `to` (row
 // `from` zeroed), then for each of `copies` copied. Returns the four tokens' ids.
@@ -96,7 +139,6 @@ SpecialIds write_thinking_model(const fs::path& out,
                                 const char* tail = kHermesTail,
                                 const std::vector<std::pair<int32_t, int32_t>>& copies = {}) {
   const io::GgufFile in = io::GgufFile::open(kFixture.string());
-  io::GgufWriter w(in.alignment());
   const io::GgufArray& tokens = in.get_array("tokenizer.ggml.tokens");
   const io::GgufArray& types = in.get_array("tokenizer.ggml.token_type");
   const io::GgufArray& merges = in.get_array("tokenizer.ggml.merges");
@@ -133,34 +175,7 @@ SpecialIds write_thinking_model(const fs::path& out,
     *slots[renamed++] = int32_t(i);
   }
   EXPECT_EQ(renamed, 4);
-  for (const io::GgufKv& kv : in.metadata()) {
-    if (kv.key == "tokenizer.ggml.tokens") {
-      w.set(kv.key, io::gguf_string_array(tok_text));
-    } else if (kv.key == "tokenizer.ggml.token_type") {
-      w.set(kv.key, io::gguf_i32_array(tok_type));
-    } else if (kv.key == "tokenizer.chat_template") {
-      w.set(kv.key, *kv.value.as_string() + tail);
-    } else {
-      w.set(kv.key, kv.value);
-    }
-  }
-  for (const io::GgufTensorInfo& t : in.tensors())
-    w.add_tensor(t.name, t.type, std::vector<uint64_t>(t.ne.begin(), t.ne.begin() + t.n_dims));
-  // The output head (or the tied embeddings): [n_embd, n_vocab], a row per token.
-  const io::GgufTensorInfo* head = in.find_tensor("output.weight");
-  if (!head) head = in.find_tensor("token_embd.weight");
-  w.write(out.string(), [&](size_t i, std::span<std::byte> dst) {
-    const io::GgufTensorInfo& t = in.tensors()[i];
-    std::memcpy(dst.data(), in.tensor_data(t), dst.size());
-    if (&t != head) return;
-    const uint64_t rb = t.row_bytes();
-    for (const auto& [to, from] : moves) {
-      std::memcpy(dst.data() + to * rb, in.tensor_data(t) + from * rb, rb);
-      std::memset(dst.data() + from * rb, 0, rb);
-    }
-    for (const auto& [to, from] : copies)
-      std::memcpy(dst.data() + to * rb, dst.data() + from * rb, rb);
-  });
+  write_copy(kFixture, out, {tok_text, tok_type, tail, moves, copies});
   return ids;
 }
 
@@ -923,39 +938,6 @@ TEST_F(Thinking, ServeSpeaksAnthropicMessages) {
 // call is found in the header and constrained from there — whole and streamed.
 const fs::path kGptOss = fs::path(STRATA_FIXTURES_DIR) / "tiny-gpt-oss" / "tiny-gpt-oss-F32.gguf";
 
-// A copy of `from` with the output rows `moves` (to, from) moved, and token `rename.first` (when
-// >= 0) spelled `rename.second` (byte-level BPE: a space is "Ġ").
-void write_moved(const fs::path& from, const fs::path& out,
-                 const std::vector<std::pair<int32_t, int32_t>>& moves,
-                 const std::pair<int32_t, std::string>& rename = {-1, ""}) {
-  const io::GgufFile in = io::GgufFile::open(from.string());
-  io::GgufWriter w(in.alignment());
-  for (const io::GgufKv& kv : in.metadata()) {
-    if (kv.key != "tokenizer.ggml.tokens" || rename.first < 0) {
-      w.set(kv.key, kv.value);
-      continue;
-    }
-    std::vector<std::string> tokens;
-    for (const io::GgufValue& t : in.get_array(kv.key).items) tokens.push_back(*t.as_string());
-    tokens[size_t(rename.first)] = rename.second;
-    w.set(kv.key, io::gguf_string_array(tokens));
-  }
-  for (const io::GgufTensorInfo& t : in.tensors())
-    w.add_tensor(t.name, t.type, std::vector<uint64_t>(t.ne.begin(), t.ne.begin() + t.n_dims));
-  const io::GgufTensorInfo* head = in.find_tensor("output.weight");
-  if (!head) head = in.find_tensor("token_embd.weight");
-  w.write(out.string(), [&](size_t i, std::span<std::byte> dst) {
-    const io::GgufTensorInfo& t = in.tensors()[i];
-    std::memcpy(dst.data(), in.tensor_data(t), dst.size());
-    if (&t != head) return;
-    const uint64_t rb = t.row_bytes();
-    for (const auto& [to, src] : moves) {
-      std::memcpy(dst.data() + to * rb, in.tensor_data(t) + src * rb, rb);
-      std::memset(dst.data() + src * rb, 0, rb);
-    }
-  });
-}
-
 // The last normal token that no merge builds on or makes (free to be renamed).
 int32_t spare_token(const fs::path& model) {
   const io::GgufFile in = io::GgufFile::open(model.string());
@@ -994,8 +976,13 @@ TEST_F(Thinking, ServeCallsToolsInHarmony) {
     ASSERT_EQ(s.begin_messages(render_tools(ToolFormat::kHarmony, ask, tools)),
               TurnStatus::kEndOfGeneration);
     const TurnResult r = s.generate(2, PieceFn{});
-    write_moved(kGptOss, calls, {{spare, s.kv_tokens()[r.stats.n_prompt]}},
-                {spare, "\u0120to=functions."});
+    std::vector<std::string> tokens;
+    const io::GgufFile file = io::GgufFile::open(kGptOss.string());
+    for (const io::GgufValue& t : file.get_array("tokenizer.ggml.tokens").items)
+      tokens.push_back(*t.as_string());
+    tokens[size_t(spare)] = "\u0120to=functions.";  // byte-level BPE: a space is "Ġ"
+    write_copy(kGptOss, calls,
+               {.tokens = tokens, .moves = {{spare, s.kv_tokens()[r.stats.n_prompt]}}});
   }
   const std::string messages = R"([{"role": "user", "content": ")" + kUser + R"("}])";
   const auto body = [&](bool stream, const std::string& extra = "") {
