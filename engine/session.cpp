@@ -446,12 +446,16 @@ TurnResult ChatSession::generate(int32_t max_tokens, const TokenFn& on_token,
       queued = 0;
     } else if (!call && id == tools_.open && !schema_ && split.answering()) {
       call = tools_.body(texts_);
-    } else if (!call && !tools_.open_text.empty() && !schema_ && !split.reasoning()) {
+    } else if (!call && !tools_.open_text.empty() && !schema_) {
       // The opening text may end inside this piece: the filter takes what follows it.
       const std::string& o = tools_.open_text;
       const size_t from = r.text.size() - piece.size();
       const size_t at = r.text.find(o, from >= o.size() ? from - o.size() + 1 : 0);
-      if (at != std::string::npos) {
+      const size_t start = at == std::string::npos ? 0 : r.text.rfind(tools_.header_start, at);
+      const size_t header = start == std::string::npos ? 0 : start;
+      if (at != std::string::npos &&
+          std::string_view(r.text).substr(header, at - header).find(tools_.header_end) ==
+              std::string_view::npos) {
         call = tools_.body(texts_);
         if (!call->feed_text(std::string_view(r.text).substr(at + o.size()))) call.reset();
       }

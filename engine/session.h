@@ -106,8 +106,9 @@ class ChatSession {
   // cut by max_tokens, the stop flag or the context stays an unfinished document.
   void set_json_schema(std::shared_ptr<const JsonSchema> schema) { schema_ = std::move(schema); }
   // Function calling (tool_calls.h): once the answer samples `open` (<tool_call>) — or, without
-  // that token, once the reply outside its reasoning writes `open_text` (harmony's
-  // " to=functions.") — the tokens after it are constrained by a filter from `body` (a call's
+  // that token, once the reply writes `open_text` (harmony's " to=functions.") in a header: with
+  // no `header_end` (<|message|>) after the last `header_start` (<|start|>) or the reply's
+  // start — the tokens after it are constrained by a filter from `body` (a call's
   // JSON, XML or harmony), and when that call is complete the reply ends — or, `parallel` (with
   // `open`), `close` ("\n</tool_call>") follows, and the model then either ends its turn or
   // writes "\n", which is followed by `open` and another call. No body: off (the default). Not
@@ -117,6 +118,8 @@ class ChatSession {
   struct ToolCalls {
     int32_t open = -1;
     std::string open_text = {};
+    std::string header_start = "<|start|>";
+    std::string header_end = "<|message|>";
     DocumentFilterFn body = {};
     std::string close = "\n</tool_call>";
     std::string forced_prompt = "<tool_call>\n";

@@ -36,6 +36,12 @@ std::string dump_string(const std::string& s) {
   return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+// Whether t is JSON text as a whole (nlohmann's parser stops at a NUL byte: what follows one would
+// go unread).
+bool json_text(std::string_view t) {
+  return t.find('\0') == std::string_view::npos && nlohmann::json::accept(t);
+}
+
 // Where the JSON value at t[at] ends (t is JSON a parser accepted).
 size_t json_value_end(std::string_view t, size_t at) {
   if (at >= t.size()) return t.size();
@@ -273,8 +279,8 @@ std::vector<ToolSpec> parse_tools(const nlohmann::ordered_json& tools) {
   std::vector<ToolSpec> out;
   for (size_t i = 0; i < tools.size(); ++i) {
     const nlohmann::ordered_json& t = tools[i];
-    if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") ||
-        !t["function"].is_object())
+    if (!t.is_object() || !t.contains("type") || t["type"] != "function" ||
+        !t.contains("function") || !t["function"].is_object())
       fail(ErrorKind::kBadValue,
            "tools[{}] must be {{\"type\": \"function\", \"function\": {{...}}}}", i);
     const nlohmann::ordered_json& f = t["function"];
@@ -368,6 +374,7 @@ ParsedCalls parse_blocks(std::string_view answer, const Read& call) {
 
 ParsedCalls parse_hermes_calls(std::string_view answer) {
   return parse_blocks(answer, [](std::string_view text) -> std::optional<ToolCall> {
+    if (!json_text(text)) return std::nullopt;
     const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (!j.is_object() || !j.contains("name") || !j["name"].is_string() ||
         !j.contains("arguments") || !(j["arguments"].is_object() || j["arguments"].is_string()))
@@ -608,8 +615,8 @@ ParsedCalls parse_harmony_calls(std::string_view reply) {
       std::string_view name = header.substr(to + kTo.size());
       name = name.substr(0, std::min(name.find(' '), name.find('<')));
       const std::string_view args = trim(body);
-      const nlohmann::json j = nlohmann::json::parse(args, nullptr, false);
-      if (!name.empty() && j.is_object()) {
+      if (!name.empty() && json_text(args) &&
+          nlohmann::json::parse(args, nullptr, false).is_object()) {
         r.calls.push_back({"", std::string(name), std::string(args)});
         continue;
       }
@@ -660,7 +667,7 @@ ParsedCalls parse_qwen_xml_calls(std::string_view answer, const std::vector<Tool
       const nlohmann::json* schema = param_schema(tools, c.name, key);
       if (args.size() > 1) args += ',';
       args += dump_string(key) + ':';
-      const bool as_json = schema && !xml_raw_param(*schema) && nlohmann::json::accept(value);
+      const bool as_json = schema && !xml_raw_param(*schema) && json_text(value);
       args += as_json ? std::string(trim(value)) : dump_string(std::string(value));
     }
     c.arguments = args + '}';

@@ -8,6 +8,10 @@
 #   scripts/fuzz.sh schema [SECONDS]   structured output's JSON Schema compiler and matcher
 #                                      (fuzz_json_schema: no dead end, accepted text is JSON);
 #                                      seeds tests/data/schema_seeds/*.bin
+#   scripts/fuzz.sh tools [SECONDS]    function calling's parsers and matchers and serve's
+#                                      Anthropic requests (fuzz_tool_calls: no exception but
+#                                      strata::Error, calls' arguments JSON objects, complete
+#                                      calls parse back); seeds tests/data/tool_seeds/*.bin
 # Warnings are not errors there (clang does not know some of GCC's warning pragmas).
 # Seeds: tests/data/gguf_bad/*.bin (gguf); the fixtures' metadata without tensors and that of the
 # synthetic qwen2moe / granitemoe / deepseek / dbrx presets, written by fuzz_meta_seeds, and
@@ -17,13 +21,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TARGET=gguf
-if [[ "${1:-}" == meta || "${1:-}" == gguf || "${1:-}" == text || "${1:-}" == schema ]]; then
+if [[ "${1:-}" == meta || "${1:-}" == gguf || "${1:-}" == text || "${1:-}" == schema ||
+      "${1:-}" == tools ]]; then
   TARGET="$1"
   shift
 fi
 SECONDS_TO_RUN="${1:-300}"
 [[ "$SECONDS_TO_RUN" =~ ^[0-9]+$ ]] || {
-  echo "fuzz.sh: '$SECONDS_TO_RUN' is neither gguf/meta/text/schema nor a number of seconds" >&2; exit 2; }
+  echo "fuzz.sh: '$SECONDS_TO_RUN' is neither gguf/meta/text/schema/tools nor a number of seconds" >&2; exit 2; }
 command -v clang++ >/dev/null || { echo "fuzz.sh needs clang (apt-get install clang)" >&2; exit 1; }
 cmake -S . -B build-fuzz -G Ninja -DSTRATA_FUZZ=ON -DSTRATA_CUDA=OFF -DSTRATA_BENCH=OFF -DSTRATA_WERROR=OFF \
       -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null
@@ -41,6 +46,14 @@ if [[ "$TARGET" == schema ]]; then
   cp -n tests/data/schema_seeds/*.bin fuzz-corpus-schema/ 2>/dev/null || true
   cd fuzz-corpus-schema
   exec ../build-fuzz/tests/fuzz_json_schema -max_total_time="$SECONDS_TO_RUN" -max_len=1024 \
+    -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 .
+fi
+if [[ "$TARGET" == tools ]]; then
+  cmake --build build-fuzz --target fuzz_tool_calls
+  mkdir -p fuzz-corpus-tools
+  cp -n tests/data/tool_seeds/*.bin fuzz-corpus-tools/ 2>/dev/null || true
+  cd fuzz-corpus-tools
+  exec ../build-fuzz/tests/fuzz_tool_calls -max_total_time="$SECONDS_TO_RUN" -max_len=2048 \
     -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 .
 fi
 if [[ "$TARGET" == text ]]; then

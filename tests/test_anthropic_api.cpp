@@ -103,6 +103,14 @@ TEST(AnthropicApi, UnsupportedRequestsAreNamed) {
       {R"({"messages": [{"role": "user", "content": [{"type": "tool_result",
            "content": [{"type": "image"}]}]}]})",
        "only text blocks"},
+      {R"({"messages": [{"role": "user", "content": [{"type": 5}]}]})",
+       "messages[0].content[0].type must be a string"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "tool_result", "is_error": "yes",
+           "content": "x"}]}]})",
+       "is_error must be true or false"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"name": "a", "type": [1],
+           "input_schema": {}}]})",
+       "tools[0].type must be a string"},
   };
   for (const auto& [body, want] : cases) {
     try {

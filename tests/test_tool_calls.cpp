@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -12,6 +14,7 @@
 #include "engine/json_schema.h"
 #include "engine/tool_calls.h"
 #include "io/check.h"
+#include "tool_calls_probe.h"
 
 using namespace strata;
 using namespace strata::engine;
@@ -495,6 +498,19 @@ TEST(ToolCalls, HarmonyCallMatcherFollowsTheTools) {
   EXPECT_FALSE(m.accepting());
   ASSERT_TRUE(m.feed("}"));
   EXPECT_TRUE(m.finished());
+}
+
+// The fuzzer's seeds and fixed findings (tests/data/tool_seeds/) keep its invariants.
+TEST(ToolCalls, FuzzSeedsKeepTheInvariants) {
+  const std::filesystem::path dir = std::filesystem::path(STRATA_TEST_DATA_DIR) / "tool_seeds";
+  size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    std::ifstream f(e.path(), std::ios::binary);
+    const std::string input((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(test::probe_tool_calls(input), "") << e.path();
+    ++n;
+  }
+  EXPECT_GE(n, 7u);
 }
 
 }  // namespace

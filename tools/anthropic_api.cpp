@@ -15,6 +15,23 @@ std::string dump(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+// A member's string (absent or null: `dflt`); another type is an Error naming it.
+std::string text_field(const ojson& o, const char* key, const std::string& where,
+                       std::string dflt = {}) {
+  const auto it = o.find(key);
+  if (it == o.end() || it->is_null()) return dflt;
+  if (!it->is_string()) fail(ErrorKind::kBadValue, "{}.{} must be a string", where, key);
+  return it->get<std::string>();
+}
+
+// A member's boolean (absent or null: false); another type is an Error naming it.
+bool flag_field(const ojson& o, const char* key, const std::string& where) {
+  const auto it = o.find(key);
+  if (it == o.end() || it->is_null()) return false;
+  if (!it->is_boolean()) fail(ErrorKind::kBadValue, "{}.{} must be true or false", where, key);
+  return it->get<bool>();
+}
+
 // The text of a content value: a string, or the text blocks of a list (what else it may hold is
 // refused, named with `where`).
 std::string text_of(const ojson& content, const std::string& where) {
@@ -25,7 +42,8 @@ std::string text_of(const ojson& content, const std::string& where) {
   std::string out;
   for (size_t i = 0; i < content.size(); ++i) {
     const ojson& b = content[i];
-    const std::string type = b.is_object() ? b.value("type", "") : "";
+    const std::string type =
+        b.is_object() ? text_field(b, "type", fmt::format("{}[{}]", where, i)) : "";
     if (type != "text" || !b.contains("text") || !b["text"].is_string())
       fail(ErrorKind::kBadValue, "{}[{}]: only text blocks are supported here (got '{}')", where, i,
            type);
@@ -54,7 +72,7 @@ void add_message(const ojson& m, size_t i, ojson& out) {
   for (size_t k = 0; k < content.size(); ++k) {
     const ojson& b = content[k];
     const std::string at = fmt::format("{}.content[{}]", where, k);
-    const std::string type = b.is_object() ? b.value("type", "") : "";
+    const std::string type = b.is_object() ? text_field(b, "type", at) : "";
     if (type == "text") {
       if (!b.contains("text") || !b["text"].is_string())
         fail(ErrorKind::kBadValue, "{} needs a string 'text'", at);
@@ -66,16 +84,17 @@ void add_message(const ojson& m, size_t i, ojson& out) {
         fail(ErrorKind::kBadValue, "{} needs a string 'name'", at);
       const ojson input = b.value("input", ojson::object());
       calls.push_back(
-          {{"id", b.value("id", fmt::format("toolu_{}_{}", i, k))},
+          {{"id", text_field(b, "id", at, fmt::format("toolu_{}_{}", i, k))},
            {"type", "function"},
            {"function",
             {{"name", b["name"]},
              {"arguments", input.dump(-1, ' ', false, ojson::error_handler_t::replace)}}}});
     } else if (type == "tool_result" && role == "user") {
       std::string result = text_of(b.value("content", ojson("")), at + ".content");
-      if (b.value("is_error", false)) result = "Error: " + result;
-      out.push_back(
-          {{"role", "tool"}, {"tool_call_id", b.value("tool_use_id", "")}, {"content", result}});
+      if (flag_field(b, "is_error", at)) result = "Error: " + result;
+      out.push_back({{"role", "tool"},
+                     {"tool_call_id", text_field(b, "tool_use_id", at)},
+                     {"content", result}});
     } else {
       fail(ErrorKind::kBadValue, "{}: '{}' blocks are not supported in a{} message", at, type,
            role == "user" ? " user" : "n assistant");
@@ -117,7 +136,7 @@ std::string chat_request(std::string_view body) {
       const ojson& tool = (*t)[i];
       if (!tool.is_object() || !tool.contains("name") || !tool["name"].is_string())
         fail(ErrorKind::kBadValue, "tools[{}] needs a string 'name'", i);
-      const std::string type = tool.value("type", "custom");
+      const std::string type = text_field(tool, "type", fmt::format("tools[{}]", i), "custom");
       if (type != "custom" || !tool.contains("input_schema"))
         fail(ErrorKind::kBadValue,
              "tools[{}] ('{}'): only client tools with an input_schema are supported (server "
@@ -131,7 +150,7 @@ std::string chat_request(std::string_view body) {
     out["tools"] = std::move(tools);
   }
   if (const auto c = in.find("tool_choice"); c != in.end() && !c->is_null()) {
-    const std::string type = c->is_object() ? c->value("type", "") : "";
+    const std::string type = c->is_object() ? text_field(*c, "type", "tool_choice") : "";
     if (type == "auto") {
       out["tool_choice"] = "auto";
     } else if (type == "any") {
@@ -145,10 +164,11 @@ std::string chat_request(std::string_view body) {
            "'tool_choice': {{\"type\": \"auto\"}}, {{\"type\": \"any\"}}, {{\"type\": \"none\"}} "
            "or {{\"type\": \"tool\", \"name\": ...}}");
     }
-    if (c->value("disable_parallel_tool_use", false)) out["parallel_tool_calls"] = false;
+    if (c->is_object() && flag_field(*c, "disable_parallel_tool_use", "tool_choice"))
+      out["parallel_tool_calls"] = false;
   }
   if (const auto t = in.find("thinking"); t != in.end() && !t->is_null()) {
-    const std::string type = t->is_object() ? t->value("type", "") : "";
+    const std::string type = t->is_object() ? text_field(*t, "type", "thinking") : "";
     if (type != "enabled" && type != "disabled")
       fail(ErrorKind::kBadValue,
            "'thinking': {{\"type\": \"enabled\"}} or {{\"type\": \"disabled\"}}");

@@ -170,8 +170,8 @@ std::string content_text(const json& content, size_t i) {
                                       i)};
   std::string text;
   for (const json& part : content) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-        !part["text"].is_string())
+    if (!part.is_object() || !part.contains("type") || part["type"] != "text" ||
+        !part.contains("text") || !part["text"].is_string())
       throw BadRequest{400, fmt::format("messages[{}].content: only text parts are supported", i)};
     text += part["text"].get<std::string>();
   }
@@ -209,7 +209,9 @@ void parse_messages(const json& body, CompletionRequest& r) {
           arguments = args->get<std::string>();
         else if (args)
           arguments = args->dump(-1, ' ', false, json::error_handler_t::replace);
-        tm.calls.push_back({call.value("id", ""), (*f)["name"].get<std::string>(), arguments});
+        const std::string call_id =
+            call.contains("id") && call["id"].is_string() ? call["id"].get<std::string>() : "";
+        tm.calls.push_back({call_id, (*f)["name"].get<std::string>(), arguments});
       }
       r.tool_parts = r.tool_parts || !tm.calls.empty();
     }
