@@ -36,7 +36,7 @@ TEST(AnthropicApi, RequestBecomesAChatRequest) {
       {"role": "user", "content": [
         {"type": "tool_result", "tool_use_id": "toolu_1", "content": "4 C"},
         {"type": "tool_result", "tool_use_id": "toolu_2", "is_error": true,
-         "content": [{"type": "text", "text": "timeout"}]},
+         "content": [{"type": "text", "text": "timeout"}, {"type": "image", "source": {}}]},
         {"type": "text", "text": "And tomorrow?"}]}]})");
   // The tools' schemas keep their key order (the prompt writes them as the client did).
   EXPECT_NE(out.find(R"("properties":{"zeta":{"type":"string"},"alpha")"), std::string::npos)
@@ -68,7 +68,8 @@ TEST(AnthropicApi, RequestBecomesAChatRequest) {
   EXPECT_EQ(json::parse(m[2]["tool_calls"][0]["function"]["arguments"].get<std::string>()),
             json({{"zeta", "Oslo"}}));
   EXPECT_EQ(m[3], json({{"role", "tool"}, {"tool_call_id", "toolu_1"}, {"content", "4 C"}}));
-  EXPECT_EQ(m[4]["content"], "Error: timeout");
+  // An image in a tool's result: a line saying so, and the turn goes on.
+  EXPECT_EQ(m[4]["content"], "Error: timeout[image not shown: this model reads text only]");
   EXPECT_EQ(m[5], json({{"role", "user"}, {"content", "And tomorrow?"}}));
 
   // tool_choice's other forms; thinking on.
@@ -100,8 +101,7 @@ TEST(AnthropicApi, UnsupportedRequestsAreNamed) {
        "'tool_choice'"},
       {R"({"messages": [{"role": "user", "content": "x"}], "thinking": {"type": "x"}})",
        "'thinking'"},
-      {R"({"messages": [{"role": "user", "content": [{"type": "tool_result",
-           "content": [{"type": "image"}]}]}]})",
+      {R"({"system": [{"type": "image"}], "messages": [{"role": "user", "content": "x"}]})",
        "only text blocks"},
       {R"({"messages": [{"role": "user", "content": [{"type": 5}]}]})",
        "messages[0].content[0].type must be a string"},
@@ -151,8 +151,14 @@ TEST(AnthropicApi, CompletionBecomesAMessage) {
     plain["choices"][0]["finish_reason"] = finish;
     const json p = anthropic::message(plain);
     EXPECT_EQ(p["stop_reason"], want);
+    EXPECT_TRUE(p["stop_sequence"].is_null());
     EXPECT_EQ(p["content"], json::array({{{"type", "text"}, {"text", ""}}}));
   }
+  // A stop string ended it (serve's stop_sequence beside finish_reason "stop").
+  plain["choices"][0]["finish_reason"] = "stop";
+  plain["choices"][0]["stop_sequence"] = "END";
+  EXPECT_EQ(anthropic::message(plain)["stop_reason"], "stop_sequence");
+  EXPECT_EQ(anthropic::message(plain)["stop_sequence"], "END");
   // Errors.
   const json e = json::parse(
       anthropic::error(R"({"error": {"message": "bad", "type": "invalid_request_error"}})", 400));
@@ -215,6 +221,14 @@ TEST(AnthropicApi, ChunksBecomeEvents) {
   EXPECT_EQ(ev[13].second["index"], 3);
   EXPECT_EQ(ev[14].second["delta"]["stop_reason"], "tool_use");
   EXPECT_EQ(ev[14].second["usage"]["output_tokens"], 9);
+  // A stop string ends the stream: stop_sequence.
+  anthropic::Stream stopped("y", "m", 1);
+  std::string stop_text = stopped.chunk(
+      json::parse(R"({"delta": {}, "finish_reason": "stop", "stop_sequence": "##"})"));
+  stop_text += stopped.finish(2);
+  const auto st = events(stop_text);
+  EXPECT_EQ(st[st.size() - 2].second["delta"]["stop_reason"], "stop_sequence");
+  EXPECT_EQ(st[st.size() - 2].second["delta"]["stop_sequence"], "##");
   // An empty reply still starts and stops the message; an error is one event.
   anthropic::Stream empty("x", "m", 1);
   const auto e = events(empty.finish(0));

@@ -897,6 +897,25 @@ TEST_F(Thinking, ServeSpeaksAnthropicMessages) {
   ASSERT_EQ(nstatus, 200) << ntext;
   EXPECT_GT(json::parse(ntext)["usage"]["input_tokens"].get<int>(), input_tokens);
 
+  // A stop string: stop_reason stop_sequence, and which.
+  const json plain = {{"max_tokens", 16},
+                      {"temperature", 0},
+                      {"messages", {{{"role", "user"}, {"content", "Hello"}}}}};
+  const auto [pstatus, ptext] = post("/v1/messages", plain);
+  ASSERT_EQ(pstatus, 200) << ptext;
+  const std::string said = json::parse(ptext)["content"][0]["text"];
+  const auto letter = std::find_if(said.begin() + std::min<size_t>(1, said.size()), said.end(),
+                                   [](char ch) { return std::isalpha(uint8_t(ch)) != 0; });
+  if (letter != said.end()) {
+    json stopped = plain;
+    stopped["stop_sequences"] = {std::string(1, *letter)};
+    const auto [sstatus2, stext2] = post("/v1/messages", stopped);
+    ASSERT_EQ(sstatus2, 200) << stext2;
+    const json sm = json::parse(stext2);
+    EXPECT_EQ(sm["stop_reason"], "stop_sequence") << said << " / " << stext2;
+    EXPECT_EQ(sm["stop_sequence"], std::string(1, *letter));
+  }
+
   // Errors in Anthropic's shape; a conversation over the context in Anthropic's words.
   json lengthy = body;
   lengthy["messages"][0]["content"] = std::string(12000, 'x');

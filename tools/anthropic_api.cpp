@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <tuple>
+
 #include "io/check.h"
 
 namespace strata::tools::anthropic {
@@ -33,8 +35,9 @@ bool flag_field(const ojson& o, const char* key, const std::string& where) {
 }
 
 // The text of a content value: a string, or the text blocks of a list (what else it may hold is
-// refused, named with `where`).
-std::string text_of(const ojson& content, const std::string& where) {
+// refused, named with `where`; in a tool's result an image or a document becomes a line saying
+// so: an agent's tool may return one, and its turn should go on).
+std::string text_of(const ojson& content, const std::string& where, bool tool_result = false) {
   if (content.is_string()) return content.get<std::string>();
   if (content.is_null()) return {};
   if (!content.is_array())
@@ -44,6 +47,10 @@ std::string text_of(const ojson& content, const std::string& where) {
     const ojson& b = content[i];
     const std::string type =
         b.is_object() ? text_field(b, "type", fmt::format("{}[{}]", where, i)) : "";
+    if (tool_result && (type == "image" || type == "document")) {
+      out += fmt::format("[{} not shown: this model reads text only]", type);
+      continue;
+    }
     if (type != "text" || !b.contains("text") || !b["text"].is_string())
       fail(ErrorKind::kBadValue, "{}[{}]: only text blocks are supported here (got '{}')", where, i,
            type);
@@ -90,7 +97,7 @@ void add_message(const ojson& m, size_t i, ojson& out) {
             {{"name", b["name"]},
              {"arguments", input.dump(-1, ' ', false, ojson::error_handler_t::replace)}}}});
     } else if (type == "tool_result" && role == "user") {
-      std::string result = text_of(b.value("content", ojson("")), at + ".content");
+      std::string result = text_of(b.value("content", ojson("")), at + ".content", true);
       if (flag_field(b, "is_error", at)) result = "Error: " + result;
       out.push_back({{"role", "tool"},
                      {"tool_call_id", text_field(b, "tool_use_id", at)},
@@ -179,10 +186,14 @@ std::string chat_request(std::string_view body) {
 
 namespace {
 
-const char* stop_reason(const json& finish) {
-  if (finish == "length") return "max_tokens";
-  if (finish == "tool_calls") return "tool_use";
-  return "end_turn";
+// A choice's stop_reason, and its stop_sequence (null unless a stop string ended it).
+std::pair<const char*, json> stop_reason(const json& choice) {
+  const json finish = choice.value("finish_reason", json());
+  if (finish == "length") return {"max_tokens", nullptr};
+  if (finish == "tool_calls") return {"tool_use", nullptr};
+  if (const auto s = choice.find("stop_sequence"); s != choice.end() && s->is_string())
+    return {"stop_sequence", *s};
+  return {"end_turn", nullptr};
 }
 
 json tool_use(const json& call) {
@@ -210,14 +221,15 @@ json message(const json& completion) {
   if (calls)
     for (const json& c : msg["tool_calls"]) content.push_back(tool_use(c));
   const json& usage = completion["usage"];
+  const auto [reason, sequence] = stop_reason(choice);
   return {
       {"id", "msg_" + completion["id"].get<std::string>()},
       {"type", "message"},
       {"role", "assistant"},
       {"model", completion["model"]},
       {"content", std::move(content)},
-      {"stop_reason", stop_reason(choice["finish_reason"])},
-      {"stop_sequence", nullptr},
+      {"stop_reason", reason},
+      {"stop_sequence", sequence},
       {"usage",
        {{"input_tokens", usage["prompt_tokens"]}, {"output_tokens", usage["completion_tokens"]}}}};
 }
@@ -306,7 +318,7 @@ std::string Stream::chunk(const json& choice) {
     }
   }
   if (const auto f = choice.find("finish_reason"); f != choice.end() && !f->is_null())
-    stop_reason_ = stop_reason(*f);
+    std::tie(stop_reason_, stop_sequence_) = stop_reason(choice);
   return out;
 }
 
@@ -315,7 +327,7 @@ std::string Stream::finish(uint32_t output_tokens) {
   out += close();
   out += event("message_delta",
                {{"type", "message_delta"},
-                {"delta", {{"stop_reason", stop_reason_}, {"stop_sequence", nullptr}}},
+                {"delta", {{"stop_reason", stop_reason_}, {"stop_sequence", stop_sequence_}}},
                 {"usage", {{"output_tokens", output_tokens}}}});
   out += event("message_stop", {{"type", "message_stop"}});
   return out;

@@ -53,6 +53,7 @@ class Stream {
   Block block_ = Block::kNone;
   int index_ = -1;  // the open (or last) block's index
   std::string stop_reason_ = "end_turn";
+  nlohmann::json stop_sequence_;  // the stop string that ended the reply (null: none)
 };
 
 }  // namespace strata::tools::anthropic

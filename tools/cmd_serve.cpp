@@ -441,6 +441,7 @@ class StopFilter {
     for (const std::string& s : stops_) {
       if (const size_t at = pending_.find(s); at != std::string::npos) {
         stopped_ = true;
+        matched_ = s;
         std::string out = pending_.substr(0, at);
         pending_.clear();
         return out;
@@ -461,10 +462,12 @@ class StopFilter {
   }
   std::string flush() { return std::exchange(pending_, {}); }  // at the end of the reply
   bool stopped() const { return stopped_; }
+  const std::string& matched() const { return matched_; }  // the stop string that appeared
 
  private:
   std::vector<std::string> stops_;
   std::string pending_;
+  std::string matched_;
   bool stopped_ = false;
 };
 
@@ -1040,6 +1043,8 @@ class Server {
         }
         choices.push_back(choice(i, echo.text + answer, finish, false, logprobs(toks), reasoning,
                                  std::move(calls)));
+        // (strata's addition: which stop string ended the reply; Anthropic's stop_sequence)
+        if (filter.stopped()) choices.back()["stop_sequence"] = filter.matched();
         add_stats(total, t.stats);
         log(api, t.stats, t_begin, "");
         if (filter.stopped()) stop_reply_.store(false);  // the next prompt's reply runs
@@ -1156,7 +1161,11 @@ class Server {
           if (t.status == engine::TurnStatus::kEndOfGeneration && !filter.stopped())
             finish = "tool_calls";
         }
-        if (!gone) event(choice(0, std::nullopt, finish, true, nullptr));
+        if (!gone) {
+          json last = choice(0, std::nullopt, finish, true, nullptr);
+          if (filter.stopped()) last["stop_sequence"] = filter.matched();
+          event(last);
+        }
         const std::string done =
             events ? events->finish(t.stats.n_generated) : std::string("data: [DONE]\n\n");
         sink.write(done.data(), done.size());
