@@ -32,37 +32,21 @@ SECONDS_TO_RUN="${1:-300}"
 command -v clang++ >/dev/null || { echo "fuzz.sh needs clang (apt-get install clang)" >&2; exit 1; }
 cmake -S . -B build-fuzz -G Ninja -DSTRATA_FUZZ=ON -DSTRATA_CUDA=OFF -DSTRATA_BENCH=OFF -DSTRATA_WERROR=OFF \
       -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null
-if [[ "$TARGET" == gguf ]]; then
-  cmake --build build-fuzz --target fuzz_gguf
-  mkdir -p fuzz-corpus
-  cp -n tests/data/gguf_bad/*.bin fuzz-corpus/ 2>/dev/null || true
-  cd fuzz-corpus
-  exec ../build-fuzz/tests/fuzz_gguf -max_total_time="$SECONDS_TO_RUN" -max_len=4096 -timeout=10 \
+# run TARGET CORPUS MAX_LEN [SEED_DIR]: builds the target, seeds its corpus, runs it there.
+run() {
+  cmake --build build-fuzz --target "$1"
+  mkdir -p "$2"
+  if [[ -n "${4:-}" ]]; then cp -n "$4"/*.bin "$2"/ 2>/dev/null || true; fi
+  cd "$2"
+  exec ../build-fuzz/tests/"$1" -max_total_time="$SECONDS_TO_RUN" -max_len="$3" -timeout=10 \
     -rss_limit_mb=2048 -print_final_stats=1 .
-fi
-if [[ "$TARGET" == schema ]]; then
-  cmake --build build-fuzz --target fuzz_json_schema
-  mkdir -p fuzz-corpus-schema
-  cp -n tests/data/schema_seeds/*.bin fuzz-corpus-schema/ 2>/dev/null || true
-  cd fuzz-corpus-schema
-  exec ../build-fuzz/tests/fuzz_json_schema -max_total_time="$SECONDS_TO_RUN" -max_len=1024 \
-    -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 .
-fi
-if [[ "$TARGET" == tools ]]; then
-  cmake --build build-fuzz --target fuzz_tool_calls
-  mkdir -p fuzz-corpus-tools
-  cp -n tests/data/tool_seeds/*.bin fuzz-corpus-tools/ 2>/dev/null || true
-  cd fuzz-corpus-tools
-  exec ../build-fuzz/tests/fuzz_tool_calls -max_total_time="$SECONDS_TO_RUN" -max_len=2048 \
-    -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 .
-fi
-if [[ "$TARGET" == text ]]; then
-  cmake --build build-fuzz --target fuzz_tokenize
-  mkdir -p fuzz-corpus-text
-  cd fuzz-corpus-text
-  exec ../build-fuzz/tests/fuzz_tokenize -max_total_time="$SECONDS_TO_RUN" -max_len=2048 \
-    -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 .
-fi
+}
+case "$TARGET" in
+  gguf) run fuzz_gguf fuzz-corpus 4096 tests/data/gguf_bad ;;
+  schema) run fuzz_json_schema fuzz-corpus-schema 1024 tests/data/schema_seeds ;;
+  tools) run fuzz_tool_calls fuzz-corpus-tools 2048 tests/data/tool_seeds ;;
+  text) run fuzz_tokenize fuzz-corpus-text 2048 ;;
+esac
 cmake --build build-fuzz --target fuzz_model_meta fuzz_meta_seeds
 mkdir -p fuzz-corpus-meta
 FIXTURES="${STRATA_FIXTURES_DIR:-../shared/fixtures}"
