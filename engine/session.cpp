@@ -148,7 +148,7 @@ void ChatSession::set_tool_calls(ToolCalls calls) {
   if (tools_.open >= 0) tool_close_ = tok_.tokenize(tools_.close, false, true);
   const std::vector<int32_t> nl = tok_.tokenize("\n", false, true);
   newline_ = nl.size() == 1 ? nl[0] : -1;
-  tools_.parallel = tools_.parallel && !tool_close_.empty() && newline_ >= 0;
+  tools_.parallel = tools_.parallel && tools_.open >= 0 && newline_ >= 0;
 }
 
 void ChatSession::set_stash(size_t slots) {

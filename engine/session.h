@@ -110,11 +110,11 @@ class ChatSession {
   // no `header_end` (<|message|>) after the last `header_start` (<|start|>) or the reply's
   // start — the tokens after it are constrained by a filter from `body` (a call's
   // JSON, XML or harmony), and when that call is complete the reply ends — or, `parallel` (with
-  // `open`), `close` ("\n</tool_call>") follows, and the model then either ends its turn or
-  // writes "\n", which is followed by `open` and another call. No body: off (the default). Not
-  // with set_json_schema. `forced` (OpenAI's tool_choice "required" or a named function): chat
-  // turns' prompts end with `forced_prompt`, so the reply is a call from its first token (not
-  // split).
+  // `open`), `close` ("\n</tool_call>"; empty where the body holds it, GLM's) follows, and the
+  // model then either ends its turn or writes "\n", which is followed by `open` and another call.
+  // No body: off (the default). Not with set_json_schema. `forced` (OpenAI's tool_choice "required"
+  // or a named function): chat turns' prompts end with `forced_prompt`, so the reply is a call from
+  // its first token (not split).
   struct ToolCalls {
     int32_t open = -1;
     std::string open_text = {};

@@ -1,4 +1,4 @@
-// Function calling in the Hermes and Qwen3-Coder XML formats (tool_calls.h).
+// Function calling in the Hermes, Qwen3-Coder XML, GLM XML and harmony formats (tool_calls.h).
 #include "engine/tool_calls.h"
 
 #include <fmt/format.h>
@@ -24,6 +24,13 @@ constexpr std::string_view kToolsTail =
     "\n</tools>\n\nFor each function call, return a json object with function name and arguments "
     "within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "
     "\"arguments\": <args-json-object>}\n</tool_call>";
+
+// GLM-4.5's and GLM-4.6's template's words after the tools' signatures (before them, Qwen3's).
+constexpr std::string_view kGlmToolsTail =
+    "\n</tools>\n\nFor each function call, output the function name and arguments within the "
+    "following XML format:\n<tool_call>{function-name}\n<arg_key>{arg-key-1}</arg_key>\n"
+    "<arg_value>{arg-value-1}</arg_value>\n<arg_key>{arg-key-2}</arg_key>\n<arg_value>{arg-value-2}"
+    "</arg_value>\n...\n</tool_call>";
 
 std::string_view trim(std::string_view s) {
   const auto space = [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; };
@@ -225,6 +232,11 @@ ToolFormat tool_format(std::string_view chat_template) {
 
 ToolFormat tool_format(ChatFamily family, std::string_view chat_template) {
   if (family == ChatFamily::kGptOss) return ToolFormat::kHarmony;
+  if (family == ChatFamily::kChatglm4)
+    return chat_template.find(kCallOpen) != std::string_view::npos &&
+                   chat_template.find("<arg_key>") != std::string_view::npos
+               ? ToolFormat::kGlmXml
+               : ToolFormat::kNone;
   return family == ChatFamily::kChatml ? tool_format(chat_template) : ToolFormat::kNone;
 }
 
@@ -233,7 +245,19 @@ std::string_view call_opening(ToolFormat f) {
 }
 
 std::string_view forced_call_prompt(ToolFormat f) {
-  return f == ToolFormat::kHarmony ? "<|channel|>commentary to=functions." : "<tool_call>\n";
+  switch (f) {
+    case ToolFormat::kHarmony:
+      return "<|channel|>commentary to=functions.";
+    case ToolFormat::kGlmXml:  // the empty reasoning block GLM's turns start with
+      return "<think></think>\n<tool_call>";
+    default:
+      return "<tool_call>\n";
+  }
+}
+
+std::string_view forced_call_head(ToolFormat f) {
+  const std::string_view p = forced_call_prompt(f);
+  return f == ToolFormat::kGlmXml ? p.substr(p.find(kCallOpen)) : p;
 }
 
 std::string_view tool_format_name(ToolFormat f) {
@@ -244,6 +268,8 @@ std::string_view tool_format_name(ToolFormat f) {
       return "hermes";
     case ToolFormat::kQwenXml:
       return "qwen3-coder xml";
+    case ToolFormat::kGlmXml:
+      return "glm xml";
     case ToolFormat::kNone:
       break;
   }
@@ -584,6 +610,8 @@ std::vector<ChatMessage> render_tools(ToolFormat f, const std::vector<ToolMessag
   switch (f) {
     case ToolFormat::kQwenXml:
       return render_qwen_xml(messages, tools);
+    case ToolFormat::kGlmXml:
+      return render_glm(messages, tools);
     case ToolFormat::kHarmony:
       return render_harmony(messages, tools, reasoning_effort, today());
     default:
@@ -632,6 +660,20 @@ ParsedCalls parse_harmony_calls(std::string_view reply) {
   return r;
 }
 
+namespace {
+// An XML call's KEY and VALUE into its arguments object's text: a raw parameter (xml_raw_param
+// of its schema) as a JSON string, any other as the JSON the model wrote (a number keeps its
+// digits), a string when it is not JSON.
+void append_arg(std::string& args, const std::vector<ToolSpec>& tools, std::string_view tool,
+                const std::string& key, std::string_view value) {
+  const nlohmann::json* schema = param_schema(tools, tool, key);
+  args += args.size() > 1 ? "," : "";
+  args += dump_string(key) + ':';
+  const bool as_json = schema && !xml_raw_param(*schema) && json_text(value);
+  args += as_json ? std::string(trim(value)) : dump_string(std::string(value));
+}
+}  // namespace
+
 ParsedCalls parse_qwen_xml_calls(std::string_view answer, const std::vector<ToolSpec>& tools) {
   // <function=NAME> … </function>, each <parameter=KEY>\nVALUE\n</parameter> inside.
   return parse_blocks(answer, [&](std::string_view b) -> std::optional<ToolCall> {
@@ -643,8 +685,6 @@ ParsedCalls parse_qwen_xml_calls(std::string_view answer, const std::vector<Tool
       return std::nullopt;
     ToolCall c;
     c.name = std::string(b.substr(kFn.size(), name_end - kFn.size()));
-    // The arguments object's text: a JSON value as the model wrote it (a number keeps its
-    // digits), compact.
     std::string args = "{";
     std::string_view rest = b.substr(name_end + 1, b.size() - kFnEnd.size() - name_end - 1);
     while (!trim(rest).empty()) {
@@ -664,11 +704,83 @@ ParsedCalls parse_qwen_xml_calls(std::string_view answer, const std::vector<Tool
       std::string_view value = rest.substr(key_end + 1, value_end - key_end - 1);
       if (value.starts_with('\n')) value.remove_prefix(1);
       rest.remove_prefix(value_end + skip);
-      const nlohmann::json* schema = param_schema(tools, c.name, key);
-      if (args.size() > 1) args += ',';
-      args += dump_string(key) + ':';
-      const bool as_json = schema && !xml_raw_param(*schema) && json_text(value);
-      args += as_json ? std::string(trim(value)) : dump_string(std::string(value));
+      append_arg(args, tools, c.name, key, value);
+    }
+    c.arguments = args + '}';
+    return c;
+  });
+}
+
+std::vector<ChatMessage> render_glm(const std::vector<ToolMessage>& messages,
+                                    const std::vector<ToolSpec>& tools) {
+  std::vector<ChatMessage> out;
+  if (!tools.empty()) {  // a system turn of its own, before the conversation's
+    std::string system(kToolsHead);
+    for (const ToolSpec& t : tools) system += "\n" + t.json_text;
+    system += kGlmToolsTail;
+    out.push_back({"system", std::move(system)});
+  }
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ToolMessage& m = messages[i];
+    if (m.role == "tool") {  // a run of results: one observation turn
+      std::string text;
+      for (; i < messages.size() && messages[i].role == "tool"; ++i) {
+        if (!text.empty()) text += '\n';
+        text += "<tool_response>\n" + messages[i].content + "\n</tool_response>";
+      }
+      --i;
+      out.push_back({"observation", std::move(text)});
+      continue;
+    }
+    if (m.role != "assistant") {
+      out.push_back({m.role, m.content});
+      continue;
+    }
+    // The template writes "<|assistant|>" + "\n<think></think>" + ("\n" + content) + each call's
+    // "\n<tool_call>NAME\n" + "<arg_key>KEY</arg_key>\n<arg_value>VALUE</arg_value>\n"… +
+    // "</tool_call>"; the formatter writes the role's "\n" itself.
+    std::string text = "<think></think>";
+    if (const std::string_view content = trim(m.content); !content.empty())
+      text += "\n" + std::string(content);
+    for (const ToolCall& call : m.calls) {
+      const nlohmann::ordered_json args =
+          nlohmann::ordered_json::parse(call.arguments, nullptr, false);
+      if (!args.is_object())
+        fail(ErrorKind::kBadValue, "the arguments of a call of '{}' are not a JSON object",
+             call.name);
+      text += "\n<tool_call>" + call.name + "\n";
+      for (const auto& [key, value] : args.items())
+        text += "<arg_key>" + key + "</arg_key>\n<arg_value>" +
+                (value.is_string() ? value.get<std::string>() : template_json(value)) +
+                "</arg_value>\n";
+      text += "</tool_call>";
+    }
+    out.push_back({m.role, std::move(text)});
+  }
+  return out;
+}
+
+ParsedCalls parse_glm_calls(std::string_view answer, const std::vector<ToolSpec>& tools) {
+  // NAME, then <arg_key>KEY</arg_key> <arg_value>VALUE</arg_value> pairs.
+  return parse_blocks(answer, [&](std::string_view b) -> std::optional<ToolCall> {
+    constexpr std::string_view kKey = "<arg_key>", kKeyEnd = "</arg_key>";
+    constexpr std::string_view kValue = "<arg_value>", kValueEnd = "</arg_value>";
+    const std::string_view name = trim(b.substr(0, std::min(b.find('\n'), b.find('<'))));
+    if (name.empty()) return std::nullopt;
+    ToolCall c;
+    c.name = std::string(name);
+    std::string args = "{";
+    std::string_view rest = b.substr(std::min(b.size(), b.find(name) + name.size()));
+    while (!trim(rest).empty()) {
+      rest = trim(rest);
+      const size_t key_end = rest.find(kKeyEnd);
+      if (!rest.starts_with(kKey) || key_end == std::string_view::npos) return std::nullopt;
+      const std::string key(trim(rest.substr(kKey.size(), key_end - kKey.size())));
+      rest = trim(rest.substr(key_end + kKeyEnd.size()));
+      const size_t value_end = rest.find(kValueEnd);
+      if (!rest.starts_with(kValue) || value_end == std::string_view::npos) return std::nullopt;
+      append_arg(args, tools, c.name, key, rest.substr(kValue.size(), value_end - kValue.size()));
+      rest.remove_prefix(value_end + kValueEnd.size());
     }
     c.arguments = args + '}';
     return c;
@@ -679,6 +791,8 @@ ParsedCalls parse_calls(ToolFormat f, std::string_view answer, const std::vector
   switch (f) {
     case ToolFormat::kQwenXml:
       return parse_qwen_xml_calls(answer, tools);
+    case ToolFormat::kGlmXml:
+      return parse_glm_calls(answer, tools);
     case ToolFormat::kHarmony:
       return parse_harmony_calls(answer);
     default:
@@ -718,8 +832,10 @@ std::shared_ptr<const JsonSchema> tool_call_schema(const std::vector<ToolSpec>& 
   return JsonSchema::from_json(nlohmann::json{{"anyOf", std::move(any_of)}});
 }
 
-std::shared_ptr<const XmlCallSpec> xml_call_spec(const std::vector<ToolSpec>& tools) {
+std::shared_ptr<const XmlCallSpec> xml_call_spec(const std::vector<ToolSpec>& tools,
+                                                 const XmlCallSyntax& syntax) {
   auto spec = std::make_shared<XmlCallSpec>();
+  spec->syntax = syntax;
   for (const ToolSpec& t : tools) {
     XmlCallSpec::Function f;
     f.name = t.name;
@@ -770,8 +886,9 @@ DocumentFilterFn call_filters(ToolFormat f, const std::vector<ToolSpec>& tools) 
     return [spec = harmony_call_spec(tools)](std::shared_ptr<const TokenTexts> texts) {
       return std::unique_ptr<DocumentFilter>(new HarmonyCallConstraint(spec, std::move(texts)));
     };
-  if (f == ToolFormat::kQwenXml)
-    return [spec = xml_call_spec(tools)](std::shared_ptr<const TokenTexts> texts) {
+  if (f == ToolFormat::kQwenXml || f == ToolFormat::kGlmXml)
+    return [spec = xml_call_spec(tools, f == ToolFormat::kGlmXml ? kGlmSyntax : kQwenCoderSyntax)](
+               std::shared_ptr<const TokenTexts> texts) {
       return std::unique_ptr<DocumentFilter>(new XmlCallConstraint(spec, std::move(texts)));
     };
   return [schema = tool_call_schema(tools)](std::shared_ptr<const TokenTexts> texts) {

@@ -5,6 +5,9 @@
 //  - Qwen3-Coder's XML: the tools as XML in the system message, each call a <tool_call> block of
 //    "\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>\n…</function>\n" (xml_call.h);
 //    (each result inside <tool_response> tags in a user turn, in both);
+//  - GLM-4.5's and GLM-4.6's XML: the tools' signatures as JSON in a system turn of their own, each
+//    call a <tool_call> block of "NAME\n<arg_key>KEY</arg_key>\n<arg_value>VALUE</arg_value>\n…"
+//    (xml_call.h), each run of results <tool_response> blocks in an observation turn;
 //  - gpt-oss's harmony: the tools as a TypeScript namespace in the developer message, after
 //    harmony's system message; each call a commentary message to=functions.NAME whose body is
 //    the JSON arguments (harmony_call.h), each result a message from functions.NAME.
@@ -31,6 +34,7 @@ enum class ToolFormat {
   kNone,     // no format strata knows
   kHermes,   // the template mentions <tool_call> (Qwen2.5's, Qwen3's, Hermes')
   kQwenXml,  // and <function= and <parameters> (Qwen3-Coder's)
+  kGlmXml,   // a chatglm4 template with <tool_call> and <arg_key> (GLM-4.5's, GLM-4.6's)
   kHarmony,  // gpt-oss (the chat family)
 };
 // The format a ChatML template speaks (other families: kNone).
@@ -79,6 +83,13 @@ std::vector<ChatMessage> render_hermes(const std::vector<ToolMessage>& messages,
 // JSON object), and each run of tool results one user message of <tool_response> blocks.
 std::vector<ChatMessage> render_qwen_xml(const std::vector<ToolMessage>& messages,
                                          const std::vector<ToolSpec>& tools);
+// The same in GLM-4.5's form (chatglm4's formatter): the tools in a system message of their own
+// before the conversation's; an assistant's turn opened by an empty <think></think> block, then
+// its content and its calls as <tool_call> blocks of <arg_key> / <arg_value> pairs (an Error,
+// kBadValue, when a call's arguments are not a JSON object); each run of tool results one
+// observation message of <tool_response> blocks.
+std::vector<ChatMessage> render_glm(const std::vector<ToolMessage>& messages,
+                                    const std::vector<ToolSpec>& tools);
 // The same in gpt-oss's harmony, for its chat formatter (whose roles may carry a header's
 // channel and recipient): with tools, harmony's system message (reasoning_effort: low, medium or
 // high; `date` YYYY-MM-DD) and a developer message of the system prompt's instructions and the
@@ -89,7 +100,7 @@ std::vector<ChatMessage> render_harmony(const std::vector<ToolMessage>& messages
                                         std::string_view reasoning_effort, std::string_view date);
 // The TypeScript type harmony writes for a parameter's JSON Schema.
 std::string harmony_type(const nlohmann::ordered_json& schema);
-// render_hermes, render_qwen_xml or render_harmony (today's date).
+// render_hermes, render_qwen_xml, render_glm or render_harmony (today's date).
 std::vector<ChatMessage> render_tools(ToolFormat f, const std::vector<ToolMessage>& messages,
                                       const std::vector<ToolSpec>& tools,
                                       std::string_view reasoning_effort = "medium");
@@ -108,6 +119,9 @@ ParsedCalls parse_hermes_calls(std::string_view answer);
 // (xml_raw_param of the tool's schema for it) becomes a JSON string; any other VALUE is read as
 // JSON, and as a string when it is not JSON.
 ParsedCalls parse_qwen_xml_calls(std::string_view answer, const std::vector<ToolSpec>& tools);
+// The same for GLM's: each <tool_call> block of NAME and its <arg_key> / <arg_value> pairs
+// (whitespace between them is skipped), VALUE read as parse_qwen_xml_calls reads it.
+ParsedCalls parse_glm_calls(std::string_view answer, const std::vector<ToolSpec>& tools);
 // gpt-oss's calls in a reply as written (its harmony headers rendered): each message whose header
 // names a recipient functions.NAME and whose body is a JSON object. `content` is the text of the
 // other messages but analysis ones (the reasoning).
@@ -118,16 +132,21 @@ ParsedCalls parse_calls(ToolFormat f, std::string_view answer, const std::vector
 // What a call starts with, in format f: the text whose sampling arms the call's constraint
 // (<tool_call>; harmony: " to=functions." in a header), and what a prompt ends with to make the
 // reply a call (tool_choice "required" or a named function).
+// (GLM: "<think></think>\n<tool_call>", the empty reasoning its turns open with.)
 std::string_view call_opening(ToolFormat f);
 std::string_view forced_call_prompt(ToolFormat f);
+// What of forced_call_prompt the reply's parse needs before it: the call's opening (harmony: its
+// header so far).
+std::string_view forced_call_head(ToolFormat f);
 
 // The schema of one call's JSON: {"name": a tool's name, "arguments": its parameters}, one branch
 // per tool. A tool without parameters takes none ({} only, as OpenAI reads it); a parameters
 // schema the compiler refuses is taken as any object for that tool.
 std::shared_ptr<const JsonSchema> tool_call_schema(const std::vector<ToolSpec>& tools);
-// The XML form's: one function per tool; each parameter's schema compiled on its own (one the
+// An XML form's: one function per tool; each parameter's schema compiled on its own (one the
 // compiler refuses, or that refers outside itself, takes any value of its kind).
-std::shared_ptr<const XmlCallSpec> xml_call_spec(const std::vector<ToolSpec>& tools);
+std::shared_ptr<const XmlCallSpec> xml_call_spec(const std::vector<ToolSpec>& tools,
+                                                 const XmlCallSyntax& syntax = kQwenCoderSyntax);
 // Harmony's: each tool's name and its arguments' schema (tool_call_schema's reading).
 std::shared_ptr<const HarmonyCallSpec> harmony_call_spec(const std::vector<ToolSpec>& tools);
 

@@ -1,4 +1,4 @@
-// A tool call in Qwen3-Coder's XML form, byte by byte (see xml_call.h).
+// A tool call in Qwen3-Coder's or GLM's XML form, byte by byte (see xml_call.h).
 #include "engine/xml_call.h"
 
 #include <fmt/format.h>
@@ -9,12 +9,6 @@
 
 namespace strata::engine {
 namespace {
-
-constexpr std::string_view kFunctionOpen = "\n<function=";
-constexpr std::string_view kParamOpen = "<parameter=";
-constexpr std::string_view kFunctionClose = "</function>";
-constexpr std::string_view kNameEnd = ">\n";
-constexpr std::string_view kValueEnd = "\n</parameter>\n";
 
 bool open_name_byte(uint8_t b) {
   return (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || (b >= '0' && b <= '9') || b == '_' ||
@@ -57,26 +51,37 @@ bool XmlCallMatcher::feed(uint8_t b) {
 
 bool XmlCallMatcher::step(uint8_t b) {
   const std::vector<XmlCallSpec::Function>& fns = spec_->functions;
+  const XmlCallSyntax& syn = spec_->syntax;
+  // After a name's end byte: the rest of its end, then `then`.
+  const auto literal = [&](std::string_view rest, Phase then) {
+    buf_.clear();
+    lit_ = rest;
+    next_ = then;
+    phase_ = rest.empty() ? then : kLiteral;
+    if (phase_ == kValue) start_value();
+  };
   switch (phase_) {
     case kLead: {
-      if (buf_.empty() && b == '<') buf_.push_back('\n');  // the '\n' is optional
+      if (syn.lead.empty()) {
+        phase_ = kName;
+        return step(b);
+      }
+      if (buf_.empty() && syn.lead_newline_optional && b == uint8_t(syn.lead[1]))
+        buf_.push_back('\n');
       buf_ += char(b);
-      if (!kFunctionOpen.starts_with(buf_)) return false;
-      if (buf_.size() == kFunctionOpen.size()) {
+      if (!syn.lead.starts_with(buf_)) return false;
+      if (buf_.size() == syn.lead.size()) {
         buf_.clear();
         phase_ = kName;
       }
       return true;
     }
     case kName: {
-      if (b == '>') {
+      if (b == uint8_t(syn.name_end[0])) {
         for (size_t f = 0; f < fns.size(); ++f) {
           if (fns[f].name != buf_) continue;
           function_ = int32_t(f);
-          phase_ = kLiteral;
-          lit_ = kNameEnd.substr(1);
-          next_ = kParamOrEnd;
-          buf_.clear();
+          literal(syn.name_end.substr(1), kParamOrEnd);
           return true;
         }
         return false;
@@ -89,10 +94,7 @@ bool XmlCallMatcher::step(uint8_t b) {
     case kLiteral:
       if (lit_.empty() || uint8_t(lit_[0]) != b) return false;
       lit_.remove_prefix(1);
-      if (lit_.empty()) {
-        phase_ = next_;
-        if (phase_ == kValue) start_value();
-      }
+      if (lit_.empty()) literal({}, next_);
       return true;
     case kParamOrEnd: {
       buf_ += char(b);
@@ -101,15 +103,15 @@ bool XmlCallMatcher::step(uint8_t b) {
       for (size_t p = 0; p < f.params.size(); ++p)
         missing = missing || (f.params[p].required && !(used_ >> p & 1));
       const bool all_given = !f.open_params && std::popcount(used_) == int(f.params.size());
-      if (!all_given && kParamOpen.starts_with(buf_)) {
-        if (buf_.size() == kParamOpen.size()) {
+      if (!all_given && syn.key_open.starts_with(buf_)) {
+        if (buf_.size() == syn.key_open.size()) {
           buf_.clear();
           phase_ = kParamName;
         }
         return true;
       }
-      if (!missing && kFunctionClose.starts_with(buf_)) {
-        if (buf_.size() == kFunctionClose.size()) {
+      if (!missing && syn.call_close.starts_with(buf_)) {
+        if (buf_.size() == syn.call_close.size()) {
           buf_.clear();
           phase_ = kDone;
         }
@@ -119,16 +121,13 @@ bool XmlCallMatcher::step(uint8_t b) {
     }
     case kParamName: {
       const XmlCallSpec::Function& f = fns[size_t(function_)];
-      if (b == '>') {
+      if (b == uint8_t(syn.key_end[0])) {
         param_ = -1;
         for (size_t p = 0; p < f.params.size() && param_ < 0; ++p)
           if (!(used_ >> p & 1) && f.params[p].name == buf_) param_ = int32_t(p);
         if (param_ < 0 && !(f.open_params && !buf_.empty())) return false;
         if (param_ >= 0) used_ |= uint64_t(1) << param_;
-        buf_.clear();
-        phase_ = kLiteral;
-        lit_ = kNameEnd.substr(1);
-        next_ = kValue;
+        literal(syn.key_end.substr(1), kValue);
         return true;
       }
       buf_ += char(b);
@@ -183,13 +182,14 @@ bool XmlCallMatcher::feed_value(uint8_t b) {
 }
 
 bool XmlCallMatcher::value_byte(uint8_t b) {
-  // The delimiter branch: goes on, or starts at a '\n' where the content could end.
+  // The delimiter branch: goes on, or starts at its first byte where the content could end.
+  const std::string_view end = spec_->syntax.value_end;
   uint8_t delim = 0;
-  if (delim_ > 0 && uint8_t(kValueEnd[delim_]) == b)
+  if (delim_ > 0 && uint8_t(end[delim_]) == b)
     delim = uint8_t(delim_ + 1);
-  else if (b == '\n' && value_can_end())
+  else if (b == uint8_t(end[0]) && value_can_end())
     delim = 1;
-  if (delim == kValueEnd.size()) {  // the first "\n</parameter>\n" ends the VALUE
+  if (delim == end.size()) {  // the first value_end ends the VALUE
     phase_ = kParamOrEnd;
     buf_.clear();
     return true;

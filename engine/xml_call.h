@@ -1,16 +1,20 @@
-// A tool call in the XML form Qwen3-Coder is trained on, byte by byte: after the <tool_call>
-// token,
+// A tool call in one of the XML forms models are trained on, byte by byte: after the <tool_call>
+// token, Qwen3-Coder's
 //
 //   <function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>\n ... </function>
 //
-// (one optional '\n' first). XmlCallMatcher follows the text being generated as JsonMatcher does a
+// (one optional '\n' first), or GLM-4.5's and GLM-4.6's
+//
+//   NAME\n<arg_key>KEY</arg_key>\n<arg_value>VALUE</arg_value>\n ... </tool_call>
+//
+// (XmlCallSyntax). XmlCallMatcher follows the text being generated as JsonMatcher does a
 // JSON document, for TokenConstraint (token_constraint.h): NAME is one of the tools', each KEY one
-// of that function's parameters, at most once, the required ones before </function>. A VALUE ends
-// at the first "\n</parameter>\n". A parameter whose schema takes strings is raw text (the
-// template writes strings as they are): its bytes, read as the characters of a JSON string, must
-// keep the string a viable prefix of one the schema accepts (maxLength, enum, pattern …); any
-// other parameter's VALUE is JSON text its schema accepts (no whitespace after it). Tested by
-// tests/test_tool_calls.cpp.
+// of that function's parameters, at most once, the required ones before the call's close. A VALUE
+// ends at the first "\n</parameter>\n" (GLM: "</arg_value>\n"). A parameter whose schema takes
+// strings is raw text (the template writes strings as they are): its bytes, read as the characters
+// of a JSON string, must keep the string a viable prefix of one the schema accepts (maxLength,
+// enum, pattern …); any other parameter's VALUE is JSON text its schema accepts (no whitespace
+// after it). Tested by tests/test_tool_calls.cpp.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +26,22 @@
 #include "engine/json_schema.h"
 
 namespace strata::engine {
+
+// Where a form's names and values start and end. name_end's and key_end's first byte ends the
+// NAME or KEY (which cannot hold it); the rest follows it.
+struct XmlCallSyntax {
+  std::string_view lead;        // before NAME
+  bool lead_newline_optional;   // lead's first byte, a '\n', may be left out
+  std::string_view name_end;    // after NAME
+  std::string_view key_open;    // before a KEY
+  std::string_view key_end;     // after it, before its VALUE
+  std::string_view value_end;   // the first after the VALUE ends it
+  std::string_view call_close;  // the call is complete
+};
+inline constexpr XmlCallSyntax kQwenCoderSyntax = {
+    "\n<function=", true, ">\n", "<parameter=", ">\n", "\n</parameter>\n", "</function>"};
+inline constexpr XmlCallSyntax kGlmSyntax = {
+    "", false, "\n", "<arg_key>", "</arg_key>\n<arg_value>", "</arg_value>\n", "</tool_call>"};
 
 struct XmlCallSpec {
   struct Param {
@@ -37,6 +57,7 @@ struct XmlCallSpec {
     bool open_params = false;
   };
   std::vector<Function> functions;
+  XmlCallSyntax syntax = kQwenCoderSyntax;
 };
 
 // Whether a parameter with this JSON Schema is written raw: it may be a string (its type names
@@ -52,7 +73,7 @@ class XmlCallMatcher {
 
   bool feed(uint8_t b);
   bool feed(std::string_view bytes);
-  // The call is complete (</function>): nothing may follow.
+  // The call is complete (its syntax's call_close): nothing may follow.
   bool finished() const { return phase_ == kDone; }
   bool accepting() const { return finished(); }
   bool dead() const { return phase_ == kDead; }
@@ -62,12 +83,12 @@ class XmlCallMatcher {
 
  private:
   enum Phase : uint8_t {
-    kLead,        // "\n<function=" (the '\n' optional)
-    kName,        // the function's name, up to '>'
+    kLead,        // lead ("\n<function=", the '\n' optional)
+    kName,        // the function's name, up to name_end
     kLiteral,     // the rest of lit_, then next_
-    kParamOrEnd,  // "<parameter=" or "</function>"
-    kParamName,   // a parameter's name, up to '>'
-    kValue,       // VALUE, then "\n</parameter>\n"
+    kParamOrEnd,  // key_open ("<parameter=") or call_close ("</function>")
+    kParamName,   // a parameter's name, up to key_end
+    kValue,       // VALUE, then value_end ("\n</parameter>\n")
     kDone,
     kDead,
   };
@@ -86,7 +107,7 @@ class XmlCallMatcher {
   int32_t param_ = -1;  // the VALUE's parameter (-1: an open one)
   uint64_t used_ = 0;   // parameters given (bits; an open function's are not tracked)
   // kValue: the content branch (JSON text, or a raw string as a JSON string's characters), and
-  // how much of "\n</parameter>\n" the last bytes matched (0: none) when that branch may end
+  // how much of value_end the last bytes matched (0: none) when that branch may end
   // there.
   JsonMatcher value_;
   bool value_alive_ = false;

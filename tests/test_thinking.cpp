@@ -9,7 +9,8 @@
 // tokens as without a schema) and constraining the answer; `chat`'s display (THINK on / hide) and
 // `serve`'s reasoning_content, streamed and whole, reasoning_format "none", enable_thinking false.
 // A third copy is given <tool_call> / </tool_call> too, and <tool_call> the row of its greedy
-// reply's first token to a prompt with tools: `serve` then returns a constrained tool call.
+// reply's first token to a prompt with tools: `serve` then returns a constrained tool call. Copies
+// of tiny-glm4moe given the same tokens and GLM-4.5's call format do the same in GLM's XML.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -56,6 +57,8 @@ namespace {
 
 const fs::path kFixture =
     fs::path(STRATA_FIXTURES_DIR) / "tiny-qwen3moe" / "tiny-qwen3moe-Q8_0.gguf";
+const fs::path kGlmFixture =
+    fs::path(STRATA_FIXTURES_DIR) / "tiny-glm4moe" / "tiny-glm4moe-Q4_0.gguf";
 const fs::path kStrata = fs::path(STRATA_BINARY_DIR) / "tools" / "strata";
 const std::string kUser = "Tell me about foxes.";
 constexpr uint32_t kXmlCtx = 2048;  // Qwen3-Coder's tools prompt is longer than the fixture's 512
@@ -87,6 +90,8 @@ const char* kHermesTail =
     "{%- if enable_thinking is defined and enable_thinking is false %}{{- "
     "'<think>\\n\\n</think>\\n\\n' }}{%- endif %}{#- calls: <tool_call> -#}";
 const char* kXmlTail = "{#- calls: '<tool_call>\\n<function=' + name, tools: '<parameters>' -#}";
+// (GLM-4.5's, appended to tiny-glm4moe's chatglm4 template.)
+const char* kGlmTail = "{#- calls: '<tool_call>' + name + '\\n<arg_key>' -#}";
 
 // What a copy of a fixture changes.
 struct CopyEdits {
@@ -131,14 +136,16 @@ void write_copy(const fs::path& from, const fs::path& out, const CopyEdits& e) {
   });
 }
 
-// A copy of the fixture with <think>, </think>, <tool_call> and </tool_call> tokens and `tail` at
-// the end of its template; for each (to, from) of `moves` output row `from` moved to row `to` (row
-// `from` zeroed), then for each of `copies` copied. Returns the four tokens' ids.
+// A copy of the fixture (tiny-qwen3moe, or `from`) with <think>, </think>, <tool_call> and
+// </tool_call> tokens and `tail` at the end of its template; for each (to, from) of `moves` output
+// row `from` moved to row `to` (row `from` zeroed), then for each of `copies` copied. Returns the
+// four tokens' ids.
 SpecialIds write_thinking_model(const fs::path& out,
                                 const std::vector<std::pair<int32_t, int32_t>>& moves = {},
                                 const char* tail = kHermesTail,
-                                const std::vector<std::pair<int32_t, int32_t>>& copies = {}) {
-  const io::GgufFile in = io::GgufFile::open(kFixture.string());
+                                const std::vector<std::pair<int32_t, int32_t>>& copies = {},
+                                const fs::path& from = kFixture) {
+  const io::GgufFile in = io::GgufFile::open(from.string());
   const io::GgufArray& tokens = in.get_array("tokenizer.ggml.tokens");
   const io::GgufArray& types = in.get_array("tokenizer.ggml.token_type");
   const io::GgufArray& merges = in.get_array("tokenizer.ggml.merges");
@@ -175,7 +182,7 @@ SpecialIds write_thinking_model(const fs::path& out,
     *slots[renamed++] = int32_t(i);
   }
   EXPECT_EQ(renamed, 4);
-  write_copy(kFixture, out, {tok_text, tok_type, tail, moves, copies});
+  write_copy(from, out, {tok_text, tok_type, tail, moves, copies});
   return ids;
 }
 
@@ -224,6 +231,38 @@ class Thinking : public ::testing::Test {
     const TurnResult xr = xs.generate(2, PieceFn{});
     write_thinking_model(dir_ / "coder.gguf", {{ids.call_open, xs.kv_tokens()[xr.stats.n_prompt]}},
                          kXmlTail, nl_end);
+    // The same two for GLM-4.5's XML, on copies of tiny-glm4moe (chatglm4). In the sampled one
+    // the end-of-turn tokens (<|endoftext|>, <|user|>, <|observation|>) take the row of "\n". In
+    // the greedy one, where <tool_call> takes the row of the reply's first token, they take the
+    // row of the token the model would write after its first call ("now"), so that it ends its
+    // turn there (a tie with "\n" would go on with calls to the reply's limit).
+    if (!fs::exists(kGlmFixture)) return;
+    const SpecialIds glm_ids =
+        write_thinking_model(dir_ / "glm.gguf", {}, kGlmTail, {}, kGlmFixture);
+    Loaded g(dir_ / "glm.gguf", kXmlCtx);
+    const std::vector<ChatMessage> glm_prompt =
+        render_glm({{"user", kUser, {}}}, parse_tools(ojson::parse(kTools)));
+    ChatSession gs = g.session();
+    ASSERT_EQ(gs.begin_messages(glm_prompt), TurnStatus::kEndOfGeneration);
+    const uint32_t n_tools_prompt = gs.generate(2, PieceFn{}).stats.n_prompt;
+    const int32_t opener = gs.kv_tokens()[n_tools_prompt];
+    ChatSession after_call = g.session();
+    ASSERT_EQ(after_call.begin_text(format_chat(ChatFamily::kChatglm4, glm_prompt, true) +
+                                    "<tool_call>now\n</tool_call>"),
+              TurnStatus::kEndOfGeneration);
+    const size_t n_prompt = after_call.kv_tokens().size();
+    after_call.generate(2, PieceFn{});
+    const int32_t next = after_call.kv_tokens()[n_prompt];
+    const int32_t nl = g.tok.tokenize("\n", false, false).at(0);
+    ASSERT_NE(next, nl) << "the model goes on with a call: pick another ending";
+    std::vector<std::pair<int32_t, int32_t>> nl_ends, call_ends;
+    for (const int32_t eog : g.tok.vocab().eog_ids()) {
+      nl_ends.emplace_back(eog, nl);
+      call_ends.emplace_back(eog, next == opener ? glm_ids.call_open : next);
+    }
+    write_thinking_model(dir_ / "glm_nl.gguf", {}, kGlmTail, nl_ends, kGlmFixture);
+    write_thinking_model(dir_ / "glm_calls.gguf", {{glm_ids.call_open, opener}}, kGlmTail,
+                         call_ends, kGlmFixture);
   }
   static void TearDownTestSuite() {
     if (!dir_.empty()) fs::remove_all(dir_);
@@ -668,20 +707,26 @@ bool valid_call(const ToolCall& c) {
   return m.feed(c.arguments) && m.accepting();
 }
 
-// Parallel calls, sampled, in both formats: after a call's close the model ends its turn or
-// writes another (the copies make both as likely), every call is valid; parallel off, one call.
+// Parallel calls, sampled, in the three <tool_call> formats: after a call's close the model ends
+// its turn or writes another (the copies make both as likely), every call is valid; parallel off,
+// one call.
 TEST_F(Thinking, ParallelCallsEndOrGoOn) {
   const std::vector<ToolSpec> tools = parse_tools(ojson::parse(kTools));
   for (const auto& [file, format] : {std::pair{"hermes_nl.gguf", ToolFormat::kHermes},
-                                     std::pair{"xml_nl.gguf", ToolFormat::kQwenXml}}) {
+                                     std::pair{"xml_nl.gguf", ToolFormat::kQwenXml},
+                                     std::pair{"glm_nl.gguf", ToolFormat::kGlmXml}}) {
     SCOPED_TRACE(file);
+    if (!fs::exists(dir_ / file)) continue;  // (tiny-glm4moe missing)
     Loaded m(dir_ / file, kXmlCtx);
-    ASSERT_EQ(tool_format(m.tok.vocab().chat_template()), format);
+    const std::string_view tmpl = m.tok.vocab().chat_template();
+    ASSERT_EQ(tool_format(chat_family_choice("", tmpl), tmpl), format);
     ChatSession s = m.session();
     size_t single = 0, several = 0;
     for (const bool parallel : {true, false}) {
       s.set_tool_calls({.open = m.tok.vocab().text_to_token("<tool_call>"),
                         .body = call_filters(format, tools),
+                        .close = format == ToolFormat::kGlmXml ? "" : "\n</tool_call>",
+                        .forced_prompt = std::string(forced_call_prompt(format)),
                         .forced = true,
                         .parallel = parallel});
       for (uint64_t seed = 1; seed <= (parallel ? 24u : 8u); ++seed) {
@@ -693,14 +738,15 @@ TEST_F(Thinking, ParallelCallsEndOrGoOn) {
                   TurnStatus::kEndOfGeneration);
         const TurnResult r = s.generate(200, PieceFn{});
         if (r.status != TurnStatus::kEndOfGeneration) continue;  // cut in a call
-        const ParsedCalls calls = parse_calls(format, "<tool_call>" + r.answer, tools);
+        const ParsedCalls calls =
+            parse_calls(format, std::string(forced_call_head(format)) + r.answer, tools);
         ASSERT_FALSE(calls.calls.empty()) << r.answer;
         for (const ToolCall& c : calls.calls)
           EXPECT_TRUE(valid_call(c)) << c.name << " " << c.arguments << "\n" << r.answer;
         EXPECT_EQ(calls.content, "") << r.answer;
         if (!parallel) {
           EXPECT_EQ(calls.calls.size(), 1u) << r.answer;
-          EXPECT_EQ(r.answer.find("</tool_call>"), std::string::npos) << r.answer;
+          EXPECT_EQ(r.answer.find("<tool_call>"), std::string::npos) << r.answer;
         } else if (calls.calls.size() == 1) {
           ++single;
         } else {
@@ -714,96 +760,100 @@ TEST_F(Thinking, ParallelCallsEndOrGoOn) {
   }
 }
 
-// `strata serve` on a copy with Qwen3-Coder's XML call format: the calls come back as OpenAI
-// tool_calls, whole and streamed; the conversation goes on with them; parallel_tool_calls false
-// keeps one call.
+// `strata serve` on copies with Qwen3-Coder's and GLM-4.5's XML call formats: the calls come back
+// as OpenAI tool_calls, whole and streamed; the conversation goes on with them;
+// parallel_tool_calls false keeps one call.
 TEST_F(Thinking, ServeCallsToolsInXml) {
   if (!fs::exists(kStrata)) GTEST_SKIP() << "strata binary not built at " << kStrata;
-  const Served server = start_serve(dir_ / "coder.gguf", kXmlCtx);
-  ASSERT_GT(server.port, 0) << "the server did not start: " << slurp(dir_ / "serve.err");
-  httplib::Client c("127.0.0.1", server.port);
-  c.set_read_timeout(120, 0);
-  const std::string messages = R"([{"role": "user", "content": ")" + kUser + R"("}])";
-  const auto body = [&](const std::string& msgs, bool stream, const std::string& extra = "") {
-    return R"({"max_tokens": 160, "temperature": 0, "stream": )" +
-           std::string(stream ? "true" : "false") + R"(, "messages": )" + msgs + R"(, "tools": )" +
-           kTools + extra + "}";
-  };
-  const auto calls_of = [](const json& tool_calls) {
-    std::vector<ToolCall> out;
-    for (const json& tc : tool_calls)
-      out.push_back({tc["id"], tc["function"]["name"], tc["function"]["arguments"]});
-    return out;
-  };
-  const auto res = c.Post("/v1/chat/completions", body(messages, false), "application/json");
-  ASSERT_TRUE(res);
-  ASSERT_EQ(res->status, 200) << res->body;
-  const json r = json::parse(res->body);
-  const json& choice = r["choices"][0];
-  EXPECT_EQ(choice["finish_reason"], "tool_calls") << res->body;
-  ASSERT_TRUE(choice["message"].contains("tool_calls")) << res->body;
-  const std::vector<ToolCall> calls = calls_of(choice["message"]["tool_calls"]);
-  ASSERT_FALSE(calls.empty());
-  for (const ToolCall& call : calls) EXPECT_TRUE(valid_call(call)) << call.arguments;
+  for (const char* file : {"coder.gguf", "glm_calls.gguf"}) {
+    if (!fs::exists(dir_ / file)) continue;  // (tiny-glm4moe missing)
+    SCOPED_TRACE(file);
+    const Served server = start_serve(dir_ / file, kXmlCtx);
+    ASSERT_GT(server.port, 0) << "the server did not start: " << slurp(dir_ / "serve.err");
+    httplib::Client c("127.0.0.1", server.port);
+    c.set_read_timeout(120, 0);
+    const std::string messages = R"([{"role": "user", "content": ")" + kUser + R"("}])";
+    const auto body = [&](const std::string& msgs, bool stream, const std::string& extra = "") {
+      return R"({"max_tokens": 160, "temperature": 0, "stream": )" +
+             std::string(stream ? "true" : "false") + R"(, "messages": )" + msgs +
+             R"(, "tools": )" + kTools + extra + "}";
+    };
+    const auto calls_of = [](const json& tool_calls) {
+      std::vector<ToolCall> out;
+      for (const json& tc : tool_calls)
+        out.push_back({tc["id"], tc["function"]["name"], tc["function"]["arguments"]});
+      return out;
+    };
+    const auto res = c.Post("/v1/chat/completions", body(messages, false), "application/json");
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200) << res->body;
+    const json r = json::parse(res->body);
+    const json& choice = r["choices"][0];
+    EXPECT_EQ(choice["finish_reason"], "tool_calls") << res->body;
+    ASSERT_TRUE(choice["message"].contains("tool_calls")) << res->body;
+    const std::vector<ToolCall> calls = calls_of(choice["message"]["tool_calls"]);
+    ASSERT_FALSE(calls.empty());
+    for (const ToolCall& call : calls) EXPECT_TRUE(valid_call(call)) << call.arguments;
 
-  // Streamed: the same calls, each a delta with its index.
-  const auto sres = c.Post("/v1/chat/completions", body(messages, true), "application/json");
-  ASSERT_TRUE(sres);
-  json streamed = json::array();
-  std::istringstream lines(sres->body);
-  for (std::string line; std::getline(lines, line);) {
-    if (!line.starts_with("data: ") || line == "data: [DONE]") continue;
-    const json ch = json::parse(line.substr(6))["choices"][0];
-    if (ch["delta"].contains("tool_calls"))
-      for (const json& tc : ch["delta"]["tool_calls"]) streamed.push_back(tc);
-  }
-  ASSERT_EQ(streamed.size(), calls.size()) << sres->body;
-  for (size_t k = 0; k < calls.size(); ++k) {
-    EXPECT_EQ(streamed[k]["index"], k);
-    EXPECT_EQ(streamed[k]["function"], choice["message"]["tool_calls"][k]["function"]);
-  }
+    // Streamed: the same calls, each a delta with its index.
+    const auto sres = c.Post("/v1/chat/completions", body(messages, true), "application/json");
+    ASSERT_TRUE(sres);
+    json streamed = json::array();
+    std::istringstream lines(sres->body);
+    for (std::string line; std::getline(lines, line);) {
+      if (!line.starts_with("data: ") || line == "data: [DONE]") continue;
+      const json ch = json::parse(line.substr(6))["choices"][0];
+      if (ch["delta"].contains("tool_calls"))
+        for (const json& tc : ch["delta"]["tool_calls"]) streamed.push_back(tc);
+    }
+    ASSERT_EQ(streamed.size(), calls.size()) << sres->body;
+    for (size_t k = 0; k < calls.size(); ++k) {
+      EXPECT_EQ(streamed[k]["index"], k);
+      EXPECT_EQ(streamed[k]["function"], choice["message"]["tool_calls"][k]["function"]);
+    }
 
-  // parallel_tool_calls false: one call.
-  const auto one =
-      c.Post("/v1/chat/completions", body(messages, false, R"(, "parallel_tool_calls": false)"),
-             "application/json");
-  ASSERT_TRUE(one);
-  ASSERT_EQ(one->status, 200) << one->body;
-  EXPECT_EQ(json::parse(one->body)["choices"][0]["message"]["tool_calls"].size(), 1u);
+    // parallel_tool_calls false: one call.
+    const auto one =
+        c.Post("/v1/chat/completions", body(messages, false, R"(, "parallel_tool_calls": false)"),
+               "application/json");
+    ASSERT_TRUE(one);
+    ASSERT_EQ(one->status, 200) << one->body;
+    EXPECT_EQ(json::parse(one->body)["choices"][0]["message"]["tool_calls"].size(), 1u);
 
-  // The conversation goes on: the calls and their results in the XML form, a longer prompt.
-  json more = json::parse(messages);
-  more.push_back({{"role", "assistant"},
-                  {"content", nullptr},
-                  {"tool_calls", choice["message"]["tool_calls"]}});
-  for (const ToolCall& call : calls)
-    more.push_back({{"role", "tool"}, {"tool_call_id", call.id}, {"content", "sunny"}});
-  const auto next = c.Post("/v1/chat/completions", body(more.dump(), false), "application/json");
-  ASSERT_TRUE(next);
-  ASSERT_EQ(next->status, 200) << next->body;
-  EXPECT_GT(json::parse(next->body)["usage"]["prompt_tokens"].get<int>(),
-            r["usage"]["prompt_tokens"].get<int>());
+    // The conversation goes on: the calls and their results in the XML form, a longer prompt.
+    json more = json::parse(messages);
+    more.push_back({{"role", "assistant"},
+                    {"content", nullptr},
+                    {"tool_calls", choice["message"]["tool_calls"]}});
+    for (const ToolCall& call : calls)
+      more.push_back({{"role", "tool"}, {"tool_call_id", call.id}, {"content", "sunny"}});
+    const auto next = c.Post("/v1/chat/completions", body(more.dump(), false), "application/json");
+    ASSERT_TRUE(next);
+    ASSERT_EQ(next->status, 200) << next->body;
+    EXPECT_GT(json::parse(next->body)["usage"]["prompt_tokens"].get<int>(),
+              r["usage"]["prompt_tokens"].get<int>());
 
-  // A named function, and bad requests.
-  const auto named =
-      c.Post("/v1/chat/completions",
-             body(messages, false,
-                  R"(, "tool_choice": {"type": "function", "function": {"name": "now"}})"),
-             "application/json");
-  ASSERT_TRUE(named);
-  const json nc = json::parse(named->body)["choices"][0]["message"]["tool_calls"];
-  ASSERT_GE(nc.size(), 1u) << named->body;
-  for (const json& tc : nc) EXPECT_EQ(tc["function"]["name"], "now");
-  for (const auto& [b, want] : std::vector<std::pair<std::string, std::string>>{
-           {body(messages, false, R"(, "parallel_tool_calls": "yes")"),
-            "'parallel_tool_calls' must be true or false"},
-           {R"({"messages": [{"role": "assistant", "content": "", "tool_calls": [{"id": "a",
-              "type": "function", "function": {"name": "now", "arguments": "[1]"}}]}]})",
-            "are not a JSON object"}}) {
-    const auto bad = c.Post("/v1/chat/completions", b, "application/json");
-    ASSERT_TRUE(bad);
-    EXPECT_EQ(bad->status, 400) << b;
-    EXPECT_NE(bad->body.find(want), std::string::npos) << bad->body;
+    // A named function, and bad requests.
+    const auto named =
+        c.Post("/v1/chat/completions",
+               body(messages, false,
+                    R"(, "tool_choice": {"type": "function", "function": {"name": "now"}})"),
+               "application/json");
+    ASSERT_TRUE(named);
+    const json nc = json::parse(named->body)["choices"][0]["message"]["tool_calls"];
+    ASSERT_GE(nc.size(), 1u) << named->body;
+    for (const json& tc : nc) EXPECT_EQ(tc["function"]["name"], "now");
+    for (const auto& [b, want] : std::vector<std::pair<std::string, std::string>>{
+             {body(messages, false, R"(, "parallel_tool_calls": "yes")"),
+              "'parallel_tool_calls' must be true or false"},
+             {R"({"messages": [{"role": "assistant", "content": "", "tool_calls": [{"id": "a",
+                "type": "function", "function": {"name": "now", "arguments": "[1]"}}]}]})",
+              "are not a JSON object"}}) {
+      const auto bad = c.Post("/v1/chat/completions", b, "application/json");
+      ASSERT_TRUE(bad);
+      EXPECT_EQ(bad->status, 400) << b;
+      EXPECT_NE(bad->body.find(want), std::string::npos) << bad->body;
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 // Function calling (engine/tool_calls.h, engine/xml_call.h): the conversation rendered as Qwen3's
-// (Hermes) and Qwen3-Coder's (XML) chat templates render tools, calls and tool results; calls
-// parsed back from a reply; OpenAI tools checked; the Hermes call schema and the XML call matcher.
+// (Hermes), Qwen3-Coder's and GLM-4.5's (XML) and gpt-oss's (harmony) chat templates render
+// tools, calls and tool results; calls parsed back from a reply; OpenAI tools checked; the Hermes
+// call schema and the XML and harmony call matchers.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/chat_template.h"
 #include "engine/json_schema.h"
 #include "engine/tool_calls.h"
 #include "io/check.h"
@@ -169,6 +171,12 @@ TEST(ToolCalls, FormatFromTheTemplate) {
             ToolFormat::kQwenXml);
   // XML calls whose tools are written otherwise (Qwen3.5's tojson): not a format strata writes.
   EXPECT_EQ(tool_format("tool | tojson ... '<tool_call>\\n<function=' + name"), ToolFormat::kNone);
+  // GLM-4.5's: a chatglm4 template with <tool_call> and <arg_key>.
+  const char* glm = "[gMASK]<sop>{%- if tools -%}<tool_call>{function-name}\n<arg_key>";
+  EXPECT_EQ(tool_format(ChatFamily::kChatglm4, glm), ToolFormat::kGlmXml);
+  EXPECT_EQ(tool_format(ChatFamily::kChatglm4, "[gMASK]<sop>"), ToolFormat::kNone);
+  EXPECT_EQ(tool_format(ChatFamily::kChatml, "<tool_call>"), ToolFormat::kHermes);
+  EXPECT_EQ(tool_format(ChatFamily::kGptOss, ""), ToolFormat::kHarmony);
 }
 
 // Tools with typed, bounded and free parameters, for the XML form.
@@ -341,50 +349,184 @@ TEST(ToolCalls, XmlCallMatcherFollowsTheTools) {
   EXPECT_FALSE(v.finished());
 }
 
-// The matcher and the parser agree: random walks over the bytes the matcher allows that reach
-// </function> parse back into one call of that tool whose arguments its schema accepts.
+// The matcher and the parser agree, in both XML forms: random walks over the bytes the matcher
+// allows that reach the call's close parse back into one call of that tool whose arguments its
+// schema accepts.
 TEST(ToolCalls, XmlCallsTheMatcherAllowsParseBack) {
   const std::vector<ToolSpec> tools = all_tools();
-  const auto spec = xml_call_spec(tools);
-  std::mt19937 rng(7);
-  int finished = 0;
-  for (int walk = 0; walk < 400; ++walk) {
-    XmlCallMatcher m(spec);
-    std::string text;
-    while (!m.finished() && text.size() < 300) {
-      std::vector<uint8_t> ok, structural;
-      for (int b = 1; b < 128; ++b) {
-        XmlCallMatcher t = m;
-        if (!t.feed(uint8_t(b))) continue;
-        ok.push_back(uint8_t(b));
-        if (std::string_view("\n</>=\"{}[]0123456789").find(char(b)) != std::string_view::npos)
-          structural.push_back(uint8_t(b));
+  for (const ToolFormat format : {ToolFormat::kQwenXml, ToolFormat::kGlmXml}) {
+    SCOPED_TRACE(tool_format_name(format));
+    const auto spec =
+        xml_call_spec(tools, format == ToolFormat::kGlmXml ? kGlmSyntax : kQwenCoderSyntax);
+    std::mt19937 rng(7);
+    int finished = 0;
+    for (int walk = 0; walk < 400; ++walk) {
+      XmlCallMatcher m(spec);
+      std::string text;
+      while (!m.finished() && text.size() < 300) {
+        std::vector<uint8_t> ok, structural;
+        for (int b = 1; b < 128; ++b) {
+          XmlCallMatcher t = m;
+          if (!t.feed(uint8_t(b))) continue;
+          ok.push_back(uint8_t(b));
+          if (std::string_view("\n</>=\"{}[]0123456789").find(char(b)) != std::string_view::npos)
+            structural.push_back(uint8_t(b));
+        }
+        ASSERT_FALSE(ok.empty()) << "dead end after: " << text;
+        const std::vector<uint8_t>& from = !structural.empty() && rng() % 4 != 0 ? structural : ok;
+        const uint8_t b = from[rng() % from.size()];
+        ASSERT_TRUE(m.feed(b));
+        text += char(b);
       }
-      ASSERT_FALSE(ok.empty()) << "dead end after: " << text;
-      const std::vector<uint8_t>& from = !structural.empty() && rng() % 4 != 0 ? structural : ok;
-      const uint8_t b = from[rng() % from.size()];
-      ASSERT_TRUE(m.feed(b));
-      text += char(b);
+      if (!m.finished()) continue;
+      ++finished;
+      const ParsedCalls p = parse_calls(format, "<tool_call>" + text, tools);
+      ASSERT_EQ(p.calls.size(), 1u) << text;
+      const ToolCall& c = p.calls[0];
+      const auto tool = std::find_if(tools.begin(), tools.end(),
+                                     [&](const ToolSpec& t) { return t.name == c.name; });
+      ASSERT_NE(tool, tools.end()) << text;
+      // A tool's schema as the XML form reads it: its listed parameters (no schema: none).
+      nlohmann::json schema = tool->parameters.is_null()
+                                  ? nlohmann::json{{"type", "object"},
+                                                   {"properties", nlohmann::json::object()},
+                                                   {"additionalProperties", false}}
+                                  : tool->parameters;
+      if (schema.contains("properties")) schema["additionalProperties"] = false;
+      JsonMatcher jm(JsonSchema::from_json(schema));
+      EXPECT_TRUE(jm.feed(c.arguments) && jm.accepting()) << text << "\n" << c.arguments;
     }
-    if (!m.finished()) continue;
-    ++finished;
-    const ParsedCalls p = parse_qwen_xml_calls("<tool_call>" + text, tools);
-    ASSERT_EQ(p.calls.size(), 1u) << text;
-    const ToolCall& c = p.calls[0];
-    const auto tool = std::find_if(tools.begin(), tools.end(),
-                                   [&](const ToolSpec& t) { return t.name == c.name; });
-    ASSERT_NE(tool, tools.end()) << text;
-    // A tool's schema as the XML form reads it: its listed parameters (no schema: none).
-    nlohmann::json schema = tool->parameters.is_null()
-                                ? nlohmann::json{{"type", "object"},
-                                                 {"properties", nlohmann::json::object()},
-                                                 {"additionalProperties", false}}
-                                : tool->parameters;
-    if (schema.contains("properties")) schema["additionalProperties"] = false;
-    JsonMatcher jm(JsonSchema::from_json(schema));
-    EXPECT_TRUE(jm.feed(c.arguments) && jm.accepting()) << text << "\n" << c.arguments;
+    EXPECT_GT(finished, 100);
   }
-  EXPECT_GT(finished, 100);
+}
+
+// GLM-4.6's template, run with Jinja on this conversation (tools with two calls, results, a
+// call without arguments), wrote exactly this prompt.
+TEST(ToolCalls, RendersAsGlmsTemplate) {
+  const std::vector<ToolSpec> tools = parse_tools(ojson::parse(R"([
+    {"type": "function", "function": {"name": "get_weather", "description": "Weather",
+     "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+     "required": ["city"]}}},
+    {"type": "function", "function": {"name": "now"}}])"));
+  const std::vector<ToolMessage> msgs = {
+      {"system", "Be brief.", {}},
+      {"user", "Weather in Paris and Oslo?", {}},
+      {"assistant",
+       "",
+       {{"a", "get_weather", R"({"city": "Paris"})"},
+        {"b", "get_weather", R"({"city": "Oslo", "n": 3, "o": {"a": [1, "x"]}})"}}},
+      {"tool", "18 C", {}},
+      {"tool", "4 C", {}},
+      {"assistant", " Checking. ", {{"c", "now", "{}"}}},
+      {"tool", "ok", {}},
+      {"assistant", "Done.", {}},
+      {"user", "Thanks", {}},
+  };
+  const std::string want =
+      "[gMASK]<sop><|system|>\n# Tools\n\nYou may call one or more functions to assist with the "
+      "user query.\n\nYou are provided with function signatures within <tools></tools> XML "
+      "tags:\n<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", "
+      "\"description\": \"Weather\", \"parameters\": {\"type\": \"object\", \"properties\": "
+      "{\"city\": {\"type\": \"string\"}}, \"required\": [\"city\"]}}}\n{\"type\": "
+      "\"function\", \"function\": {\"name\": \"now\"}}\n</tools>\n\nFor each function call, "
+      "output the function name and arguments within the following XML format:\n<tool_call>"
+      "{function-name}\n<arg_key>{arg-key-1}</arg_key>\n<arg_value>{arg-value-1}</arg_value>\n"
+      "<arg_key>{arg-key-2}</arg_key>\n<arg_value>{arg-value-2}</arg_value>\n...\n</tool_call>"
+      "<|system|>\nBe brief.<|user|>\nWeather in Paris and Oslo?<|assistant|>\n<think></think>\n"
+      "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
+      "</tool_call>\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Oslo</arg_value>"
+      "\n<arg_key>n</arg_key>\n<arg_value>3</arg_value>\n<arg_key>o</arg_key>\n<arg_value>{\"a\": "
+      "[1, \"x\"]}</arg_value>\n</tool_call><|observation|>\n<tool_response>\n18 C\n"
+      "</tool_response>\n<tool_response>\n4 C\n</tool_response><|assistant|>\n<think></think>\n"
+      "Checking.\n<tool_call>now\n</tool_call><|observation|>\n<tool_response>\nok\n"
+      "</tool_response><|assistant|>\n<think></think>\nDone.<|user|>\nThanks";
+  EXPECT_EQ(format_chat(ChatFamily::kChatglm4, render_glm(msgs, tools), false), want);
+  // (The template's generation prompt is "<|assistant|>"; llama.cpp's chatglm4 formatter, which
+  // strata follows, writes "<|assistant|>\n".)
+  EXPECT_EQ(format_chat(ChatFamily::kChatglm4, render_glm(msgs, tools), true),
+            want + "<|assistant|>\n");
+  EXPECT_EQ(render_tools(ToolFormat::kGlmXml, msgs, tools).size(), 9u);
+  // No tools: the conversation only.
+  EXPECT_EQ(render_glm({{"user", "hi", {}}}, {}).size(), 1u);
+  EXPECT_THROW(render_glm({{"assistant", "", {{"", "now", "[1]"}}}}, tools), Error);
+  // A forced call opens after the empty reasoning block; the parse needs the <tool_call>.
+  EXPECT_EQ(forced_call_prompt(ToolFormat::kGlmXml), "<think></think>\n<tool_call>");
+  EXPECT_EQ(forced_call_head(ToolFormat::kGlmXml), "<tool_call>");
+  EXPECT_EQ(forced_call_head(ToolFormat::kHermes), forced_call_prompt(ToolFormat::kHermes));
+}
+
+TEST(ToolCalls, ParsesGlmCallsFromAReply) {
+  const std::vector<ToolSpec> tools = all_tools();
+  ParsedCalls p = parse_glm_calls(
+      "Let me check.\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>New\nYork"
+      "</arg_value>\n</tool_call>\n<tool_call>pick\n<arg_key>n</arg_key>\n<arg_value>3"
+      "</arg_value>\n<arg_key>opts</arg_key><arg_value>{\"a\": 1}</arg_value> "
+      "<arg_key>tag</arg_key>\n<arg_value>42</arg_value>\n</tool_call>",
+      tools);
+  ASSERT_EQ(p.calls.size(), 2u);
+  EXPECT_EQ(p.calls[0].name, "get_weather");
+  EXPECT_EQ(p.calls[0].arguments, R"({"city":"New\nYork"})");
+  EXPECT_EQ(p.calls[1].name, "pick");
+  // n and opts are JSON, as written; tag is a string parameter, so "42" stays text.
+  EXPECT_EQ(p.calls[1].arguments, R"({"n":3,"opts":{"a": 1},"tag":"42"})");
+  EXPECT_EQ(p.content, "Let me check.");
+  // No arguments; a typed value that is not JSON stays a string; the last block unclosed.
+  p = parse_glm_calls(
+      "<tool_call>now\n</tool_call><tool_call>pick\n<arg_key>n</arg_key>\n<arg_value>three"
+      "</arg_value>\n",
+      tools);
+  ASSERT_EQ(p.calls.size(), 2u);
+  EXPECT_EQ(p.calls[0].name, "now");
+  EXPECT_EQ(p.calls[0].arguments, "{}");
+  EXPECT_EQ(p.calls[1].arguments, R"({"n":"three"})");
+  EXPECT_EQ(p.content, "");
+  // Not a call: the text stays.
+  for (const char* bad :
+       {"<tool_call>\n</tool_call>", "<tool_call>pick\n<arg_key>n</arg_key>\n3\n</tool_call>",
+        "<tool_call>pick\n<arg_key>n\n<arg_value>3</arg_value></tool_call>",
+        "<tool_call>pick\nn=3\n</tool_call>"}) {
+    p = parse_glm_calls(bad, tools);
+    EXPECT_TRUE(p.calls.empty()) << bad;
+    EXPECT_EQ(p.content, bad);
+  }
+}
+
+TEST(ToolCalls, GlmCallMatcherFollowsTheTools) {
+  const std::vector<ToolSpec> tools = all_tools();
+  const auto spec = xml_call_spec(tools, kGlmSyntax);
+  const auto accepts = [&](std::string_view text) {
+    XmlCallMatcher m(spec);
+    return m.feed(text) && m.finished();
+  };
+  const auto viable = [&](std::string_view text) {
+    XmlCallMatcher m(spec);
+    return m.feed(text);
+  };
+  const std::string w = "get_weather\n";
+  EXPECT_TRUE(accepts(w + "<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>"));
+  EXPECT_FALSE(viable("\n" + w));  // the name comes first
+  // A value runs to the first "</arg_value>\n": newlines, quotes and tags without one are text.
+  EXPECT_TRUE(accepts(w + "<arg_key>city</arg_key>\n<arg_value>\"A\"\\\nB </arg_value> C<"
+                          "</arg_value>\n<arg_key>unit</arg_key>\n<arg_value>c</arg_value>\n"
+                          "</tool_call>"));
+  EXPECT_FALSE(viable(w + "<arg_key>unit</arg_key>\n<arg_value>k"));  // not in the enum
+  EXPECT_FALSE(viable(w + "</"));                                     // city is required
+  EXPECT_FALSE(viable(w + "<arg_key>city</arg_key>\n<arg_value>A</arg_value>\n<arg_key>city<"));
+  EXPECT_FALSE(viable("nope"));
+  EXPECT_FALSE(viable("get_weather "));
+  EXPECT_TRUE(accepts("now\n</tool_call>"));
+  EXPECT_FALSE(viable("now\n<a"));  // no parameters: only </tool_call>
+  const std::string p = "pick\n<arg_key>n</arg_key>\n<arg_value>";
+  EXPECT_FALSE(viable(p + "3 "));  // JSON text, nothing after it
+  EXPECT_TRUE(accepts(p + "3</arg_value>\n</tool_call>"));
+  EXPECT_FALSE(viable(p + "0</"));                                                     // minimum 1
+  EXPECT_FALSE(viable(p + "3</arg_value>\n<arg_key>tag</arg_key>\n<arg_value>abcd"));  // max 3
+  EXPECT_TRUE(accepts("free\n<arg_key>any_key</arg_key>\n<arg_value>v</arg_value>\n</tool_call>"));
+  EXPECT_FALSE(viable("free\n<arg_key>a b"));
+  XmlCallMatcher m(spec);
+  ASSERT_TRUE(m.feed("now\n</tool_call>"));
+  EXPECT_TRUE(m.finished());
+  EXPECT_FALSE(m.feed('\n'));
 }
 
 TEST(ToolCalls, RendersAsGptOsssHarmony) {
@@ -510,7 +652,7 @@ TEST(ToolCalls, FuzzSeedsKeepTheInvariants) {
     EXPECT_EQ(test::probe_tool_calls(input), "") << e.path();
     ++n;
   }
-  EXPECT_GE(n, 7u);
+  EXPECT_GE(n, 11u);
 }
 
 }  // namespace

@@ -30,6 +30,7 @@ inline std::string probe_tool_calls(std::string_view input) {
     {"type": "function", "function": {"name": "free", "parameters": {"type": "object"}}}])";
   static const std::vector<ToolSpec> tools = parse_tools(nlohmann::ordered_json::parse(kTools));
   static const auto xml = xml_call_spec(tools);
+  static const auto glm = xml_call_spec(tools, kGlmSyntax);
   static const auto harmony = harmony_call_spec(tools);
   if (input.empty()) return "";
   const std::string_view in = input.substr(1);
@@ -39,7 +40,7 @@ inline std::string probe_tool_calls(std::string_view input) {
     return true;
   };
   try {
-    switch (uint8_t(input[0]) % 7) {
+    switch (uint8_t(input[0]) % 9) {
       case 0:
         if (!nlohmann::json::parse(tools::anthropic::chat_request(in), nullptr, false).is_object())
           return "chat_request wrote no JSON object";
@@ -89,12 +90,29 @@ inline std::string probe_tool_calls(std::string_view input) {
           for (const auto& c : j["calls"])
             if (c.is_string()) msgs.push_back({"assistant", "", {{"", "f", c.get<std::string>()}}});
         msgs.push_back({"tool", "r", {}});
-        for (const ToolFormat f : {ToolFormat::kHermes, ToolFormat::kQwenXml, ToolFormat::kHarmony})
+        for (const ToolFormat f :
+             {ToolFormat::kHermes, ToolFormat::kQwenXml, ToolFormat::kGlmXml, ToolFormat::kHarmony})
           try {
             render_tools(f, msgs, ts);
           } catch (const Error&) {
             // A call whose arguments the format cannot write: refused.
           }
+        break;
+      }
+      case 7:
+        if (!objects_only(parse_glm_calls(in, tools)))
+          return "a GLM call's arguments are not a JSON object";
+        break;
+      case 8: {
+        XmlCallMatcher m(glm);
+        for (size_t i = 0; i < in.size() && m.feed(uint8_t(in[i])); ++i) {
+          if (!m.finished()) continue;
+          const ParsedCalls p =
+              parse_glm_calls("<tool_call>" + std::string(in.substr(0, i + 1)), tools);
+          if (p.calls.size() != 1 || !objects_only(p))
+            return "a complete GLM call does not parse back";
+          break;
+        }
         break;
       }
     }

@@ -643,7 +643,7 @@ class ToolStream {
   // forced: the prompt opened a call (forced_call_prompt).
   ToolStream(engine::ToolFormat format, const std::vector<engine::ToolSpec>& tools, bool forced)
       : format_(format), tools_(tools) {
-    if (forced) feed(engine::forced_call_prompt(format), engine::forced_call_prompt(format));
+    if (forced) feed(engine::forced_call_head(format), engine::forced_call_head(format));
   }
   // What of the answer's next piece can go out now; raw: the piece as written (harmony: its
   // headers name a call's recipient, and a call's message is held).
@@ -871,7 +871,8 @@ class Server {
       throw BadRequest{400,
                        "function calling: this model's chat template has no tool-call format "
                        "strata knows (the Hermes <tool_call> JSON of Qwen2.5 / Qwen3, "
-                       "Qwen3-Coder's <function=> XML, gpt-oss's harmony)"};
+                       "Qwen3-Coder's <function=> XML, GLM-4.5's <arg_key> XML, gpt-oss's "
+                       "harmony)"};
     r.messages = engine::render_tools(tool_format_, r.tool_messages, r.tools,
                                       r.reasoning_effort.value_or("medium"));
   }
@@ -958,6 +959,8 @@ class Server {
            .open_text =
                std::string(harmony ? engine::call_opening(tool_format_) : std::string_view()),
            .body = call_body,
+           // (GLM: the call's body ends with its </tool_call>.)
+           .close = tool_format_ == engine::ToolFormat::kGlmXml ? "" : "\n</tool_call>",
            .forced_prompt = std::string(engine::forced_call_prompt(tool_format_)),
            .forced = r.tool_forced,
            .parallel = r.parallel_tools});
@@ -1031,7 +1034,7 @@ class Server {
           const std::string& written = tool_format_ == engine::ToolFormat::kHarmony ? text : answer;
           engine::ParsedCalls parsed = engine::parse_calls(
               tool_format_,
-              r.tool_forced ? std::string(engine::forced_call_prompt(tool_format_)) + written
+              r.tool_forced ? std::string(engine::forced_call_head(tool_format_)) + written
                             : written,
               r.tools);
           if (!parsed.calls.empty()) {
