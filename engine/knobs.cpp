@@ -88,6 +88,14 @@ constexpr KnobSpec kKnobs[] = {
      "thinks anyway (a notice says so). Either way a reply joins the conversation without its "
      "reasoning, as these models' templates keep it, and structured output constrains the "
      "answer, after the reasoning."},
+    {"THINK_BUDGET", KnobType::kInt, "", "tokens", "0..",
+     "Thinking models, in `chat` and `serve` (a request's thinking_budget, or Anthropic's "
+     "thinking.budget_tokens, overrides it): at most this many tokens of reasoning per reply. "
+     "When they are spent the reasoning is closed for the model (\"\\n</think>\\n\\n\"; gpt-oss: "
+     "the "
+     "analysis message ended and a final one opened) and it answers from what it has thought. "
+     "The close's tokens count toward max_tokens. Unset: no limit; 0: the reasoning is closed "
+     "as soon as it opens (a template with a no-think switch does better with THINK=off)."},
     {"PROMPT_CACHE", KnobType::kString, "", "path", "",
      "Keep the KV cache of a prompt in this file (`run`: the prompt, after its prefill; `chat`: "
      "the conversation, at exit) and restore the longest prefix a later run's prompt shares with "

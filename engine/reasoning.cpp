@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <array>
 #include <initializer_list>
+#include <optional>
+#include <vector>
 
 #include "engine/vocab.h"
 
@@ -85,33 +87,73 @@ std::string_view reasoning_format_name(ReasoningFormat f) {
   return "?";
 }
 
-std::string no_think_text(std::string_view tmpl) {
-  // The first test of enable_thinking being false ("not enable_thinking is defined" asks
-  // something else).
-  size_t at = std::string_view::npos;
-  for (std::string_view test :
-       {"enable_thinking is false", "not enable_thinking", "enable_thinking == false"}) {
-    for (size_t p = tmpl.find(test); p != std::string_view::npos; p = tmpl.find(test, p + 1)) {
-      const std::string_view after = tmpl.substr(p + test.size());
-      if (after.substr(first_non_space(after)).starts_with("is defined")) continue;
-      at = std::min(at, p);
-      break;
-    }
+namespace {
+
+// The literal a test of enable_thinking being false at `at` writes: the first of the `{{ ... }}`
+// its `{% if %}` branch opens with, or, inside an expression, the one before its inline `if`
+// ('X' if (... not enable_thinking) else ''). nullopt: neither.
+std::optional<std::string> no_think_branch(std::string_view tmpl, size_t at) {
+  const size_t open_expr = tmpl.rfind("{{", at);
+  const size_t close_expr = tmpl.rfind("}}", at);
+  const size_t open_tag = tmpl.rfind("{%", at);
+  if (open_expr != std::string_view::npos &&
+      (close_expr == std::string_view::npos || close_expr < open_expr) &&
+      (open_tag == std::string_view::npos || open_tag < open_expr)) {
+    std::string_view expr = tmpl.substr(open_expr + 2, at - open_expr - 2);
+    if (!expr.empty() && expr[0] == '-') expr.remove_prefix(1);
+    expr.remove_prefix(first_non_space(expr));
+    if (expr.empty() || (expr[0] != '\'' && expr[0] != '"')) return std::nullopt;
+    const size_t end = expr.find(expr[0], 1);
+    if (end == std::string_view::npos) return std::nullopt;
+    std::string_view rest = expr.substr(end + 1);
+    rest.remove_prefix(first_non_space(rest));
+    if (!rest.starts_with("if")) return std::nullopt;
+    return jinja_literal(expr, 0);
   }
-  if (at == std::string_view::npos) return {};
   const size_t tag_end = tmpl.find("%}", at);
-  if (tag_end == std::string_view::npos) return {};
+  if (tag_end == std::string_view::npos) return std::nullopt;
   // Its branch must write an expression before any other tag.
   const size_t expr = tmpl.find("{{", tag_end);
   const size_t next_tag = tmpl.find("{%", tag_end);
   if (expr == std::string_view::npos || (next_tag != std::string_view::npos && next_tag < expr))
-    return {};
+    return std::nullopt;
   const size_t expr_end = tmpl.find("}}", expr);
-  if (expr_end == std::string_view::npos) return {};
+  if (expr_end == std::string_view::npos) return std::nullopt;
   const std::string_view body = tmpl.substr(expr, expr_end - expr);
   const size_t q = body.find_first_of("'\"");
-  if (q == std::string_view::npos) return {};
+  if (q == std::string_view::npos) return std::nullopt;
   return jinja_literal(body, q);
+}
+
+}  // namespace
+
+std::string no_think_text(std::string_view tmpl) {
+  // Each test of enable_thinking being false ("not enable_thinking is defined" asks something
+  // else), in the template's order; the first after the generation prompt's test wins (GLM's
+  // template also tests it in its user turns), else the first.
+  const size_t prompt = tmpl.rfind("add_generation_prompt");
+  std::vector<size_t> tests;
+  for (std::string_view test :
+       {"enable_thinking is false", "not enable_thinking", "enable_thinking == false"}) {
+    for (size_t p = tmpl.find(test); p != std::string_view::npos; p = tmpl.find(test, p + 1)) {
+      const std::string_view after = tmpl.substr(p + test.size());
+      if (!after.substr(first_non_space(after)).starts_with("is defined")) tests.push_back(p);
+    }
+  }
+  std::sort(tests.begin(), tests.end());
+  std::optional<std::string> first;
+  for (const size_t at : tests) {
+    std::optional<std::string> text = no_think_branch(tmpl, at);
+    if (!text) continue;
+    if (prompt != std::string_view::npos && at > prompt) return *text;
+    if (!first) first = std::move(text);
+  }
+  return first.value_or(std::string());
+}
+
+std::string with_no_think(std::string prompt, std::string_view no_think) {
+  if (no_think.starts_with('\n') && prompt.ends_with('\n')) no_think.remove_prefix(1);
+  return prompt += no_think;
 }
 
 ReasoningStyle reasoning_style(ChatFamily family, const Vocab& vocab,
@@ -125,6 +167,7 @@ ReasoningStyle reasoning_style(ChatFamily family, const Vocab& vocab,
     s.format = ReasoningFormat::kHarmony;
     s.open_token = one_token(kChannel);
     s.close_token = one_token(kMessage);
+    s.budget_close = "<|end|><|start|>assistant<|channel|>final<|message|>";
     return s;
   }
   s.open_token = one_token(kThinkOpen);
@@ -132,6 +175,7 @@ ReasoningStyle reasoning_style(ChatFamily family, const Vocab& vocab,
   if (s.open_token < 0 || s.close_token < 0) return ReasoningStyle{};
   s.format = ReasoningFormat::kThinkTags;
   s.no_think = no_think_text(chat_template);
+  s.budget_close = "\n</think>\n\n";
   return s;
 }
 

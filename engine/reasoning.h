@@ -34,6 +34,9 @@ struct ReasoningStyle {
   // What the template appends to the generation prompt when thinking is off (Qwen3's
   // "<think>\n\n</think>\n\n"); empty when the template has no such switch.
   std::string no_think;
+  // What closes the reasoning when a thinking budget is spent: "\n</think>\n\n"; harmony: the
+  // analysis message's end and a final message's header.
+  std::string budget_close;
 };
 
 // kHarmony for gpt-oss's format; kThinkTags when the vocabulary has a <think> and a </think>
@@ -42,10 +45,16 @@ ReasoningStyle reasoning_style(ChatFamily family, const Vocab& vocab,
                                std::string_view chat_template);
 
 // The text a Jinja chat template writes after the generation prompt when enable_thinking is
-// false: the first string literal of the first `{{ ... }}` after a test of enable_thinking being
-// false ("enable_thinking is false", "not enable_thinking", "enable_thinking == false"), with
-// its escapes resolved. Empty when there is none. The template is not run (chat_template.h).
+// false: at a test of enable_thinking being false ("enable_thinking is false", "not
+// enable_thinking", "enable_thinking == false"), the first string literal of the first
+// `{{ ... }}` its `{% if %}` opens, or the literal before the inline `if` of the expression it is
+// in (GLM's '\n<think></think>' if (... not enable_thinking) else ''), with its escapes resolved;
+// the first such test after the template's last mention of add_generation_prompt, else the first.
+// Empty when there is none. The template is not run (chat_template.h).
 std::string no_think_text(std::string_view chat_template);
+// The prompt with no_think after it; a no-think text that starts with a newline takes the
+// prompt's own (llama.cpp's chatglm4 formatter ends the prompt with "\n", GLM's template not).
+std::string with_no_think(std::string prompt, std::string_view no_think);
 
 // Splits a reply, fed piece by piece, into reasoning and answer. A reply is taken to reason only
 // when it starts with the format's opening (<think>, or a harmony header), leading whitespace

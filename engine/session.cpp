@@ -110,7 +110,7 @@ void ChatSession::append_message(ChatMessage m) {
 
 std::string ChatSession::format_text(bool add_assistant) const {
   std::string text = format_chat(family_, messages_, add_assistant);
-  if (add_assistant && !thinking_) text += reasoning_.no_think;
+  if (add_assistant && !thinking_) text = with_no_think(std::move(text), reasoning_.no_think);
   return text;
 }
 
@@ -421,6 +421,15 @@ TurnResult ChatSession::generate(int32_t max_tokens, const TokenFn& on_token,
     r.text += piece;
     split.feed(piece, r.reasoning, r.answer);
     ++stats_.n_generated;
+    if (split.reasoning() && !given) {
+      ++stats_.n_reasoning;
+      if (reasoning_budget_ >= 0 && int64_t(stats_.n_reasoning) >= reasoning_budget_ &&
+          !stats_.budget_closed) {  // the budget is spent: the block's close comes next
+        queue = tok_.tokenize(reasoning_.budget_close, false, true);
+        queued = 0;
+        stats_.budget_closed = true;
+      }
+    }
     if (top_n >= 0) {
       const TokenScore score = score_token(logits_, id, size_t(top_n));
       if (on_token) on_token(piece, &score);

@@ -36,11 +36,13 @@ enum class TurnStatus {
 std::string_view turn_status_name(TurnStatus s);
 
 struct TurnStats {
-  uint32_t n_prompt = 0;     // tokens of the formatted conversation when the reply started
-  uint32_t n_matched = 0;    // of those, the longest prefix the KV cache already held
-  uint32_t n_reused = 0;     // of those, kept in the cache (n_matched, or 0 after a rollback)
-  uint32_t n_prefilled = 0;  // tokens prefilled this turn (n_prompt - n_reused)
-  uint32_t n_generated = 0;  // reply tokens sampled (the end-of-generation token not counted)
+  uint32_t n_prompt = 0;       // tokens of the formatted conversation when the reply started
+  uint32_t n_matched = 0;      // of those, the longest prefix the KV cache already held
+  uint32_t n_reused = 0;       // of those, kept in the cache (n_matched, or 0 after a rollback)
+  uint32_t n_prefilled = 0;    // tokens prefilled this turn (n_prompt - n_reused)
+  uint32_t n_generated = 0;    // reply tokens sampled (the end-of-generation token not counted)
+  uint32_t n_reasoning = 0;    // of those, the reasoning's (a split reply's)
+  bool budget_closed = false;  // the thinking budget closed the reasoning (set_reasoning_budget)
   double prefill_s = 0;
   double decode_s = 0;      // from the first sample to the last, seconds
   double sample_s = 0;      // of decode_s, the time spent in the sampler
@@ -156,6 +158,10 @@ class ChatSession {
   // (can_disable_thinking); elsewhere it changes nothing.
   void set_thinking(bool on) { thinking_ = on; }
   bool can_disable_thinking() const { return !reasoning_.no_think.empty(); }
+  // A thinking budget (THINK_BUDGET, Anthropic's budget_tokens): once a split reply's reasoning
+  // has taken `tokens` tokens, the reasoning is closed for it (ReasoningStyle::budget_close, given
+  // as reply tokens without sampling) and the model answers. < 0: no limit (the default).
+  void set_reasoning_budget(int32_t tokens) { reasoning_budget_ = tokens; }
   // A splitter for the open turn's reply (kNone unless it is split), for callers that show the
   // streamed pieces' two parts.
   ReasoningSplitter reply_splitter() const { return ReasoningSplitter(turn_format_, turn_opened_); }
@@ -254,6 +260,7 @@ class ChatSession {
   ReasoningStyle reasoning_;
   bool split_reasoning_ = true;
   bool thinking_ = true;
+  int32_t reasoning_budget_ = -1;                         // set_reasoning_budget
   ReasoningFormat turn_format_ = ReasoningFormat::kNone;  // the open turn's reply's
   bool turn_opened_ = false;   // its prompt ends with <think>: the reply starts in the reasoning
   bool turn_in_call_ = false;  // its prompt ends with <tool_call> (a forced call)

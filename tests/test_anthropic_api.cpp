@@ -83,6 +83,12 @@ TEST(AnthropicApi, RequestBecomesAChatRequest) {
   EXPECT_EQ(choice(R"({"type": "tool", "name": "weather"})")["tool_choice"]["function"]["name"],
             "weather");
   EXPECT_EQ(choice(R"({"type": "auto"})")["chat_template_kwargs"]["enable_thinking"], true);
+  // The thinking budget caps the reasoning (serve's thinking_budget).
+  EXPECT_EQ(choice(R"({"type": "auto"})")["thinking_budget"], 1024);
+  EXPECT_FALSE(json::parse(anthropic::chat_request(
+                               R"({"messages": [{"role": "user", "content": "x"}],
+                                   "thinking": {"type": "disabled", "budget_tokens": 5}})"))
+                   .contains("thinking_budget"));
 }
 
 TEST(AnthropicApi, UnsupportedRequestsAreNamed) {
@@ -101,6 +107,9 @@ TEST(AnthropicApi, UnsupportedRequestsAreNamed) {
        "'tool_choice'"},
       {R"({"messages": [{"role": "user", "content": "x"}], "thinking": {"type": "x"}})",
        "'thinking'"},
+      {R"({"messages": [{"role": "user", "content": "x"}],
+           "thinking": {"type": "enabled", "budget_tokens": "lots"}})",
+       "'thinking.budget_tokens' must be a non-negative integer"},
       {R"({"system": [{"type": "image"}], "messages": [{"role": "user", "content": "x"}]})",
        "only text blocks"},
       {R"({"messages": [{"role": "user", "content": [{"type": 5}]}]})",

@@ -110,6 +110,12 @@ TEST(Reasoning, Harmony) {
   expect_split(kHarmony, "<|start|>assistant<|message|>ok", {"", "ok"});
   // Not harmony at all: the reply as written.
   expect_split(kHarmony, "Just text <|channel|>", {"", "Just text <|channel|>"});
+  // A thinking budget's close (ReasoningStyle::budget_close) as the reply renders it (<|end|>
+  // not shown) ends the analysis and opens the final message.
+  expect_split(kHarmony,
+               "<|channel|>analysis<|message|>half a thou<|start|>assistant<|channel|>final"
+               "<|message|>Answer.",
+               {"half a thou", "Answer."});
   // Cut inside the analysis, inside a header.
   expect_split(kHarmony, "<|channel|>analysis<|message|>thinking <|sta", {"thinking <|sta", ""});
   expect_split(kHarmony, "<|channel|>analysis<|message|>a<|start|>assistant<|chan", {"a", ""});
@@ -164,6 +170,23 @@ TEST(Reasoning, NoThinkText) {
             "\n<think></think>");
   EXPECT_EQ(no_think_text("{% if enable_thinking == false %}{{ 'it\\'s off' }}{% endif %}"),
             "it's off");
+  // GLM-4.5's: inline ifs, one in the user turns ('/nothink'), the generation prompt's after
+  // add_generation_prompt.
+  const std::string glm =
+      "{%- if m.role == 'user' -%}<|user|>\n{{ m.content }}\n{{- '/nothink' if (enable_thinking "
+      "is defined and not enable_thinking and not m.content.endswith(\"/nothink\")) else '' -}}"
+      "{%- endif -%}{%- if add_generation_prompt -%}\n    <|assistant|>{{- '\\n<think></think>' "
+      "if (enable_thinking is defined and not enable_thinking) else '' -}}\n{%- endif -%}";
+  EXPECT_EQ(no_think_text(glm), "\n<think></think>");
+  // Without the generation prompt's test: the first.
+  EXPECT_EQ(no_think_text(glm.substr(0, glm.find("{%- if add_generation_prompt"))), "/nothink");
+  // An inline expression whose literal is not before its if: none.
+  EXPECT_EQ(no_think_text("{{ x if not enable_thinking else 'y' }}"), "");
+  // The no-think text after the prompt: a leading newline joins the prompt's own.
+  EXPECT_EQ(with_no_think("<|assistant|>\n", "\n<think></think>"),
+            "<|assistant|>\n<think></think>");
+  EXPECT_EQ(with_no_think("<|assistant|>", "\n<think></think>"), "<|assistant|>\n<think></think>");
+  EXPECT_EQ(with_no_think("a\n", "<think>\n\n</think>\n\n"), "a\n<think>\n\n</think>\n\n");
   // "not enable_thinking is defined" is not the switch; a branch that writes nothing first is
   // not one either.
   EXPECT_EQ(no_think_text("{%- if not enable_thinking is defined %}{{ 'x' }}{% endif %}"), "");

@@ -439,6 +439,40 @@ TEST_F(Thinking, RepliesSplitAndTheSchemaConstrainsTheAnswerOnly) {
   EXPECT_GT(off.stats.n_prompt, free.stats.n_prompt);
 }
 
+// A thinking budget: the reasoning's tokens counted; when they are spent the block's close is
+// given and the model answers (its reasoning the budget's first tokens of the free reply's).
+TEST_F(Thinking, BudgetClosesTheReasoning) {
+  Loaded m(dir_ / "thinks.gguf");
+  ChatSession s = m.session();
+  const TurnResult free = s.send(kUser, 24, {});
+  ASSERT_FALSE(free.stats.budget_closed);
+  ASSERT_GT(free.stats.n_reasoning, 3u) << free.text;
+  for (const int32_t budget : {3, 1}) {
+    SCOPED_TRACE(budget);
+    s.reset();
+    s.set_reasoning_budget(budget);
+    const TurnResult r = s.send(kUser, 24, {});
+    EXPECT_TRUE(r.stats.budget_closed);
+    EXPECT_EQ(r.stats.n_reasoning, uint32_t(budget));
+    // The same tokens up to the budget, then "\n</think>\n\n" and an answer.
+    const size_t open = free.text.find("<think>");
+    ASSERT_NE(open, std::string::npos);
+    const size_t close = r.text.find("\n</think>\n\n");
+    ASSERT_NE(close, std::string::npos) << r.text;
+    EXPECT_TRUE(free.text.starts_with(r.text.substr(0, close))) << r.text;
+    EXPECT_EQ(r.reasoning, trim(r.text.substr(open + 7, close - open - 7)));
+    EXPECT_FALSE(r.answer.empty()) << r.text;
+    EXPECT_EQ(r.stats.n_generated, 24u);
+    EXPECT_EQ(s.messages().back().content, r.answer);
+  }
+  // A budget the reasoning stays within changes nothing.
+  s.reset();
+  s.set_reasoning_budget(int32_t(free.stats.n_reasoning) + 1);
+  const TurnResult within = s.send(kUser, 24, {});
+  EXPECT_EQ(within.text, free.text);
+  EXPECT_FALSE(within.stats.budget_closed);
+}
+
 TEST_F(Thinking, SchemaWithThinkingOnStartsWithTheBlockOrTheAnswer) {
   Loaded m(dir_ / "qwen3.gguf");
   ChatSession s = m.session();
@@ -456,15 +490,16 @@ TEST_F(Thinking, SchemaWithThinkingOnStartsWithTheBlockOrTheAnswer) {
 // `strata chat -p` with THINK on, hide and off, stdout not a terminal.
 TEST_F(Thinking, ChatShowsOrHidesTheReasoning) {
   if (!fs::exists(kStrata)) GTEST_SKIP() << "strata binary not built at " << kStrata;
-  const auto engine_reply = [&](bool thinking) {
+  const auto engine_reply = [&](bool thinking, int32_t budget = -1) {
     Loaded m(dir_ / "thinks.gguf");
     ChatSession s = m.session();
     s.set_thinking(thinking);
+    s.set_reasoning_budget(budget);
     return s.send(kUser, 16, {});
   };
-  const auto run = [&](const char* think) {
+  const auto run = [&](const char* think, const char* env = "") {
     const std::string cmd = fmt::format(
-        "VRAM_GB=0 '{}' chat -m '{}' -t 2 -p '{}' -n 16 --temp 0 --think {} > '{}' 2> '{}'",
+        "VRAM_GB=0 {} '{}' chat -m '{}' -t 2 -p '{}' -n 16 --temp 0 --think {} > '{}' 2> '{}'", env,
         kStrata.string(), (dir_ / "thinks.gguf").string(), kUser, think,
         (dir_ / "chat.out").string(), (dir_ / "chat.err").string());
     EXPECT_EQ(std::system(cmd.c_str()), 0) << slurp(dir_ / "chat.err");
@@ -496,11 +531,16 @@ TEST_F(Thinking, ChatShowsOrHidesTheReasoning) {
                                  ? std::string()
                                  : "<think>\n" + no_think.reasoning + "\n</think>\n\n";
   EXPECT_EQ(off, framed + no_think.answer + "\n");
+  // THINK_BUDGET: the reasoning closed after 2 tokens, as the engine does it.
+  const TurnResult budget = engine_reply(true, 2);
+  ASSERT_TRUE(budget.stats.budget_closed);
+  EXPECT_EQ(run("on", "THINK_BUDGET=2").first,
+            "<think>\n" + budget.reasoning + "\n</think>\n\n" + budget.answer + "\n");
 }
 
 // `strata serve` on the thinking copy: reasoning_content apart, whole and streamed;
 // reasoning_format "none" gives the reply as written; enable_thinking false adds the empty block;
-// bad values are 400s.
+// thinking_budget closes the reasoning; bad values are 400s.
 TEST_F(Thinking, ServeReturnsReasoningContent) {
   if (!fs::exists(kStrata)) GTEST_SKIP() << "strata binary not built at " << kStrata;
   Loaded m(dir_ / "thinks.gguf");
@@ -562,10 +602,25 @@ TEST_F(Thinking, ServeReturnsReasoningContent) {
     const json r = json::parse(text);
     EXPECT_GT(r["usage"]["prompt_tokens"].get<int>(), int(want.stats.n_prompt));
   }
+  {  // thinking_budget: the reasoning closed after 2 tokens, as the session does it
+    s.reset();
+    s.set_reasoning_budget(2);
+    const TurnResult budget = s.send(kUser, 12, {});
+    ASSERT_TRUE(budget.stats.budget_closed);
+    json bb = body;
+    bb["thinking_budget"] = 2;
+    const auto [status, text] = post(bb);
+    ASSERT_EQ(status, 200) << text;
+    const json msg = json::parse(text)["choices"][0]["message"];
+    EXPECT_EQ(msg["reasoning_content"], as_json_text(budget.reasoning));
+    EXPECT_EQ(msg["content"], as_json_text(budget.answer));
+  }
   for (const auto& [field, value, msg] :
        {std::tuple<const char*, json, const char*>{"reasoning_format", "deep", "reasoning_format"},
         {"chat_template_kwargs", "x", "must be an object"},
-        {"chat_template_kwargs", json{{"enable_thinking", "no"}}, "enable_thinking"}}) {
+        {"chat_template_kwargs", json{{"enable_thinking", "no"}}, "enable_thinking"},
+        {"thinking_budget", -1, "'thinking_budget' is -1"},
+        {"thinking_budget", "many", "'thinking_budget' must be an integer"}}) {
     json bb = body;
     bb[field] = value;
     const auto [status, text] = post(bb);

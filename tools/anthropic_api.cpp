@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <tuple>
 
 #include "io/check.h"
@@ -180,6 +181,12 @@ std::string chat_request(std::string_view body) {
       fail(ErrorKind::kBadValue,
            "'thinking': {{\"type\": \"enabled\"}} or {{\"type\": \"disabled\"}}");
     out["chat_template_kwargs"] = {{"enable_thinking", type == "enabled"}};
+    // The budget caps the reasoning (serve's thinking_budget).
+    if (const auto b = t->find("budget_tokens"); type == "enabled" && b != t->end()) {
+      if (!b->is_number_integer() || b->get<int64_t>() < 0)
+        fail(ErrorKind::kBadValue, "'thinking.budget_tokens' must be a non-negative integer");
+      out["thinking_budget"] = std::min<int64_t>(b->get<int64_t>(), int64_t(1) << 30);
+    }
   }
   return out.dump(-1, ' ', false, ojson::error_handler_t::replace);
 }

@@ -1,7 +1,8 @@
 // Anthropic's Messages API (POST /v1/messages, what Claude Code and the other Anthropic clients
 // speak) for `strata serve`, as a translation to and from the OpenAI chat completions it serves:
 // a Messages request becomes a chat completions request (system blocks, text / tool_use /
-// tool_result content blocks, tools with input_schema, tool_choice, thinking on or off), and a
+// tool_result content blocks, tools with input_schema, tool_choice, thinking on or off with its
+// budget_tokens), and a
 // chat completion (whole, or streamed chunk by chunk) becomes a Message (thinking / text /
 // tool_use content blocks, stop_reason, usage) or its server-sent events (message_start,
 // content_block_start / _delta / _stop, message_delta, message_stop). Tested by

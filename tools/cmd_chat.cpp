@@ -578,6 +578,7 @@ int run_chat(ChatOptions o) {
                "not shown, off: asked not to think)\n",
                engine::reasoning_format_name(f), think);
     session.set_thinking(think != "off");
+    session.set_reasoning_budget(int32_t(knobs.int_opt("THINK_BUDGET").value_or(-1)));
     if (think == "off" && !session.can_disable_thinking())
       fmt::print(stderr,
                  "chat: THINK=off: this model's chat template has no switch to turn thinking "

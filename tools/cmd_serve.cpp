@@ -65,11 +65,12 @@ struct ServeOptions {
   std::string chat_template;  // "" = from the model
   uint32_t ubatch = 512;
   std::optional<uint32_t> ctx;
-  size_t stash = 1;            // more conversations' KV rows kept in RAM (ChatSession::set_stash)
-  int learn_every = 300;       // seconds between additions to USAGE_AUTO's learned profile
-  uint32_t max_body_mib = 32;  // a larger request body is a 413 before it is read
-  bool thinking = true;        // THINK: requests' enable_thinking default (off: false)
-  bool show_reasoning = true;  // THINK: reasoning_content in responses (hide: left out)
+  size_t stash = 1;              // more conversations' KV rows kept in RAM (ChatSession::set_stash)
+  int learn_every = 300;         // seconds between additions to USAGE_AUTO's learned profile
+  uint32_t max_body_mib = 32;    // a larger request body is a 413 before it is read
+  bool thinking = true;          // THINK: requests' enable_thinking default (off: false)
+  bool show_reasoning = true;    // THINK: reasoning_content in responses (hide: left out)
+  int32_t thinking_budget = -1;  // THINK_BUDGET: requests' default (< 0: no limit)
   engine::SamplerParams sampling;  // defaults for requests that do not say
   KnobOverrides knobs;
 };
@@ -120,6 +121,9 @@ struct CompletionRequest {
   // reasoning_content); chat_template_kwargs.enable_thinking (unset: THINK's default).
   bool split_reasoning = true;
   std::optional<bool> enable_thinking;
+  // thinking_budget (Anthropic's thinking.budget_tokens): the reasoning's tokens at most (unset:
+  // THINK_BUDGET's default).
+  std::optional<int32_t> thinking_budget;
   // kChat, function calling: the tools offered (tool_choice "auto"), and the messages with their
   // calls and tool results, rendered into `messages` once the model's format is known
   // (Server::complete).
@@ -348,6 +352,8 @@ CompletionRequest parse_request(const std::string& body_text, const engine::Samp
       throw BadRequest{400, "'reasoning_effort' must be \"low\", \"medium\" or \"high\""};
     r.reasoning_effort = e->get<std::string>();
   }
+  if (const json* b = field(body, "thinking_budget"); b && !b->is_null())
+    r.thinking_budget = int32_t(integer(body, "thinking_budget", 0, 1 << 30, 0));
   if (const json* k = field(body, "chat_template_kwargs")) {
     if (!k->is_object()) throw BadRequest{400, "'chat_template_kwargs' must be an object"};
     if (const json* t = field(*k, "enable_thinking")) {
@@ -842,7 +848,8 @@ class Server {
           parse_request(anthropic::chat_request(req.body), o_.sampling, Api::kChat);
       render_tools(r);
       std::string text = engine::format_chat(session_.family(), r.messages, true);
-      if (!r.enable_thinking.value_or(o_.thinking)) text += session_.reasoning_style().no_think;
+      if (!r.enable_thinking.value_or(o_.thinking))
+        text = engine::with_no_think(std::move(text), session_.reasoning_style().no_think);
       res.set_content(dump({{"input_tokens", tok_.tokenize(text, true, true).size()}}),
                       "application/json");
     } catch (const BadRequest& e) {
@@ -953,6 +960,7 @@ class Server {
       session_.set_json_schema(r.schema);
       session_.set_reasoning(r.split_reasoning);
       session_.set_thinking(r.enable_thinking.value_or(o_.thinking));
+      session_.set_reasoning_budget(r.thinking_budget.value_or(o_.thinking_budget));
       const bool harmony = tool_format_ == engine::ToolFormat::kHarmony;
       session_.set_tool_calls(
           {.open = harmony ? -1 : tool_trigger_,
@@ -1281,6 +1289,7 @@ int run_serve(ServeOptions o) {
   const std::string think = knobs.get_string("THINK");
   o.thinking = think != "off";
   o.show_reasoning = think != "hide";
+  o.thinking_budget = int32_t(knobs.int_opt("THINK_BUDGET").value_or(-1));
   const std::string id = !o.alias.empty()
                              ? o.alias
                              : model.file()
