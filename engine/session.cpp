@@ -75,6 +75,8 @@ ChatSession::ChatSession(Forward& fwd, const Tokenizer& tok, ChatFamily family,
       sampler_(sampling),
       lookup_(fwd, lookup),
       reasoning_(engine::reasoning_style(family, tok.vocab(), tok.vocab().chat_template())) {
+  const std::vector<int32_t> nl = tok_.tokenize("\n", false, true);
+  newline_ = nl.size() == 1 ? nl[0] : -1;
   reset();
 }
 
@@ -120,6 +122,14 @@ std::vector<int32_t> ChatSession::format_tokens(bool add_assistant) const {
   return tok_.tokenize(format_text(add_assistant), true, true);
 }
 
+std::vector<int32_t> ChatSession::turn_tokens(std::span<const ChatMessage> messages, bool thinking,
+                                              std::string_view forced_prompt) const {
+  std::string text = format_chat(family_, messages, true);
+  if (!thinking) text = with_no_think(std::move(text), reasoning_.no_think);
+  text += forced_prompt;
+  return tok_.tokenize(text, true, true);
+}
+
 std::vector<int32_t> ChatSession::format_turn() {
   std::string text = format_text(true);
   turn_in_call_ = tools_.forced;
@@ -146,8 +156,6 @@ void ChatSession::set_tool_calls(ToolCalls calls) {
   tools_.forced = tools_.forced && tools_.body;
   tool_close_.clear();
   if (tools_.open >= 0) tool_close_ = tok_.tokenize(tools_.close, false, true);
-  const std::vector<int32_t> nl = tok_.tokenize("\n", false, true);
-  newline_ = nl.size() == 1 ? nl[0] : -1;
   tools_.parallel = tools_.parallel && tools_.open >= 0 && newline_ >= 0;
 }
 

@@ -85,6 +85,11 @@ class ChatSession {
   // messages, the system prompt included): replaces the conversation, then brings the cache to
   // it as begin_turn does, keeping the prefix the cache shares.
   TurnStatus begin_messages(std::vector<ChatMessage> messages);
+  // The tokens begin_messages would bring the cache to for `messages`, with thinking on or off
+  // and a forced call's opening (ToolCalls::forced_prompt; empty: none) as a request would set
+  // them (serve's count_tokens).
+  std::vector<int32_t> turn_tokens(std::span<const ChatMessage> messages, bool thinking,
+                                   std::string_view forced_prompt = {}) const;
   // A raw completion (`strata serve`'s /v1/completions): the cache is brought to `text`
   // tokenized as it stands (BOS as the vocabulary says, control strings as their ids) — no chat
   // template — keeping the prefix it shares; the conversation is emptied (the reply then joins

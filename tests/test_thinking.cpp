@@ -960,6 +960,14 @@ TEST_F(Thinking, ServeSpeaksAnthropicMessages) {
   const auto [cstatus, ctext] = post("/v1/messages/count_tokens", body);
   ASSERT_EQ(cstatus, 200) << ctext;
   EXPECT_EQ(json::parse(ctext)["input_tokens"], input_tokens);
+  // With tool_choice any the prompt ends with the call's opening; count_tokens counts it too.
+  json any = body;
+  any["tool_choice"] = {{"type", "any"}};
+  const auto [astatus, atext] = post("/v1/messages", any);
+  ASSERT_EQ(astatus, 200) << atext;
+  const int any_tokens = json::parse(atext)["usage"]["input_tokens"];
+  EXPECT_GT(any_tokens, input_tokens);
+  EXPECT_EQ(json::parse(post("/v1/messages/count_tokens", any).second)["input_tokens"], any_tokens);
 
   // Streamed: Anthropic's events, the same tool_use blocks.
   json sbody = body;

@@ -847,11 +847,14 @@ class Server {
       CompletionRequest r =
           parse_request(anthropic::chat_request(req.body), o_.sampling, Api::kChat);
       render_tools(r);
-      std::string text = engine::format_chat(session_.family(), r.messages, true);
-      if (!r.enable_thinking.value_or(o_.thinking))
-        text = engine::with_no_think(std::move(text), session_.reasoning_style().no_think);
-      res.set_content(dump({{"input_tokens", tok_.tokenize(text, true, true).size()}}),
-                      "application/json");
+      // (A forced call's prompt ends with its opening, as the reply's would.)
+      const size_t n = session_
+                           .turn_tokens(r.messages, r.enable_thinking.value_or(o_.thinking),
+                                        r.tool_forced && !r.tools.empty()
+                                            ? engine::forced_call_prompt(tool_format_)
+                                            : std::string_view())
+                           .size();
+      res.set_content(dump({{"input_tokens", n}}), "application/json");
     } catch (const BadRequest& e) {
       res.status = e.status;
       res.set_content(anthropic::error(error_body(e.message, "invalid_request_error"), e.status),
