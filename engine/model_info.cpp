@@ -9,8 +9,11 @@
 #include <charconv>
 #include <map>
 
+#include "engine/chat_template.h"
 #include "engine/model_config.h"
 #include "engine/names.h"
+#include "engine/reasoning.h"
+#include "engine/tool_calls.h"
 #include "io/check.h"
 
 namespace strata::engine {
@@ -151,6 +154,25 @@ TokenizerInfo summarize_tokenizer(const io::GgufFile& f) {
     t.chat_family = chat_template_family(tmpl);
     t.chat_template_chars = tmpl.size();
     t.chat_template_head = escape_head(tmpl, 60);
+    if (const std::optional<ChatFamily> family = detect_chat_family(tmpl)) {
+      bool think_tokens = false;
+      if (const auto* a = f.get_array_opt("tokenizer.ggml.tokens")) {
+        bool open = false, close = false;
+        for (const auto& v : a->items) {
+          open = open || (v.as_string() && *v.as_string() == "<think>");
+          close = close || (v.as_string() && *v.as_string() == "</think>");
+        }
+        think_tokens = open && close;
+      }
+      if (*family == ChatFamily::kGptOss) {
+        t.reasoning = reasoning_format_name(ReasoningFormat::kHarmony);
+      } else if (think_tokens) {
+        t.reasoning = reasoning_format_name(ReasoningFormat::kThinkTags);
+        t.no_think_switch = !no_think_text(tmpl).empty();
+        t.prompt_opens_reasoning = !think_open_text(tmpl).empty();
+      }
+      t.tool_format = tool_format_name(tool_format(*family, tmpl));
+    }
   }
   return t;
 }
@@ -364,10 +386,13 @@ std::string format_model_info(const ModelInfo& m) {
     if (t.add_bos) ids += fmt::format("{}add_bos {}", ids.empty() ? "" : ", ", *t.add_bos);
     if (t.add_eos) ids += fmt::format(", add_eos {}", *t.add_eos);
     if (!ids.empty()) add_line(s, "  {}", ids);
-    if (t.has_chat_template)
+    if (t.has_chat_template) {
       add_line(s, "  chat template: {} ({} chars) \"{}\"", t.chat_family, t.chat_template_chars,
                t.chat_template_head);
-    else
+      add_line(s, "  thinking: {}{}{}; function calling: {}", t.reasoning,
+               t.no_think_switch ? " (THINK=off turns it off)" : "",
+               t.prompt_opens_reasoning ? " (the prompt opens the block)" : "", t.tool_format);
+    } else
       add_line(s, "  chat template: none");
   } else {
     add_line(s, "tokenizer    none");
@@ -432,10 +457,15 @@ nlohmann::ordered_json model_info_json(const ModelInfo& m) {
                       {"unk", opt(t.unk)},
                       {"add_bos", opt(t.add_bos)},
                       {"add_eos", opt(t.add_eos)},
-                      {"chat_template", t.has_chat_template ? J{{"family", t.chat_family},
-                                                                {"chars", t.chat_template_chars},
-                                                                {"head", t.chat_template_head}}
-                                                            : J(nullptr)}};
+                      {"chat_template",
+                       t.has_chat_template ? J{{"family", t.chat_family},
+                                               {"chars", t.chat_template_chars},
+                                               {"head", t.chat_template_head},
+                                               {"reasoning", t.reasoning},
+                                               {"no_think_switch", t.no_think_switch},
+                                               {"prompt_opens_reasoning", t.prompt_opens_reasoning},
+                                               {"tool_format", t.tool_format}}
+                                           : J(nullptr)}};
   } else {
     j["tokenizer"] = nullptr;
   }

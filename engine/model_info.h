@@ -30,6 +30,14 @@ struct TokenizerInfo {
   std::string chat_family;  // "chatml", "llama3", ..., "custom"
   uint64_t chat_template_chars = 0;
   std::string chat_template_head;  // the first characters, newlines escaped
+  // How chat turns run on it (the template's family as the chat tools detect it): a thinking
+  // model's format (reasoning_format_name; "none"), whether its template can turn thinking off
+  // (THINK=off) and whether its generation prompt opens the reasoning; the tool-call format
+  // `serve` speaks (tool_format_name; "none").
+  std::string reasoning = "none";
+  bool no_think_switch = false;
+  bool prompt_opens_reasoning = false;
+  std::string tool_format = "none";
 };
 
 struct TypeStat {

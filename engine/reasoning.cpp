@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <initializer_list>
 #include <optional>
 #include <vector>
@@ -89,10 +90,34 @@ std::string_view reasoning_format_name(ReasoningFormat f) {
 
 namespace {
 
-// The literal a test of enable_thinking being false at `at` writes: the first of the `{{ ... }}`
-// its `{% if %}` branch opens with, or, inside an expression, the one before its inline `if`
+// The first string literal of the `{{ ... }}` after position `from` (a tag's end), when no other
+// tag comes first; *end: where that expression ends.
+std::optional<std::string> branch_literal(std::string_view tmpl, size_t from, size_t* end) {
+  const size_t expr = tmpl.find("{{", from);
+  const size_t next_tag = tmpl.find("{%", from);
+  if (expr == std::string_view::npos || (next_tag != std::string_view::npos && next_tag < expr))
+    return std::nullopt;
+  const size_t expr_end = tmpl.find("}}", expr);
+  if (expr_end == std::string_view::npos) return std::nullopt;
+  const std::string_view body = tmpl.substr(expr, expr_end - expr);
+  const size_t q = body.find_first_of("'\"");
+  if (q == std::string_view::npos) return std::nullopt;
+  *end = expr_end;
+  return jinja_literal(body, q);
+}
+
+// A test of thinking being off and what it writes.
+struct NoThinkTest {
+  size_t at = 0;
+  bool inline_if = false;  // 'X' if (test) else '' (else an `{% if %}` tag)
+  size_t branch_end = 0;   // the tag form: where its branch's expression ends
+  std::string text;
+};
+
+// The literal a test of thinking being off at `at` writes: the first of the `{{ ... }}` its
+// `{% if %}` branch opens with, or, inside an expression, the one before its inline `if`
 // ('X' if (... not enable_thinking) else ''). nullopt: neither.
-std::optional<std::string> no_think_branch(std::string_view tmpl, size_t at) {
+std::optional<NoThinkTest> no_think_branch(std::string_view tmpl, size_t at) {
   const size_t open_expr = tmpl.rfind("{{", at);
   const size_t close_expr = tmpl.rfind("}}", at);
   const size_t open_tag = tmpl.rfind("{%", at);
@@ -108,52 +133,90 @@ std::optional<std::string> no_think_branch(std::string_view tmpl, size_t at) {
     std::string_view rest = expr.substr(end + 1);
     rest.remove_prefix(first_non_space(rest));
     if (!rest.starts_with("if")) return std::nullopt;
-    return jinja_literal(expr, 0);
+    return NoThinkTest{at, true, 0, jinja_literal(expr, 0)};
   }
   const size_t tag_end = tmpl.find("%}", at);
   if (tag_end == std::string_view::npos) return std::nullopt;
-  // Its branch must write an expression before any other tag.
-  const size_t expr = tmpl.find("{{", tag_end);
-  const size_t next_tag = tmpl.find("{%", tag_end);
-  if (expr == std::string_view::npos || (next_tag != std::string_view::npos && next_tag < expr))
-    return std::nullopt;
-  const size_t expr_end = tmpl.find("}}", expr);
-  if (expr_end == std::string_view::npos) return std::nullopt;
-  const std::string_view body = tmpl.substr(expr, expr_end - expr);
-  const size_t q = body.find_first_of("'\"");
-  if (q == std::string_view::npos) return std::nullopt;
-  return jinja_literal(body, q);
+  size_t branch_end = 0;
+  std::optional<std::string> text = branch_literal(tmpl, tag_end, &branch_end);
+  if (!text) return std::nullopt;
+  return NoThinkTest{at, false, branch_end, std::move(*text)};
+}
+
+// The template's test of thinking being off (enable_thinking, or DeepSeek-V3.1's `thinking`
+// set from it): "not enable_thinking is defined" asks something else. Each in the template's
+// order; the first after the generation prompt's mention wins (GLM's template also tests it in
+// its user turns), else the first.
+std::optional<NoThinkTest> no_think_test(std::string_view tmpl) {
+  const size_t prompt = tmpl.rfind("add_generation_prompt");
+  std::vector<size_t> tests;
+  for (std::string_view test : {"enable_thinking is false", "not enable_thinking",
+                                "enable_thinking == false", "not thinking"}) {
+    for (size_t p = tmpl.find(test); p != std::string_view::npos; p = tmpl.find(test, p + 1)) {
+      const std::string_view after = tmpl.substr(p + test.size());
+      const bool word_ends = after.empty() || !(std::isalnum(uint8_t(after[0])) || after[0] == '_');
+      if (word_ends && !after.substr(first_non_space(after)).starts_with("is defined"))
+        tests.push_back(p);
+    }
+  }
+  std::sort(tests.begin(), tests.end());
+  std::optional<NoThinkTest> first;
+  for (const size_t at : tests) {
+    std::optional<NoThinkTest> t = no_think_branch(tmpl, at);
+    if (!t) continue;
+    if (prompt != std::string_view::npos && at > prompt) return t;
+    if (!first) first = std::move(t);
+  }
+  return first;
+}
+
+// The `<think>` opening in `text` with what follows it, when no `</think>` closes it there.
+std::string opening_in(std::string_view text) {
+  const size_t open = text.find(kThinkOpen);
+  if (open == std::string_view::npos) return {};
+  text.remove_prefix(open);
+  return text.find(kThinkClose) == std::string_view::npos ? std::string(text) : std::string();
 }
 
 }  // namespace
 
 std::string no_think_text(std::string_view tmpl) {
-  // Each test of enable_thinking being false ("not enable_thinking is defined" asks something
-  // else), in the template's order; the first after the generation prompt's test wins (GLM's
-  // template also tests it in its user turns), else the first.
-  const size_t prompt = tmpl.rfind("add_generation_prompt");
-  std::vector<size_t> tests;
-  for (std::string_view test :
-       {"enable_thinking is false", "not enable_thinking", "enable_thinking == false"}) {
-    for (size_t p = tmpl.find(test); p != std::string_view::npos; p = tmpl.find(test, p + 1)) {
-      const std::string_view after = tmpl.substr(p + test.size());
-      if (!after.substr(first_non_space(after)).starts_with("is defined")) tests.push_back(p);
-    }
-  }
-  std::sort(tests.begin(), tests.end());
-  std::optional<std::string> first;
-  for (const size_t at : tests) {
-    std::optional<std::string> text = no_think_branch(tmpl, at);
-    if (!text) continue;
-    if (prompt != std::string_view::npos && at > prompt) return *text;
-    if (!first) first = std::move(text);
-  }
-  return first.value_or(std::string());
+  std::optional<NoThinkTest> t = no_think_test(tmpl);
+  return t ? std::move(t->text) : std::string();
 }
 
-std::string with_no_think(std::string prompt, std::string_view no_think) {
-  if (no_think.starts_with('\n') && prompt.ends_with('\n')) no_think.remove_prefix(1);
-  return prompt += no_think;
+std::string think_open_text(std::string_view tmpl) {
+  // The generation prompt's own text (Qwen3-Thinking-2507, QwQ:
+  // '<|im_start|>assistant\n<think>\n').
+  if (const size_t p = tmpl.rfind("add_generation_prompt"); p != std::string_view::npos) {
+    const size_t expr = tmpl.find("{{", p);
+    const size_t expr_end = expr == std::string_view::npos ? expr : tmpl.find("}}", expr);
+    if (expr_end != std::string_view::npos) {
+      const std::string_view body = tmpl.substr(expr, expr_end - expr);
+      if (const size_t q = body.find_first_of("'\""); q != std::string_view::npos)
+        if (std::string open = opening_in(jinja_literal(body, q)); !open.empty()) return open;
+    }
+  }
+  // The thinking-off test's else branch (DeepSeek-V3.1: {% if not thinking %}'</think>'{% else
+  // %}'<think>').
+  const std::optional<NoThinkTest> t = no_think_test(tmpl);
+  if (!t || t->inline_if) return {};
+  const size_t tag = tmpl.find("{%", t->branch_end);
+  const size_t tag_end = tag == std::string_view::npos ? tag : tmpl.find("%}", tag);
+  if (tag_end == std::string_view::npos) return {};
+  std::string_view words = tmpl.substr(tag + 2, tag_end - tag - 2);
+  while (!words.empty() && (words.front() == '-' || is_space(words.front())))
+    words.remove_prefix(1);
+  while (!words.empty() && (words.back() == '-' || is_space(words.back()))) words.remove_suffix(1);
+  if (words != "else") return {};
+  size_t end = 0;
+  const std::optional<std::string> text = branch_literal(tmpl, tag_end, &end);
+  return text ? opening_in(*text) : std::string();
+}
+
+std::string end_prompt(std::string prompt, std::string_view tail) {
+  if (tail.starts_with('\n') && prompt.ends_with('\n')) tail.remove_prefix(1);
+  return prompt += tail;
 }
 
 ReasoningStyle reasoning_style(ChatFamily family, const Vocab& vocab,
@@ -175,6 +238,7 @@ ReasoningStyle reasoning_style(ChatFamily family, const Vocab& vocab,
   if (s.open_token < 0 || s.close_token < 0) return ReasoningStyle{};
   s.format = ReasoningFormat::kThinkTags;
   s.no_think = no_think_text(chat_template);
+  s.think_open = think_open_text(chat_template);
   s.budget_close = "\n</think>\n\n";
   return s;
 }

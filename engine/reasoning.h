@@ -34,6 +34,15 @@ struct ReasoningStyle {
   // What the template appends to the generation prompt when thinking is off (Qwen3's
   // "<think>\n\n</think>\n\n"); empty when the template has no such switch.
   std::string no_think;
+  // What the template's generation prompt opens the reasoning with when thinking is on
+  // (Qwen3-Thinking-2507's and QwQ's "<think>\n", DeepSeek-V3.1's "<think>"), which llama.cpp's
+  // built-in formats do not write; empty for most.
+  std::string think_open;
+  // What a chat turn's prompt ends with: thinking on, or no switch to turn it off, think_open;
+  // else no_think.
+  std::string_view prompt_tail(bool thinking) const {
+    return thinking || no_think.empty() ? think_open : no_think;
+  }
   // What closes the reasoning when a thinking budget is spent: "\n</think>\n\n"; harmony: the
   // analysis message's end and a final message's header.
   std::string budget_close;
@@ -45,16 +54,22 @@ ReasoningStyle reasoning_style(ChatFamily family, const Vocab& vocab,
                                std::string_view chat_template);
 
 // The text a Jinja chat template writes after the generation prompt when enable_thinking is
-// false: at a test of enable_thinking being false ("enable_thinking is false", "not
-// enable_thinking", "enable_thinking == false"), the first string literal of the first
-// `{{ ... }}` its `{% if %}` opens, or the literal before the inline `if` of the expression it is
-// in (GLM's '\n<think></think>' if (... not enable_thinking) else ''), with its escapes resolved;
-// the first such test after the template's last mention of add_generation_prompt, else the first.
-// Empty when there is none. The template is not run (chat_template.h).
+// false. At a test of thinking being off ("enable_thinking is false", "not enable_thinking",
+// "enable_thinking == false"; DeepSeek-V3.1's "not thinking"): the first string literal of the
+// first `{{ ... }}` its `{% if %}` opens, or the literal before the inline `if` of the
+// expression it is in (GLM's '\n<think></think>' if (... not enable_thinking) else ''), with its
+// escapes resolved; the first such test after the template's last mention of
+// add_generation_prompt, else the first. Empty when there is none. The template is not run
+// (chat_template.h).
 std::string no_think_text(std::string_view chat_template);
-// The prompt with no_think after it; a no-think text that starts with a newline takes the
-// prompt's own (llama.cpp's chatglm4 formatter ends the prompt with "\n", GLM's template not).
-std::string with_no_think(std::string prompt, std::string_view no_think);
+// The text a template's generation prompt opens the reasoning with, thinking on: a `<think>`
+// (and what follows it, no `</think>`) in the first literal after its last mention of
+// add_generation_prompt, or in the else branch of its thinking-off test (no_think_text's).
+std::string think_open_text(std::string_view chat_template);
+// The prompt with `tail` (a no-think or think-open text) after it; a tail that starts with a
+// newline takes the prompt's own (llama.cpp's chatglm4 formatter ends the prompt with "\n",
+// GLM's template not).
+std::string end_prompt(std::string prompt, std::string_view tail);
 
 // Splits a reply, fed piece by piece, into reasoning and answer. A reply is taken to reason only
 // when it starts with the format's opening (<think>, or a harmony header), leading whitespace

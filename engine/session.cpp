@@ -112,7 +112,7 @@ void ChatSession::append_message(ChatMessage m) {
 
 std::string ChatSession::format_text(bool add_assistant) const {
   std::string text = format_chat(family_, messages_, add_assistant);
-  if (add_assistant && !thinking_) text = with_no_think(std::move(text), reasoning_.no_think);
+  if (add_assistant) text = end_prompt(std::move(text), reasoning_.prompt_tail(thinking_));
   return text;
 }
 
@@ -125,15 +125,24 @@ std::vector<int32_t> ChatSession::format_tokens(bool add_assistant) const {
 std::vector<int32_t> ChatSession::turn_tokens(std::span<const ChatMessage> messages, bool thinking,
                                               std::string_view forced_prompt) const {
   std::string text = format_chat(family_, messages, true);
-  if (!thinking) text = with_no_think(std::move(text), reasoning_.no_think);
-  text += forced_prompt;
+  text = end_prompt(std::move(text), reasoning_.prompt_tail(thinking));
+  if (!forced_prompt.empty()) text = forced_call_text(std::move(text), forced_prompt);
   return tok_.tokenize(text, true, true);
+}
+
+std::string ChatSession::forced_call_text(std::string prompt, std::string_view forced) const {
+  // A prompt that opened the reasoning (think_open) has it closed first: the call comes at once.
+  std::string_view end = prompt;
+  while (!end.empty() && (end.back() == '\n' || end.back() == ' ')) end.remove_suffix(1);
+  if (reasoning_.format == ReasoningFormat::kThinkTags && end.ends_with("<think>"))
+    prompt += reasoning_.budget_close;
+  return prompt += forced;
 }
 
 std::vector<int32_t> ChatSession::format_turn() {
   std::string text = format_text(true);
   turn_in_call_ = tools_.forced;
-  if (turn_in_call_) text += tools_.forced_prompt;
+  if (turn_in_call_) text = forced_call_text(std::move(text), tools_.forced_prompt);
   turn_format_ = split_reasoning_ && !turn_in_call_ ? reasoning_.format : ReasoningFormat::kNone;
   std::string_view end = text;
   while (!end.empty() && (end.back() == '\n' || end.back() == ' ')) end.remove_suffix(1);

@@ -232,6 +232,8 @@ class ChatSession {
   void use_stash(const std::vector<int32_t>& tokens);
   // format_tokens' text.
   std::string format_text(bool add_assistant) const;
+  // A turn's prompt ended with a forced call's opening.
+  std::string forced_call_text(std::string prompt, std::string_view forced) const;
   // begin_turn / begin_messages: formats the conversation and notes how its reply reasons.
   std::vector<int32_t> format_turn();
 

@@ -1,6 +1,7 @@
 // What loading a model does with a GGUF's metadata, on bytes in memory: parse, the ModelConfig,
 // the model summary (`strata inspect`), the vocabulary and tokenizer (a round trip over awkward
-// text), the chat template's family and a formatted conversation. Shared by the libFuzzer target
+// text), the chat template's family, a formatted conversation and what the chat tools read from
+// the template (thinking, tool format). Shared by the libFuzzer target
 // tests/fuzz_model_meta.cpp and the regression test over tests/data/meta_bad/
 // (test_model_config.cpp): any input must load or throw strata::Error, never crash, hang or
 // throw anything else.
@@ -14,7 +15,9 @@
 #include "engine/chat_template.h"
 #include "engine/model_config.h"
 #include "engine/model_info.h"
+#include "engine/reasoning.h"
 #include "engine/tokenizer.h"
+#include "engine/tool_calls.h"
 #include "io/check.h"
 #include "io/gguf.h"
 
@@ -48,6 +51,9 @@ inline void load_model_metadata(std::span<const std::byte> bytes) {
   if (const auto family = engine::detect_chat_family(tmpl)) {
     const engine::ChatMessage msgs[] = {{"system", "Be brief."}, {"user", "Hi"}};
     (void)engine::format_chat(*family, msgs, true);
+    // What the chat tools read from the template's text without running it.
+    (void)engine::reasoning_style(*family, tok.vocab(), tmpl);
+    (void)engine::tool_format(*family, tmpl);
   }
 }
 

@@ -157,6 +157,33 @@ TEST(Reasoning, AnsweringFlipsAtTheClosingMarker) {
   EXPECT_TRUE(n.answering());
 }
 
+// What the generation prompt opens the reasoning with, thinking on.
+TEST(Reasoning, ThinkOpenText) {
+  // Qwen3-Thinking-2507 and QwQ: the prompt's own literal.
+  EXPECT_EQ(think_open_text("{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n"
+                            "<think>\\n' }}\n{%- endif %}"),
+            "<think>\n");
+  // DeepSeek-V3.1: the else branch of its thinking-off test.
+  EXPECT_EQ(think_open_text("{%- if add_generation_prompt -%}{{'<｜Assistant｜>'}}{%- if not "
+                            "thinking -%}{{'</think>'}}{%- else -%}{{'<think>'}}{%- endif -%}"
+                            "{%- endif %}"),
+            "<think>");
+  // Qwen3's hybrid template opens nothing; GLM's literal closes its block; an else branch with
+  // no <think>; no template.
+  EXPECT_EQ(think_open_text("{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
+                            "{%- if enable_thinking is defined and enable_thinking is false %}"
+                            "{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}{%- endif %}"),
+            "");
+  EXPECT_EQ(think_open_text("{%- if add_generation_prompt -%}<|assistant|>{{- '\\n<think></think>' "
+                            "if (enable_thinking is defined and not enable_thinking) else '' -}}"
+                            "{%- endif -%}"),
+            "");
+  EXPECT_EQ(think_open_text("{% if not enable_thinking %}{{ 'a' }}{% else %}{{ 'b' }}{% endif %}"),
+            "");
+  EXPECT_EQ(think_open_text(""), "");
+  EXPECT_EQ(think_open_text("{% if add_generation_prompt %}{{ '<think>"), "");
+}
+
 TEST(Reasoning, NoThinkText) {
   // Qwen3's template (the generation prompt's end).
   EXPECT_EQ(no_think_text("{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n' }}\n"
@@ -182,11 +209,18 @@ TEST(Reasoning, NoThinkText) {
   EXPECT_EQ(no_think_text(glm.substr(0, glm.find("{%- if add_generation_prompt"))), "/nothink");
   // An inline expression whose literal is not before its if: none.
   EXPECT_EQ(no_think_text("{{ x if not enable_thinking else 'y' }}"), "");
+  // DeepSeek-V3.1's: its `thinking` (set from enable_thinking), an else branch.
+  const std::string v31 =
+      "{%- if add_generation_prompt and ns.is_last_user and not ns.is_tool "
+      "-%}{{'<｜Assistant｜>'}}\n"
+      "  {%- if not thinking -%}{{'</think>'}}\n    {%- else -%}{{'<think>'}}\n  {%- endif -%}\n"
+      "{%- endif %}";
+  EXPECT_EQ(no_think_text(v31), "</think>");
+  EXPECT_EQ(no_think_text("{% if not thinking_mode %}{{ 'x' }}{% endif %}"), "");
   // The no-think text after the prompt: a leading newline joins the prompt's own.
-  EXPECT_EQ(with_no_think("<|assistant|>\n", "\n<think></think>"),
-            "<|assistant|>\n<think></think>");
-  EXPECT_EQ(with_no_think("<|assistant|>", "\n<think></think>"), "<|assistant|>\n<think></think>");
-  EXPECT_EQ(with_no_think("a\n", "<think>\n\n</think>\n\n"), "a\n<think>\n\n</think>\n\n");
+  EXPECT_EQ(end_prompt("<|assistant|>\n", "\n<think></think>"), "<|assistant|>\n<think></think>");
+  EXPECT_EQ(end_prompt("<|assistant|>", "\n<think></think>"), "<|assistant|>\n<think></think>");
+  EXPECT_EQ(end_prompt("a\n", "<think>\n\n</think>\n\n"), "a\n<think>\n\n</think>\n\n");
   // "not enable_thinking is defined" is not the switch; a branch that writes nothing first is
   // not one either.
   EXPECT_EQ(no_think_text("{%- if not enable_thinking is defined %}{{ 'x' }}{% endif %}"), "");

@@ -39,6 +39,7 @@
 #include "engine/forward.h"
 #include "engine/json_schema.h"
 #include "engine/model.h"
+#include "engine/model_info.h"
 #include "engine/reasoning.h"
 #include "engine/session.h"
 #include "engine/tokenizer.h"
@@ -90,6 +91,9 @@ const char* kHermesTail =
     "{%- if enable_thinking is defined and enable_thinking is false %}{{- "
     "'<think>\\n\\n</think>\\n\\n' }}{%- endif %}{#- calls: <tool_call> -#}";
 const char* kXmlTail = "{#- calls: '<tool_call>\\n<function=' + name, tools: '<parameters>' -#}";
+// Qwen3-Thinking-2507's generation prompt, which opens the reasoning itself.
+const char* kOpensTail =
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n<think>\\n' }}{%- endif %}";
 // (GLM-4.5's, appended to tiny-glm4moe's chatglm4 template.)
 const char* kGlmTail = "{#- calls: '<tool_call>' + name + '\\n<arg_key>' -#}";
 
@@ -205,6 +209,7 @@ class Thinking : public ::testing::Test {
     write_thinking_model(dir_ / "step.gguf", {{ids.open, first[0]}});
     const std::vector<int32_t> second = greedy_reply(dir_ / "step.gguf", 8);
     write_thinking_model(dir_ / "thinks.gguf", {{ids.open, first[0]}, {ids.close, second[5]}});
+    write_thinking_model(dir_ / "opens.gguf", {}, kOpensTail);
     fs::remove(dir_ / "step.gguf");
     // A model that calls a tool: <tool_call> takes the row of the first token of its greedy reply
     // to the prompt with the tools.
@@ -389,6 +394,58 @@ TEST_F(Thinking, StyleAndTheNoThinkPrompt) {
     EXPECT_GE(h.close_token, 0);
     EXPECT_TRUE(h.no_think.empty());
   }
+}
+
+// A template whose generation prompt opens the reasoning (Qwen3-Thinking-2507's "<think>\n"):
+// the prompt ends with it, thinking on or (no switch) off; the reply is reasoning from its first
+// token; a forced call closes the block first.
+TEST_F(Thinking, PromptOpensTheReasoning) {
+  Loaded m(dir_ / "opens.gguf");
+  ChatSession s = m.session();
+  const ReasoningStyle& style = s.reasoning_style();
+  EXPECT_EQ(style.think_open, "<think>\n");
+  EXPECT_FALSE(s.can_disable_thinking());
+  const std::vector<ChatMessage> msgs = {{"user", kUser}};
+  const auto text_of = [&](std::span<const int32_t> ids) {
+    std::string t;
+    for (const int32_t id : ids) t += m.tok.token_to_piece(id, true);
+    return t;
+  };
+  const std::string on = text_of(s.turn_tokens(msgs, true));
+  EXPECT_TRUE(on.ends_with("<|im_start|>assistant\n<think>\n")) << on;
+  EXPECT_EQ(text_of(s.turn_tokens(msgs, false)), on);
+  EXPECT_TRUE(text_of(s.turn_tokens(msgs, true, "<tool_call>\n"))
+                  .ends_with("<|im_start|>assistant\n<think>\n\n</think>\n\n<tool_call>\n"));
+  const TurnResult r = s.send(kUser, 12, {});
+  ASSERT_EQ(r.stats.n_prompt, s.turn_tokens(msgs, true).size());
+  const size_t close = r.text.find("</think>");
+  EXPECT_EQ(r.reasoning, trim(r.text.substr(0, close)));
+  if (close == std::string::npos) {
+    EXPECT_EQ(r.answer, "");
+  }
+  EXPECT_GT(r.stats.n_reasoning, 0u);
+}
+
+// `strata inspect` says how chat turns run: the thinking format, its switches, the tool format.
+TEST_F(Thinking, InspectSaysHowChatRuns) {
+  const auto info = [&](const fs::path& p) {
+    return summarize_model(io::GgufFile::open(p.string())).tokenizer;
+  };
+  const TokenizerInfo q = info(dir_ / "qwen3.gguf");
+  EXPECT_EQ(q.reasoning, "<think> tags");
+  EXPECT_TRUE(q.no_think_switch);
+  EXPECT_FALSE(q.prompt_opens_reasoning);
+  EXPECT_EQ(q.tool_format, "hermes");
+  const TokenizerInfo o = info(dir_ / "opens.gguf");
+  EXPECT_TRUE(o.prompt_opens_reasoning);
+  EXPECT_FALSE(o.no_think_switch);
+  EXPECT_EQ(info(dir_ / "coder.gguf").tool_format, "qwen3-coder xml");
+  if (fs::exists(dir_ / "glm_calls.gguf")) {
+    EXPECT_EQ(info(dir_ / "glm_calls.gguf").tool_format, "glm xml");
+  }
+  const TokenizerInfo plain = info(kFixture);
+  EXPECT_EQ(plain.reasoning, "none");
+  EXPECT_EQ(plain.tool_format, "none");
 }
 
 TEST_F(Thinking, RepliesSplitAndTheSchemaConstrainsTheAnswerOnly) {
