@@ -614,6 +614,8 @@ std::string format_chat(ChatFamily family, std::span<const ChatMessage> msgs, bo
           ss += "<|im_assistant|>assistant<|im_middle|>";
         } else if (m.role == "tool") {
           ss += "<|im_system|>tool<|im_middle|>";
+        } else if (m.role == "tool_declare") {  // strata's: the tools (render_kimi)
+          ss += "<|im_system|>tool_declare<|im_middle|>";
         }
         ss += m.content + "<|im_end|>";
       }

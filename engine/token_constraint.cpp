@@ -128,5 +128,6 @@ void BasicTokenConstraint<Matcher>::accept(int32_t id) {
 template class BasicTokenConstraint<JsonMatcher>;
 template class BasicTokenConstraint<XmlCallMatcher>;
 template class BasicTokenConstraint<HarmonyCallMatcher>;
+template class BasicTokenConstraint<KimiCallMatcher>;
 
 }  // namespace strata::engine

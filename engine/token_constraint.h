@@ -15,6 +15,7 @@
 
 #include "engine/harmony_call.h"
 #include "engine/json_schema.h"
+#include "engine/kimi_call.h"
 #include "engine/sampler.h"
 #include "engine/xml_call.h"
 
@@ -94,6 +95,7 @@ class BasicTokenConstraint final : public DocumentFilter {
 using TokenConstraint = BasicTokenConstraint<JsonMatcher>;
 using XmlCallConstraint = BasicTokenConstraint<XmlCallMatcher>;
 using HarmonyCallConstraint = BasicTokenConstraint<HarmonyCallMatcher>;
+using KimiCallConstraint = BasicTokenConstraint<KimiCallMatcher>;
 
 // Makes a fresh filter for one constrained span (a tool call's body).
 using DocumentFilterFn =

@@ -14,6 +14,7 @@ namespace strata::engine {
 namespace {
 
 constexpr std::string_view kCallOpen = "<tool_call>";
+constexpr std::string_view kSectionOpen = "<|tool_calls_section_begin|>";
 constexpr std::string_view kCallClose = "</tool_call>";
 
 // Qwen3's template's words around the tools' signatures.
@@ -232,6 +233,11 @@ ToolFormat tool_format(std::string_view chat_template) {
 
 ToolFormat tool_format(ChatFamily family, std::string_view chat_template) {
   if (family == ChatFamily::kGptOss) return ToolFormat::kHarmony;
+  if (family == ChatFamily::kKimiK2)
+    return chat_template.find(kSectionOpen) != std::string_view::npos ||
+                   chat_template.find("tool_declare") != std::string_view::npos
+               ? ToolFormat::kKimi
+               : ToolFormat::kNone;
   if (family == ChatFamily::kChatglm4)
     return chat_template.find(kCallOpen) != std::string_view::npos &&
                    chat_template.find("<arg_key>") != std::string_view::npos
@@ -241,7 +247,9 @@ ToolFormat tool_format(ChatFamily family, std::string_view chat_template) {
 }
 
 std::string_view call_opening(ToolFormat f) {
-  return f == ToolFormat::kHarmony ? " to=functions." : kCallOpen;
+  return f == ToolFormat::kHarmony ? " to=functions."
+         : f == ToolFormat::kKimi  ? kSectionOpen
+                                   : kCallOpen;
 }
 
 std::string_view forced_call_prompt(ToolFormat f) {
@@ -250,6 +258,8 @@ std::string_view forced_call_prompt(ToolFormat f) {
       return "<|channel|>commentary to=functions.";
     case ToolFormat::kGlmXml:  // the empty reasoning block GLM's turns start with
       return "<think></think>\n<tool_call>";
+    case ToolFormat::kKimi:
+      return kSectionOpen;
     default:
       return "<tool_call>\n";
   }
@@ -270,6 +280,8 @@ std::string_view tool_format_name(ToolFormat f) {
       return "qwen3-coder xml";
     case ToolFormat::kGlmXml:
       return "glm xml";
+    case ToolFormat::kKimi:
+      return "kimi-k2";
     case ToolFormat::kNone:
       break;
   }
@@ -606,8 +618,11 @@ std::vector<ChatMessage> render_harmony(const std::vector<ToolMessage>& messages
 
 std::vector<ChatMessage> render_tools(ToolFormat f, const std::vector<ToolMessage>& messages,
                                       const std::vector<ToolSpec>& tools,
-                                      std::string_view reasoning_effort) {
+                                      std::string_view reasoning_effort,
+                                      std::string_view chat_template) {
   switch (f) {
+    case ToolFormat::kKimi:
+      return render_kimi(messages, tools, chat_template);
     case ToolFormat::kQwenXml:
       return render_qwen_xml(messages, tools);
     case ToolFormat::kGlmXml:
@@ -787,12 +802,120 @@ ParsedCalls parse_glm_calls(std::string_view answer, const std::vector<ToolSpec>
   });
 }
 
+std::vector<ChatMessage> render_kimi(const std::vector<ToolMessage>& messages,
+                                     const std::vector<ToolSpec>& tools,
+                                     std::string_view chat_template) {
+  std::vector<ChatMessage> out;
+  if (!tools.empty()) {
+    std::string list = "[";
+    for (const ToolSpec& t : tools) list += (list.size() > 1 ? ", " : "") + t.json_text;
+    out.push_back({"tool_declare", list + "]"});
+  }
+  // The template's system message when the conversation has none (its text between the system
+  // header and the turn's end).
+  constexpr std::string_view kSystemHeader = "<|im_system|>system<|im_middle|>";
+  if (messages.empty() || messages[0].role != "system") {
+    const size_t at = chat_template.find(kSystemHeader);
+    const size_t end = at == std::string_view::npos
+                           ? at
+                           : chat_template.find("<|im_end|>", at + kSystemHeader.size());
+    if (end != std::string_view::npos)
+      out.push_back({"system", std::string(chat_template.substr(at + kSystemHeader.size(),
+                                                                end - at - kSystemHeader.size()))});
+  }
+  const bool empty_think = chat_template.find("<think></think>") != std::string_view::npos;
+  for (const ToolMessage& m : messages) {
+    if (m.role == "tool") {
+      out.push_back({"tool", "## Return of " + m.call_id + "\n" + m.content});
+      continue;
+    }
+    if (m.role != "assistant") {
+      out.push_back({m.role, m.content});
+      continue;
+    }
+    std::string text = (empty_think ? "<think></think>" : "") + m.content;
+    if (!m.calls.empty()) {
+      text += kSectionOpen;
+      for (size_t c = 0; c < m.calls.size(); ++c) {
+        const ToolCall& call = m.calls[c];
+        // (A call without an id gets Kimi's form, numbered in its message.)
+        const std::string id =
+            call.id.empty() ? fmt::format("functions.{}:{}", call.name, c) : call.id;
+        text += std::string(KimiCallMatcher::kCallBegin) + id +
+                std::string(KimiCallMatcher::kArgumentBegin) + call.arguments +
+                std::string(KimiCallMatcher::kCallEnd);
+      }
+      text += KimiCallMatcher::kSectionEnd;
+    }
+    out.push_back({m.role, std::move(text)});
+  }
+  return out;
+}
+
+ParsedCalls parse_kimi_calls(std::string_view answer) {
+  constexpr std::string_view kBegin = KimiCallMatcher::kCallBegin;
+  constexpr std::string_view kArgs = KimiCallMatcher::kArgumentBegin;
+  constexpr std::string_view kEnd = KimiCallMatcher::kCallEnd;
+  constexpr std::string_view kSectionEnd = KimiCallMatcher::kSectionEnd;
+  ParsedCalls r;
+  std::string content;
+  size_t at = 0;
+  while (at < answer.size()) {
+    const size_t open = answer.find(kSectionOpen, at);
+    if (open == std::string_view::npos) break;
+    content += answer.substr(at, open - at);
+    const size_t close = answer.find(kSectionEnd, open);
+    const size_t end = close == std::string_view::npos ? answer.size() : close + kSectionEnd.size();
+    std::string_view section = answer.substr(
+        open + kSectionOpen.size(),
+        (close == std::string_view::npos ? answer.size() : close) - open - kSectionOpen.size());
+    std::vector<ToolCall> calls;
+    bool ok = true;
+    while (ok && !trim(section).empty()) {
+      section = trim(section);
+      const size_t args = section.find(kArgs);
+      if (!section.starts_with(kBegin) || args == std::string_view::npos) {
+        ok = false;
+        break;
+      }
+      const std::string_view id = trim(section.substr(kBegin.size(), args - kBegin.size()));
+      std::string_view json = section.substr(args + kArgs.size());
+      const size_t call_end = json.find(kEnd);
+      json = trim(json.substr(0, call_end));
+      // functions.NAME:IDX (vLLM's reading), or a bare NAME.
+      std::string_view name = id.substr(0, id.find(':'));
+      if (const size_t dot = name.rfind('.'); dot != std::string_view::npos)
+        name.remove_prefix(dot + 1);
+      if (name.empty() || !json_text(json) ||
+          !nlohmann::json::parse(json, nullptr, false).is_object()) {
+        ok = false;
+        break;
+      }
+      calls.push_back({std::string(id), std::string(name), std::string(json)});
+      section = call_end == std::string_view::npos
+                    ? std::string_view()
+                    : section.substr(args + kArgs.size() + call_end + kEnd.size());
+    }
+    if (ok && !calls.empty()) {
+      for (ToolCall& c : calls) r.calls.push_back(std::move(c));
+    } else {
+      content += answer.substr(open, end - open);
+    }
+    at = end;
+  }
+  if (at < answer.size()) content += answer.substr(at);
+  r.content = std::string(trim(content));
+  return r;
+}
+
 ParsedCalls parse_calls(ToolFormat f, std::string_view answer, const std::vector<ToolSpec>& tools) {
   switch (f) {
     case ToolFormat::kQwenXml:
       return parse_qwen_xml_calls(answer, tools);
     case ToolFormat::kGlmXml:
       return parse_glm_calls(answer, tools);
+    case ToolFormat::kKimi:
+      return parse_kimi_calls(answer);
     case ToolFormat::kHarmony:
       return parse_harmony_calls(answer);
     default:
@@ -881,7 +1004,19 @@ std::shared_ptr<const HarmonyCallSpec> harmony_call_spec(const std::vector<ToolS
   return spec;
 }
 
-DocumentFilterFn call_filters(ToolFormat f, const std::vector<ToolSpec>& tools) {
+std::shared_ptr<const KimiCallSpec> kimi_call_spec(const std::vector<ToolSpec>& tools,
+                                                   bool parallel) {
+  auto spec = std::make_shared<KimiCallSpec>();
+  spec->functions = harmony_call_spec(tools);
+  spec->parallel = parallel;
+  return spec;
+}
+
+DocumentFilterFn call_filters(ToolFormat f, const std::vector<ToolSpec>& tools, bool parallel) {
+  if (f == ToolFormat::kKimi)
+    return [spec = kimi_call_spec(tools, parallel)](std::shared_ptr<const TokenTexts> texts) {
+      return std::unique_ptr<DocumentFilter>(new KimiCallConstraint(spec, std::move(texts)));
+    };
   if (f == ToolFormat::kHarmony)
     return [spec = harmony_call_spec(tools)](std::shared_ptr<const TokenTexts> texts) {
       return std::unique_ptr<DocumentFilter>(new HarmonyCallConstraint(spec, std::move(texts)));

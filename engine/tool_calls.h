@@ -8,6 +8,10 @@
 //  - GLM-4.5's and GLM-4.6's XML: the tools' signatures as JSON in a system turn of their own, each
 //    call a <tool_call> block of "NAME\n<arg_key>KEY</arg_key>\n<arg_value>VALUE</arg_value>\n…"
 //    (xml_call.h), each run of results <tool_response> blocks in an observation turn;
+//  - Kimi-K2's: the tools as JSON in a tool_declare system turn, each call a
+//    <|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>{...}<|tool_call_end|> inside
+//    one <|tool_calls_section_begin|> … <|tool_calls_section_end|> (kimi_call.h), each result a
+//    tool turn "## Return of ID\n…";
 //  - gpt-oss's harmony: the tools as a TypeScript namespace in the developer message, after
 //    harmony's system message; each call a commentary message to=functions.NAME whose body is
 //    the JSON arguments (harmony_call.h), each result a message from functions.NAME.
@@ -25,6 +29,7 @@
 #include "engine/chat_template.h"
 #include "engine/harmony_call.h"
 #include "engine/json_schema.h"
+#include "engine/kimi_call.h"
 #include "engine/token_constraint.h"
 #include "engine/xml_call.h"
 
@@ -36,6 +41,7 @@ enum class ToolFormat {
   kQwenXml,  // and <function= and <parameters> (Qwen3-Coder's)
   kGlmXml,   // a chatglm4 template with <tool_call> and <arg_key> (GLM-4.5's, GLM-4.6's)
   kHarmony,  // gpt-oss (the chat family)
+  kKimi,     // the kimi-k2 family with <|tool_calls_section_begin|> or tool_declare
 };
 // The format a ChatML template speaks (other families: kNone).
 ToolFormat tool_format(std::string_view chat_template);
@@ -68,6 +74,7 @@ struct ToolMessage {
   std::string role;  // system, user, assistant, tool
   std::string content;
   std::vector<ToolCall> calls;
+  std::string call_id = {};  // a tool's result: the call it answers (OpenAI's tool_call_id)
 };
 
 // The conversation as the Hermes templates write it, for a chat format's formatter: the tools'
@@ -90,6 +97,14 @@ std::vector<ChatMessage> render_qwen_xml(const std::vector<ToolMessage>& message
 // observation message of <tool_response> blocks.
 std::vector<ChatMessage> render_glm(const std::vector<ToolMessage>& messages,
                                     const std::vector<ToolSpec>& tools);
+// The same in Kimi-K2's form (`chat_template`: the model's, for its default system message and
+// whether assistant turns open with an empty <think></think>): a tool_declare message of the
+// tools' JSON array, the template's default system message when the conversation has none, an
+// assistant's calls in one tool-call section (each with its call id), each tool result a tool
+// message "## Return of ID\n…".
+std::vector<ChatMessage> render_kimi(const std::vector<ToolMessage>& messages,
+                                     const std::vector<ToolSpec>& tools,
+                                     std::string_view chat_template);
 // The same in gpt-oss's harmony, for its chat formatter (whose roles may carry a header's
 // channel and recipient): with tools, harmony's system message (reasoning_effort: low, medium or
 // high; `date` YYYY-MM-DD) and a developer message of the system prompt's instructions and the
@@ -100,10 +115,11 @@ std::vector<ChatMessage> render_harmony(const std::vector<ToolMessage>& messages
                                         std::string_view reasoning_effort, std::string_view date);
 // The TypeScript type harmony writes for a parameter's JSON Schema.
 std::string harmony_type(const nlohmann::ordered_json& schema);
-// render_hermes, render_qwen_xml, render_glm or render_harmony (today's date).
+// render_hermes, render_qwen_xml, render_glm, render_kimi or render_harmony (today's date).
 std::vector<ChatMessage> render_tools(ToolFormat f, const std::vector<ToolMessage>& messages,
                                       const std::vector<ToolSpec>& tools,
-                                      std::string_view reasoning_effort = "medium");
+                                      std::string_view reasoning_effort = "medium",
+                                      std::string_view chat_template = {});
 
 // The calls in a reply's answer: each <tool_call> block (the last may be unclosed: the reply ended
 // with its JSON) whose JSON is an object with a string "name" and an object or string "arguments".
@@ -122,6 +138,11 @@ ParsedCalls parse_qwen_xml_calls(std::string_view answer, const std::vector<Tool
 // The same for GLM's: each <tool_call> block of NAME and its <arg_key> / <arg_value> pairs
 // (whitespace between them is skipped), VALUE read as parse_qwen_xml_calls reads it.
 ParsedCalls parse_glm_calls(std::string_view answer, const std::vector<ToolSpec>& tools);
+// Kimi-K2's: each <|tool_call_begin|>ID<|tool_call_argument_begin|>JSON<|tool_call_end|> (the
+// last may be cut after its JSON) whose ID names the function (functions.NAME:IDX, or NAME) and
+// whose JSON is an object; the call keeps ID as its id. `content` is the text outside the
+// sections.
+ParsedCalls parse_kimi_calls(std::string_view answer);
 // gpt-oss's calls in a reply as written (its harmony headers rendered): each message whose header
 // names a recipient functions.NAME and whose body is a JSON object. `content` is the text of the
 // other messages but analysis ones (the reasoning).
@@ -130,8 +151,9 @@ ParsedCalls parse_harmony_calls(std::string_view reply);
 ParsedCalls parse_calls(ToolFormat f, std::string_view answer, const std::vector<ToolSpec>& tools);
 
 // What a call starts with, in format f: the text whose sampling arms the call's constraint
-// (<tool_call>; harmony: " to=functions." in a header), and what a prompt ends with to make the
-// reply a call (tool_choice "required" or a named function).
+// (<tool_call>; Kimi-K2: <|tool_calls_section_begin|>; harmony: " to=functions." in a header),
+// and what a prompt ends with to make the reply a call (tool_choice "required" or a named
+// function).
 // (GLM: "<think></think>\n<tool_call>", the empty reasoning its turns open with.)
 std::string_view call_opening(ToolFormat f);
 std::string_view forced_call_prompt(ToolFormat f);
@@ -149,9 +171,14 @@ std::shared_ptr<const XmlCallSpec> xml_call_spec(const std::vector<ToolSpec>& to
                                                  const XmlCallSyntax& syntax = kQwenCoderSyntax);
 // Harmony's: each tool's name and its arguments' schema (tool_call_schema's reading).
 std::shared_ptr<const HarmonyCallSpec> harmony_call_spec(const std::vector<ToolSpec>& tools);
+// Kimi-K2's: harmony's, and whether a section may hold more than one call.
+std::shared_ptr<const KimiCallSpec> kimi_call_spec(const std::vector<ToolSpec>& tools,
+                                                   bool parallel);
 
-// Filters of a call's body in format f (after <tool_call>) for ChatSession::set_tool_calls, the
-// tools' schemas compiled once.
-DocumentFilterFn call_filters(ToolFormat f, const std::vector<ToolSpec>& tools);
+// Filters of a call's body in format f (after call_opening) for ChatSession::set_tool_calls, the
+// tools' schemas compiled once. parallel: Kimi-K2's section may hold more than one call (the
+// other formats' further calls are the session's).
+DocumentFilterFn call_filters(ToolFormat f, const std::vector<ToolSpec>& tools,
+                              bool parallel = true);
 
 }  // namespace strata::engine

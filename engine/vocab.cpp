@@ -194,9 +194,18 @@ constexpr std::array<std::string_view, 22> kEogTexts = {
     "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
     "[e~[",
 };
-// gpt-oss harmony tokens llama.cpp always renders (made user-defined).
-constexpr std::array<std::string_view, 4> kHarmonyRendered = {"<|channel|>", "<|message|>",
-                                                              "<|start|>", "<|constrain|>"};
+// Tokens always rendered (made user-defined): gpt-oss harmony's, as llama.cpp does it, and
+// Kimi-K2's tool-call markers (llama.cpp's server renders them for a request with tools), whose
+// text serve parses and the call's constraint matches.
+constexpr std::array<std::string_view, 9> kRenderedMarkers = {"<|channel|>",
+                                                              "<|message|>",
+                                                              "<|start|>",
+                                                              "<|constrain|>",
+                                                              "<|tool_calls_section_begin|>",
+                                                              "<|tool_calls_section_end|>",
+                                                              "<|tool_call_begin|>",
+                                                              "<|tool_call_argument_begin|>",
+                                                              "<|tool_call_end|>"};
 
 template <size_t N>
 bool one_of(std::string_view s, const std::array<std::string_view, N>& list) {
@@ -581,7 +590,7 @@ void Vocab::build_eog_set() {
     }
   }
   for (const auto& [text, id] : token_to_id_) {
-    if (one_of(text, kHarmonyRendered)) tokens_[id].attr = token_attr::kUserDefined;
+    if (one_of(text, kRenderedMarkers)) tokens_[id].attr = token_attr::kUserDefined;
   }
   for (const int32_t id : {eos_, eot_, eom_}) {
     if (id != kNoToken) eog.insert(id);

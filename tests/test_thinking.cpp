@@ -105,6 +105,7 @@ struct CopyEdits {
   // Output rows (to, from): each of `moves` moved (row `from` zeroed), then each of `copies`
   // copied.
   std::vector<std::pair<int32_t, int32_t>> moves = {}, copies = {};
+  std::string chat_template = {};  // the chat template instead (empty: the fixture's, and tail)
 };
 
 void write_copy(const fs::path& from, const fs::path& out, const CopyEdits& e) {
@@ -116,7 +117,8 @@ void write_copy(const fs::path& from, const fs::path& out, const CopyEdits& e) {
     } else if (kv.key == "tokenizer.ggml.token_type" && !e.types.empty()) {
       w.set(kv.key, io::gguf_i32_array(e.types));
     } else if (kv.key == "tokenizer.chat_template") {
-      w.set(kv.key, *kv.value.as_string() + e.template_tail);
+      w.set(kv.key,
+            e.chat_template.empty() ? *kv.value.as_string() + e.template_tail : e.chat_template);
     } else {
       w.set(kv.key, kv.value);
     }
@@ -140,54 +142,96 @@ void write_copy(const fs::path& from, const fs::path& out, const CopyEdits& e) {
   });
 }
 
+// The fixture's vocabulary (texts, types) with `names` given to its last normal tokens that no
+// merge builds on and that no merge makes (a merge's result is the concatenation of its halves),
+// each of the type paired with it; returns their ids.
+std::vector<int32_t> rename_spare_tokens(const io::GgufFile& in,
+                                         const std::vector<std::pair<std::string, int32_t>>& names,
+                                         std::vector<std::string>& tok_text,
+                                         std::vector<int32_t>& tok_type) {
+  const io::GgufArray& tokens = in.get_array("tokenizer.ggml.tokens");
+  const io::GgufArray& types = in.get_array("tokenizer.ggml.token_type");
+  const io::GgufArray& merges = in.get_array("tokenizer.ggml.merges");
+  std::set<std::string> in_merges, made;
+  for (const io::GgufValue& m : merges.items) {
+    std::string s = *m.as_string();
+    const size_t sp = s.find(' ');
+    in_merges.insert(s.substr(0, sp));
+    in_merges.insert(s.substr(sp + 1));
+    s.erase(sp, 1);
+    made.insert(s);
+  }
+  tok_text.clear();
+  tok_type.clear();
+  for (size_t i = 0; i < tokens.items.size(); ++i) {
+    tok_text.push_back(*tokens.items[i].as_string());
+    tok_type.push_back(int32_t(*types.items[i].as_int()));
+  }
+  std::vector<int32_t> ids;
+  for (size_t i = tok_text.size(); i-- > 0 && ids.size() < names.size();) {
+    if (tok_type[i] != 1 || in_merges.count(tok_text[i]) || made.count(tok_text[i])) continue;
+    if (tok_text[i].size() < 2) continue;  // keep the byte tokens
+    tok_text[i] = names[ids.size()].first;
+    tok_type[i] = names[ids.size()].second;
+    ids.push_back(int32_t(i));
+  }
+  EXPECT_EQ(ids.size(), names.size());
+  return ids;
+}
+
 // A copy of the fixture (tiny-qwen3moe, or `from`) with <think>, </think>, <tool_call> and
-// </tool_call> tokens and `tail` at the end of its template; for each (to, from) of `moves` output
-// row `from` moved to row `to` (row `from` zeroed), then for each of `copies` copied. Returns the
-// four tokens' ids.
+// </tool_call> tokens (user-defined, as in Qwen3's GGUF) and `tail` at the end of its template;
+// for each (to, from) of `moves` output row `from` moved to row `to` (row `from` zeroed), then for
+// each of `copies` copied. Returns the four tokens' ids.
 SpecialIds write_thinking_model(const fs::path& out,
                                 const std::vector<std::pair<int32_t, int32_t>>& moves = {},
                                 const char* tail = kHermesTail,
                                 const std::vector<std::pair<int32_t, int32_t>>& copies = {},
                                 const fs::path& from = kFixture) {
   const io::GgufFile in = io::GgufFile::open(from.string());
-  const io::GgufArray& tokens = in.get_array("tokenizer.ggml.tokens");
-  const io::GgufArray& types = in.get_array("tokenizer.ggml.token_type");
-  const io::GgufArray& merges = in.get_array("tokenizer.ggml.merges");
-  std::set<std::string> in_merges;
-  for (const io::GgufValue& m : merges.items) {
-    const std::string& s = *m.as_string();
-    const size_t sp = s.find(' ');
-    in_merges.insert(s.substr(0, sp));
-    in_merges.insert(s.substr(sp + 1));
-  }
   std::vector<std::string> tok_text;
   std::vector<int32_t> tok_type;
-  for (size_t i = 0; i < tokens.items.size(); ++i) {
-    tok_text.push_back(*tokens.items[i].as_string());
-    tok_type.push_back(int32_t(*types.items[i].as_int()));
-  }
-  // The two last normal tokens that no merge builds on and that no merge makes (a merge's result
-  // is the concatenation of its halves).
-  std::set<std::string> made;
-  for (const io::GgufValue& m : merges.items) {
-    std::string s = *m.as_string();
-    s.erase(s.find(' '), 1);
-    made.insert(s);
-  }
-  constexpr const char* kNames[] = {"</think>", "<think>", "</tool_call>", "<tool_call>"};
-  SpecialIds ids;
-  int32_t* slots[] = {&ids.close, &ids.open, &ids.call_close, &ids.call_open};
-  int renamed = 0;
-  for (size_t i = tok_text.size(); i-- > 0 && renamed < 4;) {
-    if (tok_type[i] != 1 || in_merges.count(tok_text[i]) || made.count(tok_text[i])) continue;
-    if (tok_text[i].size() < 2) continue;  // keep the byte tokens
-    tok_text[i] = kNames[renamed];
-    tok_type[i] = 4;  // user-defined, as in Qwen3's GGUF
-    *slots[renamed++] = int32_t(i);
-  }
-  EXPECT_EQ(renamed, 4);
+  const std::vector<int32_t> ids = rename_spare_tokens(
+      in, {{"</think>", 4}, {"<think>", 4}, {"</tool_call>", 4}, {"<tool_call>", 4}}, tok_text,
+      tok_type);
+  if (ids.size() != 4) return {};
   write_copy(from, out, {tok_text, tok_type, tail, moves, copies});
-  return ids;
+  return {.open = ids[1], .close = ids[0], .call_open = ids[3], .call_close = ids[2]};
+}
+
+// Kimi-K2's chat template, the parts strata reads (the family's markers, tool_declare, the
+// default system message, the empty <think></think> of assistant turns).
+const char* kKimiTemplate =
+    "{%- if tools -%}<|im_system|>tool_declare<|im_middle|>{{ tools | tojson() }}<|im_end|>"
+    "{%- endif -%}{%- if messages|length == 0 or messages[0]['role'] != 'system' -%}"
+    "<|im_system|>system<|im_middle|>You are Kimi, an AI assistant created by Moonshot AI."
+    "<|im_end|>{%- endif -%}{%- for message in messages -%}{%- if message['role'] == 'assistant' "
+    "-%}<|im_assistant|>assistant<|im_middle|><think></think>{{ message['content'] }}"
+    "<|tool_calls_section_begin|>{%- endif -%}{%- endfor -%}{%- if add_generation_prompt -%}"
+    "<|im_assistant|>assistant<|im_middle|>{%- endif -%}";
+
+// A copy of tiny-qwen3moe with Kimi-K2's template and its tool-call markers, which are control
+// tokens here (strata renders them); `moves` as write_thinking_model's. Returns the section's
+// opening token.
+int32_t write_kimi_model(const fs::path& out,
+                         const std::vector<std::pair<int32_t, int32_t>>& moves = {}) {
+  const io::GgufFile in = io::GgufFile::open(kFixture.string());
+  std::vector<std::string> tok_text;
+  std::vector<int32_t> tok_type;
+  const std::vector<int32_t> ids = rename_spare_tokens(in,
+                                                       {{"<|tool_calls_section_begin|>", 3},
+                                                        {"<|tool_calls_section_end|>", 3},
+                                                        {"<|tool_call_begin|>", 3},
+                                                        {"<|tool_call_argument_begin|>", 3},
+                                                        {"<|tool_call_end|>", 3},
+                                                        {"<think>", 4},
+                                                        {"</think>", 4}},
+                                                       tok_text, tok_type);
+  if (ids.empty()) return -1;
+  CopyEdits e{tok_text, tok_type, "", moves};
+  e.chat_template = kKimiTemplate;
+  write_copy(kFixture, out, e);
+  return ids[0];
 }
 
 std::string trim(std::string_view s) {
@@ -236,6 +280,18 @@ class Thinking : public ::testing::Test {
     const TurnResult xr = xs.generate(2, PieceFn{});
     write_thinking_model(dir_ / "coder.gguf", {{ids.call_open, xs.kv_tokens()[xr.stats.n_prompt]}},
                          kXmlTail, nl_end);
+    // Kimi-K2's: its section's opening takes the row of the greedy reply's first token.
+    write_kimi_model(dir_ / "kimi.gguf");
+    {
+      Loaded k(dir_ / "kimi.gguf", kXmlCtx);
+      ChatSession ks = k.session();
+      ASSERT_EQ(ks.begin_messages(render_kimi({{"user", kUser, {}}},
+                                              parse_tools(ojson::parse(kTools)), kKimiTemplate)),
+                TurnStatus::kEndOfGeneration);
+      const uint32_t n = ks.generate(2, PieceFn{}).stats.n_prompt;
+      const int32_t section = k.tok.vocab().text_to_token("<|tool_calls_section_begin|>");
+      write_kimi_model(dir_ / "kimi_calls.gguf", {{section, ks.kv_tokens()[n]}});
+    }
     // The same two for GLM-4.5's XML, on copies of tiny-glm4moe (chatglm4). In the sampled one
     // the end-of-turn tokens (<|endoftext|>, <|user|>, <|observation|>) take the row of "\n". In
     // the greedy one, where <tool_call> takes the row of the reply's first token, they take the
@@ -440,6 +496,7 @@ TEST_F(Thinking, InspectSaysHowChatRuns) {
   EXPECT_TRUE(o.prompt_opens_reasoning);
   EXPECT_FALSE(o.no_think_switch);
   EXPECT_EQ(info(dir_ / "coder.gguf").tool_format, "qwen3-coder xml");
+  EXPECT_EQ(info(dir_ / "kimi.gguf").tool_format, "kimi-k2");
   if (fs::exists(dir_ / "glm_calls.gguf")) {
     EXPECT_EQ(info(dir_ / "glm_calls.gguf").tool_format, "glm xml");
   }
@@ -967,6 +1024,112 @@ TEST_F(Thinking, ServeCallsToolsInXml) {
       EXPECT_NE(bad->body.find(want), std::string::npos) << bad->body;
     }
   }
+}
+
+// Kimi-K2's sections, sampled: a forced section holds calls the parser reads back, each valid,
+// one only when not parallel.
+TEST_F(Thinking, KimiSectionsHoldValidCalls) {
+  const std::vector<ToolSpec> tools = parse_tools(ojson::parse(kTools));
+  Loaded m(dir_ / "kimi.gguf", kXmlCtx);
+  const std::string_view tmpl = m.tok.vocab().chat_template();
+  ASSERT_EQ(tool_format(chat_family_choice("", tmpl), tmpl), ToolFormat::kKimi);
+  ChatSession s = m.session();
+  size_t calls = 0;
+  for (const bool parallel : {true, false}) {
+    s.set_tool_calls({.open = m.tok.vocab().text_to_token("<|tool_calls_section_begin|>"),
+                      .body = call_filters(ToolFormat::kKimi, tools, parallel),
+                      .close = "",
+                      .forced_prompt = std::string(forced_call_prompt(ToolFormat::kKimi)),
+                      .forced = true});
+    for (uint64_t seed = 1; seed <= 12; ++seed) {
+      SamplerParams p;
+      p.temperature = 1.0f;
+      p.seed = seed;
+      s.set_sampling(p);
+      ASSERT_EQ(s.begin_messages(render_kimi({{"user", kUser, {}}}, tools, tmpl)),
+                TurnStatus::kEndOfGeneration);
+      const TurnResult r = s.generate(300, PieceFn{});
+      if (r.status != TurnStatus::kEndOfGeneration) continue;  // cut in the section
+      const ParsedCalls parsed =
+          parse_kimi_calls(std::string(forced_call_head(ToolFormat::kKimi)) + r.answer);
+      ASSERT_FALSE(parsed.calls.empty()) << r.answer;
+      EXPECT_EQ(parsed.content, "") << r.answer;
+      for (const ToolCall& c : parsed.calls) EXPECT_TRUE(valid_call(c)) << c.arguments;
+      if (!parallel) {
+        EXPECT_EQ(parsed.calls.size(), 1u) << r.answer;
+      }
+      calls += parsed.calls.size();
+    }
+  }
+  EXPECT_GT(calls, 0u);
+}
+
+// `strata serve` on a copy with Kimi-K2's template, whose tool-call markers are control tokens
+// (rendered all the same): the model opens a section, the call in it is constrained and comes
+// back with the id the model wrote (functions.NAME:IDX), whole and streamed; the conversation
+// goes on with the result under that id; a named function is forced.
+TEST_F(Thinking, ServeCallsToolsInKimi) {
+  if (!fs::exists(kStrata)) GTEST_SKIP() << "strata binary not built at " << kStrata;
+  const Served server = start_serve(dir_ / "kimi_calls.gguf", kXmlCtx);
+  ASSERT_GT(server.port, 0) << "the server did not start: " << slurp(dir_ / "serve.err");
+  httplib::Client c("127.0.0.1", server.port);
+  c.set_read_timeout(120, 0);
+  json body = {{"max_tokens", 160},
+               {"temperature", 0},
+               {"parallel_tool_calls", false},
+               {"messages", {{{"role", "user"}, {"content", kUser}}}},
+               {"tools", json::parse(kTools)}};
+  const auto post = [&](const json& b) {
+    const auto res = c.Post("/v1/chat/completions", b.dump(), "application/json");
+    EXPECT_TRUE(res);
+    return res ? std::pair(res->status, res->body) : std::pair(0, std::string());
+  };
+  const auto [status, text] = post(body);
+  ASSERT_EQ(status, 200) << text;
+  const json r = json::parse(text);
+  const json& choice = r["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls") << text;
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << text;
+  const json call = choice["message"]["tool_calls"][0];
+  const std::string name = call["function"]["name"];
+  EXPECT_TRUE(valid_call({"", name, call["function"]["arguments"]})) << call;
+  EXPECT_TRUE(std::regex_match(call["id"].get<std::string>(),
+                               std::regex("functions\\." + name + ":[0-9]+")))
+      << call;
+  // Streamed: the same call.
+  json sb = body;
+  sb["stream"] = true;
+  const auto [sstatus, stext] = post(sb);
+  ASSERT_EQ(sstatus, 200);
+  json streamed = json::array();
+  std::istringstream lines(stext);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.starts_with("data: ") || line == "data: [DONE]") continue;
+    const json ch = json::parse(line.substr(6))["choices"][0];
+    if (ch["delta"].contains("tool_calls"))
+      for (const json& tc : ch["delta"]["tool_calls"]) streamed.push_back(tc);
+  }
+  ASSERT_EQ(streamed.size(), 1u) << stext;
+  EXPECT_EQ(streamed[0]["id"], call["id"]);
+  EXPECT_EQ(streamed[0]["function"], call["function"]);
+  // The conversation goes on: the result under the call's id, a longer prompt.
+  json more = body;
+  more["messages"].push_back(
+      {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", json::array({call})}});
+  more["messages"].push_back(
+      {{"role", "tool"}, {"tool_call_id", call["id"]}, {"content", "sunny"}});
+  const auto [nstatus, ntext] = post(more);
+  ASSERT_EQ(nstatus, 200) << ntext;
+  EXPECT_GT(json::parse(ntext)["usage"]["prompt_tokens"].get<int>(),
+            r["usage"]["prompt_tokens"].get<int>());
+  // A named function: the prompt opens the section, the call is that function's.
+  json named = body;
+  named["tool_choice"] = {{"type", "function"}, {"function", {{"name", "now"}}}};
+  const auto [fstatus, ftext] = post(named);
+  ASSERT_EQ(fstatus, 200) << ftext;
+  const json fc = json::parse(ftext)["choices"][0]["message"]["tool_calls"];
+  ASSERT_EQ(fc.size(), 1u) << ftext;
+  EXPECT_EQ(fc[0]["function"]["name"], "now");
 }
 
 // Anthropic's Messages API (POST /v1/messages): a tool call as tool_use blocks, whole and as

@@ -177,6 +177,12 @@ TEST(ToolCalls, FormatFromTheTemplate) {
   EXPECT_EQ(tool_format(ChatFamily::kChatglm4, "[gMASK]<sop>"), ToolFormat::kNone);
   EXPECT_EQ(tool_format(ChatFamily::kChatml, "<tool_call>"), ToolFormat::kHermes);
   EXPECT_EQ(tool_format(ChatFamily::kGptOss, ""), ToolFormat::kHarmony);
+  // Kimi-K2's: its family with the section marker, or (older templates) tool_declare.
+  EXPECT_EQ(tool_format(ChatFamily::kKimiK2, "<|tool_calls_section_begin|>"), ToolFormat::kKimi);
+  EXPECT_EQ(tool_format(ChatFamily::kKimiK2, "<|im_system|>tool_declare<|im_middle|>"),
+            ToolFormat::kKimi);
+  EXPECT_EQ(tool_format(ChatFamily::kKimiK2, "<|im_assistant|>assistant<|im_middle|>"),
+            ToolFormat::kNone);
 }
 
 // Tools with typed, bounded and free parameters, for the XML form.
@@ -529,6 +535,178 @@ TEST(ToolCalls, GlmCallMatcherFollowsTheTools) {
   EXPECT_FALSE(m.feed('\n'));
 }
 
+// Kimi-K2-Thinking's template, run with Jinja on this conversation (tools, two calls in one
+// section, their results, an answer, a later call), wrote exactly this prompt.
+TEST(ToolCalls, RendersAsKimisTemplate) {
+  const std::vector<ToolSpec> tools = parse_tools(ojson::parse(R"([
+    {"type": "function", "function": {"name": "get_weather", "description": "Weather",
+     "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+     "required": ["city"]}}},
+    {"type": "function", "function": {"name": "now"}}])"));
+  std::vector<ToolMessage> msgs = {
+      {"user", "Weather in Paris and Oslo?", {}},
+      {"assistant",
+       "",
+       {{"functions.get_weather:0", "get_weather", R"({"city": "Paris"})"},
+        {"functions.get_weather:1", "get_weather", R"({"city": "Oslo"})"}}},
+      {"tool", "18 C", {}, "functions.get_weather:0"},
+      {"tool", "4 C", {}, "functions.get_weather:1"},
+      {"assistant", "Warm and cold.", {}},
+      {"user", "Time?", {}},
+      {"assistant", "Checking.", {{"functions.now:2", "now", "{}"}}},
+      {"tool", "noon", {}, "functions.now:2"},
+  };
+  // (The parts of the template render_kimi reads: its default system message, and the empty
+  // <think></think> its assistant turns open with.)
+  const std::string tmpl =
+      "<|im_system|>system<|im_middle|>You are Kimi, an AI assistant created by Moonshot AI."
+      "<|im_end|> … <|im_assistant|>{{role_name}}<|im_middle|> … <think></think>{{ c }}";
+  const std::string want =
+      "<|im_system|>tool_declare<|im_middle|>[{\"type\": \"function\", \"function\": {\"name\": "
+      "\"get_weather\", \"description\": \"Weather\", \"parameters\": {\"type\": \"object\", "
+      "\"properties\": {\"city\": {\"type\": \"string\"}}, \"required\": [\"city\"]}}}, {\"type\": "
+      "\"function\", \"function\": {\"name\": \"now\"}}]<|im_end|><|im_system|>system<|im_middle|>"
+      "You are Kimi, an AI assistant created by Moonshot AI.<|im_end|><|im_user|>user<|im_middle|>"
+      "Weather in Paris and Oslo?<|im_end|><|im_assistant|>assistant<|im_middle|><think></think>"
+      "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
+      "<|tool_call_argument_begin|>{\"city\": \"Paris\"}<|tool_call_end|><|tool_call_begin|>"
+      "functions.get_weather:1<|tool_call_argument_begin|>{\"city\": \"Oslo\"}<|tool_call_end|>"
+      "<|tool_calls_section_end|><|im_end|><|im_system|>tool<|im_middle|>## Return of "
+      "functions.get_weather:0\n18 C<|im_end|><|im_system|>tool<|im_middle|>## Return of "
+      "functions.get_weather:1\n4 C<|im_end|><|im_assistant|>assistant<|im_middle|><think></think>"
+      "Warm and cold.<|im_end|><|im_user|>user<|im_middle|>Time?<|im_end|><|im_assistant|>"
+      "assistant<|im_middle|><think></"
+      "think>Checking.<|tool_calls_section_begin|><|tool_call_begin|>"
+      "functions.now:2<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>"
+      "<|im_end|><|im_system|>tool<|im_middle|>## Return of functions.now:2\nnoon<|im_end|>"
+      "<|im_assistant|>assistant<|im_middle|>";
+  EXPECT_EQ(format_chat(ChatFamily::kKimiK2, render_kimi(msgs, tools, tmpl), true), want);
+  EXPECT_EQ(format_chat(ChatFamily::kKimiK2, render_tools(ToolFormat::kKimi, msgs, tools, "", tmpl),
+                        true),
+            want);
+  // A system message of the conversation's own replaces the default; a template without the
+  // empty block writes none; a call without an id gets Kimi's form.
+  msgs.insert(msgs.begin(), {"system", "Be brief.", {}});
+  msgs[2].calls[0].id.clear();
+  const std::vector<ChatMessage> own = render_kimi(msgs, tools, "tool_declare");
+  ASSERT_EQ(own.size(), msgs.size() + 1);
+  EXPECT_EQ(own[1].content, "Be brief.");
+  EXPECT_TRUE(
+      own[3].content.starts_with("<|tool_calls_section_begin|><|tool_call_begin|>"
+                                 "functions.get_weather:0<|tool_call_argument_begin|>"))
+      << own[3].content;
+  EXPECT_EQ(call_opening(ToolFormat::kKimi), "<|tool_calls_section_begin|>");
+  EXPECT_EQ(forced_call_head(ToolFormat::kKimi), "<|tool_calls_section_begin|>");
+}
+
+TEST(ToolCalls, ParsesKimiCalls) {
+  ParsedCalls p = parse_kimi_calls(
+      "Let me check. <|tool_calls_section_begin|> <|tool_call_begin|> functions.get_weather:0 "
+      "<|tool_call_argument_begin|> {\"city\": \"Paris\", \"days\": 10000000000000001} "
+      "<|tool_call_end|><|tool_call_begin|>now<|tool_call_argument_begin|>{}<|tool_call_end|>"
+      "<|tool_calls_section_end|>");
+  ASSERT_EQ(p.calls.size(), 2u);
+  EXPECT_EQ(p.calls[0].id, "functions.get_weather:0");
+  EXPECT_EQ(p.calls[0].name, "get_weather");
+  EXPECT_EQ(p.calls[0].arguments, R"({"city": "Paris", "days": 10000000000000001})");
+  EXPECT_EQ(p.calls[1].name, "now");
+  EXPECT_EQ(p.content, "Let me check.");
+  // The section cut after a call's JSON (the reply ended there).
+  p = parse_kimi_calls(
+      "<|tool_calls_section_begin|><|tool_call_begin|>functions.now:3<|tool_call_argument_begin|>"
+      "{}");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].id, "functions.now:3");
+  // Not calls: the text stays.
+  for (const char* bad :
+       {"<|tool_calls_section_begin|><|tool_call_begin|>functions.now:0<|tool_call_argument_begin|>"
+        "[1]<|tool_call_end|><|tool_calls_section_end|>",
+        "<|tool_calls_section_begin|>functions.now:0 {}<|tool_calls_section_end|>",
+        "<|tool_calls_section_begin|><|tool_call_begin|>:0<|tool_call_argument_begin|>{}"
+        "<|tool_call_end|><|tool_calls_section_end|>"}) {
+    p = parse_kimi_calls(bad);
+    EXPECT_TRUE(p.calls.empty()) << bad;
+    EXPECT_EQ(p.content, bad);
+  }
+}
+
+TEST(ToolCalls, KimiCallMatcherFollowsTheTools) {
+  const std::vector<ToolSpec> tools = all_tools();
+  const auto spec = kimi_call_spec(tools, true);
+  const auto accepts = [](const std::shared_ptr<const KimiCallSpec>& sp, std::string_view text) {
+    KimiCallMatcher m(sp);
+    return m.feed(text) && m.finished();
+  };
+  const auto viable = [&](std::string_view text) {
+    KimiCallMatcher m(spec);
+    return m.feed(text);
+  };
+  const std::string w =
+      "<|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": \"Oslo\"}"
+      "<|tool_call_end|>";
+  const std::string now =
+      "<|tool_call_begin|>functions.now:12<|tool_call_argument_begin|>{}<|tool_call_end|>";
+  EXPECT_TRUE(accepts(spec, w + "<|tool_calls_section_end|>"));
+  EXPECT_TRUE(accepts(spec, w + now + "<|tool_calls_section_end|>"));
+  // One call only, when not parallel.
+  const auto single = kimi_call_spec(tools, false);
+  EXPECT_TRUE(accepts(single, w + "<|tool_calls_section_end|>"));
+  EXPECT_FALSE(accepts(single, w + now + "<|tool_calls_section_end|>"));
+  EXPECT_FALSE(viable("<|tool_call_begin|>get_weather"));  // functions. first
+  EXPECT_FALSE(viable("<|tool_call_begin|>functions.nope"));
+  EXPECT_FALSE(viable("<|tool_call_begin|>functions.now:<"));        // a number
+  EXPECT_FALSE(viable("<|tool_call_begin|>functions.now:1234567"));  // at most 6 digits
+  EXPECT_FALSE(viable("<|tool_call_begin|>functions.now:1<|tool_call_argument_begin|>{\"a\""));
+  EXPECT_FALSE(viable("<|tool_call_begin|>functions.get_weather:1<|tool_call_argument_begin|>{}<"));
+  EXPECT_FALSE(viable(w + " "));
+  KimiCallMatcher m(spec);
+  ASSERT_TRUE(m.feed(w + "<|tool_calls_section_end|>"));
+  EXPECT_TRUE(m.finished());
+  EXPECT_FALSE(m.feed('<'));
+}
+
+// The matcher and the parser agree: random walks over the bytes the matcher allows that reach
+// the section's end parse back into its calls, of the tools, with arguments their schemas accept.
+TEST(ToolCalls, KimiCallsTheMatcherAllowsParseBack) {
+  const std::vector<ToolSpec> tools = all_tools();
+  const auto spec = kimi_call_spec(tools, true);
+  std::mt19937 rng(11);
+  int finished = 0;
+  for (int walk = 0; walk < 300; ++walk) {
+    KimiCallMatcher m(spec);
+    std::string text;
+    while (!m.finished() && text.size() < 400) {
+      std::vector<uint8_t> ok;
+      for (int b = 1; b < 128; ++b) {
+        KimiCallMatcher t = m;
+        if (t.feed(uint8_t(b))) ok.push_back(uint8_t(b));
+      }
+      ASSERT_FALSE(ok.empty()) << "dead end after: " << text;
+      // Prefer structure, so walks end.
+      std::vector<uint8_t> structural;
+      for (const uint8_t b : ok)
+        if (std::string_view("<|>_}]\"0123456789").find(char(b)) != std::string_view::npos)
+          structural.push_back(b);
+      const std::vector<uint8_t>& from = !structural.empty() && rng() % 4 != 0 ? structural : ok;
+      const uint8_t b = from[rng() % from.size()];
+      ASSERT_TRUE(m.feed(b));
+      text += char(b);
+    }
+    if (!m.finished()) continue;
+    ++finished;
+    const ParsedCalls p = parse_kimi_calls("<|tool_calls_section_begin|>" + text);
+    ASSERT_FALSE(p.calls.empty()) << text;
+    EXPECT_EQ(p.content, "") << text;
+    for (const ToolCall& c : p.calls) {
+      const auto tool = std::find_if(tools.begin(), tools.end(),
+                                     [&](const ToolSpec& t) { return t.name == c.name; });
+      ASSERT_NE(tool, tools.end()) << text;
+      EXPECT_TRUE(nlohmann::json::parse(c.arguments, nullptr, false).is_object()) << c.arguments;
+    }
+  }
+  EXPECT_GT(finished, 50);
+}
+
 TEST(ToolCalls, RendersAsGptOsssHarmony) {
   const std::vector<ToolSpec> tools = parse_tools(ojson::parse(kTools));
   const std::vector<ToolMessage> msgs = {
@@ -652,7 +830,7 @@ TEST(ToolCalls, FuzzSeedsKeepTheInvariants) {
     EXPECT_EQ(test::probe_tool_calls(input), "") << e.path();
     ++n;
   }
-  EXPECT_GE(n, 11u);
+  EXPECT_GE(n, 13u);
 }
 
 }  // namespace

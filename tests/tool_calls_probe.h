@@ -31,6 +31,7 @@ inline std::string probe_tool_calls(std::string_view input) {
   static const std::vector<ToolSpec> tools = parse_tools(nlohmann::ordered_json::parse(kTools));
   static const auto xml = xml_call_spec(tools);
   static const auto glm = xml_call_spec(tools, kGlmSyntax);
+  static const auto kimi = kimi_call_spec(tools, true);
   static const auto harmony = harmony_call_spec(tools);
   if (input.empty()) return "";
   const std::string_view in = input.substr(1);
@@ -40,7 +41,7 @@ inline std::string probe_tool_calls(std::string_view input) {
     return true;
   };
   try {
-    switch (uint8_t(input[0]) % 9) {
+    switch (uint8_t(input[0]) % 11) {
       case 0:
         if (!nlohmann::json::parse(tools::anthropic::chat_request(in), nullptr, false).is_object())
           return "chat_request wrote no JSON object";
@@ -111,6 +112,22 @@ inline std::string probe_tool_calls(std::string_view input) {
               parse_glm_calls("<tool_call>" + std::string(in.substr(0, i + 1)), tools);
           if (p.calls.size() != 1 || !objects_only(p))
             return "a complete GLM call does not parse back";
+          break;
+        }
+        break;
+      }
+      case 9:
+        if (!objects_only(parse_kimi_calls(in)))
+          return "a Kimi call's arguments are not a JSON object";
+        break;
+      case 10: {
+        KimiCallMatcher m(kimi);
+        for (size_t i = 0; i < in.size() && m.feed(uint8_t(in[i])); ++i) {
+          if (!m.finished()) continue;
+          const ParsedCalls p =
+              parse_kimi_calls("<|tool_calls_section_begin|>" + std::string(in.substr(0, i + 1)));
+          if (p.calls.empty() || !objects_only(p) || !p.content.empty())
+            return "a complete Kimi section does not parse back";
           break;
         }
         break;

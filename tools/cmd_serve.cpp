@@ -225,6 +225,8 @@ void parse_messages(const json& body, CompletionRequest& r) {
     else if (tm.calls.empty())
       throw BadRequest{400, fmt::format("messages[{}] has no 'content'", i)};
     r.tool_parts = r.tool_parts || role == "tool";
+    if (const json* id = field(m, "tool_call_id"); id && id->is_string() && role == "tool")
+      tm.call_id = id->get<std::string>();
     r.tool_messages.push_back(std::move(tm));
   }
 }
@@ -669,6 +671,7 @@ class ToolStream {
       return {};
     }
     pending_ += answer;
+    const std::string_view kOpen = engine::call_opening(format_);
     if (const size_t open = pending_.find(kOpen); open != std::string::npos) {
       std::string out = pending_.substr(0, open);
       held_ = pending_.substr(open);
@@ -698,7 +701,6 @@ class ToolStream {
   engine::ToolFormat format_;
   std::string raw_;  // harmony: the reply as written
   const std::vector<engine::ToolSpec>& tools_;
-  static constexpr std::string_view kOpen = "<tool_call>";
   std::string pending_, held_;
   bool holding_ = false;
 };
@@ -708,7 +710,8 @@ json tool_calls_json(const std::vector<engine::ToolCall>& calls, const std::stri
                      bool stream) {
   json out = json::array();
   for (size_t k = 0; k < calls.size(); ++k) {
-    json c = {{"id", fmt::format("call_{}_{}", prefix, k)},
+    // (Kimi-K2's calls keep the ids the model wrote, which its later prompts name.)
+    json c = {{"id", calls[k].id.empty() ? fmt::format("call_{}_{}", prefix, k) : calls[k].id},
               {"type", "function"},
               {"function", {{"name", calls[k].name}, {"arguments", calls[k].arguments}}}};
     if (stream) c["index"] = k;
@@ -730,7 +733,7 @@ class Server {
         usage_(usage),
         experts_(experts),
         tool_format_(engine::tool_format(session.family(), tok.vocab().chat_template())),
-        tool_trigger_(tok.vocab().text_to_token("<tool_call>")) {
+        tool_trigger_(tok.vocab().text_to_token(engine::call_opening(tool_format_))) {
     // SO_REUSEADDR only: httplib's default, SO_REUSEPORT, lets a second server bind a port that
     // is in use and share its connections.
     http_.set_socket_options([](int sock) {
@@ -881,10 +884,11 @@ class Server {
       throw BadRequest{400,
                        "function calling: this model's chat template has no tool-call format "
                        "strata knows (the Hermes <tool_call> JSON of Qwen2.5 / Qwen3, "
-                       "Qwen3-Coder's <function=> XML, GLM-4.5's <arg_key> XML, gpt-oss's "
-                       "harmony)"};
-    r.messages = engine::render_tools(tool_format_, r.tool_messages, r.tools,
-                                      r.reasoning_effort.value_or("medium"));
+                       "Qwen3-Coder's <function=> XML, GLM-4.5's <arg_key> XML, Kimi-K2's "
+                       "tool-call sections, gpt-oss's harmony)"};
+    r.messages =
+        engine::render_tools(tool_format_, r.tool_messages, r.tools,
+                             r.reasoning_effort.value_or("medium"), tok_.vocab().chat_template());
   }
 
   void complete(const httplib::Request& req, httplib::Response& res, Api api) {
@@ -902,7 +906,7 @@ class Server {
         std::vector<engine::ToolSpec> callable = r.tools;  // a named choice: that tool only
         if (!r.tool_name.empty())
           std::erase_if(callable, [&](const engine::ToolSpec& t) { return t.name != r.tool_name; });
-        call_body = engine::call_filters(tool_format_, callable);
+        call_body = engine::call_filters(tool_format_, callable, r.parallel_tools);
       }
     } catch (const BadRequest& e) {
       reply_error(res, api, e.status, e.message);
@@ -970,11 +974,12 @@ class Server {
            .open_text =
                std::string(harmony ? engine::call_opening(tool_format_) : std::string_view()),
            .body = call_body,
-           // (GLM: the call's body ends with its </tool_call>.)
+           // (GLM: the call's body ends with its </tool_call>; Kimi-K2: the section's body holds
+           // all its calls and its end.)
            .close = tool_format_ == engine::ToolFormat::kGlmXml ? "" : "\n</tool_call>",
            .forced_prompt = std::string(engine::forced_call_prompt(tool_format_)),
            .forced = r.tool_forced,
-           .parallel = r.parallel_tools});
+           .parallel = r.parallel_tools && tool_format_ != engine::ToolFormat::kKimi});
       const bool score_prompt = r.echo && r.logprobs >= 0;
       engine::TurnStatus st;
       try {
