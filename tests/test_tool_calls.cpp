@@ -266,6 +266,18 @@ TEST(ToolCalls, RendersAsQwen3CodersTemplate) {
   EXPECT_THROW(render_qwen_xml({{"assistant", "", {{"", "now", "[1]"}}}}, tools), Error);
 }
 
+// Both XML forms' test reply: text, then get_weather's city "New\nYork", then pick's n 3, opts
+// {"a": 1} and tag 42.
+void expect_two_calls(const ParsedCalls& p) {
+  ASSERT_EQ(p.calls.size(), 2u);
+  EXPECT_EQ(p.calls[0].name, "get_weather");
+  EXPECT_EQ(p.calls[0].arguments, R"({"city":"New\nYork"})");
+  EXPECT_EQ(p.calls[1].name, "pick");
+  // n and opts are JSON, as written; tag is a string parameter, so "42" stays text.
+  EXPECT_EQ(p.calls[1].arguments, R"({"n":3,"opts":{"a": 1},"tag":"42"})");
+  EXPECT_EQ(p.content, "Let me check.");
+}
+
 TEST(ToolCalls, ParsesXmlCallsFromAReply) {
   const std::vector<ToolSpec> tools = all_tools();
   ParsedCalls p = parse_qwen_xml_calls(
@@ -274,13 +286,7 @@ TEST(ToolCalls, ParsesXmlCallsFromAReply) {
       "</parameter>\n<parameter=opts>\n{\"a\": 1}\n</parameter>\n<parameter=tag>\n42\n"
       "</parameter>\n</function>",
       tools);
-  ASSERT_EQ(p.calls.size(), 2u);
-  EXPECT_EQ(p.calls[0].name, "get_weather");
-  EXPECT_EQ(p.calls[0].arguments, R"({"city":"New\nYork"})");
-  EXPECT_EQ(p.calls[1].name, "pick");
-  // n and opts are JSON, as written; tag is a string parameter, so "42" stays text.
-  EXPECT_EQ(p.calls[1].arguments, R"({"n":3,"opts":{"a": 1},"tag":"42"})");
-  EXPECT_EQ(p.content, "Let me check.");
+  expect_two_calls(p);
   // A typed value that is not JSON stays a string; an unknown tool's values are strings.
   p = parse_qwen_xml_calls(
       "<tool_call>\n<function=pick>\n<parameter=n>\nthree\n</parameter>\n</function>\n"
@@ -469,13 +475,7 @@ TEST(ToolCalls, ParsesGlmCallsFromAReply) {
       "</arg_value>\n<arg_key>opts</arg_key><arg_value>{\"a\": 1}</arg_value> "
       "<arg_key>tag</arg_key>\n<arg_value>42</arg_value>\n</tool_call>",
       tools);
-  ASSERT_EQ(p.calls.size(), 2u);
-  EXPECT_EQ(p.calls[0].name, "get_weather");
-  EXPECT_EQ(p.calls[0].arguments, R"({"city":"New\nYork"})");
-  EXPECT_EQ(p.calls[1].name, "pick");
-  // n and opts are JSON, as written; tag is a string parameter, so "42" stays text.
-  EXPECT_EQ(p.calls[1].arguments, R"({"n":3,"opts":{"a": 1},"tag":"42"})");
-  EXPECT_EQ(p.content, "Let me check.");
+  expect_two_calls(p);
   // No arguments; a typed value that is not JSON stays a string; the last block unclosed.
   p = parse_glm_calls(
       "<tool_call>now\n</tool_call><tool_call>pick\n<arg_key>n</arg_key>\n<arg_value>three"
