@@ -143,31 +143,36 @@ std::optional<NoThinkTest> no_think_branch(std::string_view tmpl, size_t at) {
   return NoThinkTest{at, false, branch_end, std::move(*text)};
 }
 
-// The template's test of thinking being off (enable_thinking, or DeepSeek-V3.1's `thinking`
-// set from it): "not enable_thinking is defined" asks something else. Each in the template's
-// order; the first after the generation prompt's mention wins (GLM's template also tests it in
-// its user turns), else the first.
-std::optional<NoThinkTest> no_think_test(std::string_view tmpl) {
-  const size_t prompt = tmpl.rfind("add_generation_prompt");
-  std::vector<size_t> tests;
+// The template's tests of thinking being off (enable_thinking, or DeepSeek-V3.1's `thinking`
+// set from it) that write something, in the template's order ("not enable_thinking is defined"
+// asks something else).
+std::vector<NoThinkTest> no_think_tests(std::string_view tmpl) {
+  std::vector<size_t> at;
   for (std::string_view test : {"enable_thinking is false", "not enable_thinking",
                                 "enable_thinking == false", "not thinking"}) {
     for (size_t p = tmpl.find(test); p != std::string_view::npos; p = tmpl.find(test, p + 1)) {
       const std::string_view after = tmpl.substr(p + test.size());
       const bool word_ends = after.empty() || !(std::isalnum(uint8_t(after[0])) || after[0] == '_');
       if (word_ends && !after.substr(first_non_space(after)).starts_with("is defined"))
-        tests.push_back(p);
+        at.push_back(p);
     }
   }
-  std::sort(tests.begin(), tests.end());
-  std::optional<NoThinkTest> first;
-  for (const size_t at : tests) {
-    std::optional<NoThinkTest> t = no_think_branch(tmpl, at);
-    if (!t) continue;
-    if (prompt != std::string_view::npos && at > prompt) return t;
-    if (!first) first = std::move(t);
-  }
-  return first;
+  std::sort(at.begin(), at.end());
+  std::vector<NoThinkTest> tests;
+  for (const size_t p : at)
+    if (std::optional<NoThinkTest> t = no_think_branch(tmpl, p)) tests.push_back(std::move(*t));
+  return tests;
+}
+
+// The generation prompt's: the first after the template's last mention of add_generation_prompt
+// (GLM's template also tests it in its user turns), else the first.
+std::optional<NoThinkTest> no_think_test(std::string_view tmpl) {
+  const size_t prompt = tmpl.rfind("add_generation_prompt");
+  std::vector<NoThinkTest> tests = no_think_tests(tmpl);
+  for (NoThinkTest& t : tests)
+    if (prompt != std::string_view::npos && t.at > prompt) return std::move(t);
+  if (tests.empty()) return std::nullopt;
+  return std::move(tests.front());
 }
 
 // The `<think>` opening in `text` with what follows it, when no `</think>` closes it there.
@@ -183,6 +188,16 @@ std::string opening_in(std::string_view text) {
 std::string no_think_text(std::string_view tmpl) {
   std::optional<NoThinkTest> t = no_think_test(tmpl);
   return t ? std::move(t->text) : std::string();
+}
+
+std::string user_no_think_text(std::string_view tmpl) {
+  const std::optional<NoThinkTest> prompt_test = no_think_test(tmpl);
+  for (const NoThinkTest& t : no_think_tests(tmpl)) {
+    if (!t.inline_if || (prompt_test && t.at == prompt_test->at)) continue;
+    if (t.text.empty() || t.text.find("think>") != std::string::npos) continue;
+    return t.text;
+  }
+  return {};
 }
 
 std::string think_open_text(std::string_view tmpl) {
@@ -238,6 +253,7 @@ ReasoningStyle reasoning_style(ChatFamily family, const Vocab& vocab,
   if (s.open_token < 0 || s.close_token < 0) return ReasoningStyle{};
   s.format = ReasoningFormat::kThinkTags;
   s.no_think = no_think_text(chat_template);
+  s.user_no_think = user_no_think_text(chat_template);
   s.think_open = think_open_text(chat_template);
   s.budget_close = "\n</think>\n\n";
   return s;

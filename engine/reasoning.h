@@ -34,6 +34,9 @@ struct ReasoningStyle {
   // What the template appends to the generation prompt when thinking is off (Qwen3's
   // "<think>\n\n</think>\n\n"); empty when the template has no such switch.
   std::string no_think;
+  // What the template appends to each user message when thinking is off (GLM-4.5's "/nothink");
+  // empty for most.
+  std::string user_no_think;
   // What the template's generation prompt opens the reasoning with when thinking is on
   // (Qwen3-Thinking-2507's and QwQ's "<think>\n", DeepSeek-V3.1's "<think>"), which llama.cpp's
   // built-in formats do not write; empty for most.
@@ -62,6 +65,10 @@ ReasoningStyle reasoning_style(ChatFamily family, const Vocab& vocab,
 // add_generation_prompt, else the first. Empty when there is none. The template is not run
 // (chat_template.h).
 std::string no_think_text(std::string_view chat_template);
+// What a template appends to each user message when thinking is off: the literal of an inline
+// `'X' if (... not enable_thinking ...) else ''` test other than the generation prompt's (GLM's
+// "/nothink"), when it holds no <think> tag. Empty when there is none.
+std::string user_no_think_text(std::string_view chat_template);
 // The text a template's generation prompt opens the reasoning with, thinking on: a `<think>`
 // (and what follows it, no `</think>`) in the first literal after its last mention of
 // add_generation_prompt, or in the else branch of its thinking-off test (no_think_text's).

@@ -110,10 +110,24 @@ void ChatSession::append_message(ChatMessage m) {
   turn_open_ = false;
 }
 
-std::string ChatSession::format_text(bool add_assistant) const {
-  std::string text = format_chat(family_, messages_, add_assistant);
-  if (add_assistant) text = end_prompt(std::move(text), reasoning_.prompt_tail(thinking_));
+std::string ChatSession::prompt_text(std::span<const ChatMessage> messages, bool add_assistant,
+                                     bool thinking) const {
+  std::string text;
+  const std::string& suffix = reasoning_.user_no_think;
+  if (!thinking && !suffix.empty()) {  // GLM's "/nothink" after each user message
+    std::vector<ChatMessage> marked(messages.begin(), messages.end());
+    for (ChatMessage& m : marked)
+      if (m.role == "user" && !m.content.ends_with(suffix)) m.content += suffix;
+    text = format_chat(family_, marked, add_assistant);
+  } else {
+    text = format_chat(family_, messages, add_assistant);
+  }
+  if (add_assistant) text = end_prompt(std::move(text), reasoning_.prompt_tail(thinking));
   return text;
+}
+
+std::string ChatSession::format_text(bool add_assistant) const {
+  return prompt_text(messages_, add_assistant, thinking_);
 }
 
 std::vector<int32_t> ChatSession::format_tokens(bool add_assistant) const {
@@ -124,8 +138,7 @@ std::vector<int32_t> ChatSession::format_tokens(bool add_assistant) const {
 
 std::vector<int32_t> ChatSession::turn_tokens(std::span<const ChatMessage> messages, bool thinking,
                                               std::string_view forced_prompt) const {
-  std::string text = format_chat(family_, messages, true);
-  text = end_prompt(std::move(text), reasoning_.prompt_tail(thinking));
+  std::string text = prompt_text(messages, true, thinking);
   if (!forced_prompt.empty()) text = forced_call_text(std::move(text), forced_prompt);
   return tok_.tokenize(text, true, true);
 }

@@ -232,6 +232,10 @@ class ChatSession {
   void use_stash(const std::vector<int32_t>& tokens);
   // format_tokens' text.
   std::string format_text(bool add_assistant) const;
+  // A conversation's prompt: the user messages marked when thinking is off and the template asks
+  // it (ReasoningStyle::user_no_think), and, with the assistant's opener, the prompt's tail.
+  std::string prompt_text(std::span<const ChatMessage> messages, bool add_assistant,
+                          bool thinking) const;
   // A turn's prompt ended with a forced call's opening.
   std::string forced_call_text(std::string prompt, std::string_view forced) const;
   // begin_turn / begin_messages: formats the conversation and notes how its reply reasons.

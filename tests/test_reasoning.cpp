@@ -205,6 +205,7 @@ TEST(Reasoning, NoThinkText) {
       "{%- endif -%}{%- if add_generation_prompt -%}\n    <|assistant|>{{- '\\n<think></think>' "
       "if (enable_thinking is defined and not enable_thinking) else '' -}}\n{%- endif -%}";
   EXPECT_EQ(no_think_text(glm), "\n<think></think>");
+  EXPECT_EQ(user_no_think_text(glm), "/nothink");
   // Without the generation prompt's test: the first.
   EXPECT_EQ(no_think_text(glm.substr(0, glm.find("{%- if add_generation_prompt"))), "/nothink");
   // An inline expression whose literal is not before its if: none.
@@ -216,6 +217,8 @@ TEST(Reasoning, NoThinkText) {
       "  {%- if not thinking -%}{{'</think>'}}\n    {%- else -%}{{'<think>'}}\n  {%- endif -%}\n"
       "{%- endif %}";
   EXPECT_EQ(no_think_text(v31), "</think>");
+  EXPECT_EQ(user_no_think_text(v31), "");
+  EXPECT_EQ(user_no_think_text(glm.substr(0, glm.find("{%- if add_generation_prompt"))), "");
   EXPECT_EQ(no_think_text("{% if not thinking_mode %}{{ 'x' }}{% endif %}"), "");
   // The no-think text after the prompt: a leading newline joins the prompt's own.
   EXPECT_EQ(end_prompt("<|assistant|>\n", "\n<think></think>"), "<|assistant|>\n<think></think>");

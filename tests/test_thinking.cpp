@@ -482,6 +482,34 @@ TEST_F(Thinking, PromptOpensTheReasoning) {
   EXPECT_GT(r.stats.n_reasoning, 0u);
 }
 
+// GLM-4.5's thinking switch: off, each user message ends with "/nothink" and the prompt with the
+// empty block, as its template writes them (llama.cpp's formatter's "\n" after <|assistant|>
+// joined to the block's).
+TEST_F(Thinking, GlmNoThinkMarksTheUserTurns) {
+  if (!fs::exists(kGlmFixture)) GTEST_SKIP() << "fixture not found: " << kGlmFixture;
+  const char* tail =
+      "{%- if m.role == 'user' -%}<|user|>\n{{ m.content }}{{- '/nothink' if (enable_thinking is "
+      "defined and not enable_thinking and not m.content.endswith(\"/nothink\")) else '' -}}"
+      "{%- endif -%}{%- if add_generation_prompt -%}<|assistant|>{{- '\\n<think></think>' if "
+      "(enable_thinking is defined and not enable_thinking) else '' -}}{%- endif -%}";
+  write_thinking_model(dir_ / "glm_think.gguf", {}, tail, {}, kGlmFixture);
+  Loaded m(dir_ / "glm_think.gguf");
+  ChatSession s = m.session();
+  EXPECT_EQ(s.reasoning_style().no_think, "\n<think></think>");
+  EXPECT_EQ(s.reasoning_style().user_no_think, "/nothink");
+  const auto text_of = [&](std::span<const int32_t> ids) {
+    std::string t;
+    for (const int32_t id : ids) t += m.tok.token_to_piece(id, true);
+    return t;
+  };
+  const std::vector<ChatMessage> msgs = {{"user", "Hi"}, {"assistant", "Hello."}, {"user", "Bye"}};
+  EXPECT_TRUE(text_of(s.turn_tokens(msgs, false))
+                  .ends_with("<|user|>\nHi/nothink<|assistant|>\nHello.<|user|>\nBye/nothink"
+                             "<|assistant|>\n<think></think>"))
+      << text_of(s.turn_tokens(msgs, false));
+  EXPECT_TRUE(text_of(s.turn_tokens(msgs, true)).ends_with("<|user|>\nBye<|assistant|>\n"));
+}
+
 // `strata inspect` says how chat turns run: the thinking format, its switches, the tool format.
 TEST_F(Thinking, InspectSaysHowChatRuns) {
   const auto info = [&](const fs::path& p) {
