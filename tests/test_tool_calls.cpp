@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -30,6 +31,16 @@ const char* kTools = R"([
                   "unit": {"enum": ["c", "f"]}}, "required": ["city"]}}},
   {"type": "function", "function": {"name": "now", "description": "The time, à la minute"}}
 ])";
+
+// A parser leaves each of `texts` as it stands: no call, the text its content.
+template <class Parse>
+void expect_left_as_text(const Parse& parse, std::initializer_list<const char*> texts) {
+  for (const char* t : texts) {
+    const ParsedCalls p = parse(t);
+    EXPECT_TRUE(p.calls.empty()) << t;
+    EXPECT_EQ(p.content, t);
+  }
+}
 
 TEST(ToolCalls, TemplateJsonIsTojsons) {
   EXPECT_EQ(template_json(ojson::parse(R"({"b": [1, 2.5, "x"], "a": {"k": null, "t": true}})")),
@@ -109,13 +120,10 @@ TEST(ToolCalls, ParsesCallsFromAReply) {
   ASSERT_EQ(p.calls.size(), 1u);
   EXPECT_EQ(p.content, "");
   // Not a call: bad JSON, no name, arguments a number: the text stays.
-  for (const char* bad : {"<tool_call>{\"name\": \"now\", \"arguments\": {</tool_call>",
-                          "<tool_call>{\"arguments\": {}}</tool_call>",
-                          "<tool_call>{\"name\": \"now\", \"arguments\": 3}</tool_call>"}) {
-    p = parse_hermes_calls(bad);
-    EXPECT_TRUE(p.calls.empty()) << bad;
-    EXPECT_EQ(p.content, bad);
-  }
+  expect_left_as_text([&](std::string_view t) { return parse_hermes_calls(t); },
+                      {"<tool_call>{\"name\": \"now\", \"arguments\": {</tool_call>",
+                       "<tool_call>{\"arguments\": {}}</tool_call>",
+                       "<tool_call>{\"name\": \"now\", \"arguments\": 3}</tool_call>"});
   p = parse_hermes_calls("plain answer");
   EXPECT_TRUE(p.calls.empty());
   EXPECT_EQ(p.content, "plain answer");
@@ -304,13 +312,10 @@ TEST(ToolCalls, ParsesXmlCallsFromAReply) {
   ASSERT_EQ(p.calls.size(), 1u);
   EXPECT_EQ(p.calls[0].arguments, R"({"a":"x </parameter> y","b":""})");
   // Not a call: the text stays.
-  for (const char* bad : {"<tool_call>\n<function=now>\n</tool_call>",
-                          "<tool_call>\n<function=x>\n<parameter=a>\nv\n</function>\n</tool_call>",
-                          "<tool_call>\n{\"name\": \"now\"}\n</tool_call>"}) {
-    p = parse_qwen_xml_calls(bad, tools);
-    EXPECT_TRUE(p.calls.empty()) << bad;
-    EXPECT_EQ(p.content, bad);
-  }
+  expect_left_as_text([&](std::string_view t) { return parse_qwen_xml_calls(t, tools); },
+                      {"<tool_call>\n<function=now>\n</tool_call>",
+                       "<tool_call>\n<function=x>\n<parameter=a>\nv\n</function>\n</tool_call>",
+                       "<tool_call>\n{\"name\": \"now\"}\n</tool_call>"});
 }
 
 TEST(ToolCalls, XmlCallMatcherFollowsTheTools) {
@@ -487,14 +492,11 @@ TEST(ToolCalls, ParsesGlmCallsFromAReply) {
   EXPECT_EQ(p.calls[1].arguments, R"({"n":"three"})");
   EXPECT_EQ(p.content, "");
   // Not a call: the text stays.
-  for (const char* bad :
-       {"<tool_call>\n</tool_call>", "<tool_call>pick\n<arg_key>n</arg_key>\n3\n</tool_call>",
-        "<tool_call>pick\n<arg_key>n\n<arg_value>3</arg_value></tool_call>",
-        "<tool_call>pick\nn=3\n</tool_call>"}) {
-    p = parse_glm_calls(bad, tools);
-    EXPECT_TRUE(p.calls.empty()) << bad;
-    EXPECT_EQ(p.content, bad);
-  }
+  expect_left_as_text(
+      [&](std::string_view t) { return parse_glm_calls(t, tools); },
+      {"<tool_call>\n</tool_call>", "<tool_call>pick\n<arg_key>n</arg_key>\n3\n</tool_call>",
+       "<tool_call>pick\n<arg_key>n\n<arg_value>3</arg_value></tool_call>",
+       "<tool_call>pick\nn=3\n</tool_call>"});
 }
 
 TEST(ToolCalls, GlmCallMatcherFollowsTheTools) {
@@ -618,16 +620,13 @@ TEST(ToolCalls, ParsesKimiCalls) {
   ASSERT_EQ(p.calls.size(), 1u);
   EXPECT_EQ(p.calls[0].id, "functions.now:3");
   // Not calls: the text stays.
-  for (const char* bad :
-       {"<|tool_calls_section_begin|><|tool_call_begin|>functions.now:0<|tool_call_argument_begin|>"
-        "[1]<|tool_call_end|><|tool_calls_section_end|>",
-        "<|tool_calls_section_begin|>functions.now:0 {}<|tool_calls_section_end|>",
-        "<|tool_calls_section_begin|><|tool_call_begin|>:0<|tool_call_argument_begin|>{}"
-        "<|tool_call_end|><|tool_calls_section_end|>"}) {
-    p = parse_kimi_calls(bad);
-    EXPECT_TRUE(p.calls.empty()) << bad;
-    EXPECT_EQ(p.content, bad);
-  }
+  expect_left_as_text(
+      [&](std::string_view t) { return parse_kimi_calls(t); },
+      {"<|tool_calls_section_begin|><|tool_call_begin|>functions.now:0<|tool_call_argument_begin|>"
+       "[1]<|tool_call_end|><|tool_calls_section_end|>",
+       "<|tool_calls_section_begin|>functions.now:0 {}<|tool_calls_section_end|>",
+       "<|tool_calls_section_begin|><|tool_call_begin|>:0<|tool_call_argument_begin|>{}"
+       "<|tool_call_end|><|tool_calls_section_end|>"});
 }
 
 TEST(ToolCalls, KimiCallMatcherFollowsTheTools) {
