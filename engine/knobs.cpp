@@ -88,7 +88,7 @@ constexpr KnobSpec kKnobs[] = {
      "thinks anyway (a notice says so). Either way a reply joins the conversation without its "
      "reasoning, as these models' templates keep it, and structured output constrains the "
      "answer, after the reasoning."},
-    {"THINK_BUDGET", KnobType::kInt, "", "tokens", "0..",
+    {"THINK_BUDGET", KnobType::kInt, "", "tokens", "0..1073741824",
      "Thinking models, in `chat` and `serve` (a request's thinking_budget, or Anthropic's "
      "thinking.budget_tokens, overrides it): at most this many tokens of reasoning per reply. "
      "When they are spent the reasoning is closed for the model (\"\\n</think>\\n\\n\"; gpt-oss: "
