@@ -212,6 +212,10 @@ std::string format_chat(std::string_view family_name, std::span<const ChatMessag
   return format_chat(*f, msgs, add_assistant);
 }
 
+bool after_tool_output(ChatFamily family, std::span<const ChatMessage> msgs) {
+  return family == ChatFamily::kDeepseek3 && !msgs.empty() && msgs.back().role == "tool";
+}
+
 std::string format_chat(ChatFamily family, std::span<const ChatMessage> msgs, bool add_assistant) {
   std::string ss;
   using F = ChatFamily;
@@ -441,16 +445,23 @@ std::string format_chat(ChatFamily family, std::span<const ChatMessage> msgs, bo
       if (add_assistant) ss += "Assistant:";
       break;
     case F::kDeepseek3:
+      // (Tool results as DeepSeek-V3.1's template writes them: the model goes on after one, with
+      // no assistant opener.)
       for (const ChatMessage& m : msgs) {
         if (m.role == "system") {
           ss += m.content + "\n\n";
         } else if (m.role == "user") {
           ss += std::string(kDsUser) + m.content;
         } else if (m.role == "assistant") {
-          ss += std::string(kDsAssistant) + m.content + std::string(kDsEos);
+          ss += std::string(after_tool_output(family, msgs.first(size_t(&m - msgs.data())))
+                                ? ""
+                                : kDsAssistant) +
+                m.content + std::string(kDsEos);
+        } else if (m.role == "tool") {
+          ss += "<｜tool▁output▁begin｜>" + m.content + "<｜tool▁output▁end｜>";
         }
       }
-      if (add_assistant) ss += kDsAssistant;
+      if (add_assistant && !after_tool_output(family, msgs)) ss += kDsAssistant;
       break;
     case F::kExaone3:
     case F::kExaone4:

@@ -82,6 +82,10 @@ ChatFamily chat_family_for_template(std::string_view tmpl);
 // unknown name is Error(kBadValue) listing the accepted ones.
 ChatFamily chat_family_choice(std::string_view override_name, std::string_view model_template);
 
+// Whether the next message follows a tool's result that the model goes on from: DeepSeek-V3's
+// format writes no assistant opener after one (deepseek3, the last message a tool's).
+bool after_tool_output(ChatFamily family, std::span<const ChatMessage> msgs);
+
 // The prompt for msgs; add_assistant appends the assistant turn opener (add_generation_prompt).
 std::string format_chat(ChatFamily family, std::span<const ChatMessage> msgs, bool add_assistant);
 // With an explicit family name (--chat-template NAME); an unknown name throws strata::Error.

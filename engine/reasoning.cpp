@@ -255,6 +255,10 @@ ReasoningStyle reasoning_style(ChatFamily family, const Vocab& vocab,
   s.no_think = no_think_text(chat_template);
   s.user_no_think = user_no_think_text(chat_template);
   s.think_open = think_open_text(chat_template);
+  // DeepSeek-V3.1's template opens each earlier answer with "</think>" (its thinking was dropped).
+  if (family == ChatFamily::kDeepseek3 &&
+      chat_template.find("<｜Assistant｜></think>") != std::string_view::npos)
+    s.answer_open = "</think>";
   s.budget_close = "\n</think>\n\n";
   return s;
 }

@@ -41,6 +41,9 @@ struct ReasoningStyle {
   // (Qwen3-Thinking-2507's and QwQ's "<think>\n", DeepSeek-V3.1's "<think>"), which llama.cpp's
   // built-in formats do not write; empty for most.
   std::string think_open;
+  // What the template writes before each earlier answer that follows a user's message
+  // (DeepSeek-V3.1's "</think>", after its <｜Assistant｜>); empty for most.
+  std::string answer_open;
   // What a chat turn's prompt ends with: thinking on, or no switch to turn it off, think_open;
   // else no_think.
   std::string_view prompt_tail(bool thinking) const {

@@ -114,15 +114,25 @@ std::string ChatSession::prompt_text(std::span<const ChatMessage> messages, bool
                                      bool thinking) const {
   std::string text;
   const std::string& suffix = reasoning_.user_no_think;
-  if (!thinking && !suffix.empty()) {  // GLM's "/nothink" after each user message
+  const std::string& open = reasoning_.answer_open;
+  if ((!thinking && !suffix.empty()) || !open.empty()) {
     std::vector<ChatMessage> marked(messages.begin(), messages.end());
-    for (ChatMessage& m : marked)
-      if (m.role == "user" && !m.content.ends_with(suffix)) m.content += suffix;
+    for (size_t i = 0; i < marked.size(); ++i) {
+      ChatMessage& m = marked[i];
+      // GLM's "/nothink" after each user message
+      if (!thinking && !suffix.empty() && m.role == "user" && !m.content.ends_with(suffix))
+        m.content += suffix;
+      // DeepSeek-V3.1's "</think>" before each answer to a user
+      if (!open.empty() && m.role == "assistant" && i > 0 && messages[i - 1].role == "user")
+        m.content.insert(0, open);
+    }
     text = format_chat(family_, marked, add_assistant);
   } else {
     text = format_chat(family_, messages, add_assistant);
   }
-  if (add_assistant) text = end_prompt(std::move(text), reasoning_.prompt_tail(thinking));
+  // (After a tool's result the model goes on from it: no tail, as no opener.)
+  if (add_assistant && !after_tool_output(family_, messages))
+    text = end_prompt(std::move(text), reasoning_.prompt_tail(thinking));
   return text;
 }
 
@@ -147,8 +157,16 @@ std::string ChatSession::forced_call_text(std::string prompt, std::string_view f
   // A prompt that opened the reasoning (think_open) has it closed first: the call comes at once.
   std::string_view end = prompt;
   while (!end.empty() && (end.back() == '\n' || end.back() == ' ')) end.remove_suffix(1);
-  if (reasoning_.format == ReasoningFormat::kThinkTags && end.ends_with("<think>"))
-    prompt += reasoning_.budget_close;
+  if (reasoning_.format == ReasoningFormat::kThinkTags && end.ends_with("<think>")) {
+    // (Where the template can turn thinking off, its thinking-off prompt: DeepSeek-V3.1's calls
+    // follow "</think>".)
+    const std::string& open = reasoning_.think_open;
+    if (!reasoning_.no_think.empty() && !open.empty() && prompt.ends_with(open)) {
+      prompt = end_prompt(prompt.substr(0, prompt.size() - open.size()), reasoning_.no_think);
+    } else {
+      prompt += reasoning_.budget_close;
+    }
+  }
   return prompt += forced;
 }
 

@@ -128,6 +128,6 @@ void BasicTokenConstraint<Matcher>::accept(int32_t id) {
 template class BasicTokenConstraint<JsonMatcher>;
 template class BasicTokenConstraint<XmlCallMatcher>;
 template class BasicTokenConstraint<HarmonyCallMatcher>;
-template class BasicTokenConstraint<KimiCallMatcher>;
+template class BasicTokenConstraint<SectionCallMatcher>;
 
 }  // namespace strata::engine

@@ -15,8 +15,8 @@
 
 #include "engine/harmony_call.h"
 #include "engine/json_schema.h"
-#include "engine/kimi_call.h"
 #include "engine/sampler.h"
+#include "engine/section_call.h"
 #include "engine/xml_call.h"
 
 namespace strata::engine {
@@ -95,7 +95,7 @@ class BasicTokenConstraint final : public DocumentFilter {
 using TokenConstraint = BasicTokenConstraint<JsonMatcher>;
 using XmlCallConstraint = BasicTokenConstraint<XmlCallMatcher>;
 using HarmonyCallConstraint = BasicTokenConstraint<HarmonyCallMatcher>;
-using KimiCallConstraint = BasicTokenConstraint<KimiCallMatcher>;
+using SectionCallConstraint = BasicTokenConstraint<SectionCallMatcher>;
 
 // Makes a fresh filter for one constrained span (a tool call's body).
 using DocumentFilterFn =

@@ -1,4 +1,5 @@
-// Function calling in the Hermes, Qwen3-Coder XML, GLM XML and harmony formats (tool_calls.h).
+// Function calling in the Hermes, Qwen3-Coder XML, GLM XML, Kimi-K2, DeepSeek-V3.1 and harmony
+// formats (tool_calls.h).
 #include "engine/tool_calls.h"
 
 #include <fmt/format.h>
@@ -14,8 +15,20 @@ namespace strata::engine {
 namespace {
 
 constexpr std::string_view kCallOpen = "<tool_call>";
-constexpr std::string_view kSectionOpen = "<|tool_calls_section_begin|>";
+constexpr std::string_view kSectionOpen = kKimiSyntax.section_begin;
 constexpr std::string_view kCallClose = "</tool_call>";
+
+// DeepSeek-V3.1's model card's tool description (its template has none), around each tool's.
+constexpr std::string_view kDeepseekToolsHead =
+    "## Tools\nYou have access to the following tools:\n";
+constexpr std::string_view kDeepseekToolsTail =
+    "\nIMPORTANT: ALWAYS adhere to this exact format for tool use:\n"
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>tool_call_name<｜tool▁sep｜>tool_call_arguments"
+    "<｜tool▁call▁end｜>{{additional_tool_calls}}<｜tool▁calls▁end｜>\n\nWhere:\n\n"
+    "- `tool_call_name` must be an exact match to one of the available tools\n"
+    "- `tool_call_arguments` must be valid JSON that strictly follows the tool's Parameters "
+    "Schema\n"
+    "- For multiple tool calls, chain them directly without separators or spaces";
 
 // Qwen3's template's words around the tools' signatures.
 constexpr std::string_view kToolsHead =
@@ -243,13 +256,19 @@ ToolFormat tool_format(ChatFamily family, std::string_view chat_template) {
                    chat_template.find("<arg_key>") != std::string_view::npos
                ? ToolFormat::kGlmXml
                : ToolFormat::kNone;
+  if (family == ChatFamily::kDeepseek3)  // V3.1's calls (V3's and R1's fence their JSON)
+    return chat_template.find(kDeepseekSyntax.argument_begin) != std::string_view::npos &&
+                   chat_template.find("```json") == std::string_view::npos
+               ? ToolFormat::kDeepseek
+               : ToolFormat::kNone;
   return family == ChatFamily::kChatml ? tool_format(chat_template) : ToolFormat::kNone;
 }
 
 std::string_view call_opening(ToolFormat f) {
-  return f == ToolFormat::kHarmony ? " to=functions."
-         : f == ToolFormat::kKimi  ? kSectionOpen
-                                   : kCallOpen;
+  return f == ToolFormat::kHarmony    ? " to=functions."
+         : f == ToolFormat::kKimi     ? kSectionOpen
+         : f == ToolFormat::kDeepseek ? kDeepseekSyntax.section_begin
+                                      : kCallOpen;
 }
 
 std::string_view forced_call_prompt(ToolFormat f) {
@@ -260,6 +279,8 @@ std::string_view forced_call_prompt(ToolFormat f) {
       return "<think></think>\n<tool_call>";
     case ToolFormat::kKimi:
       return kSectionOpen;
+    case ToolFormat::kDeepseek:
+      return kDeepseekSyntax.section_begin;
     default:
       return "<tool_call>\n";
   }
@@ -282,6 +303,8 @@ std::string_view tool_format_name(ToolFormat f) {
       return "glm xml";
     case ToolFormat::kKimi:
       return "kimi-k2";
+    case ToolFormat::kDeepseek:
+      return "deepseek-v3.1";
     case ToolFormat::kNone:
       break;
   }
@@ -623,6 +646,8 @@ std::vector<ChatMessage> render_tools(ToolFormat f, const std::vector<ToolMessag
   switch (f) {
     case ToolFormat::kKimi:
       return render_kimi(messages, tools, chat_template);
+    case ToolFormat::kDeepseek:
+      return render_deepseek(messages, tools);
     case ToolFormat::kQwenXml:
       return render_qwen_xml(messages, tools);
     case ToolFormat::kGlmXml:
@@ -841,60 +866,102 @@ std::vector<ChatMessage> render_kimi(const std::vector<ToolMessage>& messages,
         // (A call without an id gets Kimi's form, numbered in its message.)
         const std::string id =
             call.id.empty() ? fmt::format("functions.{}:{}", call.name, c) : call.id;
-        text += std::string(KimiCallMatcher::kCallBegin) + id +
-                std::string(KimiCallMatcher::kArgumentBegin) + call.arguments +
-                std::string(KimiCallMatcher::kCallEnd);
+        text += std::string(kKimiSyntax.call_begin) + id + std::string(kKimiSyntax.argument_begin) +
+                call.arguments + std::string(kKimiSyntax.call_end);
       }
-      text += KimiCallMatcher::kSectionEnd;
+      text += kKimiSyntax.section_end;
     }
     out.push_back({m.role, std::move(text)});
   }
   return out;
 }
 
-ParsedCalls parse_kimi_calls(std::string_view answer) {
-  constexpr std::string_view kBegin = KimiCallMatcher::kCallBegin;
-  constexpr std::string_view kArgs = KimiCallMatcher::kArgumentBegin;
-  constexpr std::string_view kEnd = KimiCallMatcher::kCallEnd;
-  constexpr std::string_view kSectionEnd = KimiCallMatcher::kSectionEnd;
+std::vector<ChatMessage> render_deepseek(const std::vector<ToolMessage>& messages,
+                                         const std::vector<ToolSpec>& tools) {
+  // The system messages joined, as the template joins them, then the tools' description.
+  std::string system;
+  bool has_system = false;
+  for (const ToolMessage& m : messages) {
+    if (m.role != "system") continue;
+    system += (has_system ? "\n\n" : "") + m.content;
+    has_system = true;
+  }
+  if (!tools.empty()) {
+    system += has_system ? "\n\n" : "";
+    system += kDeepseekToolsHead;
+    for (const ToolSpec& t : tools) {
+      const auto* description = member(t.function, "description");
+      const auto* params = member(t.function, "parameters");
+      system += "\n### " + t.name + "\nDescription: " +
+                (description && description->is_string() ? description->get<std::string>() : "") +
+                "\n\nParameters: " + (params ? template_json(*params) : "{}") + "\n";
+    }
+    system += kDeepseekToolsTail;
+  }
+  std::vector<ChatMessage> out;
+  if (has_system || !tools.empty()) out.push_back({"system", std::move(system)});
+  for (const ToolMessage& m : messages) {
+    if (m.role == "system") continue;
+    if (m.role != "assistant" || m.calls.empty()) {
+      out.push_back({m.role, m.content});
+      continue;
+    }
+    std::string text = m.content + std::string(kDeepseekSyntax.section_begin);
+    for (const ToolCall& c : m.calls)
+      text += std::string(kDeepseekSyntax.call_begin) + c.name +
+              std::string(kDeepseekSyntax.argument_begin) + c.arguments +
+              std::string(kDeepseekSyntax.call_end);
+    out.push_back({m.role, text + std::string(kDeepseekSyntax.section_end)});
+  }
+  return out;
+}
+
+ParsedCalls parse_section_calls(std::string_view answer, const SectionCallSyntax& syn) {
   ParsedCalls r;
   std::string content;
   size_t at = 0;
   while (at < answer.size()) {
-    const size_t open = answer.find(kSectionOpen, at);
+    const size_t open = answer.find(syn.section_begin, at);
     if (open == std::string_view::npos) break;
     content += answer.substr(at, open - at);
-    const size_t close = answer.find(kSectionEnd, open);
-    const size_t end = close == std::string_view::npos ? answer.size() : close + kSectionEnd.size();
-    std::string_view section = answer.substr(
-        open + kSectionOpen.size(),
-        (close == std::string_view::npos ? answer.size() : close) - open - kSectionOpen.size());
+    const size_t body = open + syn.section_begin.size();
+    const size_t close = answer.find(syn.section_end, body);
+    const size_t end =
+        close == std::string_view::npos ? answer.size() : close + syn.section_end.size();
+    std::string_view section =
+        answer.substr(body, (close == std::string_view::npos ? answer.size() : close) - body);
     std::vector<ToolCall> calls;
     bool ok = true;
     while (ok && !trim(section).empty()) {
       section = trim(section);
-      const size_t args = section.find(kArgs);
-      if (!section.starts_with(kBegin) || args == std::string_view::npos) {
+      const size_t args = section.find(syn.argument_begin);
+      if (!section.starts_with(syn.call_begin) || args == std::string_view::npos) {
         ok = false;
         break;
       }
-      const std::string_view id = trim(section.substr(kBegin.size(), args - kBegin.size()));
-      std::string_view json = section.substr(args + kArgs.size());
-      const size_t call_end = json.find(kEnd);
+      const std::string_view id =
+          trim(section.substr(syn.call_begin.size(), args - syn.call_begin.size()));
+      std::string_view json = section.substr(args + syn.argument_begin.size());
+      const size_t call_end = json.find(syn.call_end);
       json = trim(json.substr(0, call_end));
-      // functions.NAME:IDX (vLLM's reading), or a bare NAME.
-      std::string_view name = id.substr(0, id.find(':'));
-      if (const size_t dot = name.rfind('.'); dot != std::string_view::npos)
-        name.remove_prefix(dot + 1);
+      // Kimi-K2's functions.NAME:IDX (vLLM's reading) or a bare NAME; DeepSeek's NAME.
+      std::string_view name = id;
+      if (syn.indexed) {
+        name = id.substr(0, id.find(':'));
+        if (const size_t dot = name.rfind('.'); dot != std::string_view::npos)
+          name.remove_prefix(dot + 1);
+      }
       if (name.empty() || !json_text(json) ||
           !nlohmann::json::parse(json, nullptr, false).is_object()) {
         ok = false;
         break;
       }
-      calls.push_back({std::string(id), std::string(name), std::string(json)});
-      section = call_end == std::string_view::npos
-                    ? std::string_view()
-                    : section.substr(args + kArgs.size() + call_end + kEnd.size());
+      calls.push_back(
+          {syn.indexed ? std::string(id) : std::string(), std::string(name), std::string(json)});
+      section =
+          call_end == std::string_view::npos
+              ? std::string_view()
+              : section.substr(args + syn.argument_begin.size() + call_end + syn.call_end.size());
     }
     if (ok && !calls.empty()) {
       for (ToolCall& c : calls) r.calls.push_back(std::move(c));
@@ -915,7 +982,9 @@ ParsedCalls parse_calls(ToolFormat f, std::string_view answer, const std::vector
     case ToolFormat::kGlmXml:
       return parse_glm_calls(answer, tools);
     case ToolFormat::kKimi:
-      return parse_kimi_calls(answer);
+      return parse_section_calls(answer, kKimiSyntax);
+    case ToolFormat::kDeepseek:
+      return parse_section_calls(answer, kDeepseekSyntax);
     case ToolFormat::kHarmony:
       return parse_harmony_calls(answer);
     default:
@@ -1004,18 +1073,21 @@ std::shared_ptr<const HarmonyCallSpec> harmony_call_spec(const std::vector<ToolS
   return spec;
 }
 
-std::shared_ptr<const KimiCallSpec> kimi_call_spec(const std::vector<ToolSpec>& tools,
-                                                   bool parallel) {
-  auto spec = std::make_shared<KimiCallSpec>();
+std::shared_ptr<const SectionCallSpec> section_call_spec(const std::vector<ToolSpec>& tools,
+                                                         const SectionCallSyntax& syntax,
+                                                         bool parallel) {
+  auto spec = std::make_shared<SectionCallSpec>();
   spec->functions = harmony_call_spec(tools);
   spec->parallel = parallel;
+  spec->syntax = syntax;
   return spec;
 }
 
 DocumentFilterFn call_filters(ToolFormat f, const std::vector<ToolSpec>& tools, bool parallel) {
-  if (f == ToolFormat::kKimi)
-    return [spec = kimi_call_spec(tools, parallel)](std::shared_ptr<const TokenTexts> texts) {
-      return std::unique_ptr<DocumentFilter>(new KimiCallConstraint(spec, std::move(texts)));
+  if (f == ToolFormat::kKimi || f == ToolFormat::kDeepseek)
+    return [spec = section_call_spec(tools, f == ToolFormat::kKimi ? kKimiSyntax : kDeepseekSyntax,
+                                     parallel)](std::shared_ptr<const TokenTexts> texts) {
+      return std::unique_ptr<DocumentFilter>(new SectionCallConstraint(spec, std::move(texts)));
     };
   if (f == ToolFormat::kHarmony)
     return [spec = harmony_call_spec(tools)](std::shared_ptr<const TokenTexts> texts) {

@@ -10,8 +10,13 @@
 //    (xml_call.h), each run of results <tool_response> blocks in an observation turn;
 //  - Kimi-K2's: the tools as JSON in a tool_declare system turn, each call a
 //    <|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>{...}<|tool_call_end|> inside
-//    one <|tool_calls_section_begin|> … <|tool_calls_section_end|> (kimi_call.h), each result a
+//    one <|tool_calls_section_begin|> … <|tool_calls_section_end|> (section_call.h), each result a
 //    tool turn "## Return of ID\n…";
+//  - DeepSeek-V3.1's: the tools described in the system prompt as its model card has it (the
+//    template writes none), the calls
+//    <｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...}<｜tool▁call▁end｜> inside one
+//    <｜tool▁calls▁begin｜> … <｜tool▁calls▁end｜> (section_call.h), each result
+//    <｜tool▁output▁begin｜>…<｜tool▁output▁end｜> after which the model goes on (chat_template.h);
 //  - gpt-oss's harmony: the tools as a TypeScript namespace in the developer message, after
 //    harmony's system message; each call a commentary message to=functions.NAME whose body is
 //    the JSON arguments (harmony_call.h), each result a message from functions.NAME.
@@ -29,19 +34,20 @@
 #include "engine/chat_template.h"
 #include "engine/harmony_call.h"
 #include "engine/json_schema.h"
-#include "engine/kimi_call.h"
+#include "engine/section_call.h"
 #include "engine/token_constraint.h"
 #include "engine/xml_call.h"
 
 namespace strata::engine {
 
 enum class ToolFormat {
-  kNone,     // no format strata knows
-  kHermes,   // the template mentions <tool_call> (Qwen2.5's, Qwen3's, Hermes')
-  kQwenXml,  // and <function= and <parameters> (Qwen3-Coder's)
-  kGlmXml,   // a chatglm4 template with <tool_call> and <arg_key> (GLM-4.5's, GLM-4.6's)
-  kHarmony,  // gpt-oss (the chat family)
-  kKimi,     // the kimi-k2 family with <|tool_calls_section_begin|> or tool_declare
+  kNone,      // no format strata knows
+  kHermes,    // the template mentions <tool_call> (Qwen2.5's, Qwen3's, Hermes')
+  kQwenXml,   // and <function= and <parameters> (Qwen3-Coder's)
+  kGlmXml,    // a chatglm4 template with <tool_call> and <arg_key> (GLM-4.5's, GLM-4.6's)
+  kHarmony,   // gpt-oss (the chat family)
+  kKimi,      // the kimi-k2 family with <|tool_calls_section_begin|> or tool_declare
+  kDeepseek,  // the deepseek3 family with <｜tool▁sep｜> after the name (DeepSeek-V3.1's)
 };
 // The format a ChatML template speaks (other families: kNone).
 ToolFormat tool_format(std::string_view chat_template);
@@ -105,6 +111,12 @@ std::vector<ChatMessage> render_glm(const std::vector<ToolMessage>& messages,
 std::vector<ChatMessage> render_kimi(const std::vector<ToolMessage>& messages,
                                      const std::vector<ToolSpec>& tools,
                                      std::string_view chat_template);
+// The same in DeepSeek-V3.1's form (deepseek3's formatter): the system messages joined into one,
+// then the tools' description (each tool's name, description and parameters' JSON, and the call
+// format); an assistant's calls in one tool-call section after its content; tool results as they
+// are (the formatter writes their markers).
+std::vector<ChatMessage> render_deepseek(const std::vector<ToolMessage>& messages,
+                                         const std::vector<ToolSpec>& tools);
 // The same in gpt-oss's harmony, for its chat formatter (whose roles may carry a header's
 // channel and recipient): with tools, harmony's system message (reasoning_effort: low, medium or
 // high; `date` YYYY-MM-DD) and a developer message of the system prompt's instructions and the
@@ -115,7 +127,8 @@ std::vector<ChatMessage> render_harmony(const std::vector<ToolMessage>& messages
                                         std::string_view reasoning_effort, std::string_view date);
 // The TypeScript type harmony writes for a parameter's JSON Schema.
 std::string harmony_type(const nlohmann::ordered_json& schema);
-// render_hermes, render_qwen_xml, render_glm, render_kimi or render_harmony (today's date).
+// render_hermes, render_qwen_xml, render_glm, render_kimi, render_deepseek or render_harmony
+// (today's date).
 std::vector<ChatMessage> render_tools(ToolFormat f, const std::vector<ToolMessage>& messages,
                                       const std::vector<ToolSpec>& tools,
                                       std::string_view reasoning_effort = "medium",
@@ -138,11 +151,11 @@ ParsedCalls parse_qwen_xml_calls(std::string_view answer, const std::vector<Tool
 // The same for GLM's: each <tool_call> block of NAME and its <arg_key> / <arg_value> pairs
 // (whitespace between them is skipped), VALUE read as parse_qwen_xml_calls reads it.
 ParsedCalls parse_glm_calls(std::string_view answer, const std::vector<ToolSpec>& tools);
-// Kimi-K2's: each <|tool_call_begin|>ID<|tool_call_argument_begin|>JSON<|tool_call_end|> (the
-// last may be cut after its JSON) whose ID names the function (functions.NAME:IDX, or NAME) and
-// whose JSON is an object; the call keeps ID as its id. `content` is the text outside the
-// sections.
-ParsedCalls parse_kimi_calls(std::string_view answer);
+// Kimi-K2's and DeepSeek-V3.1's (the syntax's): in each section, each call's
+// <|tool_call_begin|>ID<|tool_call_argument_begin|>JSON<|tool_call_end|> (the last may be cut
+// after its JSON) whose ID names the function (Kimi-K2: functions.NAME:IDX, or NAME; the call
+// keeps ID as its id) and whose JSON is an object. `content` is the text outside the sections.
+ParsedCalls parse_section_calls(std::string_view answer, const SectionCallSyntax& syntax);
 // gpt-oss's calls in a reply as written (its harmony headers rendered): each message whose header
 // names a recipient functions.NAME and whose body is a JSON object. `content` is the text of the
 // other messages but analysis ones (the reasoning).
@@ -151,7 +164,8 @@ ParsedCalls parse_harmony_calls(std::string_view reply);
 ParsedCalls parse_calls(ToolFormat f, std::string_view answer, const std::vector<ToolSpec>& tools);
 
 // What a call starts with, in format f: the text whose sampling arms the call's constraint
-// (<tool_call>; Kimi-K2: <|tool_calls_section_begin|>; harmony: " to=functions." in a header),
+// (<tool_call>; Kimi-K2 and DeepSeek-V3.1: their section's opening; harmony: " to=functions." in a
+// header),
 // and what a prompt ends with to make the reply a call (tool_choice "required" or a named
 // function).
 // (GLM: "<think></think>\n<tool_call>", the empty reasoning its turns open with.)
@@ -171,13 +185,15 @@ std::shared_ptr<const XmlCallSpec> xml_call_spec(const std::vector<ToolSpec>& to
                                                  const XmlCallSyntax& syntax = kQwenCoderSyntax);
 // Harmony's: each tool's name and its arguments' schema (tool_call_schema's reading).
 std::shared_ptr<const HarmonyCallSpec> harmony_call_spec(const std::vector<ToolSpec>& tools);
-// Kimi-K2's: harmony's, and whether a section may hold more than one call.
-std::shared_ptr<const KimiCallSpec> kimi_call_spec(const std::vector<ToolSpec>& tools,
-                                                   bool parallel);
+// Kimi-K2's and DeepSeek-V3.1's: harmony's, the syntax, and whether a section may hold more than
+// one call.
+std::shared_ptr<const SectionCallSpec> section_call_spec(const std::vector<ToolSpec>& tools,
+                                                         const SectionCallSyntax& syntax,
+                                                         bool parallel);
 
 // Filters of a call's body in format f (after call_opening) for ChatSession::set_tool_calls, the
-// tools' schemas compiled once. parallel: Kimi-K2's section may hold more than one call (the
-// other formats' further calls are the session's).
+// tools' schemas compiled once. parallel: a Kimi-K2 or DeepSeek section may hold more than one
+// call (the other formats' further calls are the session's).
 DocumentFilterFn call_filters(ToolFormat f, const std::vector<ToolSpec>& tools,
                               bool parallel = true);
 

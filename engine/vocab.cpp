@@ -195,17 +195,22 @@ constexpr std::array<std::string_view, 22> kEogTexts = {
     "[e~[",
 };
 // Tokens always rendered (made user-defined): gpt-oss harmony's, as llama.cpp does it, and
-// Kimi-K2's tool-call markers (llama.cpp's server renders them for a request with tools), whose
-// text serve parses and the call's constraint matches.
-constexpr std::array<std::string_view, 9> kRenderedMarkers = {"<|channel|>",
-                                                              "<|message|>",
-                                                              "<|start|>",
-                                                              "<|constrain|>",
-                                                              "<|tool_calls_section_begin|>",
-                                                              "<|tool_calls_section_end|>",
-                                                              "<|tool_call_begin|>",
-                                                              "<|tool_call_argument_begin|>",
-                                                              "<|tool_call_end|>"};
+// Kimi-K2's and DeepSeek-V3.1's tool-call markers (llama.cpp's server renders them for a request
+// with tools), whose text serve parses and the call's constraint matches.
+constexpr std::array<std::string_view, 14> kRenderedMarkers = {"<|channel|>",
+                                                               "<|message|>",
+                                                               "<|start|>",
+                                                               "<|constrain|>",
+                                                               "<|tool_calls_section_begin|>",
+                                                               "<|tool_calls_section_end|>",
+                                                               "<|tool_call_begin|>",
+                                                               "<|tool_call_argument_begin|>",
+                                                               "<|tool_call_end|>",
+                                                               "<｜tool▁calls▁begin｜>",
+                                                               "<｜tool▁calls▁end｜>",
+                                                               "<｜tool▁call▁begin｜>",
+                                                               "<｜tool▁sep｜>",
+                                                               "<｜tool▁call▁end｜>"};
 
 template <size_t N>
 bool one_of(std::string_view s, const std::array<std::string_view, N>& list) {

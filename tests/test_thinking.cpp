@@ -170,7 +170,14 @@ std::vector<int32_t> rename_spare_tokens(const io::GgufFile& in,
   std::vector<int32_t> ids;
   for (size_t i = tok_text.size(); i-- > 0 && ids.size() < names.size();) {
     if (tok_type[i] != 1 || in_merges.count(tok_text[i]) || made.count(tok_text[i])) continue;
-    if (tok_text[i].size() < 2) continue;  // keep the byte tokens
+    if (tok_text[i].size() < 2) continue;  // keep the ASCII bytes
+    // A byte token (one character of the byte-level alphabet): only a byte valid UTF-8 never
+    // holds (0xC0, 0xC1, 0xF5 to 0xFF, each its own character there), whose token no text needs.
+    const std::string& t = tok_text[i];
+    if (t.size() == 2 && (uint8_t(t[0]) & 0xE0) == 0xC0) {
+      const uint32_t cp = (uint32_t(uint8_t(t[0])) & 0x1F) << 6 | (uint8_t(t[1]) & 0x3F);
+      if (cp != 0xC0 && cp != 0xC1 && (cp < 0xF5 || cp > 0xFF)) continue;
+    }
     tok_text[i] = names[ids.size()].first;
     tok_type[i] = names[ids.size()].second;
     ids.push_back(int32_t(i));
@@ -210,26 +217,55 @@ const char* kKimiTemplate =
     "<|tool_calls_section_begin|>{%- endif -%}{%- endfor -%}{%- if add_generation_prompt -%}"
     "<|im_assistant|>assistant<|im_middle|>{%- endif -%}";
 
-// A copy of tiny-qwen3moe with Kimi-K2's template and its tool-call markers, which are control
-// tokens here (strata renders them); `moves` as write_thinking_model's. Returns the section's
-// opening token.
-int32_t write_kimi_model(const fs::path& out,
-                         const std::vector<std::pair<int32_t, int32_t>>& moves = {}) {
+// DeepSeek-V3.1's chat template, the parts strata reads: the family's markers, the "</think>"
+// that opens each answer to a user, the calls' form, the generation prompt's thinking switch.
+const char* kDeepseekTemplate =
+    "{{ bos_token }}{{ ns.system_prompt }}{%- for message in messages -%}{%- if message['role'] == "
+    "'user' -%}{{'<｜User｜>' + message['content']}}{%- endif -%}{%- if message['role'] == "
+    "'assistant' -%}{{'<｜Assistant｜></think>'}}{{'<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>'+ "
+    "tool['function']['name'] + '<｜tool▁sep｜>' + tool['function']['arguments'] + "
+    "'<｜tool▁call▁end｜>'}}{{'<｜tool▁calls▁end｜><｜end▁of▁sentence｜>'}}{%- endif -%}"
+    "{%- endfor -%}{%- if add_generation_prompt and ns.is_last_user and not ns.is_tool -%}"
+    "{{'<｜Assistant｜>'}}{%- if not thinking -%}{{'</think>'}}{%- else -%}{{'<think>'}}"
+    "{%- endif -%}{%- endif %}";
+
+// The markers of a copy with Kimi-K2's or DeepSeek-V3.1's template: their tool-call markers
+// are control tokens here (strata renders them); the first is the section's opening.
+const std::vector<std::pair<std::string, int32_t>> kKimiTokens = {
+    {"<|tool_calls_section_begin|>", 3},
+    {"<|tool_calls_section_end|>", 3},
+    {"<|tool_call_begin|>", 3},
+    {"<|tool_call_argument_begin|>", 3},
+    {"<|tool_call_end|>", 3},
+    {"<think>", 4},
+    {"</think>", 4}};
+const std::vector<std::pair<std::string, int32_t>> kDeepseekTokens = {
+    {"<｜tool▁calls▁begin｜>", 3},
+    {"<｜tool▁calls▁end｜>", 3},
+    {"<｜tool▁call▁begin｜>", 3},
+    {"<｜tool▁sep｜>", 3},
+    {"<｜tool▁call▁end｜>", 3},
+    {"<｜tool▁output▁begin｜>", 3},
+    {"<｜tool▁output▁end｜>", 3},
+    {"<｜User｜>", 3},
+    {"<｜Assistant｜>", 3},
+    {"<｜end▁of▁sentence｜>", 3},
+    {"<think>", 4},
+    {"</think>", 4}};
+
+// A copy of tiny-qwen3moe with a chat template and the tokens it needs (kKimiTokens with
+// Kimi-K2's, kDeepseekTokens with DeepSeek-V3.1's); `moves` as write_thinking_model's. Returns
+// the first token's id.
+int32_t write_section_model(const fs::path& out, const char* chat_template,
+                            const std::vector<std::pair<std::string, int32_t>>& names,
+                            const std::vector<std::pair<int32_t, int32_t>>& moves = {}) {
   const io::GgufFile in = io::GgufFile::open(kFixture.string());
   std::vector<std::string> tok_text;
   std::vector<int32_t> tok_type;
-  const std::vector<int32_t> ids = rename_spare_tokens(in,
-                                                       {{"<|tool_calls_section_begin|>", 3},
-                                                        {"<|tool_calls_section_end|>", 3},
-                                                        {"<|tool_call_begin|>", 3},
-                                                        {"<|tool_call_argument_begin|>", 3},
-                                                        {"<|tool_call_end|>", 3},
-                                                        {"<think>", 4},
-                                                        {"</think>", 4}},
-                                                       tok_text, tok_type);
-  if (ids.empty()) return -1;
+  const std::vector<int32_t> ids = rename_spare_tokens(in, names, tok_text, tok_type);
+  if (ids.size() != names.size()) return -1;
   CopyEdits e{tok_text, tok_type, "", moves};
-  e.chat_template = kKimiTemplate;
+  e.chat_template = chat_template;
   write_copy(kFixture, out, e);
   return ids[0];
 }
@@ -280,17 +316,22 @@ class Thinking : public ::testing::Test {
     const TurnResult xr = xs.generate(2, PieceFn{});
     write_thinking_model(dir_ / "coder.gguf", {{ids.call_open, xs.kv_tokens()[xr.stats.n_prompt]}},
                          kXmlTail, nl_end);
-    // Kimi-K2's: its section's opening takes the row of the greedy reply's first token.
-    write_kimi_model(dir_ / "kimi.gguf");
-    {
-      Loaded k(dir_ / "kimi.gguf", kXmlCtx);
+    // Kimi-K2's and DeepSeek-V3.1's: the section's opening takes the row of the greedy reply's
+    // first token.
+    for (const auto& [name, tmpl, names, format] :
+         {std::tuple("kimi", kKimiTemplate, kKimiTokens, ToolFormat::kKimi),
+          std::tuple("deepseek", kDeepseekTemplate, kDeepseekTokens, ToolFormat::kDeepseek)}) {
+      const fs::path copy = dir_ / fmt::format("{}.gguf", name);
+      const int32_t section = write_section_model(copy, tmpl, names);
+      Loaded k(copy, kXmlCtx);
       ChatSession ks = k.session();
-      ASSERT_EQ(ks.begin_messages(render_kimi({{"user", kUser, {}}},
-                                              parse_tools(ojson::parse(kTools)), kKimiTemplate)),
+      ks.set_thinking(false);  // (as serve offers DeepSeek tools)
+      ASSERT_EQ(ks.begin_messages(render_tools(format, {{"user", kUser, {}}},
+                                               parse_tools(ojson::parse(kTools)), "", tmpl)),
                 TurnStatus::kEndOfGeneration);
       const uint32_t n = ks.generate(2, PieceFn{}).stats.n_prompt;
-      const int32_t section = k.tok.vocab().text_to_token("<|tool_calls_section_begin|>");
-      write_kimi_model(dir_ / "kimi_calls.gguf", {{section, ks.kv_tokens()[n]}});
+      write_section_model(dir_ / fmt::format("{}_calls.gguf", name), tmpl, names,
+                          {{section, ks.kv_tokens()[n]}});
     }
     // The same two for GLM-4.5's XML, on copies of tiny-glm4moe (chatglm4). In the sampled one
     // the end-of-turn tokens (<|endoftext|>, <|user|>, <|observation|>) take the row of "\n". In
@@ -525,6 +566,10 @@ TEST_F(Thinking, InspectSaysHowChatRuns) {
   EXPECT_FALSE(o.no_think_switch);
   EXPECT_EQ(info(dir_ / "coder.gguf").tool_format, "qwen3-coder xml");
   EXPECT_EQ(info(dir_ / "kimi.gguf").tool_format, "kimi-k2");
+  const TokenizerInfo d = info(dir_ / "deepseek.gguf");
+  EXPECT_EQ(d.tool_format, "deepseek-v3.1");
+  EXPECT_TRUE(d.no_think_switch);
+  EXPECT_TRUE(d.prompt_opens_reasoning);
   if (fs::exists(dir_ / "glm_calls.gguf")) {
     EXPECT_EQ(info(dir_ / "glm_calls.gguf").tool_format, "glm xml");
   }
@@ -556,7 +601,7 @@ TEST_F(Thinking, RepliesSplitAndTheSchemaConstrainsTheAnswerOnly) {
   // of a JSON object.
   s.reset();
   s.set_json_schema(JsonSchema::any_object());
-  const TurnResult constrained = s.send(kUser, 24, {});
+  const TurnResult constrained = s.send(kUser, 64, {});
   EXPECT_EQ(constrained.text.substr(0, close + 8), free.text.substr(0, close + 8));
   EXPECT_EQ(constrained.reasoning, free.reasoning);
   const std::string a = trim(constrained.answer);
@@ -1054,110 +1099,182 @@ TEST_F(Thinking, ServeCallsToolsInXml) {
   }
 }
 
-// Kimi-K2's sections, sampled: a forced section holds calls the parser reads back, each valid,
-// one only when not parallel.
-TEST_F(Thinking, KimiSectionsHoldValidCalls) {
+// Kimi-K2's and DeepSeek-V3.1's sections, sampled: a forced section holds calls the parser reads
+// back, each valid, one only when not parallel.
+TEST_F(Thinking, SectionsHoldValidCalls) {
   const std::vector<ToolSpec> tools = parse_tools(ojson::parse(kTools));
-  Loaded m(dir_ / "kimi.gguf", kXmlCtx);
-  const std::string_view tmpl = m.tok.vocab().chat_template();
-  ASSERT_EQ(tool_format(chat_family_choice("", tmpl), tmpl), ToolFormat::kKimi);
-  ChatSession s = m.session();
-  size_t calls = 0;
-  for (const bool parallel : {true, false}) {
-    s.set_tool_calls({.open = m.tok.vocab().text_to_token("<|tool_calls_section_begin|>"),
-                      .body = call_filters(ToolFormat::kKimi, tools, parallel),
-                      .close = "",
-                      .forced_prompt = std::string(forced_call_prompt(ToolFormat::kKimi)),
-                      .forced = true});
-    for (uint64_t seed = 1; seed <= 12; ++seed) {
-      SamplerParams p;
-      p.temperature = 1.0f;
-      p.seed = seed;
-      s.set_sampling(p);
-      ASSERT_EQ(s.begin_messages(render_kimi({{"user", kUser, {}}}, tools, tmpl)),
-                TurnStatus::kEndOfGeneration);
-      const TurnResult r = s.generate(300, PieceFn{});
-      if (r.status != TurnStatus::kEndOfGeneration) continue;  // cut in the section
-      const ParsedCalls parsed =
-          parse_kimi_calls(std::string(forced_call_head(ToolFormat::kKimi)) + r.answer);
-      ASSERT_FALSE(parsed.calls.empty()) << r.answer;
-      EXPECT_EQ(parsed.content, "") << r.answer;
-      for (const ToolCall& c : parsed.calls) EXPECT_TRUE(valid_call(c)) << c.arguments;
-      if (!parallel) {
-        EXPECT_EQ(parsed.calls.size(), 1u) << r.answer;
+  for (const auto& [model, format] : {std::pair("kimi.gguf", ToolFormat::kKimi),
+                                      std::pair("deepseek.gguf", ToolFormat::kDeepseek)}) {
+    Loaded m(dir_ / model, kXmlCtx);
+    const std::string_view tmpl = m.tok.vocab().chat_template();
+    ASSERT_EQ(tool_format(chat_family_choice("", tmpl), tmpl), format);
+    ChatSession s = m.session();
+    size_t calls = 0;
+    for (const bool parallel : {true, false}) {
+      s.set_tool_calls({.open = m.tok.vocab().text_to_token(call_opening(format)),
+                        .body = call_filters(format, tools, parallel),
+                        .close = "",
+                        .forced_prompt = std::string(forced_call_prompt(format)),
+                        .forced = true});
+      for (uint64_t seed = 1; seed <= 12; ++seed) {
+        SamplerParams p;
+        p.temperature = 1.0f;
+        p.seed = seed;
+        s.set_sampling(p);
+        ASSERT_EQ(s.begin_messages(render_tools(format, {{"user", kUser, {}}}, tools, "", tmpl)),
+                  TurnStatus::kEndOfGeneration);
+        const TurnResult r = s.generate(300, PieceFn{});
+        if (r.status != TurnStatus::kEndOfGeneration) continue;  // cut in the section
+        const ParsedCalls parsed =
+            parse_calls(format, std::string(forced_call_head(format)) + r.answer, tools);
+        ASSERT_FALSE(parsed.calls.empty()) << r.answer;
+        EXPECT_EQ(parsed.content, "") << r.answer;
+        for (const ToolCall& c : parsed.calls) EXPECT_TRUE(valid_call(c)) << c.arguments;
+        if (!parallel) {
+          EXPECT_EQ(parsed.calls.size(), 1u) << r.answer;
+        }
+        calls += parsed.calls.size();
       }
-      calls += parsed.calls.size();
     }
+    EXPECT_GT(calls, 0u) << model;
   }
-  EXPECT_GT(calls, 0u);
 }
 
-// `strata serve` on a copy with Kimi-K2's template, whose tool-call markers are control tokens
-// (rendered all the same): the model opens a section, the call in it is constrained and comes
-// back with the id the model wrote (functions.NAME:IDX), whole and streamed; the conversation
-// goes on with the result under that id; a named function is forced.
-TEST_F(Thinking, ServeCallsToolsInKimi) {
-  if (!fs::exists(kStrata)) GTEST_SKIP() << "strata binary not built at " << kStrata;
-  const Served server = start_serve(dir_ / "kimi_calls.gguf", kXmlCtx);
-  ASSERT_GT(server.port, 0) << "the server did not start: " << slurp(dir_ / "serve.err");
-  httplib::Client c("127.0.0.1", server.port);
-  c.set_read_timeout(120, 0);
-  json body = {{"max_tokens", 160},
-               {"temperature", 0},
-               {"parallel_tool_calls", false},
-               {"messages", {{{"role", "user"}, {"content", kUser}}}},
-               {"tools", json::parse(kTools)}};
-  const auto post = [&](const json& b) {
-    const auto res = c.Post("/v1/chat/completions", b.dump(), "application/json");
-    EXPECT_TRUE(res);
-    return res ? std::pair(res->status, res->body) : std::pair(0, std::string());
+// DeepSeek-V3.1's prompts are its template's (run by Jinja on the conversation of
+// test_tool_calls' RendersAsDeepseekV31sTemplate): "</think>" before each answer to a user, tool
+// results the model goes on from (no opener, thinking on or off), the thinking switch after an
+// opener; a forced call follows "</think>", thinking on too. A chat with thinking off keeps its
+// cache across turns (the template's "</think>" before the earlier answer is the cache's).
+TEST_F(Thinking, DeepseekPromptsAsItsTemplate) {
+  Loaded m(dir_ / "deepseek.gguf", kXmlCtx);
+  const std::string_view tmpl = m.tok.vocab().chat_template();
+  ASSERT_EQ(chat_family_choice("", tmpl), ChatFamily::kDeepseek3);
+  ChatSession s = m.session();
+  EXPECT_EQ(s.reasoning_style().answer_open, "</think>");
+  EXPECT_EQ(s.reasoning_style().no_think, "</think>");
+  EXPECT_EQ(s.reasoning_style().think_open, "<think>");
+  std::vector<ToolMessage> msgs = {
+      {"user", "Weather in Paris?", {}},
+      {"assistant",
+       "Let me check.",
+       {{"", "get_weather", R"({"city": "Paris"})"}, {"", "now", "{}"}}},
+      {"tool", "sunny", {}},
+      {"tool", "noon", {}},
+      {"assistant", "Sunny at noon.", {}},
+      {"user", "And Oslo?", {}},
+      {"assistant", "", {{"", "get_weather", R"({"city": "Oslo"})"}}},
+      {"tool", "rain", {}},
+      {"assistant", "Rain.", {{"", "now", "{}"}}},
+      {"tool", "one", {}},
   };
-  const auto [status, text] = post(body);
-  ASSERT_EQ(status, 200) << text;
-  const json r = json::parse(text);
-  const json& choice = r["choices"][0];
-  EXPECT_EQ(choice["finish_reason"], "tool_calls") << text;
-  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << text;
-  const json call = choice["message"]["tool_calls"][0];
-  const std::string name = call["function"]["name"];
-  EXPECT_TRUE(valid_call({"", name, call["function"]["arguments"]})) << call;
-  EXPECT_TRUE(std::regex_match(call["id"].get<std::string>(),
-                               std::regex("functions\\." + name + ":[0-9]+")))
-      << call;
-  // Streamed: the same call.
-  json sb = body;
-  sb["stream"] = true;
-  const auto [sstatus, stext] = post(sb);
-  ASSERT_EQ(sstatus, 200);
-  json streamed = json::array();
-  std::istringstream lines(stext);
-  for (std::string line; std::getline(lines, line);) {
-    if (!line.starts_with("data: ") || line == "data: [DONE]") continue;
-    const json ch = json::parse(line.substr(6))["choices"][0];
-    if (ch["delta"].contains("tool_calls"))
-      for (const json& tc : ch["delta"]["tool_calls"]) streamed.push_back(tc);
+  const std::string head =
+      "<｜User｜>Weather in Paris?<｜Assistant｜></think>Let me check.<｜tool▁calls▁begin｜>"
+      "<｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\"}<｜tool▁call▁end｜>"
+      "<｜tool▁call▁begin｜>now<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
+      "<｜end▁of▁sentence｜><｜tool▁output▁begin｜>sunny<｜tool▁output▁end｜><"
+      "｜tool▁output▁begin｜>"
+      "noon<｜tool▁output▁end｜>Sunny at noon.<｜end▁of▁sentence｜><｜User｜>And Oslo?";
+  const std::string all =
+      head +
+      "<｜Assistant｜></think><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>"
+      "{\"city\": \"Oslo\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜>"
+      "<｜tool▁output▁begin｜>rain<｜tool▁output▁end｜>Rain.<｜tool▁calls▁begin｜>"
+      "<｜tool▁call▁begin｜>now<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
+      "<｜end▁of▁sentence｜><｜tool▁output▁begin｜>one<｜tool▁output▁end｜>";
+  const auto tokens = [&](const std::string& text) { return m.tok.tokenize(text, true, true); };
+  for (const bool thinking : {false, true})
+    EXPECT_EQ(s.turn_tokens(render_deepseek(msgs, {}), thinking), tokens(all)) << thinking;
+  msgs.resize(6);
+  const std::vector<ChatMessage> to_user = render_deepseek(msgs, {});
+  EXPECT_EQ(s.turn_tokens(to_user, false), tokens(head + "<｜Assistant｜></think>"));
+  EXPECT_EQ(s.turn_tokens(to_user, true), tokens(head + "<｜Assistant｜><think>"));
+  for (const bool thinking : {false, true})
+    EXPECT_EQ(s.turn_tokens(to_user, thinking, forced_call_prompt(ToolFormat::kDeepseek)),
+              tokens(head + "<｜Assistant｜></think><｜tool▁calls▁begin｜>"))
+        << thinking;
+  // Chat turns, thinking off: the second prompt keeps the whole first one.
+  ChatSession chat = m.session();
+  chat.set_thinking(false);
+  const TurnResult first = chat.send(kUser, 6, {});
+  ASSERT_EQ(chat.begin_turn("More."), TurnStatus::kEndOfGeneration);
+  EXPECT_GE(chat.last_stats().n_matched, first.stats.n_prompt);
+}
+
+// `strata serve` on copies with Kimi-K2's and DeepSeek-V3.1's templates, whose tool-call markers
+// are control tokens (rendered all the same): the model opens a section, the call in it is
+// constrained and comes back — Kimi-K2's with the id the model wrote (functions.NAME:IDX),
+// DeepSeek's with serve's — whole and streamed; the conversation goes on with the result under
+// that id (DeepSeek's model going on from it); a named function is forced.
+TEST_F(Thinking, ServeCallsToolsInSections) {
+  if (!fs::exists(kStrata)) GTEST_SKIP() << "strata binary not built at " << kStrata;
+  // (model_ids: the call's id is the model's, the same streamed; else serve's, each reply's own.)
+  for (const auto& [model, id_form, model_ids] :
+       {std::tuple("kimi_calls.gguf", "functions\\.{}:[0-9]+", true),
+        std::tuple("deepseek_calls.gguf", "call_.+", false)}) {
+    SCOPED_TRACE(model);
+    const Served server = start_serve(dir_ / model, kXmlCtx);
+    ASSERT_GT(server.port, 0) << "the server did not start: " << slurp(dir_ / "serve.err");
+    httplib::Client c("127.0.0.1", server.port);
+    c.set_read_timeout(120, 0);
+    json body = {{"max_tokens", 160},
+                 {"temperature", 0},
+                 {"parallel_tool_calls", false},
+                 {"messages", {{{"role", "user"}, {"content", kUser}}}},
+                 {"tools", json::parse(kTools)}};
+    const auto post = [&](const json& b) {
+      const auto res = c.Post("/v1/chat/completions", b.dump(), "application/json");
+      EXPECT_TRUE(res);
+      return res ? std::pair(res->status, res->body) : std::pair(0, std::string());
+    };
+    const auto [status, text] = post(body);
+    ASSERT_EQ(status, 200) << text;
+    const json r = json::parse(text);
+    const json& choice = r["choices"][0];
+    EXPECT_EQ(choice["finish_reason"], "tool_calls") << text;
+    ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << text;
+    const json call = choice["message"]["tool_calls"][0];
+    const std::string name = call["function"]["name"];
+    EXPECT_TRUE(valid_call({"", name, call["function"]["arguments"]})) << call;
+    EXPECT_TRUE(std::regex_match(call["id"].get<std::string>(),
+                                 std::regex(fmt::format(fmt::runtime(id_form), name))))
+        << call;
+    // Streamed: the same call.
+    json sb = body;
+    sb["stream"] = true;
+    const auto [sstatus, stext] = post(sb);
+    ASSERT_EQ(sstatus, 200);
+    json streamed = json::array();
+    std::istringstream lines(stext);
+    for (std::string line; std::getline(lines, line);) {
+      if (!line.starts_with("data: ") || line == "data: [DONE]") continue;
+      const json ch = json::parse(line.substr(6))["choices"][0];
+      if (ch["delta"].contains("tool_calls"))
+        for (const json& tc : ch["delta"]["tool_calls"]) streamed.push_back(tc);
+    }
+    ASSERT_EQ(streamed.size(), 1u) << stext;
+    if (model_ids) {
+      EXPECT_EQ(streamed[0]["id"], call["id"]);
+    }
+    EXPECT_EQ(streamed[0]["function"], call["function"]);
+    // The conversation goes on: the result under the call's id, a longer prompt.
+    json more = body;
+    more["messages"].push_back(
+        {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", json::array({call})}});
+    more["messages"].push_back(
+        {{"role", "tool"}, {"tool_call_id", call["id"]}, {"content", "sunny"}});
+    const auto [nstatus, ntext] = post(more);
+    ASSERT_EQ(nstatus, 200) << ntext;
+    EXPECT_GT(json::parse(ntext)["usage"]["prompt_tokens"].get<int>(),
+              r["usage"]["prompt_tokens"].get<int>());
+    // A named function: the prompt opens the section, the call is that function's.
+    json named = body;
+    named["tool_choice"] = {{"type", "function"}, {"function", {{"name", "now"}}}};
+    const auto [fstatus, ftext] = post(named);
+    ASSERT_EQ(fstatus, 200) << ftext;
+    const json fc = json::parse(ftext)["choices"][0]["message"]["tool_calls"];
+    ASSERT_EQ(fc.size(), 1u) << ftext;
+    EXPECT_EQ(fc[0]["function"]["name"], "now");
   }
-  ASSERT_EQ(streamed.size(), 1u) << stext;
-  EXPECT_EQ(streamed[0]["id"], call["id"]);
-  EXPECT_EQ(streamed[0]["function"], call["function"]);
-  // The conversation goes on: the result under the call's id, a longer prompt.
-  json more = body;
-  more["messages"].push_back(
-      {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", json::array({call})}});
-  more["messages"].push_back(
-      {{"role", "tool"}, {"tool_call_id", call["id"]}, {"content", "sunny"}});
-  const auto [nstatus, ntext] = post(more);
-  ASSERT_EQ(nstatus, 200) << ntext;
-  EXPECT_GT(json::parse(ntext)["usage"]["prompt_tokens"].get<int>(),
-            r["usage"]["prompt_tokens"].get<int>());
-  // A named function: the prompt opens the section, the call is that function's.
-  json named = body;
-  named["tool_choice"] = {{"type", "function"}, {"function", {{"name", "now"}}}};
-  const auto [fstatus, ftext] = post(named);
-  ASSERT_EQ(fstatus, 200) << ftext;
-  const json fc = json::parse(ftext)["choices"][0]["message"]["tool_calls"];
-  ASSERT_EQ(fc.size(), 1u) << ftext;
-  EXPECT_EQ(fc[0]["function"]["name"], "now");
 }
 
 // Anthropic's Messages API (POST /v1/messages): a tool call as tool_use blocks, whole and as

@@ -1,9 +1,10 @@
 // The check fuzz_tool_calls runs on each input, shared with test_tool_calls (which replays
 // tests/data/tool_seeds/, the fuzzer's seeds and its fixed findings): the first byte picks one of
-// function calling's parsers and matchers (engine/tool_calls.h, xml_call.h, harmony_call.h) or
-// serve's Anthropic request translation (tools/anthropic_api.h), the rest is its input. Returns ""
-// for a clean result or a strata::Error, else what broke: another exception, a call whose
-// arguments are not a JSON object, a matcher's complete call the parser does not read back.
+// function calling's parsers and matchers (engine/tool_calls.h, xml_call.h, section_call.h,
+// harmony_call.h) or serve's Anthropic request translation (tools/anthropic_api.h), the rest is
+// its input. Returns "" for a clean result or a strata::Error, else what broke: another
+// exception, a call whose arguments are not a JSON object, a matcher's complete call the parser
+// does not read back.
 #pragma once
 
 #include <cstdint>
@@ -31,7 +32,8 @@ inline std::string probe_tool_calls(std::string_view input) {
   static const std::vector<ToolSpec> tools = parse_tools(nlohmann::ordered_json::parse(kTools));
   static const auto xml = xml_call_spec(tools);
   static const auto glm = xml_call_spec(tools, kGlmSyntax);
-  static const auto kimi = kimi_call_spec(tools, true);
+  static const auto kimi = section_call_spec(tools, kKimiSyntax, true);
+  static const auto deepseek_sections = section_call_spec(tools, kDeepseekSyntax, true);
   static const auto harmony = harmony_call_spec(tools);
   if (input.empty()) return "";
   const std::string_view in = input.substr(1);
@@ -91,8 +93,8 @@ inline std::string probe_tool_calls(std::string_view input) {
           for (const auto& c : j["calls"])
             if (c.is_string()) msgs.push_back({"assistant", "", {{"", "f", c.get<std::string>()}}});
         msgs.push_back({"tool", "r", {}});
-        for (const ToolFormat f :
-             {ToolFormat::kHermes, ToolFormat::kQwenXml, ToolFormat::kGlmXml, ToolFormat::kHarmony})
+        for (const ToolFormat f : {ToolFormat::kHermes, ToolFormat::kQwenXml, ToolFormat::kGlmXml,
+                                   ToolFormat::kHarmony, ToolFormat::kKimi, ToolFormat::kDeepseek})
           try {
             render_tools(f, msgs, ts);
           } catch (const Error&) {
@@ -117,17 +119,22 @@ inline std::string probe_tool_calls(std::string_view input) {
         break;
       }
       case 9:
-        if (!objects_only(parse_kimi_calls(in)))
-          return "a Kimi call's arguments are not a JSON object";
-        break;
       case 10: {
-        KimiCallMatcher m(kimi);
+        // Kimi-K2's sections, or (an odd quotient) DeepSeek-V3.1's.
+        const bool deepseek = uint8_t(input[0]) / 11 % 2 == 1;
+        const SectionCallSyntax& syntax = deepseek ? kDeepseekSyntax : kKimiSyntax;
+        if (uint8_t(input[0]) % 11 == 9) {
+          if (!objects_only(parse_section_calls(in, syntax)))
+            return "a section call's arguments are not a JSON object";
+          break;
+        }
+        SectionCallMatcher m(deepseek ? deepseek_sections : kimi);
         for (size_t i = 0; i < in.size() && m.feed(uint8_t(in[i])); ++i) {
           if (!m.finished()) continue;
-          const ParsedCalls p =
-              parse_kimi_calls("<|tool_calls_section_begin|>" + std::string(in.substr(0, i + 1)));
+          const ParsedCalls p = parse_section_calls(
+              std::string(syntax.section_begin) + std::string(in.substr(0, i + 1)), syntax);
           if (p.calls.empty() || !objects_only(p) || !p.content.empty())
-            return "a complete Kimi section does not parse back";
+            return "a complete tool-call section does not parse back";
           break;
         }
         break;

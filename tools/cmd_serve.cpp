@@ -852,7 +852,7 @@ class Server {
       render_tools(r);
       // (A forced call's prompt ends with its opening, as the reply's would.)
       const size_t n = session_
-                           .turn_tokens(r.messages, r.enable_thinking.value_or(o_.thinking),
+                           .turn_tokens(r.messages, thinking(r),
                                         r.tool_forced && !r.tools.empty()
                                             ? engine::forced_call_prompt(tool_format_)
                                             : std::string_view())
@@ -867,6 +867,13 @@ class Server {
       res.set_content(anthropic::error(error_body(e.what(), "invalid_request_error"), 400),
                       "application/json");
     }
+  }
+
+  // Whether a request's reply thinks: as it asks, else serve's default — but DeepSeek-V3.1 with
+  // tools offered does not (its calls are trained without thinking, as its model card says).
+  bool thinking(const CompletionRequest& r) const {
+    return r.enable_thinking.value_or(
+        o_.thinking && !(tool_format_ == engine::ToolFormat::kDeepseek && !r.tools.empty()));
   }
 
   // A chat request's tools and tool messages into its messages, in the model's format.
@@ -885,7 +892,7 @@ class Server {
                        "function calling: this model's chat template has no tool-call format "
                        "strata knows (the Hermes <tool_call> JSON of Qwen2.5 / Qwen3, "
                        "Qwen3-Coder's <function=> XML, GLM-4.5's <arg_key> XML, Kimi-K2's "
-                       "tool-call sections, gpt-oss's harmony)"};
+                       "and DeepSeek-V3.1's tool-call sections, gpt-oss's harmony)"};
     r.messages =
         engine::render_tools(tool_format_, r.tool_messages, r.tools,
                              r.reasoning_effort.value_or("medium"), tok_.vocab().chat_template());
@@ -966,7 +973,7 @@ class Server {
       session_.set_sampling(r.sampling);
       session_.set_json_schema(r.schema);
       session_.set_reasoning(r.split_reasoning);
-      session_.set_thinking(r.enable_thinking.value_or(o_.thinking));
+      session_.set_thinking(thinking(r));
       session_.set_reasoning_budget(r.thinking_budget.value_or(o_.thinking_budget));
       const bool harmony = tool_format_ == engine::ToolFormat::kHarmony;
       session_.set_tool_calls(
@@ -974,12 +981,13 @@ class Server {
            .open_text =
                std::string(harmony ? engine::call_opening(tool_format_) : std::string_view()),
            .body = call_body,
-           // (GLM: the call's body ends with its </tool_call>; Kimi-K2: the section's body holds
-           // all its calls and its end.)
+           // (GLM: the call's body ends with its </tool_call>; Kimi-K2, DeepSeek-V3.1: the
+           // section's body holds all its calls and its end.)
            .close = tool_format_ == engine::ToolFormat::kGlmXml ? "" : "\n</tool_call>",
            .forced_prompt = std::string(engine::forced_call_prompt(tool_format_)),
            .forced = r.tool_forced,
-           .parallel = r.parallel_tools && tool_format_ != engine::ToolFormat::kKimi});
+           .parallel = r.parallel_tools && tool_format_ != engine::ToolFormat::kKimi &&
+                       tool_format_ != engine::ToolFormat::kDeepseek});
       const bool score_prompt = r.echo && r.logprobs >= 0;
       engine::TurnStatus st;
       try {

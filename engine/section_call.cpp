@@ -1,29 +1,39 @@
-// A tool-call section in Kimi-K2's form, byte by byte (see kimi_call.h).
-#include "engine/kimi_call.h"
+// A tool-call section in Kimi-K2's or DeepSeek-V3.1's form, byte by byte (see section_call.h).
+#include "engine/section_call.h"
 
 #include <algorithm>
 
 namespace strata::engine {
-namespace {
-constexpr std::string_view kOpenText = "<|tool_call_begin|>functions.";
-}  // namespace
 
-KimiCallMatcher::KimiCallMatcher(std::shared_ptr<const KimiCallSpec> spec)
-    : spec_(std::move(spec)), json_(JsonSchema::any_value()) {}
+SectionCallMatcher::SectionCallMatcher(std::shared_ptr<const SectionCallSpec> spec)
+    : spec_(std::move(spec)),
+      open_(std::string(spec_->syntax.call_begin) + std::string(spec_->syntax.name_prefix)),
+      json_(JsonSchema::any_value()) {}
 
-bool KimiCallMatcher::feed(std::string_view bytes) {
+bool SectionCallMatcher::feed(std::string_view bytes) {
   for (const char c : bytes)
     if (!feed(uint8_t(c))) return false;
   return true;
 }
 
-bool KimiCallMatcher::feed(uint8_t b) {
+bool SectionCallMatcher::feed(uint8_t b) {
   if (phase_ == kDead) return false;
   if (!step(b)) phase_ = kDead;
   return phase_ != kDead;
 }
 
-bool KimiCallMatcher::step(uint8_t b) {
+bool SectionCallMatcher::name_done() {
+  const auto& fns = spec_->functions->functions;
+  const auto f = std::find_if(fns.begin(), fns.end(),
+                              [&](const HarmonyCallSpec::Function& x) { return x.name == buf_; });
+  if (f == fns.end()) return false;
+  function_ = int32_t(f - fns.begin());
+  buf_.clear();
+  return true;
+}
+
+bool SectionCallMatcher::step(uint8_t b) {
+  const SectionCallSyntax& syn = spec_->syntax;
   const auto& fns = spec_->functions->functions;
   // The next byte of a literal: done (then `then`), under way, or not it.
   const auto literal = [&](std::string_view lit, Phase then) {
@@ -37,17 +47,12 @@ bool KimiCallMatcher::step(uint8_t b) {
   };
   switch (phase_) {
     case kOpen:
-      return literal(kOpenText, kName);
+      return literal(open_, kName);
     case kName: {
-      if (b == ':') {
-        const auto f =
-            std::find_if(fns.begin(), fns.end(),
-                         [&](const HarmonyCallSpec::Function& x) { return x.name == buf_; });
-        if (f == fns.end()) return false;
-        function_ = int32_t(f - fns.begin());
-        buf_.clear();
-        phase_ = kIndex;
-        return true;
+      if (syn.indexed ? b == ':' : b == uint8_t(syn.argument_begin[0])) {
+        if (!name_done()) return false;
+        phase_ = syn.indexed ? kIndex : kArgumentOpen;
+        return syn.indexed || step(b);
       }
       buf_ += char(b);
       return std::any_of(fns.begin(), fns.end(), [&](const HarmonyCallSpec::Function& x) {
@@ -64,7 +69,7 @@ bool KimiCallMatcher::step(uint8_t b) {
       phase_ = kArgumentOpen;
       return step(b);
     case kArgumentOpen:
-      if (!literal(kArgumentBegin, kJson)) return false;
+      if (!literal(syn.argument_begin, kJson)) return false;
       if (phase_ == kJson) json_ = JsonMatcher(fns[size_t(function_)].arguments);
       return true;
     case kJson:
@@ -72,18 +77,21 @@ bool KimiCallMatcher::step(uint8_t b) {
       phase_ = kCallClose;
       return step(b);
     case kCallClose:
-      if (!literal(kCallEnd, kNext)) return false;
+      if (!literal(syn.call_end, kNext)) return false;
       if (phase_ == kNext) ++calls_;
       return true;
     case kNext:
       // Another call (parallel), or the section's end.
       buf_ += char(b);
-      if (spec_->parallel && kCallBegin.starts_with(buf_)) {
-        if (buf_.size() == kCallBegin.size()) phase_ = kOpen;  // buf_ keeps what kOpen matched
+      if (spec_->parallel && std::string_view(open_).starts_with(buf_)) {
+        if (buf_.size() == open_.size()) {
+          buf_.clear();
+          phase_ = kName;
+        }
         return true;
       }
-      if (kSectionEnd.starts_with(buf_)) {
-        if (buf_.size() == kSectionEnd.size()) {
+      if (syn.section_end.starts_with(buf_)) {
+        if (buf_.size() == syn.section_end.size()) {
           buf_.clear();
           phase_ = kDone;
         }
