@@ -254,14 +254,14 @@ ModelConfig load_model_config(const io::GgufFile& file) {
       {"qwen2moe", Arch::kQwen2Moe},   {"granitemoe", Arch::kGraniteMoe},
       {"deepseek", Arch::kDeepseek},   {"dbrx", Arch::kDbrx},
       {"phimoe", Arch::kPhiMoe},       {"arctic", Arch::kArctic},
-      {"grok", Arch::kGrok},
+      {"grok", Arch::kGrok},           {"minimax-m2", Arch::kMinimaxM2},
   };
   const auto* found = std::find_if(std::begin(kArchs), std::end(kArchs),
                                    [&](const auto& a) { return a.first == c.arch_name; });
   if (found == std::end(kArchs))
     fail(ErrorKind::kUnsupported,
          "{}: architecture '{}' is not supported (qwen3moe, qwen2moe, llama, granitemoe, "
-         "deepseek, deepseek2, glm4moe, olmoe, gpt-oss, dbrx, phimoe, arctic, grok)",
+         "deepseek, deepseek2, glm4moe, olmoe, gpt-oss, dbrx, phimoe, arctic, grok, minimax-m2)",
          file.path(), c.arch_name);
   c.arch = found->second;
   const KeyReader kr(file, c.arch_name);
@@ -557,6 +557,26 @@ ModelConfig load_model_config(const io::GgufFile& file) {
               fmt::format("rope.dimension_count {} must equal the head dims {} / {} (llama.cpp's "
                           "grok)",
                           c.n_rot, c.head_dim_k, c.head_dim_v));
+      break;
+    }
+    case Arch::kMinimaxM2: {
+      // llama.cpp's minimax-m2 graph (MiniMax-M2, M2.1): q/k RMSNorms over the whole projection
+      // (olmoe's), NEOX RoPE on each head's first rope.dimension_count dims, experts
+      // expert_feed_forward_length wide, sigmoid routing whose selection adds exp_probs_b, top-k
+      // weights renormalized (and × expert_weights_scale); no shared or dense layers. llama.cpp
+      // aborts on a file without expert_gating_func: it is required here.
+      c.qk_norm = true;
+      c.qk_norm_whole = true;
+      c.rope_type = RopeType::kNeox;
+      c.n_expert = kr.u32(Key::kExpertCount);
+      c.n_expert_used = kr.u32(Key::kExpertUsedCount);
+      c.n_ff_exp = kr.u32(Key::kExpertFeedForwardLength);
+      const uint32_t g = kr.u32(Key::kExpertGatingFunc);
+      if (g != 2)
+        fail(ErrorKind::kUnsupported, "{}: {} = {} is not supported for minimax-m2 (2: sigmoid)",
+             file.path(), kr.name(Key::kExpertGatingFunc), g);
+      c.gating = GatingType::kSigmoid;
+      c.norm_topk_weights = true;
       break;
     }
     case Arch::kGraniteMoe: {

@@ -27,6 +27,7 @@ enum class Arch {
   kPhiMoe,      // phimoe (Phi-3.5-MoE): biased RMSNorms, q/k/v/o and head biases, LongRoPE factors
   kArctic,  // arctic (Snowflake Arctic): a dense residual FFN, the experts beside it on the input
   kGrok,    // grok (Grok-1): GELU experts, tanh-capped attention scores, post-attention/FFN norms
+  kMinimaxM2,  // minimax-m2: olmoe's whole-projection q/k norm, partial NEOX RoPE, sigmoid routing
 };
 
 // How router logits become expert probabilities and weights (llama.cpp's gating functions).

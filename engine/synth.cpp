@@ -355,6 +355,53 @@ constexpr SynthPreset kPresets[] = {
      .arch = "grok",
      .qk_gain = 4.0f,
      .grok2 = true},
+    {.name = "tiny-minimax-m2",
+     .doc = "minimax-m2 (q/k norms over the whole projection, RoPE on 32 of 64 head dims, sigmoid "
+            "routing with a selection bias, top-4 renormalized): 4 layers, n_embd 256, 4/2 heads "
+            "x 64, 16 experts x 128, vocab 512 (tests)",
+     .n_layer = 4,
+     .n_embd = 256,
+     .n_head = 4,
+     .n_head_kv = 2,
+     .head_dim = 64,
+     .n_expert = 16,
+     .n_expert_used = 4,
+     .n_ff_exp = 128,
+     .n_ff = 128,
+     .n_vocab = 512,
+     .n_ctx = 8192,
+     .rope_freq_base = 5000000.0f,
+     .rms_eps = 1e-6f,
+     .expert_type = GgmlType::Q4_0,
+     .attn_type = GgmlType::Q8_0,
+     .embd_type = GgmlType::Q8_0,
+     .output_type = GgmlType::Q6_K,
+     .arch = "minimax-m2",
+     .n_rot = 32},
+    // MiniMax-M2's shapes (230B parameters, 10B active; ~130 GB at Q4_0: tensor tables only in
+    // the tests).
+    {.name = "minimax-m2",
+     .doc = "MiniMax-M2 shapes (minimax-m2): 62 layers, n_embd 3072, 48/8 heads x 128 (RoPE on "
+            "64), 256 experts top-8 x 1536, vocab 200064 (~130 GB)",
+     .n_layer = 62,
+     .n_embd = 3072,
+     .n_head = 48,
+     .n_head_kv = 8,
+     .head_dim = 128,
+     .n_expert = 256,
+     .n_expert_used = 8,
+     .n_ff_exp = 1536,
+     .n_ff = 1536,
+     .n_vocab = 200064,
+     .n_ctx = 196608,
+     .rope_freq_base = 5000000.0f,
+     .rms_eps = 1e-6f,
+     .expert_type = GgmlType::Q4_0,
+     .attn_type = GgmlType::Q8_0,
+     .embd_type = GgmlType::Q8_0,
+     .output_type = GgmlType::Q6_K,
+     .arch = "minimax-m2",
+     .n_rot = 64},
     // Grok-1's shapes (314B parameters, ~181 GB at Q4_0: tensor tables only in the tests).
     {.name = "grok-1",
      .doc = "Grok-1 shapes (grok): 64 layers, n_embd 6144, 48/8 heads x 128, 8 experts top-2 x "
@@ -1453,6 +1500,7 @@ std::vector<float> normals(uint64_t key, size_t n) {
 
 // Attention biases of the qwen2moe presets: std of their N(0, sigma^2) values.
 constexpr double kBiasSigma = 0.5;
+constexpr double kSelectionBiasSigma = 0.05;
 
 // Variance the residual stream gains over all layers, beyond the embedding's (see SynthModel).
 constexpr double kResidGrowth = 0.2;
@@ -1557,12 +1605,12 @@ SynthModel::SynthModel(const SynthOptions& options)
   const bool ds2 = arch == "deepseek2", oss = arch == "gpt-oss", q2 = arch == "qwen2moe";
   const bool granite = arch == "granitemoe", ds1 = arch == "deepseek", dbrx = arch == "dbrx";
   const bool phi = arch == "phimoe", llama = arch == "llama", arctic = arch == "arctic";
-  const bool grok = arch == "grok";
+  const bool grok = arch == "grok", minimax = arch == "minimax-m2";
   if (!ds2 && !oss && !q2 && !granite && !ds1 && !dbrx && !phi && !llama && !arctic && !grok &&
-      arch != "qwen3moe")
+      !minimax && arch != "qwen3moe")
     fail(ErrorKind::kUnsupported,
          "synth: architecture '{}' (qwen3moe, deepseek2, gpt-oss, qwen2moe, granitemoe, deepseek, "
-         "dbrx, phimoe, llama, arctic, grok)",
+         "dbrx, phimoe, llama, arctic, grok, minimax-m2)",
          arch);
   STRATA_ASSERT(p.n_expert_used <= p.n_expert && p.n_expert_used <= 64, "top-{} of {}",
                 p.n_expert_used, p.n_expert);
@@ -1693,6 +1741,8 @@ SynthModel::SynthModel(const SynthOptions& options)
     w.set(key(Key::kExpertWeightsScale), 1.0f);
   }
   if (oss) w.set(key(Key::kSlidingWindow), p.n_swa);
+  if (p.n_rot > 0) w.set(key(Key::kRopeDimensionCount), p.n_rot);
+  if (minimax) w.set(key(Key::kExpertGatingFunc), uint32_t{2});
   if (phi) {
     // What llama.cpp's converter writes for a LongRoPE model: the original context, the
     // attention factor sqrt(1 + ln(scale) / ln(original)), and a sliding window as large as the
@@ -1826,6 +1876,9 @@ SynthModel::SynthModel(const SynthOptions& options)
         add(TensorId::kAttnQBias, l, GgmlType::F32, {n_q}, Role::kBias, kBiasSigma);
         add(TensorId::kAttnKBias, l, GgmlType::F32, {n_kv}, Role::kBias, kBiasSigma);
         add(TensorId::kAttnVBias, l, GgmlType::F32, {n_kv}, Role::kBias, kBiasSigma);
+      } else if (minimax) {  // over the whole projection
+        add(TensorId::kAttnQNorm, l, GgmlType::F32, {n_q}, Role::kNorm, 0);
+        add(TensorId::kAttnKNorm, l, GgmlType::F32, {n_kv}, Role::kNorm, 0);
       } else if (!granite && !ds1 && !dbrx && !llama && !arctic && !grok) {
         add(TensorId::kAttnQNorm, l, GgmlType::F32, {p.head_dim}, Role::kNorm, 0);
         add(TensorId::kAttnKNorm, l, GgmlType::F32, {p.head_dim}, Role::kNorm, 0);
@@ -1857,6 +1910,9 @@ SynthModel::SynthModel(const SynthOptions& options)
     if (oss) add(TensorId::kFfnGateInpBias, l, GgmlType::F32, {p.n_expert}, Role::kZero, 0);
     if (ds2 && p.gating == 2)
       add(TensorId::kFfnExpProbsB, l, GgmlType::F32, {p.n_expert}, Role::kZero, 0);
+    if (minimax)  // small beside the sigmoid scores' spread, so it moves a few selections
+      add(TensorId::kFfnExpProbsB, l, GgmlType::F32, {p.n_expert}, Role::kBias,
+          kSelectionBiasSigma);
     add_ffn(l, TensorId::kFfnGateExps, TensorId::kFfnUpExps, TensorId::kFfnDownExps, p.n_ff_exp,
             p.n_expert, et);
     if (oss) {

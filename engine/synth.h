@@ -94,6 +94,8 @@ struct SynthPreset {
   // as a key with a value other than Grok-1's (embedding 90.5, scores 0.08 inside a cap of 30,
   // logits × 0.5 then capped at 8).
   bool grok2 = false;
+  // rope.dimension_count when RoPE covers only part of each head (0: the whole head_dim).
+  uint32_t n_rot = 0;
 };
 
 // tiny (a few MB, tests), demo (~1 GB), qwen3-30b-a3b (the real Qwen3-30B-A3B shapes, ~17 GB),

@@ -303,6 +303,17 @@ TEST(ArchSynth, RealShapePresetsHaveTheModelsShapes) {
         {"output.weight", {6144, 131072}}},
        175,
        190},
+      {"minimax-m2",
+       {{"blk.0.attn_q.weight", {3072, 48 * 128}},
+        {"blk.0.attn_k.weight", {3072, 8 * 128}},
+        {"blk.0.attn_q_norm.weight", {48 * 128}},  // over the whole projection
+        {"blk.0.attn_k_norm.weight", {8 * 128}},
+        {"blk.0.exp_probs_b.bias", {256}},
+        {"blk.0.ffn_gate_exps.weight", {3072, 1536, 256}},
+        {"blk.61.ffn_down_exps.weight", {1536, 3072, 256}},
+        {"output.weight", {3072, 200064}}},
+       125,
+       135},
   };
   for (const Want& w : wants) {
     SCOPED_TRACE(w.preset);

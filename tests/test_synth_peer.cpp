@@ -16,7 +16,9 @@
 // dense lead layer and two shared experts under llama attention; dbrx's LayerNorms and fused,
 // clamped q/k/v; phimoe's biased RMSNorms, q/k/v/o and head biases and LongRoPE factor sets (the
 // long set at n_ctx 512, the short one at 128); Llama 3.1's rope_freqs on a llama MoE; arctic's
-// dense residual FFN with the experts beside it on the layer's input.
+// dense residual FFN with the experts beside it on the layer's input; minimax-m2's q/k norms over
+// the whole projection, RoPE on half of each head and sigmoid routing with a selection bias
+// (its references from a newer llama.cpp, 3018a11e7: c392e50 has no minimax-m2).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -215,6 +217,16 @@ TEST_P(SynthPeer, ConfigAndTokenizer) {
     EXPECT_EQ(l0.shared.activation, FfnActivation::kGeluGlu);
     EXPECT_EQ(l0.shared.gate.name, "blk.0.ffn_gate.weight");
     EXPECT_EQ(l0.ffn_post_norm.name, "blk.0.post_ffw_norm.weight");
+  } else if (std::string(GetParam().preset) == "tiny-minimax-m2") {
+    EXPECT_EQ(c.arch, Arch::kMinimaxM2);
+    EXPECT_EQ(c.rope_type, RopeType::kNeox);
+    EXPECT_EQ(c.n_rot, 32u);  // of 64 head dims
+    EXPECT_TRUE(c.qk_norm && c.qk_norm_whole);
+    EXPECT_EQ(c.gating, GatingType::kSigmoid);
+    EXPECT_TRUE(c.norm_topk_weights);
+    EXPECT_EQ(c.n_expert_shared, 0u);
+    EXPECT_EQ(l0.attn_q_norm.name, "blk.0.attn_q_norm.weight");
+    EXPECT_TRUE(l0.exp_probs_b.present());
   } else if (std::string(GetParam().preset) == "tiny-deepseek") {
     EXPECT_EQ(c.arch, Arch::kDeepseek);
     EXPECT_EQ(c.rope_type, RopeType::kNorm);
@@ -347,7 +359,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny-llama3-moe", "F32"}, Case{"tiny-llama3-moe", "Q4_0"},
                       Case{"tiny-arctic", "F32"}, Case{"tiny-arctic", "Q4_0"},
                       Case{"tiny-grok", "F32"}, Case{"tiny-grok", "Q4_0"},
-                      Case{"tiny-grok2", "F32"}, Case{"tiny-grok2", "Q4_0"}),
+                      Case{"tiny-grok2", "F32"}, Case{"tiny-grok2", "Q4_0"},
+                      Case{"tiny-minimax-m2", "F32"}, Case{"tiny-minimax-m2", "Q4_0"}),
     [](const ::testing::TestParamInfo<Case>& i) {
       std::string n = std::string(i.param.preset) + "_" + i.param.variant;
       std::replace(n.begin(), n.end(), '-', '_');

@@ -32,6 +32,17 @@ void put_u32(FILE* f, uint32_t v) {
   std::fwrite(&v, 4, 1, f);
 }
 
+// Flash attention off, in either API: a bool flash_attn (llama.cpp to mid 2025), or the
+// flash_attn_type enum whose 0 is LLAMA_FLASH_ATTN_TYPE_DISABLED (later).
+template <class P>
+auto no_flash_attn(P& p, int) -> decltype(p.flash_attn_type, void()) {
+  p.flash_attn_type = decltype(p.flash_attn_type)(0);
+}
+template <class P>
+void no_flash_attn(P& p, long) {
+  p.flash_attn = false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -55,7 +66,7 @@ int main(int argc, char** argv) {
   cp.n_ctx = cp.n_batch = cp.n_ubatch = uint32_t(n_ctx);
   cp.n_threads = cp.n_threads_batch = 2;
   cp.type_k = cp.type_v = GGML_TYPE_F32;
-  cp.flash_attn = false;
+  no_flash_attn(cp, 0);
   llama_context* ctx = llama_init_from_model(model, cp);
 
   std::vector<llama_token> ids(text.size() + 8);
