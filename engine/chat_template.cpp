@@ -13,7 +13,7 @@ namespace strata::engine {
 
 namespace {
 
-constexpr std::array<std::pair<std::string_view, ChatFamily>, 46> kNames = {{
+constexpr std::array<std::pair<std::string_view, ChatFamily>, 47> kNames = {{
     {"chatml", ChatFamily::kChatml},
     {"llama2", ChatFamily::kLlama2},
     {"llama2-sys", ChatFamily::kLlama2Sys},
@@ -60,6 +60,7 @@ constexpr std::array<std::pair<std::string_view, ChatFamily>, 46> kNames = {{
     {"kimi-k2", ChatFamily::kKimiK2},
     {"seed_oss", ChatFamily::kSeedOss},
     {"grok-2", ChatFamily::kGrok2},
+    {"minimax-m2", ChatFamily::kMinimaxM2},
 }};
 
 // Leading and trailing C-locale whitespace removed (llama-chat.cpp's trim).
@@ -176,6 +177,7 @@ std::optional<ChatFamily> detect_chat_family(std::string_view tmpl) {
   if (has("<|im_assistant|>assistant<|im_middle|>")) return F::kKimiK2;
   if (has("<seed:bos>")) return F::kSeedOss;
   if (has("'Assistant: '  + message['content'] + '<|separator|>")) return F::kGrok2;
+  if (has("]~!b[") && has("]~b]ai")) return F::kMinimaxM2;  // (strata's: llama.cpp has none)
   return std::nullopt;
 }
 
@@ -651,8 +653,50 @@ std::string format_chat(ChatFamily family, std::span<const ChatMessage> msgs, bo
       }
       if (add_assistant) ss += "Assistant:";
       break;
+    case F::kMinimaxM2: {
+      // MiniMax-M2's template, which llama.cpp runs only as Jinja: the first message's system
+      // text (the session gives the template's default when there is none) in the turn that
+      // opens the conversation, each turn "]~b]ROLE\n…[e~[\n" (the assistant's role "ai"), a run
+      // of tool results one tool turn of "\n<response>…</response>"; other system messages are
+      // left out, as the template leaves them.
+      ss += "]~!b[]~b]system\n";
+      if (!msgs.empty() && msgs[0].role == "system") ss += msgs[0].content;
+      ss += "[e~[\n";
+      for (size_t i = 0; i < msgs.size(); ++i) {
+        const ChatMessage& m = msgs[i];
+        if (m.role == "user") {
+          ss += "]~b]user\n" + m.content + "[e~[\n";
+        } else if (m.role == "assistant") {
+          ss += "]~b]ai\n" + m.content + "[e~[\n";
+        } else if (m.role == "tool") {
+          if (i == 0 || msgs[i - 1].role != "tool") ss += "]~b]tool";
+          ss += "\n<response>" + m.content + "</response>";
+          if (i + 1 == msgs.size() || msgs[i + 1].role != "tool") ss += "[e~[\n";
+        }
+      }
+      if (add_assistant) ss += "]~b]ai\n";
+      break;
+    }
   }
   return ss;
+}
+
+std::string default_system_message(ChatFamily family, std::string_view chat_template) {
+  if (family != ChatFamily::kMinimaxM2) return {};
+  // {%- set model_identity = "…" -%}
+  constexpr std::string_view kSet = "set model_identity";
+  const size_t at = chat_template.find(kSet);
+  if (at == std::string_view::npos) return {};
+  size_t q = chat_template.find_first_of("'\"", at + kSet.size());
+  const size_t eq = chat_template.find('=', at + kSet.size());
+  if (q == std::string_view::npos || eq == std::string_view::npos || eq > q) return {};
+  const char quote = chat_template[q];
+  std::string out;
+  for (++q; q < chat_template.size() && chat_template[q] != quote; ++q) {
+    if (chat_template[q] == '\\' && q + 1 < chat_template.size()) ++q;
+    out += chat_template[q];
+  }
+  return q < chat_template.size() ? out : std::string();
 }
 
 }  // namespace strata::engine

@@ -65,6 +65,7 @@ enum class ChatFamily {
   kKimiK2,
   kSeedOss,
   kGrok2,
+  kMinimaxM2,  // strata's own (llama.cpp runs MiniMax-M2's template only as Jinja)
 };
 
 std::string_view chat_family_name(ChatFamily f);
@@ -85,6 +86,10 @@ ChatFamily chat_family_choice(std::string_view override_name, std::string_view m
 // Whether the next message follows a tool's result that the model goes on from: DeepSeek-V3's
 // format writes no assistant opener after one (deepseek3, the last message a tool's).
 bool after_tool_output(ChatFamily family, std::span<const ChatMessage> msgs);
+
+// The system message a family's template writes when the conversation has none, read from the
+// template: MiniMax-M2's model_identity; empty for the others (llama.cpp's formats write none).
+std::string default_system_message(ChatFamily family, std::string_view chat_template);
 
 // The prompt for msgs; add_assistant appends the assistant turn opener (add_generation_prompt).
 std::string format_chat(ChatFamily family, std::span<const ChatMessage> msgs, bool add_assistant);

@@ -60,7 +60,7 @@ std::string_view header_channel(std::string_view header) {
 }
 
 // A Jinja string literal at s[i] (a quote): its value with \n, \t, \r and \<c> resolved.
-std::string jinja_literal(std::string_view s, size_t i) {
+std::string jinja_literal(std::string_view s, size_t i, size_t* end = nullptr) {
   const char quote = s[i];
   std::string out;
   for (++i; i < s.size() && s[i] != quote; ++i) {
@@ -71,6 +71,16 @@ std::string jinja_literal(std::string_view s, size_t i) {
       out += s[i];
     }
   }
+  if (end) *end = i;
+  return out;
+}
+
+// The string literals of an expression, joined (MiniMax-M2's ']~b]ai' ~ '\n' ~ '<think>' ~ '\n').
+std::string joined_literals(std::string_view expr) {
+  std::string out;
+  for (size_t q = expr.find_first_of("'\""); q != std::string_view::npos;
+       q = expr.find_first_of("'\"", q + 1))
+    out += jinja_literal(expr, q, &q);
   return out;
 }
 
@@ -202,14 +212,13 @@ std::string user_no_think_text(std::string_view tmpl) {
 
 std::string think_open_text(std::string_view tmpl) {
   // The generation prompt's own text (Qwen3-Thinking-2507, QwQ:
-  // '<|im_start|>assistant\n<think>\n').
+  // '<|im_start|>assistant\n<think>\n'; MiniMax-M2's ']~b]ai' ~ '\n' ~ '<think>' ~ '\n').
   if (const size_t p = tmpl.rfind("add_generation_prompt"); p != std::string_view::npos) {
     const size_t expr = tmpl.find("{{", p);
     const size_t expr_end = expr == std::string_view::npos ? expr : tmpl.find("}}", expr);
     if (expr_end != std::string_view::npos) {
       const std::string_view body = tmpl.substr(expr, expr_end - expr);
-      if (const size_t q = body.find_first_of("'\""); q != std::string_view::npos)
-        if (std::string open = opening_in(jinja_literal(body, q)); !open.empty()) return open;
+      if (std::string open = opening_in(joined_literals(body)); !open.empty()) return open;
     }
   }
   // The thinking-off test's else branch (DeepSeek-V3.1: {% if not thinking %}'</think>'{% else

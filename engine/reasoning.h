@@ -38,8 +38,8 @@ struct ReasoningStyle {
   // empty for most.
   std::string user_no_think;
   // What the template's generation prompt opens the reasoning with when thinking is on
-  // (Qwen3-Thinking-2507's and QwQ's "<think>\n", DeepSeek-V3.1's "<think>"), which llama.cpp's
-  // built-in formats do not write; empty for most.
+  // (Qwen3-Thinking-2507's, QwQ's and MiniMax-M2's "<think>\n", DeepSeek-V3.1's "<think>"), which
+  // llama.cpp's built-in formats do not write; empty for most.
   std::string think_open;
   // What the template writes before each earlier answer that follows a user's message
   // (DeepSeek-V3.1's "</think>", after its <｜Assistant｜>); empty for most.
@@ -73,8 +73,9 @@ std::string no_think_text(std::string_view chat_template);
 // "/nothink"), when it holds no <think> tag. Empty when there is none.
 std::string user_no_think_text(std::string_view chat_template);
 // The text a template's generation prompt opens the reasoning with, thinking on: a `<think>`
-// (and what follows it, no `</think>`) in the first literal after its last mention of
-// add_generation_prompt, or in the else branch of its thinking-off test (no_think_text's).
+// (and what follows it, no `</think>`) in the literals of the first `{{ … }}` after its last
+// mention of add_generation_prompt, joined, or in the else branch of its thinking-off test
+// (no_think_text's).
 std::string think_open_text(std::string_view chat_template);
 // The prompt with `tail` (a no-think or think-open text) after it; a tail that starts with a
 // newline takes the prompt's own (llama.cpp's chatglm4 formatter ends the prompt with "\n",

@@ -74,7 +74,8 @@ ChatSession::ChatSession(Forward& fwd, const Tokenizer& tok, ChatFamily family,
       system_(std::move(system_prompt)),
       sampler_(sampling),
       lookup_(fwd, lookup),
-      reasoning_(engine::reasoning_style(family, tok.vocab(), tok.vocab().chat_template())) {
+      reasoning_(engine::reasoning_style(family, tok.vocab(), tok.vocab().chat_template())),
+      default_system_(default_system_message(family, tok.vocab().chat_template())) {
   const std::vector<int32_t> nl = tok_.tokenize("\n", false, true);
   newline_ = nl.size() == 1 ? nl[0] : -1;
   reset();
@@ -115,15 +116,19 @@ std::string ChatSession::prompt_text(std::span<const ChatMessage> messages, bool
   std::string text;
   const std::string& suffix = reasoning_.user_no_think;
   const std::string& open = reasoning_.answer_open;
-  if ((!thinking && !suffix.empty()) || !open.empty()) {
+  // MiniMax-M2's template's own system message when the conversation has none.
+  const bool add_system =
+      !default_system_.empty() && (messages.empty() || messages[0].role != "system");
+  if ((!thinking && !suffix.empty()) || !open.empty() || add_system) {
     std::vector<ChatMessage> marked(messages.begin(), messages.end());
+    if (add_system) marked.insert(marked.begin(), {"system", default_system_});
     for (size_t i = 0; i < marked.size(); ++i) {
       ChatMessage& m = marked[i];
       // GLM's "/nothink" after each user message
       if (!thinking && !suffix.empty() && m.role == "user" && !m.content.ends_with(suffix))
         m.content += suffix;
       // DeepSeek-V3.1's "</think>" before each answer to a user
-      if (!open.empty() && m.role == "assistant" && i > 0 && messages[i - 1].role == "user")
+      if (!open.empty() && m.role == "assistant" && i > 0 && marked[i - 1].role == "user")
         m.content.insert(0, open);
     }
     text = format_chat(family_, marked, add_assistant);

@@ -269,6 +269,7 @@ class ChatSession {
                           // set_sampling)
   TurnStats stats_;
   ReasoningStyle reasoning_;
+  std::string default_system_;  // default_system_message of the family's template
   bool split_reasoning_ = true;
   bool thinking_ = true;
   int32_t reasoning_budget_ = -1;                         // set_reasoning_budget

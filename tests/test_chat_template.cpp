@@ -194,6 +194,32 @@ TEST(ChatTemplate, Grok2) {
             format_chat(ChatFamily::kGrok2, conv, true));
 }
 
+// MiniMax-M2's (strata's own format: llama.cpp runs its template only as Jinja): the turns as its
+// template, run by Jinja on this conversation, wrote them (the tool call's own text is the tool
+// format's); later system messages left out; the template's default system message read from it.
+TEST(ChatTemplate, MinimaxM2) {
+  const std::string tmpl =
+      "{%- set model_identity = \"You are a helpful assistant. Your name is MiniMax-M2.1 and is "
+      "built by MiniMax.\" -%}{{- ']~!b[' ~ ']~b]system' ~ '\\n' }}{{- ']~b]ai' ~ '\\n' }}";
+  EXPECT_EQ(detect_chat_family(tmpl), ChatFamily::kMinimaxM2);
+  EXPECT_EQ(chat_family_from_name("minimax-m2"), ChatFamily::kMinimaxM2);
+  EXPECT_EQ(default_system_message(ChatFamily::kMinimaxM2, tmpl),
+            "You are a helpful assistant. Your name is MiniMax-M2.1 and is built by MiniMax.");
+  EXPECT_EQ(default_system_message(ChatFamily::kMinimaxM2, "set model_identity = 'A \\'b\\''"),
+            "A 'b'");
+  EXPECT_EQ(default_system_message(ChatFamily::kMinimaxM2, "]~!b["), "");
+  EXPECT_EQ(default_system_message(ChatFamily::kChatml, tmpl), "");
+  const std::vector<ChatMessage> conv = {
+      {"system", "Be brief."}, {"user", "Hi"},       {"assistant", "Hello."},
+      {"system", "ignored"},   {"user", "Weather?"}, {"assistant", "Checking."},
+      {"tool", "sunny"},       {"tool", "warm"},     {"assistant", "Sunny."}};
+  EXPECT_EQ(format_chat(ChatFamily::kMinimaxM2, conv, true),
+            "]~!b[]~b]system\nBe brief.[e~[\n]~b]user\nHi[e~[\n]~b]ai\nHello.[e~[\n]~b]user\n"
+            "Weather?[e~[\n]~b]ai\nChecking.[e~[\n]~b]tool\n<response>sunny</response>\n"
+            "<response>warm</response>[e~[\n]~b]ai\nSunny.[e~[\n]~b]ai\n");
+  EXPECT_EQ(format_chat(ChatFamily::kMinimaxM2, {}, false), "]~!b[]~b]system\n[e~[\n");
+}
+
 TEST(ChatTemplate, GenerationPromptIsOptional) {
   const std::string with = format_chat(ChatFamily::kChatml, kConversation, true);
   const std::string without = format_chat(ChatFamily::kChatml, kConversation, false);

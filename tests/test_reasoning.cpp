@@ -163,6 +163,10 @@ TEST(Reasoning, ThinkOpenText) {
   EXPECT_EQ(think_open_text("{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n"
                             "<think>\\n' }}\n{%- endif %}"),
             "<think>\n");
+  // MiniMax-M2: the literals of the prompt's expression, joined.
+  EXPECT_EQ(think_open_text("{#- Generation prompt -#}\n{%- if add_generation_prompt -%}\n"
+                            "{{- ']~b]ai' ~ '\\n' ~ '<think>' ~ \"\\n\" }}\n{%- endif -%}"),
+            "<think>\n");
   // DeepSeek-V3.1: the else branch of its thinking-off test.
   EXPECT_EQ(think_open_text("{%- if add_generation_prompt -%}{{'<｜Assistant｜>'}}{%- if not "
                             "thinking -%}{{'</think>'}}{%- else -%}{{'<think>'}}{%- endif -%}"

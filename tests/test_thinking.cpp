@@ -229,6 +229,16 @@ const char* kDeepseekTemplate =
     "{{'<｜Assistant｜>'}}{%- if not thinking -%}{{'</think>'}}{%- else -%}{{'<think>'}}"
     "{%- endif -%}{%- endif %}";
 
+// MiniMax-M2's chat template, the parts strata reads: its default system message, the markers,
+// the generation prompt that opens the reasoning.
+const char* kMinimaxTemplate =
+    "{%- set model_identity = \"You are a helpful assistant. Your name is MiniMax-M2.1 and is "
+    "built by MiniMax.\" -%}{{- ']~!b[' ~ ']~b]system' ~ '\\n' }}{%- for message in messages -%}"
+    "{{- ']~b]user' ~ '\\n' }}{{- '[e~[' ~ '\\n' }}{%- endfor -%}{%- if add_generation_prompt -%}"
+    "{{- ']~b]ai' ~ '\\n' ~ '<think>' ~ '\\n' }}{%- endif -%}";
+const std::vector<std::pair<std::string, int32_t>> kMinimaxTokens = {
+    {"]~!b[", 3}, {"]~b]", 3}, {"[e~[", 3}, {"<think>", 4}, {"</think>", 4}};
+
 // The markers of a copy with Kimi-K2's or DeepSeek-V3.1's template: their tool-call markers
 // are control tokens here (strata renders them); the first is the section's opening.
 const std::vector<std::pair<std::string, int32_t>> kKimiTokens = {
@@ -333,6 +343,7 @@ class Thinking : public ::testing::Test {
       write_section_model(dir_ / fmt::format("{}_calls.gguf", name), tmpl, names,
                           {{section, ks.kv_tokens()[n]}});
     }
+    write_section_model(dir_ / "minimax.gguf", kMinimaxTemplate, kMinimaxTokens);
     // The same two for GLM-4.5's XML, on copies of tiny-glm4moe (chatglm4). In the sampled one
     // the end-of-turn tokens (<|endoftext|>, <|user|>, <|observation|>) take the row of "\n". In
     // the greedy one, where <tool_call> takes the row of the reply's first token, they take the
@@ -1198,6 +1209,29 @@ TEST_F(Thinking, DeepseekPromptsAsItsTemplate) {
   const TurnResult first = chat.send(kUser, 6, {});
   ASSERT_EQ(chat.begin_turn("More."), TurnStatus::kEndOfGeneration);
   EXPECT_GE(chat.last_stats().n_matched, first.stats.n_prompt);
+}
+
+// MiniMax-M2's prompts: the template's default system message when the conversation has none,
+// the conversation's own otherwise; the generation prompt opens the reasoning, so a reply is
+// reasoning until it writes </think>.
+TEST_F(Thinking, MinimaxPromptsAsItsTemplate) {
+  Loaded m(dir_ / "minimax.gguf");
+  const std::string_view tmpl = m.tok.vocab().chat_template();
+  ASSERT_EQ(chat_family_choice("", tmpl), ChatFamily::kMinimaxM2);
+  ChatSession s = m.session();
+  EXPECT_EQ(s.reasoning_style().think_open, "<think>\n");
+  EXPECT_FALSE(s.can_disable_thinking());
+  const auto tokens = [&](const std::string& text) { return m.tok.tokenize(text, true, true); };
+  EXPECT_EQ(s.turn_tokens(std::vector<ChatMessage>{{"user", "Hi"}}, true),
+            tokens("]~!b[]~b]system\nYou are a helpful assistant. Your name is MiniMax-M2.1 and "
+                   "is built by MiniMax.[e~[\n]~b]user\nHi[e~[\n]~b]ai\n<think>\n"));
+  EXPECT_EQ(s.turn_tokens(std::vector<ChatMessage>{{"system", "Be brief."}, {"user", "Hi"}}, true),
+            tokens("]~!b[]~b]system\nBe brief.[e~[\n]~b]user\nHi[e~[\n]~b]ai\n<think>\n"));
+  const TurnResult r = s.send(kUser, 6, {});
+  EXPECT_TRUE(r.answer.empty() || r.text.find("</think>") != std::string::npos) << r.text;
+  if (!r.text.starts_with("</think>")) {
+    EXPECT_GT(r.stats.n_reasoning, 0u) << r.text;
+  }
 }
 
 // `strata serve` on copies with Kimi-K2's and DeepSeek-V3.1's templates, whose tool-call markers
