@@ -255,13 +255,15 @@ ModelConfig load_model_config(const io::GgufFile& file) {
       {"deepseek", Arch::kDeepseek},   {"dbrx", Arch::kDbrx},
       {"phimoe", Arch::kPhiMoe},       {"arctic", Arch::kArctic},
       {"grok", Arch::kGrok},           {"minimax-m2", Arch::kMinimaxM2},
+      {"dots1", Arch::kDots1},
   };
   const auto* found = std::find_if(std::begin(kArchs), std::end(kArchs),
                                    [&](const auto& a) { return a.first == c.arch_name; });
   if (found == std::end(kArchs))
     fail(ErrorKind::kUnsupported,
          "{}: architecture '{}' is not supported (qwen3moe, qwen2moe, llama, granitemoe, "
-         "deepseek, deepseek2, glm4moe, olmoe, gpt-oss, dbrx, phimoe, arctic, grok, minimax-m2)",
+         "deepseek, deepseek2, glm4moe, olmoe, gpt-oss, dbrx, phimoe, arctic, grok, minimax-m2, "
+         "dots1)",
          file.path(), c.arch_name);
   c.arch = found->second;
   const KeyReader kr(file, c.arch_name);
@@ -577,6 +579,30 @@ ModelConfig load_model_config(const io::GgufFile& file) {
              file.path(), kr.name(Key::kExpertGatingFunc), g);
       c.gating = GatingType::kSigmoid;
       c.norm_topk_weights = true;
+      break;
+    }
+    case Arch::kDots1: {
+      // llama.cpp's dots1 graph (dots.llm1): qwen3's per-head q/k RMSNorms and NEOX RoPE over the
+      // whole head, deepseek's FFN layout (leading dense layers, shared experts n_ff_exp × count
+      // wide), sigmoid routing whose selection adds exp_probs_b where the file has it, top-k
+      // weights renormalized and scaled as the file says. expert_gating_func is required
+      // (llama.cpp aborts without it).
+      c.qk_norm = true;
+      c.rope_type = RopeType::kNeox;
+      c.n_expert = kr.u32(Key::kExpertCount);
+      c.n_expert_used = kr.u32(Key::kExpertUsedCount);
+      c.n_ff_exp = kr.u32(Key::kExpertFeedForwardLength);
+      c.n_expert_shared = kr.u32(Key::kExpertSharedCount);
+      c.n_layer_dense_lead = kr.u32_or(Key::kLeadingDenseBlockCount, 0);
+      const uint32_t g = kr.u32(Key::kExpertGatingFunc);
+      if (g != 2)
+        fail(ErrorKind::kUnsupported, "{}: {} = {} is not supported for dots1 (2: sigmoid)",
+             file.path(), kr.name(Key::kExpertGatingFunc), g);
+      c.gating = GatingType::kSigmoid;
+      c.norm_topk_weights = kr.bool_or(Key::kExpertWeightsNorm, false);
+      require(c.n_rot == c.head_dim_k, file,
+              fmt::format("rope.dimension_count {} must equal the head dim {} (llama.cpp's dots1)",
+                          c.n_rot, c.head_dim_k));
       break;
     }
     case Arch::kGraniteMoe: {

@@ -28,6 +28,7 @@ enum class Arch {
   kArctic,  // arctic (Snowflake Arctic): a dense residual FFN, the experts beside it on the input
   kGrok,    // grok (Grok-1): GELU experts, tanh-capped attention scores, post-attention/FFN norms
   kMinimaxM2,  // minimax-m2: olmoe's whole-projection q/k norm, partial NEOX RoPE, sigmoid routing
+  kDots1,      // dots1 (dots.llm1): qwen3's attention, deepseek's FFN layout, sigmoid routing
 };
 
 // How router logits become expert probabilities and weights (llama.cpp's gating functions).

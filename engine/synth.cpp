@@ -402,6 +402,61 @@ constexpr SynthPreset kPresets[] = {
      .output_type = GgmlType::Q6_K,
      .arch = "minimax-m2",
      .n_rot = 64},
+    {.name = "tiny-dots1",
+     .doc = "dots1 (per-head q/k norms, a dense lead layer, 2 shared experts, sigmoid routing with "
+            "a selection bias, top-4 renormalized x 2.5): 4 layers, n_embd 256, 4/4 heads x 64 "
+            "(llama.cpp's dots1 has no GQA), 16 experts x 128, vocab 512 (tests)",
+     .n_layer = 4,
+     .n_embd = 256,
+     .n_head = 4,
+     .n_head_kv = 4,
+     .head_dim = 64,
+     .n_expert = 16,
+     .n_expert_used = 4,
+     .n_ff_exp = 128,
+     .n_ff = 384,
+     .n_vocab = 512,
+     .n_ctx = 8192,
+     .rope_freq_base = 10000000.0f,
+     .rms_eps = 1e-5f,
+     .expert_type = GgmlType::Q4_0,
+     .attn_type = GgmlType::Q8_0,
+     .embd_type = GgmlType::Q8_0,
+     .output_type = GgmlType::Q6_K,
+     .arch = "dots1",
+     .n_dense_lead = 1,
+     .n_shared = 2,
+     .gating = 2,
+     .weights_norm = true,
+     .weights_scale = 2.5f},
+    // dots.llm1's shapes (142B parameters, 14B active; ~84 GB at Q4_0: tensor tables only in the
+    // tests).
+    {.name = "dots-llm1",
+     .doc = "dots.llm1 shapes (dots1): 62 layers (1 dense), n_embd 4096, 32/32 heads x 128, 128 "
+            "experts top-6 x 1408 + 2 shared, vocab 152064 (~84 GB)",
+     .n_layer = 62,
+     .n_embd = 4096,
+     .n_head = 32,
+     .n_head_kv = 32,
+     .head_dim = 128,
+     .n_expert = 128,
+     .n_expert_used = 6,
+     .n_ff_exp = 1408,
+     .n_ff = 10944,
+     .n_vocab = 152064,
+     .n_ctx = 32768,
+     .rope_freq_base = 10000000.0f,
+     .rms_eps = 1e-5f,
+     .expert_type = GgmlType::Q4_0,
+     .attn_type = GgmlType::Q8_0,
+     .embd_type = GgmlType::Q8_0,
+     .output_type = GgmlType::Q6_K,
+     .arch = "dots1",
+     .n_dense_lead = 1,
+     .n_shared = 2,
+     .gating = 2,
+     .weights_norm = true,
+     .weights_scale = 2.5f},
     // Grok-1's shapes (314B parameters, ~181 GB at Q4_0: tensor tables only in the tests).
     {.name = "grok-1",
      .doc = "Grok-1 shapes (grok): 64 layers, n_embd 6144, 48/8 heads x 128, 8 experts top-2 x "
@@ -1605,12 +1660,12 @@ SynthModel::SynthModel(const SynthOptions& options)
   const bool ds2 = arch == "deepseek2", oss = arch == "gpt-oss", q2 = arch == "qwen2moe";
   const bool granite = arch == "granitemoe", ds1 = arch == "deepseek", dbrx = arch == "dbrx";
   const bool phi = arch == "phimoe", llama = arch == "llama", arctic = arch == "arctic";
-  const bool grok = arch == "grok", minimax = arch == "minimax-m2";
+  const bool grok = arch == "grok", minimax = arch == "minimax-m2", dots = arch == "dots1";
   if (!ds2 && !oss && !q2 && !granite && !ds1 && !dbrx && !phi && !llama && !arctic && !grok &&
-      !minimax && arch != "qwen3moe")
+      !minimax && !dots && arch != "qwen3moe")
     fail(ErrorKind::kUnsupported,
          "synth: architecture '{}' (qwen3moe, deepseek2, gpt-oss, qwen2moe, granitemoe, deepseek, "
-         "dbrx, phimoe, llama, arctic, grok, minimax-m2)",
+         "dbrx, phimoe, llama, arctic, grok, minimax-m2, dots1)",
          arch);
   STRATA_ASSERT(p.n_expert_used <= p.n_expert && p.n_expert_used <= 64, "top-{} of {}",
                 p.n_expert_used, p.n_expert);
@@ -1742,6 +1797,13 @@ SynthModel::SynthModel(const SynthOptions& options)
   }
   if (oss) w.set(key(Key::kSlidingWindow), p.n_swa);
   if (p.n_rot > 0) w.set(key(Key::kRopeDimensionCount), p.n_rot);
+  if (dots) {
+    w.set(key(Key::kLeadingDenseBlockCount), p.n_dense_lead);
+    w.set(key(Key::kExpertSharedCount), p.n_shared);
+    w.set(key(Key::kExpertWeightsScale), p.weights_scale);
+    w.set(key(Key::kExpertWeightsNorm), p.weights_norm);
+    w.set(key(Key::kExpertGatingFunc), p.gating);
+  }
   if (minimax) w.set(key(Key::kExpertGatingFunc), uint32_t{2});
   if (phi) {
     // What llama.cpp's converter writes for a LongRoPE model: the original context, the
@@ -1898,7 +1960,7 @@ SynthModel::SynthModel(const SynthOptions& options)
                : TensorId::kFfnNorm,
         l, GgmlType::F32, {p.n_embd}, Role::kNorm, 0);
     if (phi) add(TensorId::kFfnNormBias, l, GgmlType::F32, {p.n_embd}, Role::kBias, kNormBiasSigma);
-    if ((ds2 || ds1) && uint32_t(l) < p.n_dense_lead) {
+    if ((ds2 || ds1 || dots) && uint32_t(l) < p.n_dense_lead) {
       add_ffn(l, TensorId::kFfnGate, TensorId::kFfnUp, TensorId::kFfnDown, p.n_ff, 0, at);
       continue;
     }
@@ -1910,7 +1972,7 @@ SynthModel::SynthModel(const SynthOptions& options)
     if (oss) add(TensorId::kFfnGateInpBias, l, GgmlType::F32, {p.n_expert}, Role::kZero, 0);
     if (ds2 && p.gating == 2)
       add(TensorId::kFfnExpProbsB, l, GgmlType::F32, {p.n_expert}, Role::kZero, 0);
-    if (minimax)  // small beside the sigmoid scores' spread, so it moves a few selections
+    if (minimax || dots)  // small beside the sigmoid scores' spread: it moves a few selections
       add(TensorId::kFfnExpProbsB, l, GgmlType::F32, {p.n_expert}, Role::kBias,
           kSelectionBiasSigma);
     add_ffn(l, TensorId::kFfnGateExps, TensorId::kFfnUpExps, TensorId::kFfnDownExps, p.n_ff_exp,
@@ -1925,7 +1987,7 @@ SynthModel::SynthModel(const SynthOptions& options)
     if (grok)
       add(p.grok2 ? TensorId::kFfnPostNorm : TensorId::kLayerOutNorm, l, GgmlType::F32, {p.n_embd},
           Role::kNorm, 0);
-    if ((ds2 || ds1) && p.n_shared > 0)
+    if ((ds2 || ds1 || dots) && p.n_shared > 0)
       add_ffn(l, TensorId::kFfnGateShexp, TensorId::kFfnUpShexp, TensorId::kFfnDownShexp,
               uint64_t(p.n_ff_exp) * p.n_shared, 0, at);
     if (q2) {

@@ -295,8 +295,8 @@ ModelWeights bind_weights(const io::GgufFile& file, const ModelConfig& cfg) {
       if (cfg.arch == Arch::kGptOss)
         l.ffn_gate_inp_b = b.bind(TensorId::kFfnGateInpBias, i, {n_exp}, Use::kVector);
       if (cfg.gating == GatingType::kSigmoid)
-        l.exp_probs_b =
-            b.bind(TensorId::kFfnExpProbsB, i, {n_exp}, Use::kVector, cfg.arch == Arch::kGlm4Moe);
+        l.exp_probs_b = b.bind(TensorId::kFfnExpProbsB, i, {n_exp}, Use::kVector,
+                               cfg.arch == Arch::kGlm4Moe || cfg.arch == Arch::kMinimaxM2);
       bind_stack(b, l.experts, i, TensorId::kFfnGateExps, TensorId::kFfnUpExps,
                  TensorId::kFfnDownExps, n_embd, cfg.n_ff_exp, cfg.n_expert);
       l.experts.activation = cfg.activation;

@@ -314,6 +314,18 @@ TEST(ArchSynth, RealShapePresetsHaveTheModelsShapes) {
         {"output.weight", {3072, 200064}}},
        125,
        135},
+      {"dots-llm1",
+       {{"blk.0.attn_q.weight", {4096, 4096}},
+        {"blk.0.attn_k.weight", {4096, 4096}},
+        {"blk.0.attn_q_norm.weight", {128}},  // per head
+        {"blk.0.ffn_gate.weight", {4096, 10944}},
+        {"blk.1.exp_probs_b.bias", {128}},
+        {"blk.1.ffn_gate_exps.weight", {4096, 1408, 128}},
+        {"blk.1.ffn_gate_shexp.weight", {4096, 2 * 1408}},
+        {"blk.61.ffn_down_exps.weight", {1408, 4096, 128}},
+        {"output.weight", {4096, 152064}}},
+       75,
+       90},
   };
   for (const Want& w : wants) {
     SCOPED_TRACE(w.preset);

@@ -17,8 +17,9 @@
 // clamped q/k/v; phimoe's biased RMSNorms, q/k/v/o and head biases and LongRoPE factor sets (the
 // long set at n_ctx 512, the short one at 128); Llama 3.1's rope_freqs on a llama MoE; arctic's
 // dense residual FFN with the experts beside it on the layer's input; minimax-m2's q/k norms over
-// the whole projection, RoPE on half of each head and sigmoid routing with a selection bias
-// (its references from a newer llama.cpp, 3018a11e7: c392e50 has no minimax-m2).
+// the whole projection, RoPE on half of each head and sigmoid routing with a selection bias;
+// dots1's qwen3 attention over deepseek's FFN layout, its weights scaled (these two references
+// from a newer llama.cpp, 3018a11e7: c392e50 has neither).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -227,6 +228,17 @@ TEST_P(SynthPeer, ConfigAndTokenizer) {
     EXPECT_EQ(c.n_expert_shared, 0u);
     EXPECT_EQ(l0.attn_q_norm.name, "blk.0.attn_q_norm.weight");
     EXPECT_TRUE(l0.exp_probs_b.present());
+  } else if (std::string(GetParam().preset) == "tiny-dots1") {
+    EXPECT_EQ(c.arch, Arch::kDots1);
+    EXPECT_EQ(c.rope_type, RopeType::kNeox);
+    EXPECT_TRUE(c.qk_norm && !c.qk_norm_whole);
+    EXPECT_EQ(c.gating, GatingType::kSigmoid);
+    EXPECT_TRUE(c.norm_topk_weights);
+    EXPECT_FLOAT_EQ(c.expert_weights_scale, 2.5f);
+    EXPECT_FALSE(c.is_moe(0));
+    EXPECT_TRUE(c.is_moe(1));
+    EXPECT_EQ(c.n_ff_shexp, 2u * 128u);
+    EXPECT_TRUE(model_->weights().layers[1].exp_probs_b.present());
   } else if (std::string(GetParam().preset) == "tiny-deepseek") {
     EXPECT_EQ(c.arch, Arch::kDeepseek);
     EXPECT_EQ(c.rope_type, RopeType::kNorm);
@@ -351,16 +363,15 @@ TEST_P(SynthPeer, GreedyContinuation) {
 
 INSTANTIATE_TEST_SUITE_P(
     Models, SynthPeer,
-    ::testing::Values(Case{"tiny-qwen2moe", "F32"}, Case{"tiny-qwen2moe", "Q4_0"},
-                      Case{"tiny-granitemoe", "F32"}, Case{"tiny-granitemoe", "Q4_0"},
-                      Case{"tiny-deepseek", "F32"}, Case{"tiny-deepseek", "Q4_0"},
-                      Case{"tiny-dbrx", "F32"}, Case{"tiny-dbrx", "Q4_0"},
-                      Case{"tiny-phimoe", "F32"}, Case{"tiny-phimoe", "Q4_0"},
-                      Case{"tiny-llama3-moe", "F32"}, Case{"tiny-llama3-moe", "Q4_0"},
-                      Case{"tiny-arctic", "F32"}, Case{"tiny-arctic", "Q4_0"},
-                      Case{"tiny-grok", "F32"}, Case{"tiny-grok", "Q4_0"},
-                      Case{"tiny-grok2", "F32"}, Case{"tiny-grok2", "Q4_0"},
-                      Case{"tiny-minimax-m2", "F32"}, Case{"tiny-minimax-m2", "Q4_0"}),
+    ::testing::Values(
+        Case{"tiny-qwen2moe", "F32"}, Case{"tiny-qwen2moe", "Q4_0"}, Case{"tiny-granitemoe", "F32"},
+        Case{"tiny-granitemoe", "Q4_0"}, Case{"tiny-deepseek", "F32"},
+        Case{"tiny-deepseek", "Q4_0"}, Case{"tiny-dbrx", "F32"}, Case{"tiny-dbrx", "Q4_0"},
+        Case{"tiny-phimoe", "F32"}, Case{"tiny-phimoe", "Q4_0"}, Case{"tiny-llama3-moe", "F32"},
+        Case{"tiny-llama3-moe", "Q4_0"}, Case{"tiny-arctic", "F32"}, Case{"tiny-arctic", "Q4_0"},
+        Case{"tiny-grok", "F32"}, Case{"tiny-grok", "Q4_0"}, Case{"tiny-grok2", "F32"},
+        Case{"tiny-grok2", "Q4_0"}, Case{"tiny-minimax-m2", "F32"}, Case{"tiny-minimax-m2", "Q4_0"},
+        Case{"tiny-dots1", "F32"}, Case{"tiny-dots1", "Q4_0"}),
     [](const ::testing::TestParamInfo<Case>& i) {
       std::string n = std::string(i.param.preset) + "_" + i.param.variant;
       std::replace(n.begin(), n.end(), '-', '_');

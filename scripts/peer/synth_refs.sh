@@ -14,9 +14,9 @@
 # PRESETs default to tiny-qwen2moe, tiny-granitemoe, tiny-deepseek, tiny-dbrx, tiny-phimoe,
 # tiny-llama3-moe, tiny-arctic and tiny-grok.
 # tiny-grok2 (Grok-2's layout) needs a llama.cpp whose grok graph has Grok-2's parts:
-# scripts/peer/grok2_peer.md says how its references were made. tiny-minimax-m2 needs a llama.cpp
-# with minimax-m2 (late 2025 on); its references were made with llama.cpp 3018a11e7 (2026-07-29),
-# unpatched.
+# scripts/peer/grok2_peer.md says how its references were made. tiny-minimax-m2 and tiny-dots1
+# need a newer llama.cpp than c392e50 (minimax-m2 came in late 2025); their references were made
+# with llama.cpp 3018a11e7 (2026-07-29), unpatched.
 # LLAMA_DIR is a llama.cpp checkout built on the CPU with static libraries:
 #   cmake -S $LLAMA_DIR -B $LLAMA_DIR/build -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF \
 #         -DLLAMA_CURL=OFF && cmake --build $LLAMA_DIR/build --target llama
