@@ -13,7 +13,7 @@ namespace strata::engine {
 
 namespace {
 
-constexpr std::array<std::pair<std::string_view, ChatFamily>, 47> kNames = {{
+constexpr std::array<std::pair<std::string_view, ChatFamily>, 49> kNames = {{
     {"chatml", ChatFamily::kChatml},
     {"llama2", ChatFamily::kLlama2},
     {"llama2-sys", ChatFamily::kLlama2Sys},
@@ -51,6 +51,8 @@ constexpr std::array<std::pair<std::string_view, ChatFamily>, 47> kNames = {{
     {"megrez", ChatFamily::kMegrez},
     {"yandex", ChatFamily::kYandex},
     {"bailing", ChatFamily::kBailing},
+    {"bailing-think", ChatFamily::kBailingThink},
+    {"bailing2", ChatFamily::kBailing2},
     {"llama4", ChatFamily::kLlama4},
     {"smolvlm", ChatFamily::kSmolvlm},
     {"dots1", ChatFamily::kDots1},
@@ -169,6 +171,9 @@ std::optional<ChatFamily> detect_chat_family(std::string_view tmpl) {
     return F::kYandex;  // " Ассистент:"
   }
   if (has("<role>ASSISTANT</role>") && has("'HUMAN'")) return F::kBailing;
+  if (has("<role>ASSISTANT</role>") && has("\"HUMAN\"") && has("<think>")) return F::kBailingThink;
+  if (has("<role>ASSISTANT</role>") && has("<role>HUMAN</role>") && has("<|role_end|>"))
+    return F::kBailing2;
   if (has("<|header_start|>") && has("<|header_end|>")) return F::kLlama4;
   if (has("<|endofuserprompt|>")) return F::kDots1;
   if (has("<|extra_0|>") && has("<|extra_4|>")) return F::kHunyuanMoe;
@@ -540,6 +545,13 @@ std::string format_chat(ChatFamily family, std::span<const ChatMessage> msgs, bo
       break;
     }
     case F::kBailing:
+    case F::kBailingThink:
+    case F::kBailing2: {
+      // (Ling 2.0's: a default system turn, each turn closed by <|role_end|>; Ring's: the prompt
+      // opens the reasoning.)
+      const bool ling2 = family == F::kBailing2;
+      if (ling2 && (msgs.empty() || msgs[0].role != "system"))
+        ss += "<role>SYSTEM</role>detailed thinking off<|role_end|>";
       for (const ChatMessage& m : msgs) {
         std::string role = m.role;
         if (role == "user") {
@@ -548,10 +560,12 @@ std::string format_chat(ChatFamily family, std::span<const ChatMessage> msgs, bo
           std::transform(role.begin(), role.end(), role.begin(),
                          [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
         }
-        ss += "<role>" + role + "</role>" + m.content;
+        ss += "<role>" + role + "</role>" + m.content + (ling2 ? "<|role_end|>" : "");
       }
       if (add_assistant) ss += "<role>ASSISTANT</role>";
+      if (add_assistant && family == F::kBailingThink) ss += "<think>";
       break;
+    }
     case F::kLlama4:
       for (const ChatMessage& m : msgs) {
         ss += "<|header_start|>" + m.role + "<|header_end|>\n\n" + trim(m.content) + "<|eot|>";

@@ -56,6 +56,8 @@ enum class ChatFamily {
   kMegrez,
   kYandex,
   kBailing,
+  kBailingThink,
+  kBailing2,
   kLlama4,
   kSmolvlm,
   kDots1,

@@ -255,7 +255,7 @@ ModelConfig load_model_config(const io::GgufFile& file) {
       {"deepseek", Arch::kDeepseek},   {"dbrx", Arch::kDbrx},
       {"phimoe", Arch::kPhiMoe},       {"arctic", Arch::kArctic},
       {"grok", Arch::kGrok},           {"minimax-m2", Arch::kMinimaxM2},
-      {"dots1", Arch::kDots1},
+      {"dots1", Arch::kDots1},         {"bailingmoe2", Arch::kBailingMoe2},
   };
   const auto* found = std::find_if(std::begin(kArchs), std::end(kArchs),
                                    [&](const auto& a) { return a.first == c.arch_name; });
@@ -263,7 +263,7 @@ ModelConfig load_model_config(const io::GgufFile& file) {
     fail(ErrorKind::kUnsupported,
          "{}: architecture '{}' is not supported (qwen3moe, qwen2moe, llama, granitemoe, "
          "deepseek, deepseek2, glm4moe, olmoe, gpt-oss, dbrx, phimoe, arctic, grok, minimax-m2, "
-         "dots1)",
+         "dots1, bailingmoe2)",
          file.path(), c.arch_name);
   c.arch = found->second;
   const KeyReader kr(file, c.arch_name);
@@ -603,6 +603,29 @@ ModelConfig load_model_config(const io::GgufFile& file) {
       require(c.n_rot == c.head_dim_k, file,
               fmt::format("rope.dimension_count {} must equal the head dim {} (llama.cpp's dots1)",
                           c.n_rot, c.head_dim_k));
+      break;
+    }
+    case Arch::kBailingMoe2: {
+      // llama.cpp's bailingmoe2 graph (Ling-mini / Ling-flash 2.0, Ling-1T): one fused q/k/v
+      // matrix, per-head q/k RMSNorms, NEOX RoPE on rope.dimension_count dims, dots1's FFN layout
+      // (leading dense layers, shared experts, sigmoid routing with an optional selection bias
+      // and the generic expert groups, top-k weights renormalized and scaled as the file says).
+      // The shared experts are expert_shared_feed_forward_length (else the routed width) × count
+      // wide; multi-token-prediction layers are skipped.
+      c.qk_norm = true;
+      c.rope_type = RopeType::kNeox;
+      c.n_expert = kr.u32(Key::kExpertCount);
+      c.n_expert_used = kr.u32(Key::kExpertUsedCount);
+      c.n_ff_exp = kr.u32(Key::kExpertFeedForwardLength);
+      c.n_expert_shared = kr.u32(Key::kExpertSharedCount);
+      c.n_ff_shexp = kr.u32_or(Key::kExpertSharedFeedForwardLength, c.n_ff_exp) * c.n_expert_shared;
+      c.n_layer_dense_lead = kr.u32_or(Key::kLeadingDenseBlockCount, 0);
+      const uint32_t g = kr.u32(Key::kExpertGatingFunc);
+      if (g != 2)
+        fail(ErrorKind::kUnsupported, "{}: {} = {} is not supported for bailingmoe2 (2: sigmoid)",
+             file.path(), kr.name(Key::kExpertGatingFunc), g);
+      c.gating = GatingType::kSigmoid;
+      c.norm_topk_weights = kr.bool_or(Key::kExpertWeightsNorm, false);
       break;
     }
     case Arch::kGraniteMoe: {

@@ -29,6 +29,7 @@ enum class Arch {
   kGrok,    // grok (Grok-1): GELU experts, tanh-capped attention scores, post-attention/FFN norms
   kMinimaxM2,  // minimax-m2: olmoe's whole-projection q/k norm, partial NEOX RoPE, sigmoid routing
   kDots1,      // dots1 (dots.llm1): qwen3's attention, deepseek's FFN layout, sigmoid routing
+  kBailingMoe2,  // bailingmoe2 (Ling 2.0): fused q/k/v, per-head norms, partial RoPE, dots1's FFN
 };
 
 // How router logits become expert probabilities and weights (llama.cpp's gating functions).

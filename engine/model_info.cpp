@@ -26,10 +26,10 @@ constexpr std::string_view kNormRope[] = {
     "deepseek",   "deepseek2", "chatglm",      "glm4",     "granite",   "granitemoe",
     "bailingmoe", "ernie4_5",  "ernie4_5-moe", "arcee",    "smollm3"};
 constexpr std::string_view kNeoxRope[] = {
-    "falcon", "grok",        "dbrx",    "stablelm",   "qwen",     "qwen2",     "qwen2moe",
-    "qwen3",  "qwen3moe",    "olmo2",   "olmoe",      "phi2",     "phi3",      "phimoe",
-    "gemma",  "gemma2",      "gemma3",  "starcoder2", "gptneox",  "exaone",    "minicpm3",
-    "dots1",  "hunyuan-moe", "gpt-oss", "glm4moe",    "nemotron", "minimax-m2"};
+    "falcon", "grok",        "dbrx",    "stablelm",   "qwen",     "qwen2",      "qwen2moe",
+    "qwen3",  "qwen3moe",    "olmo2",   "olmoe",      "phi2",     "phi3",       "phimoe",
+    "gemma",  "gemma2",      "gemma3",  "starcoder2", "gptneox",  "exaone",     "minicpm3",
+    "dots1",  "hunyuan-moe", "gpt-oss", "glm4moe",    "nemotron", "minimax-m2", "bailingmoe2"};
 
 std::string rope_type_of(std::string_view arch) {
   for (auto a : kNormRope)

@@ -45,6 +45,10 @@ constexpr std::string_view kGpt4o =
 // The letter classes: (?:(?!\p{Han})[...]) is [...&&[^\p{Han}]].
 constexpr std::string_view kKimiK2 =
     R"(\p{Han}+|[^\r\n\p{L}\p{N}]?(?:(?!\p{Han})[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}])*(?:(?!\p{Han})[\p{Ll}\p{Lm}\p{Lo}\p{M}])+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\r\n\p{L}\p{N}]?(?:(?!\p{Han})[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}])+(?:(?!\p{Han})[\p{Ll}\p{Lm}\p{Lo}\p{M}])*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// Ling's (bailingmoe, bailingmoe2): its tokenizer.json's pattern with llama.cpp's greedy
+// quantifiers for the possessive ones.
+constexpr std::string_view kBailingMoe =
+    R"('(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+)";
 constexpr std::string_view kTekken =
     R"([^\r\n\p{L}\p{N}]?[^\P{L}a-z]*[^\P{L}A-Z]+|[^\r\n\p{L}\p{N}]?[^\P{L}a-z]+[^\P{L}A-Z]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr std::string_view kDigit = R"(\p{N})";
@@ -96,6 +100,8 @@ std::vector<std::string_view> pretokenize_patterns(PreType type) {
       return {kBloom};
     case PreType::kKimiK2:
       return {kKimiK2};
+    case PreType::kBailingMoe:
+      return {kBailingMoe};
   }
   return {};
 }

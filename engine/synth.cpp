@@ -457,6 +457,69 @@ constexpr SynthPreset kPresets[] = {
      .gating = 2,
      .weights_norm = true,
      .weights_scale = 2.5f},
+    {.name = "tiny-bailingmoe2",
+     .doc = "bailingmoe2 (fused q/k/v, per-head q/k norms, RoPE on 32 of 64 head dims, a dense "
+            "lead layer, a shared expert, sigmoid routing in 4 groups (2 kept) with a selection "
+            "bias, top-4 renormalized x 2.5): 4 layers, n_embd 256, 4/2 heads x 64, 16 experts x "
+            "128, vocab 512 (tests)",
+     .n_layer = 4,
+     .n_embd = 256,
+     .n_head = 4,
+     .n_head_kv = 2,
+     .head_dim = 64,
+     .n_expert = 16,
+     .n_expert_used = 4,
+     .n_ff_exp = 128,
+     .n_ff = 384,
+     .n_vocab = 512,
+     .n_ctx = 8192,
+     .rope_freq_base = 600000.0f,
+     .rms_eps = 1e-6f,
+     .expert_type = GgmlType::Q4_0,
+     .attn_type = GgmlType::Q8_0,
+     .embd_type = GgmlType::Q8_0,
+     .output_type = GgmlType::Q6_K,
+     .arch = "bailingmoe2",
+     .n_dense_lead = 1,
+     .n_shared = 1,
+     .gating = 2,
+     .weights_norm = true,
+     .weights_scale = 2.5f,
+     .n_groups = 4,
+     .n_groups_used = 2,
+     .n_rot = 32},
+    // Ling-flash-2.0's shapes (100B parameters, 6B active; ~59 GB at Q4_0: tensor tables only in
+    // the tests).
+    {.name = "ling-flash-2.0",
+     .doc = "Ling-flash-2.0 shapes (bailingmoe2): 32 layers (1 dense), n_embd 4096, 32/4 heads x "
+            "128 (RoPE on 64), 256 experts top-8 x 1024 in 8 groups + 1 shared, vocab 157184 "
+            "(~59 GB)",
+     .n_layer = 32,
+     .n_embd = 4096,
+     .n_head = 32,
+     .n_head_kv = 4,
+     .head_dim = 128,
+     .n_expert = 256,
+     .n_expert_used = 8,
+     .n_ff_exp = 1024,
+     .n_ff = 9216,
+     .n_vocab = 157184,
+     .n_ctx = 32768,
+     .rope_freq_base = 600000.0f,
+     .rms_eps = 1e-6f,
+     .expert_type = GgmlType::Q4_0,
+     .attn_type = GgmlType::Q8_0,
+     .embd_type = GgmlType::Q8_0,
+     .output_type = GgmlType::Q6_K,
+     .arch = "bailingmoe2",
+     .n_dense_lead = 1,
+     .n_shared = 1,
+     .gating = 2,
+     .weights_norm = true,
+     .weights_scale = 2.5f,
+     .n_groups = 8,
+     .n_groups_used = 4,
+     .n_rot = 64},
     // Grok-1's shapes (314B parameters, ~181 GB at Q4_0: tensor tables only in the tests).
     {.name = "grok-1",
      .doc = "Grok-1 shapes (grok): 64 layers, n_embd 6144, 48/8 heads x 128, 8 experts top-2 x "
@@ -1661,11 +1724,12 @@ SynthModel::SynthModel(const SynthOptions& options)
   const bool granite = arch == "granitemoe", ds1 = arch == "deepseek", dbrx = arch == "dbrx";
   const bool phi = arch == "phimoe", llama = arch == "llama", arctic = arch == "arctic";
   const bool grok = arch == "grok", minimax = arch == "minimax-m2", dots = arch == "dots1";
+  const bool ling = arch == "bailingmoe2";
   if (!ds2 && !oss && !q2 && !granite && !ds1 && !dbrx && !phi && !llama && !arctic && !grok &&
-      !minimax && !dots && arch != "qwen3moe")
+      !minimax && !dots && !ling && arch != "qwen3moe")
     fail(ErrorKind::kUnsupported,
          "synth: architecture '{}' (qwen3moe, deepseek2, gpt-oss, qwen2moe, granitemoe, deepseek, "
-         "dbrx, phimoe, llama, arctic, grok, minimax-m2, dots1)",
+         "dbrx, phimoe, llama, arctic, grok, minimax-m2, dots1, bailingmoe2)",
          arch);
   STRATA_ASSERT(p.n_expert_used <= p.n_expert && p.n_expert_used <= 64, "top-{} of {}",
                 p.n_expert_used, p.n_expert);
@@ -1797,12 +1861,16 @@ SynthModel::SynthModel(const SynthOptions& options)
   }
   if (oss) w.set(key(Key::kSlidingWindow), p.n_swa);
   if (p.n_rot > 0) w.set(key(Key::kRopeDimensionCount), p.n_rot);
-  if (dots) {
+  if (dots || ling) {
     w.set(key(Key::kLeadingDenseBlockCount), p.n_dense_lead);
     w.set(key(Key::kExpertSharedCount), p.n_shared);
     w.set(key(Key::kExpertWeightsScale), p.weights_scale);
     w.set(key(Key::kExpertWeightsNorm), p.weights_norm);
     w.set(key(Key::kExpertGatingFunc), p.gating);
+    if (p.n_groups > 1) {
+      w.set(key(Key::kExpertGroupCount), p.n_groups);
+      w.set(key(Key::kExpertGroupUsedCount), p.n_groups_used);
+    }
   }
   if (minimax) w.set(key(Key::kExpertGatingFunc), uint32_t{2});
   if (phi) {
@@ -1919,7 +1987,7 @@ SynthModel::SynthModel(const SynthOptions& options)
       add(TensorId::kAttnOut, l, fit_type(at, n_v), {n_v, p.n_embd}, Role::kResidualOut,
           in_sigma(n_v) * resid_scale);
     } else {
-      if (dbrx) {
+      if (dbrx || ling) {
         add(TensorId::kAttnQkv, l, fit_type(at, p.n_embd), {p.n_embd, n_q + 2 * n_kv}, Role::kIn,
             in_sigma(p.n_embd));
       } else {
@@ -1960,7 +2028,7 @@ SynthModel::SynthModel(const SynthOptions& options)
                : TensorId::kFfnNorm,
         l, GgmlType::F32, {p.n_embd}, Role::kNorm, 0);
     if (phi) add(TensorId::kFfnNormBias, l, GgmlType::F32, {p.n_embd}, Role::kBias, kNormBiasSigma);
-    if ((ds2 || ds1 || dots) && uint32_t(l) < p.n_dense_lead) {
+    if ((ds2 || ds1 || dots || ling) && uint32_t(l) < p.n_dense_lead) {
       add_ffn(l, TensorId::kFfnGate, TensorId::kFfnUp, TensorId::kFfnDown, p.n_ff, 0, at);
       continue;
     }
@@ -1972,7 +2040,8 @@ SynthModel::SynthModel(const SynthOptions& options)
     if (oss) add(TensorId::kFfnGateInpBias, l, GgmlType::F32, {p.n_expert}, Role::kZero, 0);
     if (ds2 && p.gating == 2)
       add(TensorId::kFfnExpProbsB, l, GgmlType::F32, {p.n_expert}, Role::kZero, 0);
-    if (minimax || dots)  // small beside the sigmoid scores' spread: it moves a few selections
+    if (minimax || dots ||
+        ling)  // small beside the sigmoid scores' spread: it moves a few selections
       add(TensorId::kFfnExpProbsB, l, GgmlType::F32, {p.n_expert}, Role::kBias,
           kSelectionBiasSigma);
     add_ffn(l, TensorId::kFfnGateExps, TensorId::kFfnUpExps, TensorId::kFfnDownExps, p.n_ff_exp,
@@ -1987,7 +2056,7 @@ SynthModel::SynthModel(const SynthOptions& options)
     if (grok)
       add(p.grok2 ? TensorId::kFfnPostNorm : TensorId::kLayerOutNorm, l, GgmlType::F32, {p.n_embd},
           Role::kNorm, 0);
-    if ((ds2 || ds1 || dots) && p.n_shared > 0)
+    if ((ds2 || ds1 || dots || ling) && p.n_shared > 0)
       add_ffn(l, TensorId::kFfnGateShexp, TensorId::kFfnUpShexp, TensorId::kFfnDownShexp,
               uint64_t(p.n_ff_exp) * p.n_shared, 0, at);
     if (q2) {

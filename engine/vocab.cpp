@@ -101,6 +101,9 @@ constexpr std::array kPreSpecs = {
     PreSpec{"llama4", PreType::kGpt4o, false, false, false, false},
     PreSpec{"minimax-m2", PreType::kGpt4o, false, false, false, false},
     PreSpec{"kimi-k2", PreType::kKimiK2, false, false, false, false},
+    PreSpec{"bailingmoe", PreType::kBailingMoe, false, false, false, false},
+    PreSpec{"bailingmoe2", PreType::kBailingMoe, false, false, false, false},
+    PreSpec{"llada-moe", PreType::kBailingMoe, false, false, false, false},
     PreSpec{"tekken", PreType::kTekken, false, true, true, false},
     PreSpec{"bloom", PreType::kBloom, true, false, false, false},
     PreSpec{"gpt3-finnish", PreType::kBloom, true, false, false, false},
@@ -305,6 +308,8 @@ std::string_view pre_type_name(PreType t) {
       return "bloom";
     case PreType::kKimiK2:
       return "kimi-k2";
+    case PreType::kBailingMoe:
+      return "bailingmoe";
   }
   return "?";
 }

@@ -36,6 +36,7 @@ enum class PreType {
   kTekken,
   kBloom,
   kKimiK2,
+  kBailingMoe,
 };
 
 // Token attributes, the bit values of llama.cpp's llama_token_attr.

@@ -146,9 +146,10 @@ void bind_gqa(const Binder& b, const ModelConfig& cfg, LayerWeights& l, uint32_t
   const int64_t n_q = cfg.n_embd_q(il);
   const int64_t n_k = cfg.n_embd_k_gqa(il);
   const int64_t n_v = cfg.n_embd_v_gqa(il);
-  // dbrx always, phimoe optionally: one fused matrix whose consecutive row ranges are q, k and v.
-  const bool fused =
-      cfg.arch == Arch::kDbrx || (cfg.arch == Arch::kPhiMoe && b.has(TensorId::kAttnQkv, i));
+  // dbrx and bailingmoe2 always, phimoe optionally: one fused matrix whose consecutive row ranges
+  // are q, k and v.
+  const bool fused = cfg.arch == Arch::kDbrx || cfg.arch == Arch::kBailingMoe2 ||
+                     (cfg.arch == Arch::kPhiMoe && b.has(TensorId::kAttnQkv, i));
   if (fused) {
     const WeightView qkv = b.bind(TensorId::kAttnQkv, i, {n_embd, n_q + n_k + n_v}, Use::kMatmul);
     l.wq = row_slice(qkv, 0, n_q, "q");

@@ -326,6 +326,17 @@ TEST(ArchSynth, RealShapePresetsHaveTheModelsShapes) {
         {"output.weight", {4096, 152064}}},
        75,
        90},
+      {"ling-flash-2.0",
+       {{"blk.0.attn_qkv.weight", {4096, 4096 + 2 * 4 * 128}},
+        {"blk.0.attn_q_norm.weight", {128}},
+        {"blk.0.ffn_gate.weight", {4096, 9216}},
+        {"blk.1.exp_probs_b.bias", {256}},
+        {"blk.1.ffn_gate_exps.weight", {4096, 1024, 256}},
+        {"blk.1.ffn_gate_shexp.weight", {4096, 1024}},
+        {"blk.31.ffn_down_exps.weight", {1024, 4096, 256}},
+        {"output.weight", {4096, 157184}}},
+       55,
+       65},
   };
   for (const Want& w : wants) {
     SCOPED_TRACE(w.preset);

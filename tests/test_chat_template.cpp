@@ -220,6 +220,29 @@ TEST(ChatTemplate, MinimaxM2) {
   EXPECT_EQ(format_chat(ChatFamily::kMinimaxM2, {}, false), "]~!b[]~b]system\n[e~[\n");
 }
 
+// Ling's and Ring's (llama.cpp's bailing-think and bailing2): Ring's prompt opens the
+// reasoning; Ling 2.0's closes each turn with <|role_end|> and, with no system message, writes
+// its own "detailed thinking off".
+TEST(ChatTemplate, BailingThinkAndBailing2) {
+  EXPECT_EQ(detect_chat_family("<role>ASSISTANT</role> {% if role == \"HUMAN\" %} <think>"),
+            ChatFamily::kBailingThink);
+  EXPECT_EQ(detect_chat_family("<role>HUMAN</role> ... <role>ASSISTANT</role> ... <|role_end|>"),
+            ChatFamily::kBailing2);
+  EXPECT_EQ(chat_family_from_name("bailing-think"), ChatFamily::kBailingThink);
+  EXPECT_EQ(chat_family_from_name("bailing2"), ChatFamily::kBailing2);
+  const std::vector<ChatMessage> conv = {{"user", "Hi"}, {"assistant", "Hello."}, {"user", "2+2?"}};
+  EXPECT_EQ(format_chat(ChatFamily::kBailingThink, conv, true),
+            "<role>HUMAN</role>Hi<role>ASSISTANT</role>Hello.<role>HUMAN</role>2+2?"
+            "<role>ASSISTANT</role><think>");
+  EXPECT_EQ(format_chat(ChatFamily::kBailing2, conv, true),
+            "<role>SYSTEM</role>detailed thinking off<|role_end|><role>HUMAN</role>Hi<|role_end|>"
+            "<role>ASSISTANT</role>Hello.<|role_end|><role>HUMAN</role>2+2?<|role_end|>"
+            "<role>ASSISTANT</role>");
+  EXPECT_EQ(format_chat(ChatFamily::kBailing2,
+                        std::vector<ChatMessage>{{"system", "Be brief."}, {"user", "Hi"}}, false),
+            "<role>SYSTEM</role>Be brief.<|role_end|><role>HUMAN</role>Hi<|role_end|>");
+}
+
 TEST(ChatTemplate, GenerationPromptIsOptional) {
   const std::string with = format_chat(ChatFamily::kChatml, kConversation, true);
   const std::string without = format_chat(ChatFamily::kChatml, kConversation, false);

@@ -18,8 +18,9 @@
 // long set at n_ctx 512, the short one at 128); Llama 3.1's rope_freqs on a llama MoE; arctic's
 // dense residual FFN with the experts beside it on the layer's input; minimax-m2's q/k norms over
 // the whole projection, RoPE on half of each head and sigmoid routing with a selection bias;
-// dots1's qwen3 attention over deepseek's FFN layout, its weights scaled (these two references
-// from a newer llama.cpp, 3018a11e7: c392e50 has neither).
+// dots1's qwen3 attention over deepseek's FFN layout, its weights scaled; bailingmoe2's fused
+// q/k/v, partial RoPE and grouped routing (these three references from a newer llama.cpp,
+// 3018a11e7: c392e50 has none of them).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -239,6 +240,18 @@ TEST_P(SynthPeer, ConfigAndTokenizer) {
     EXPECT_TRUE(c.is_moe(1));
     EXPECT_EQ(c.n_ff_shexp, 2u * 128u);
     EXPECT_TRUE(model_->weights().layers[1].exp_probs_b.present());
+  } else if (std::string(GetParam().preset) == "tiny-bailingmoe2") {
+    EXPECT_EQ(c.arch, Arch::kBailingMoe2);
+    EXPECT_EQ(c.rope_type, RopeType::kNeox);
+    EXPECT_EQ(c.n_rot, 32u);
+    EXPECT_TRUE(c.qk_norm && !c.qk_norm_whole);
+    EXPECT_EQ(c.gating, GatingType::kSigmoid);
+    EXPECT_EQ(c.n_expert_groups, 4u);
+    EXPECT_EQ(c.n_group_used, 2u);
+    EXPECT_FLOAT_EQ(c.expert_weights_scale, 2.5f);
+    EXPECT_FALSE(c.is_moe(0));
+    EXPECT_EQ(c.n_ff_shexp, 128u);
+    EXPECT_EQ(l0.wq.name, "blk.0.attn_qkv.weight[q]");  // rows of the fused matrix
   } else if (std::string(GetParam().preset) == "tiny-deepseek") {
     EXPECT_EQ(c.arch, Arch::kDeepseek);
     EXPECT_EQ(c.rope_type, RopeType::kNorm);
@@ -361,22 +374,22 @@ TEST_P(SynthPeer, GreedyContinuation) {
   std::printf("  %s greedy: %zu/%zu tokens as llama.cpp\n", name().c_str(), same, want.size());
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Models, SynthPeer,
-    ::testing::Values(
-        Case{"tiny-qwen2moe", "F32"}, Case{"tiny-qwen2moe", "Q4_0"}, Case{"tiny-granitemoe", "F32"},
-        Case{"tiny-granitemoe", "Q4_0"}, Case{"tiny-deepseek", "F32"},
-        Case{"tiny-deepseek", "Q4_0"}, Case{"tiny-dbrx", "F32"}, Case{"tiny-dbrx", "Q4_0"},
-        Case{"tiny-phimoe", "F32"}, Case{"tiny-phimoe", "Q4_0"}, Case{"tiny-llama3-moe", "F32"},
-        Case{"tiny-llama3-moe", "Q4_0"}, Case{"tiny-arctic", "F32"}, Case{"tiny-arctic", "Q4_0"},
-        Case{"tiny-grok", "F32"}, Case{"tiny-grok", "Q4_0"}, Case{"tiny-grok2", "F32"},
-        Case{"tiny-grok2", "Q4_0"}, Case{"tiny-minimax-m2", "F32"}, Case{"tiny-minimax-m2", "Q4_0"},
-        Case{"tiny-dots1", "F32"}, Case{"tiny-dots1", "Q4_0"}),
-    [](const ::testing::TestParamInfo<Case>& i) {
-      std::string n = std::string(i.param.preset) + "_" + i.param.variant;
-      std::replace(n.begin(), n.end(), '-', '_');
-      return n;
-    });
+// Each preset with peer references, in its F32 and Q4_0 variants.
+std::vector<Case> peer_cases() {
+  std::vector<Case> cases;
+  for (const char* preset : {"tiny-qwen2moe", "tiny-granitemoe", "tiny-deepseek", "tiny-dbrx",
+                             "tiny-phimoe", "tiny-llama3-moe", "tiny-arctic", "tiny-grok",
+                             "tiny-grok2", "tiny-minimax-m2", "tiny-dots1", "tiny-bailingmoe2"})
+    for (const char* variant : {"F32", "Q4_0"}) cases.push_back({preset, variant});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, SynthPeer, ::testing::ValuesIn(peer_cases()),
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                           std::string n = std::string(i.param.preset) + "_" + i.param.variant;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
 
 }  // namespace
 

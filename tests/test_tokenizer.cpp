@@ -419,6 +419,16 @@ TEST(PreTokenizerUnit, KimiK2) {
   EXPECT_EQ(words(PreType::kKimiK2, std::string(300000, 'A')).size(), 1u);
 }
 
+// Ling's (bailingmoe, bailingmoe2): each digit a word, a run of newlines one word (the last
+// newline with the whitespace before it), contractions in either case.
+TEST(PreTokenizerUnit, BailingMoe) {
+  EXPECT_EQ(words(PreType::kBailingMoe, "I DON'T know 1234"),
+            (Words{"I", " DON", "'T", " know", " ", "1", "2", "3", "4"}));
+  EXPECT_EQ(words(PreType::kBailingMoe, "a\n\n  b!!\n"), (Words{"a", "\n\n", " ", " b", "!!\n"}));
+  for (const char* pre : {"bailingmoe", "bailingmoe2", "llada-moe"})
+    EXPECT_EQ(pre_type_from_name(pre), PreType::kBailingMoe) << pre;
+}
+
 TEST(VocabUnit, KimiK2PreTokenizerLoads) {
   io::GgufWriter w = tiny_bpe_writer();
   w.set("tokenizer.ggml.pre", "kimi-k2");
