@@ -357,6 +357,23 @@ ModelConfig load_model_config(const io::GgufFile& file) {
     c.n_expert_used = kr.u32(Key::kExpertUsedCount);
     c.n_ff_exp = kr.u32_or_key(Key::kExpertFeedForwardLength, Key::kFeedForwardLength);
   };
+  // dots1's and bailingmoe2's FFN (deepseek's layout): leading dense layers, shared experts
+  // n_ff_exp × count wide, sigmoid routing whose selection adds exp_probs_b where the file has it,
+  // top-k weights renormalized and scaled as the file says. expert_gating_func is required
+  // (llama.cpp aborts without it).
+  const auto read_sigmoid_ffn = [&] {
+    c.n_expert = kr.u32(Key::kExpertCount);
+    c.n_expert_used = kr.u32(Key::kExpertUsedCount);
+    c.n_ff_exp = kr.u32(Key::kExpertFeedForwardLength);
+    c.n_expert_shared = kr.u32(Key::kExpertSharedCount);
+    c.n_layer_dense_lead = kr.u32_or(Key::kLeadingDenseBlockCount, 0);
+    const uint32_t g = kr.u32(Key::kExpertGatingFunc);
+    if (g != 2)
+      fail(ErrorKind::kUnsupported, "{}: {} = {} is not supported for {} (2: sigmoid)", file.path(),
+           kr.name(Key::kExpertGatingFunc), g, c.arch_name);
+    c.gating = GatingType::kSigmoid;
+    c.norm_topk_weights = kr.bool_or(Key::kExpertWeightsNorm, false);
+  };
   switch (c.arch) {
     case Arch::kQwen3Moe:
       c.qk_norm = true;
@@ -581,53 +598,27 @@ ModelConfig load_model_config(const io::GgufFile& file) {
       c.norm_topk_weights = true;
       break;
     }
-    case Arch::kDots1: {
+    case Arch::kDots1:
       // llama.cpp's dots1 graph (dots.llm1): qwen3's per-head q/k RMSNorms and NEOX RoPE over the
-      // whole head, deepseek's FFN layout (leading dense layers, shared experts n_ff_exp × count
-      // wide), sigmoid routing whose selection adds exp_probs_b where the file has it, top-k
-      // weights renormalized and scaled as the file says. expert_gating_func is required
-      // (llama.cpp aborts without it).
+      // whole head, the sigmoid FFN layout below.
       c.qk_norm = true;
       c.rope_type = RopeType::kNeox;
-      c.n_expert = kr.u32(Key::kExpertCount);
-      c.n_expert_used = kr.u32(Key::kExpertUsedCount);
-      c.n_ff_exp = kr.u32(Key::kExpertFeedForwardLength);
-      c.n_expert_shared = kr.u32(Key::kExpertSharedCount);
-      c.n_layer_dense_lead = kr.u32_or(Key::kLeadingDenseBlockCount, 0);
-      const uint32_t g = kr.u32(Key::kExpertGatingFunc);
-      if (g != 2)
-        fail(ErrorKind::kUnsupported, "{}: {} = {} is not supported for dots1 (2: sigmoid)",
-             file.path(), kr.name(Key::kExpertGatingFunc), g);
-      c.gating = GatingType::kSigmoid;
-      c.norm_topk_weights = kr.bool_or(Key::kExpertWeightsNorm, false);
+      read_sigmoid_ffn();
       require(c.n_rot == c.head_dim_k, file,
               fmt::format("rope.dimension_count {} must equal the head dim {} (llama.cpp's dots1)",
                           c.n_rot, c.head_dim_k));
       break;
-    }
-    case Arch::kBailingMoe2: {
+    case Arch::kBailingMoe2:
       // llama.cpp's bailingmoe2 graph (Ling-mini / Ling-flash 2.0, Ling-1T): one fused q/k/v
-      // matrix, per-head q/k RMSNorms, NEOX RoPE on rope.dimension_count dims, dots1's FFN layout
-      // (leading dense layers, shared experts, sigmoid routing with an optional selection bias
-      // and the generic expert groups, top-k weights renormalized and scaled as the file says).
-      // The shared experts are expert_shared_feed_forward_length (else the routed width) × count
-      // wide; multi-token-prediction layers are skipped.
+      // matrix, per-head q/k RMSNorms, NEOX RoPE on rope.dimension_count dims, the sigmoid FFN
+      // layout below with the generic expert groups; the shared experts are
+      // expert_shared_feed_forward_length (else the routed width) × count wide;
+      // multi-token-prediction layers are skipped.
       c.qk_norm = true;
       c.rope_type = RopeType::kNeox;
-      c.n_expert = kr.u32(Key::kExpertCount);
-      c.n_expert_used = kr.u32(Key::kExpertUsedCount);
-      c.n_ff_exp = kr.u32(Key::kExpertFeedForwardLength);
-      c.n_expert_shared = kr.u32(Key::kExpertSharedCount);
+      read_sigmoid_ffn();
       c.n_ff_shexp = kr.u32_or(Key::kExpertSharedFeedForwardLength, c.n_ff_exp) * c.n_expert_shared;
-      c.n_layer_dense_lead = kr.u32_or(Key::kLeadingDenseBlockCount, 0);
-      const uint32_t g = kr.u32(Key::kExpertGatingFunc);
-      if (g != 2)
-        fail(ErrorKind::kUnsupported, "{}: {} = {} is not supported for bailingmoe2 (2: sigmoid)",
-             file.path(), kr.name(Key::kExpertGatingFunc), g);
-      c.gating = GatingType::kSigmoid;
-      c.norm_topk_weights = kr.bool_or(Key::kExpertWeightsNorm, false);
       break;
-    }
     case Arch::kGraniteMoe: {
       // llama.cpp reads the four multipliers as required keys; experts are feed_forward_length
       // wide, their top-k weights renormalized (its llama graph).

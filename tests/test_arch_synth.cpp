@@ -11,11 +11,13 @@
 #include <cmath>
 #include <cstdlib>
 #include <new>
+#include <string>
 #include <vector>
 
 #include "engine/forward.h"
 #include "engine/model.h"
 #include "engine/synth.h"
+#include "io/check.h"
 #include "io/gguf.h"
 #include "kernels/quant.h"
 
@@ -153,6 +155,30 @@ TEST(ArchSynth, TinyArcticRuns) {
 TEST(ArchSynth, TinyGrokRuns) {
   check_tiny("tiny-grok");
   check_tiny("tiny-grok2");
+}
+
+TEST(ArchSynth, TinyMinimaxDots1AndBailingMoe2Run) {
+  check_tiny("tiny-minimax-m2");
+  check_tiny("tiny-dots1");
+  check_tiny("tiny-bailingmoe2");
+}
+
+// dots1 and bailingmoe2 run sigmoid routing only (llama.cpp's graphs add the selection bias
+// whatever the gating function): another one is a one-line error naming the key.
+TEST(ArchSynth, SigmoidArchitecturesRefuseOtherGating) {
+  for (const char* preset : {"tiny-dots1", "tiny-bailingmoe2"}) {
+    SynthOptions o = opts(preset);
+    o.preset.gating = 1;
+    const std::vector<std::byte> bytes = SynthModel(o).to_bytes();
+    try {
+      (void)Model::from_file(io::GgufFile::parse(preset, bytes));
+      ADD_FAILURE() << preset << " loaded";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("expert_gating_func = 1 is not supported"),
+                std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 TEST(ArchSynth, TinyGptOssRuns) {

@@ -705,25 +705,28 @@ TEST(ToolCalls, ParsesDeepseekCalls) {
        "<｜tool▁calls▁end｜>"});
 }
 
+// Whether a section matcher takes `text` whole and finished, or as a viable prefix.
+bool section_accepts(const std::shared_ptr<const SectionCallSpec>& spec, std::string_view text) {
+  SectionCallMatcher m(spec);
+  return m.feed(text) && m.finished();
+}
+bool section_viable(const std::shared_ptr<const SectionCallSpec>& spec, std::string_view text) {
+  SectionCallMatcher m(spec);
+  return m.feed(text);
+}
+
 TEST(ToolCalls, DeepseekSectionMatcherFollowsTheTools) {
   const std::vector<ToolSpec> tools = all_tools();
   const auto spec = section_call_spec(tools, kDeepseekSyntax, true);
-  const auto accepts = [](const std::shared_ptr<const SectionCallSpec>& sp, std::string_view text) {
-    SectionCallMatcher m(sp);
-    return m.feed(text) && m.finished();
-  };
-  const auto viable = [&](std::string_view text) {
-    SectionCallMatcher m(spec);
-    return m.feed(text);
-  };
+  const auto viable = [&](std::string_view text) { return section_viable(spec, text); };
   const std::string w =
       "<｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Oslo\"}<｜tool▁call▁end｜>";
   const std::string now = "<｜tool▁call▁begin｜>now<｜tool▁sep｜>{}<｜tool▁call▁end｜>";
-  EXPECT_TRUE(accepts(spec, w + "<｜tool▁calls▁end｜>"));
-  EXPECT_TRUE(accepts(spec, w + now + "<｜tool▁calls▁end｜>"));
+  EXPECT_TRUE(section_accepts(spec, w + "<｜tool▁calls▁end｜>"));
+  EXPECT_TRUE(section_accepts(spec, w + now + "<｜tool▁calls▁end｜>"));
   const auto single = section_call_spec(tools, kDeepseekSyntax, false);
-  EXPECT_TRUE(accepts(single, now + "<｜tool▁calls▁end｜>"));
-  EXPECT_FALSE(accepts(single, w + now + "<｜tool▁calls▁end｜>"));
+  EXPECT_TRUE(section_accepts(single, now + "<｜tool▁calls▁end｜>"));
+  EXPECT_FALSE(section_accepts(single, w + now + "<｜tool▁calls▁end｜>"));
   EXPECT_FALSE(viable("<｜tool▁call▁begin｜>nope"));
   EXPECT_FALSE(viable("<｜tool▁call▁begin｜>no<"));  // a name's prefix, not a name
   EXPECT_FALSE(viable("<｜tool▁call▁begin｜>now:"));
@@ -764,25 +767,18 @@ TEST(ToolCalls, ParsesKimiCalls) {
 TEST(ToolCalls, KimiSectionMatcherFollowsTheTools) {
   const std::vector<ToolSpec> tools = all_tools();
   const auto spec = section_call_spec(tools, kKimiSyntax, true);
-  const auto accepts = [](const std::shared_ptr<const SectionCallSpec>& sp, std::string_view text) {
-    SectionCallMatcher m(sp);
-    return m.feed(text) && m.finished();
-  };
-  const auto viable = [&](std::string_view text) {
-    SectionCallMatcher m(spec);
-    return m.feed(text);
-  };
+  const auto viable = [&](std::string_view text) { return section_viable(spec, text); };
   const std::string w =
       "<|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": \"Oslo\"}"
       "<|tool_call_end|>";
   const std::string now =
       "<|tool_call_begin|>functions.now:12<|tool_call_argument_begin|>{}<|tool_call_end|>";
-  EXPECT_TRUE(accepts(spec, w + "<|tool_calls_section_end|>"));
-  EXPECT_TRUE(accepts(spec, w + now + "<|tool_calls_section_end|>"));
+  EXPECT_TRUE(section_accepts(spec, w + "<|tool_calls_section_end|>"));
+  EXPECT_TRUE(section_accepts(spec, w + now + "<|tool_calls_section_end|>"));
   // One call only, when not parallel.
   const auto single = section_call_spec(tools, kKimiSyntax, false);
-  EXPECT_TRUE(accepts(single, w + "<|tool_calls_section_end|>"));
-  EXPECT_FALSE(accepts(single, w + now + "<|tool_calls_section_end|>"));
+  EXPECT_TRUE(section_accepts(single, w + "<|tool_calls_section_end|>"));
+  EXPECT_FALSE(section_accepts(single, w + now + "<|tool_calls_section_end|>"));
   EXPECT_FALSE(viable("<|tool_call_begin|>get_weather"));  // functions. first
   EXPECT_FALSE(viable("<|tool_call_begin|>functions.nope"));
   EXPECT_FALSE(viable("<|tool_call_begin|>functions.now:<"));        // a number
