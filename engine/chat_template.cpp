@@ -451,25 +451,26 @@ std::string format_chat(ChatFamily family, std::span<const ChatMessage> msgs, bo
       }
       if (add_assistant) ss += "Assistant:";
       break;
-    case F::kDeepseek3:
+    case F::kDeepseek3: {
       // (Tool results as DeepSeek-V3.1's template writes them: the model goes on after one, with
       // no assistant opener.)
+      bool after_tool = false;
       for (const ChatMessage& m : msgs) {
         if (m.role == "system") {
           ss += m.content + "\n\n";
         } else if (m.role == "user") {
           ss += std::string(kDsUser) + m.content;
         } else if (m.role == "assistant") {
-          ss += std::string(after_tool_output(family, msgs.first(size_t(&m - msgs.data())))
-                                ? ""
-                                : kDsAssistant) +
-                m.content + std::string(kDsEos);
+          if (!after_tool) ss += kDsAssistant;
+          ss += m.content + std::string(kDsEos);
         } else if (m.role == "tool") {
           ss += "<｜tool▁output▁begin｜>" + m.content + "<｜tool▁output▁end｜>";
         }
+        after_tool = m.role == "tool";
       }
-      if (add_assistant && !after_tool_output(family, msgs)) ss += kDsAssistant;
+      if (add_assistant && !after_tool) ss += kDsAssistant;
       break;
+    }
     case F::kExaone3:
     case F::kExaone4:
       for (const ChatMessage& m : msgs) {
@@ -695,22 +696,34 @@ std::string format_chat(ChatFamily family, std::span<const ChatMessage> msgs, bo
   return ss;
 }
 
+std::string jinja_string(std::string_view s, size_t quote_at, size_t* end) {
+  const char quote = s[quote_at];
+  std::string out;
+  size_t i = quote_at + 1;
+  for (; i < s.size() && s[i] != quote; ++i) {
+    if (s[i] == '\\' && i + 1 < s.size()) {
+      const char e = s[++i];
+      out += e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e;
+    } else {
+      out += s[i];
+    }
+  }
+  if (end) *end = i;
+  return out;
+}
+
 std::string default_system_message(ChatFamily family, std::string_view chat_template) {
   if (family != ChatFamily::kMinimaxM2) return {};
   // {%- set model_identity = "…" -%}
   constexpr std::string_view kSet = "set model_identity";
   const size_t at = chat_template.find(kSet);
   if (at == std::string_view::npos) return {};
-  size_t q = chat_template.find_first_of("'\"", at + kSet.size());
+  const size_t q = chat_template.find_first_of("'\"", at + kSet.size());
   const size_t eq = chat_template.find('=', at + kSet.size());
   if (q == std::string_view::npos || eq == std::string_view::npos || eq > q) return {};
-  const char quote = chat_template[q];
-  std::string out;
-  for (++q; q < chat_template.size() && chat_template[q] != quote; ++q) {
-    if (chat_template[q] == '\\' && q + 1 < chat_template.size()) ++q;
-    out += chat_template[q];
-  }
-  return q < chat_template.size() ? out : std::string();
+  size_t end = 0;
+  std::string out = jinja_string(chat_template, q, &end);
+  return end < chat_template.size() ? out : std::string();
 }
 
 }  // namespace strata::engine

@@ -89,6 +89,10 @@ ChatFamily chat_family_choice(std::string_view override_name, std::string_view m
 // format writes no assistant opener after one (deepseek3, the last message a tool's).
 bool after_tool_output(ChatFamily family, std::span<const ChatMessage> msgs);
 
+// A Jinja string literal whose opening quote is s[quote_at]: its value with \n, \t, \r and \<c>
+// resolved; *end (when given) is its closing quote's index, s.size() when it is not closed.
+std::string jinja_string(std::string_view s, size_t quote_at, size_t* end = nullptr);
+
 // The system message a family's template writes when the conversation has none, read from the
 // template: MiniMax-M2's model_identity; empty for the others (llama.cpp's formats write none).
 std::string default_system_message(ChatFamily family, std::string_view chat_template);

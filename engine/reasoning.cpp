@@ -59,28 +59,12 @@ std::string_view header_channel(std::string_view header) {
   return header.substr(0, n);
 }
 
-// A Jinja string literal at s[i] (a quote): its value with \n, \t, \r and \<c> resolved.
-std::string jinja_literal(std::string_view s, size_t i, size_t* end = nullptr) {
-  const char quote = s[i];
-  std::string out;
-  for (++i; i < s.size() && s[i] != quote; ++i) {
-    if (s[i] == '\\' && i + 1 < s.size()) {
-      const char e = s[++i];
-      out += e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e;
-    } else {
-      out += s[i];
-    }
-  }
-  if (end) *end = i;
-  return out;
-}
-
 // The string literals of an expression, joined (MiniMax-M2's ']~b]ai' ~ '\n' ~ '<think>' ~ '\n').
 std::string joined_literals(std::string_view expr) {
   std::string out;
   for (size_t q = expr.find_first_of("'\""); q != std::string_view::npos;
        q = expr.find_first_of("'\"", q + 1))
-    out += jinja_literal(expr, q, &q);
+    out += jinja_string(expr, q, &q);
   return out;
 }
 
@@ -113,7 +97,7 @@ std::optional<std::string> branch_literal(std::string_view tmpl, size_t from, si
   const size_t q = body.find_first_of("'\"");
   if (q == std::string_view::npos) return std::nullopt;
   *end = expr_end;
-  return jinja_literal(body, q);
+  return jinja_string(body, q);
 }
 
 // A test of thinking being off and what it writes.
@@ -143,7 +127,7 @@ std::optional<NoThinkTest> no_think_branch(std::string_view tmpl, size_t at) {
     std::string_view rest = expr.substr(end + 1);
     rest.remove_prefix(first_non_space(rest));
     if (!rest.starts_with("if")) return std::nullopt;
-    return NoThinkTest{at, true, 0, jinja_literal(expr, 0)};
+    return NoThinkTest{at, true, 0, jinja_string(expr, 0)};
   }
   const size_t tag_end = tmpl.find("%}", at);
   if (tag_end == std::string_view::npos) return std::nullopt;

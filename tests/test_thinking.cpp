@@ -35,6 +35,7 @@
 #include <tuple>
 #include <vector>
 
+#include "deepseek_v31_prompt.h"
 #include "engine/chat_template.h"
 #include "engine/forward.h"
 #include "engine/json_schema.h"
@@ -1151,8 +1152,8 @@ TEST_F(Thinking, SectionsHoldValidCalls) {
   }
 }
 
-// DeepSeek-V3.1's prompts are its template's (run by Jinja on the conversation of
-// test_tool_calls' RendersAsDeepseekV31sTemplate): "</think>" before each answer to a user, tool
+// DeepSeek-V3.1's prompts are its template's (run by Jinja on deepseek_conversation(),
+// deepseek_v31_prompt.h): "</think>" before each answer to a user, tool
 // results the model goes on from (no opener, thinking on or off), the thinking switch after an
 // opener; a forced call follows "</think>", thinking on too. A chat with thinking off keeps its
 // cache across turns (the template's "</think>" before the earlier answer is the cache's).
@@ -1164,34 +1165,9 @@ TEST_F(Thinking, DeepseekPromptsAsItsTemplate) {
   EXPECT_EQ(s.reasoning_style().answer_open, "</think>");
   EXPECT_EQ(s.reasoning_style().no_think, "</think>");
   EXPECT_EQ(s.reasoning_style().think_open, "<think>");
-  std::vector<ToolMessage> msgs = {
-      {"user", "Weather in Paris?", {}},
-      {"assistant",
-       "Let me check.",
-       {{"", "get_weather", R"({"city": "Paris"})"}, {"", "now", "{}"}}},
-      {"tool", "sunny", {}},
-      {"tool", "noon", {}},
-      {"assistant", "Sunny at noon.", {}},
-      {"user", "And Oslo?", {}},
-      {"assistant", "", {{"", "get_weather", R"({"city": "Oslo"})"}}},
-      {"tool", "rain", {}},
-      {"assistant", "Rain.", {{"", "now", "{}"}}},
-      {"tool", "one", {}},
-  };
-  const std::string head =
-      "<｜User｜>Weather in Paris?<｜Assistant｜></think>Let me check.<｜tool▁calls▁begin｜>"
-      "<｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\"}<｜tool▁call▁end｜>"
-      "<｜tool▁call▁begin｜>now<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
-      "<｜end▁of▁sentence｜><｜tool▁output▁begin｜>sunny<｜tool▁output▁end｜><"
-      "｜tool▁output▁begin｜>"
-      "noon<｜tool▁output▁end｜>Sunny at noon.<｜end▁of▁sentence｜><｜User｜>And Oslo?";
-  const std::string all =
-      head +
-      "<｜Assistant｜></think><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>"
-      "{\"city\": \"Oslo\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜>"
-      "<｜tool▁output▁begin｜>rain<｜tool▁output▁end｜>Rain.<｜tool▁calls▁begin｜>"
-      "<｜tool▁call▁begin｜>now<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
-      "<｜end▁of▁sentence｜><｜tool▁output▁begin｜>one<｜tool▁output▁end｜>";
+  std::vector<ToolMessage> msgs = test::deepseek_conversation();
+  const std::string& head = test::kDeepseekPromptHead;
+  const std::string all = head + test::kDeepseekPromptRest;
   const auto tokens = [&](const std::string& text) { return m.tok.tokenize(text, true, true); };
   for (const bool thinking : {false, true})
     EXPECT_EQ(s.turn_tokens(render_deepseek(msgs, {}), thinking), tokens(all)) << thinking;

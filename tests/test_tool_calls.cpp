@@ -10,10 +10,12 @@
 #include <fstream>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "deepseek_v31_prompt.h"
 #include "engine/chat_template.h"
 #include "engine/json_schema.h"
 #include "engine/tool_calls.h"
@@ -204,6 +206,35 @@ TEST(ToolCalls, FormatFromTheTemplate) {
   EXPECT_EQ(tool_format(ChatFamily::kDeepseek3, "<｜Assistant｜>"), ToolFormat::kNone);
 }
 
+// One random walk over the bytes a matcher allows (1 to max_byte), three times in four among the
+// structural ones (those of `structural`, and with `high` every byte from 0x80), so that walks
+// end: the bytes written when the matcher finished within `limit` of them, else nullopt. A dead
+// end (no byte allowed) fails the test.
+template <class Matcher>
+std::optional<std::string> random_walk(Matcher m, std::mt19937& rng, int max_byte,
+                                       std::string_view structural, bool high, size_t limit) {
+  std::string text;
+  while (!m.finished() && text.size() < limit) {
+    std::vector<uint8_t> ok, preferred;
+    for (int b = 1; b <= max_byte; ++b) {
+      Matcher t = m;
+      if (!t.feed(uint8_t(b))) continue;
+      ok.push_back(uint8_t(b));
+      if ((high && b >= 0x80) || structural.find(char(b)) != std::string_view::npos)
+        preferred.push_back(uint8_t(b));
+    }
+    if (ok.empty()) {
+      ADD_FAILURE() << "dead end after: " << text;
+      return std::nullopt;
+    }
+    const std::vector<uint8_t>& from = !preferred.empty() && rng() % 4 != 0 ? preferred : ok;
+    const uint8_t b = from[rng() % from.size()];
+    EXPECT_TRUE(m.feed(b));
+    text += char(b);
+  }
+  return m.finished() ? std::optional<std::string>(text) : std::nullopt;
+}
+
 // Tools with typed, bounded and free parameters, for the XML form.
 const char* kXmlTools = R"([
   {"type": "function", "function": {"name": "pick", "parameters": {"type": "object",
@@ -389,24 +420,10 @@ TEST(ToolCalls, XmlCallsTheMatcherAllowsParseBack) {
     std::mt19937 rng(7);
     int finished = 0;
     for (int walk = 0; walk < 400; ++walk) {
-      XmlCallMatcher m(spec);
-      std::string text;
-      while (!m.finished() && text.size() < 300) {
-        std::vector<uint8_t> ok, structural;
-        for (int b = 1; b < 128; ++b) {
-          XmlCallMatcher t = m;
-          if (!t.feed(uint8_t(b))) continue;
-          ok.push_back(uint8_t(b));
-          if (std::string_view("\n</>=\"{}[]0123456789").find(char(b)) != std::string_view::npos)
-            structural.push_back(uint8_t(b));
-        }
-        ASSERT_FALSE(ok.empty()) << "dead end after: " << text;
-        const std::vector<uint8_t>& from = !structural.empty() && rng() % 4 != 0 ? structural : ok;
-        const uint8_t b = from[rng() % from.size()];
-        ASSERT_TRUE(m.feed(b));
-        text += char(b);
-      }
-      if (!m.finished()) continue;
+      const std::optional<std::string> walked =
+          random_walk(XmlCallMatcher(spec), rng, 127, "\n</>=\"{}[]0123456789", false, 300);
+      if (!walked) continue;
+      const std::string& text = *walked;
       ++finished;
       const ParsedCalls p = parse_calls(format, "<tool_call>" + text, tools);
       ASSERT_EQ(p.calls.size(), 1u) << text;
@@ -612,46 +629,21 @@ TEST(ToolCalls, RendersAsKimisTemplate) {
   EXPECT_EQ(forced_call_head(ToolFormat::kKimi), "<|tool_calls_section_begin|>");
 }
 
-// DeepSeek-V3.1's template, run with Jinja on this conversation (two calls in a section after
-// some text, their results, the answer the model went on with, a later call, more text and a
-// call after its result), wrote this prompt: tool results with no assistant opener after them,
-// and none at the end. Its "</think>" before each answer to a user is the session's to write
-// (ReasoningStyle::answer_open; test_thinking), done here by hand. Its template describes no
-// tools: the model card's description goes after the system prompt.
+// DeepSeek-V3.1's template, run with Jinja on deepseek_conversation() (deepseek_v31_prompt.h),
+// wrote its prompt: tool results with no assistant opener after them, and none at the end. Its
+// "</think>" before each answer to a user is the session's to write (ReasoningStyle::answer_open;
+// test_thinking), done here by hand. Its template describes no tools: the model card's
+// description goes after the system prompt.
 TEST(ToolCalls, RendersAsDeepseekV31sTemplate) {
   const std::vector<ToolSpec> tools = parse_tools(ojson::parse(kTools));
-  std::vector<ToolMessage> msgs = {
-      {"user", "Weather in Paris?", {}},
-      {"assistant",
-       "Let me check.",
-       {{"", "get_weather", R"({"city": "Paris"})"}, {"", "now", "{}"}}},
-      {"tool", "sunny", {}},
-      {"tool", "noon", {}},
-      {"assistant", "Sunny at noon.", {}},
-      {"user", "And Oslo?", {}},
-      {"assistant", "", {{"", "get_weather", R"({"city": "Oslo"})"}}},
-      {"tool", "rain", {}},
-      {"assistant", "Rain.", {{"", "now", "{}"}}},
-      {"tool", "one", {}},
-  };
+  std::vector<ToolMessage> msgs = test::deepseek_conversation();
   std::vector<ChatMessage> out = render_deepseek(msgs, {});
   ASSERT_EQ(out.size(), msgs.size());
   for (size_t i = 1; i < out.size(); ++i)
     if (out[i].role == "assistant" && out[i - 1].role == "user")
       out[i].content.insert(0, "</think>");
-  EXPECT_EQ(
-      format_chat(ChatFamily::kDeepseek3, out, true),
-      "<｜User｜>Weather in Paris?<｜Assistant｜></think>Let me check.<｜tool▁calls▁begin｜>"
-      "<｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\"}<｜tool▁call▁end｜>"
-      "<｜tool▁call▁begin｜>now<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
-      "<｜end▁of▁sentence｜><｜tool▁output▁begin｜>sunny<｜tool▁output▁end｜><"
-      "｜tool▁output▁begin｜>"
-      "noon<｜tool▁output▁end｜>Sunny at noon.<｜end▁of▁sentence｜><｜User｜>And Oslo?"
-      "<｜Assistant｜></think><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>"
-      "{\"city\": \"Oslo\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜>"
-      "<｜tool▁output▁begin｜>rain<｜tool▁output▁end｜>Rain.<｜tool▁calls▁begin｜>"
-      "<｜tool▁call▁begin｜>now<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
-      "<｜end▁of▁sentence｜><｜tool▁output▁begin｜>one<｜tool▁output▁end｜>");
+  EXPECT_EQ(format_chat(ChatFamily::kDeepseek3, out, true),
+            test::kDeepseekPromptHead + test::kDeepseekPromptRest);
   EXPECT_TRUE(after_tool_output(ChatFamily::kDeepseek3, out));
   out.resize(6);  // ... "And Oslo?": the opener
   EXPECT_FALSE(after_tool_output(ChatFamily::kDeepseek3, out));
@@ -802,27 +794,11 @@ TEST(ToolCalls, SectionCallsTheMatcherAllowsParseBack) {
     std::mt19937 rng(11);
     int finished = 0;
     for (int walk = 0; walk < 150; ++walk) {
-      SectionCallMatcher m(spec);
-      std::string text;
-      while (!m.finished() && text.size() < 400) {
-        std::vector<uint8_t> ok;
-        for (int b = 1; b < 256; ++b) {
-          SectionCallMatcher t = m;
-          if (t.feed(uint8_t(b))) ok.push_back(uint8_t(b));
-        }
-        ASSERT_FALSE(ok.empty()) << "dead end after: " << text;
-        // Prefer structure (and the markers' bytes), so walks end.
-        std::vector<uint8_t> structural;
-        for (const uint8_t b : ok)
-          if (b >= 0x80 ||
-              std::string_view("<|>_}]\"0123456789").find(char(b)) != std::string_view::npos)
-            structural.push_back(b);
-        const std::vector<uint8_t>& from = !structural.empty() && rng() % 4 != 0 ? structural : ok;
-        const uint8_t b = from[rng() % from.size()];
-        ASSERT_TRUE(m.feed(b));
-        text += char(b);
-      }
-      if (!m.finished()) continue;
+      // (The markers' bytes count as structure.)
+      const std::optional<std::string> walked =
+          random_walk(SectionCallMatcher(spec), rng, 255, "<|>_}]\"0123456789", true, 400);
+      if (!walked) continue;
+      const std::string& text = *walked;
       ++finished;
       const ParsedCalls p = parse_section_calls(std::string(syntax.section_begin) + text, syntax);
       ASSERT_FALSE(p.calls.empty()) << text;
