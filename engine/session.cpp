@@ -116,12 +116,13 @@ std::string ChatSession::prompt_text(std::span<const ChatMessage> messages, bool
   std::string text;
   const std::string& suffix = reasoning_.user_no_think;
   const std::string& open = reasoning_.answer_open;
-  // MiniMax-M2's template's own system message when the conversation has none.
-  const bool add_system =
-      !default_system_.empty() && (messages.empty() || messages[0].role != "system");
+  // MiniMax-M2's template's own system message when the conversation has none (or an empty one).
+  const bool no_system = messages.empty() || messages[0].role != "system";
+  const bool add_system = !default_system_.empty() && (no_system || messages[0].content.empty());
   if ((!thinking && !suffix.empty()) || !open.empty() || add_system) {
     std::vector<ChatMessage> marked(messages.begin(), messages.end());
-    if (add_system) marked.insert(marked.begin(), {"system", default_system_});
+    if (add_system && no_system) marked.insert(marked.begin(), {"system", default_system_});
+    if (add_system && !no_system) marked[0].content = default_system_;
     for (size_t i = 0; i < marked.size(); ++i) {
       ChatMessage& m = marked[i];
       // GLM's "/nothink" after each user message

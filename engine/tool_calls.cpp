@@ -1,5 +1,5 @@
-// Function calling in the Hermes, Qwen3-Coder XML, GLM XML, Kimi-K2, DeepSeek-V3.1 and harmony
-// formats (tool_calls.h).
+// Function calling in the Hermes, Qwen3-Coder XML, GLM XML, Kimi-K2, DeepSeek-V3.1, MiniMax-M2
+// and harmony formats (tool_calls.h).
 #include "engine/tool_calls.h"
 
 #include <fmt/format.h>
@@ -17,6 +17,7 @@ namespace {
 constexpr std::string_view kCallOpen = "<tool_call>";
 constexpr std::string_view kSectionOpen = kKimiSyntax.section_begin;
 constexpr std::string_view kCallClose = "</tool_call>";
+constexpr std::string_view kMinimaxOpen = "<minimax:tool_call>";
 
 // DeepSeek-V3.1's model card's tool description (its template has none), around each tool's.
 constexpr std::string_view kDeepseekToolsHead =
@@ -29,6 +30,16 @@ constexpr std::string_view kDeepseekToolsTail =
     "- `tool_call_arguments` must be valid JSON that strictly follows the tool's Parameters "
     "Schema\n"
     "- For multiple tool calls, chain them directly without separators or spaces";
+
+// MiniMax-M2's template's words around the tools' signatures (each "<tool>JSON</tool>\n").
+constexpr std::string_view kMinimaxToolsHead =
+    "\n\n# Tools\nYou may call one or more tools to assist with the user query.\nHere are the "
+    "tools available in JSONSchema format:\n\n<tools>\n";
+constexpr std::string_view kMinimaxToolsTail =
+    "</tools>\n\nWhen making tool calls, use XML format to invoke tools and pass parameters:\n\n"
+    "<minimax:tool_call>\n<invoke name=\"tool-name-1\">\n<parameter name=\"param-key-1\">"
+    "param-value-1</parameter>\n<parameter name=\"param-key-2\">param-value-2</parameter>\n...\n"
+    "</invoke>\n</minimax:tool_call>";
 
 // Qwen3's template's words around the tools' signatures.
 constexpr std::string_view kToolsHead =
@@ -256,6 +267,11 @@ ToolFormat tool_format(ChatFamily family, std::string_view chat_template) {
                    chat_template.find("<arg_key>") != std::string_view::npos
                ? ToolFormat::kGlmXml
                : ToolFormat::kNone;
+  if (family == ChatFamily::kMinimaxM2)
+    return chat_template.find(kMinimaxOpen) != std::string_view::npos &&
+                   chat_template.find("<invoke name=") != std::string_view::npos
+               ? ToolFormat::kMinimax
+               : ToolFormat::kNone;
   if (family == ChatFamily::kDeepseek3)  // V3.1's calls (V3's and R1's fence their JSON)
     return chat_template.find(kDeepseekSyntax.argument_begin) != std::string_view::npos &&
                    chat_template.find("```json") == std::string_view::npos
@@ -268,6 +284,7 @@ std::string_view call_opening(ToolFormat f) {
   return f == ToolFormat::kHarmony    ? " to=functions."
          : f == ToolFormat::kKimi     ? kSectionOpen
          : f == ToolFormat::kDeepseek ? kDeepseekSyntax.section_begin
+         : f == ToolFormat::kMinimax  ? kMinimaxOpen
                                       : kCallOpen;
 }
 
@@ -281,6 +298,8 @@ std::string_view forced_call_prompt(ToolFormat f) {
       return kSectionOpen;
     case ToolFormat::kDeepseek:
       return kDeepseekSyntax.section_begin;
+    case ToolFormat::kMinimax:  // (the template's "\n" after it)
+      return "<minimax:tool_call>\n";
     default:
       return "<tool_call>\n";
   }
@@ -305,6 +324,8 @@ std::string_view tool_format_name(ToolFormat f) {
       return "kimi-k2";
     case ToolFormat::kDeepseek:
       return "deepseek-v3.1";
+    case ToolFormat::kMinimax:
+      return "minimax-m2";
     case ToolFormat::kNone:
       break;
   }
@@ -648,6 +669,8 @@ std::vector<ChatMessage> render_tools(ToolFormat f, const std::vector<ToolMessag
       return render_kimi(messages, tools, chat_template);
     case ToolFormat::kDeepseek:
       return render_deepseek(messages, tools);
+    case ToolFormat::kMinimax:
+      return render_minimax(messages, tools, chat_template);
     case ToolFormat::kQwenXml:
       return render_qwen_xml(messages, tools);
     case ToolFormat::kGlmXml:
@@ -827,6 +850,115 @@ ParsedCalls parse_glm_calls(std::string_view answer, const std::vector<ToolSpec>
   });
 }
 
+std::vector<ChatMessage> render_minimax(const std::vector<ToolMessage>& messages,
+                                        const std::vector<ToolSpec>& tools,
+                                        std::string_view chat_template) {
+  std::vector<ChatMessage> out;
+  size_t i = 0;
+  if (!tools.empty()) {  // the system message (the template's own when none), then the tools
+    std::string system;
+    if (!messages.empty() && messages[0].role == "system") {
+      system = messages[0].content;
+      i = 1;
+    }
+    if (system.empty()) system = default_system_message(ChatFamily::kMinimaxM2, chat_template);
+    system += kMinimaxToolsHead;
+    for (const ToolSpec& t : tools) system += "<tool>" + template_json(t.function) + "</tool>\n";
+    system += kMinimaxToolsTail;
+    out.push_back({"system", std::move(system)});
+  }
+  for (; i < messages.size(); ++i) {
+    const ToolMessage& m = messages[i];
+    if (m.role != "assistant" || m.calls.empty()) {
+      out.push_back({m.role, m.content});
+      continue;
+    }
+    // "\n<minimax:tool_call>\n", each call's <invoke name="NAME">\n and its
+    // <parameter name="KEY">VALUE</parameter>\n lines and </invoke>\n, the section's end.
+    std::string text = m.content + "\n" + std::string(kMinimaxOpen) + "\n";
+    for (const ToolCall& call : m.calls) {
+      const nlohmann::ordered_json args =
+          nlohmann::ordered_json::parse(call.arguments, nullptr, false);
+      if (!args.is_object())
+        fail(ErrorKind::kBadValue, "the arguments of a call of '{}' are not a JSON object",
+             call.name);
+      text += "<invoke name=\"" + call.name + "\">\n";
+      for (const auto& [key, value] : args.items())
+        text += "<parameter name=\"" + key + "\">" +
+                (value.is_string() ? value.get<std::string>() : template_json(value)) +
+                "</parameter>\n";
+      text += "</invoke>\n";
+    }
+    out.push_back({m.role, text + std::string(kMinimaxSyntax.section_end)});
+  }
+  return out;
+}
+
+ParsedCalls parse_minimax_calls(std::string_view answer, const std::vector<ToolSpec>& tools) {
+  constexpr std::string_view kInvoke = "<invoke name=\"", kInvokeEnd = "</invoke>";
+  constexpr std::string_view kParam = "<parameter name=\"", kParamEnd = "</parameter>";
+  const std::string_view kSectionEnd = kMinimaxSyntax.section_end;
+  // Skips whitespace, then takes `s` if it comes next.
+  const auto take = [](std::string_view& rest, std::string_view s) {
+    rest = trim(rest);
+    if (!rest.starts_with(s)) return false;
+    rest.remove_prefix(s.size());
+    return true;
+  };
+  // A name or key up to its '">'.
+  const auto name = [](std::string_view& rest, std::string& out) {
+    const size_t end = rest.find("\">");
+    if (end == 0 || end == std::string_view::npos) return false;
+    out = std::string(rest.substr(0, end));
+    rest.remove_prefix(end + 2);
+    return true;
+  };
+  ParsedCalls r;
+  std::string content;
+  size_t at = 0;
+  while (at < answer.size()) {
+    const size_t open = answer.find(kMinimaxOpen, at);
+    if (open == std::string_view::npos) break;
+    content += answer.substr(at, open - at);
+    // Read in order, as the matcher reads: each <invoke name="NAME">, its parameters (a VALUE
+    // ends at the first "</parameter>\n", else "</parameter>"), </invoke>; the section's end,
+    // or the reply's.
+    std::string_view rest = answer.substr(open + kMinimaxOpen.size());
+    std::vector<ToolCall> calls;
+    bool ok = true;
+    while (ok && !take(rest, kSectionEnd) && !rest.empty()) {
+      ToolCall c;
+      ok = take(rest, kInvoke) && name(rest, c.name);
+      std::string args = "{";
+      while (ok && !take(rest, kInvokeEnd)) {
+        std::string key;
+        ok = take(rest, kParam) && name(rest, key);
+        size_t end = rest.find(std::string(kParamEnd) + "\n");
+        if (end == std::string_view::npos) end = rest.find(kParamEnd);
+        if (!ok || end == std::string_view::npos) {
+          ok = false;
+          break;
+        }
+        append_arg(args, tools, c.name, key, rest.substr(0, end));
+        rest.remove_prefix(end + kParamEnd.size());
+      }
+      c.arguments = args + '}';
+      calls.push_back(std::move(c));
+    }
+    if (ok && !calls.empty()) {
+      for (ToolCall& c : calls) r.calls.push_back(std::move(c));
+      at = answer.size() - rest.size();
+    } else {  // the section as text, to its end
+      const size_t close = answer.find(kSectionEnd, open + kMinimaxOpen.size());
+      at = close == std::string_view::npos ? answer.size() : close + kSectionEnd.size();
+      content += answer.substr(open, at - open);
+    }
+  }
+  if (at < answer.size()) content += answer.substr(at);
+  r.content = std::string(trim(content));
+  return r;
+}
+
 std::vector<ChatMessage> render_kimi(const std::vector<ToolMessage>& messages,
                                      const std::vector<ToolSpec>& tools,
                                      std::string_view chat_template) {
@@ -985,6 +1117,8 @@ ParsedCalls parse_calls(ToolFormat f, std::string_view answer, const std::vector
       return parse_section_calls(answer, kKimiSyntax);
     case ToolFormat::kDeepseek:
       return parse_section_calls(answer, kDeepseekSyntax);
+    case ToolFormat::kMinimax:
+      return parse_minimax_calls(answer, tools);
     case ToolFormat::kHarmony:
       return parse_harmony_calls(answer);
     default:
@@ -1025,9 +1159,10 @@ std::shared_ptr<const JsonSchema> tool_call_schema(const std::vector<ToolSpec>& 
 }
 
 std::shared_ptr<const XmlCallSpec> xml_call_spec(const std::vector<ToolSpec>& tools,
-                                                 const XmlCallSyntax& syntax) {
+                                                 const XmlCallSyntax& syntax, bool parallel) {
   auto spec = std::make_shared<XmlCallSpec>();
   spec->syntax = syntax;
+  spec->parallel = parallel;
   for (const ToolSpec& t : tools) {
     XmlCallSpec::Function f;
     f.name = t.name;
@@ -1093,9 +1228,12 @@ DocumentFilterFn call_filters(ToolFormat f, const std::vector<ToolSpec>& tools, 
     return [spec = harmony_call_spec(tools)](std::shared_ptr<const TokenTexts> texts) {
       return std::unique_ptr<DocumentFilter>(new HarmonyCallConstraint(spec, std::move(texts)));
     };
-  if (f == ToolFormat::kQwenXml || f == ToolFormat::kGlmXml)
-    return [spec = xml_call_spec(tools, f == ToolFormat::kGlmXml ? kGlmSyntax : kQwenCoderSyntax)](
-               std::shared_ptr<const TokenTexts> texts) {
+  if (f == ToolFormat::kQwenXml || f == ToolFormat::kGlmXml || f == ToolFormat::kMinimax)
+    return [spec = xml_call_spec(tools,
+                                 f == ToolFormat::kGlmXml    ? kGlmSyntax
+                                 : f == ToolFormat::kMinimax ? kMinimaxSyntax
+                                                             : kQwenCoderSyntax,
+                                 parallel)](std::shared_ptr<const TokenTexts> texts) {
       return std::unique_ptr<DocumentFilter>(new XmlCallConstraint(spec, std::move(texts)));
     };
   return [schema = tool_call_schema(tools)](std::shared_ptr<const TokenTexts> texts) {

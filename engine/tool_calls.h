@@ -17,6 +17,10 @@
 //    <｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...}<｜tool▁call▁end｜> inside one
 //    <｜tool▁calls▁begin｜> … <｜tool▁calls▁end｜> (section_call.h), each result
 //    <｜tool▁output▁begin｜>…<｜tool▁output▁end｜> after which the model goes on (chat_template.h);
+//  - MiniMax-M2's: the tools as <tool> JSON lines in the system message, the calls
+//    <invoke name="NAME">\n<parameter name="KEY">VALUE</parameter>\n…</invoke>\n inside one
+//    <minimax:tool_call> … </minimax:tool_call> section (xml_call.h), each run of results one tool
+//    turn of <response> blocks (chat_template.h);
 //  - gpt-oss's harmony: the tools as a TypeScript namespace in the developer message, after
 //    harmony's system message; each call a commentary message to=functions.NAME whose body is
 //    the JSON arguments (harmony_call.h), each result a message from functions.NAME.
@@ -48,6 +52,7 @@ enum class ToolFormat {
   kHarmony,   // gpt-oss (the chat family)
   kKimi,      // the kimi-k2 family with <|tool_calls_section_begin|> or tool_declare
   kDeepseek,  // the deepseek3 family with <｜tool▁sep｜> after the name (DeepSeek-V3.1's)
+  kMinimax,   // the minimax-m2 family with <minimax:tool_call> and <invoke name=
 };
 // The format a ChatML template speaks (other families: kNone).
 ToolFormat tool_format(std::string_view chat_template);
@@ -117,6 +122,14 @@ std::vector<ChatMessage> render_kimi(const std::vector<ToolMessage>& messages,
 // are (the formatter writes their markers).
 std::vector<ChatMessage> render_deepseek(const std::vector<ToolMessage>& messages,
                                          const std::vector<ToolSpec>& tools);
+// The same in MiniMax-M2's form (`chat_template`: the model's, for its default system message):
+// the system message (the template's model_identity when the conversation has none, or an empty
+// one) followed by the tools as <tool> JSON lines, an assistant's calls in one section of
+// <invoke> blocks after its content (an Error, kBadValue, when a call's arguments are not a JSON
+// object); tool results as they are (the formatter makes each run one tool turn).
+std::vector<ChatMessage> render_minimax(const std::vector<ToolMessage>& messages,
+                                        const std::vector<ToolSpec>& tools,
+                                        std::string_view chat_template);
 // The same in gpt-oss's harmony, for its chat formatter (whose roles may carry a header's
 // channel and recipient): with tools, harmony's system message (reasoning_effort: low, medium or
 // high; `date` YYYY-MM-DD) and a developer message of the system prompt's instructions and the
@@ -127,8 +140,8 @@ std::vector<ChatMessage> render_harmony(const std::vector<ToolMessage>& messages
                                         std::string_view reasoning_effort, std::string_view date);
 // The TypeScript type harmony writes for a parameter's JSON Schema.
 std::string harmony_type(const nlohmann::ordered_json& schema);
-// render_hermes, render_qwen_xml, render_glm, render_kimi, render_deepseek or render_harmony
-// (today's date).
+// render_hermes, render_qwen_xml, render_glm, render_kimi, render_deepseek, render_minimax or
+// render_harmony (today's date).
 std::vector<ChatMessage> render_tools(ToolFormat f, const std::vector<ToolMessage>& messages,
                                       const std::vector<ToolSpec>& tools,
                                       std::string_view reasoning_effort = "medium",
@@ -156,6 +169,10 @@ ParsedCalls parse_glm_calls(std::string_view answer, const std::vector<ToolSpec>
 // after its JSON) whose ID names the function (Kimi-K2: functions.NAME:IDX, or NAME; the call
 // keeps ID as its id) and whose JSON is an object. `content` is the text outside the sections.
 ParsedCalls parse_section_calls(std::string_view answer, const SectionCallSyntax& syntax);
+// MiniMax-M2's: in each <minimax:tool_call> section (the last may be unclosed), each
+// <invoke name="NAME"> … </invoke> and its <parameter name="KEY">VALUE</parameter> tags, VALUE
+// read as parse_qwen_xml_calls reads it. A section that does not read stays in the content.
+ParsedCalls parse_minimax_calls(std::string_view answer, const std::vector<ToolSpec>& tools);
 // gpt-oss's calls in a reply as written (its harmony headers rendered): each message whose header
 // names a recipient functions.NAME and whose body is a JSON object. `content` is the text of the
 // other messages but analysis ones (the reasoning).
@@ -164,8 +181,8 @@ ParsedCalls parse_harmony_calls(std::string_view reply);
 ParsedCalls parse_calls(ToolFormat f, std::string_view answer, const std::vector<ToolSpec>& tools);
 
 // What a call starts with, in format f: the text whose sampling arms the call's constraint
-// (<tool_call>; Kimi-K2 and DeepSeek-V3.1: their section's opening; harmony: " to=functions." in a
-// header),
+// (<tool_call>; Kimi-K2, DeepSeek-V3.1 and MiniMax-M2: their section's opening; harmony:
+// " to=functions." in a header),
 // and what a prompt ends with to make the reply a call (tool_choice "required" or a named
 // function).
 // (GLM: "<think></think>\n<tool_call>", the empty reasoning its turns open with.)
@@ -180,9 +197,11 @@ std::string_view forced_call_head(ToolFormat f);
 // schema the compiler refuses is taken as any object for that tool.
 std::shared_ptr<const JsonSchema> tool_call_schema(const std::vector<ToolSpec>& tools);
 // An XML form's: one function per tool; each parameter's schema compiled on its own (one the
-// compiler refuses, or that refers outside itself, takes any value of its kind).
+// compiler refuses, or that refers outside itself, takes any value of its kind); parallel: a
+// section (MiniMax-M2's) may hold more than one call.
 std::shared_ptr<const XmlCallSpec> xml_call_spec(const std::vector<ToolSpec>& tools,
-                                                 const XmlCallSyntax& syntax = kQwenCoderSyntax);
+                                                 const XmlCallSyntax& syntax = kQwenCoderSyntax,
+                                                 bool parallel = true);
 // Harmony's: each tool's name and its arguments' schema (tool_call_schema's reading).
 std::shared_ptr<const HarmonyCallSpec> harmony_call_spec(const std::vector<ToolSpec>& tools);
 // Kimi-K2's and DeepSeek-V3.1's: harmony's, the syntax, and whether a section may hold more than
@@ -192,8 +211,8 @@ std::shared_ptr<const SectionCallSpec> section_call_spec(const std::vector<ToolS
                                                          bool parallel);
 
 // Filters of a call's body in format f (after call_opening) for ChatSession::set_tool_calls, the
-// tools' schemas compiled once. parallel: a Kimi-K2 or DeepSeek section may hold more than one
-// call (the other formats' further calls are the session's).
+// tools' schemas compiled once. parallel: a Kimi-K2, DeepSeek or MiniMax section may hold more
+// than one call (the other formats' further calls are the session's).
 DocumentFilterFn call_filters(ToolFormat f, const std::vector<ToolSpec>& tools,
                               bool parallel = true);
 

@@ -198,9 +198,9 @@ constexpr std::array<std::string_view, 22> kEogTexts = {
     "[e~[",
 };
 // Tokens always rendered (made user-defined): gpt-oss harmony's, as llama.cpp does it, and
-// Kimi-K2's and DeepSeek-V3.1's tool-call markers (llama.cpp's server renders them for a request
-// with tools), whose text serve parses and the call's constraint matches.
-constexpr std::array<std::string_view, 14> kRenderedMarkers = {"<|channel|>",
+// Kimi-K2's, DeepSeek-V3.1's and MiniMax-M2's tool-call markers (llama.cpp's server renders them
+// for a request with tools), whose text serve parses and the call's constraint matches.
+constexpr std::array<std::string_view, 16> kRenderedMarkers = {"<|channel|>",
                                                                "<|message|>",
                                                                "<|start|>",
                                                                "<|constrain|>",
@@ -213,7 +213,9 @@ constexpr std::array<std::string_view, 14> kRenderedMarkers = {"<|channel|>",
                                                                "<｜tool▁calls▁end｜>",
                                                                "<｜tool▁call▁begin｜>",
                                                                "<｜tool▁sep｜>",
-                                                               "<｜tool▁call▁end｜>"};
+                                                               "<｜tool▁call▁end｜>",
+                                                               "<minimax:tool_call>",
+                                                               "</minimax:tool_call>"};
 
 template <size_t N>
 bool one_of(std::string_view s, const std::array<std::string_view, N>& list) {

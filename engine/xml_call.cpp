@@ -1,4 +1,4 @@
-// A tool call in Qwen3-Coder's or GLM's XML form, byte by byte (see xml_call.h).
+// A tool call in Qwen3-Coder's, GLM's or MiniMax-M2's XML form, byte by byte (see xml_call.h).
 #include "engine/xml_call.h"
 
 #include <fmt/format.h>
@@ -113,8 +113,27 @@ bool XmlCallMatcher::step(uint8_t b) {
       if (!missing && syn.call_close.starts_with(buf_)) {
         if (buf_.size() == syn.call_close.size()) {
           buf_.clear();
-          phase_ = kDone;
+          phase_ = syn.section_end.empty() ? kDone : kNext;
         }
+        return true;
+      }
+      return false;
+    }
+    case kNext: {  // another call's lead (its '\n' optional), or the section's end
+      buf_ += char(b);
+      const std::string_view lead =
+          syn.lead_newline_optional && buf_[0] != '\n' ? syn.lead.substr(1) : syn.lead;
+      if (spec_->parallel && lead.starts_with(buf_)) {
+        if (buf_.size() == lead.size()) {
+          buf_.clear();
+          function_ = -1;
+          used_ = 0;
+          phase_ = kName;
+        }
+        return true;
+      }
+      if (syn.section_end.starts_with(buf_)) {
+        if (buf_.size() == syn.section_end.size()) phase_ = kDone;
         return true;
       }
       return false;

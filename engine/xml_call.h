@@ -3,9 +3,14 @@
 //
 //   <function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>\n ... </function>
 //
-// (one optional '\n' first), or GLM-4.5's and GLM-4.6's
+// (one optional '\n' first), GLM-4.5's and GLM-4.6's
 //
 //   NAME\n<arg_key>KEY</arg_key>\n<arg_value>VALUE</arg_value>\n ... </tool_call>
+//
+// or, after <minimax:tool_call>, MiniMax-M2's section of calls
+//
+//   \n<invoke name="NAME">\n<parameter name="KEY">VALUE</parameter>\n ... </invoke>\n
+//   ... (more calls, when parallel) </minimax:tool_call>
 //
 // (XmlCallSyntax). XmlCallMatcher follows the text being generated as JsonMatcher does a
 // JSON document, for TokenConstraint (token_constraint.h): NAME is one of the tools', each KEY one
@@ -28,20 +33,30 @@
 namespace strata::engine {
 
 // Where a form's names and values start and end. name_end's and key_end's first byte ends the
-// NAME or KEY (which cannot hold it); the rest follows it.
+// NAME or KEY (which cannot hold it); the rest follows it. A syntax with a section_end holds
+// its calls in one section: after a call's close, another lead or the section's end.
 struct XmlCallSyntax {
-  std::string_view lead;        // before NAME
-  bool lead_newline_optional;   // lead's first byte, a '\n', may be left out
-  std::string_view name_end;    // after NAME
-  std::string_view key_open;    // before a KEY
-  std::string_view key_end;     // after it, before its VALUE
-  std::string_view value_end;   // the first after the VALUE ends it
-  std::string_view call_close;  // the call is complete
+  std::string_view lead;              // before NAME
+  bool lead_newline_optional;         // lead's first byte, a '\n', may be left out
+  std::string_view name_end;          // after NAME
+  std::string_view key_open;          // before a KEY
+  std::string_view key_end;           // after it, before its VALUE
+  std::string_view value_end;         // the first after the VALUE ends it
+  std::string_view call_close;        // the call is complete
+  std::string_view section_end = {};  // the section is complete (empty: one call, no section)
 };
 inline constexpr XmlCallSyntax kQwenCoderSyntax = {
     "\n<function=", true, ">\n", "<parameter=", ">\n", "\n</parameter>\n", "</function>"};
 inline constexpr XmlCallSyntax kGlmSyntax = {
     "", false, "\n", "<arg_key>", "</arg_key>\n<arg_value>", "</arg_value>\n", "</tool_call>"};
+inline constexpr XmlCallSyntax kMinimaxSyntax = {.lead = "\n<invoke name=\"",
+                                                 .lead_newline_optional = true,
+                                                 .name_end = "\">\n",
+                                                 .key_open = "<parameter name=\"",
+                                                 .key_end = "\">",
+                                                 .value_end = "</parameter>\n",
+                                                 .call_close = "</invoke>\n",
+                                                 .section_end = "</minimax:tool_call>"};
 
 struct XmlCallSpec {
   struct Param {
@@ -58,6 +73,7 @@ struct XmlCallSpec {
   };
   std::vector<Function> functions;
   XmlCallSyntax syntax = kQwenCoderSyntax;
+  bool parallel = true;  // a section (syntax.section_end) may hold more than one call
 };
 
 // Whether a parameter with this JSON Schema is written raw: it may be a string (its type names
@@ -73,7 +89,8 @@ class XmlCallMatcher {
 
   bool feed(uint8_t b);
   bool feed(std::string_view bytes);
-  // The call is complete (its syntax's call_close): nothing may follow.
+  // The call is complete (its syntax's call_close; a section's: its section_end): nothing may
+  // follow.
   bool finished() const { return phase_ == kDone; }
   bool accepting() const { return finished(); }
   bool dead() const { return phase_ == kDead; }
@@ -89,6 +106,7 @@ class XmlCallMatcher {
     kParamOrEnd,  // key_open ("<parameter=") or call_close ("</function>")
     kParamName,   // a parameter's name, up to key_end
     kValue,       // VALUE, then value_end ("\n</parameter>\n")
+    kNext,        // a section's next call (lead) or its section_end
     kDone,
     kDead,
   };

@@ -239,6 +239,18 @@ const char* kMinimaxTemplate =
     "{{- ']~b]ai' ~ '\\n' ~ '<think>' ~ '\\n' }}{%- endif -%}";
 const std::vector<std::pair<std::string, int32_t>> kMinimaxTokens = {
     {"]~!b[", 3}, {"]~b]", 3}, {"[e~[", 3}, {"<think>", 4}, {"</think>", 4}};
+// The same with its tool-call section (the template's words for it, and its markers: control
+// tokens here, which strata renders; the first is the section's opening).
+const std::string kMinimaxToolsTemplate =
+    std::string(kMinimaxTemplate) + "{#- calls: '<minimax:tool_call>' ~ '\\n<invoke name=\"' -#}";
+const std::vector<std::pair<std::string, int32_t>> kMinimaxToolTokens = {
+    {"<minimax:tool_call>", 3},
+    {"</minimax:tool_call>", 3},
+    {"]~!b[", 3},
+    {"]~b]", 3},
+    {"[e~[", 3},
+    {"<think>", 4},
+    {"</think>", 4}};
 
 // The markers of a copy with Kimi-K2's or DeepSeek-V3.1's template: their tool-call markers
 // are control tokens here (strata renders them); the first is the section's opening.
@@ -345,6 +357,31 @@ class Thinking : public ::testing::Test {
                           {{section, ks.kv_tokens()[n]}});
     }
     write_section_model(dir_ / "minimax.gguf", kMinimaxTemplate, kMinimaxTokens);
+    // MiniMax-M2's, whose replies open in the reasoning: </think> takes the row of the greedy
+    // reply's first token, then the section's opening that of the token after it.
+    {
+      const std::string& tmpl = kMinimaxToolsTemplate;
+      const fs::path copy = dir_ / "minimax_tools.gguf";
+      int32_t section = -1, close = -1;
+      // The greedy reply's token `at` on a copy with `moves`.
+      const auto reply_token = [&](const std::vector<std::pair<int32_t, int32_t>>& moves,
+                                   size_t at) {
+        section = write_section_model(copy, tmpl.c_str(), kMinimaxToolTokens, moves);
+        Loaded k(copy, kXmlCtx);
+        close = k.tok.vocab().text_to_token("</think>");
+        ChatSession ks = k.session();
+        EXPECT_EQ(ks.begin_messages(render_tools(ToolFormat::kMinimax, {{"user", kUser, {}}},
+                                                 parse_tools(ojson::parse(kTools)), "", tmpl)),
+                  TurnStatus::kEndOfGeneration);
+        const uint32_t n = ks.generate(3, PieceFn{}).stats.n_prompt;
+        return ks.kv_tokens()[n + at];
+      };
+      const int32_t first = reply_token({}, 0);
+      const int32_t next = reply_token({{close, first}}, 1);
+      fs::remove(copy);
+      write_section_model(dir_ / "minimax_calls.gguf", tmpl.c_str(), kMinimaxToolTokens,
+                          {{close, first}, {section, next}});
+    }
     // The same two for GLM-4.5's XML, on copies of tiny-glm4moe (chatglm4). In the sampled one
     // the end-of-turn tokens (<|endoftext|>, <|user|>, <|observation|>) take the row of "\n". In
     // the greedy one, where <tool_call> takes the row of the reply's first token, they take the
@@ -582,6 +619,11 @@ TEST_F(Thinking, InspectSaysHowChatRuns) {
   EXPECT_EQ(d.tool_format, "deepseek-v3.1");
   EXPECT_TRUE(d.no_think_switch);
   EXPECT_TRUE(d.prompt_opens_reasoning);
+  const TokenizerInfo mm = info(dir_ / "minimax_calls.gguf");
+  EXPECT_EQ(mm.tool_format, "minimax-m2");
+  EXPECT_FALSE(mm.no_think_switch);
+  EXPECT_TRUE(mm.prompt_opens_reasoning);
+  EXPECT_EQ(info(dir_ / "minimax.gguf").tool_format, "none");
   if (fs::exists(dir_ / "glm_calls.gguf")) {
     EXPECT_EQ(info(dir_ / "glm_calls.gguf").tool_format, "glm xml");
   }
@@ -1111,12 +1153,13 @@ TEST_F(Thinking, ServeCallsToolsInXml) {
   }
 }
 
-// Kimi-K2's and DeepSeek-V3.1's sections, sampled: a forced section holds calls the parser reads
-// back, each valid, one only when not parallel.
+// Kimi-K2's, DeepSeek-V3.1's and MiniMax-M2's sections, sampled: a forced section holds calls
+// the parser reads back, each valid, one only when not parallel.
 TEST_F(Thinking, SectionsHoldValidCalls) {
   const std::vector<ToolSpec> tools = parse_tools(ojson::parse(kTools));
   for (const auto& [model, format] : {std::pair("kimi.gguf", ToolFormat::kKimi),
-                                      std::pair("deepseek.gguf", ToolFormat::kDeepseek)}) {
+                                      std::pair("deepseek.gguf", ToolFormat::kDeepseek),
+                                      std::pair("minimax_calls.gguf", ToolFormat::kMinimax)}) {
     Loaded m(dir_ / model, kXmlCtx);
     const std::string_view tmpl = m.tok.vocab().chat_template();
     ASSERT_EQ(tool_format(chat_family_choice("", tmpl), tmpl), format);
@@ -1187,9 +1230,9 @@ TEST_F(Thinking, DeepseekPromptsAsItsTemplate) {
   EXPECT_GE(chat.last_stats().n_matched, first.stats.n_prompt);
 }
 
-// MiniMax-M2's prompts: the template's default system message when the conversation has none,
-// the conversation's own otherwise; the generation prompt opens the reasoning, so a reply is
-// reasoning until it writes </think>.
+// MiniMax-M2's prompts: the template's default system message when the conversation has none (or
+// an empty one), the conversation's own otherwise; the generation prompt opens the reasoning, so a
+// reply is reasoning until it writes </think>.
 TEST_F(Thinking, MinimaxPromptsAsItsTemplate) {
   Loaded m(dir_ / "minimax.gguf");
   const std::string_view tmpl = m.tok.vocab().chat_template();
@@ -1201,6 +1244,9 @@ TEST_F(Thinking, MinimaxPromptsAsItsTemplate) {
   EXPECT_EQ(s.turn_tokens(std::vector<ChatMessage>{{"user", "Hi"}}, true),
             tokens("]~!b[]~b]system\nYou are a helpful assistant. Your name is MiniMax-M2.1 and "
                    "is built by MiniMax.[e~[\n]~b]user\nHi[e~[\n]~b]ai\n<think>\n"));
+  // (An empty system message: the default, as the template writes it.)
+  EXPECT_EQ(s.turn_tokens(std::vector<ChatMessage>{{"system", ""}, {"user", "Hi"}}, true),
+            s.turn_tokens(std::vector<ChatMessage>{{"user", "Hi"}}, true));
   EXPECT_EQ(s.turn_tokens(std::vector<ChatMessage>{{"system", "Be brief."}, {"user", "Hi"}}, true),
             tokens("]~!b[]~b]system\nBe brief.[e~[\n]~b]user\nHi[e~[\n]~b]ai\n<think>\n"));
   const TurnResult r = s.send(kUser, 6, {});
@@ -1210,17 +1256,19 @@ TEST_F(Thinking, MinimaxPromptsAsItsTemplate) {
   }
 }
 
-// `strata serve` on copies with Kimi-K2's and DeepSeek-V3.1's templates, whose tool-call markers
-// are control tokens (rendered all the same): the model opens a section, the call in it is
-// constrained and comes back — Kimi-K2's with the id the model wrote (functions.NAME:IDX),
-// DeepSeek's with serve's — whole and streamed; the conversation goes on with the result under
-// that id (DeepSeek's model going on from it); a named function is forced.
+// `strata serve` on copies with Kimi-K2's, DeepSeek-V3.1's and MiniMax-M2's templates, whose
+// tool-call markers are control tokens (rendered all the same): the model opens a section
+// (MiniMax's after its reasoning), the call in it is constrained and comes back — Kimi-K2's with
+// the id the model wrote (functions.NAME:IDX), the others with serve's — whole and streamed; the
+// conversation goes on with the result under that id (DeepSeek's model going on from it); a named
+// function is forced.
 TEST_F(Thinking, ServeCallsToolsInSections) {
   if (!fs::exists(kStrata)) GTEST_SKIP() << "strata binary not built at " << kStrata;
   // (model_ids: the call's id is the model's, the same streamed; else serve's, each reply's own.)
   for (const auto& [model, id_form, model_ids] :
        {std::tuple("kimi_calls.gguf", "functions\\.{}:[0-9]+", true),
-        std::tuple("deepseek_calls.gguf", "call_.+", false)}) {
+        std::tuple("deepseek_calls.gguf", "call_.+", false),
+        std::tuple("minimax_calls.gguf", "call_.+", false)}) {
     SCOPED_TRACE(model);
     const Served server = start_serve(dir_ / model, kXmlCtx);
     ASSERT_GT(server.port, 0) << "the server did not start: " << slurp(dir_ / "serve.err");

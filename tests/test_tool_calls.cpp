@@ -204,6 +204,13 @@ TEST(ToolCalls, FormatFromTheTemplate) {
                         "'```json'"),
             ToolFormat::kNone);
   EXPECT_EQ(tool_format(ChatFamily::kDeepseek3, "<｜Assistant｜>"), ToolFormat::kNone);
+  // MiniMax-M2's: its family with the section's opening and <invoke name=.
+  EXPECT_EQ(tool_format(ChatFamily::kMinimaxM2,
+                        "'<minimax:tool_call>' -%}\n<invoke name=\"tool-name-1\">"),
+            ToolFormat::kMinimax);
+  EXPECT_EQ(tool_format(ChatFamily::kMinimaxM2, "]~b]ai"), ToolFormat::kNone);
+  EXPECT_EQ(tool_format(ChatFamily::kChatml, "<minimax:tool_call><invoke name="),
+            ToolFormat::kNone);
 }
 
 // One random walk over the bytes a matcher allows (1 to max_byte), three times in four among the
@@ -408,15 +415,18 @@ TEST(ToolCalls, XmlCallMatcherFollowsTheTools) {
   EXPECT_FALSE(v.finished());
 }
 
-// The matcher and the parser agree, in both XML forms: random walks over the bytes the matcher
-// allows that reach the call's close parse back into one call of that tool whose arguments its
-// schema accepts.
+// The matcher and the parser agree, in the three XML forms: random walks over the bytes the
+// matcher allows that reach the call's close (MiniMax-M2: the section's end) parse back into one
+// call (MiniMax-M2: one or more) of that tool whose arguments its schema accepts.
 TEST(ToolCalls, XmlCallsTheMatcherAllowsParseBack) {
   const std::vector<ToolSpec> tools = all_tools();
-  for (const ToolFormat format : {ToolFormat::kQwenXml, ToolFormat::kGlmXml}) {
+  for (const ToolFormat format :
+       {ToolFormat::kQwenXml, ToolFormat::kGlmXml, ToolFormat::kMinimax}) {
     SCOPED_TRACE(tool_format_name(format));
-    const auto spec =
-        xml_call_spec(tools, format == ToolFormat::kGlmXml ? kGlmSyntax : kQwenCoderSyntax);
+    const bool minimax = format == ToolFormat::kMinimax;
+    const auto spec = xml_call_spec(tools, format == ToolFormat::kGlmXml ? kGlmSyntax
+                                           : minimax                     ? kMinimaxSyntax
+                                                                         : kQwenCoderSyntax);
     std::mt19937 rng(7);
     int finished = 0;
     for (int walk = 0; walk < 400; ++walk) {
@@ -425,21 +435,26 @@ TEST(ToolCalls, XmlCallsTheMatcherAllowsParseBack) {
       if (!walked) continue;
       const std::string& text = *walked;
       ++finished;
-      const ParsedCalls p = parse_calls(format, "<tool_call>" + text, tools);
-      ASSERT_EQ(p.calls.size(), 1u) << text;
-      const ToolCall& c = p.calls[0];
-      const auto tool = std::find_if(tools.begin(), tools.end(),
-                                     [&](const ToolSpec& t) { return t.name == c.name; });
-      ASSERT_NE(tool, tools.end()) << text;
-      // A tool's schema as the XML form reads it: its listed parameters (no schema: none).
-      nlohmann::json schema = tool->parameters.is_null()
-                                  ? nlohmann::json{{"type", "object"},
-                                                   {"properties", nlohmann::json::object()},
-                                                   {"additionalProperties", false}}
-                                  : tool->parameters;
-      if (schema.contains("properties")) schema["additionalProperties"] = false;
-      JsonMatcher jm(JsonSchema::from_json(schema));
-      EXPECT_TRUE(jm.feed(c.arguments) && jm.accepting()) << text << "\n" << c.arguments;
+      const ParsedCalls p = parse_calls(format, std::string(call_opening(format)) + text, tools);
+      EXPECT_EQ(p.content, "") << text;
+      ASSERT_FALSE(p.calls.empty()) << text;
+      if (!minimax) {
+        ASSERT_EQ(p.calls.size(), 1u) << text;
+      }
+      for (const ToolCall& c : p.calls) {
+        const auto tool = std::find_if(tools.begin(), tools.end(),
+                                       [&](const ToolSpec& t) { return t.name == c.name; });
+        ASSERT_NE(tool, tools.end()) << text;
+        // A tool's schema as the XML form reads it: its listed parameters (no schema: none).
+        nlohmann::json schema = tool->parameters.is_null()
+                                    ? nlohmann::json{{"type", "object"},
+                                                     {"properties", nlohmann::json::object()},
+                                                     {"additionalProperties", false}}
+                                    : tool->parameters;
+        if (schema.contains("properties")) schema["additionalProperties"] = false;
+        JsonMatcher jm(JsonSchema::from_json(schema));
+        EXPECT_TRUE(jm.feed(c.arguments) && jm.accepting()) << text << "\n" << c.arguments;
+      }
     }
     EXPECT_GT(finished, 100);
   }
@@ -561,6 +576,161 @@ TEST(ToolCalls, GlmCallMatcherFollowsTheTools) {
   EXPECT_FALSE(viable("free\n<arg_key>a b"));
   XmlCallMatcher m(spec);
   ASSERT_TRUE(m.feed("now\n</tool_call>"));
+  EXPECT_TRUE(m.finished());
+  EXPECT_FALSE(m.feed('\n'));
+}
+
+// MiniMax-M2's template (llama.cpp's models/templates/MiniMax-M2.jinja), run with Jinja on this
+// conversation (tools, two calls in one section after some text, their results, an answer, a
+// call with typed arguments alone), wrote exactly this prompt, then its "<think>\n" (the
+// session's: ReasoningStyle::think_open).
+TEST(ToolCalls, RendersAsMinimaxM2sTemplate) {
+  const std::vector<ToolSpec> tools = parse_tools(ojson::parse(kTools));
+  std::vector<ToolMessage> msgs = {
+      {"user", "Weather in Paris?", {}},
+      {"assistant",
+       "Let me check.",
+       {{"", "get_weather", R"({"city": "Paris", "unit": "c"})"}, {"", "now", "{}"}}},
+      {"tool", "sunny", {}},
+      {"tool", "noon", {}},
+      {"assistant", "Sunny at noon.", {}},
+      {"user", "And Oslo?", {}},
+      {"assistant",
+       "",
+       {{"", "get_weather", R"({"city": "Oslo", "days": 3, "opts": {"a": [1, "é"]}})"}}},
+      {"tool", "rain", {}},
+  };
+  // (The part of the template render_minimax reads: its default system message.)
+  const std::string tmpl =
+      "{%- if model_identity is not defined -%}{%- set model_identity = \"You are a helpful "
+      "assistant.\" -%}{%- endif -%} ]~!b[ ]~b]ai <minimax:tool_call> <invoke name=";
+  const std::string want =
+      "]~!b[]~b]system\nYou are a helpful assistant.\n"
+      "\n# Tools\nYou may call one or more tools to assist with the user query.\n"
+      "Here are the tools available in JSONSchema format:\n"
+      "\n<tools>\n<tool>{\"name\": \"get_weather\", \"description\": \"Weather in a city\", \"par"
+      "ameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}, \"uni"
+      "t\": {\"enum\": [\"c\", \"f\"]}}, \"required\": [\"city\"]}}</tool>\n"
+      "<tool>{\"name\": \"now\", \"description\": \"The time, à la minute\"}</tool>\n"
+      "</tools>\n\nWhen making tool calls, use XML format to invoke tools and pass parameters:\n"
+      "\n<minimax:tool_call>\n<invoke name=\"tool-name-1\">\n"
+      "<parameter name=\"param-key-1\">param-value-1</parameter>\n"
+      "<parameter name=\"param-key-2\">param-value-2</parameter>\n"
+      "...\n</invoke>\n</minimax:tool_call>[e~[\n"
+      "]~b]user\nWeather in Paris?[e~[\n]~b]ai\n"
+      "Let me check.\n<minimax:tool_call>\n<invoke name=\"get_weather\">\n"
+      "<parameter name=\"city\">Paris</parameter>\n"
+      "<parameter name=\"unit\">c</parameter>\n</invoke>\n"
+      "<invoke name=\"now\">\n</invoke>\n</minimax:tool_call>[e~[\n"
+      "]~b]tool\n<response>sunny</response>\n<response>noon</response>[e~[\n"
+      "]~b]ai\nSunny at noon.[e~[\n]~b]user\nAnd Oslo?[e~[\n"
+      "]~b]ai\n\n<minimax:tool_call>\n<invoke name=\"get_weather\">\n"
+      "<parameter name=\"city\">Oslo</parameter>\n"
+      "<parameter name=\"days\">3</parameter>\n<parameter name=\"opts\">{\"a\": [1, \"é\"]}</para"
+      "meter>\n</invoke>\n</minimax:tool_call>[e~[\n"
+      "]~b]tool\n<response>rain</response>[e~[\n"
+      "]~b]ai\n";
+  EXPECT_EQ(format_chat(ChatFamily::kMinimaxM2, render_minimax(msgs, tools, tmpl), true), want);
+  EXPECT_EQ(format_chat(ChatFamily::kMinimaxM2,
+                        render_tools(ToolFormat::kMinimax, msgs, tools, "", tmpl), true),
+            want);
+  // The conversation's own system message (an empty one: the default); no tools: as it is.
+  msgs.insert(msgs.begin(), {"system", "Be brief.", {}});
+  std::vector<ChatMessage> out = render_minimax(msgs, tools, tmpl);
+  ASSERT_EQ(out.size(), msgs.size());
+  EXPECT_TRUE(out[0].content.starts_with("Be brief.\n\n# Tools\n")) << out[0].content;
+  msgs[0].content.clear();
+  EXPECT_TRUE(render_minimax(msgs, tools, tmpl)[0].content.starts_with(
+      "You are a helpful assistant.\n\n# Tools\n"));
+  out = render_minimax({{"user", "Hi", {}}}, {}, tmpl);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].content, "Hi");
+  EXPECT_THROW(render_minimax({{"assistant", "", {{"", "now", "[1]"}}}}, tools, tmpl), Error);
+  EXPECT_EQ(call_opening(ToolFormat::kMinimax), "<minimax:tool_call>");
+  EXPECT_EQ(forced_call_head(ToolFormat::kMinimax), "<minimax:tool_call>\n");
+  EXPECT_EQ(tool_format_name(ToolFormat::kMinimax), "minimax-m2");
+}
+
+TEST(ToolCalls, ParsesMinimaxCalls) {
+  const std::vector<ToolSpec> tools = all_tools();
+  const auto parse = [&](std::string_view t) { return parse_minimax_calls(t, tools); };
+  // Two calls in one section, as the template writes them (a VALUE with newlines, JSON values).
+  ParsedCalls p = parse(
+      "Let me check.\n<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter "
+      "name=\"city\">New\nYork</parameter>\n</invoke>\n<invoke name=\"pick\">\n<parameter "
+      "name=\"n\">3</parameter>\n<parameter name=\"opts\">{\"a\": 1}</parameter>\n<parameter "
+      "name=\"tag\">42</parameter>\n</invoke>\n</minimax:tool_call>");
+  expect_two_calls(p);
+  // The section unclosed (the reply ended); a value holding "</parameter>" ends where the
+  // matcher ends it; a value holding "</invoke>"; an empty value; text after the section.
+  p = parse(
+      "<minimax:tool_call>\n<invoke name=\"free\">\n<parameter name=\"a\">x </parameter> "
+      "</invoke> y</parameter>\n<parameter name=\"b\"></parameter>\n</invoke>\n"
+      "</minimax:tool_call> done");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].arguments, R"({"a":"x </parameter> </invoke> y","b":""})");
+  EXPECT_EQ(p.content, "done");
+  p = parse("<minimax:tool_call>\n<invoke name=\"now\">\n</invoke>\n");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].name, "now");
+  EXPECT_EQ(p.calls[0].arguments, "{}");
+  // Not a call: the text stays.
+  expect_left_as_text(parse, {"<minimax:tool_call>\n<invoke name=\"now\">",
+                              "<minimax:tool_call>\n<invoke name=\"\">\n</invoke>\n"
+                              "</minimax:tool_call>",
+                              "<minimax:tool_call>\n<invoke name=\"x\">\n<parameter name=\"a\">v"
+                              "</invoke>\n</minimax:tool_call>",
+                              "<minimax:tool_call></minimax:tool_call>",
+                              "<tool_call>\n<function=now>\n</function>\n</tool_call>"});
+}
+
+TEST(ToolCalls, MinimaxCallMatcherFollowsTheTools) {
+  const std::vector<ToolSpec> tools = all_tools();
+  const auto spec = xml_call_spec(tools, kMinimaxSyntax);
+  const auto accepts = [&](const std::shared_ptr<const XmlCallSpec>& s, std::string_view text) {
+    XmlCallMatcher m(s);
+    return m.feed(text) && m.finished();
+  };
+  const auto viable = [&](std::string_view text) {
+    XmlCallMatcher m(spec);
+    return m.feed(text);
+  };
+  const std::string w =
+      "<invoke name=\"get_weather\">\n<parameter name=\"city\">Oslo</parameter>\n"
+      "</invoke>\n";
+  const std::string now = "<invoke name=\"now\">\n</invoke>\n";
+  const std::string end = "</minimax:tool_call>";
+  EXPECT_TRUE(accepts(spec, "\n" + w + end));  // the '\n' after the opening is optional
+  EXPECT_TRUE(accepts(spec, w + now + end));
+  EXPECT_TRUE(accepts(spec, "\n" + w + "\n" + now + end));
+  const auto single = xml_call_spec(tools, kMinimaxSyntax, false);
+  EXPECT_TRUE(accepts(single, now + end));
+  EXPECT_FALSE(accepts(single, w + now + end));
+  // A value runs to the first "</parameter>\n": newlines, quotes and tags without one are text.
+  EXPECT_TRUE(accepts(spec,
+                      "<invoke name=\"get_weather\">\n<parameter name=\"city\">\"A\"\\\n"
+                      "B</parameter> </invoke>\n</parameter>\n<parameter name=\"unit\">c"
+                      "</parameter>\n</invoke>\n" +
+                          end));
+  EXPECT_FALSE(viable("<invoke name=\"get_weather\">\n<parameter name=\"unit\">k"));  // enum
+  EXPECT_FALSE(viable("<invoke name=\"get_weather\">\n</"));  // city is required
+  EXPECT_FALSE(viable("<invoke name=\"nope"));
+  EXPECT_FALSE(viable("<invoke name=\"now\" "));
+  EXPECT_FALSE(viable("<invoke name=\"now\">\n<p"));  // no parameters: only </invoke>
+  EXPECT_FALSE(viable(now + "</invoke>"));            // a call's close, then the section's end
+  EXPECT_FALSE(viable(now + "\n</minimax"));
+  EXPECT_FALSE(viable("<tool_call>"));
+  const std::string p = "<invoke name=\"pick\">\n<parameter name=\"n\">";
+  EXPECT_FALSE(viable(p + "3 "));  // JSON text, nothing after it
+  EXPECT_TRUE(accepts(spec, p + "3</parameter>\n</invoke>\n" + end));
+  EXPECT_FALSE(viable(p + "0</"));  // minimum 1
+  EXPECT_TRUE(accepts(spec,
+                      "<invoke name=\"free\">\n<parameter name=\"any_key\">v</parameter>\n"
+                      "</invoke>\n" +
+                          end));
+  // Complete: nothing may follow.
+  XmlCallMatcher m(spec);
+  ASSERT_TRUE(m.feed(now + end));
   EXPECT_TRUE(m.finished());
   EXPECT_FALSE(m.feed('\n'));
 }

@@ -32,6 +32,7 @@ inline std::string probe_tool_calls(std::string_view input) {
   static const std::vector<ToolSpec> tools = parse_tools(nlohmann::ordered_json::parse(kTools));
   static const auto xml = xml_call_spec(tools);
   static const auto glm = xml_call_spec(tools, kGlmSyntax);
+  static const auto minimax = xml_call_spec(tools, kMinimaxSyntax);
   static const auto kimi = section_call_spec(tools, kKimiSyntax, true);
   static const auto deepseek_sections = section_call_spec(tools, kDeepseekSyntax, true);
   static const auto harmony = harmony_call_spec(tools);
@@ -42,6 +43,9 @@ inline std::string probe_tool_calls(std::string_view input) {
       if (!nlohmann::json::parse(c.arguments, nullptr, false).is_object()) return false;
     return true;
   };
+  // Cases 2, 4 (Qwen3-Coder's XML), 9 and 10 (Kimi-K2's sections): an odd quotient picks the
+  // kin format (MiniMax-M2's XML section, DeepSeek-V3.1's sections).
+  const bool kin = uint8_t(input[0]) / 11 % 2 == 1;
   try {
     switch (uint8_t(input[0]) % 11) {
       case 0:
@@ -52,7 +56,7 @@ inline std::string probe_tool_calls(std::string_view input) {
         parse_hermes_calls(in);
         break;
       case 2:
-        if (!objects_only(parse_qwen_xml_calls(in, tools)))
+        if (!objects_only(kin ? parse_minimax_calls(in, tools) : parse_qwen_xml_calls(in, tools)))
           return "an XML call's arguments are not a JSON object";
         break;
       case 3:
@@ -60,12 +64,14 @@ inline std::string probe_tool_calls(std::string_view input) {
           return "a harmony call's arguments are not a JSON object";
         break;
       case 4: {
-        XmlCallMatcher m(xml);
+        XmlCallMatcher m(kin ? minimax : xml);
         for (size_t i = 0; i < in.size() && m.feed(uint8_t(in[i])); ++i) {
           if (!m.finished()) continue;
-          const ParsedCalls p =
-              parse_qwen_xml_calls("<tool_call>" + std::string(in.substr(0, i + 1)), tools);
-          if (p.calls.size() != 1 || !objects_only(p))
+          const std::string text(in.substr(0, i + 1));
+          const ParsedCalls p = kin ? parse_minimax_calls("<minimax:tool_call>" + text, tools)
+                                    : parse_qwen_xml_calls("<tool_call>" + text, tools);
+          if (p.calls.empty() || (!kin && p.calls.size() != 1) || !objects_only(p) ||
+              !p.content.empty())
             return "a complete XML call does not parse back";
           break;
         }
@@ -93,8 +99,9 @@ inline std::string probe_tool_calls(std::string_view input) {
           for (const auto& c : j["calls"])
             if (c.is_string()) msgs.push_back({"assistant", "", {{"", "f", c.get<std::string>()}}});
         msgs.push_back({"tool", "r", {}});
-        for (const ToolFormat f : {ToolFormat::kHermes, ToolFormat::kQwenXml, ToolFormat::kGlmXml,
-                                   ToolFormat::kHarmony, ToolFormat::kKimi, ToolFormat::kDeepseek})
+        for (const ToolFormat f :
+             {ToolFormat::kHermes, ToolFormat::kQwenXml, ToolFormat::kGlmXml, ToolFormat::kHarmony,
+              ToolFormat::kKimi, ToolFormat::kDeepseek, ToolFormat::kMinimax})
           try {
             render_tools(f, msgs, ts);
           } catch (const Error&) {
@@ -121,7 +128,7 @@ inline std::string probe_tool_calls(std::string_view input) {
       case 9:
       case 10: {
         // Kimi-K2's sections, or (an odd quotient) DeepSeek-V3.1's.
-        const bool deepseek = uint8_t(input[0]) / 11 % 2 == 1;
+        const bool deepseek = kin;
         const SectionCallSyntax& syntax = deepseek ? kDeepseekSyntax : kKimiSyntax;
         if (uint8_t(input[0]) % 11 == 9) {
           if (!objects_only(parse_section_calls(in, syntax)))

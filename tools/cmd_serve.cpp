@@ -891,8 +891,9 @@ class Server {
       throw BadRequest{400,
                        "function calling: this model's chat template has no tool-call format "
                        "strata knows (the Hermes <tool_call> JSON of Qwen2.5 / Qwen3, "
-                       "Qwen3-Coder's <function=> XML, GLM-4.5's <arg_key> XML, Kimi-K2's "
-                       "and DeepSeek-V3.1's tool-call sections, gpt-oss's harmony)"};
+                       "Qwen3-Coder's <function=> XML, GLM-4.5's <arg_key> XML, Kimi-K2's, "
+                       "DeepSeek-V3.1's and MiniMax-M2's tool-call sections, gpt-oss's "
+                       "harmony)"};
     r.messages =
         engine::render_tools(tool_format_, r.tool_messages, r.tools,
                              r.reasoning_effort.value_or("medium"), tok_.vocab().chat_template());
@@ -976,18 +977,20 @@ class Server {
       session_.set_thinking(thinking(r));
       session_.set_reasoning_budget(r.thinking_budget.value_or(o_.thinking_budget));
       const bool harmony = tool_format_ == engine::ToolFormat::kHarmony;
+      const bool sections = tool_format_ == engine::ToolFormat::kKimi ||
+                            tool_format_ == engine::ToolFormat::kDeepseek ||
+                            tool_format_ == engine::ToolFormat::kMinimax;
       session_.set_tool_calls(
           {.open = harmony ? -1 : tool_trigger_,
            .open_text =
                std::string(harmony ? engine::call_opening(tool_format_) : std::string_view()),
            .body = call_body,
-           // (GLM: the call's body ends with its </tool_call>; Kimi-K2, DeepSeek-V3.1: the
-           // section's body holds all its calls and its end.)
+           // (GLM: the call's body ends with its </tool_call>; Kimi-K2, DeepSeek-V3.1,
+           // MiniMax-M2: the section's body holds all its calls and its end.)
            .close = tool_format_ == engine::ToolFormat::kGlmXml ? "" : "\n</tool_call>",
            .forced_prompt = std::string(engine::forced_call_prompt(tool_format_)),
            .forced = r.tool_forced,
-           .parallel = r.parallel_tools && tool_format_ != engine::ToolFormat::kKimi &&
-                       tool_format_ != engine::ToolFormat::kDeepseek});
+           .parallel = r.parallel_tools && !sections});
       const bool score_prompt = r.echo && r.logprobs >= 0;
       engine::TurnStatus st;
       try {
