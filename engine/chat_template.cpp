@@ -13,7 +13,7 @@ namespace strata::engine {
 
 namespace {
 
-constexpr std::array<std::pair<std::string_view, ChatFamily>, 49> kNames = {{
+constexpr std::array<std::pair<std::string_view, ChatFamily>, 50> kNames = {{
     {"chatml", ChatFamily::kChatml},
     {"llama2", ChatFamily::kLlama2},
     {"llama2-sys", ChatFamily::kLlama2Sys},
@@ -63,6 +63,7 @@ constexpr std::array<std::pair<std::string_view, ChatFamily>, 49> kNames = {{
     {"seed_oss", ChatFamily::kSeedOss},
     {"grok-2", ChatFamily::kGrok2},
     {"minimax-m2", ChatFamily::kMinimaxM2},
+    {"ernie4.5", ChatFamily::kErnie45},
 }};
 
 // Leading and trailing C-locale whitespace removed (llama-chat.cpp's trim).
@@ -183,6 +184,7 @@ std::optional<ChatFamily> detect_chat_family(std::string_view tmpl) {
   if (has("<seed:bos>")) return F::kSeedOss;
   if (has("'Assistant: '  + message['content'] + '<|separator|>")) return F::kGrok2;
   if (has("]~!b[") && has("]~b]ai")) return F::kMinimaxM2;  // (strata's: llama.cpp has none)
+  if (has("<|begin_of_sentence|>") && has("\"Assistant: \"")) return F::kErnie45;  // (strata's)
   return std::nullopt;
 }
 
@@ -692,6 +694,21 @@ std::string format_chat(ChatFamily family, std::span<const ChatMessage> msgs, bo
       if (add_assistant) ss += "]~b]ai\n";
       break;
     }
+    case F::kErnie45:
+      // ERNIE 4.5's template: <|begin_of_sentence|>, then each system message's text and "\n",
+      // each user's "User: …\n", each assistant's "Assistant: …<|end_of_sentence|>".
+      ss += "<|begin_of_sentence|>";
+      for (const ChatMessage& m : msgs) {
+        if (m.role == "system") {
+          ss += m.content + "\n";
+        } else if (m.role == "user") {
+          ss += "User: " + m.content + "\n";
+        } else if (m.role == "assistant") {
+          ss += "Assistant: " + m.content + "<|end_of_sentence|>";
+        }
+      }
+      if (add_assistant) ss += "Assistant: ";
+      break;
   }
   return ss;
 }

@@ -68,6 +68,7 @@ enum class ChatFamily {
   kSeedOss,
   kGrok2,
   kMinimaxM2,  // strata's own (llama.cpp runs MiniMax-M2's template only as Jinja)
+  kErnie45,    // strata's own (ERNIE 4.5's template: llama.cpp has no built-in format for it)
 };
 
 std::string_view chat_family_name(ChatFamily f);

@@ -19,8 +19,9 @@ namespace strata::engine {
 void select_experts(const ModelConfig& cfg, const LayerWeights& layer, float* probs,
                     uint32_t n_expert, uint32_t k, int32_t* ids, float* weights);
 
-// The score top-k selection ranks expert e by: probs[e] + exp_probs_b[e] (sigmoid gating with a
-// selection bias), else probs[e]. Exposed for the tests' near-tie margins.
+// The score top-k selection ranks expert e by: probs[e] + exp_probs_b[e] (a selection bias:
+// sigmoid gating's, ernie4_5-moe's softmax), else probs[e]. Exposed for the tests' near-tie
+// margins.
 inline float selection_score(const LayerWeights& layer, const float* probs, uint32_t e) {
   return layer.exp_probs_b.present() ? probs[e] + layer.exp_probs_b.f32()[e] : probs[e];
 }

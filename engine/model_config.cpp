@@ -248,14 +248,23 @@ ModelConfig load_model_config(const io::GgufFile& file) {
   ModelConfig c;
   c.arch_name = file.get_string(key_name(Key::kArchitecture, ""));
   static constexpr std::pair<std::string_view, Arch> kArchs[] = {
-      {"qwen3moe", Arch::kQwen3Moe},   {"llama", Arch::kLlama},
-      {"deepseek2", Arch::kDeepseek2}, {"glm4moe", Arch::kGlm4Moe},
-      {"olmoe", Arch::kOlmoe},         {"gpt-oss", Arch::kGptOss},
-      {"qwen2moe", Arch::kQwen2Moe},   {"granitemoe", Arch::kGraniteMoe},
-      {"deepseek", Arch::kDeepseek},   {"dbrx", Arch::kDbrx},
-      {"phimoe", Arch::kPhiMoe},       {"arctic", Arch::kArctic},
-      {"grok", Arch::kGrok},           {"minimax-m2", Arch::kMinimaxM2},
-      {"dots1", Arch::kDots1},         {"bailingmoe2", Arch::kBailingMoe2},
+      {"qwen3moe", Arch::kQwen3Moe},
+      {"llama", Arch::kLlama},
+      {"deepseek2", Arch::kDeepseek2},
+      {"glm4moe", Arch::kGlm4Moe},
+      {"olmoe", Arch::kOlmoe},
+      {"gpt-oss", Arch::kGptOss},
+      {"qwen2moe", Arch::kQwen2Moe},
+      {"granitemoe", Arch::kGraniteMoe},
+      {"deepseek", Arch::kDeepseek},
+      {"dbrx", Arch::kDbrx},
+      {"phimoe", Arch::kPhiMoe},
+      {"arctic", Arch::kArctic},
+      {"grok", Arch::kGrok},
+      {"minimax-m2", Arch::kMinimaxM2},
+      {"dots1", Arch::kDots1},
+      {"bailingmoe2", Arch::kBailingMoe2},
+      {"ernie4_5-moe", Arch::kErnie45Moe},
   };
   const auto* found = std::find_if(std::begin(kArchs), std::end(kArchs),
                                    [&](const auto& a) { return a.first == c.arch_name; });
@@ -263,7 +272,7 @@ ModelConfig load_model_config(const io::GgufFile& file) {
     fail(ErrorKind::kUnsupported,
          "{}: architecture '{}' is not supported (qwen3moe, qwen2moe, llama, granitemoe, "
          "deepseek, deepseek2, glm4moe, olmoe, gpt-oss, dbrx, phimoe, arctic, grok, minimax-m2, "
-         "dots1, bailingmoe2)",
+         "dots1, bailingmoe2, ernie4_5-moe)",
          file.path(), c.arch_name);
   c.arch = found->second;
   const KeyReader kr(file, c.arch_name);
@@ -619,6 +628,34 @@ ModelConfig load_model_config(const io::GgufFile& file) {
       read_sigmoid_ffn();
       c.n_ff_shexp = kr.u32_or(Key::kExpertSharedFeedForwardLength, c.n_ff_exp) * c.n_expert_shared;
       break;
+    case Arch::kErnie45Moe: {
+      // llama.cpp's ernie4_5-moe graph (ERNIE-4.5-21B-A3B, ERNIE-4.5-300B-A47B): llama's
+      // attention (RoPE over the whole head), leading dense layers, softmax routing whose
+      // selection adds exp_probs_b where the file has it, the top-k weights renormalized (and
+      // scaled as the file says), one shared expert expert_shared_feed_forward_length wide where
+      // the key is set. Every layer after the dense lead is MoE: llama.cpp binds expert weights
+      // for all of them, so interleave_moe_layer_step (required) must be 1.
+      c.rope_type = RopeType::kNorm;
+      c.n_expert = kr.u32(Key::kExpertCount);
+      c.n_expert_used = kr.u32(Key::kExpertUsedCount);
+      c.n_ff_exp = kr.u32(Key::kExpertFeedForwardLength);
+      c.n_ff_shexp = kr.u32_or(Key::kExpertSharedFeedForwardLength, 0);
+      c.n_expert_shared = c.n_ff_shexp > 0 ? 1 : 0;
+      c.n_layer_dense_lead = kr.u32_or(Key::kLeadingDenseBlockCount, 0);
+      const uint32_t step = kr.u32(Key::kInterleaveMoeLayerStep);
+      if (step != 1)
+        fail(ErrorKind::kUnsupported,
+             "{}: {} = {} is not supported (1: every layer after the dense lead is MoE, the "
+             "only layout llama.cpp loads)",
+             file.path(), kr.name(Key::kInterleaveMoeLayerStep), step);
+      c.gating = GatingType::kSoftmax;
+      c.norm_topk_weights = true;
+      require(c.n_rot == c.head_dim_k, file,
+              fmt::format("rope.dimension_count {} must equal the head dim {} (llama.cpp's "
+                          "ernie4_5-moe)",
+                          c.n_rot, c.head_dim_k));
+      break;
+    }
     case Arch::kGraniteMoe: {
       // llama.cpp reads the four multipliers as required keys; experts are feed_forward_length
       // wide, their top-k weights renormalized (its llama graph).

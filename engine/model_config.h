@@ -30,11 +30,12 @@ enum class Arch {
   kMinimaxM2,  // minimax-m2: olmoe's whole-projection q/k norm, partial NEOX RoPE, sigmoid routing
   kDots1,      // dots1 (dots.llm1): qwen3's attention, deepseek's FFN layout, sigmoid routing
   kBailingMoe2,  // bailingmoe2 (Ling 2.0): fused q/k/v, per-head norms, partial RoPE, dots1's FFN
+  kErnie45Moe,   // ernie4_5-moe (ERNIE 4.5): llama attention, softmax routing with selection bias
 };
 
 // How router logits become expert probabilities and weights (llama.cpp's gating functions).
 enum class GatingType {
-  kSoftmax,      // p = softmax(l); top-k by p; w = p (renormalized when norm_topk_weights)
+  kSoftmax,      // p = softmax(l); top-k by p (+ exp_probs_b); w = p (renormalized when asked)
   kSigmoid,      // p = sigmoid(l); top-k by p + exp_probs_b (within the best groups); w = p
   kSoftmaxTopK,  // p = l; top-k by l; w = softmax over the k selected logits (gpt-oss)
 };

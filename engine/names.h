@@ -63,10 +63,11 @@ enum class Key {
   kRopeScalingYarnAttnFactor,
   kRopeScalingYarnBetaFast,
   kRopeScalingYarnBetaSlow,
-  kAttentionOutputScale,   // grok: the scores' scale inside its tanh cap
-  kAttnLogitSoftcapping,   // grok: the cap c of c·tanh(scale · q·k)
-  kFinalLogitSoftcapping,  // grok-2: logits capped to c·tanh(logits / c)
-  kCount,                  // not a key: the table size
+  kAttentionOutputScale,    // grok: the scores' scale inside its tanh cap
+  kAttnLogitSoftcapping,    // grok: the cap c of c·tanh(scale · q·k)
+  kFinalLogitSoftcapping,   // grok-2: logits capped to c·tanh(logits / c)
+  kInterleaveMoeLayerStep,  // ernie4_5-moe: every N-th layer after the dense lead is MoE
+  kCount,                   // not a key: the table size
 };
 
 struct KeySpec {
@@ -126,6 +127,7 @@ inline constexpr KeySpec kKeyTable[] = {
     {Key::kAttentionOutputScale, "{arch}.attention.output_scale"},
     {Key::kAttnLogitSoftcapping, "{arch}.attn_logit_softcapping"},
     {Key::kFinalLogitSoftcapping, "{arch}.final_logit_softcapping"},
+    {Key::kInterleaveMoeLayerStep, "{arch}.interleave_moe_layer_step"},
 };
 static_assert(std::size(kKeyTable) == static_cast<size_t>(Key::kCount));
 

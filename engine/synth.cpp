@@ -457,6 +457,55 @@ constexpr SynthPreset kPresets[] = {
      .gating = 2,
      .weights_norm = true,
      .weights_scale = 2.5f},
+    {.name = "tiny-ernie4_5-moe",
+     .doc = "ernie4_5-moe (llama attention, a dense lead layer, a shared expert, softmax routing "
+            "with a selection bias, top-4 renormalized): 4 layers, n_embd 256, 4/2 heads x 64, 16 "
+            "experts x 128, vocab 512 (tests)",
+     .n_layer = 4,
+     .n_embd = 256,
+     .n_head = 4,
+     .n_head_kv = 2,
+     .head_dim = 64,
+     .n_expert = 16,
+     .n_expert_used = 4,
+     .n_ff_exp = 128,
+     .n_ff = 384,
+     .n_vocab = 512,
+     .n_ctx = 8192,
+     .rope_freq_base = 500000.0f,
+     .rms_eps = 1e-5f,
+     .expert_type = GgmlType::Q4_0,
+     .attn_type = GgmlType::Q8_0,
+     .embd_type = GgmlType::Q8_0,
+     .output_type = GgmlType::Q6_K,
+     .arch = "ernie4_5-moe",
+     .n_dense_lead = 1,
+     .n_ff_shexp = 256},
+    // ERNIE-4.5-21B-A3B's shapes (21B parameters, 3B active; ~12 GB at Q4_0: tensor tables only
+    // in the tests).
+    {.name = "ernie-4.5-21b-a3b",
+     .doc = "ERNIE-4.5-21B-A3B shapes (ernie4_5-moe): 28 layers (1 dense), n_embd 2560, 20/4 heads "
+            "x 128, 64 experts top-6 x 1536 + 2 shared, vocab 103424 (~12 GB)",
+     .n_layer = 28,
+     .n_embd = 2560,
+     .n_head = 20,
+     .n_head_kv = 4,
+     .head_dim = 128,
+     .n_expert = 64,
+     .n_expert_used = 6,
+     .n_ff_exp = 1536,
+     .n_ff = 12288,
+     .n_vocab = 103424,
+     .n_ctx = 131072,
+     .rope_freq_base = 500000.0f,
+     .rms_eps = 1e-5f,
+     .expert_type = GgmlType::Q4_0,
+     .attn_type = GgmlType::Q8_0,
+     .embd_type = GgmlType::Q8_0,
+     .output_type = GgmlType::Q6_K,
+     .arch = "ernie4_5-moe",
+     .n_dense_lead = 1,
+     .n_ff_shexp = 3072},
     {.name = "tiny-bailingmoe2",
      .doc = "bailingmoe2 (fused q/k/v, per-head q/k norms, RoPE on 32 of 64 head dims, a dense "
             "lead layer, a shared expert, sigmoid routing in 4 groups (2 kept) with a selection "
@@ -1724,12 +1773,12 @@ SynthModel::SynthModel(const SynthOptions& options)
   const bool granite = arch == "granitemoe", ds1 = arch == "deepseek", dbrx = arch == "dbrx";
   const bool phi = arch == "phimoe", llama = arch == "llama", arctic = arch == "arctic";
   const bool grok = arch == "grok", minimax = arch == "minimax-m2", dots = arch == "dots1";
-  const bool ling = arch == "bailingmoe2";
+  const bool ling = arch == "bailingmoe2", ernie = arch == "ernie4_5-moe";
   if (!ds2 && !oss && !q2 && !granite && !ds1 && !dbrx && !phi && !llama && !arctic && !grok &&
-      !minimax && !dots && !ling && arch != "qwen3moe")
+      !minimax && !dots && !ling && !ernie && arch != "qwen3moe")
     fail(ErrorKind::kUnsupported,
          "synth: architecture '{}' (qwen3moe, deepseek2, gpt-oss, qwen2moe, granitemoe, deepseek, "
-         "dbrx, phimoe, llama, arctic, grok, minimax-m2, dots1, bailingmoe2)",
+         "dbrx, phimoe, llama, arctic, grok, minimax-m2, dots1, bailingmoe2, ernie4_5-moe)",
          arch);
   STRATA_ASSERT(p.n_expert_used <= p.n_expert && p.n_expert_used <= 64, "top-{} of {}",
                 p.n_expert_used, p.n_expert);
@@ -1873,6 +1922,11 @@ SynthModel::SynthModel(const SynthOptions& options)
     }
   }
   if (minimax) w.set(key(Key::kExpertGatingFunc), uint32_t{2});
+  if (ernie) {  // what llama.cpp's converter writes for ERNIE 4.5
+    w.set(key(Key::kLeadingDenseBlockCount), p.n_dense_lead);
+    w.set(key(Key::kInterleaveMoeLayerStep), uint32_t{1});
+    if (p.n_ff_shexp > 0) w.set(key(Key::kExpertSharedFeedForwardLength), p.n_ff_shexp);
+  }
   if (phi) {
     // What llama.cpp's converter writes for a LongRoPE model: the original context, the
     // attention factor sqrt(1 + ln(scale) / ln(original)), and a sliding window as large as the
@@ -2009,7 +2063,7 @@ SynthModel::SynthModel(const SynthOptions& options)
       } else if (minimax) {  // over the whole projection
         add(TensorId::kAttnQNorm, l, GgmlType::F32, {n_q}, Role::kNorm, 0);
         add(TensorId::kAttnKNorm, l, GgmlType::F32, {n_kv}, Role::kNorm, 0);
-      } else if (!granite && !ds1 && !dbrx && !llama && !arctic && !grok) {
+      } else if (!granite && !ds1 && !dbrx && !llama && !arctic && !grok && !ernie) {
         add(TensorId::kAttnQNorm, l, GgmlType::F32, {p.head_dim}, Role::kNorm, 0);
         add(TensorId::kAttnKNorm, l, GgmlType::F32, {p.head_dim}, Role::kNorm, 0);
       }
@@ -2028,7 +2082,7 @@ SynthModel::SynthModel(const SynthOptions& options)
                : TensorId::kFfnNorm,
         l, GgmlType::F32, {p.n_embd}, Role::kNorm, 0);
     if (phi) add(TensorId::kFfnNormBias, l, GgmlType::F32, {p.n_embd}, Role::kBias, kNormBiasSigma);
-    if ((ds2 || ds1 || dots || ling) && uint32_t(l) < p.n_dense_lead) {
+    if ((ds2 || ds1 || dots || ling || ernie) && uint32_t(l) < p.n_dense_lead) {
       add_ffn(l, TensorId::kFfnGate, TensorId::kFfnUp, TensorId::kFfnDown, p.n_ff, 0, at);
       continue;
     }
@@ -2044,6 +2098,9 @@ SynthModel::SynthModel(const SynthOptions& options)
         ling)  // small beside the sigmoid scores' spread: it moves a few selections
       add(TensorId::kFfnExpProbsB, l, GgmlType::F32, {p.n_expert}, Role::kBias,
           kSelectionBiasSigma);
+    if (ernie)  // the same beside the softmax probabilities (~1/n_expert): a few selections move
+      add(TensorId::kFfnExpProbsB, l, GgmlType::F32, {p.n_expert}, Role::kBias,
+          kSelectionBiasSigma / p.n_expert);
     add_ffn(l, TensorId::kFfnGateExps, TensorId::kFfnUpExps, TensorId::kFfnDownExps, p.n_ff_exp,
             p.n_expert, et);
     if (oss) {
@@ -2059,6 +2116,9 @@ SynthModel::SynthModel(const SynthOptions& options)
     if ((ds2 || ds1 || dots || ling) && p.n_shared > 0)
       add_ffn(l, TensorId::kFfnGateShexp, TensorId::kFfnUpShexp, TensorId::kFfnDownShexp,
               uint64_t(p.n_ff_exp) * p.n_shared, 0, at);
+    if (ernie && p.n_ff_shexp > 0)
+      add_ffn(l, TensorId::kFfnGateShexp, TensorId::kFfnUpShexp, TensorId::kFfnDownShexp,
+              p.n_ff_shexp, 0, at);
     if (q2) {
       // The gate reads the normalized stream like the other input matrices: logits ~N(0, 1).
       add(TensorId::kFfnGateInpShexp, l, GgmlType::F32, {p.n_embd}, Role::kIn, in_sigma(p.n_embd));

@@ -172,7 +172,7 @@ constexpr std::array<std::string_view, 5> kFimPadTexts = {"<|fim_pad|>", "<fim-p
 constexpr std::array<std::string_view, 5> kFimRepTexts = {"<|fim_repo|>", "<|repo_name|>",
                                                           "<fim-repo>", "<REPO>", "<reponame>"};
 constexpr std::array<std::string_view, 1> kFimSepTexts = {"<|file_sep|>"};
-constexpr std::array<std::string_view, 22> kEogTexts = {
+constexpr std::array<std::string_view, 23> kEogTexts = {
     "<|eot_id|>",
     "<|im_end|>",
     "<|end|>",
@@ -196,6 +196,7 @@ constexpr std::array<std::string_view, 22> kEogTexts = {
     "<\xef\xbd\x9c"
     "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
     "[e~[",
+    "<|end_of_sentence|>",  // ERNIE 4.5's turn end (strata's: its files name </s> as eos)
 };
 // Tokens always rendered (made user-defined): gpt-oss harmony's, as llama.cpp does it, and
 // Kimi-K2's, DeepSeek-V3.1's and MiniMax-M2's tool-call markers (llama.cpp's server renders them

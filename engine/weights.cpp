@@ -162,11 +162,12 @@ void bind_gqa(const Binder& b, const ModelConfig& cfg, LayerWeights& l, uint32_t
   }
   l.wo = b.bind(TensorId::kAttnOut, i, {cfg.n_head(il) * cfg.head_dim_v, n_embd}, Use::kMatmul);
   // llama.cpp reads attention biases for these architectures only (required for gpt-oss,
-  // qwen2moe and phimoe's separate q/k/v; a fused phimoe matrix has none).
+  // qwen2moe and phimoe's separate q/k/v; a fused phimoe matrix has none; optional for glm4moe
+  // and ernie4_5-moe, whose attn_output bias its MoE graph leaves unused).
   const bool phi = cfg.arch == Arch::kPhiMoe;
   if (cfg.arch == Arch::kGlm4Moe || cfg.arch == Arch::kGptOss || cfg.arch == Arch::kQwen2Moe ||
-      (phi && !fused)) {
-    const bool req = cfg.arch != Arch::kGlm4Moe;
+      cfg.arch == Arch::kErnie45Moe || (phi && !fused)) {
+    const bool req = cfg.arch != Arch::kGlm4Moe && cfg.arch != Arch::kErnie45Moe;
     l.bq = b.bind(TensorId::kAttnQBias, i, {n_q}, Use::kVector, req);
     l.bk = b.bind(TensorId::kAttnKBias, i, {n_k}, Use::kVector, req);
     l.bv = b.bind(TensorId::kAttnVBias, i, {n_v}, Use::kVector, req);
@@ -295,7 +296,7 @@ ModelWeights bind_weights(const io::GgufFile& file, const ModelConfig& cfg) {
       l.ffn_gate_inp = b.bind(TensorId::kFfnGateInp, i, {n_embd, n_exp}, Use::kMatmul);
       if (cfg.arch == Arch::kGptOss)
         l.ffn_gate_inp_b = b.bind(TensorId::kFfnGateInpBias, i, {n_exp}, Use::kVector);
-      if (cfg.gating == GatingType::kSigmoid)
+      if (cfg.gating == GatingType::kSigmoid || cfg.arch == Arch::kErnie45Moe)
         l.exp_probs_b = b.bind(TensorId::kFfnExpProbsB, i, {n_exp}, Use::kVector,
                                cfg.arch == Arch::kGlm4Moe || cfg.arch == Arch::kMinimaxM2);
       bind_stack(b, l.experts, i, TensorId::kFfnGateExps, TensorId::kFfnUpExps,

@@ -128,7 +128,7 @@ struct LayerWeights {
   WeightView ffn_post_norm;   // grok: [n_embd] optional RMSNorm of the MoE output
   WeightView ffn_gate_inp;    // router {n_embd, n_expert}; absent for a dense FFN
   WeightView ffn_gate_inp_b;  // optional router bias [n_expert] (gpt-oss)
-  WeightView exp_probs_b;     // optional selection bias [n_expert] (sigmoid gating)
+  WeightView exp_probs_b;     // optional selection bias [n_expert] (sigmoid gating, ernie4_5-moe)
   ExpertStack experts;        // routed experts (tiered), or the dense FFN (n_expert 1)
   ExpertStack shared;         // always-on shared expert, resident (n_expert 0 when none);
                               // arctic: its dense residual FFN (ffn_gate/up/down)

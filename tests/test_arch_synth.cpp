@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -161,6 +162,41 @@ TEST(ArchSynth, TinyMinimaxDots1AndBailingMoe2Run) {
   check_tiny("tiny-minimax-m2");
   check_tiny("tiny-dots1");
   check_tiny("tiny-bailingmoe2");
+}
+
+// ernie4_5-moe: a dense lead layer, then MoE layers with a shared expert and softmax routing
+// whose selection adds the bias. Every layer after the lead is MoE (interleave_moe_layer_step 1,
+// required: llama.cpp binds expert weights for all of them); another step, or none, is a
+// one-line error naming the key.
+TEST(ArchSynth, TinyErnieRuns) {
+  check_tiny("tiny-ernie4_5-moe");
+  const auto bytes = SynthModel(opts("tiny-ernie4_5-moe")).to_bytes();
+  const io::GgufFile f = io::GgufFile::parse("t", bytes);
+  const ModelConfig c = load_model_config(f);
+  EXPECT_FALSE(c.is_moe(0));
+  EXPECT_TRUE(c.is_moe(1) && c.is_moe(3));
+  EXPECT_TRUE(c.has_shared_experts(1));
+  EXPECT_EQ(c.n_ff_shexp, 256u);
+  EXPECT_EQ(c.gating, GatingType::kSoftmax);
+  EXPECT_TRUE(c.norm_topk_weights);
+  EXPECT_EQ(c.rope_type, RopeType::kNorm);
+  const Model m = Model::from_file(io::GgufFile::parse("t", bytes));
+  EXPECT_TRUE(m.weights().layers[1].exp_probs_b.present());
+  const std::string step_key = "ernie4_5-moe.interleave_moe_layer_step";
+  for (const std::optional<uint32_t> step :
+       {std::optional<uint32_t>(2), std::optional<uint32_t>()}) {
+    io::GgufWriter w(f.alignment());
+    for (const io::GgufKv& kv : f.metadata())
+      if (kv.key != step_key) w.set(kv.key, kv.value);
+    if (step) w.set(step_key, *step);
+    const auto edited = w.to_bytes([](size_t, std::span<std::byte>) {});
+    try {
+      (void)load_model_config(io::GgufFile::parse("edited", edited));
+      ADD_FAILURE() << "loaded with step " << step.value_or(0);
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(step_key), std::string::npos) << e.what();
+    }
+  }
 }
 
 // dots1 and bailingmoe2 run sigmoid routing only (llama.cpp's graphs add the selection bias

@@ -220,6 +220,26 @@ TEST(ChatTemplate, MinimaxM2) {
   EXPECT_EQ(format_chat(ChatFamily::kMinimaxM2, {}, false), "]~!b[]~b]system\n[e~[\n");
 }
 
+// ERNIE 4.5's (strata's own format: llama.cpp has no built-in one): its template's turns, system
+// text first after <|begin_of_sentence|>, "User: …\n", "Assistant: …<|end_of_sentence|>".
+TEST(ChatTemplate, Ernie45) {
+  const std::string tmpl =
+      "{%- if not cls_token is defined -%}{%- set cls_token = \"<|begin_of_sentence|>\" -%}"
+      "{%- endif -%}{{- cls_token -}}{%- for message in messages -%}{%- if message[\"role\"] == "
+      "\"user\" -%}{{- \"User: \" + message[\"content\"] + \"\n\" -}}{%- elif "
+      "message[\"role\"] == \"assistant\" -%}{{- \"Assistant: \" + message[\"content\"] + "
+      "sep_token -}}{%- endif -%}{%- endfor -%}";
+  EXPECT_EQ(detect_chat_family(tmpl), ChatFamily::kErnie45);
+  EXPECT_EQ(chat_family_from_name("ernie4.5"), ChatFamily::kErnie45);
+  const std::vector<ChatMessage> conv = {
+      {"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello."}, {"user", "2+2?"}};
+  EXPECT_EQ(format_chat(ChatFamily::kErnie45, conv, true),
+            "<|begin_of_sentence|>Be brief.\nUser: Hi\nAssistant: Hello.<|end_of_sentence|>User: "
+            "2+2?\nAssistant: ");
+  EXPECT_EQ(format_chat(ChatFamily::kErnie45, conv, false) + "Assistant: ",
+            format_chat(ChatFamily::kErnie45, conv, true));
+}
+
 // Ling's and Ring's (llama.cpp's bailing-think and bailing2): Ring's prompt opens the
 // reasoning; Ling 2.0's closes each turn with <|role_end|> and, with no system message, writes
 // its own "detailed thinking off".

@@ -252,6 +252,15 @@ TEST_P(SynthPeer, ConfigAndTokenizer) {
     EXPECT_FALSE(c.is_moe(0));
     EXPECT_EQ(c.n_ff_shexp, 128u);
     EXPECT_EQ(l0.wq.name, "blk.0.attn_qkv.weight[q]");  // rows of the fused matrix
+  } else if (std::string(GetParam().preset) == "tiny-ernie4_5-moe") {
+    EXPECT_EQ(c.arch, Arch::kErnie45Moe);
+    EXPECT_EQ(c.rope_type, RopeType::kNorm);
+    EXPECT_FALSE(c.qk_norm);
+    EXPECT_EQ(c.gating, GatingType::kSoftmax);
+    EXPECT_TRUE(c.norm_topk_weights);
+    EXPECT_FALSE(c.is_moe(0));
+    EXPECT_EQ(c.n_ff_shexp, 256u);
+    EXPECT_TRUE(model_->weights().layers[1].exp_probs_b.present());
   } else if (std::string(GetParam().preset) == "tiny-deepseek") {
     EXPECT_EQ(c.arch, Arch::kDeepseek);
     EXPECT_EQ(c.rope_type, RopeType::kNorm);
@@ -377,9 +386,10 @@ TEST_P(SynthPeer, GreedyContinuation) {
 // Each preset with peer references, in its F32 and Q4_0 variants.
 std::vector<Case> peer_cases() {
   std::vector<Case> cases;
-  for (const char* preset : {"tiny-qwen2moe", "tiny-granitemoe", "tiny-deepseek", "tiny-dbrx",
-                             "tiny-phimoe", "tiny-llama3-moe", "tiny-arctic", "tiny-grok",
-                             "tiny-grok2", "tiny-minimax-m2", "tiny-dots1", "tiny-bailingmoe2"})
+  for (const char* preset :
+       {"tiny-qwen2moe", "tiny-granitemoe", "tiny-deepseek", "tiny-dbrx", "tiny-phimoe",
+        "tiny-llama3-moe", "tiny-arctic", "tiny-grok", "tiny-grok2", "tiny-minimax-m2",
+        "tiny-dots1", "tiny-bailingmoe2", "tiny-ernie4_5-moe"})
     for (const char* variant : {"F32", "Q4_0"}) cases.push_back({preset, variant});
   return cases;
 }
