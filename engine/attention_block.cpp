@@ -140,18 +140,23 @@ void AttentionBlock::gqa(kernels::ThreadPool& pool, const LayerWeights& l, uint3
     if (l.bq.present()) add_bias_rows(l.bq.f32(), q, n_q, 1, 0, n_q);
     if (l.bk.present()) add_bias_rows(l.bk.f32(), k, n_k, 1, 0, n_k);
     if (l.bv.present()) add_bias_rows(l.bv.f32(), v, n_v, 1, 0, n_v);
-    if (cfg_.qk_norm && cfg_.qk_norm_whole) {
-      rms_norm(q, l.attn_q_norm.f32(), q, n_q, cfg_.norm_eps);
-      rms_norm(k, l.attn_k_norm.f32(), k, n_k, cfg_.norm_eps);
-    } else if (cfg_.qk_norm) {
-      for (uint32_t h = 0; h < n_head; ++h)
-        rms_norm(q + h * hd_k, l.attn_q_norm.f32(), q + h * hd_k, hd_k, cfg_.norm_eps);
-      for (uint32_t h = 0; h < n_head_kv; ++h)
-        rms_norm(k + h * hd_k, l.attn_k_norm.f32(), k + h * hd_k, hd_k, cfg_.norm_eps);
-    }
+    // The q/k norms: over the whole projection or per head; before RoPE but for hunyuan-moe's.
+    const auto qk_norm = [&] {
+      if (cfg_.qk_norm && cfg_.qk_norm_whole) {
+        rms_norm(q, l.attn_q_norm.f32(), q, n_q, cfg_.norm_eps);
+        rms_norm(k, l.attn_k_norm.f32(), k, n_k, cfg_.norm_eps);
+      } else if (cfg_.qk_norm) {
+        for (uint32_t h = 0; h < n_head; ++h)
+          rms_norm(q + h * hd_k, l.attn_q_norm.f32(), q + h * hd_k, hd_k, cfg_.norm_eps);
+        for (uint32_t h = 0; h < n_head_kv; ++h)
+          rms_norm(k + h * hd_k, l.attn_k_norm.f32(), k + h * hd_k, hd_k, cfg_.norm_eps);
+      }
+    };
+    if (!cfg_.qk_norm_after_rope) qk_norm();
     const float* cs = rope_cs(il, t);
     rope_apply(cfg_.rope_type, q, n_head, hd_k, cfg_.n_rot, cs);
     rope_apply(cfg_.rope_type, k, n_head_kv, hd_k, cfg_.n_rot, cs);
+    if (cfg_.qk_norm_after_rope) qk_norm();
     if (cfg_.kq_scale_on_q)  // ggml_scale of q: not the same rounding as scaling the scores
       for (uint32_t i = 0; i < n_q; ++i) q[i] *= cfg_.kq_scale;
     kv.store(il, pos0 + t, k, v);

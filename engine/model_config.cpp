@@ -177,7 +177,9 @@ std::vector<std::pair<std::string, std::string>> ModelConfig::arch_details() con
   if (layer_norm) add("norms", "LayerNorm (no bias)");
   if (norm_bias) add("norms", "RMSNorm with bias (weight, then + bias); output head bias");
   if (clamp_kqv > 0) add("q/k/v clamp", fmt::format("[-{0:g}, {0:g}]", clamp_kqv));
-  if (qk_norm) add("q/k norm", qk_norm_whole ? "RMSNorm over the whole projection" : "per head");
+  if (qk_norm)
+    add("q/k norm", std::string(qk_norm_whole ? "RMSNorm over the whole projection" : "per head") +
+                        (qk_norm_after_rope ? ", after RoPE" : ""));
   if (attn_sinks) add("attention sinks", "yes");
   if (n_swa > 0) {
     std::string layers;
@@ -265,6 +267,7 @@ ModelConfig load_model_config(const io::GgufFile& file) {
       {"dots1", Arch::kDots1},
       {"bailingmoe2", Arch::kBailingMoe2},
       {"ernie4_5-moe", Arch::kErnie45Moe},
+      {"hunyuan-moe", Arch::kHunyuanMoe},
   };
   const auto* found = std::find_if(std::begin(kArchs), std::end(kArchs),
                                    [&](const auto& a) { return a.first == c.arch_name; });
@@ -272,7 +275,7 @@ ModelConfig load_model_config(const io::GgufFile& file) {
     fail(ErrorKind::kUnsupported,
          "{}: architecture '{}' is not supported (qwen3moe, qwen2moe, llama, granitemoe, "
          "deepseek, deepseek2, glm4moe, olmoe, gpt-oss, dbrx, phimoe, arctic, grok, minimax-m2, "
-         "dots1, bailingmoe2, ernie4_5-moe)",
+         "dots1, bailingmoe2, ernie4_5-moe, hunyuan-moe)",
          file.path(), c.arch_name);
   c.arch = found->second;
   const KeyReader kr(file, c.arch_name);
@@ -656,6 +659,27 @@ ModelConfig load_model_config(const io::GgufFile& file) {
                           c.n_rot, c.head_dim_k));
       break;
     }
+    case Arch::kHunyuanMoe:
+      // llama.cpp's hunyuan-moe graph (Hunyuan-A13B): per-head q/k RMSNorms of the rotated q and
+      // k (NEOX RoPE over the whole head), every layer MoE with softmax routing (top-k
+      // renormalized, scaled as the file says) beside one shared expert
+      // expert_shared_feed_forward_length (else feed_forward_length) wide.
+      c.qk_norm = true;
+      c.qk_norm_after_rope = true;
+      c.rope_type = RopeType::kNeox;
+      c.n_expert = kr.u32(Key::kExpertCount);
+      c.n_expert_used = kr.u32(Key::kExpertUsedCount);
+      c.n_ff_exp = kr.u32(Key::kExpertFeedForwardLength);
+      c.n_ff_shexp = kr.u32_or(Key::kExpertSharedFeedForwardLength, 0);
+      if (c.n_ff_shexp == 0) c.n_ff_shexp = kr.per_layer_or(Key::kFeedForwardLength, n_block, 0)[0];
+      c.n_expert_shared = 1;
+      c.gating = GatingType::kSoftmax;
+      c.norm_topk_weights = true;
+      require(c.n_rot == c.head_dim_k, file,
+              fmt::format("rope.dimension_count {} must equal the head dim {} (llama.cpp's "
+                          "hunyuan-moe)",
+                          c.n_rot, c.head_dim_k));
+      break;
     case Arch::kGraniteMoe: {
       // llama.cpp reads the four multipliers as required keys; experts are feed_forward_length
       // wide, their top-k weights renormalized (its llama graph).

@@ -31,6 +31,7 @@ enum class Arch {
   kDots1,      // dots1 (dots.llm1): qwen3's attention, deepseek's FFN layout, sigmoid routing
   kBailingMoe2,  // bailingmoe2 (Ling 2.0): fused q/k/v, per-head norms, partial RoPE, dots1's FFN
   kErnie45Moe,   // ernie4_5-moe (ERNIE 4.5): llama attention, softmax routing with selection bias
+  kHunyuanMoe,   // hunyuan-moe (Hunyuan-A13B): q/k norms after RoPE, a shared expert in every layer
 };
 
 // How router logits become expert probabilities and weights (llama.cpp's gating functions).
@@ -69,17 +70,18 @@ struct ModelConfig {
   // (kv_lora_rank + n_rot and kv_lora_rank) with one "kv head"; the per-head widths are the
   // *_mla fields.
   AttentionKind attention = AttentionKind::kGqa;
-  uint32_t head_dim_k = 0;     // per-head width of q and k
-  uint32_t head_dim_v = 0;     // per-head width of v
-  float norm_eps = 0;          // RMSNorm epsilon (LayerNorm's where layer_norm)
-  bool layer_norm = false;     // dbrx: the block and output norms are LayerNorms (no bias)
-  bool norm_bias = false;      // phimoe: every norm adds a bias after its weight (ggml_add)
-  float clamp_kqv = 0;         // dbrx: > 0 clamps q, k and v to [-clamp_kqv, clamp_kqv]
-  bool qk_norm = false;        // RMSNorm of q and k (attn_q_norm / attn_k_norm)
-  bool qk_norm_whole = false;  // ... over the whole projection (olmoe), not per head
-  bool attn_sinks = false;     // a learned per-head logit joins the softmax denominator
-  uint32_t n_swa = 0;          // sliding window of the is_swa layers (query sees n_swa keys)
-  float kq_scale = 0;          // attention score scale (1/sqrt(head dim), MLA: YaRN-corrected)
+  uint32_t head_dim_k = 0;          // per-head width of q and k
+  uint32_t head_dim_v = 0;          // per-head width of v
+  float norm_eps = 0;               // RMSNorm epsilon (LayerNorm's where layer_norm)
+  bool layer_norm = false;          // dbrx: the block and output norms are LayerNorms (no bias)
+  bool norm_bias = false;           // phimoe: every norm adds a bias after its weight (ggml_add)
+  float clamp_kqv = 0;              // dbrx: > 0 clamps q, k and v to [-clamp_kqv, clamp_kqv]
+  bool qk_norm = false;             // RMSNorm of q and k (attn_q_norm / attn_k_norm)
+  bool qk_norm_whole = false;       // ... over the whole projection (olmoe), not per head
+  bool qk_norm_after_rope = false;  // hunyuan-moe: ... of the rotated q and k
+  bool attn_sinks = false;          // a learned per-head logit joins the softmax denominator
+  uint32_t n_swa = 0;               // sliding window of the is_swa layers (query sees n_swa keys)
+  float kq_scale = 0;               // attention score scale (1/sqrt(head dim), MLA: YaRN-corrected)
   bool kq_scale_on_q = false;  // phimoe: q × kq_scale after RoPE, the scores unscaled (its graph)
   // grok: > 0 caps the scores, s = attn_softcap · tanh(kq_scale · q·k) before the softmax (its
   // graph: kq_scale is 0.08838834764831845 / 30, the cap 30).

@@ -506,6 +506,54 @@ constexpr SynthPreset kPresets[] = {
      .arch = "ernie4_5-moe",
      .n_dense_lead = 1,
      .n_ff_shexp = 3072},
+    {.name = "tiny-hunyuan-moe",
+     .doc =
+         "hunyuan-moe (per-head q/k norms after RoPE, softmax routing top-4 renormalized beside a "
+         "shared expert in every layer): 4 layers, n_embd 256, 4/2 heads x 64, 16 experts x "
+         "128, vocab 512 (tests)",
+     .n_layer = 4,
+     .n_embd = 256,
+     .n_head = 4,
+     .n_head_kv = 2,
+     .head_dim = 64,
+     .n_expert = 16,
+     .n_expert_used = 4,
+     .n_ff_exp = 128,
+     .n_ff = 128,
+     .n_vocab = 512,
+     .n_ctx = 8192,
+     .rope_freq_base = 11158840.0f,
+     .rms_eps = 1e-5f,
+     .expert_type = GgmlType::Q4_0,
+     .attn_type = GgmlType::Q8_0,
+     .embd_type = GgmlType::Q8_0,
+     .output_type = GgmlType::Q6_K,
+     .arch = "hunyuan-moe",
+     .n_ff_shexp = 256},
+    // Hunyuan-A13B's shapes (80B parameters, 13B active; ~45 GB at Q4_0: tensor tables only in
+    // the tests).
+    {.name = "hunyuan-a13b",
+     .doc = "Hunyuan-A13B shapes (hunyuan-moe): 32 layers, n_embd 4096, 32/8 heads x 128, 64 "
+            "experts top-8 x 3072 + 1 shared, vocab 128167 (~45 GB)",
+     .n_layer = 32,
+     .n_embd = 4096,
+     .n_head = 32,
+     .n_head_kv = 8,
+     .head_dim = 128,
+     .n_expert = 64,
+     .n_expert_used = 8,
+     .n_ff_exp = 3072,
+     .n_ff = 3072,
+     .n_vocab = 128167,
+     .n_ctx = 262144,
+     .rope_freq_base = 11158840.0f,
+     .rms_eps = 1e-5f,
+     .expert_type = GgmlType::Q4_0,
+     .attn_type = GgmlType::Q8_0,
+     .embd_type = GgmlType::Q8_0,
+     .output_type = GgmlType::Q6_K,
+     .arch = "hunyuan-moe",
+     .n_ff_shexp = 3072},
     {.name = "tiny-bailingmoe2",
      .doc = "bailingmoe2 (fused q/k/v, per-head q/k norms, RoPE on 32 of 64 head dims, a dense "
             "lead layer, a shared expert, sigmoid routing in 4 groups (2 kept) with a selection "
@@ -1774,11 +1822,13 @@ SynthModel::SynthModel(const SynthOptions& options)
   const bool phi = arch == "phimoe", llama = arch == "llama", arctic = arch == "arctic";
   const bool grok = arch == "grok", minimax = arch == "minimax-m2", dots = arch == "dots1";
   const bool ling = arch == "bailingmoe2", ernie = arch == "ernie4_5-moe";
+  const bool hunyuan = arch == "hunyuan-moe";
   if (!ds2 && !oss && !q2 && !granite && !ds1 && !dbrx && !phi && !llama && !arctic && !grok &&
-      !minimax && !dots && !ling && !ernie && arch != "qwen3moe")
+      !minimax && !dots && !ling && !ernie && !hunyuan && arch != "qwen3moe")
     fail(ErrorKind::kUnsupported,
          "synth: architecture '{}' (qwen3moe, deepseek2, gpt-oss, qwen2moe, granitemoe, deepseek, "
-         "dbrx, phimoe, llama, arctic, grok, minimax-m2, dots1, bailingmoe2, ernie4_5-moe)",
+         "dbrx, phimoe, llama, arctic, grok, minimax-m2, dots1, bailingmoe2, ernie4_5-moe, "
+         "hunyuan-moe)",
          arch);
   STRATA_ASSERT(p.n_expert_used <= p.n_expert && p.n_expert_used <= 64, "top-{} of {}",
                 p.n_expert_used, p.n_expert);
@@ -1927,6 +1977,7 @@ SynthModel::SynthModel(const SynthOptions& options)
     w.set(key(Key::kInterleaveMoeLayerStep), uint32_t{1});
     if (p.n_ff_shexp > 0) w.set(key(Key::kExpertSharedFeedForwardLength), p.n_ff_shexp);
   }
+  if (hunyuan) w.set(key(Key::kExpertSharedFeedForwardLength), p.n_ff_shexp);
   if (phi) {
     // What llama.cpp's converter writes for a LongRoPE model: the original context, the
     // attention factor sqrt(1 + ln(scale) / ln(original)), and a sliding window as large as the
@@ -2116,7 +2167,7 @@ SynthModel::SynthModel(const SynthOptions& options)
     if ((ds2 || ds1 || dots || ling) && p.n_shared > 0)
       add_ffn(l, TensorId::kFfnGateShexp, TensorId::kFfnUpShexp, TensorId::kFfnDownShexp,
               uint64_t(p.n_ff_exp) * p.n_shared, 0, at);
-    if (ernie && p.n_ff_shexp > 0)
+    if ((ernie || hunyuan) && p.n_ff_shexp > 0)
       add_ffn(l, TensorId::kFfnGateShexp, TensorId::kFfnUpShexp, TensorId::kFfnDownShexp,
               p.n_ff_shexp, 0, at);
     if (q2) {

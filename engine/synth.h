@@ -76,7 +76,9 @@ struct SynthPreset {
   float yarn_factor = 0;       // > 1: YaRN RoPE scaling with this factor
   uint32_t yarn_orig_ctx = 0;  // YaRN original context length
   float yarn_log_mul = 0;      // deepseek2: rope.scaling.yarn_log_multiplier as written
-  uint32_t n_ff_shexp = 0;     // qwen2moe: the sigmoid-gated shared expert's width; ernie4_5-moe's
+  // qwen2moe: the sigmoid-gated shared expert's width; ernie4_5-moe's and hunyuan-moe's shared
+  // expert's.
+  uint32_t n_ff_shexp = 0;
   // granitemoe's multipliers (its experts are n_ff wide and its output head is the embedding).
   float embedding_scale = 0;
   float residual_scale = 0;

@@ -162,12 +162,13 @@ void bind_gqa(const Binder& b, const ModelConfig& cfg, LayerWeights& l, uint32_t
   }
   l.wo = b.bind(TensorId::kAttnOut, i, {cfg.n_head(il) * cfg.head_dim_v, n_embd}, Use::kMatmul);
   // llama.cpp reads attention biases for these architectures only (required for gpt-oss,
-  // qwen2moe and phimoe's separate q/k/v; a fused phimoe matrix has none; optional for glm4moe
-  // and ernie4_5-moe, whose attn_output bias its MoE graph leaves unused).
+  // qwen2moe and phimoe's separate q/k/v; a fused phimoe matrix has none; optional for glm4moe,
+  // ernie4_5-moe and hunyuan-moe, whose graphs use no attn_output bias).
   const bool phi = cfg.arch == Arch::kPhiMoe;
   if (cfg.arch == Arch::kGlm4Moe || cfg.arch == Arch::kGptOss || cfg.arch == Arch::kQwen2Moe ||
-      cfg.arch == Arch::kErnie45Moe || (phi && !fused)) {
-    const bool req = cfg.arch != Arch::kGlm4Moe && cfg.arch != Arch::kErnie45Moe;
+      cfg.arch == Arch::kErnie45Moe || cfg.arch == Arch::kHunyuanMoe || (phi && !fused)) {
+    const bool req = cfg.arch != Arch::kGlm4Moe && cfg.arch != Arch::kErnie45Moe &&
+                     cfg.arch != Arch::kHunyuanMoe;
     l.bq = b.bind(TensorId::kAttnQBias, i, {n_q}, Use::kVector, req);
     l.bk = b.bind(TensorId::kAttnKBias, i, {n_k}, Use::kVector, req);
     l.bv = b.bind(TensorId::kAttnVBias, i, {n_v}, Use::kVector, req);

@@ -158,10 +158,11 @@ TEST(ArchSynth, TinyGrokRuns) {
   check_tiny("tiny-grok2");
 }
 
-TEST(ArchSynth, TinyMinimaxDots1AndBailingMoe2Run) {
+TEST(ArchSynth, TinyMinimaxDots1BailingMoe2AndHunyuanRun) {
   check_tiny("tiny-minimax-m2");
   check_tiny("tiny-dots1");
   check_tiny("tiny-bailingmoe2");
+  check_tiny("tiny-hunyuan-moe");
 }
 
 // ernie4_5-moe: a dense lead layer, then MoE layers with a shared expert and softmax routing

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates tests/data/peer/<preset>/: llama.cpp's logits for synthetic models (F32 and Q4_0) of
 # the architectures ../shared/fixtures has no model of (qwen2moe, granitemoe, deepseek, dbrx,
-# phimoe, arctic, grok, minimax-m2, dots1, bailingmoe2, ernie4_5-moe; llama with Llama 3.1's
-# rope_freqs), which
+# phimoe, arctic, grok, minimax-m2, dots1, bailingmoe2, ernie4_5-moe, hunyuan-moe; llama with
+# Llama 3.1's rope_freqs), which
 # tests/test_synth_peer.cpp checks strata against. phimoe's F32 model also gets a
 # reference at n_ctx 128 (F32.ctx128.logits.bin): within LongRoPE's original context (256), where
 # llama.cpp uses the short factor set instead of the long one. tiny-phimoe's references are made one
@@ -17,8 +17,9 @@
 # tiny-llama3-moe, tiny-arctic and tiny-grok.
 # tiny-grok2 (Grok-2's layout) needs a llama.cpp whose grok graph has Grok-2's parts:
 # scripts/peer/grok2_peer.md says how its references were made. tiny-minimax-m2, tiny-dots1,
-# tiny-bailingmoe2 and tiny-ernie4_5-moe need a newer llama.cpp than c392e50 (minimax-m2 came in
-# late 2025); their references were made with llama.cpp 3018a11e7 (2026-07-29), unpatched.
+# tiny-bailingmoe2, tiny-ernie4_5-moe and tiny-hunyuan-moe need a newer llama.cpp than c392e50
+# (minimax-m2 came in late 2025); their references were made with llama.cpp 3018a11e7
+# (2026-07-29), unpatched.
 # LLAMA_DIR is a llama.cpp checkout built on the CPU with static libraries:
 #   cmake -S $LLAMA_DIR -B $LLAMA_DIR/build -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF \
 #         -DLLAMA_CURL=OFF && cmake --build $LLAMA_DIR/build --target llama
