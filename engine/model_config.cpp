@@ -234,7 +234,8 @@ std::vector<std::pair<std::string, std::string>> ModelConfig::arch_details() con
       add("shared expert",
           fmt::format("1 x {} (resident), gated by sigmoid(ffn_gate_inp_shexp)", n_ff_shexp));
     else if (n_ff_shexp > 0)
-      add("shared experts", fmt::format("{} x {} (resident)", n_expert_shared, n_ff_exp));
+      add("shared experts", fmt::format("{} x {} (resident)", std::max(n_expert_shared, 1u),
+                                        n_ff_shexp / std::max(n_expert_shared, 1u)));
     if (n_layer_dense_lead > 0)
       add("leading dense layers", fmt::format("{} (ffn {})", n_layer_dense_lead, n_ff(0)));
     add("expert activation",

@@ -7,6 +7,7 @@
 // gpt-oss-20b, qwen1.5-moe-a2.7b, deepseek-moe-16b) hold the published models' tensor shapes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -178,6 +179,10 @@ TEST(ArchSynth, TinyErnieRuns) {
   EXPECT_TRUE(c.is_moe(1) && c.is_moe(3));
   EXPECT_TRUE(c.has_shared_experts(1));
   EXPECT_EQ(c.n_ff_shexp, 256u);
+  const auto details = c.arch_details();  // (inspect's line: the shared expert's own width)
+  EXPECT_NE(std::find(details.begin(), details.end(),
+                      std::pair<std::string, std::string>("shared experts", "1 x 256 (resident)")),
+            details.end());
   EXPECT_EQ(c.gating, GatingType::kSoftmax);
   EXPECT_TRUE(c.norm_topk_weights);
   EXPECT_EQ(c.rope_type, RopeType::kNorm);

@@ -253,6 +253,22 @@ TEST(VocabUnit, TinyBpeLoadsAndMerges) {
   EXPECT_FALSE(tok.vocab().is_eog(0));
 }
 
+// ERNIE 4.5's turn end, <|end_of_sentence|>, ends a generation though its files name </s> as
+// eos; MiniMax-M2's tool-call markers are rendered.
+TEST(VocabUnit, ErnieTurnEndAndMinimaxMarkers) {
+  io::GgufWriter w = tiny_bpe_writer();
+  w.set("tokenizer.ggml.tokens",
+        io::gguf_string_array({"a", "b", "ab", "</s>", "<|end_of_sentence|>", "<minimax:tool_call>",
+                               "</minimax:tool_call>"}));
+  w.set("tokenizer.ggml.token_type", io::gguf_i32_array({1, 1, 1, 3, 3, 3, 3}));
+  const auto m = parse(w);
+  const Vocab v = Vocab::from_gguf(*m->file);
+  EXPECT_TRUE(v.is_eog(3));
+  EXPECT_TRUE(v.is_eog(4));
+  EXPECT_TRUE(v.has_attr(5, token_attr::kUserDefined));
+  EXPECT_TRUE(v.has_attr(6, token_attr::kUserDefined));
+}
+
 TEST(VocabUnit, MissingTokensKeyNamesIt) {
   io::GgufWriter w;
   w.set("tokenizer.ggml.model", "gpt2");
