@@ -14,7 +14,9 @@
 #                                      calls parse back); seeds tests/data/tool_seeds/*.bin
 # Warnings are not errors there (clang does not know some of GCC's warning pragmas).
 # Seeds: tests/data/gguf_bad/*.bin (gguf); the fixtures' metadata without tensors and that of the
-# synthetic qwen2moe / granitemoe / deepseek / dbrx presets, written by fuzz_meta_seeds, and
+# synthetic presets of the architectures the fixtures lack (qwen2moe, granitemoe, deepseek, dbrx,
+# phimoe, arctic, grok, minimax-m2, dots1, bailingmoe2, ernie4_5-moe, hunyuan-moe), written by
+# fuzz_meta_seeds, and
 # tests/data/meta_bad/*.bin (meta). Findings are written as crash-* / oom-* /
 # timeout-* in fuzz-corpus[-meta]/; once fixed, copy each into tests/data/gguf_bad/ or
 # tests/data/meta_bad/ as a .bin file, so it stays a unit test (test_gguf, test_model_meta).
@@ -53,7 +55,8 @@ FIXTURES="${STRATA_FIXTURES_DIR:-../shared/fixtures}"
 shopt -s nullglob
 seeds=("$FIXTURES"/*/*-Q4_0.gguf synth:tiny-qwen2moe synth:tiny-granitemoe synth:tiny-deepseek
        synth:tiny-dbrx synth:tiny-phimoe synth:tiny-arctic synth:tiny-grok
-       synth:tiny-grok2)
+       synth:tiny-grok2 synth:tiny-minimax-m2 synth:tiny-dots1 synth:tiny-bailingmoe2
+       synth:tiny-ernie4_5-moe synth:tiny-hunyuan-moe)
 build-fuzz/tests/fuzz_meta_seeds fuzz-corpus-meta "${seeds[@]}" >/dev/null
 cp -n tests/data/meta_bad/*.bin fuzz-corpus-meta/ 2>/dev/null || true
 cd fuzz-corpus-meta
