@@ -425,9 +425,21 @@ std::vector<ChatMessage> render_hermes(const std::vector<ToolMessage>& messages,
 
 namespace {
 
-// The <tool_call> blocks of an answer (the last may be unclosed: the reply ended with its body),
-// each body (trimmed) read by `call`: a block it reads is a call, one it does not (nullopt) stays
-// in the content, with the text outside the blocks.
+// Whitespace skipped from the front.
+std::string_view ltrim(std::string_view s) {
+  while (!s.empty() && (s[0] == ' ' || s[0] == '\n' || s[0] == '\t' || s[0] == '\r'))
+    s.remove_prefix(1);
+  return s;
+}
+
+// A block reader's answer: the call, and where in the text after <tool_call> its body ends.
+using BlockCall = std::optional<std::pair<ToolCall, size_t>>;
+
+// The <tool_call> blocks of an answer, each read by `call` from the text after its opening, in
+// order as the format's matcher reads it (so a value that holds "</tool_call>" stays in it); then
+// only whitespace and </tool_call>, or the answer's end (the reply ended in the block). A block it
+// does not read stays in the content (to its first </tool_call>), with the text outside the
+// blocks, trimmed.
 template <class Read>
 ParsedCalls parse_blocks(std::string_view answer, const Read& call) {
   ParsedCalls r;
@@ -436,16 +448,19 @@ ParsedCalls parse_blocks(std::string_view answer, const Read& call) {
   while (at < answer.size()) {
     const size_t open = answer.find(kCallOpen, at);
     if (open == std::string_view::npos) break;
-    const size_t body = open + kCallOpen.size();
-    size_t close = answer.find(kCallClose, body);
-    const size_t end = close == std::string_view::npos ? answer.size() : close + kCallClose.size();
-    if (close == std::string_view::npos) close = answer.size();
     content += answer.substr(at, open - at);
-    if (std::optional<ToolCall> c = call(trim(answer.substr(body, close - body))))
-      r.calls.push_back(std::move(*c));
-    else
-      content += answer.substr(open, end - open);
-    at = end;
+    const size_t body = open + kCallOpen.size();
+    if (BlockCall read = call(answer.substr(body))) {
+      const std::string_view after = ltrim(answer.substr(body + read->second));
+      if (after.empty() || after.starts_with(kCallClose)) {
+        r.calls.push_back(std::move(read->first));
+        at = answer.size() - after.size() + (after.empty() ? 0 : kCallClose.size());
+        continue;
+      }
+    }
+    const size_t close = answer.find(kCallClose, body);
+    at = close == std::string_view::npos ? answer.size() : close + kCallClose.size();
+    content += answer.substr(open, at - open);
   }
   if (at < answer.size()) content += answer.substr(at);
   r.content = std::string(trim(content));
@@ -455,7 +470,12 @@ ParsedCalls parse_blocks(std::string_view answer, const Read& call) {
 }  // namespace
 
 ParsedCalls parse_hermes_calls(std::string_view answer) {
-  return parse_blocks(answer, [](std::string_view text) -> std::optional<ToolCall> {
+  return parse_blocks(answer, [](std::string_view rest) -> BlockCall {
+    // The JSON object after the opening, to its closing brace.
+    const size_t start = rest.size() - ltrim(rest).size();
+    if (start == rest.size() || rest[start] != '{') return std::nullopt;
+    const size_t end = json_value_end(rest, start);
+    const std::string_view text = rest.substr(start, end - start);
     if (!json_text(text)) return std::nullopt;
     const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (!j.is_object() || !j.contains("name") || !j["name"].is_string() ||
@@ -466,7 +486,7 @@ ParsedCalls parse_hermes_calls(std::string_view answer) {
     // An object as written (see json_member_text); a string holds the JSON text.
     c.arguments = j["arguments"].is_string() ? j["arguments"].get<std::string>()
                                              : std::string(json_member_text(text, "arguments"));
-    return c;
+    return std::pair(std::move(c), end);
   });
 }
 
@@ -739,38 +759,37 @@ void append_arg(std::string& args, const std::vector<ToolSpec>& tools, std::stri
 
 ParsedCalls parse_qwen_xml_calls(std::string_view answer, const std::vector<ToolSpec>& tools) {
   // <function=NAME> … </function>, each <parameter=KEY>\nVALUE\n</parameter> inside.
-  return parse_blocks(answer, [&](std::string_view b) -> std::optional<ToolCall> {
+  return parse_blocks(answer, [&](std::string_view rest) -> BlockCall {
     constexpr std::string_view kFn = "<function=", kFnEnd = "</function>";
     constexpr std::string_view kParam = "<parameter=";
+    std::string_view b = ltrim(rest);
     const size_t name_end = b.find('>');
-    if (!b.starts_with(kFn) || name_end == std::string_view::npos || !b.ends_with(kFnEnd) ||
-        name_end == kFn.size())
+    if (!b.starts_with(kFn) || name_end == std::string_view::npos || name_end == kFn.size())
       return std::nullopt;
     ToolCall c;
     c.name = std::string(b.substr(kFn.size(), name_end - kFn.size()));
     std::string args = "{";
-    std::string_view rest = b.substr(name_end + 1, b.size() - kFnEnd.size() - name_end - 1);
-    while (!trim(rest).empty()) {
-      rest = trim(rest);
-      const size_t key_end = rest.find('>');
-      if (!rest.starts_with(kParam) || key_end == std::string_view::npos) return std::nullopt;
+    b.remove_prefix(name_end + 1);
+    for (b = ltrim(b); !b.starts_with(kFnEnd); b = ltrim(b)) {
+      const size_t key_end = b.find('>');
+      if (!b.starts_with(kParam) || key_end == std::string_view::npos) return std::nullopt;
       // The value ends where the matcher ends it, at the first "\n</parameter>\n"; a reply may
       // also close it otherwise.
       size_t value_end = std::string_view::npos, skip = 0;
       for (const std::string_view end : {"\n</parameter>\n", "\n</parameter>", "</parameter>"}) {
-        value_end = rest.find(end, key_end);
+        value_end = b.find(end, key_end);
         skip = end.size();
         if (value_end != std::string_view::npos) break;
       }
       if (value_end == std::string_view::npos) return std::nullopt;
-      const std::string key(rest.substr(kParam.size(), key_end - kParam.size()));
-      std::string_view value = rest.substr(key_end + 1, value_end - key_end - 1);
+      const std::string key(b.substr(kParam.size(), key_end - kParam.size()));
+      std::string_view value = b.substr(key_end + 1, value_end - key_end - 1);
       if (value.starts_with('\n')) value.remove_prefix(1);
-      rest.remove_prefix(value_end + skip);
+      b.remove_prefix(value_end + skip);
       append_arg(args, tools, c.name, key, value);
     }
     c.arguments = args + '}';
-    return c;
+    return std::pair(std::move(c), rest.size() - b.size() + kFnEnd.size());
   });
 }
 
@@ -824,29 +843,29 @@ std::vector<ChatMessage> render_glm(const std::vector<ToolMessage>& messages,
 }
 
 ParsedCalls parse_glm_calls(std::string_view answer, const std::vector<ToolSpec>& tools) {
-  // NAME, then <arg_key>KEY</arg_key> <arg_value>VALUE</arg_value> pairs.
-  return parse_blocks(answer, [&](std::string_view b) -> std::optional<ToolCall> {
+  // NAME, then <arg_key>KEY</arg_key> <arg_value>VALUE</arg_value> pairs, to </tool_call>.
+  return parse_blocks(answer, [&](std::string_view rest) -> BlockCall {
     constexpr std::string_view kKey = "<arg_key>", kKeyEnd = "</arg_key>";
     constexpr std::string_view kValue = "<arg_value>", kValueEnd = "</arg_value>";
+    std::string_view b = ltrim(rest);
     const std::string_view name = trim(b.substr(0, std::min(b.find('\n'), b.find('<'))));
     if (name.empty()) return std::nullopt;
     ToolCall c;
     c.name = std::string(name);
     std::string args = "{";
-    std::string_view rest = b.substr(std::min(b.size(), b.find(name) + name.size()));
-    while (!trim(rest).empty()) {
-      rest = trim(rest);
-      const size_t key_end = rest.find(kKeyEnd);
-      if (!rest.starts_with(kKey) || key_end == std::string_view::npos) return std::nullopt;
-      const std::string key(trim(rest.substr(kKey.size(), key_end - kKey.size())));
-      rest = trim(rest.substr(key_end + kKeyEnd.size()));
-      const size_t value_end = rest.find(kValueEnd);
-      if (!rest.starts_with(kValue) || value_end == std::string_view::npos) return std::nullopt;
-      append_arg(args, tools, c.name, key, rest.substr(kValue.size(), value_end - kValue.size()));
-      rest.remove_prefix(value_end + kValueEnd.size());
+    b.remove_prefix(name.size());
+    for (b = ltrim(b); !b.empty() && !b.starts_with(kCallClose); b = ltrim(b)) {
+      const size_t key_end = b.find(kKeyEnd);
+      if (!b.starts_with(kKey) || key_end == std::string_view::npos) return std::nullopt;
+      const std::string key(trim(b.substr(kKey.size(), key_end - kKey.size())));
+      b = ltrim(b.substr(key_end + kKeyEnd.size()));
+      const size_t value_end = b.find(kValueEnd);
+      if (!b.starts_with(kValue) || value_end == std::string_view::npos) return std::nullopt;
+      append_arg(args, tools, c.name, key, b.substr(kValue.size(), value_end - kValue.size()));
+      b.remove_prefix(value_end + kValueEnd.size());
     }
     c.arguments = args + '}';
-    return c;
+    return std::pair(std::move(c), rest.size() - b.size());
   });
 }
 
@@ -900,7 +919,7 @@ ParsedCalls parse_minimax_calls(std::string_view answer, const std::vector<ToolS
   const std::string_view kSectionEnd = kMinimaxSyntax.section_end;
   // Skips whitespace, then takes `s` if it comes next.
   const auto take = [](std::string_view& rest, std::string_view s) {
-    rest = trim(rest);
+    rest = ltrim(rest);
     if (!rest.starts_with(s)) return false;
     rest.remove_prefix(s.size());
     return true;

@@ -150,7 +150,9 @@ std::vector<ChatMessage> render_tools(ToolFormat f, const std::vector<ToolMessag
 // The calls in a reply's answer: each <tool_call> block (the last may be unclosed: the reply ended
 // with its JSON) whose JSON is an object with a string "name" and an object or string "arguments".
 // `content` is the text outside the blocks, trimmed. A block that does not parse stays in the
-// content, and is not a call.
+// content, and is not a call. Each block is read in order, as the call's matcher reads it, to
+// its </tool_call>: a string or value that holds "</tool_call>" stays in the call (all three
+// <tool_call> forms).
 struct ParsedCalls {
   std::vector<ToolCall> calls;
   std::string content;

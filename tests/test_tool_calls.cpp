@@ -130,6 +130,14 @@ TEST(ToolCalls, ParsesCallsFromAReply) {
   p = parse_hermes_calls("plain answer");
   EXPECT_TRUE(p.calls.empty());
   EXPECT_EQ(p.content, "plain answer");
+  // A string that holds "</tool_call>" stays in the call (the JSON is read to its end), and text
+  // after the block is content.
+  p = parse_hermes_calls(
+      "<tool_call>\n{\"name\": \"save\", \"arguments\": {\"text\": \"a</tool_call>b\"}}\n"
+      "</tool_call> done");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].arguments, R"({"text": "a</tool_call>b"})");
+  EXPECT_EQ(p.content, "done");
 }
 
 TEST(ToolCalls, BadToolsAreNamed) {
@@ -360,6 +368,15 @@ TEST(ToolCalls, ParsesXmlCallsFromAReply) {
       tools);
   ASSERT_EQ(p.calls.size(), 1u);
   EXPECT_EQ(p.calls[0].arguments, R"({"a":"x </parameter> y","b":""})");
+  // A value that holds "</tool_call>" (code that writes a call, say) stays in the call.
+  p = parse_qwen_xml_calls(
+      "<tool_call>\n<function=free>\n<parameter=code>\nx = \"</tool_call>\"\n</parameter>\n"
+      "</function>\n</tool_call>\n<tool_call>\n<function=now>\n</function>\n</tool_call>",
+      tools);
+  ASSERT_EQ(p.calls.size(), 2u);
+  EXPECT_EQ(p.calls[0].arguments, R"({"code":"x = \"</tool_call>\""})");
+  EXPECT_EQ(p.calls[1].name, "now");
+  EXPECT_EQ(p.content, "");
   // Not a call: the text stays.
   expect_left_as_text([&](std::string_view t) { return parse_qwen_xml_calls(t, tools); },
                       {"<tool_call>\n<function=now>\n</tool_call>",
@@ -534,6 +551,14 @@ TEST(ToolCalls, ParsesGlmCallsFromAReply) {
   EXPECT_EQ(p.calls[0].arguments, "{}");
   EXPECT_EQ(p.calls[1].arguments, R"({"n":"three"})");
   EXPECT_EQ(p.content, "");
+  // A value that holds "</tool_call>" stays in the call.
+  p = parse_glm_calls(
+      "<tool_call>free\n<arg_key>code</arg_key>\n<arg_value>a</tool_call>b</arg_value>\n"
+      "</tool_call> done",
+      tools);
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].arguments, R"({"code":"a</tool_call>b"})");
+  EXPECT_EQ(p.content, "done");
   // Not a call: the text stays.
   expect_left_as_text(
       [&](std::string_view t) { return parse_glm_calls(t, tools); },
