@@ -886,15 +886,22 @@ std::vector<ChatMessage> render_minimax(const std::vector<ToolMessage>& messages
     system += kMinimaxToolsTail;
     out.push_back({"system", std::move(system)});
   }
+  size_t last_user = 0;  // the template's last_user_index, here over all the messages
+  for (size_t k = 0; k < messages.size(); ++k)
+    if (messages[k].role == "user") last_user = k;
   for (; i < messages.size(); ++i) {
     const ToolMessage& m = messages[i];
+    // The reasoning of a turn after the last user message (the tool loop's) is kept.
+    const std::string think = m.role == "assistant" && i > last_user && !m.reasoning.empty()
+                                  ? "<think>\n" + m.reasoning + "\n</think>\n\n"
+                                  : std::string();
     if (m.role != "assistant" || m.calls.empty()) {
-      out.push_back({m.role, m.content});
+      out.push_back({m.role, think + m.content});
       continue;
     }
     // "\n<minimax:tool_call>\n", each call's <invoke name="NAME">\n and its
     // <parameter name="KEY">VALUE</parameter>\n lines and </invoke>\n, the section's end.
-    std::string text = m.content + "\n" + std::string(kMinimaxOpen) + "\n";
+    std::string text = think + m.content + "\n" + std::string(kMinimaxOpen) + "\n";
     for (const ToolCall& call : m.calls) {
       const nlohmann::ordered_json args =
           nlohmann::ordered_json::parse(call.arguments, nullptr, false);

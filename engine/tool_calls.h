@@ -86,6 +86,10 @@ struct ToolMessage {
   std::string content;
   std::vector<ToolCall> calls;
   std::string call_id = {};  // a tool's result: the call it answers (OpenAI's tool_call_id)
+  // An assistant's reasoning as the client sent it back (reasoning_content; Anthropic's thinking
+  // blocks): MiniMax-M2's template writes it for the turns of a tool loop (after the last user
+  // message); the other formats leave it out, as their templates do.
+  std::string reasoning = {};
 };
 
 // The conversation as the Hermes templates write it, for a chat format's formatter: the tools'
@@ -126,7 +130,9 @@ std::vector<ChatMessage> render_deepseek(const std::vector<ToolMessage>& message
 // the system message (the template's model_identity when the conversation has none, or an empty
 // one) followed by the tools as <tool> JSON lines, an assistant's calls in one section of
 // <invoke> blocks after its content (an Error, kBadValue, when a call's arguments are not a JSON
-// object); tool results as they are (the formatter makes each run one tool turn).
+// object), its reasoning before them as "<think>\n…\n</think>\n\n" when it comes after the
+// last user message (the tool loop's turns: interleaved thinking); tool results as they are (the
+// formatter makes each run one tool turn).
 std::vector<ChatMessage> render_minimax(const std::vector<ToolMessage>& messages,
                                         const std::vector<ToolSpec>& tools,
                                         std::string_view chat_template);

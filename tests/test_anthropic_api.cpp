@@ -62,6 +62,7 @@ TEST(AnthropicApi, RequestBecomesAChatRequest) {
   EXPECT_EQ(m[1], json({{"role", "user"}, {"content", "Weather in Oslo?"}}));
   EXPECT_EQ(m[2]["role"], "assistant");
   EXPECT_EQ(m[2]["content"], "Checking.");
+  EXPECT_EQ(m[2]["reasoning_content"], "hm");  // the thinking block's text
   ASSERT_EQ(m[2]["tool_calls"].size(), 1u);
   EXPECT_EQ(m[2]["tool_calls"][0]["id"], "toolu_1");
   EXPECT_EQ(m[2]["tool_calls"][0]["function"]["name"], "weather");

@@ -1324,6 +1324,19 @@ TEST_F(Thinking, ServeCallsToolsInSections) {
     ASSERT_EQ(nstatus, 200) << ntext;
     EXPECT_GT(json::parse(ntext)["usage"]["prompt_tokens"].get<int>(),
               r["usage"]["prompt_tokens"].get<int>());
+    // The call's reasoning sent back (reasoning_content): MiniMax-M2's template writes a tool
+    // loop's, the others leave it out.
+    json reasoned = more;
+    reasoned["messages"][1]["reasoning_content"] = "The weather first.";
+    const auto [rstatus, rtext] = post(reasoned);
+    ASSERT_EQ(rstatus, 200) << rtext;
+    const int with = json::parse(rtext)["usage"]["prompt_tokens"].get<int>();
+    const int without = json::parse(ntext)["usage"]["prompt_tokens"].get<int>();
+    if (std::string_view(model) == "minimax_calls.gguf") {
+      EXPECT_GT(with, without);
+    } else {
+      EXPECT_EQ(with, without);
+    }
     // A named function: the prompt opens the section, the call is that function's.
     json named = body;
     named["tool_choice"] = {{"type", "function"}, {"function", {{"name", "now"}}}};

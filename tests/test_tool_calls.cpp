@@ -671,6 +671,24 @@ TEST(ToolCalls, RendersAsMinimaxM2sTemplate) {
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].content, "Hi");
   EXPECT_THROW(render_minimax({{"assistant", "", {{"", "now", "[1]"}}}}, tools, tmpl), Error);
+  // Interleaved thinking: the reasoning of the turns after the last user message, as the
+  // template writes it (Jinja on this conversation with reasoning_content on both replies; its
+  // default system message, without tools, is the session's); the earlier turn's is left out.
+  std::vector<ToolMessage> loop = {
+      {"user", "Weather in Paris?", {}},
+      {"assistant", "", {{"", "now", "{}"}}, "", "Time first."},
+      {"tool", "noon", {}},
+      {"user", "And Oslo?", {}},
+      {"assistant", "", {{"", "get_weather", R"({"city": "Oslo"})"}}, "", "Oslo's weather."},
+      {"tool", "rain", {}},
+  };
+  EXPECT_EQ(format_chat(ChatFamily::kMinimaxM2, render_minimax(loop, {}, tmpl), true),
+            "]~!b[]~b]system\n[e~[\n]~b]user\nWeather in Paris?[e~[\n]~b]ai\n\n"
+            "<minimax:tool_call>\n<invoke name=\"now\">\n</invoke>\n</minimax:tool_call>[e~[\n"
+            "]~b]tool\n<response>noon</response>[e~[\n]~b]user\nAnd Oslo?[e~[\n]~b]ai\n<think>\n"
+            "Oslo's weather.\n</think>\n\n\n<minimax:tool_call>\n<invoke name=\"get_weather\">\n"
+            "<parameter name=\"city\">Oslo</parameter>\n</invoke>\n</minimax:tool_call>[e~[\n"
+            "]~b]tool\n<response>rain</response>[e~[\n]~b]ai\n");
   EXPECT_EQ(call_opening(ToolFormat::kMinimax), "<minimax:tool_call>");
   EXPECT_EQ(forced_call_head(ToolFormat::kMinimax), "<minimax:tool_call>\n");
   EXPECT_EQ(tool_format_name(ToolFormat::kMinimax), "minimax-m2");

@@ -61,8 +61,9 @@ std::string text_of(const ojson& content, const std::string& where, bool tool_re
 }
 
 // One Messages message as chat messages: a user's tool results become tool messages (before its
-// text), an assistant's tool_use blocks its tool_calls; thinking blocks are dropped (the chat
-// templates keep no reasoning of earlier turns).
+// text), an assistant's tool_use blocks its tool_calls, its thinking blocks' text its
+// reasoning_content (which templates that keep the reasoning of a tool loop write; redacted
+// thinking is dropped).
 void add_message(const ojson& m, size_t i, ojson& out) {
   const std::string where = fmt::format("messages[{}]", i);
   if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
@@ -75,7 +76,7 @@ void add_message(const ojson& m, size_t i, ojson& out) {
     out.push_back({{"role", role}, {"content", text_of(content, where + ".content")}});
     return;
   }
-  std::string text;
+  std::string text, reasoning;
   ojson calls = ojson::array();
   for (size_t k = 0; k < content.size(); ++k) {
     const ojson& b = content[k];
@@ -85,7 +86,10 @@ void add_message(const ojson& m, size_t i, ojson& out) {
       if (!b.contains("text") || !b["text"].is_string())
         fail(ErrorKind::kBadValue, "{} needs a string 'text'", at);
       text += b["text"].get<std::string>();
-    } else if (type == "thinking" || type == "redacted_thinking") {
+    } else if (type == "thinking") {
+      if (role == "assistant" && b.contains("thinking") && b["thinking"].is_string())
+        reasoning += b["thinking"].get<std::string>();
+    } else if (type == "redacted_thinking") {
       continue;
     } else if (type == "tool_use" && role == "assistant") {
       if (!b.contains("name") || !b["name"].is_string())
@@ -110,6 +114,7 @@ void add_message(const ojson& m, size_t i, ojson& out) {
   }
   if (role == "assistant") {
     ojson msg = {{"role", "assistant"}, {"content", text}};
+    if (!reasoning.empty()) msg["reasoning_content"] = std::move(reasoning);
     if (!calls.empty()) msg["tool_calls"] = std::move(calls);
     out.push_back(std::move(msg));
   } else if (!text.empty()) {

@@ -227,6 +227,10 @@ void parse_messages(const json& body, CompletionRequest& r) {
     r.tool_parts = r.tool_parts || role == "tool";
     if (const json* id = field(m, "tool_call_id"); id && id->is_string() && role == "tool")
       tm.call_id = id->get<std::string>();
+    // An earlier reply's reasoning, sent back (MiniMax-M2's template keeps a tool loop's).
+    if (const json* rc = field(m, "reasoning_content");
+        rc && rc->is_string() && role == "assistant")
+      tm.reasoning = rc->get<std::string>();
     r.tool_messages.push_back(std::move(tm));
   }
 }
