@@ -64,6 +64,28 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
+// s without its leading and trailing newlines (Jinja's strip('\n')).
+std::string strip_newlines(std::string_view s) {
+  while (!s.empty() && s.front() == '\n') s.remove_prefix(1);
+  while (!s.empty() && s.back() == '\n') s.remove_suffix(1);
+  return std::string(s);
+}
+
+// Whether a template writes the reasoning of earlier replies: the ones that name
+// reasoning_content (Qwen3's, GLM-4.5's, Kimi-K2-Thinking's, MiniMax-M2's).
+bool keeps_reasoning(std::string_view chat_template) {
+  return chat_template.find("reasoning_content") != std::string_view::npos;
+}
+
+// The index of the last user message (0 when none): the replies after it are the tool loop's,
+// whose reasoning the templates keep.
+size_t last_user(const std::vector<ToolMessage>& messages) {
+  size_t last = 0;
+  for (size_t k = 0; k < messages.size(); ++k)
+    if (messages[k].role == "user") last = k;
+  return last;
+}
+
 std::string dump_string(const std::string& s) {
   return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
@@ -386,8 +408,11 @@ std::vector<ToolSpec> parse_tools(const nlohmann::ordered_json& tools) {
 }
 
 std::vector<ChatMessage> render_hermes(const std::vector<ToolMessage>& messages,
-                                       const std::vector<ToolSpec>& tools) {
+                                       const std::vector<ToolSpec>& tools,
+                                       std::string_view chat_template) {
   std::vector<ChatMessage> out;
+  const bool keep = keeps_reasoning(chat_template);
+  const size_t user = last_user(messages);
   size_t i = 0;
   if (!tools.empty()) {
     std::string system;
@@ -412,12 +437,16 @@ std::vector<ChatMessage> render_hermes(const std::vector<ToolMessage>& messages,
       out.push_back({"user", std::move(text)});
       continue;
     }
+    // Qwen3's: a tool loop's reply keeps its reasoning, "<think>\n…\n</think>\n\n" before it.
+    const bool think = keep && m.role == "assistant" && i > user && !m.reasoning.empty();
     std::string content = m.content;
+    if (think) content.erase(0, std::min(content.find_first_not_of('\n'), content.size()));
     for (size_t c = 0; c < m.calls.size(); ++c) {
-      if (c > 0 || !content.empty()) content += '\n';
+      if (c > 0 || !m.content.empty()) content += '\n';
       content += fmt::format("<tool_call>\n{{\"name\": \"{}\", \"arguments\": {}}}\n</tool_call>",
                              m.calls[c].name, m.calls[c].arguments);
     }
+    if (think) content = "<think>\n" + strip_newlines(m.reasoning) + "\n</think>\n\n" + content;
     out.push_back({m.role, std::move(content)});
   }
   return out;
@@ -694,11 +723,11 @@ std::vector<ChatMessage> render_tools(ToolFormat f, const std::vector<ToolMessag
     case ToolFormat::kQwenXml:
       return render_qwen_xml(messages, tools);
     case ToolFormat::kGlmXml:
-      return render_glm(messages, tools);
+      return render_glm(messages, tools, chat_template);
     case ToolFormat::kHarmony:
       return render_harmony(messages, tools, reasoning_effort, today());
     default:
-      return render_hermes(messages, tools);
+      return render_hermes(messages, tools, chat_template);
   }
 }
 
@@ -794,8 +823,11 @@ ParsedCalls parse_qwen_xml_calls(std::string_view answer, const std::vector<Tool
 }
 
 std::vector<ChatMessage> render_glm(const std::vector<ToolMessage>& messages,
-                                    const std::vector<ToolSpec>& tools) {
+                                    const std::vector<ToolSpec>& tools,
+                                    std::string_view chat_template) {
   std::vector<ChatMessage> out;
+  const bool keep = keeps_reasoning(chat_template);
+  const size_t user = last_user(messages);
   if (!tools.empty()) {  // a system turn of its own, before the conversation's
     std::string system(kToolsHead);
     for (const ToolSpec& t : tools) system += "\n" + t.json_text;
@@ -820,8 +852,11 @@ std::vector<ChatMessage> render_glm(const std::vector<ToolMessage>& messages,
     }
     // The template writes "<|assistant|>" + "\n<think></think>" + ("\n" + content) + each call's
     // "\n<tool_call>NAME\n" + "<arg_key>KEY</arg_key>\n<arg_value>VALUE</arg_value>\n"… +
-    // "</tool_call>"; the formatter writes the role's "\n" itself.
-    std::string text = "<think></think>";
+    // "</tool_call>"; the formatter writes the role's "\n" itself. A tool loop's reply keeps its
+    // reasoning in the block.
+    std::string text = keep && i > user && !trim(m.reasoning).empty()
+                           ? "<think>" + std::string(trim(m.reasoning)) + "</think>"
+                           : std::string("<think></think>");
     if (const std::string_view content = trim(m.content); !content.empty())
       text += "\n" + std::string(content);
     for (const ToolCall& call : m.calls) {
@@ -886,13 +921,11 @@ std::vector<ChatMessage> render_minimax(const std::vector<ToolMessage>& messages
     system += kMinimaxToolsTail;
     out.push_back({"system", std::move(system)});
   }
-  size_t last_user = 0;  // the template's last_user_index, here over all the messages
-  for (size_t k = 0; k < messages.size(); ++k)
-    if (messages[k].role == "user") last_user = k;
+  const size_t user = last_user(messages);
   for (; i < messages.size(); ++i) {
     const ToolMessage& m = messages[i];
     // The reasoning of a turn after the last user message (the tool loop's) is kept.
-    const std::string think = m.role == "assistant" && i > last_user && !m.reasoning.empty()
+    const std::string think = m.role == "assistant" && i > user && !m.reasoning.empty()
                                   ? "<think>\n" + m.reasoning + "\n</think>\n\n"
                                   : std::string();
     if (m.role != "assistant" || m.calls.empty()) {
@@ -1007,7 +1040,13 @@ std::vector<ChatMessage> render_kimi(const std::vector<ToolMessage>& messages,
                                                                 end - at - kSystemHeader.size()))});
   }
   const bool empty_think = chat_template.find("<think></think>") != std::string_view::npos;
-  for (const ToolMessage& m : messages) {
+  // Kimi-K2-Thinking's: the replies after the last one without calls keep their reasoning.
+  size_t suffix = 0;
+  for (size_t k = 0; k < messages.size(); ++k)
+    if (messages[k].role == "assistant" && messages[k].calls.empty()) suffix = k + 1;
+  const bool keep = empty_think && keeps_reasoning(chat_template);
+  for (size_t k = 0; k < messages.size(); ++k) {
+    const ToolMessage& m = messages[k];
     if (m.role == "tool") {
       out.push_back({"tool", "## Return of " + m.call_id + "\n" + m.content});
       continue;
@@ -1016,7 +1055,10 @@ std::vector<ChatMessage> render_kimi(const std::vector<ToolMessage>& messages,
       out.push_back({m.role, m.content});
       continue;
     }
-    std::string text = (empty_think ? "<think></think>" : "") + m.content;
+    std::string text = (keep && k >= suffix ? "<think>" + m.reasoning + "</think>"
+                        : empty_think       ? std::string("<think></think>")
+                                            : std::string()) +
+                       m.content;
     if (!m.calls.empty()) {
       text += kSectionOpen;
       for (size_t c = 0; c < m.calls.size(); ++c) {

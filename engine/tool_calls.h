@@ -87,8 +87,9 @@ struct ToolMessage {
   std::vector<ToolCall> calls;
   std::string call_id = {};  // a tool's result: the call it answers (OpenAI's tool_call_id)
   // An assistant's reasoning as the client sent it back (reasoning_content; Anthropic's thinking
-  // blocks): MiniMax-M2's template writes it for the turns of a tool loop (after the last user
-  // message); the other formats leave it out, as their templates do.
+  // blocks): the templates that keep a tool loop's reasoning (Qwen3's, GLM-4.5's,
+  // Kimi-K2-Thinking's, MiniMax-M2's) write it for the replies after the last user message (Kimi:
+  // after the last reply without calls); the others leave it out, as their templates do.
   std::string reasoning = {};
 };
 
@@ -96,8 +97,12 @@ struct ToolMessage {
 // block appended to the system message (one made when there is none), an assistant's calls as
 // <tool_call> blocks after its content, and each run of tool results one user message of
 // <tool_response> blocks.
+// With a template that keeps earlier reasoning (Qwen3's, which names reasoning_content), a reply
+// after the last user message (the tool loop's) opens with its reasoning,
+// "<think>\n…\n</think>\n\n".
 std::vector<ChatMessage> render_hermes(const std::vector<ToolMessage>& messages,
-                                       const std::vector<ToolSpec>& tools);
+                                       const std::vector<ToolSpec>& tools,
+                                       std::string_view chat_template = {});
 
 // The same in Qwen3-Coder's form: the system message (the template's default one when there is
 // none) followed by the tools as XML, an assistant's calls as <tool_call> blocks of <function=>
@@ -110,13 +115,17 @@ std::vector<ChatMessage> render_qwen_xml(const std::vector<ToolMessage>& message
 // its content and its calls as <tool_call> blocks of <arg_key> / <arg_value> pairs (an Error,
 // kBadValue, when a call's arguments are not a JSON object); each run of tool results one
 // observation message of <tool_response> blocks.
+// (With a template that keeps earlier reasoning, a tool loop's reply holds its reasoning in that
+// block: "<think>…</think>".)
 std::vector<ChatMessage> render_glm(const std::vector<ToolMessage>& messages,
-                                    const std::vector<ToolSpec>& tools);
+                                    const std::vector<ToolSpec>& tools,
+                                    std::string_view chat_template = {});
 // The same in Kimi-K2's form (`chat_template`: the model's, for its default system message and
 // whether assistant turns open with an empty <think></think>): a tool_declare message of the
 // tools' JSON array, the template's default system message when the conversation has none, an
 // assistant's calls in one tool-call section (each with its call id), each tool result a tool
-// message "## Return of ID\n…".
+// message "## Return of ID\n…". With Kimi-K2-Thinking's template (it names reasoning_content),
+// the replies after the last one without calls open with "<think>REASONING</think>".
 std::vector<ChatMessage> render_kimi(const std::vector<ToolMessage>& messages,
                                      const std::vector<ToolSpec>& tools,
                                      std::string_view chat_template);

@@ -885,6 +885,105 @@ TEST(ToolCalls, RendersAsDeepseekV31sTemplate) {
   EXPECT_EQ(forced_call_head(ToolFormat::kDeepseek), "<｜tool▁calls▁begin｜>");
 }
 
+// A tool loop's reasoning, sent back with the replies (reasoning_content), as the templates that
+// keep it write it: Qwen3's, GLM-4.6's and Kimi-K2-Thinking's, run by Jinja on this conversation
+// (an answer before the last user message, whose reasoning is dropped, then two replies with
+// calls), wrote exactly these prompts. A template that does not name reasoning_content keeps
+// none.
+TEST(ToolCalls, ToolLoopsKeepTheirReasoningAsTheTemplatesDo) {
+  const std::vector<ToolSpec> tools = parse_tools(ojson::parse(kTools));
+  const std::vector<ToolMessage> msgs = {
+      {"user", "Hi", {}},
+      {"assistant", "Hello.", {}, "", "Greet."},
+      {"user", "Weather in Paris?", {}},
+      {"assistant",
+       "Let me check.",
+       {{"functions.get_weather:0", "get_weather", R"({"city": "Paris"})"}},
+       "",
+       "\nNeed weather.\n"},
+      {"tool", "sunny", {}, "functions.get_weather:0"},
+      {"assistant", "", {{"functions.now:1", "now", "{}"}}, "", "Now the time."},
+      {"tool", "noon", {}, "functions.now:1"},
+  };
+  const std::string qwen3 =
+      "<|im_start|>system\n# Tools\n\nYou may call one or more functions to assist with the user "
+      "query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n"
+      "<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description"
+      "\": \"Weather in a city\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city"
+      "\": {\"type\": \"string\"}, \"unit\": {\"enum\": [\"c\", \"f\"]}}, \"required\": [\"city\""
+      "]}}}\n{\"type\": \"function\", \"function\": {\"name\": \"now\", \"description\": \"The ti"
+      "me, à la minute\"}}\n</tools>\n\nFor each function call, return a json object with functio"
+      "n name and arguments within <tool_call></tool_call> XML tags:\n"
+      "<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n"
+      "</tool_call><|im_end|>\n<|im_start|>user\n"
+      "Hi<|im_end|>\n<|im_start|>assistant\nHello.<|im_end|>\n"
+      "<|im_start|>user\nWeather in Paris?<|im_end|>\n"
+      "<|im_start|>assistant\n<think>\nNeed weather.\n"
+      "</think>\n\nLet me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city"
+      "\": \"Paris\"}}\n</tool_call><|im_end|>\n"
+      "<|im_start|>user\n<tool_response>\nsunny\n"
+      "</tool_response><|im_end|>\n<|im_start|>assistant\n"
+      "<think>\nNow the time.\n</think>\n\n<tool_call>\n"
+      "{\"name\": \"now\", \"arguments\": {}}\n</tool_call><|im_end|>\n"
+      "<|im_start|>user\n<tool_response>\nnoon\n"
+      "</tool_response><|im_end|>\n<|im_start|>assistant\n";
+  EXPECT_EQ(
+      format_chat(ChatFamily::kChatml,
+                  render_tools(ToolFormat::kHermes, msgs, tools, "", "reasoning_content"), true),
+      qwen3);
+  const std::string glm =
+      "[gMASK]<sop><|system|>\n# Tools\n\nYou may call one or more functions to assist with the u"
+      "ser query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n"
+      "<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description"
+      "\": \"Weather in a city\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city"
+      "\": {\"type\": \"string\"}, \"unit\": {\"enum\": [\"c\", \"f\"]}}, \"required\": [\"city\""
+      "]}}}\n{\"type\": \"function\", \"function\": {\"name\": \"now\", \"description\": \"The ti"
+      "me, à la minute\"}}\n</tools>\n\nFor each function call, output the function name and argu"
+      "ments within the following XML format:\n<tool_call>{function-name}\n"
+      "<arg_key>{arg-key-1}</arg_key>\n<arg_value>{arg-value-1}</arg_value>\n"
+      "<arg_key>{arg-key-2}</arg_key>\n<arg_value>{arg-value-2}</arg_value>\n"
+      "...\n</tool_call><|user|>\nHi<|assistant|>\n"
+      "<think></think>\nHello.<|user|>\nWeather in Paris?<|assistant|>\n"
+      "<think>Need weather.</think>\nLet me check.\n"
+      "<tool_call>get_weather\n<arg_key>city</arg_key>\n"
+      "<arg_value>Paris</arg_value>\n</tool_call><|observation|>\n"
+      "<tool_response>\nsunny\n</tool_response><|assistant|>\n"
+      "<think>Now the time.</think>\n<tool_call>now\n"
+      "</tool_call><|observation|>\n<tool_response>\n"
+      "noon\n</tool_response><|assistant|>";
+  EXPECT_EQ(
+      format_chat(ChatFamily::kChatglm4,
+                  render_tools(ToolFormat::kGlmXml, msgs, tools, "", "reasoning_content"), false) +
+          "<|assistant|>",
+      glm);
+  const std::string kimi =
+      "<|im_system|>tool_declare<|im_middle|>[{\"type\": \"function\", \"function\": {\"name\": "
+      "\"get_weather\", \"description\": \"Weather in a city\", \"parameters\": {\"type\": \"obje"
+      "ct\", \"properties\": {\"city\": {\"type\": \"string\"}, \"unit\": {\"enum\": [\"c\", \"f"
+      "\"]}}, \"required\": [\"city\"]}}}, {\"type\": \"function\", \"function\": {\"name\": \"no"
+      "w\", \"description\": \"The time, à la minute\"}}]<|im_end|><|im_system|>system<|im_middle"
+      "|>You are Kimi, an AI assistant created by Moonshot AI.<|im_end|><|im_user|>user<|im_middl"
+      "e|>Hi<|im_end|><|im_assistant|>assistant<|im_middle|><think></think>Hello.<|im_end|><|im_u"
+      "ser|>user<|im_middle|>Weather in Paris?<|im_end|><|im_assistant|>assistant<|im_middle|><th"
+      "ink>\nNeed weather.\n</think>Let me check.<|tool_calls_section_begin|><|tool_call_begin|>f"
+      "unctions.get_weather:0<|tool_call_argument_begin|>{\"city\": \"Paris\"}<|tool_call_end|><|"
+      "tool_calls_section_end|><|im_end|><|im_system|>tool<|im_middle|>## Return of functions.get"
+      "_weather:0\nsunny<|im_end|><|im_assistant|>assistant<|im_middle|><think>Now the time.</thi"
+      "nk><|tool_calls_section_begin|><|tool_call_begin|>functions.now:1<|tool_call_argument_begi"
+      "n|>{}<|tool_call_end|><|tool_calls_section_end|><|im_end|><|im_system|>tool<|im_middle|>##"
+      " Return of functions.now:1\nnoon<|im_end|><|im_assistant|>assistant<|im_middle|>";
+  const std::string kimi_tmpl =
+      "<|im_system|>system<|im_middle|>You are Kimi, an AI assistant created by Moonshot AI."
+      "<|im_end|> <think></think> message.get('reasoning_content', '')";
+  EXPECT_EQ(format_chat(ChatFamily::kKimiK2,
+                        render_tools(ToolFormat::kKimi, msgs, tools, "", kimi_tmpl), true),
+            kimi);
+  // Templates that keep no reasoning (Qwen2.5's, Kimi-K2-Instruct's): none is written.
+  for (const ToolFormat f : {ToolFormat::kHermes, ToolFormat::kGlmXml, ToolFormat::kKimi})
+    for (const ChatMessage& m : render_tools(f, msgs, tools, "", "<think></think>"))
+      EXPECT_EQ(m.content.find("Need weather"), std::string::npos) << m.content;
+}
+
 TEST(ToolCalls, ParsesDeepseekCalls) {
   const auto deepseek = [](std::string_view t) { return parse_section_calls(t, kDeepseekSyntax); };
   ParsedCalls p = deepseek(
