@@ -387,6 +387,22 @@ ModelConfig load_model_config(const io::GgufFile& file) {
     c.gating = GatingType::kSigmoid;
     c.norm_topk_weights = kr.bool_or(Key::kExpertWeightsNorm, false);
   };
+  // ERNIE 4.5's and Hunyuan-A13B's: softmax routing, the top-k weights renormalized, a shared
+  // expert expert_shared_feed_forward_length wide where the key is set.
+  const auto read_softmax_shared_ffn = [&] {
+    c.n_expert = kr.u32(Key::kExpertCount);
+    c.n_expert_used = kr.u32(Key::kExpertUsedCount);
+    c.n_ff_exp = kr.u32(Key::kExpertFeedForwardLength);
+    c.n_ff_shexp = kr.u32_or(Key::kExpertSharedFeedForwardLength, 0);
+    c.gating = GatingType::kSoftmax;
+    c.norm_topk_weights = true;
+  };
+  // llama.cpp's graphs that assert RoPE over the whole head.
+  const auto require_whole_head_rope = [&] {
+    require(c.n_rot == c.head_dim_k, file,
+            fmt::format("rope.dimension_count {} must equal the head dim {} (llama.cpp's {})",
+                        c.n_rot, c.head_dim_k, c.arch_name));
+  };
   switch (c.arch) {
     case Arch::kQwen3Moe:
       c.qk_norm = true;
@@ -547,9 +563,7 @@ ModelConfig load_model_config(const io::GgufFile& file) {
       c.moe_beside_dense = true;
       c.n_expert_shared = 1;
       c.n_ff_shexp = c.n_embd;
-      require(c.n_rot == c.head_dim_k, file,
-              fmt::format("rope.dimension_count {} must equal the head dim {} (llama.cpp's arctic)",
-                          c.n_rot, c.head_dim_k));
+      require_whole_head_rope();
       break;
     case Arch::kGrok: {
       // llama.cpp's grok graph: NEOX RoPE over the whole head, GELU experts (expert_ or
@@ -617,9 +631,7 @@ ModelConfig load_model_config(const io::GgufFile& file) {
       c.qk_norm = true;
       c.rope_type = RopeType::kNeox;
       read_sigmoid_ffn();
-      require(c.n_rot == c.head_dim_k, file,
-              fmt::format("rope.dimension_count {} must equal the head dim {} (llama.cpp's dots1)",
-                          c.n_rot, c.head_dim_k));
+      require_whole_head_rope();
       break;
     case Arch::kBailingMoe2:
       // llama.cpp's bailingmoe2 graph (Ling-mini / Ling-flash 2.0, Ling-1T): one fused q/k/v
@@ -640,10 +652,7 @@ ModelConfig load_model_config(const io::GgufFile& file) {
       // the key is set. Every layer after the dense lead is MoE: llama.cpp binds expert weights
       // for all of them, so interleave_moe_layer_step (required) must be 1.
       c.rope_type = RopeType::kNorm;
-      c.n_expert = kr.u32(Key::kExpertCount);
-      c.n_expert_used = kr.u32(Key::kExpertUsedCount);
-      c.n_ff_exp = kr.u32(Key::kExpertFeedForwardLength);
-      c.n_ff_shexp = kr.u32_or(Key::kExpertSharedFeedForwardLength, 0);
+      read_softmax_shared_ffn();
       c.n_expert_shared = c.n_ff_shexp > 0 ? 1 : 0;
       c.n_layer_dense_lead = kr.u32_or(Key::kLeadingDenseBlockCount, 0);
       const uint32_t step = kr.u32(Key::kInterleaveMoeLayerStep);
@@ -652,12 +661,7 @@ ModelConfig load_model_config(const io::GgufFile& file) {
              "{}: {} = {} is not supported (1: every layer after the dense lead is MoE, the "
              "only layout llama.cpp loads)",
              file.path(), kr.name(Key::kInterleaveMoeLayerStep), step);
-      c.gating = GatingType::kSoftmax;
-      c.norm_topk_weights = true;
-      require(c.n_rot == c.head_dim_k, file,
-              fmt::format("rope.dimension_count {} must equal the head dim {} (llama.cpp's "
-                          "ernie4_5-moe)",
-                          c.n_rot, c.head_dim_k));
+      require_whole_head_rope();
       break;
     }
     case Arch::kHunyuanMoe:
@@ -668,18 +672,10 @@ ModelConfig load_model_config(const io::GgufFile& file) {
       c.qk_norm = true;
       c.qk_norm_after_rope = true;
       c.rope_type = RopeType::kNeox;
-      c.n_expert = kr.u32(Key::kExpertCount);
-      c.n_expert_used = kr.u32(Key::kExpertUsedCount);
-      c.n_ff_exp = kr.u32(Key::kExpertFeedForwardLength);
-      c.n_ff_shexp = kr.u32_or(Key::kExpertSharedFeedForwardLength, 0);
+      read_softmax_shared_ffn();
       if (c.n_ff_shexp == 0) c.n_ff_shexp = kr.per_layer_or(Key::kFeedForwardLength, n_block, 0)[0];
       c.n_expert_shared = 1;
-      c.gating = GatingType::kSoftmax;
-      c.norm_topk_weights = true;
-      require(c.n_rot == c.head_dim_k, file,
-              fmt::format("rope.dimension_count {} must equal the head dim {} (llama.cpp's "
-                          "hunyuan-moe)",
-                          c.n_rot, c.head_dim_k));
+      require_whole_head_rope();
       break;
     case Arch::kGraniteMoe: {
       // llama.cpp reads the four multipliers as required keys; experts are feed_forward_length

@@ -519,6 +519,26 @@ ParsedCalls parse_hermes_calls(std::string_view answer) {
   });
 }
 
+namespace {
+
+// A call's arguments in an XML form: each key and value between the form's tags (a string value
+// as it is, any other as JSON), in the client's order; an Error (kBadValue) when they are not a
+// JSON object.
+std::string xml_args(const ToolCall& call, std::string_view key_open, std::string_view key_close,
+                     std::string_view value_close) {
+  const nlohmann::ordered_json args = nlohmann::ordered_json::parse(call.arguments, nullptr, false);
+  if (!args.is_object())
+    fail(ErrorKind::kBadValue, "the arguments of a call of '{}' are not a JSON object", call.name);
+  std::string out;
+  for (const auto& [key, value] : args.items())
+    out += std::string(key_open) + key + std::string(key_close) +
+           (value.is_string() ? value.get<std::string>() : template_json(value)) +
+           std::string(value_close);
+  return out;
+}
+
+}  // namespace
+
 std::vector<ChatMessage> render_qwen_xml(const std::vector<ToolMessage>& messages,
                                          const std::vector<ToolSpec>& tools) {
   std::vector<ChatMessage> out;
@@ -554,18 +574,10 @@ std::vector<ChatMessage> render_qwen_xml(const std::vector<ToolMessage>& message
     const std::string_view content = trim(m.content);
     std::string text = content.empty() ? std::string() : std::string(content) + "\n\n";
     for (size_t c = 0; c < m.calls.size(); ++c) {
-      const nlohmann::ordered_json args =
-          nlohmann::ordered_json::parse(m.calls[c].arguments, nullptr, false);
-      if (!args.is_object())
-        fail(ErrorKind::kBadValue, "the arguments of a call of '{}' are not a JSON object",
-             m.calls[c].name);
       if (c) text += '\n';
-      text += fmt::format("<tool_call>\n<function={}>\n", m.calls[c].name);
-      for (const auto& [key, value] : args.items())
-        text += "<parameter=" + key + ">\n" +
-                (value.is_string() ? value.get<std::string>() : template_json(value)) +
-                "\n</parameter>\n";
-      text += "</function>\n</tool_call>";
+      text += fmt::format("<tool_call>\n<function={}>\n", m.calls[c].name) +
+              xml_args(m.calls[c], "<parameter=", ">\n", "\n</parameter>\n") +
+              "</function>\n</tool_call>";
     }
     out.push_back({m.role, std::move(text)});
   }
@@ -859,19 +871,10 @@ std::vector<ChatMessage> render_glm(const std::vector<ToolMessage>& messages,
                            : std::string("<think></think>");
     if (const std::string_view content = trim(m.content); !content.empty())
       text += "\n" + std::string(content);
-    for (const ToolCall& call : m.calls) {
-      const nlohmann::ordered_json args =
-          nlohmann::ordered_json::parse(call.arguments, nullptr, false);
-      if (!args.is_object())
-        fail(ErrorKind::kBadValue, "the arguments of a call of '{}' are not a JSON object",
-             call.name);
-      text += "\n<tool_call>" + call.name + "\n";
-      for (const auto& [key, value] : args.items())
-        text += "<arg_key>" + key + "</arg_key>\n<arg_value>" +
-                (value.is_string() ? value.get<std::string>() : template_json(value)) +
-                "</arg_value>\n";
-      text += "</tool_call>";
-    }
+    for (const ToolCall& call : m.calls)
+      text += "\n<tool_call>" + call.name + "\n" +
+              xml_args(call, "<arg_key>", "</arg_key>\n<arg_value>", "</arg_value>\n") +
+              "</tool_call>";
     out.push_back({m.role, std::move(text)});
   }
   return out;
@@ -935,19 +938,9 @@ std::vector<ChatMessage> render_minimax(const std::vector<ToolMessage>& messages
     // "\n<minimax:tool_call>\n", each call's <invoke name="NAME">\n and its
     // <parameter name="KEY">VALUE</parameter>\n lines and </invoke>\n, the section's end.
     std::string text = think + m.content + "\n" + std::string(kMinimaxOpen) + "\n";
-    for (const ToolCall& call : m.calls) {
-      const nlohmann::ordered_json args =
-          nlohmann::ordered_json::parse(call.arguments, nullptr, false);
-      if (!args.is_object())
-        fail(ErrorKind::kBadValue, "the arguments of a call of '{}' are not a JSON object",
-             call.name);
-      text += "<invoke name=\"" + call.name + "\">\n";
-      for (const auto& [key, value] : args.items())
-        text += "<parameter name=\"" + key + "\">" +
-                (value.is_string() ? value.get<std::string>() : template_json(value)) +
-                "</parameter>\n";
-      text += "</invoke>\n";
-    }
+    for (const ToolCall& call : m.calls)
+      text += "<invoke name=\"" + call.name + "\">\n" +
+              xml_args(call, "<parameter name=\"", "\">", "</parameter>\n") + "</invoke>\n";
     out.push_back({m.role, text + std::string(kMinimaxSyntax.section_end)});
   }
   return out;
