@@ -153,6 +153,25 @@ TEST(AnthropicApi, CompletionBecomesAMessage) {
                                    {"id", "call_1"},
                                    {"name", "weather"},
                                    {"input", {{"city", "Oslo"}}}}));
+  // Kimi-K2's call ids (functions.NAME:IDX) are not Anthropic ids ([A-Za-z0-9_-]+): they go out
+  // as toolu_x and their bytes in hex, and come back in tool_use / tool_result as they were.
+  json kimi = completion;
+  kimi["choices"][0]["message"]["tool_calls"][0]["id"] = "functions.weather:0";
+  const std::string out_id = anthropic::message(kimi)["content"][2]["id"];
+  EXPECT_EQ(out_id, "toolu_x66756e6374696f6e732e776561746865723a30");
+  const json back = json::parse(anthropic::chat_request(
+      json({{"max_tokens", 8},
+            {"messages",
+             {{{"role", "user"}, {"content", "Weather?"}},
+              {{"role", "assistant"},
+               {"content",
+                {{{"type", "tool_use"}, {"id", out_id}, {"name", "weather"}, {"input", {}}}}}},
+              {{"role", "user"},
+               {"content",
+                {{{"type", "tool_result"}, {"tool_use_id", out_id}, {"content", "4 C"}}}}}}}})
+          .dump()));
+  EXPECT_EQ(back["messages"][1]["tool_calls"][0]["id"], "functions.weather:0");
+  EXPECT_EQ(back["messages"][2]["tool_call_id"], "functions.weather:0");
   // A plain reply; the stop reasons.
   json plain = completion;
   plain["choices"][0]["message"] = {{"role", "assistant"}, {"content", ""}};

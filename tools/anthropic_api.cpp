@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
+#include <string>
 #include <tuple>
 
 #include "io/check.h"
@@ -19,6 +21,32 @@ std::string dump(const json& j) {
 }
 
 // A member's string (absent or null: `dflt`); another type is an Error naming it.
+// Anthropic's tool_use ids are [A-Za-z0-9_-]+; a call id with other bytes (Kimi-K2's
+// functions.NAME:IDX, which its later prompts name) goes out as "toolu_x" and its bytes in hex,
+// and comes back from a client's tool_use / tool_result as it was.
+constexpr std::string_view kHexId = "toolu_x";
+
+std::string anthropic_id(const std::string& id) {
+  const bool plain = !id.empty() && std::all_of(id.begin(), id.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+  });
+  if (plain) return id;
+  std::string out(kHexId);
+  for (const char c : id) out += fmt::format("{:02x}", static_cast<unsigned char>(c));
+  return out;
+}
+
+std::string call_id(const std::string& id) {
+  const std::string_view hex = std::string_view(id).substr(std::min(id.size(), kHexId.size()));
+  if (!id.starts_with(kHexId) || hex.empty() || hex.size() % 2 != 0 ||
+      hex.find_first_not_of("0123456789abcdef") != std::string_view::npos)
+    return id;
+  std::string out;
+  for (size_t i = 0; i < hex.size(); i += 2)
+    out += static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16));
+  return out;
+}
+
 std::string text_field(const ojson& o, const char* key, const std::string& where,
                        std::string dflt = {}) {
   const auto it = o.find(key);
@@ -96,7 +124,7 @@ void add_message(const ojson& m, size_t i, ojson& out) {
         fail(ErrorKind::kBadValue, "{} needs a string 'name'", at);
       const ojson input = b.value("input", ojson::object());
       calls.push_back(
-          {{"id", text_field(b, "id", at, fmt::format("toolu_{}_{}", i, k))},
+          {{"id", call_id(text_field(b, "id", at, fmt::format("toolu_{}_{}", i, k)))},
            {"type", "function"},
            {"function",
             {{"name", b["name"]},
@@ -105,7 +133,7 @@ void add_message(const ojson& m, size_t i, ojson& out) {
       std::string result = text_of(b.value("content", ojson("")), at + ".content", true);
       if (flag_field(b, "is_error", at)) result = "Error: " + result;
       out.push_back({{"role", "tool"},
-                     {"tool_call_id", text_field(b, "tool_use_id", at)},
+                     {"tool_call_id", call_id(text_field(b, "tool_use_id", at))},
                      {"content", result}});
     } else {
       fail(ErrorKind::kBadValue, "{}: '{}' blocks are not supported in a{} message", at, type,
@@ -212,7 +240,7 @@ json tool_use(const json& call) {
   json input = json::parse(call["function"]["arguments"].get<std::string>(), nullptr, false);
   if (input.is_discarded() || !input.is_object()) input = json::object();
   return {{"type", "tool_use"},
-          {"id", call["id"]},
+          {"id", anthropic_id(call["id"].get<std::string>())},
           {"name", call["function"]["name"]},
           {"input", std::move(input)}};
 }
