@@ -184,7 +184,7 @@ std::optional<ChatFamily> detect_chat_family(std::string_view tmpl) {
   if (has("<seed:bos>")) return F::kSeedOss;
   if (has("'Assistant: '  + message['content'] + '<|separator|>")) return F::kGrok2;
   if (has("]~!b[") && has("]~b]ai")) return F::kMinimaxM2;  // (strata's: llama.cpp has none)
-  if (has("<|begin_of_sentence|>") && has("\"Assistant: \"")) return F::kErnie45;  // (strata's)
+  if (has("<|begin_of_sentence|>") && has("Assistant: ")) return F::kErnie45;  // (strata's)
   return std::nullopt;
 }
 

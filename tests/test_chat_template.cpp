@@ -230,6 +230,8 @@ TEST(ChatTemplate, Ernie45) {
       "message[\"role\"] == \"assistant\" -%}{{- \"Assistant: \" + message[\"content\"] + "
       "sep_token -}}{%- endif -%}{%- endfor -%}";
   EXPECT_EQ(detect_chat_family(tmpl), ChatFamily::kErnie45);
+  EXPECT_EQ(detect_chat_family("'<|begin_of_sentence|>' ... 'Assistant: ' + content"),
+            ChatFamily::kErnie45);
   EXPECT_EQ(chat_family_from_name("ernie4.5"), ChatFamily::kErnie45);
   const std::vector<ChatMessage> conv = {
       {"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello."}, {"user", "2+2?"}};
