@@ -461,34 +461,37 @@ std::string_view ltrim(std::string_view s) {
   return s;
 }
 
-// A block reader's answer: the call, and where in the text after <tool_call> its body ends.
-using BlockCall = std::optional<std::pair<ToolCall, size_t>>;
+// A block reader's answer: the block's calls (one, but in MiniMax-M2's sections), and where in the
+// text after the block's opening its body ends.
+using BlockCall = std::optional<std::pair<std::vector<ToolCall>, size_t>>;
 
-// The <tool_call> blocks of an answer, each read by `call` from the text after its opening, in
-// order as the format's matcher reads it (so a value that holds "</tool_call>" stays in it); then
-// only whitespace and </tool_call>, or the answer's end (the reply ended in the block). A block it
-// does not read stays in the content (to its first </tool_call>), with the text outside the
-// blocks, trimmed.
+// The blocks of an answer (<tool_call> … </tool_call>, or another form's `open` … `close`), each
+// read by `call` from the text after its opening, in order as the format's matcher reads it (so
+// a value that holds the close stays in it); then only whitespace and the close, or the answer's
+// end (the reply ended in the block). A block it does not read stays in the content (to its
+// first close), with the text outside the blocks, trimmed.
 template <class Read>
-ParsedCalls parse_blocks(std::string_view answer, const Read& call) {
+ParsedCalls parse_blocks(std::string_view answer, const Read& call,
+                         std::string_view open_tag = kCallOpen,
+                         std::string_view close_tag = kCallClose) {
   ParsedCalls r;
   std::string content;
   size_t at = 0;
   while (at < answer.size()) {
-    const size_t open = answer.find(kCallOpen, at);
+    const size_t open = answer.find(open_tag, at);
     if (open == std::string_view::npos) break;
     content += answer.substr(at, open - at);
-    const size_t body = open + kCallOpen.size();
+    const size_t body = open + open_tag.size();
     if (BlockCall read = call(answer.substr(body))) {
       const std::string_view after = ltrim(answer.substr(body + read->second));
-      if (after.empty() || after.starts_with(kCallClose)) {
-        r.calls.push_back(std::move(read->first));
-        at = answer.size() - after.size() + (after.empty() ? 0 : kCallClose.size());
+      if (after.empty() || after.starts_with(close_tag)) {
+        for (ToolCall& c : read->first) r.calls.push_back(std::move(c));
+        at = answer.size() - after.size() + (after.empty() ? 0 : close_tag.size());
         continue;
       }
     }
-    const size_t close = answer.find(kCallClose, body);
-    at = close == std::string_view::npos ? answer.size() : close + kCallClose.size();
+    const size_t close = answer.find(close_tag, body);
+    at = close == std::string_view::npos ? answer.size() : close + close_tag.size();
     content += answer.substr(open, at - open);
   }
   if (at < answer.size()) content += answer.substr(at);
@@ -515,7 +518,7 @@ ParsedCalls parse_hermes_calls(std::string_view answer) {
     // An object as written (see json_member_text); a string holds the JSON text.
     c.arguments = j["arguments"].is_string() ? j["arguments"].get<std::string>()
                                              : std::string(json_member_text(text, "arguments"));
-    return std::pair(std::move(c), end);
+    return std::pair(std::vector<ToolCall>{std::move(c)}, end);
   });
 }
 
@@ -830,7 +833,7 @@ ParsedCalls parse_qwen_xml_calls(std::string_view answer, const std::vector<Tool
       append_arg(args, tools, c.name, key, value);
     }
     c.arguments = args + '}';
-    return std::pair(std::move(c), rest.size() - b.size() + kFnEnd.size());
+    return std::pair(std::vector<ToolCall>{std::move(c)}, rest.size() - b.size() + kFnEnd.size());
   });
 }
 
@@ -903,7 +906,7 @@ ParsedCalls parse_glm_calls(std::string_view answer, const std::vector<ToolSpec>
       b.remove_prefix(value_end + kValueEnd.size());
     }
     c.arguments = args + '}';
-    return std::pair(std::move(c), rest.size() - b.size());
+    return std::pair(std::vector<ToolCall>{std::move(c)}, rest.size() - b.size());
   });
 }
 
@@ -965,50 +968,33 @@ ParsedCalls parse_minimax_calls(std::string_view answer, const std::vector<ToolS
     rest.remove_prefix(end + 2);
     return true;
   };
-  ParsedCalls r;
-  std::string content;
-  size_t at = 0;
-  while (at < answer.size()) {
-    const size_t open = answer.find(kMinimaxOpen, at);
-    if (open == std::string_view::npos) break;
-    content += answer.substr(at, open - at);
-    // Read in order, as the matcher reads: each <invoke name="NAME">, its parameters (a VALUE
-    // ends at the first "</parameter>\n", else "</parameter>"), </invoke>; the section's end,
-    // or the reply's.
-    std::string_view rest = answer.substr(open + kMinimaxOpen.size());
-    std::vector<ToolCall> calls;
-    bool ok = true;
-    while (ok && !take(rest, kSectionEnd) && !rest.empty()) {
-      ToolCall c;
-      ok = take(rest, kInvoke) && name(rest, c.name);
-      std::string args = "{";
-      while (ok && !take(rest, kInvokeEnd)) {
-        std::string key;
-        ok = take(rest, kParam) && name(rest, key);
-        size_t end = rest.find(std::string(kParamEnd) + "\n");
-        if (end == std::string_view::npos) end = rest.find(kParamEnd);
-        if (!ok || end == std::string_view::npos) {
-          ok = false;
-          break;
+  // Each <invoke name="NAME">, its parameters (a VALUE ends at the first "</parameter>\n", else
+  // "</parameter>"), </invoke>; to the section's end, or the reply's.
+  return parse_blocks(
+      answer,
+      [&](std::string_view rest) -> BlockCall {
+        std::vector<ToolCall> calls;
+        std::string_view b = ltrim(rest);
+        for (; !b.empty() && !b.starts_with(kSectionEnd); b = ltrim(b)) {
+          ToolCall c;
+          if (!take(b, kInvoke) || !name(b, c.name)) return std::nullopt;
+          std::string args = "{";
+          while (!take(b, kInvokeEnd)) {
+            std::string key;
+            if (!take(b, kParam) || !name(b, key)) return std::nullopt;
+            size_t end = b.find(std::string(kParamEnd) + "\n");
+            if (end == std::string_view::npos) end = b.find(kParamEnd);
+            if (end == std::string_view::npos) return std::nullopt;
+            append_arg(args, tools, c.name, key, b.substr(0, end));
+            b.remove_prefix(end + kParamEnd.size());
+          }
+          c.arguments = args + '}';
+          calls.push_back(std::move(c));
         }
-        append_arg(args, tools, c.name, key, rest.substr(0, end));
-        rest.remove_prefix(end + kParamEnd.size());
-      }
-      c.arguments = args + '}';
-      calls.push_back(std::move(c));
-    }
-    if (ok && !calls.empty()) {
-      for (ToolCall& c : calls) r.calls.push_back(std::move(c));
-      at = answer.size() - rest.size();
-    } else {  // the section as text, to its end
-      const size_t close = answer.find(kSectionEnd, open + kMinimaxOpen.size());
-      at = close == std::string_view::npos ? answer.size() : close + kSectionEnd.size();
-      content += answer.substr(open, at - open);
-    }
-  }
-  if (at < answer.size()) content += answer.substr(at);
-  r.content = std::string(trim(content));
-  return r;
+        if (calls.empty()) return std::nullopt;
+        return std::pair(std::move(calls), rest.size() - b.size());
+      },
+      kMinimaxOpen, kSectionEnd);
 }
 
 std::vector<ChatMessage> render_kimi(const std::vector<ToolMessage>& messages,
